@@ -1,0 +1,40 @@
+# Everything a user or CI runs goes through these targets; the README names them.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup demo dev test test-fast proto bench clean
+
+# Create the virtual environment and install the project with its pinned dependencies.
+$(STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# The main job: a local network that trains and settles a real task.
+demo: setup
+	$(VENV)/bin/trolly-localnet demo
+
+# A single-validator dev chain (solo engine) with a pre-funded dev account.
+dev: setup
+	$(VENV)/bin/trolly-node dev
+
+# The whole test suite, slow end-to-end tests included.
+test: setup
+	$(PY) -m pytest -n 2 -q
+
+# Unit tests only (skips tests marked slow).
+test-fast: setup
+	$(PY) -m pytest -n 2 -q -m 'not slow'
+
+# Regenerate the protobuf modules (committed) from the .proto files.
+proto: setup
+	$(PY) -m grpc_tools.protoc -I chain/proto --python_out=chain/proto chain/proto/*.proto
+	$(PY) -m abci_app.proto_gen 2>/dev/null || true
+
+clean:
+	rm -rf $(VENV) build *.egg-info

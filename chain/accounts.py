@@ -1,0 +1,103 @@
+"""Accounts and the small named verbs that change balances (STYLE 3).
+
+An account is (balance, nonce), stored as two big-endian u64s. An account with zero balance and zero nonce
+is deleted rather than stored; one with a non-zero nonce is kept even when empty, so its old transactions
+can never be replayed. Total supply is tracked under its own key and changes only by `burn` (and genesis).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import keys
+from .codec import U64_MAX, decode_u64, encode_u64
+from .errors import InsufficientFunds, InvalidAmount
+from .state import State
+
+
+@dataclass(frozen=True)
+class Account:
+    balance: int = 0
+    nonce: int = 0
+
+
+def get_account(state: State, address: bytes) -> Account:
+    raw = state.get(keys.account_key(address))
+    if raw is None:
+        return Account()
+    return Account(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"))
+
+
+def set_account(state: State, address: bytes, account: Account) -> None:
+    key = keys.account_key(address)
+    if account.balance == 0 and account.nonce == 0:
+        state.delete(key)
+    else:
+        state.set(key, account.balance.to_bytes(8, "big") + account.nonce.to_bytes(8, "big"))
+
+
+def get_balance(state: State, address: bytes) -> int:
+    return get_account(state, address).balance
+
+
+def check_amount(amount: int, what: str = "amount") -> None:
+    """Amounts are positive integers that fit in 64 bits."""
+    if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0 or amount > U64_MAX:
+        raise InvalidAmount(f"{what} must be an integer in 1..{U64_MAX}, got {amount!r}")
+
+
+def add_balance(state: State, address: bytes, amount: int) -> None:
+    if amount == 0:
+        return
+    account = get_account(state, address)
+    new_balance = account.balance + amount
+    if new_balance > U64_MAX:
+        raise InvalidAmount("balance would exceed 64 bits")
+    set_account(state, address, Account(new_balance, account.nonce))
+
+
+def sub_balance(state: State, address: bytes, amount: int) -> None:
+    if amount == 0:
+        return
+    account = get_account(state, address)
+    if account.balance < amount:
+        raise InsufficientFunds(f"balance {account.balance}utrl is less than {amount}utrl")
+    set_account(state, address, Account(account.balance - amount, account.nonce))
+
+
+def move_funds(state: State, sender: bytes, recipient: bytes, amount: int) -> None:
+    """Move `amount` utrl; raises InsufficientFunds before changing anything."""
+    sub_balance(state, sender, amount)
+    add_balance(state, recipient, amount)
+
+
+def increment_nonce(state: State, address: bytes) -> None:
+    account = get_account(state, address)
+    set_account(state, address, Account(account.balance, account.nonce + 1))
+
+
+def get_supply(state: State) -> int:
+    raw = state.get(keys.SUPPLY)
+    return decode_u64(raw) if raw else 0
+
+
+def set_supply(state: State, supply: int) -> None:
+    state.set(keys.SUPPLY, encode_u64(supply))
+
+
+def mint(state: State, address: bytes, amount: int) -> None:
+    """Create tokens (genesis only)."""
+    add_balance(state, address, amount)
+    set_supply(state, get_supply(state) + amount)
+
+
+def burn(state: State, address: bytes, amount: int) -> None:
+    """Destroy tokens held by `address` (slashing burns part of what it takes)."""
+    sub_balance(state, address, amount)
+    set_supply(state, get_supply(state) - amount)
+
+
+def iterate_accounts(state: State):
+    """Every stored (address, Account), ascending by address."""
+    for key, raw in state.iterate(keys.ACCOUNT):
+        yield key[len(keys.ACCOUNT):], Account(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"))

@@ -1,0 +1,73 @@
+"""Checks and charges that come before a transaction's messages run (the "ante handler").
+
+Stateless part (`check_tx_stateless`): size, chain id, signature, message count, known message types, each
+message's own validation. Stateful part (`charge_fee_and_nonce`): the nonce must be the signer's next one,
+and the fee moves to the fee collector. Both run before any message; if they fail the tx changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .accounts import get_account, move_funds, increment_nonce
+from .codec import U64_MAX
+from .crypto import module_address, verify_signature
+from .errors import InsufficientFee, InsufficientFunds, InvalidAmount, InvalidNonce, InvalidRequest, InvalidSignature
+from .errors import TxDecodeError, UnknownMessage, WrongChainId
+from .module import MessageRoute
+from .params import AuthParams
+from .state import State
+from .tx import SignedTx, sign_bytes
+
+FEE_COLLECTOR = module_address("fee_collector")
+"""Where fees wait until the end of the block, when the distribution module pays them out."""
+
+
+def decode_messages(tx: SignedTx, routes: dict[str, MessageRoute]) -> list[tuple[MessageRoute, Any]]:
+    decoded = []
+    for any_msg in tx.body.messages:
+        route = routes.get(any_msg.type_url)
+        if route is None:
+            raise UnknownMessage(f"unknown message type {any_msg.type_url!r}")
+        try:
+            message = route.message_type.FromString(any_msg.value)
+        except Exception as exc:  # protobuf raises DecodeError or RuntimeError depending on backend
+            raise TxDecodeError(f"cannot decode {any_msg.type_url}: {exc}") from None
+        route.validate(message)
+        decoded.append((route, message))
+    return decoded
+
+
+def check_tx_stateless(
+    tx: SignedTx, chain_id: str, params: AuthParams, routes: dict[str, MessageRoute]
+) -> list[tuple[MessageRoute, Any]]:
+    """Everything that can be checked without state; returns the decoded messages."""
+    body = tx.body
+    if body.chain_id != chain_id:
+        raise WrongChainId(f"tx is for chain {body.chain_id!r}, this is {chain_id!r}")
+    if len(tx.raw) > params.max_tx_bytes:
+        raise TxDecodeError(f"tx is {len(tx.raw)} bytes, limit {params.max_tx_bytes}")
+    if not body.messages:
+        raise InvalidRequest("tx carries no messages")
+    if len(body.messages) > params.max_messages_per_tx:
+        raise InvalidRequest(f"tx carries {len(body.messages)} messages, limit {params.max_messages_per_tx}")
+    if len(body.memo.encode()) > params.max_memo_bytes:
+        raise InvalidRequest(f"memo longer than {params.max_memo_bytes} bytes")
+    if body.fee > U64_MAX:
+        raise InvalidAmount("fee beyond 64 bits")
+    if not verify_signature(tx.pubkey, sign_bytes(tx.body_bytes), tx.signature):
+        raise InvalidSignature("signature does not verify for this public key and body")
+    return decode_messages(tx, routes)
+
+
+def charge_fee_and_nonce(state: State, tx: SignedTx, params: AuthParams) -> None:
+    signer = tx.signer
+    account = get_account(state, signer)
+    if tx.body.nonce != account.nonce:
+        raise InvalidNonce(f"nonce {tx.body.nonce} is not the account's next nonce {account.nonce}")
+    if tx.body.fee < params.min_fee:
+        raise InsufficientFee(f"fee {tx.body.fee}utrl is below the minimum {params.min_fee}utrl")
+    if account.balance < tx.body.fee:
+        raise InsufficientFunds(f"balance {account.balance}utrl cannot pay the fee {tx.body.fee}utrl")
+    move_funds(state, signer, FEE_COLLECTOR, tx.body.fee)
+    increment_nonce(state, signer)

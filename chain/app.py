@@ -1,0 +1,144 @@
+"""The state transition: `init_chain`, `apply_block`, `apply_tx`, `check_tx` and `query`.
+
+Reads like a spec (STYLE 1): a block runs every module's begin-block hook, then each transaction (ante checks,
+fee and nonce, then its messages all-or-nothing), then every end-block hook. Everything is a pure function
+of the state handed in and the block; the caller (the ABCI adapter) decides what to persist.
+"""
+
+from __future__ import annotations
+
+from .ante import check_tx_stateless, charge_fee_and_nonce
+from .block import BlockContext, BlockEnv, BlockOutput, Event, TxResult, ValidatorUpdate
+from .crypto import encode_address
+from .errors import ChainError, InvalidRequest, UnknownQueryPath
+from .module import MessageRoute, Module, QueryResult, QueryRoute
+from .modules.bank import BANK
+from .params import AuthParams, get_params, params_from_json, set_params
+from .state import State
+from .tx import decode_tx
+
+MODULES: tuple[Module, ...] = (BANK,)
+"""Every module, in hook order. Begin-block hooks run in this order, end-block hooks too."""
+
+
+def _routes(modules: tuple[Module, ...]) -> dict[str, MessageRoute]:
+    routes: dict[str, MessageRoute] = {}
+    for module in modules:
+        for route in module.messages:
+            if route.type_url in routes:
+                raise ValueError(f"message {route.type_url} registered twice")
+            routes[route.type_url] = route
+    return routes
+
+
+MESSAGE_ROUTES = _routes(MODULES)
+QUERY_ROUTES: tuple[QueryRoute, ...] = tuple(q for m in MODULES for q in m.queries)
+PARAM_TYPES: tuple[type, ...] = tuple(p for m in MODULES for p in m.params)
+
+
+def error_result(error: ChainError, events: list[Event] | None = None) -> TxResult:
+    return TxResult(code=error.code, codespace=error.codespace, log=error.log, events=events or [])
+
+
+def init_chain(state: State, env: BlockEnv, app_state: dict) -> list[ValidatorUpdate]:
+    """Write genesis state; returns the initial validator set for CometBFT."""
+    params_json = app_state.get("params", {})
+    unknown = sorted(set(params_json) - {p.SECTION for p in PARAM_TYPES})
+    if unknown:
+        raise InvalidRequest(f"unknown params sections in genesis: {', '.join(unknown)}")
+    for params_type in PARAM_TYPES:
+        set_params(state, params_from_json(params_type, params_json.get(params_type.SECTION)))
+    ctx = BlockContext(env)
+    for module in MODULES:
+        if module.init_genesis is not None:
+            module.init_genesis(state, ctx, app_state)
+    state.discard_journal()
+    return [ValidatorUpdate(pubkey, power) for pubkey, power in sorted(ctx.validator_updates.items())]
+
+
+def apply_tx(state: State, ctx: BlockContext, raw: bytes) -> TxResult:
+    """Execute one transaction. Failed ante: no effect. Failed message: fee and nonce stay charged."""
+    params = get_params(state, AuthParams)
+    try:
+        tx = decode_tx(raw, params.max_tx_bytes)
+        messages = check_tx_stateless(tx, ctx.env.chain_id, params, MESSAGE_ROUTES)
+        before_ante = state.snapshot()
+        try:
+            charge_fee_and_nonce(state, tx, params)
+        except ChainError:
+            state.rollback(before_ante)
+            raise
+    except ChainError as error:
+        return error_result(error)
+
+    signer = tx.signer
+    sender = encode_address(signer)
+    charged = [Event.of("tx", fee=tx.body.fee, signer=sender, nonce=tx.body.nonce)]
+    events = list(charged)
+    ctx.tx_events = events
+    before_messages = state.snapshot()
+    try:
+        for route, message in messages:
+            events.append(Event.of("message", action=route.type_url, sender=sender))
+            route.process(state, ctx, signer, message)
+    except ChainError as error:
+        state.rollback(before_messages)
+        return error_result(error, charged)
+    finally:
+        ctx.tx_events = None
+    return TxResult(events=events)
+
+
+def apply_block(state: State, env: BlockEnv, txs: list[bytes]) -> BlockOutput:
+    """Execute a whole block against `state` (mutated in place); nothing is persisted here."""
+    ctx = BlockContext(env)
+    for module in MODULES:
+        if module.begin_block is not None:
+            module.begin_block(state, ctx)
+    tx_results = []
+    for raw in txs:
+        tx_results.append(apply_tx(state, ctx, raw))
+        state.discard_journal()
+    for module in MODULES:
+        if module.end_block is not None:
+            module.end_block(state, ctx)
+    state.discard_journal()
+    updates = [ValidatorUpdate(pubkey, power) for pubkey, power in sorted(ctx.validator_updates.items())]
+    return BlockOutput(tx_results=tx_results, events=ctx.events, validator_updates=updates)
+
+
+def check_tx(state: State, env: BlockEnv, raw: bytes) -> TxResult:
+    """Mempool admission against a mempool overlay: the tx must succeed whole, or it changes nothing."""
+    ctx = BlockContext(env)
+    marker = state.snapshot()
+    result = apply_tx(state, ctx, raw)
+    if not result.ok:
+        state.rollback(marker)
+    return result
+
+
+def check_tx_stateless_only(raw: bytes, chain_id: str, state: State) -> TxResult:
+    """What ProcessProposal can check without executing: decoding, chain id, signature, message shapes."""
+    params = get_params(state, AuthParams)
+    try:
+        check_tx_stateless(decode_tx(raw, params.max_tx_bytes), chain_id, params, MESSAGE_ROUTES)
+    except ChainError as error:
+        return error_result(error)
+    return TxResult()
+
+
+def query(state: State, path: str, data: bytes = b"") -> QueryResult:
+    """Answer a query path such as `/account/trolly1...`; raises UnknownQueryPath for anything unserved."""
+    for route in QUERY_ROUTES:
+        if path == route.path:
+            return route.handler(state, "", data)
+        if path.startswith(route.path + "/"):
+            return route.handler(state, path[len(route.path) + 1:], data)
+    raise UnknownQueryPath(f"unknown query path {path!r}; served: {', '.join(r.path for r in QUERY_ROUTES)}")
+
+
+def check_invariants(state: State) -> None:
+    """Run every module's invariants; raises InvariantBroken on the first that fails."""
+    for module in MODULES:
+        for invariant in module.invariants:
+            invariant(state)

@@ -1,0 +1,19 @@
+"""bank `MsgSend`: move utrl from the signer to another account."""
+
+from ..accounts import check_amount, move_funds
+from ..block import BlockContext, Event
+from ..crypto import ADDRESS_LENGTH, encode_address
+from ..errors import InvalidAddress
+from ..proto.bank_pb2 import MsgSend
+from ..state import State
+
+
+def validate_send(msg: MsgSend) -> None:
+    if len(msg.to) != ADDRESS_LENGTH:
+        raise InvalidAddress(f"recipient must be a {ADDRESS_LENGTH}-byte address, got {len(msg.to)} bytes")
+    check_amount(msg.amount)
+
+
+def process_send(state: State, ctx: BlockContext, signer: bytes, msg: MsgSend) -> None:
+    move_funds(state, signer, msg.to, msg.amount)
+    ctx.emit(Event.of("transfer", sender=encode_address(signer), recipient=encode_address(msg.to), amount=msg.amount))

@@ -1,0 +1,81 @@
+"""Transaction encoding, decoding, signing and hashing.
+
+Wire form: the protobuf `Tx {body_bytes, pubkey, signature}` of `proto/tx.proto`. The signature covers
+`SIGN_DOMAIN + body_bytes` exactly as received, and the body names the chain id, so a signature is valid
+for one chain and for transactions only. The hash of a transaction is sha256 of its raw bytes, as in
+CometBFT (shown as upper-case hex).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError, Message
+
+from .crypto import PrivateKey, address_from_pubkey
+from .errors import TxDecodeError, TxTooLarge
+from .proto import tx_pb2
+
+SIGN_DOMAIN = b"trolly/tx/v1\x00"
+"""Prefix of every signed byte string, so a tx signature can never be replayed as another kind of signature."""
+
+MAX_TX_BYTES = 1 << 20
+"""Hard upper bound on a transaction's encoded size (the params may set a lower one)."""
+
+
+@dataclass(frozen=True)
+class SignedTx:
+    """A decoded transaction: the raw bytes, the parsed body and the signer."""
+
+    raw: bytes
+    body: tx_pb2.TxBody
+    body_bytes: bytes
+    pubkey: bytes
+    signature: bytes
+
+    @property
+    def signer(self) -> bytes:
+        return address_from_pubkey(self.pubkey)
+
+    @property
+    def hash(self) -> bytes:
+        return tx_hash(self.raw)
+
+
+def tx_hash(raw: bytes) -> bytes:
+    return hashlib.sha256(raw).digest()
+
+
+def sign_bytes(body_bytes: bytes) -> bytes:
+    return SIGN_DOMAIN + body_bytes
+
+
+def decode_tx(raw: bytes, max_bytes: int = MAX_TX_BYTES) -> SignedTx:
+    """Parse a transaction envelope and its body; raises TxDecodeError/TxTooLarge, never anything else."""
+    if len(raw) > max_bytes:
+        raise TxTooLarge(f"tx is {len(raw)} bytes, limit {max_bytes}")
+    if not raw:
+        raise TxDecodeError("empty tx")
+    try:
+        envelope = tx_pb2.Tx.FromString(raw)
+        body = tx_pb2.TxBody.FromString(envelope.body_bytes)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise TxDecodeError(f"tx decode failed: {exc}") from None
+    if not envelope.body_bytes:
+        raise TxDecodeError("tx has no body")
+    return SignedTx(raw, body, envelope.body_bytes, envelope.pubkey, envelope.signature)
+
+
+def type_url_of(message: Message) -> str:
+    return "/" + message.DESCRIPTOR.full_name
+
+
+def build_tx(key: PrivateKey, chain_id: str, nonce: int, fee: int, messages: list[Message], memo: str = "") -> bytes:
+    """Encode and sign a transaction carrying `messages` (protobuf message objects)."""
+    body = tx_pb2.TxBody(chain_id=chain_id, nonce=nonce, fee=fee, memo=memo)
+    for message in messages:
+        body.messages.add(type_url=type_url_of(message), value=message.SerializeToString(deterministic=True))
+    body_bytes = body.SerializeToString(deterministic=True)
+    envelope = tx_pb2.Tx(body_bytes=body_bytes, pubkey=key.pubkey, signature=key.sign(sign_bytes(body_bytes)))
+    return envelope.SerializeToString(deterministic=True)

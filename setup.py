@@ -1,0 +1,18 @@
+"""Maps the project's top-level folders under one ``trolly.`` namespace (DESIGN section 1).
+
+``chain/`` installs as ``trolly.chain``, ``wallet/`` as ``trolly.wallet`` and so on, so the generic folder
+names cannot collide with other distributions' top-level modules. Everything else is in pyproject.toml.
+"""
+
+from setuptools import find_packages, setup
+
+TOP_LEVEL = ["chain", "abci_app", "compute", "verifier", "wallet", "localnet"]
+
+packages = []
+package_dir = {}
+for top in TOP_LEVEL:
+    package_dir[f"trolly.{top}"] = top
+    packages.append(f"trolly.{top}")
+    packages.extend(f"trolly.{top}.{sub}" for sub in find_packages(top))
+
+setup(packages=packages, package_dir=package_dir, package_data={"": ["*.proto", "*.json"]})
