@@ -21,11 +21,18 @@ class Account:
     nonce: int = 0
 
 
+def encode_account(account: Account) -> bytes:
+    """Stored form: balance then nonce, big-endian u64 each (what a Merkle proof of an account commits to)."""
+    return account.balance.to_bytes(8, "big") + account.nonce.to_bytes(8, "big")
+
+
+def decode_account(raw: bytes) -> Account:
+    return Account(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"))
+
+
 def get_account(state: State, address: bytes) -> Account:
     raw = state.get(keys.account_key(address))
-    if raw is None:
-        return Account()
-    return Account(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"))
+    return Account() if raw is None else decode_account(raw)
 
 
 def set_account(state: State, address: bytes, account: Account) -> None:
@@ -33,7 +40,7 @@ def set_account(state: State, address: bytes, account: Account) -> None:
     if account.balance == 0 and account.nonce == 0:
         state.delete(key)
     else:
-        state.set(key, account.balance.to_bytes(8, "big") + account.nonce.to_bytes(8, "big"))
+        state.set(key, encode_account(account))
 
 
 def get_balance(state: State, address: bytes) -> int:
@@ -100,4 +107,4 @@ def burn(state: State, address: bytes, amount: int) -> None:
 def iterate_accounts(state: State):
     """Every stored (address, Account), ascending by address."""
     for key, raw in state.iterate(keys.ACCOUNT):
-        yield key[len(keys.ACCOUNT):], Account(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"))
+        yield key[len(keys.ACCOUNT):], decode_account(raw)

@@ -13,7 +13,7 @@ from .crypto import encode_address
 from .errors import ChainError, InvalidRequest, UnknownQueryPath
 from .module import MessageRoute, Module, QueryResult, QueryRoute
 from .modules.bank import BANK
-from .params import AuthParams, get_params, params_from_json, set_params
+from .params import AuthParams, get_params, params_from_json, params_to_json, set_params
 from .state import State
 from .tx import decode_tx
 
@@ -31,9 +31,21 @@ def _routes(modules: tuple[Module, ...]) -> dict[str, MessageRoute]:
     return routes
 
 
+def query_params(state: State, arg: str, data: bytes) -> QueryResult:
+    """All params sections, or one with `/params/<section>`."""
+    sections = {p.SECTION: params_to_json(get_params(state, p)) for p in PARAM_TYPES}
+    if arg:
+        if arg not in sections:
+            raise InvalidRequest(f"unknown params section {arg!r}; known: {', '.join(sorted(sections))}")
+        return QueryResult(sections[arg])
+    return QueryResult(sections)
+
+
 MESSAGE_ROUTES = _routes(MODULES)
-QUERY_ROUTES: tuple[QueryRoute, ...] = tuple(q for m in MODULES for q in m.queries)
 PARAM_TYPES: tuple[type, ...] = tuple(p for m in MODULES for p in m.params)
+QUERY_ROUTES: tuple[QueryRoute, ...] = (QueryRoute("/params", query_params, "chain parameters"),) + tuple(
+    q for m in MODULES for q in m.queries
+)
 
 
 def error_result(error: ChainError, events: list[Event] | None = None) -> TxResult:
