@@ -32,9 +32,9 @@ test-fast: setup
 	$(PY) -m pytest -n 2 -q -m 'not slow'
 
 # Regenerate the protobuf modules (committed) from the .proto files.
+# (CometBFT v0.38 ABCI protos under abci_app/proto/tendermint and chain/proto; imports rewritten to trolly.*)
 proto: setup
-	$(PY) -m grpc_tools.protoc -I chain/proto --python_out=chain/proto chain/proto/*.proto
-	$(PY) -m abci_app.proto_gen 2>/dev/null || true
+	$(PY) -m trolly.abci_app.proto.regenerate
 
 clean:
 	rm -rf $(VENV) build *.egg-info

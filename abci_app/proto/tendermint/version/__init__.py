@@ -1,0 +1,1 @@
+"""Generated protobuf modules (see trolly.abci_app.proto.regenerate)."""
