@@ -13,12 +13,16 @@ from .crypto import encode_address
 from .errors import ChainError, InvalidRequest, UnknownQueryPath
 from .module import MessageRoute, Module, QueryResult, QueryRoute
 from .modules.bank import BANK
+from .modules.distribution import DISTRIBUTION
+from .modules.slashing import SLASHING
+from .modules.staking import STAKING
 from .params import AuthParams, get_params, params_from_json, params_to_json, set_params
 from .state import State
 from .tx import decode_tx
 
-MODULES: tuple[Module, ...] = (BANK,)
-"""Every module, in hook order. Begin-block hooks run in this order, end-block hooks too."""
+MODULES: tuple[Module, ...] = (BANK, SLASHING, STAKING, DISTRIBUTION)
+"""Every module, in hook order. Begin-block hooks run in this order, end-block hooks too. The task market
+goes before SLASHING; STAKING (unbonding maturity, power updates) then DISTRIBUTION (fees) must end a block."""
 
 
 def _routes(modules: tuple[Module, ...]) -> dict[str, MessageRoute]:

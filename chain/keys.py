@@ -10,12 +10,28 @@ SUPPLY = b"\x03"  # -> total supply (u64 big-endian)
 CHAIN_META = b"\x04"  # + name -> chain metadata (chain id, ...)
 
 # staking, distribution, slashing: 0x10..0x1f
-VALIDATOR = b"\x10"  # + operator address(20) -> Validator
-VALIDATOR_BY_CONS = b"\x11"  # + consensus address(20) -> operator address
-UNBONDING = b"\x12"  # + maturity height(8) + operator(20) + seq(8) -> UnbondingEntry
-VALIDATOR_POWER_LAST = b"\x13"  # + consensus address(20) -> last power sent to CometBFT
+VALIDATOR = b"\x10"  # + operator address(20) -> Validator (protobuf)
+VALIDATOR_BY_CONS = b"\x11"  # + consensus address(20) -> operator address; kept forever, so a key is never reused
+UNBONDING = b"\x12"  # + maturity height(8) + operator(20) + seq(8) -> UnbondingEntry (protobuf)
+VALIDATOR_POWER_LAST = b"\x13"  # + operator address(20) -> last power sent to CometBFT (u64); absent = 0
+VALIDATOR_POWER_CHANGED = b"\x14"  # + operator(20) -> b"\x01"; within a block only, cleared at end-block
+UNBONDING_BY_OPERATOR = b"\x15"  # + operator(20) + maturity height(8) + seq(8) -> b"\x01" (index of UNBONDING)
+ACTIVE_VALIDATOR = b"\x16"  # + operator(20) -> b"\x01" while the validator's power is > 0
+SLASHED_EVIDENCE = b"\x17"  # + infraction height(8) + consensus address(20) -> b"\x01"; pruned past max age
+UNBONDING_SEQUENCE = b"\x18"  # -> next unbonding entry sequence number (u64)
 
 # task market: 0x20..0x3f (reserved for the market module)
+MARKET_WORKER = b"\x20"  # + worker address(20) -> Worker (canonical JSON)
+MARKET_WORKER_UNBONDING = b"\x21"  # + maturity height(8) + worker address(20) -> stake (u64)
+MARKET_NEXT_TASK_ID = b"\x22"  # -> next task id (u64)
+MARKET_TASK = b"\x23"  # + task id(8) -> Task (canonical JSON)
+MARKET_TASK_SPEC = b"\x24"  # + task id(8) -> the spec JSON bytes exactly as submitted
+MARKET_OPEN_TASK = b"\x25"  # + task id(8) -> b"" while the task is open or running
+MARKET_MEMBER = b"\x26"  # + task id(8) + worker address(20) -> Member (canonical JSON)
+MARKET_COMMIT = b"\x27"  # + task id(8) + round(8) + worker address(20) -> Commitment (canonical JSON)
+MARKET_VERDICT = b"\x28"  # + task id(8) + round(8) + worker(20) + segment(8) + validator(20) -> Vote
+MARKET_PENDING_SEGMENT = b"\x29"  # + task id(8) + round(8) + worker(20) + segment(8) -> b"" awaiting verdicts
+MARKET_SCHEDULE = b"\x2a"  # + height(8) + task id(8) + kind(1) -> b"": end-block work due at that height
 
 
 def account_key(address: bytes) -> bytes:
@@ -25,3 +41,81 @@ def account_key(address: bytes) -> bytes:
 def u64(value: int) -> bytes:
     """Big-endian 8 bytes, so that keys sort numerically."""
     return value.to_bytes(8, "big")
+
+
+# -- staking, distribution, slashing -------------------------------------------------------------------------
+def validator_key(operator: bytes) -> bytes:
+    return VALIDATOR + operator
+
+
+def validator_by_cons_key(consensus_address: bytes) -> bytes:
+    return VALIDATOR_BY_CONS + consensus_address
+
+
+def unbonding_key(maturity_height: int, operator: bytes, sequence: int) -> bytes:
+    """Ordered by maturity first, so end-block reads only the entries due at its height."""
+    return UNBONDING + u64(maturity_height) + operator + u64(sequence)
+
+
+def unbonding_by_operator_key(operator: bytes, maturity_height: int, sequence: int) -> bytes:
+    return UNBONDING_BY_OPERATOR + operator + u64(maturity_height) + u64(sequence)
+
+
+def last_power_key(operator: bytes) -> bytes:
+    return VALIDATOR_POWER_LAST + operator
+
+
+def power_changed_key(operator: bytes) -> bytes:
+    return VALIDATOR_POWER_CHANGED + operator
+
+
+def active_validator_key(operator: bytes) -> bytes:
+    return ACTIVE_VALIDATOR + operator
+
+
+def slashed_evidence_key(infraction_height: int, consensus_address: bytes) -> bytes:
+    """Ordered by infraction height first, so records older than the evidence age are pruned cheaply."""
+    return SLASHED_EVIDENCE + u64(infraction_height) + consensus_address
+
+
+# -- task market ---------------------------------------------------------------------------------------------
+def market_worker_key(worker: bytes) -> bytes:
+    return MARKET_WORKER + worker
+
+
+def market_worker_unbonding_key(maturity_height: int, worker: bytes) -> bytes:
+    """Ordered by maturity, so end-block reads only the stakes due at its height."""
+    return MARKET_WORKER_UNBONDING + u64(maturity_height) + worker
+
+
+def market_task_key(task_id: int) -> bytes:
+    return MARKET_TASK + u64(task_id)
+
+
+def market_task_spec_key(task_id: int) -> bytes:
+    return MARKET_TASK_SPEC + u64(task_id)
+
+
+def market_open_task_key(task_id: int) -> bytes:
+    return MARKET_OPEN_TASK + u64(task_id)
+
+
+def market_member_key(task_id: int, worker: bytes) -> bytes:
+    return MARKET_MEMBER + u64(task_id) + worker
+
+
+def market_commit_key(task_id: int, round_: int, worker: bytes) -> bytes:
+    return MARKET_COMMIT + u64(task_id) + u64(round_) + worker
+
+
+def market_vote_key(task_id: int, round_: int, worker: bytes, segment: int, validator: bytes) -> bytes:
+    return MARKET_VERDICT + u64(task_id) + u64(round_) + worker + u64(segment) + validator
+
+
+def market_pending_segment_key(task_id: int, round_: int, worker: bytes, segment: int) -> bytes:
+    return MARKET_PENDING_SEGMENT + u64(task_id) + u64(round_) + worker + u64(segment)
+
+
+def market_schedule_key(height: int, task_id: int, kind: int) -> bytes:
+    """Ordered by height first, so end-block reads only the task work due at its height."""
+    return MARKET_SCHEDULE + u64(height) + u64(task_id) + bytes([kind])

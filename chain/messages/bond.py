@@ -1,0 +1,29 @@
+"""staking `MsgBond`: add tokens from the signer's balance to the signer's own validator."""
+
+import dataclasses
+
+from ..accounts import check_amount, move_funds
+from ..block import BlockContext, Event
+from ..codec import U64_MAX
+from ..crypto import encode_address
+from ..errors import InvalidAmount
+from ..proto.staking_pb2 import MsgBond
+from ..state import State
+from ..validators import BONDED_POOL, ValidatorJailed, ValidatorNotFound, get_validator, save_validator
+
+
+def validate_bond(msg: MsgBond) -> None:
+    check_amount(msg.amount)
+
+
+def process_bond(state: State, ctx: BlockContext, signer: bytes, msg: MsgBond) -> None:
+    validator = get_validator(state, signer)
+    if validator is None:
+        raise ValidatorNotFound(f"{encode_address(signer)} operates no validator; send MsgCreateValidator first")
+    if validator.jailed:
+        raise ValidatorJailed(f"validator {validator.moniker!r} is jailed; it can only unbond")
+    if validator.stake + msg.amount > U64_MAX:
+        raise InvalidAmount("stake would exceed 64 bits")
+    move_funds(state, signer, BONDED_POOL, msg.amount)
+    validator = save_validator(state, dataclasses.replace(validator, stake=validator.stake + msg.amount))
+    ctx.emit(Event.of("bond", operator=encode_address(signer), amount=msg.amount, stake=validator.stake, power=validator.power))

@@ -1,0 +1,107 @@
+"""Slashing: validators named in a block's misbehavior evidence lose part of their stake and are jailed.
+
+CometBFT reports misbehavior (a duplicate vote, a light client attack) in FinalizeBlock with the offender's
+consensus address and the infraction height. In the begin-block, each valid piece of evidence burns
+`slash_fraction_bps` of the validator's stake from the bonded pool, and the same fraction of each of its
+unbonding entries created at or after the infraction height (those tokens were bonded when it happened,
+so unbonding cannot dodge the penalty). The validator is jailed: power 0, out of the active set, for good
+in this version (there is no unjail message yet; its operator can still unbond what is left).
+
+Evidence is ignored, with an event saying why, when it names an unknown consensus address, is older than
+`max_evidence_age_blocks` or from the future, was already punished (keyed by infraction height and consensus
+address), or names a validator that is already jailed (it was punished once and holds no power). Records of
+punished evidence are pruned once they are older than the evidence age, as older evidence is refused anyway.
+
+The slash is a fraction of the stake at the time the evidence is processed, not of the power at the
+infraction height (there is no delegation, so the two differ only by the operator's own bonds and unbonds
+in between; unbonds after the infraction are caught through the unbonding entries).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .. import keys
+from ..accounts import burn
+from ..block import BlockContext, Event, Misbehavior
+from ..crypto import encode_address
+from ..module import Module
+from ..state import State
+from ..validators import BONDED_POOL, UNBONDING_POOL, get_validator, operator_by_consensus_address, save_validator
+from ..validators import set_unbonding_entry, staking_params, unbonding_entries_of
+
+
+def skip(ctx: BlockContext, evidence: Misbehavior, reason: str) -> None:
+    ctx.emit(
+        Event.of(
+            "slash_skipped",
+            consensus_address=evidence.validator_address.hex().upper(),
+            infraction_height=evidence.height,
+            reason=reason,
+        )
+    )
+
+
+def prune_evidence_records(state: State, oldest_acceptable_height: int) -> None:
+    stale = []
+    for key, _ in state.iterate(keys.SLASHED_EVIDENCE):
+        if int.from_bytes(key[1:9], "big") >= oldest_acceptable_height:
+            break
+        stale.append(key)
+    for key in stale:
+        state.delete(key)
+
+
+def slash_validator(state: State, ctx: BlockContext, evidence: Misbehavior) -> None:
+    params = staking_params(state)
+    height = ctx.env.height
+    if evidence.height > height:
+        return skip(ctx, evidence, "infraction height is in the future")
+    if height - evidence.height > params.max_evidence_age_blocks:
+        return skip(ctx, evidence, "evidence too old")
+    operator = operator_by_consensus_address(state, evidence.validator_address)
+    if operator is None:
+        return skip(ctx, evidence, "unknown validator")
+    record = keys.slashed_evidence_key(evidence.height, evidence.validator_address)
+    if state.has(record):
+        return skip(ctx, evidence, "evidence already punished")
+    validator = get_validator(state, operator)
+    if validator is None or validator.jailed:
+        return skip(ctx, evidence, "validator already jailed")
+    state.set(record, b"\x01")
+
+    bps = params.slash_fraction_bps
+    from_stake = validator.stake * bps // 10_000
+    if from_stake:
+        burn(state, BONDED_POOL, from_stake)
+    save_validator(state, dataclasses.replace(validator, stake=validator.stake - from_stake, jailed=True))
+    from_unbonding = 0
+    for entry in unbonding_entries_of(state, operator):
+        if entry.creation_height >= evidence.height:
+            cut = entry.amount * bps // 10_000
+            from_unbonding += cut
+            set_unbonding_entry(state, dataclasses.replace(entry, amount=entry.amount - cut))
+    if from_unbonding:
+        burn(state, UNBONDING_POOL, from_unbonding)
+    ctx.emit(
+        Event.of(
+            "slash",
+            operator=encode_address(operator),
+            consensus_address=evidence.validator_address.hex().upper(),
+            infraction_height=evidence.height,
+            kind=evidence.kind,
+            burned_stake=from_stake,
+            burned_unbonding=from_unbonding,
+            jailed="true",
+        )
+    )
+
+
+def begin_block_slashing(state: State, ctx: BlockContext) -> None:
+    params = staking_params(state)
+    prune_evidence_records(state, ctx.env.height - params.max_evidence_age_blocks)
+    for evidence in ctx.env.misbehavior:
+        slash_validator(state, ctx, evidence)
+
+
+SLASHING = Module(name="slashing", begin_block=begin_block_slashing)

@@ -1,0 +1,44 @@
+"""Shared fixtures. Every State a state-machine test registers has all module invariants checked when the
+test ends (STYLE 11, like Cosmos `keeper/invariants.go`), so no test can leave the chain inconsistent
+unnoticed. `chain` / `make_chain` give the harness of `chain_helpers.py`, registered automatically."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _registered_states():
+    """Collects the States registered by the test; checks their invariants after it."""
+    states: list = []
+    yield states
+    if states:
+        from trolly.chain.app import check_invariants  # imported lazily: tests that register nothing skip it
+
+        for state in states:
+            check_invariants(state)
+
+
+@pytest.fixture
+def register_state(_registered_states):
+    """`register_state(state)`: have the invariants of `state` checked when the test ends."""
+    return _registered_states.append
+
+
+@pytest.fixture
+def make_chain(register_state):
+    """`make_chain(**options)` builds a `chain_helpers.Chain` and registers its committed state."""
+    from chain_helpers import Chain
+
+    def make(**options):
+        chain = Chain(**options)
+        register_state(chain.state)  # a live view: reads the store as it is at the end
+        return chain
+
+    return make
+
+
+@pytest.fixture
+def chain(make_chain):
+    """Four funded accounts and one genesis validator (power 10), default params."""
+    return make_chain()
