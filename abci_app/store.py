@@ -1,0 +1,279 @@
+"""The node's state store: LevelDB (plyvel) holding state values, the Merkle tree's nodes and commit metadata.
+
+The app hash is the root of the sparse Merkle tree of `trolly.chain.merkle` over every state (key, value).
+Only the latest version is kept: tree nodes are stored by path (`trolly.chain.merkle_tree`), and nodes made
+stale by a block are deleted in the same write batch that adds the new ones.
+
+Layout (one-byte prefixes, so the three kinds never mix and each iterates on its own):
+
+    b"s" + state key     -> state value
+    b"t" + node path     -> encoded tree node (path = nibbles from the root, one per byte; the root is b"t")
+    b"m" + b"height"     -> last committed height, u64 big-endian
+    b"m" + b"app_hash"   -> root after that height (32 bytes)
+
+The crash contract (DESIGN section 2): `prepare` (FinalizeBlock) computes the new root from the committed
+tree plus the block's changes and writes nothing; `commit` (Commit) writes state changes, tree nodes and
+(height, app hash) in ONE LevelDB `WriteBatch`, which LevelDB applies all or nothing, even across a crash.
+A process killed between the two reopens at the previous height and hash exactly, and CometBFT re-sends the
+block. Commits are written with `sync=True` by default: one fsync per block, so that `Info` after a power
+loss never reports a height whose state the disk does not hold. (`sync=False` would still be atomic and
+survive a killed process, since the write reaches the OS before `commit` returns; it only risks losing the
+last blocks to a machine crash, which the handshake would replay. Benchmarks report which one they ran.)
+
+Concurrency: one process per database. LevelDB locks its directory, so a second process (a CLI, another
+node) cannot open it while the node runs; `Store` turns that into a `StoreLocked` error instead of trying.
+A second `Store` on the same directory in the same process is refused the same way, before LevelDB is
+asked (LevelDB's own in-process refusal closes a descriptor of its LOCK file, which silently drops the
+process's POSIX lock and would let another process open the database alongside).
+Inside the process, `reader()`, `snapshot()` and `prove()` may be used from any thread while the consensus
+path prepares and commits: a lock orders commits against proofs, and a snapshot reads one commit's state.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Iterator
+
+import plyvel
+
+from trolly.chain.merkle import EMPTY_ROOT, key_hash, value_hash
+from trolly.chain.merkle_tree import Node, TreeUpdate, decode_node, encode_node, prove_from_nodes, update_tree
+
+from .errors import AbciAppError
+
+STATE_PREFIX = b"s"
+TREE_PREFIX = b"t"
+META_PREFIX = b"m"
+HEIGHT_KEY = META_PREFIX + b"height"
+APP_HASH_KEY = META_PREFIX + b"app_hash"
+
+DEFAULT_CACHE_DEPTH = 4
+"""Tree nodes whose path is shorter than this stay in memory after first use (1 + 16 + 256 + 4096 at most,
+a few MB): every block touches the upper levels, so they are never re-read from LevelDB."""
+
+
+class StoreError(AbciAppError):
+    """A store operation that cannot be done (bad arguments, stale pending commit, corrupt database)."""
+
+
+class StoreLocked(StoreError):
+    """Another process holds the database (LevelDB allows one process per directory)."""
+
+
+class StoreReader:
+    """Committed state values: `get(key)` and ascending `iterate(prefix)`; a `trolly.chain.state.KVReader`.
+
+    Built on the live database it always shows the latest commit; built on a LevelDB snapshot it shows one.
+    """
+
+    def __init__(self, source: "plyvel.DB | plyvel.Snapshot", height: int, app_hash: bytes) -> None:
+        self._source = source
+        self.height = height
+        self.app_hash = app_hash
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._source.get(STATE_PREFIX + key)
+
+    def iterate(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        with self._source.iterator(prefix=STATE_PREFIX + prefix) as items:
+            for key, value in items:
+                yield key[1:], value
+
+
+@dataclass(frozen=True)
+class PendingCommit:
+    """A prepared block: its new app hash and everything `commit` will write. Holding one changes nothing."""
+
+    height: int
+    app_hash: bytes
+    base_height: int
+    base_app_hash: bytes
+    changes: dict[bytes, bytes | None]
+    tree: TreeUpdate
+    store_id: int
+
+
+@dataclass(frozen=True)
+class ProvenValue:
+    """A committed value (None when absent) with its proof against `app_hash`, the root after `height`."""
+
+    height: int
+    app_hash: bytes
+    value: bytes | None
+    proof: bytes
+
+
+class _NodeReader:
+    """The committed tree for `update_tree`/`prove_from_nodes`: LevelDB reads behind a cache of upper nodes."""
+
+    def __init__(self, source: "plyvel.DB | plyvel.Snapshot", cache: dict[bytes, Node | None] | None, depth: int):
+        self._source = source
+        self._cache = cache
+        self._depth = depth
+
+    def get_node(self, path: bytes) -> Node | None:
+        cache = self._cache
+        if cache is not None and len(path) < self._depth:
+            node = cache.get(path, _UNCACHED)
+            if node is _UNCACHED:
+                node = cache[path] = self._read(path)
+            return node
+        return self._read(path)
+
+    def _read(self, path: bytes) -> Node | None:
+        raw = self._source.get(TREE_PREFIX + path)
+        return None if raw is None else decode_node(raw)
+
+
+_UNCACHED = object()
+_OPEN_PATHS: set[str] = set()  # databases this process has open (real paths)
+_OPEN_PATHS_LOCK = threading.Lock()
+
+
+class Store:
+    """LevelDB via plyvel, committed with a history-independent 16-ary sparse Merkle tree (see module doc)."""
+
+    def __init__(self, path: str | os.PathLike, *, sync: bool = True, cache_depth: int = DEFAULT_CACHE_DEPTH) -> None:
+        self.path = os.path.realpath(os.fspath(path))
+        with _OPEN_PATHS_LOCK:
+            # Checked before LevelDB sees the path: a second in-process open makes LevelDB open and close its
+            # LOCK file, and closing any descriptor of a file drops the process's POSIX lock on it, which
+            # would let another process in.
+            if self.path in _OPEN_PATHS:
+                raise StoreLocked(f"{path}: the database is already open in this process")
+            try:
+                self._db = plyvel.DB(self.path, create_if_missing=True, lru_cache_size=64 << 20,
+                                     bloom_filter_bits=10)
+            except plyvel.IOError as exc:
+                if "lock" in str(exc).lower():
+                    raise StoreLocked(f"{path}: the database is open in another process ({exc})") from None
+                raise StoreError(f"{path}: cannot open the database: {exc}") from None
+            _OPEN_PATHS.add(self.path)
+        self.sync = sync
+        self._cache_depth = cache_depth
+        self._cache: dict[bytes, Node | None] = {}
+        self._lock = threading.RLock()
+        self._closed = False
+        height_raw = self._db.get(HEIGHT_KEY)
+        self.last_height: int = 0 if height_raw is None else int.from_bytes(height_raw, "big")
+        self.last_app_hash: bytes = self._db.get(APP_HASH_KEY) or EMPTY_ROOT
+        root = self._nodes().get_node(b"")
+        tree_root = EMPTY_ROOT if root is None else root.hash
+        if tree_root != self.last_app_hash:
+            self.close()
+            raise StoreError(f"{path}: stored app hash {self.last_app_hash.hex()} does not match the tree root "
+                             f"{tree_root.hex()}; the database is corrupt")
+
+    # -- reading -------------------------------------------------------------------------------------------
+    def reader(self) -> StoreReader:
+        """Committed state, always the latest commit (pass it to `trolly.chain.state.State`)."""
+        self._check_open()
+        return StoreReader(self._db, self.last_height, self.last_app_hash)
+
+    def snapshot(self) -> StoreReader:
+        """Committed state frozen at the current commit, whatever commits follow (`.height`, `.app_hash`)."""
+        with self._lock:
+            self._check_open()
+            return StoreReader(self._db.snapshot(), self.last_height, self.last_app_hash)
+
+    def prove(self, key: bytes) -> tuple[bytes | None, bytes]:
+        """(value at the last commit, proof bytes): membership if present, non-membership if absent."""
+        proven = self.prove_committed(key)
+        return proven.value, proven.proof
+
+    def prove_committed(self, key: bytes) -> ProvenValue:
+        """Like `prove`, also naming the height and app hash the proof is against (taken atomically)."""
+        _check_key(key)
+        with self._lock:
+            self._check_open()
+            value = self._db.get(STATE_PREFIX + key)
+            proof = prove_from_nodes(self._nodes(), key_hash(key))
+            return ProvenValue(self.last_height, self.last_app_hash, value, proof)
+
+    # -- writing -------------------------------------------------------------------------------------------
+    def prepare(self, changes: dict[bytes, bytes | None], height: int) -> PendingCommit:
+        """The new root over the committed tree plus `changes` (None deletes). Writes nothing."""
+        if not isinstance(height, int) or isinstance(height, bool) or height < 0:
+            raise StoreError(f"height must be a non-negative integer, got {height!r}")
+        for key, value in changes.items():
+            _check_key(key)
+            if value is not None and not isinstance(value, bytes):
+                raise StoreError(f"value of {key!r} must be bytes or None, got {type(value).__name__}")
+        with self._lock:
+            self._check_open()
+            if height <= self.last_height and not (height == 0 == self.last_height):
+                raise StoreError(f"cannot prepare height {height}: height {self.last_height} is already committed")
+            tree = update_tree(self._nodes(), [
+                (key_hash(key), None if value is None else value_hash(value)) for key, value in changes.items()
+            ])
+            return PendingCommit(height, tree.root_hash, self.last_height, self.last_app_hash, dict(changes), tree,
+                                 id(self))
+
+    def commit(self, pending: PendingCommit) -> None:
+        """Write the prepared block in one atomic batch; refuses one prepared against an older commit."""
+        with self._lock:
+            self._check_open()
+            if pending.store_id != id(self):
+                raise StoreError("this pending commit was prepared by another store")
+            if (pending.base_height, pending.base_app_hash) != (self.last_height, self.last_app_hash):
+                raise StoreError(
+                    f"pending commit for height {pending.height} was prepared against height {pending.base_height} "
+                    f"({pending.base_app_hash.hex()[:16]}), but height {self.last_height} "
+                    f"({self.last_app_hash.hex()[:16]}) is committed now"
+                )
+            with self._db.write_batch(sync=self.sync) as batch:
+                for key, value in pending.changes.items():
+                    if value is None:
+                        batch.delete(STATE_PREFIX + key)
+                    else:
+                        batch.put(STATE_PREFIX + key, value)
+                for path in pending.tree.deletes:
+                    batch.delete(TREE_PREFIX + path)
+                for path, node in pending.tree.writes.items():
+                    batch.put(TREE_PREFIX + path, encode_node(node))
+                batch.put(HEIGHT_KEY, pending.height.to_bytes(8, "big"))
+                batch.put(APP_HASH_KEY, pending.app_hash)
+            self.last_height = pending.height
+            self.last_app_hash = pending.app_hash
+            self._update_cache(pending.tree)
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._cache.clear()
+                self._db.close()
+                with _OPEN_PATHS_LOCK:
+                    _OPEN_PATHS.discard(self.path)
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------------------------------------
+    def _nodes(self) -> _NodeReader:
+        return _NodeReader(self._db, self._cache, self._cache_depth)
+
+    def _update_cache(self, tree: TreeUpdate) -> None:
+        depth = self._cache_depth
+        for path in tree.deletes:
+            if len(path) < depth:
+                self._cache.pop(path, None)
+        for path, node in tree.writes.items():
+            if len(path) < depth:
+                self._cache[path] = node
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self.path}: the store is closed")
+
+
+def _check_key(key: object) -> None:
+    if not isinstance(key, bytes) or not key:
+        raise StoreError(f"state keys are non-empty bytes, got {key!r}")
+
+
