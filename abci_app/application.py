@@ -1,0 +1,313 @@
+"""The ABCI 2.0 application: each method decodes a request, calls `trolly.chain.app`, encodes the answer.
+
+Thin and boring on purpose (STYLE 6). The rules live in `chain`; the store (`trolly.abci_app.store`) hashes
+and persists. What this adapter owns is *which state each call sees*:
+
+- committed state: what the store holds after the last Commit (Info, Query);
+- execution base: committed state plus the genesis write set while block 1 is not committed yet
+  (FinalizeBlock, PrepareProposal, ProcessProposal, the mempool);
+- the mempool overlay: a `State` over the execution base where CheckTx NEW and RECHECK apply transactions,
+  thrown away after every Commit (CometBFT then re-checks what is left in its mempool, in order).
+
+Crash recovery (DESIGN 2): only Commit writes. InitChain keeps the genesis write set in memory and it is
+persisted together with block 1, so a crash before that commit leaves height 0 and CometBFT re-sends
+InitChain. FinalizeBlock is a pure function of (committed state, block): a block re-sent after a crash, or
+twice in a row, gives the same answer.
+
+Store interface used (see abci_app/store.py): `last_height`, `last_app_hash`, `reader()`,
+`prepare(changes, height) -> PendingCommit(.app_hash)`, `commit(pending)`, `prove(key)`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import logging
+from typing import Any
+
+from trolly.chain import app as chain_app
+from trolly.chain import keys
+from trolly.chain.block import BlockEnv, Event, Misbehavior, TxResult, VoteInfo
+from trolly.chain.codec import canonical_json
+from trolly.chain.errors import ChainError, InvalidRequest
+from trolly.chain.merkle import PROOF_OP_TYPE
+from trolly.chain.state import State
+
+from .codes import error_code
+from .errors import AbciAppError
+from .proto.tendermint.abci import types_pb2 as abci
+from .proto.tendermint.crypto import keys_pb2, proof_pb2
+from .proto.tendermint.types import validator_pb2
+
+log = logging.getLogger("trolly.abci.app")
+
+APP_NAME = "trolly"
+"""ResponseInfo.data: names the application to CometBFT and operators."""
+
+APP_VERSION = 1
+"""ResponseInfo.app_version: the state machine's protocol version (bump on any consensus-breaking change)."""
+
+CHAIN_ID_KEY = keys.CHAIN_META + b"chain_id"
+"""Where genesis records the chain id, so every later block (and a restarted node) knows it."""
+
+RETAIN_HEIGHT = 0
+"""ResponseCommit.retain_height: 0 asks CometBFT to keep every block (no pruning): the solo engine and
+clients look up old blocks and results, and the state machine keeps no history it could rebuild from."""
+
+
+class InvalidGenesis(AbciAppError):
+    """The genesis `app_state` cannot start a chain; the node must not start (answered with an exception)."""
+
+
+class ProtocolViolation(AbciAppError):
+    """The consensus engine called the app out of order (e.g. Commit with no FinalizeBlock before it)."""
+
+
+def _software_version() -> str:
+    try:
+        return importlib.metadata.version("trolly")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def timestamp_ns(timestamp: Any) -> int:
+    """A google.protobuf.Timestamp as integer nanoseconds since the epoch."""
+    return timestamp.seconds * 1_000_000_000 + timestamp.nanos
+
+
+def encode_events(events: list[Event]) -> list[abci.Event]:
+    """Chain events to ABCI events; every attribute is indexed so `tx_search` can find it."""
+    return [
+        abci.Event(type=event.type, attributes=[abci.EventAttribute(key=k, value=v, index=True)
+                                                for k, v in event.attributes])
+        for event in events
+    ]
+
+
+def encode_tx_result(result: TxResult, message_type: type = abci.ExecTxResult) -> Any:
+    """A chain TxResult as ExecTxResult (FinalizeBlock) or ResponseCheckTx: the two share field numbers."""
+    return message_type(
+        code=result.code, data=result.data, log=result.log, codespace=result.codespace,
+        gas_wanted=result.gas_wanted, gas_used=result.gas_used, events=encode_events(result.events),
+    )
+
+
+def encode_validator_updates(updates) -> list[abci.ValidatorUpdate]:
+    return [abci.ValidatorUpdate(pub_key=keys_pb2.PublicKey(ed25519=update.pubkey), power=update.power)
+            for update in updates]
+
+
+def decode_votes(commit_info: abci.CommitInfo) -> tuple[VoteInfo, ...]:
+    """A vote counts as signed unless CometBFT marks it absent (a nil vote still proves liveness)."""
+    return tuple(
+        VoteInfo(vote.validator.address, vote.validator.power,
+                 vote.block_id_flag != validator_pb2.BLOCK_ID_FLAG_ABSENT)
+        for vote in commit_info.votes
+    )
+
+
+def decode_misbehavior(evidence) -> tuple[Misbehavior, ...]:
+    return tuple(
+        Misbehavior(kind=item.type, validator_address=item.validator.address, power=item.validator.power,
+                    height=item.height, time_ns=timestamp_ns(item.time),
+                    total_voting_power=item.total_voting_power)
+        for item in evidence
+    )
+
+
+class TrollyApplication:
+    """The ABCI methods, one per `Request` oneof case (the server dispatches on the case name)."""
+
+    def __init__(self, store: Any, chain_id_hint: str | None = None) -> None:
+        self.store = store
+        self.chain_id_hint = chain_id_hint
+        self._genesis_changes: dict[bytes, bytes | None] | None = None  # until block 1 is committed
+        self._initial_height = 1
+        self._pending: Any = None  # the PendingCommit of the last FinalizeBlock
+        self._pending_height: int | None = None
+        self._mempool: State | None = None
+        self._last_block_time_ns = 0  # for CheckTx's env only; never used by consensus paths
+        self._chain_id = self._read_chain_id(State(store.reader()))
+
+    # -- which state a call sees ---------------------------------------------------------------------------
+    def _execution_base(self) -> State:
+        """Committed state plus the genesis write set while it is pending; journal cleared."""
+        state = State(self.store.reader())
+        for key, value in (self._genesis_changes or {}).items():
+            if value is None:
+                state.delete(key)
+            else:
+                state.set(key, value)
+        state.discard_journal()
+        return state
+
+    def _read_chain_id(self, state: State) -> str:
+        raw = state.get(CHAIN_ID_KEY)
+        return raw.decode() if raw is not None else (self.chain_id_hint or "")
+
+    def _mempool_state(self) -> State:
+        if self._mempool is None:
+            self._mempool = self._execution_base()
+        return self._mempool
+
+    def _next_env(self) -> BlockEnv:
+        """The env CheckTx runs under: the next height, the last block's time (no clock in the chain)."""
+        return BlockEnv(chain_id=self._chain_id, height=self.store.last_height + 1,
+                        time_ns=self._last_block_time_ns)
+
+    # -- connection: info / query ---------------------------------------------------------------------------
+    def echo(self, request: abci.RequestEcho) -> abci.ResponseEcho:
+        return abci.ResponseEcho(message=request.message)
+
+    def info(self, request: abci.RequestInfo) -> abci.ResponseInfo:
+        """The last COMMITTED height and app hash: CometBFT replays any block after it."""
+        height = self.store.last_height
+        log.info("Info from CometBFT %s: app at height %d", request.version or "?", height)
+        return abci.ResponseInfo(
+            data=APP_NAME, version=_software_version(), app_version=APP_VERSION,
+            last_block_height=height, last_block_app_hash=self.store.last_app_hash if height > 0 else b"",
+        )
+
+    def query(self, request: abci.RequestQuery) -> abci.ResponseQuery:
+        height = self.store.last_height
+        try:
+            if request.height not in (0, height):
+                raise InvalidRequest(f"only the latest committed height {height} can be queried, "
+                                     f"not {request.height}")
+            result = chain_app.query(State(self.store.reader()), request.path, request.data)
+            value = canonical_json(result.value)
+        except ChainError as error:
+            failure = error_code(error)
+            return abci.ResponseQuery(code=failure.code, codespace=failure.codespace, log=failure.log,
+                                      height=height)
+        response = abci.ResponseQuery(value=value, height=height)
+        if request.prove and result.proof_key is not None:
+            _, proof = self.store.prove(result.proof_key)
+            response.key = result.proof_key
+            response.proof_ops.ops.add(type=PROOF_OP_TYPE, key=result.proof_key, data=proof)
+        elif request.prove:
+            response.info = f"no Merkle proof is available for {request.path}"
+        return response
+
+    # -- connection: mempool ----------------------------------------------------------------------------------
+    def check_tx(self, request: abci.RequestCheckTx) -> abci.ResponseCheckTx:
+        """NEW and RECHECK both apply the tx to the mempool overlay; a failing tx leaves it unchanged."""
+        result = chain_app.check_tx(self._mempool_state(), self._next_env(), request.tx)
+        return encode_tx_result(result, abci.ResponseCheckTx)
+
+    # -- connection: consensus --------------------------------------------------------------------------------
+    def init_chain(self, request: abci.RequestInitChain) -> abci.ResponseInitChain:
+        if self.store.last_height > 0:
+            raise ProtocolViolation(f"InitChain on a chain already at height {self.store.last_height}")
+        if self.chain_id_hint and request.chain_id != self.chain_id_hint:
+            log.warning("InitChain chain id %r differs from the configured %r; using InitChain's",
+                        request.chain_id, self.chain_id_hint)
+        try:
+            app_state = json.loads(request.app_state_bytes or b"{}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InvalidGenesis(f"genesis app_state is not valid JSON: {exc}") from None
+        if not isinstance(app_state, dict):
+            raise InvalidGenesis("genesis app_state must be a JSON object")
+        state = State(self.store.reader())
+        state.set(CHAIN_ID_KEY, request.chain_id.encode())
+        env = BlockEnv(chain_id=request.chain_id, height=0, time_ns=timestamp_ns(request.time))
+        try:
+            validators = chain_app.init_chain(state, env, app_state)
+        except ChainError as error:
+            raise InvalidGenesis(f"genesis app_state rejected: {error.log}") from None
+        changes = state.changes()
+        app_hash = self.store.prepare(changes, 0).app_hash
+        self._genesis_changes = changes
+        self._initial_height = max(request.initial_height, 1)
+        self._chain_id = request.chain_id
+        self._last_block_time_ns = env.time_ns
+        self._pending = self._pending_height = None
+        self._mempool = None
+        log.info("InitChain %s: %d state entries, %d validators, app hash %s", request.chain_id, len(changes),
+                 len(validators), app_hash.hex())
+        return abci.ResponseInitChain(validators=encode_validator_updates(validators), app_hash=app_hash)
+
+    def prepare_proposal(self, request: abci.RequestPrepareProposal) -> abci.ResponsePrepareProposal:
+        """Keep the mempool's txs in order while they fit in max_tx_bytes and still pass against a scratch
+        state; stop at the first that does not fit (later txs may depend on it, e.g. by nonce)."""
+        scratch = self._execution_base()
+        env = BlockEnv(chain_id=self._chain_id, height=request.height, time_ns=timestamp_ns(request.time),
+                       proposer_address=request.proposer_address)
+        kept: list[bytes] = []
+        total = 0
+        for tx in request.txs:
+            if total + len(tx) > request.max_tx_bytes:
+                break
+            if chain_app.check_tx(scratch, env, tx).ok:
+                kept.append(tx)
+                total += len(tx)
+        return abci.ResponsePrepareProposal(txs=kept)
+
+    def process_proposal(self, request: abci.RequestProcessProposal) -> abci.ResponseProcessProposal:
+        """Reject a block carrying any tx that fails the stateless checks; stateful failures are fine (they
+        are recorded in the block's results, and their fee logic runs in FinalizeBlock)."""
+        base = self._execution_base()
+        for index, tx in enumerate(request.txs):
+            result = chain_app.check_tx_stateless_only(tx, self._chain_id, base)
+            if not result.ok:
+                log.warning("rejecting proposal at height %d: tx %d: %s", request.height, index, result.log)
+                return abci.ResponseProcessProposal(status=abci.ResponseProcessProposal.REJECT)
+        return abci.ResponseProcessProposal(status=abci.ResponseProcessProposal.ACCEPT)
+
+    def extend_vote(self, request: abci.RequestExtendVote) -> abci.ResponseExtendVote:
+        """Trolly uses no vote extensions."""
+        return abci.ResponseExtendVote(vote_extension=b"")
+
+    def verify_vote_extension(self, request: abci.RequestVerifyVoteExtension
+                              ) -> abci.ResponseVerifyVoteExtension:
+        status = (abci.ResponseVerifyVoteExtension.ACCEPT if not request.vote_extension
+                  else abci.ResponseVerifyVoteExtension.REJECT)
+        return abci.ResponseVerifyVoteExtension(status=status)
+
+    def finalize_block(self, request: abci.RequestFinalizeBlock) -> abci.ResponseFinalizeBlock:
+        """Execute the block against the execution base and hash the result; NOTHING is written here."""
+        expected = self.store.last_height + 1 if self.store.last_height > 0 else self._initial_height
+        if self.store.last_height == 0 and self._genesis_changes is None:
+            raise ProtocolViolation("FinalizeBlock before InitChain")
+        if request.height != expected:
+            raise ProtocolViolation(f"FinalizeBlock for height {request.height}, expected {expected}")
+        env = BlockEnv(
+            chain_id=self._chain_id, height=request.height, time_ns=timestamp_ns(request.time),
+            proposer_address=request.proposer_address, block_hash=request.hash,
+            last_commit=decode_votes(request.decided_last_commit),
+            misbehavior=decode_misbehavior(request.misbehavior),
+        )
+        state = self._execution_base()
+        output = chain_app.apply_block(state, env, list(request.txs))
+        self._pending = self.store.prepare(state.changes(), request.height)
+        self._pending_height = request.height
+        self._last_block_time_ns = env.time_ns
+        return abci.ResponseFinalizeBlock(
+            events=encode_events(output.events),
+            tx_results=[encode_tx_result(result) for result in output.tx_results],
+            validator_updates=encode_validator_updates(output.validator_updates),
+            app_hash=self._pending.app_hash,
+        )
+
+    def commit(self, request: abci.RequestCommit) -> abci.ResponseCommit:
+        """The only writer: persists the last FinalizeBlock's write set and (height, app hash) atomically."""
+        if self._pending is None:
+            raise ProtocolViolation("Commit without a FinalizeBlock before it")
+        self.store.commit(self._pending)
+        self._pending = self._pending_height = None
+        self._genesis_changes = None
+        self._mempool = None  # CometBFT re-checks its remaining mempool txs next, rebuilding the overlay
+        return abci.ResponseCommit(retain_height=RETAIN_HEIGHT)
+
+    # -- connection: snapshot (state sync is not offered) ------------------------------------------------------
+    def list_snapshots(self, request: abci.RequestListSnapshots) -> abci.ResponseListSnapshots:
+        return abci.ResponseListSnapshots()
+
+    def offer_snapshot(self, request: abci.RequestOfferSnapshot) -> abci.ResponseOfferSnapshot:
+        return abci.ResponseOfferSnapshot(result=abci.ResponseOfferSnapshot.REJECT)
+
+    def load_snapshot_chunk(self, request: abci.RequestLoadSnapshotChunk) -> abci.ResponseLoadSnapshotChunk:
+        return abci.ResponseLoadSnapshotChunk()
+
+    def apply_snapshot_chunk(self, request: abci.RequestApplySnapshotChunk) -> abci.ResponseApplySnapshotChunk:
+        return abci.ResponseApplySnapshotChunk(result=abci.ResponseApplySnapshotChunk.ABORT)

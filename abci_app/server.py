@@ -1,0 +1,266 @@
+"""The ABCI socket server: CometBFT (or the solo engine) connects here and drives the application.
+
+CometBFT opens four connections to the same address (query, snapshot, mempool, consensus). Each is served
+by its own read loop: read a frame, decode a `Request`, call the application method named by its oneof
+case, write the `Response` with the same case. Responses therefore go out in request order, one per
+request; `Flush` is answered only after every earlier response has been written and the writer drained.
+All connections share one application on one event loop, and application methods are synchronous, so
+calls never interleave (CometBFT's own socket server holds a global lock for the same reason).
+
+Failures, from least to most serious:
+- a malformed frame, an oversize message or bytes that are not a `Request` close *that* connection with a
+  log line; the server and the other connections carry on, and the application is never called;
+- an `AbciAppError` from the application (an invalid genesis, calls out of order) is answered with an
+  ABCI `exception` and logged without a traceback: CometBFT stops, which is the only safe outcome;
+- any other exception is a bug: answered with `exception` and logged with its traceback.
+
+Lifecycle (STYLE 8): `AbciServer.start()` binds, `serve_forever()` waits, `stop()` closes the listener and
+every connection. Signal handlers live only in `main()`. The node CLI calls `serve(app, address)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from .errors import AbciAppError
+from .framing import MAX_MESSAGE_BYTES, FramingError, encode_frame, read_message
+from .proto.tendermint.abci import types_pb2 as abci
+
+log = logging.getLogger("trolly.abci.server")
+
+DEFAULT_ADDRESS = "tcp://127.0.0.1:26658"
+"""CometBFT's default `proxy_app` address."""
+
+APPLICATION_METHODS = (
+    "echo", "info", "init_chain", "query", "check_tx", "commit", "list_snapshots", "offer_snapshot",
+    "load_snapshot_chunk", "apply_snapshot_chunk", "prepare_proposal", "process_proposal", "extend_vote",
+    "verify_vote_extension", "finalize_block",
+)
+"""Request cases answered by the application method of the same name (`flush` is the server's own)."""
+
+
+class AddressError(AbciAppError):
+    """An ABCI listen address is not `tcp://host:port` or `unix://path`."""
+
+
+@dataclass(frozen=True)
+class ListenAddress:
+    scheme: str  # "tcp" or "unix"
+    host: str = ""
+    port: int = 0
+    path: str = ""
+
+    def __str__(self) -> str:
+        return f"unix://{self.path}" if self.scheme == "unix" else f"tcp://{self.host}:{self.port}"
+
+
+def parse_address(text: str) -> ListenAddress:
+    """`tcp://127.0.0.1:26658`, `127.0.0.1:26658` (tcp implied) or `unix:///path/to/socket`."""
+    if text.startswith("unix://"):
+        path = text[len("unix://"):]
+        if not path:
+            raise AddressError(f"unix address {text!r} has no path")
+        return ListenAddress("unix", path=path)
+    rest = text[len("tcp://"):] if text.startswith("tcp://") else text
+    host, separator, port = rest.rpartition(":")
+    if not separator or not port.isdigit() or not host:
+        raise AddressError(f"invalid ABCI address {text!r}: expected tcp://host:port or unix://path")
+    if not 0 <= int(port) <= 65535:
+        raise AddressError(f"invalid port in {text!r}")
+    return ListenAddress("tcp", host=host.strip("[]"), port=int(port))
+
+
+class AbciServer:
+    """Serves one application to any number of ABCI connections."""
+
+    def __init__(self, app: Any, address: str = DEFAULT_ADDRESS, max_message_bytes: int = MAX_MESSAGE_BYTES):
+        self.app = app
+        self.address = parse_address(address)
+        self.max_message_bytes = max_message_bytes
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task] = set()
+        self._next_connection = 0
+        for method in APPLICATION_METHODS:
+            if not callable(getattr(app, method, None)):
+                raise TypeError(f"{type(app).__name__} lacks the ABCI method {method}()")
+
+    @property
+    def bound_address(self) -> str:
+        """The address actually listened on (resolves port 0 to the port the OS picked)."""
+        if self._server is None or self.address.scheme == "unix":
+            return str(self.address)
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return f"tcp://{host}:{port}"
+
+    async def start(self) -> None:
+        if self.address.scheme == "unix":
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.address.path)  # a stale socket from a killed run
+            self._server = await asyncio.start_unix_server(self._on_connection, path=self.address.path)
+        else:
+            self._server = await asyncio.start_server(self._on_connection, self.address.host, self.address.port)
+        log.info("ABCI server listening on %s", self.bound_address)
+
+    async def serve_forever(self) -> None:
+        if self._server is None:
+            await self.start()
+        await self._server.serve_forever()
+
+    async def stop(self) -> None:
+        """Stop accepting, close every connection, wait for their loops to end."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        if self.address.scheme == "unix":
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.address.path)
+        log.info("ABCI server stopped")
+
+    # -- one connection ---------------------------------------------------------------------------------------
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._connections.add(task)
+        self._next_connection += 1
+        name = f"abci#{self._next_connection}"
+        peer = writer.get_extra_info("peername") or "unix socket"
+        log.info("%s: connection from %s", name, peer)
+        try:
+            await self._serve_connection(name, reader, writer)
+        except asyncio.CancelledError:
+            pass
+        except (ConnectionError, OSError) as exc:
+            log.info("%s: connection lost: %s", name, exc)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve_connection(self, name: str, reader: asyncio.StreamReader,
+                                writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                frame = await read_message(reader, self.max_message_bytes)
+            except FramingError as error:
+                log.warning("%s: closing connection: %s", name, error)
+                return
+            if frame is None:
+                log.info("%s: closed by peer", name)
+                return
+            request = decode_request(frame)
+            if request is None:
+                log.warning("%s: closing connection: %d bytes are not an ABCI v0.38 Request", name, len(frame))
+                return
+            case = request.WhichOneof("value")
+            if case == "flush":
+                # Every earlier response is already in the writer; drain it, then answer the flush.
+                writer.write(FLUSH_FRAME)
+                await writer.drain()
+                continue
+            writer.write(encode_frame(self.dispatch(name, case, request).SerializeToString()))
+            await writer.drain()
+
+    def dispatch(self, name: str, case: str, request: abci.Request) -> abci.Response:
+        """Call the application for one request; an exception becomes an ABCI `exception` response."""
+        try:
+            result = getattr(self.app, case)(getattr(request, case))
+        except AbciAppError as error:
+            log.error("%s: %s refused: %s", name, case, error)
+            return abci.Response(exception=abci.ResponseException(error=f"{case}: {error}"))
+        except Exception as error:  # a bug: report it to the engine (which halts) and keep the traceback
+            log.exception("%s: bug while handling %s", name, case)
+            return abci.Response(exception=abci.ResponseException(error=f"{case}: {type(error).__name__}: {error}"))
+        response = abci.Response()
+        getattr(response, case).CopyFrom(result)
+        return response
+
+
+FLUSH_FRAME = encode_frame(abci.Response(flush=abci.ResponseFlush()).SerializeToString())
+
+_KNOWN_CASES = frozenset(APPLICATION_METHODS) | {"flush"}
+
+
+def decode_request(frame: bytes) -> abci.Request | None:
+    """The Request in `frame`, or None when it is not one (undecodable, or no known oneof case set)."""
+    try:
+        request = abci.Request.FromString(frame)
+    except (DecodeError, ValueError, RuntimeError):
+        return None
+    return request if request.WhichOneof("value") in _KNOWN_CASES else None
+
+
+async def serve(app: Any, address: str = DEFAULT_ADDRESS, ready: asyncio.Event | None = None) -> None:
+    """Serve `app` on `address` until cancelled; then close every connection. Used by `trolly-node start`."""
+    server = AbciServer(app, address)
+    await server.start()
+    if ready is not None:
+        ready.set()
+    try:
+        await server.serve_forever()
+    finally:
+        await server.stop()
+
+
+# -- `python -m trolly.abci_app.server`: the app alone, waiting for CometBFT -------------------------------------
+def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m trolly.abci_app.server",
+        description="Run the Trolly ABCI application alone, waiting for CometBFT (or the solo engine).",
+    )
+    parser.add_argument("--db", required=True, help="directory of the application's LevelDB state")
+    parser.add_argument("--address", default=DEFAULT_ADDRESS, help="tcp://host:port or unix://path")
+    parser.add_argument("--chain-id", default=None, help="chain id to assume before InitChain (optional)")
+    parser.add_argument("--log-level", default="INFO")
+    return parser.parse_args(argv)
+
+
+async def run_until_signalled(app: Any, address: str) -> None:
+    """Serve until SIGINT or SIGTERM, then stop cleanly."""
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+    server = AbciServer(app, address)
+    await server.start()
+    print(f"ABCI server listening on {server.bound_address}", flush=True)
+    serving = asyncio.create_task(server.serve_forever())
+    await stopping.wait()
+    log.info("signal received, stopping")
+    serving.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await serving
+    await server.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    import uvloop
+
+    from .application import TrollyApplication
+    from .store import Store
+
+    arguments = _parse_arguments(argv)
+    logging.basicConfig(level=arguments.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    store = Store(arguments.db)
+    try:
+        uvloop.run(run_until_signalled(TrollyApplication(store, arguments.chain_id), arguments.address))
+    finally:
+        store.close()
+
+
+if __name__ == "__main__":
+    main()
