@@ -1,0 +1,111 @@
+"""Genesis: funded accounts, params, and initial validators whose stake comes out of their operator's balance."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from chain_helpers import GENESIS_BALANCE, VALIDATOR_STAKE, Chain, genesis_app_state, test_key
+from trolly.chain.app import init_chain
+from trolly.chain.block import BlockEnv, ValidatorUpdate
+from trolly.chain.crypto import encode_address
+from trolly.chain.errors import ChainError, InsufficientFunds, InvalidAddress, InvalidAmount, InvalidRequest
+from trolly.chain.state import MemoryKV, State
+from trolly.chain.validators import BONDED_POOL, ConsensusKeyInUse, InvalidConsensusKey, ValidatorExists
+from trolly.chain.validators import total_power
+
+TRL = 10**6
+OPERATOR, OTHER = test_key("genesis-operator"), test_key("genesis-other")
+CONSENSUS, CONSENSUS_2 = test_key("genesis-consensus"), test_key("genesis-consensus-2")
+
+
+def validator_entry(operator=OPERATOR, pubkey=None, stake=VALIDATOR_STAKE, moniker="v0") -> dict:
+    pubkey = CONSENSUS.pubkey if pubkey is None else pubkey
+    return {"operator": encode_address(operator.address), "pub_key": base64.b64encode(pubkey).decode(),
+            "stake": stake, "moniker": moniker}
+
+
+def app_state(validators: list[dict], params: dict | None = None, balance: int = GENESIS_BALANCE) -> dict:
+    state = genesis_app_state([(OPERATOR.address, balance), (OTHER.address, balance)], params=params)
+    state["validators"] = validators
+    return state
+
+
+def run_genesis(app: dict) -> tuple[State, list[ValidatorUpdate]]:
+    state = State(MemoryKV())
+    return state, init_chain(state, BlockEnv(chain_id="trolly-test", height=1, time_ns=0), app)
+
+
+def test_genesis_validators_are_bonded_from_their_operator_balance(register_state):
+    state, updates = run_genesis(app_state([
+        validator_entry(),
+        validator_entry(OTHER, CONSENSUS_2.pubkey, "3000000", "v1"),
+    ]))
+    register_state(state)
+    assert updates == sorted([ValidatorUpdate(CONSENSUS.pubkey, 10), ValidatorUpdate(CONSENSUS_2.pubkey, 3)],
+                             key=lambda u: u.pubkey)
+    from trolly.chain.accounts import get_balance
+
+    assert get_balance(state, OPERATOR.address) == GENESIS_BALANCE - VALIDATOR_STAKE
+    assert get_balance(state, OTHER.address) == GENESIS_BALANCE - 3 * TRL
+    assert get_balance(state, BONDED_POOL) == VALIDATOR_STAKE + 3 * TRL
+    assert total_power(state) == 13
+
+
+def test_genesis_with_the_documented_json_shape(register_state):
+    """The shape agreed with the node CLI and localnet (issue brief), numbers as decimal strings."""
+    app = {
+        "params": {"auth": {"min_fee": 0}, "staking": {"unbonding_blocks": 10}},
+        "accounts": [{"address": encode_address(OPERATOR.address), "balance": "1000000000000"}],
+        "validators": [{"operator": encode_address(OPERATOR.address),
+                        "pub_key": base64.b64encode(CONSENSUS.pubkey).decode(),
+                        "stake": "10000000", "moniker": "validator-0"}],
+    }
+    state, updates = run_genesis(app)
+    register_state(state)
+    assert updates == [ValidatorUpdate(CONSENSUS.pubkey, 10)]
+
+
+GENESIS_FAILURES = [
+    ("operator without enough balance", app_state([validator_entry()], balance=VALIDATOR_STAKE - 1), InsufficientFunds),
+    ("pub_key not base64", app_state([{**validator_entry(), "pub_key": "***"}]), InvalidRequest),
+    ("pub_key of 33 bytes", app_state([validator_entry(pubkey=b"\x01" * 33)]), InvalidConsensusKey),
+    ("bad operator address", app_state([{**validator_entry(), "operator": "trolly1xyz"}]), InvalidAddress),
+    ("zero stake", app_state([validator_entry(stake=0)]), InvalidAmount),
+    ("negative stake", app_state([validator_entry(stake=-5)]), InvalidAmount),
+    ("stake beyond 64 bits", app_state([validator_entry(stake=str(2**64))]), InvalidAmount),
+    ("same operator twice", app_state([validator_entry(), validator_entry(pubkey=CONSENSUS_2.pubkey)]), ValidatorExists),
+    ("same consensus key twice", app_state([validator_entry(), validator_entry(OTHER)]), ConsensusKeyInUse),
+    ("unknown validator field", app_state([{**validator_entry(), "power": 10}]), InvalidRequest),
+    ("unknown staking param", app_state([], params={"staking": {"unbonding_days": 3}}), InvalidRequest),
+    ("slash fraction above 100%", app_state([], params={"staking": {"slash_fraction_bps": 10_001}}), InvalidRequest),
+    ("power_reduction of zero", app_state([], params={"staking": {"power_reduction": 0}}), InvalidRequest),
+    ("validators not a list", {**app_state([]), "validators": {"a": 1}}, InvalidRequest),
+]
+
+
+@pytest.mark.parametrize("case,app,error", GENESIS_FAILURES, ids=[c[0] for c in GENESIS_FAILURES])
+def test_bad_genesis_is_refused_with_a_chain_error(case, app, error):
+    with pytest.raises(ChainError) as raised:
+        run_genesis(app)
+    assert type(raised.value) is error, raised.value
+
+
+def test_chain_harness_genesis_reports_the_initial_set(make_chain):
+    chain = make_chain(validators=3, stakes=[1 * TRL, 2 * TRL, 3 * TRL])
+    assert sorted(u.power for u in chain.genesis_validator_updates) == [1, 2, 3]
+    assert chain.block().validator_updates == []  # nothing re-sent after genesis
+
+
+def test_chain_harness_is_deterministic():
+    """Two harness runs of the same blocks commit byte-identical stores."""
+    from trolly.chain.proto.staking_pb2 import MsgBond
+
+    def run():
+        chain = Chain(validators=2)
+        chain.deliver(chain.operators[0], MsgBond(amount=TRL), fee=3)
+        chain.advance(2)
+        return chain.kv.items
+
+    assert run() == run()
