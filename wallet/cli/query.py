@@ -1,0 +1,131 @@
+"""`trolly-wallet query ...`: accounts (optionally proven), validators, transactions, node status."""
+
+from __future__ import annotations
+
+import base64
+
+import click
+
+from ..errors import WalletError
+from ..proofs import prove_account
+from ..rpc import hash_hex
+from ..sender import fetch_account
+from ..txbuilder import describe_tx
+from .errors import WalletGroup
+from .options import keyring_options, node_options, output_option, settings
+from .output import amount_text, emit, print_key_values, print_table
+from .transactions import resolve_key
+
+
+@click.group(cls=WalletGroup)
+def query() -> None:
+    """Read chain state through the node."""
+
+
+def address_of(text: str) -> str:
+    """An address given directly, or the address of a key in the keyring."""
+    if text.lower().startswith("trolly1"):
+        return text
+    return resolve_key(settings().keyring(), text).address
+
+
+@query.command("account")
+@click.argument("address_or_name")
+@click.option("--prove", is_flag=True,
+              help="Check the answer's Merkle proof against the app hash in the next block's header.")
+@keyring_options
+@node_options
+@output_option
+def account(address_or_name: str, prove: bool) -> None:
+    """Balance and nonce of ADDRESS_OR_NAME (an address, or a key name in this keyring)."""
+    options = settings()
+    address = address_of(address_or_name)
+    client = options.client()
+    if prove:
+        proven = client.run(prove_account(client.async_client, address))
+        result = proven.to_json()
+    else:
+        result = client.run(fetch_account(client.async_client, address)).to_json()
+
+    def render(data: dict) -> None:
+        rows = [("address", data["address"]), ("balance", amount_text(data["balance"])), ("nonce", data["nonce"])]
+        if "proof" in data:
+            proof = data["proof"]
+            rows.append(("proof", f"verified against the app hash {proof['app_hash']} of block {proof['header_height']}"
+                                  f" (state at height {proof['query_height']})"))
+        print_key_values(rows)
+
+    emit(result, options.json, render)
+
+
+@query.command("validators")
+@click.option("--consensus", is_flag=True, help="Show CometBFT's current validator set instead of the staking module's.")
+@node_options
+@output_option
+def validators(consensus: bool) -> None:
+    """Validators with their operator, stake and power (or, with --consensus, CometBFT's set)."""
+    options = settings()
+    client = options.client()
+    if consensus:
+        found = [validator.to_json() for validator in client.validators()]
+        emit(found, options.json, lambda data: print_table(
+            ["address", "pubkey", "voting power"],
+            [[v["address"], v["pubkey"], v["voting_power"]] for v in data],
+            empty="No validators."))
+        return
+    found = client.query_json("/validators") or []
+    emit(found, options.json, lambda data: print_table(
+        ["moniker", "operator", "stake", "power", "jailed"],
+        [[v["moniker"], v["operator"], amount_text(v["stake"]), v["power"], "yes" if v["jailed"] else "no"] for v in data],
+        empty="No validators."))
+
+
+@query.command("tx")
+@click.argument("tx_hash")
+@node_options
+@output_option
+def transaction(tx_hash: str) -> None:
+    """The transaction TX_HASH (hex) as included in a block: height, code, log, events, body."""
+    options = settings()
+    try:
+        normalized = hash_hex(tx_hash)
+    except ValueError:
+        raise WalletError(f"invalid transaction hash {tx_hash!r}: expected hex") from None
+    found = options.client().find_tx(normalized)
+    if found is None:
+        raise WalletError(f"transaction {normalized} not found (not in a block yet, or never sent)")
+    result = found.to_json()
+    result["tx"] = describe_tx(found.tx) if found.tx else None
+
+    def render(data: dict) -> None:
+        rows = [("hash", data["hash"]), ("height", data["height"]), ("code", data["code"]), ("log", data["log"] or "-")]
+        if data["tx"]:
+            rows += [("signer", data["tx"]["signer"]), ("nonce", data["tx"]["nonce"]), ("fee", amount_text(data["tx"]["fee"]))]
+            rows += [(f"message {i}", f"{m['type']} {m['fields']}") for i, m in enumerate(data["tx"]["messages"], 1)]
+        for event in data["events"]:
+            rows.append((f"event {event['type']}", ", ".join(f"{a['key']}={a['value']}" for a in event["attributes"])))
+        print_key_values(rows)
+
+    emit(result, options.json, render)
+
+
+@query.command("status")
+@node_options
+@output_option
+def status() -> None:
+    """The node's chain id, latest height, block hash, app hash and time."""
+    options = settings()
+    result = options.client().status().to_json()
+    result["node"] = options.client().url
+    emit(result, options.json, lambda data: print_key_values([(k.replace("_", " "), v) for k, v in data.items()]))
+
+
+@query.command("params")
+@node_options
+@output_option
+def params() -> None:
+    """The chain's parameters, by module section."""
+    options = settings()
+    result = options.client().query_json("/params")
+    emit(result, options.json, lambda data: print_key_values(
+        [(f"{section}.{name}", value) for section, values in sorted(data.items()) for name, value in sorted(values.items())]))

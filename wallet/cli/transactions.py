@@ -1,0 +1,145 @@
+"""The shared path of every `tx` command: plan, confirm, sign, then send, dry-run or print.
+
+Each `tx` subcommand only builds its messages and calls `run_transaction`; the flags that every transaction
+takes (`--from`, `--fees`, `--chain-id`, `--yes`, `--dry-run`, `--generate-only`, ...) are added by
+`transaction_options`.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import click
+from google.protobuf.message import Message
+
+from ..amounts import parse_amount
+from ..errors import KeyNotFound, WalletError
+from ..keyring import Keyring, KeyInfo
+from ..sender import SendOutcome, TxSender
+from ..txbuilder import TxPlan
+from .options import keyring_options, node_options, output_option, settings
+from .output import amount_text, console, emit, key_value_table, print_key_values
+
+DEFAULT_INCLUSION_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class TransactionFlags:
+    signer: str
+    fees: str | None
+    chain_id: str | None
+    memo: str
+    nonce: int | None
+    yes: bool
+    dry_run: bool
+    generate_only: bool
+    no_wait: bool
+    timeout: float
+
+
+_TRANSACTION_OPTIONS = [
+    click.option("--from", "signer", required=True, help="Name (or address) of the key that signs and pays."),
+    click.option("--fees", default=None, help="Fee, e.g. 0.01trl or 10000utrl (default: the chain's minimum fee)."),
+    click.option("--chain-id", default=None, help="Chain id to sign for (default: asked from the node)."),
+    click.option("--memo", default="", help="A note stored with the transaction."),
+    click.option("--nonce", type=click.IntRange(min=0), default=None,
+                 help="Use this nonce instead of the node's (with --generate-only and --chain-id: fully offline)."),
+    click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation before signing."),
+    click.option("--dry-run", is_flag=True, help="Build and check the transaction (funds included) but sign and send nothing."),
+    click.option("--generate-only", is_flag=True, help="Sign and print the transaction (base64) without sending it."),
+    click.option("--no-wait", is_flag=True, help="Return once the node accepted the transaction, without waiting for a block."),
+    click.option("--timeout", type=click.FloatRange(min=0.1), default=DEFAULT_INCLUSION_TIMEOUT, show_default=True,
+                 help="Seconds to wait for the transaction to be included in a block."),
+]
+
+
+def transaction_options(function):
+    """The flags every transaction command takes; the command passes them on as `TransactionFlags(**flags)`."""
+    for option in reversed(_TRANSACTION_OPTIONS):
+        function = option(function)
+    return output_option(node_options(keyring_options(function)))
+
+
+def resolve_key(keyring: Keyring, name_or_address: str) -> KeyInfo:
+    if name_or_address.startswith("trolly1"):
+        found = keyring.find_by_address(name_or_address)
+        if found is None:
+            raise KeyNotFound(name_or_address, keyring.backend)
+        return found
+    return keyring.get(name_or_address)
+
+
+def render_plan(description: dict, err: bool) -> None:
+    rows = [("signer", description["signer"]), ("chain id", description["chain_id"]), ("nonce", description["nonce"]),
+            ("fee", amount_text(description["fee"]))]
+    if description["memo"]:
+        rows.append(("memo", description["memo"]))
+    for number, message in enumerate(description["messages"], 1):
+        fields = ", ".join(
+            f"{name}={amount_text(value) if name in ('amount', 'stake') else value}"
+            for name, value in message["fields"].items()
+        )
+        rows.append((f"message {number}", f"{message['type']} {fields}"))
+    rows.append(("total spend", amount_text(description["total_spend"])))
+    console(err).print(key_value_table(rows, title="Transaction"))
+
+
+def run_transaction(flags: TransactionFlags, messages: list[Message]) -> None:
+    options = settings()
+    keyring = options.keyring()
+    signer = resolve_key(keyring, flags.signer)
+    fee = None if flags.fees is None else parse_amount(flags.fees, allow_zero=True, what="fee")
+    offline = flags.generate_only and flags.chain_id and flags.nonce is not None
+    if offline:
+        plan = TxPlan(flags.chain_id, flags.nonce, fee or 0, tuple(messages), flags.memo)
+        sender = None
+    else:
+        client = options.client()
+        sender = TxSender(client.async_client, options.nonce_cache())
+        if fee is None:
+            fee = int((client.query_json("/params/auth") or {}).get("min_fee", 0))
+        plan = client.run(
+            sender.plan(signer.address, messages, fee, chain_id=flags.chain_id, memo=flags.memo, nonce=flags.nonce)
+        )
+    description = plan.describe(signer.address)
+
+    if flags.dry_run:
+        emit({"dry_run": True, "tx": description}, options.json, lambda data: render_plan(description, err=False))
+        if not options.json:
+            click.echo("Dry run: the signer can pay for this; nothing was signed or sent.")
+        return
+    if not flags.yes:
+        render_plan(description, err=True)
+        action = "Sign and print" if flags.generate_only else "Sign and broadcast"
+        if not click.confirm(f"{action} this transaction?", err=True):
+            raise WalletError("cancelled: nothing was signed")
+    key = keyring.signer(signer.name)
+    if flags.generate_only:
+        raw = plan.sign(key)
+        from trolly.chain.tx import tx_hash
+
+        result = {"tx": base64.b64encode(raw).decode(), "hash": tx_hash(raw).hex().upper(), "body": description}
+        if options.json:
+            emit(result, True, lambda data: None)
+        else:
+            click.echo(result["tx"])
+        return
+    outcome = options.client().run(sender.send(key, plan, wait=not flags.no_wait, timeout=flags.timeout))
+    report_outcome(outcome, description)
+
+
+def report_outcome(outcome: SendOutcome, description: dict) -> None:
+    options = settings()
+    result = {**outcome.to_json(), "tx": description}
+
+    def render(data: dict) -> None:
+        rows = [("hash", outcome.hash), ("nonce", outcome.nonce)]
+        if outcome.included is None:
+            rows.append(("status", "accepted into the mempool (not waiting for a block)"))
+        else:
+            rows += [("height", outcome.included.height), ("code", outcome.included.code),
+                     ("log", outcome.included.log or "-")]
+        print_key_values(rows, title="Transaction included" if outcome.included else "Transaction sent")
+
+    emit(result, options.json, render)

@@ -1,0 +1,159 @@
+"""Sending transactions: plan (chain id, nonce, funds check), sign, broadcast, wait for the block.
+
+This is the library behind `trolly-wallet tx ...`, and what the worker and verifier use to send their own
+messages. It is async (on `AsyncRpcClient`); the CLI runs it through `RpcClient.run`.
+
+The rules it implements:
+
+- The chain id comes from the node (`status`) unless the caller names one.
+- The nonce is the larger of the node's committed nonce and the one remembered in the home's `NonceCache`
+  after the previous accepted transaction, so two quick sends in a row both pass CheckTx. If CheckTx still
+  refuses the nonce (a remembered transaction was dropped), the entry is forgotten and the transaction is
+  re-signed once with the node's nonce.
+- Funds are checked before signing: the fee plus what the messages move out must fit in the balance. CheckTx
+  checks again (against the mempool's state); its "insufficient funds" is reported the same way.
+- After `broadcast_tx_sync` accepts a transaction, it waits (with a timeout) until the transaction is in a
+  block and reports height, code and log; a non-zero code there raises `TxRejected` (the fee was charged).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
+
+from trolly.chain.crypto import PrivateKey, encode_address
+from trolly.chain.tx import decode_tx
+
+from .amounts import format_amount_both
+from .errors import InsufficientBalance, TxRejected, WalletError
+from .nonces import NonceCache
+from .rpc import AsyncRpcClient, BroadcastResult, TxResult
+from .txbuilder import TxPlan, parse_address
+
+CHAIN_CODESPACE = "trolly"
+INVALID_NONCE_CODE = 5
+INSUFFICIENT_FUNDS_CODE = 6
+
+
+@dataclass(frozen=True)
+class AccountState:
+    address: str
+    balance: int
+    nonce: int
+
+    def to_json(self) -> dict:
+        return {"address": self.address, "balance": self.balance, "nonce": self.nonce}
+
+
+@dataclass(frozen=True)
+class SendOutcome:
+    """What happened to a transaction: accepted by CheckTx, and (if waited for) its result in a block."""
+
+    hash: str
+    nonce: int
+    included: TxResult | None
+
+    def to_json(self) -> dict:
+        result = {"hash": self.hash, "nonce": self.nonce, "included": self.included is not None}
+        if self.included is not None:
+            result.update(
+                height=self.included.height,
+                code=self.included.code,
+                codespace=self.included.codespace,
+                log=self.included.log,
+            )
+        return result
+
+
+async def fetch_account(client: AsyncRpcClient, address: str) -> AccountState:
+    parse_address(address)  # a clear "invalid address" before any network traffic
+    value = await client.query_json(f"/account/{address}")
+    return AccountState(value["address"], int(value["balance"]), int(value["nonce"]))
+
+
+def _raise_rejection(result: BroadcastResult) -> None:
+    if result.codespace == CHAIN_CODESPACE and result.code == INSUFFICIENT_FUNDS_CODE:
+        raise InsufficientBalance(f"insufficient funds (CheckTx code {result.code}): {result.log}")
+    raise TxRejected(result.code, result.codespace, result.log, result.hash)
+
+
+class TxSender:
+    """Plans, signs and sends transactions for keys of one wallet home through one node."""
+
+    def __init__(self, client: AsyncRpcClient, nonce_cache: NonceCache | None = None) -> None:
+        self.client = client
+        self.nonce_cache = nonce_cache
+        self._chain_id: str | None = None
+
+    async def chain_id(self, given: str | None = None) -> str:
+        if given:
+            return given
+        if self._chain_id is None:
+            self._chain_id = (await self.client.status()).chain_id
+            if not self._chain_id:
+                raise WalletError(f"the node at {self.client.url} reports no chain id; pass --chain-id")
+        return self._chain_id
+
+    async def plan(
+        self,
+        signer: str,
+        messages: list[Message],
+        fee: int,
+        *,
+        chain_id: str | None = None,
+        memo: str = "",
+        nonce: int | None = None,
+        check_funds: bool = True,
+    ) -> TxPlan:
+        """The transaction body to sign, after checking that `signer` can pay for it."""
+        account = await fetch_account(self.client, signer)
+        if nonce is None:
+            nonce = account.nonce if self.nonce_cache is None else self.nonce_cache.next_nonce(signer, account.nonce)
+        plan = TxPlan(await self.chain_id(chain_id), nonce, fee, tuple(messages), memo)
+        if check_funds and plan.spend > account.balance:
+            raise InsufficientBalance(
+                f"insufficient funds: {signer} has {format_amount_both(account.balance)}, "
+                f"this transaction needs {format_amount_both(plan.spend)} (amounts plus fee)"
+            )
+        return plan
+
+    async def send(self, key: PrivateKey, plan: TxPlan, *, wait: bool = True, timeout: float = 30.0) -> SendOutcome:
+        """Sign and broadcast `plan`; with `wait`, return once it is in a block (TxRejected if it failed there)."""
+        signer = encode_address(key.address)
+        accepted = await self.client.broadcast_tx_sync(plan.sign(key), check=False)
+        if accepted.code == INVALID_NONCE_CODE and accepted.codespace == CHAIN_CODESPACE and self.nonce_cache:
+            # A remembered nonce can be stale (its transaction was dropped): start again from the node's.
+            self.nonce_cache.forget(signer)
+            node_nonce = (await fetch_account(self.client, signer)).nonce
+            if node_nonce != plan.nonce:
+                plan = TxPlan(plan.chain_id, node_nonce, plan.fee, plan.messages, plan.memo)
+                accepted = await self.client.broadcast_tx_sync(plan.sign(key), check=False)
+        if accepted.code != 0:
+            _raise_rejection(accepted)
+        if self.nonce_cache is not None:
+            self.nonce_cache.remember(signer, plan.nonce + 1)
+        return await self._finish(accepted.hash, plan.nonce, wait, timeout)
+
+    async def broadcast_signed(self, raw: bytes, *, wait: bool = True, timeout: float = 30.0) -> SendOutcome:
+        """Broadcast transaction bytes signed elsewhere (`--generate-only`, offline signing)."""
+        try:
+            tx = decode_tx(raw)
+        except Exception as exc:  # ChainError subclasses; anything else is equally "not a transaction"
+            raise WalletError(f"not a Trolly transaction: {exc}") from None
+        accepted = await self.client.broadcast_tx_sync(raw, check=False)
+        if accepted.code != 0:
+            _raise_rejection(accepted)
+        if self.nonce_cache is not None:
+            signer = encode_address(tx.signer)
+            current = self.nonce_cache.next_nonce(signer, 0)
+            self.nonce_cache.remember(signer, max(current, tx.body.nonce + 1))
+        return await self._finish(accepted.hash, tx.body.nonce, wait, timeout)
+
+    async def _finish(self, tx_hash: str, nonce: int, wait: bool, timeout: float) -> SendOutcome:
+        if not wait:
+            return SendOutcome(tx_hash, nonce, None)
+        included = await self.client.wait_for_tx(tx_hash, timeout)
+        if included.code != 0:
+            raise TxRejected(included.code, included.codespace, included.log, included.hash, included.height)
+        return SendOutcome(tx_hash, nonce, included)

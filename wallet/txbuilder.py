@@ -1,0 +1,169 @@
+"""Building, signing and describing the transactions a wallet sends.
+
+A `TxPlan` is everything that goes into a transaction's body (chain id, nonce, fee, messages, memo); signing
+it gives the wire bytes of `trolly.chain.tx` (the chain's own `build_tx`, so the wallet can never sign bytes
+the chain would read differently). `describe_tx` turns signed bytes back into plain JSON, which is what the
+confirmation prompt shows and what `tx broadcast` prints before sending a file.
+
+Message kinds are registered in `MESSAGE_KINDS` with how to describe them and how much of the signer's
+balance they spend, so other packages (the task market) add theirs with one `register_message_kind` call.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from google.protobuf.message import Message
+
+from trolly.chain.crypto import PUBKEY_LENGTH, PrivateKey, address_from_pubkey, decode_address, encode_address
+from trolly.chain.errors import ChainError, InvalidAddress
+from trolly.chain.proto import bank_pb2, staking_pb2
+from trolly.chain.tx import build_tx, decode_tx, tx_hash, type_url_of
+
+from .amounts import U64_MAX
+from .errors import InvalidAddressText, InvalidAmountText, WalletError
+
+
+@dataclass(frozen=True)
+class MessageKind:
+    """How the wallet shows a message kind and how much of the signer's balance it moves out."""
+
+    message_type: type
+    describe: Callable[[Any], dict]
+    spend: Callable[[Any], int]
+
+
+MESSAGE_KINDS: dict[str, MessageKind] = {}
+
+
+def register_message_kind(message_type: type, describe: Callable[[Any], dict], spend: Callable[[Any], int]) -> None:
+    MESSAGE_KINDS["/" + message_type.DESCRIPTOR.full_name] = MessageKind(message_type, describe, spend)
+
+
+register_message_kind(
+    bank_pb2.MsgSend, lambda m: {"to": encode_address(m.to), "amount": m.amount}, lambda m: m.amount
+)
+register_message_kind(
+    staking_pb2.MsgCreateValidator,
+    lambda m: {
+        "consensus_pubkey": base64.b64encode(m.consensus_pubkey).decode(),
+        "stake": m.stake,
+        "moniker": m.moniker,
+    },
+    lambda m: m.stake,
+)
+register_message_kind(staking_pb2.MsgBond, lambda m: {"amount": m.amount}, lambda m: m.amount)
+register_message_kind(staking_pb2.MsgUnbond, lambda m: {"amount": m.amount}, lambda m: 0)
+
+
+# ---- addresses and messages -------------------------------------------------------------------------------
+
+
+def parse_address(text: str) -> bytes:
+    """The 20 bytes of a `trolly1...` address; InvalidAddressText (with the reason) otherwise."""
+    try:
+        return decode_address(text.strip())
+    except (InvalidAddress, AttributeError) as exc:
+        raise InvalidAddressText(str(exc)) from None
+
+
+def _check_amount(amount: int, what: str) -> int:
+    if not isinstance(amount, int) or isinstance(amount, bool) or not 0 < amount <= U64_MAX:
+        raise InvalidAmountText(f"{what} must be an integer number of utrl in 1..{U64_MAX}, got {amount!r}")
+    return amount
+
+
+def send_message(to: bytes, amount: int) -> bank_pb2.MsgSend:
+    return bank_pb2.MsgSend(to=to, amount=_check_amount(amount, "amount"))
+
+
+def create_validator_message(consensus_pubkey: bytes, stake: int, moniker: str) -> staking_pb2.MsgCreateValidator:
+    if len(consensus_pubkey) != PUBKEY_LENGTH:
+        raise WalletError(f"the consensus public key must be {PUBKEY_LENGTH} bytes (ed25519), got {len(consensus_pubkey)}")
+    if not 1 <= len(moniker.encode()) <= 64:
+        raise WalletError("the moniker must be 1 to 64 bytes of UTF-8")
+    return staking_pb2.MsgCreateValidator(
+        consensus_pubkey=consensus_pubkey, stake=_check_amount(stake, "stake"), moniker=moniker
+    )
+
+
+def bond_message(amount: int) -> staking_pb2.MsgBond:
+    return staking_pb2.MsgBond(amount=_check_amount(amount, "amount"))
+
+
+def unbond_message(amount: int) -> staking_pb2.MsgUnbond:
+    return staking_pb2.MsgUnbond(amount=_check_amount(amount, "amount"))
+
+
+# ---- plans, signing, description ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TxPlan:
+    """The body of a transaction before it is signed."""
+
+    chain_id: str
+    nonce: int
+    fee: int
+    messages: tuple[Message, ...]
+    memo: str = ""
+
+    def sign(self, key: PrivateKey) -> bytes:
+        return build_tx(key, self.chain_id, self.nonce, self.fee, list(self.messages), self.memo)
+
+    @property
+    def spend(self) -> int:
+        """utrl leaving the signer's balance if every message succeeds: the fee plus what messages move out."""
+        return self.fee + sum(message_spend(message) for message in self.messages)
+
+    def describe(self, signer: str) -> dict:
+        return {
+            "signer": signer,
+            "chain_id": self.chain_id,
+            "nonce": self.nonce,
+            "fee": self.fee,
+            "memo": self.memo,
+            "messages": [describe_message(type_url_of(m), m) for m in self.messages],
+            "total_spend": self.spend,
+        }
+
+
+def message_spend(message: Message) -> int:
+    kind = MESSAGE_KINDS.get(type_url_of(message))
+    return kind.spend(message) if kind else 0
+
+
+def describe_message(type_url: str, message: Message | bytes) -> dict:
+    kind = MESSAGE_KINDS.get(type_url)
+    if kind is None:
+        size = len(message) if isinstance(message, bytes) else message.ByteSize()
+        return {"type": type_url, "fields": {"unknown_bytes": size}}
+    if isinstance(message, bytes):
+        message = kind.message_type.FromString(message)
+    return {"type": type_url, "fields": kind.describe(message)}
+
+
+def describe_tx(raw: bytes) -> dict:
+    """Plain JSON view of signed transaction bytes (raises WalletError if they are not a transaction)."""
+    try:
+        tx = decode_tx(raw)
+    except ChainError as exc:
+        raise WalletError(f"not a Trolly transaction: {exc}") from None
+    messages = [describe_message(m.type_url, m.value) for m in tx.body.messages]
+    spend = tx.body.fee
+    for any_message in tx.body.messages:
+        kind = MESSAGE_KINDS.get(any_message.type_url)
+        if kind:
+            spend += kind.spend(kind.message_type.FromString(any_message.value))
+    return {
+        "hash": tx_hash(raw).hex().upper(),
+        "signer": encode_address(address_from_pubkey(tx.pubkey)),
+        "chain_id": tx.body.chain_id,
+        "nonce": tx.body.nonce,
+        "fee": tx.body.fee,
+        "memo": tx.body.memo,
+        "messages": messages,
+        "total_spend": spend,
+    }
