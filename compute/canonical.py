@@ -1,0 +1,136 @@
+"""Canonical bytes for named tensors: the one byte form that weights, checkpoints and shards are hashed in.
+
+Layout (all integers little-endian):
+
+    magic   b"TRLT"  version u8 = 1   count u32
+    count x entry, in ascending order of name (UTF-8 bytes):
+        name_length u16   name (UTF-8)   dtype u8 (DTYPE_CODES)   ndim u8   ndim x dim u64
+        data: the elements in row-major order, little-endian, no padding
+
+The order is fixed by the names, never by insertion order, so two parties that hold the same tensors always
+produce the same bytes. Encoding streams: `iter_chunks` yields the header pieces and zero-copy views of the
+tensor memory, so hashing (which releases the GIL for large buffers) can run beside training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+import torch
+
+from .errors import EncodingError
+
+MAGIC = b"TRLT"
+VERSION = 1
+
+DTYPE_CODES: dict[torch.dtype, int] = {
+    torch.float32: 1,
+    torch.float16: 2,
+    torch.float64: 3,
+    torch.int64: 4,
+    torch.int32: 5,
+    torch.uint8: 6,
+    torch.int8: 7,
+}
+CODE_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
+NUMPY_DTYPES = {
+    1: np.dtype("<f4"), 2: np.dtype("<f2"), 3: np.dtype("<f8"), 4: np.dtype("<i8"),
+    5: np.dtype("<i4"), 6: np.dtype("u1"), 7: np.dtype("i1"),
+}
+
+MAX_NAME_BYTES = 1024
+MAX_DIMS = 8
+
+
+def _as_little_endian_array(tensor: torch.Tensor) -> np.ndarray:
+    if tensor.dtype not in DTYPE_CODES:
+        raise EncodingError(f"dtype {tensor.dtype} has no canonical code")
+    array = tensor.detach().cpu().contiguous().numpy()
+    # A no-op on little-endian hosts; on others it converts once.
+    return np.ascontiguousarray(array, dtype=NUMPY_DTYPES[DTYPE_CODES[tensor.dtype]])
+
+
+def iter_chunks(tensors: Mapping[str, torch.Tensor]) -> Iterator[bytes | memoryview]:
+    """Yield the canonical encoding of `tensors` piece by piece (views share the tensors' memory)."""
+    names = sorted(tensors, key=lambda name: name.encode("utf-8"))
+    yield MAGIC + struct.pack("<BI", VERSION, len(names))
+    for name in names:
+        tensor = tensors[name]
+        if not isinstance(tensor, torch.Tensor):
+            raise EncodingError(f"{name!r} is not a tensor")
+        name_bytes = name.encode("utf-8")
+        if len(name_bytes) > MAX_NAME_BYTES:
+            raise EncodingError(f"tensor name longer than {MAX_NAME_BYTES} bytes: {name[:40]!r}...")
+        if tensor.dim() > MAX_DIMS:
+            raise EncodingError(f"{name!r} has {tensor.dim()} dimensions, at most {MAX_DIMS} are allowed")
+        array = _as_little_endian_array(tensor)
+        header = struct.pack("<H", len(name_bytes)) + name_bytes
+        header += struct.pack("<BB", DTYPE_CODES[tensor.dtype], tensor.dim())
+        header += b"".join(struct.pack("<Q", size) for size in tensor.shape)
+        yield header
+        if array.size:
+            yield memoryview(array).cast("B")
+
+
+def encode_tensors(tensors: Mapping[str, torch.Tensor]) -> bytes:
+    """The canonical bytes of `tensors`."""
+    return b"".join(iter_chunks(tensors))
+
+
+def hash_tensors(tensors: Mapping[str, torch.Tensor]) -> bytes:
+    """sha256 of the canonical bytes, computed without building them in one piece."""
+    digest = hashlib.sha256()
+    for chunk in iter_chunks(tensors):
+        digest.update(chunk)
+    return digest.digest()
+
+
+def decode_tensors(data: bytes | bytearray | memoryview) -> dict[str, torch.Tensor]:
+    """Parse canonical bytes back into tensors (in canonical order). Strict: rejects any deviation,
+    so that decode(encode(x)) is the only way to reach a given byte string."""
+    view = memoryview(data).cast("B")
+    if len(view) < 9 or bytes(view[:4]) != MAGIC:
+        raise EncodingError("not canonical tensor bytes (bad magic)")
+    version, count = struct.unpack_from("<BI", view, 4)
+    if version != VERSION:
+        raise EncodingError(f"unsupported canonical tensor version {version}")
+    offset = 9
+    tensors: dict[str, torch.Tensor] = {}
+    previous: bytes | None = None
+    try:
+        for _ in range(count):
+            (name_length,) = struct.unpack_from("<H", view, offset)
+            offset += 2
+            name_bytes = bytes(view[offset:offset + name_length])
+            if len(name_bytes) != name_length:
+                raise EncodingError("truncated tensor name")
+            offset += name_length
+            if previous is not None and name_bytes <= previous:
+                raise EncodingError("tensor names are not in strictly ascending order")
+            previous = name_bytes
+            code, ndim = struct.unpack_from("<BB", view, offset)
+            offset += 2
+            if code not in CODE_DTYPES:
+                raise EncodingError(f"unknown dtype code {code}")
+            if ndim > MAX_DIMS:
+                raise EncodingError(f"too many dimensions ({ndim})")
+            shape = struct.unpack_from("<" + "Q" * ndim, view, offset)
+            offset += 8 * ndim
+            numpy_dtype = NUMPY_DTYPES[code]
+            elements = int(np.prod(shape, dtype=np.uint64)) if ndim else 1
+            size = elements * numpy_dtype.itemsize
+            if offset + size > len(view):
+                raise EncodingError(f"truncated data for tensor {name_bytes.decode('utf-8', 'replace')!r}")
+            array = np.frombuffer(view, dtype=numpy_dtype, count=elements, offset=offset).reshape(shape)
+            offset += size
+            tensors[name_bytes.decode("utf-8")] = torch.from_numpy(array.astype(numpy_dtype.newbyteorder("="), copy=True))
+    except struct.error as error:
+        raise EncodingError(f"truncated canonical tensor bytes: {error}") from None
+    except UnicodeDecodeError:
+        raise EncodingError("tensor name is not valid UTF-8") from None
+    if offset != len(view):
+        raise EncodingError(f"{len(view) - offset} trailing bytes after the last tensor")
+    return tensors

@@ -1,0 +1,118 @@
+"""The codec interface and the framing every encoded update shares.
+
+An update is a set of named float32 tensors (a pseudo-gradient). A codec flattens them in canonical order
+(ascending name), compresses the flat vector and frames it:
+
+    magic b"TRCU"  version u8 = 1  codec_name_length u8  codec_name  count u32
+    count x (name_length u16, name, ndim u8, ndim x dim u64)      ascending name order
+    payload (codec specific, see each codec)
+
+Encoding is a pure function of the input values: same tensors, same bytes, on every machine (numpy's
+elementwise float32 arithmetic and rounding are IEEE-exact). The bytes are what is hashed and committed.
+"""
+
+from __future__ import annotations
+
+import abc
+import struct
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from ..errors import CodecError
+
+MAGIC = b"TRCU"
+VERSION = 1
+MAX_TENSORS = 4096
+
+
+class Codec(abc.ABC):
+    """Compresses a named set of float32 tensors to deterministic bytes and back."""
+
+    name: str
+
+    def encode(self, tensors: Mapping[str, torch.Tensor]) -> bytes:
+        names = sorted(tensors, key=lambda n: n.encode("utf-8"))
+        if len(names) > MAX_TENSORS:
+            raise CodecError(f"too many tensors ({len(names)})")
+        arrays = []
+        header = [MAGIC, struct.pack("<BB", VERSION, len(self.name)), self.name.encode("ascii"), struct.pack("<I", len(names))]
+        for name in names:
+            tensor = tensors[name]
+            if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
+                raise CodecError(f"{name!r} is not a floating-point tensor")
+            array = tensor.detach().cpu().to(torch.float32).contiguous().numpy().reshape(-1)
+            if not np.isfinite(array).all():
+                raise CodecError(f"{name!r} has NaN or infinite values")
+            arrays.append(array)
+            name_bytes = name.encode("utf-8")
+            header.append(struct.pack("<H", len(name_bytes)) + name_bytes + struct.pack("<B", tensor.dim()))
+            header.append(b"".join(struct.pack("<Q", d) for d in tensor.shape))
+        flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.float32)
+        return b"".join(header) + self.encode_flat(flat.astype("<f4", copy=False))
+
+    def decode(self, data: bytes) -> dict[str, torch.Tensor]:
+        view = memoryview(data).cast("B")
+        try:
+            if bytes(view[:4]) != MAGIC:
+                raise CodecError("not an encoded update (bad magic)")
+            version, name_length = struct.unpack_from("<BB", view, 4)
+            if version != VERSION:
+                raise CodecError(f"unsupported update version {version}")
+            codec_name = bytes(view[6:6 + name_length]).decode("ascii")
+            if codec_name != self.name:
+                raise CodecError(f"update was encoded with {codec_name!r}, not {self.name!r}")
+            offset = 6 + name_length
+            (count,) = struct.unpack_from("<I", view, offset)
+            offset += 4
+            if count > MAX_TENSORS:
+                raise CodecError(f"too many tensors ({count})")
+            layout: list[tuple[str, tuple[int, ...]]] = []
+            for _ in range(count):
+                (length,) = struct.unpack_from("<H", view, offset)
+                name = bytes(view[offset + 2:offset + 2 + length]).decode("utf-8")
+                offset += 2 + length
+                (ndim,) = struct.unpack_from("<B", view, offset)
+                shape = struct.unpack_from("<" + "Q" * ndim, view, offset + 1)
+                offset += 1 + 8 * ndim
+                layout.append((name, tuple(shape)))
+        except (struct.error, UnicodeDecodeError) as error:
+            raise CodecError(f"malformed update header: {error}") from None
+        if [n for n, _ in layout] != sorted((n for n, _ in layout), key=lambda n: n.encode("utf-8")):
+            raise CodecError("update tensors are not in canonical order")
+        sizes = [int(np.prod(shape, dtype=np.int64)) for _, shape in layout]
+        total = sum(sizes)
+        if total > 2**31:
+            raise CodecError(f"update declares {total} elements, too many")
+        flat = self.decode_flat(view[offset:], total)
+        if flat.shape != (total,):
+            raise CodecError("payload does not match the declared sizes")  # pragma: no cover - decode_flat checks
+        result: dict[str, torch.Tensor] = {}
+        begin = 0
+        for (name, shape), size in zip(layout, sizes):
+            result[name] = torch.from_numpy(flat[begin:begin + size].astype(np.float32).reshape(shape))
+            begin += size
+        return result
+
+    @abc.abstractmethod
+    def encode_flat(self, flat: np.ndarray) -> bytes:
+        """Payload for a flat little-endian float32 vector."""
+
+    @abc.abstractmethod
+    def decode_flat(self, payload: memoryview, size: int) -> np.ndarray:
+        """The flat float32 vector of `size` elements; CodecError if the payload does not fit."""
+
+
+def take(payload: memoryview, offset: int, dtype: str, count: int) -> tuple[np.ndarray, int]:
+    """`count` elements of `dtype` from payload[offset:], raising CodecError when it is too short."""
+    item = np.dtype(dtype)
+    end = offset + count * item.itemsize
+    if end > len(payload):
+        raise CodecError("update payload is truncated")
+    return np.frombuffer(payload, dtype=item, count=count, offset=offset), end
+
+
+def finish(payload: memoryview, offset: int) -> None:
+    if offset != len(payload):
+        raise CodecError(f"{len(payload) - offset} unexpected bytes after the update payload")

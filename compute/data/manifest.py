@@ -1,0 +1,175 @@
+"""Content-addressed shards and the manifest that lists them.
+
+Manifest (canonical JSON: sorted keys, no spaces, UTF-8), its sha256 is the spec's `manifest_hash`:
+
+    {"version": 1, "name": "digits", "kind": "classification", "input_size": 64, "num_classes": 10,
+     "context": 0, "splits": {"train": {"samples": 1437, "shards": [{"hash": "<hex>", "size": 123,
+     "samples": 512}, ...]}, "test": {...}}}
+
+A shard is canonical tensor bytes (`canonical.py`): classification shards hold `inputs` (float32, n x
+input_size) and `targets` (int64, n); text shards hold `tokens` (uint8, n x (context + 1)).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from ..canonical import decode_tensors, encode_tensors
+from ..errors import DatasetError, EncodingError
+from ..models.shape import DataShape
+from . import sources
+from .dataset import Dataset
+
+MANIFEST_VERSION = 1
+SHARD_SAMPLES = 512
+SPLITS = ("train", "test")
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetBlobs:
+    """A dataset ready to serve: manifest bytes, its hash and every shard by hash."""
+
+    manifest: bytes
+    manifest_hash: str
+    shards: dict[str, bytes]
+
+    def all_blobs(self) -> dict[str, bytes]:
+        return {self.manifest_hash: self.manifest, **self.shards}
+
+
+def canonical_json(value) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _shard_split(split_tensors: dict[str, np.ndarray], shards: dict[str, bytes]) -> dict:
+    count = len(next(iter(split_tensors.values())))
+    listing = []
+    for start in range(0, count, SHARD_SAMPLES):
+        piece = {name: torch.from_numpy(np.ascontiguousarray(array[start:start + SHARD_SAMPLES])) for name, array in split_tensors.items()}
+        data = encode_tensors(piece)
+        digest = hashlib.sha256(data).hexdigest()
+        shards[digest] = data
+        listing.append({"hash": digest, "size": len(data), "samples": len(next(iter(piece.values())))})
+    return {"samples": count, "shards": listing}
+
+
+def build_dataset(name: str, **options) -> DatasetBlobs:
+    """Build the manifest and shards of a bundled dataset ("digits" or "pycorpus"); nothing is downloaded."""
+    if name not in DATASET_BUILDERS:
+        raise DatasetError(f"unknown dataset {name!r}; known: {', '.join(sorted(DATASET_BUILDERS))}")
+    return DATASET_BUILDERS[name](**options)
+
+
+def _build_digits() -> DatasetBlobs:
+    shards: dict[str, bytes] = {}
+    splits = {split: _shard_split({"inputs": inputs, "targets": targets}, shards)
+              for split, (inputs, targets) in sources.digits_samples().items()}
+    manifest = {"version": MANIFEST_VERSION, "name": "digits", "kind": "classification", "input_size": 64,
+                "num_classes": 10, "context": 0, "splits": splits}
+    return _finish(manifest, shards)
+
+
+def _build_pycorpus(max_bytes: int = sources.CORPUS_MAX_BYTES, context: int = sources.CORPUS_CONTEXT) -> DatasetBlobs:
+    shards: dict[str, bytes] = {}
+    splits = {split: _shard_split({"tokens": windows}, shards)
+              for split, windows in sources.corpus_samples(max_bytes, context).items()}
+    manifest = {"version": MANIFEST_VERSION, "name": "pycorpus", "kind": "text", "input_size": context,
+                "num_classes": 256, "context": context, "splits": splits}
+    return _finish(manifest, shards)
+
+
+DATASET_BUILDERS: dict[str, Callable[..., DatasetBlobs]] = {"digits": _build_digits, "pycorpus": _build_pycorpus}
+
+
+def _finish(manifest: dict, shards: dict[str, bytes]) -> DatasetBlobs:
+    data = canonical_json(manifest)
+    return DatasetBlobs(manifest=data, manifest_hash=hashlib.sha256(data).hexdigest(), shards=shards)
+
+
+def _fetch_checked(fetch: Callable[[str], bytes], digest: str, what: str) -> bytes:
+    data = fetch(digest)
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise DatasetError(f"{what} {digest} does not match its hash")
+    return data
+
+
+def _parse_manifest(data: bytes) -> dict:
+    try:
+        manifest = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise DatasetError(f"manifest is not JSON: {error}") from None
+    if not isinstance(manifest, dict) or manifest.get("version") != MANIFEST_VERSION:
+        raise DatasetError("manifest has no supported version")
+    if manifest.get("kind") not in ("classification", "text"):
+        raise DatasetError(f"unknown dataset kind {manifest.get('kind')!r}")
+    splits = manifest.get("splits")
+    if not isinstance(splits, dict) or set(splits) != set(SPLITS):
+        raise DatasetError("manifest must have exactly the splits train and test")
+    for split in SPLITS:
+        shards = splits[split].get("shards")
+        if not isinstance(shards, list) or not shards:
+            raise DatasetError(f"manifest split {split} lists no shards")
+        for entry in shards:
+            if not (isinstance(entry, dict) and isinstance(entry.get("hash"), str) and len(entry["hash"]) == 64
+                    and all(isinstance(entry.get(key), int) and entry[key] > 0 for key in ("size", "samples"))):
+                raise DatasetError(f"malformed shard entry in split {split}: {entry!r}")
+        if not isinstance(splits[split].get("samples"), int):
+            raise DatasetError(f"manifest split {split} has no sample count")
+    for key in ("input_size", "num_classes", "context"):
+        if not isinstance(manifest.get(key), int) or manifest[key] < 0:
+            raise DatasetError(f"manifest field {key} must be a non-negative integer")
+    return manifest
+
+
+def load_dataset(manifest_hash: str, fetch: Callable[[str], bytes]) -> Dataset:
+    """Fetch a dataset by manifest hash through `fetch(hex) -> bytes`, checking every blob's hash,
+    sample count and size against the manifest."""
+    manifest = _parse_manifest(_fetch_checked(fetch, manifest_hash, "manifest"))
+    kind = manifest["kind"]
+    tensors: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    for split in SPLITS:
+        pieces: list[dict[str, torch.Tensor]] = []
+        for entry in manifest["splits"][split]["shards"]:
+            data = _fetch_checked(fetch, entry["hash"], "shard")
+            if len(data) != entry["size"]:
+                raise DatasetError(f"shard {entry['hash']} has {len(data)} bytes, manifest says {entry['size']}")
+            try:
+                piece = decode_tensors(data)
+            except EncodingError as error:
+                raise DatasetError(f"shard {entry['hash']} does not decode: {error}") from None
+            count = len(next(iter(piece.values())))
+            if count != entry["samples"]:
+                raise DatasetError(f"shard {entry['hash']} has {count} samples, manifest says {entry['samples']}")
+            pieces.append(piece)
+        if kind == "classification":
+            inputs = torch.cat([p["inputs"] for p in pieces]).float()
+            targets = torch.cat([p["targets"] for p in pieces]).long()
+        else:
+            tokens = torch.cat([p["tokens"] for p in pieces]).long()
+            inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+        if len(inputs) != manifest["splits"][split]["samples"]:
+            raise DatasetError(f"split {split} has {len(inputs)} samples, manifest says {manifest['splits'][split]['samples']}")
+        tensors[split] = (inputs, targets)
+    shape = DataShape(kind=kind, input_size=int(manifest["input_size"]), num_classes=int(manifest["num_classes"]),
+                      context=int(manifest["context"]))
+    return Dataset(name=str(manifest["name"]), manifest_hash=manifest_hash, shape=shape,
+                   train_inputs=tensors["train"][0], train_targets=tensors["train"][1],
+                   test_inputs=tensors["test"][0], test_targets=tensors["test"][1])
+
+
+def dataset_from_blobs(blobs: DatasetBlobs) -> Dataset:
+    """Load a dataset built in this process (the same checks as over the network)."""
+    store = blobs.all_blobs()
+
+    def fetch(digest: str) -> bytes:
+        if digest not in store:
+            raise DatasetError(f"blob {digest} is not part of this dataset")
+        return store[digest]
+
+    return load_dataset(blobs.manifest_hash, fetch)

@@ -1,0 +1,111 @@
+"""The determinism profile: everything that must match for two replays to give identical bytes.
+
+On CPU, PyTorch is bitwise reproducible for a fixed thread count and instruction set (the kernels it
+dispatches to, `ATEN_CPU_CAPABILITY`), with deterministic algorithms on. Change either and float sums are
+reassociated: 1 vs 2 threads already differ by about 1e-7 relative after 200 MLP steps (DESIGN 5). So a
+worker records its profile's `id` in every commitment, and a verifier replays bitwise only under the same id
+(otherwise it compares within `REPLAY_TOLERANCE`).
+
+The other half of replayability is data order: `batch_generator` derives the `torch.Generator` for a step
+from (task seed, worker index, round, step) alone, so any party can draw the same batch for any step without
+replaying the ones before it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+
+import torch
+
+from .errors import DeterminismError
+
+# Names accepted by ATEN_CPU_CAPABILITY, weakest first. The variable is read once, when torch is imported,
+# so a process can only check its own capability; `child_environment` sets it for processes it starts.
+INSTRUCTION_SETS = ("default", "avx2", "avx512")
+
+# Relative L2 distance allowed between a replay and a checkpoint when the profiles differ (different thread
+# count or instruction set). Measured: ~1e-7 after 200 MLP steps; segments are at most 10 steps.
+REPLAY_TOLERANCE = 1e-4
+
+_BATCH_DOMAIN = b"trolly/batch/v1"
+
+
+def current_instruction_set() -> str:
+    """The instruction set this process's torch dispatches to, as an `ATEN_CPU_CAPABILITY` name."""
+    return torch.backends.cpu.get_cpu_capability().lower()
+
+
+@dataclasses.dataclass(frozen=True)
+class DeterminismProfile:
+    """The settings that make training replayable bit for bit.
+
+    threads: intra-op threads (`torch.set_num_threads`); 1 is the protocol default.
+    instruction_set: one of INSTRUCTION_SETS; None means "whatever this process runs" (recorded in `id`).
+    """
+
+    threads: int = 1
+    instruction_set: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 1:
+            raise DeterminismError(f"threads must be a positive integer, got {self.threads!r}")
+        if self.instruction_set is not None and self.instruction_set not in INSTRUCTION_SETS:
+            raise DeterminismError(
+                f"instruction_set must be one of {', '.join(INSTRUCTION_SETS)}, got {self.instruction_set!r}"
+            )
+
+    @property
+    def resolved_instruction_set(self) -> str:
+        return self.instruction_set or current_instruction_set()
+
+    @property
+    def id(self) -> str:
+        """The string committed on chain (`CommitRound.determinism_profile`), e.g.
+        `torch-2.13.0+cpu/threads-1/isa-avx512/deterministic`."""
+        return f"torch-{torch.__version__}/threads-{self.threads}/isa-{self.resolved_instruction_set}/deterministic"
+
+
+def apply_profile(profile: DeterminismProfile) -> str:
+    """Configure this process for `profile` and return its id.
+
+    Raises DeterminismError when the process runs another instruction set than the profile asks for: that can
+    only be fixed by restarting with `child_environment(profile)`.
+    """
+    actual = current_instruction_set()
+    if profile.instruction_set is not None and profile.instruction_set != actual:
+        raise DeterminismError(
+            f"profile wants instruction set {profile.instruction_set} but this process runs {actual}; "
+            f"restart it with ATEN_CPU_CAPABILITY={profile.instruction_set}"
+        )
+    if torch.get_num_threads() != profile.threads:
+        torch.set_num_threads(profile.threads)
+    torch.use_deterministic_algorithms(True)
+    return profile.id
+
+
+def child_environment(profile: DeterminismProfile, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a child process that should run under `profile` (instruction set and thread pools)."""
+    environment = dict(os.environ if base is None else base)
+    environment["ATEN_CPU_CAPABILITY"] = profile.resolved_instruction_set
+    # OpenMP/MKL pools are sized at start-up; keep them from oversubscribing before set_num_threads runs.
+    environment["OMP_NUM_THREADS"] = str(profile.threads)
+    environment["MKL_NUM_THREADS"] = str(profile.threads)
+    return environment
+
+
+def batch_seed(task_seed: int, worker_index: int, round_index: int, step: int) -> int:
+    """A 63-bit seed that is a pure function of its four non-negative integer arguments."""
+    for name, value in (("task_seed", task_seed), ("worker_index", worker_index), ("round", round_index), ("step", step)):
+        if not isinstance(value, int) or value < 0 or value >= 2**64:
+            raise DeterminismError(f"{name} must be an integer in [0, 2**64), got {value!r}")
+    material = _BATCH_DOMAIN + b"".join(v.to_bytes(8, "little") for v in (task_seed, worker_index, round_index, step))
+    return int.from_bytes(hashlib.sha256(material).digest()[:8], "little") & (2**63 - 1)
+
+
+def batch_generator(task_seed: int, worker_index: int, round_index: int, step: int) -> torch.Generator:
+    """The explicit generator from which the batch of one step is drawn."""
+    generator = torch.Generator(device="cpu")
+    generator.manual_seed(batch_seed(task_seed, worker_index, round_index, step))
+    return generator

@@ -1,0 +1,19 @@
+"""What a dataset tells a model: its kind and sizes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class DataShape:
+    """kind: "classification" (fixed-size float inputs, integer labels) or "text" (token windows).
+
+    input_size: features per sample (classification); num_classes: labels, or the vocabulary for text;
+    context: tokens per input window (text only).
+    """
+
+    kind: str
+    input_size: int
+    num_classes: int
+    context: int = 0

@@ -1,0 +1,204 @@
+"""The inner loop: `train_segment`, used by the worker to train and by the verifier to replay.
+
+A round (docs/protocol.md section 2) starts from the global weights W_r with a fresh AdamW and runs `steps`
+inner steps; step s trains on `sample_batch(seed, worker, round, s)`. Every `checkpoint_every` steps the
+state is checkpointed. A segment is the step range between two checkpoints; replaying it from checkpoint i
+must give checkpoint i + 1 byte for byte under the same determinism profile.
+
+    trainer = Trainer(spec, dataset)                          # model + AdamW, built once, reused
+    state = train_segment(trainer, start_state, worker_index=0, round_index=3, end_step=20)
+
+`run_round` is the worker's whole round on top of the same function: segments, checkpoints hashed in the
+background, the Merkle root, the pseudo-gradient.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+import torch
+from torch.nn import functional
+
+from .checkpoints import CheckpointHasher, HashedCheckpoint, TrainingState, weights_hash
+from .data.dataset import Dataset, sample_batch
+from .determinism import apply_profile
+from .errors import CheckpointError, SpecError
+from .merkle import merkle_root
+from .models import build_model
+from .spec import TaskSpec
+
+
+def initial_weights(spec: TaskSpec, shape) -> dict[str, torch.Tensor]:
+    """W_0: the model's initial weights, a pure function of the spec (architecture, config, seed)."""
+    model = build_model(spec.model.arch, spec.model.config, shape, spec.training.seed)
+    return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+
+
+def segment_bounds(segment: int, steps: int, checkpoint_every: int) -> tuple[int, int]:
+    """Step range [start, end) of segment i of a round of `steps` steps."""
+    start = segment * checkpoint_every
+    if not 0 <= start < steps:
+        raise SpecError(f"segment {segment} is outside a round of {steps} steps")
+    return start, min(start + checkpoint_every, steps)
+
+
+class Trainer:
+    """A model and its AdamW built from a spec, kept alive so consecutive segments need no rebuild.
+
+    Applies the spec's determinism profile when constructed (thread count, deterministic algorithms; refuses
+    a mismatched instruction set).
+    """
+
+    def __init__(self, spec: TaskSpec, dataset: Dataset) -> None:
+        self.spec = spec
+        self.dataset = dataset
+        self.profile_id = apply_profile(spec.determinism)
+        self.model = build_model(spec.model.arch, spec.model.config, dataset.shape, spec.training.seed)
+        self.model.train()
+        self.parameters = dict(self.model.named_parameters())
+        inner = spec.training.inner_optimizer
+        # foreach/fused are pinned: they are different summation orders, hence different bytes.
+        self.optimizer = torch.optim.AdamW(
+            self.parameters.values(), lr=inner.lr, betas=(inner.beta1, inner.beta2), eps=inner.eps,
+            weight_decay=inner.weight_decay, foreach=False, fused=False,
+        )
+        self.step = 0
+        self.samples = 0  # samples trained since the last load()
+
+    def load(self, state: TrainingState) -> None:
+        """Make the model and optimizer exactly `state` (copies, the state is not aliased)."""
+        own = self.model.state_dict()
+        if set(state.weights) != set(own):
+            raise CheckpointError("checkpoint weights do not match the model's parameters")
+        if set(state.optimizer) != set(self.parameters):
+            raise CheckpointError("checkpoint optimizer state does not match the model's parameters")
+        with torch.no_grad():
+            for name, tensor in state.weights.items():
+                if tensor.shape != own[name].shape or tensor.dtype != own[name].dtype:
+                    raise CheckpointError(f"checkpoint tensor {name!r} has shape {tuple(tensor.shape)}, model has {tuple(own[name].shape)}")
+                own[name].copy_(tensor)
+        for name, parameter in self.parameters.items():
+            slots = state.optimizer[name]
+            self.optimizer.state[parameter] = {
+                "step": slots["step"].detach().clone().to(torch.float32),
+                "exp_avg": slots["exp_avg"].detach().clone(),
+                "exp_avg_sq": slots["exp_avg_sq"].detach().clone(),
+            }
+        self.step = state.step
+        self.samples = 0
+
+    def snapshot(self) -> TrainingState:
+        """A copy of the current state, safe to hand to another thread while training goes on."""
+        weights = {name: tensor.detach().clone() for name, tensor in self.model.state_dict().items()}
+        optimizer = {}
+        for name, parameter in self.parameters.items():
+            slots = self.optimizer.state.get(parameter)
+            if not slots:  # never stepped: the zeros AdamW would create
+                optimizer[name] = {"step": torch.zeros((), dtype=torch.float32), "exp_avg": torch.zeros_like(parameter),
+                                   "exp_avg_sq": torch.zeros_like(parameter)}
+            else:
+                optimizer[name] = {slot: slots[slot].detach().clone() for slot in ("step", "exp_avg", "exp_avg_sq")}
+        return TrainingState(step=self.step, weights=weights, optimizer=optimizer)
+
+    def loss(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logits = self.model(inputs)
+        return functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+    def train_step(self, worker_index: int, round_index: int) -> float:
+        """One inner AdamW step on the batch of (seed, worker, round, self.step)."""
+        training = self.spec.training
+        inputs, targets = sample_batch(self.dataset, training.batch_size, training.seed, worker_index, round_index, self.step)
+        loss = self.loss(inputs, targets)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.step += 1
+        self.samples += training.batch_size
+        return float(loss.detach())
+
+
+def train_segment(trainer: Trainer, start: TrainingState | None, *, worker_index: int, round_index: int,
+                  end_step: int) -> TrainingState:
+    """Train from `start` (or from where `trainer` stands, if None) up to `end_step` and return the state.
+
+    The verifier passes the decoded checkpoint i and `end_step` = the end of segment i, then compares
+    `checkpoint_hash(result)` with the committed hash of checkpoint i + 1.
+    """
+    if start is not None:
+        trainer.load(start)
+    if end_step < trainer.step:
+        raise SpecError(f"end_step {end_step} is before the current step {trainer.step}")
+    while trainer.step < end_step:
+        trainer.train_step(worker_index, round_index)
+    return trainer.snapshot()
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundResult:
+    """What a worker commits and publishes for one round (before encoding the update)."""
+
+    steps: int
+    samples_processed: int
+    start_weights_hash: bytes
+    checkpoints: list[HashedCheckpoint]
+    checkpoint_root: bytes
+    end_weights: dict[str, torch.Tensor]
+    pseudo_gradient: dict[str, torch.Tensor]  # W_r - W_end, float32
+
+    @property
+    def checkpoint_hashes(self) -> list[bytes]:
+        return [c.digest for c in self.checkpoints]
+
+
+def run_round(trainer: Trainer, start_weights: Mapping[str, torch.Tensor], *, worker_index: int, round_index: int,
+              steps: int, sink: Callable[[HashedCheckpoint, bytes], None] | None = None,
+              keep_bytes: bool = False, on_step: Callable[[int], None] | None = None) -> RoundResult:
+    """A worker's round: checkpoints 0..n every k steps through `train_segment`, hashed in the background.
+
+    `sink(record, bytes)` receives each checkpoint's bytes in the hashing thread (to store them as blobs);
+    `on_step(step)` is called after each segment (progress display).
+    """
+    if steps < 1:
+        raise SpecError(f"a round needs at least one step, got {steps}")
+    every = trainer.spec.training.checkpoint_every
+    start = TrainingState.fresh(start_weights)
+    with CheckpointHasher(sink=sink, keep_bytes=keep_bytes) as hasher:
+        hasher.submit(0, start)
+        trainer.load(start)
+        state = start
+        segment = 0
+        while trainer.step < steps:
+            _, end = segment_bounds(segment, steps, every)
+            state = train_segment(trainer, None, worker_index=worker_index, round_index=round_index, end_step=end)
+            segment += 1
+            hasher.submit(segment, state)
+            if on_step is not None:
+                on_step(trainer.step)
+        checkpoints = hasher.results()
+    pseudo_gradient = {name: (start.weights[name] - state.weights[name]) for name in state.weights}
+    return RoundResult(
+        steps=steps, samples_processed=trainer.samples, start_weights_hash=weights_hash(start.weights),
+        checkpoints=checkpoints, checkpoint_root=merkle_root([c.digest for c in checkpoints]),
+        end_weights=dict(state.weights), pseudo_gradient=pseudo_gradient,
+    )
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, dataset: Dataset, batch_size: int = 512) -> tuple[float, float]:
+    """Mean test loss and accuracy (per token for text) of `model` on the dataset's test split."""
+    was_training = model.training
+    model.eval()
+    total_loss = 0.0
+    correct = 0
+    count = 0
+    for begin in range(0, len(dataset.test_inputs), batch_size):
+        inputs = dataset.test_inputs[begin:begin + batch_size]
+        targets = dataset.test_targets[begin:begin + batch_size].reshape(-1)
+        logits = model(inputs)
+        logits = logits.reshape(-1, logits.shape[-1])
+        total_loss += float(functional.cross_entropy(logits, targets, reduction="sum"))
+        correct += int((logits.argmax(dim=1) == targets).sum())
+        count += int(targets.numel())
+    model.train(was_training)
+    return total_loss / count, correct / count

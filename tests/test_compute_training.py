@@ -1,0 +1,195 @@
+"""train_segment, checkpoints and the determinism profile: replays give the same bytes."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from trolly.compute.checkpoints import (CheckpointHasher, TrainingState, checkpoint_hash, decode_checkpoint,
+                                        encode_checkpoint, weights_hash)
+from trolly.compute.data import build_dataset, dataset_from_blobs
+from trolly.compute.data.dataset import batch_indices
+from trolly.compute.determinism import DeterminismProfile, batch_seed, child_environment
+from trolly.compute.errors import CheckpointError, DeterminismError, SpecError
+from trolly.compute.merkle import merkle_proof, merkle_root, verify_proof
+from trolly.compute.spec import example_spec, spec_from_dict
+from trolly.compute.training import Trainer, initial_weights, run_round, segment_bounds, train_segment
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return dataset_from_blobs(build_dataset("digits"))
+
+
+def small_spec(manifest_hash, threads=1, **training):
+    document = example_spec(manifest_hash, model={"arch": "mlp", "config": {"hidden": [32, 32]}},
+                            determinism={"threads": threads})
+    document["training"].update({"inner_steps": 12, "checkpoint_every": 5, **training})
+    return spec_from_dict(document)
+
+
+def test_batch_is_a_pure_function_of_seed_worker_round_step():
+    first = batch_indices(1000, 16, 7, 1, 2, 3)
+    assert torch.equal(first, batch_indices(1000, 16, 7, 1, 2, 3))
+    for other in [(8, 1, 2, 3), (7, 0, 2, 3), (7, 1, 3, 3), (7, 1, 2, 4)]:
+        assert not torch.equal(first, batch_indices(1000, 16, *other))
+
+
+def test_batch_seed_rejects_negative_inputs():
+    with pytest.raises(DeterminismError):
+        batch_seed(-1, 0, 0, 0)
+
+
+def test_run_round_commits_n_plus_one_checkpoints_and_their_merkle_root(digits):
+    spec = small_spec(digits.manifest_hash)
+    trainer = Trainer(spec, digits)
+    start = initial_weights(spec, digits.shape)
+    result = run_round(trainer, start, worker_index=0, round_index=0, steps=12, keep_bytes=True)
+    assert [c.step for c in result.checkpoints] == [0, 5, 10, 12]
+    assert spec.num_checkpoints(12) == 4
+    assert result.samples_processed == 12 * spec.training.batch_size
+    assert result.start_weights_hash == weights_hash(start)
+    assert result.checkpoint_root == merkle_root(result.checkpoint_hashes)
+    for index, record in enumerate(result.checkpoints):
+        assert verify_proof(result.checkpoint_root, record.digest, index, 4, merkle_proof(result.checkpoint_hashes, index))
+    # checkpoint 0 is W_r with a fresh optimizer; the update is start minus end
+    zero = decode_checkpoint(result.checkpoints[0].data)
+    assert zero.step == 0 and all(torch.equal(zero.weights[n], start[n]) for n in start)
+    for name in start:
+        assert torch.equal(result.pseudo_gradient[name], start[name] - result.end_weights[name])
+    assert any(float(result.pseudo_gradient[n].abs().max()) > 0 for n in start)
+
+
+def test_replaying_every_segment_from_its_checkpoint_gives_the_next_checkpoint(digits):
+    spec = small_spec(digits.manifest_hash)
+    result = run_round(Trainer(spec, digits), initial_weights(spec, digits.shape), worker_index=2, round_index=1,
+                       steps=12, keep_bytes=True)
+    verifier = Trainer(spec, digits)
+    for segment in range(len(result.checkpoints) - 1):
+        start = decode_checkpoint(result.checkpoints[segment].data)
+        _, end = segment_bounds(segment, 12, spec.training.checkpoint_every)
+        replayed = train_segment(verifier, start, worker_index=2, round_index=1, end_step=end)
+        assert encode_checkpoint(replayed) == result.checkpoints[segment + 1].data
+
+
+def test_replay_with_the_wrong_worker_index_does_not_match(digits):
+    spec = small_spec(digits.manifest_hash)
+    result = run_round(Trainer(spec, digits), initial_weights(spec, digits.shape), worker_index=0, round_index=0,
+                       steps=5, keep_bytes=True)
+    replayed = train_segment(Trainer(spec, digits), decode_checkpoint(result.checkpoints[0].data), worker_index=1,
+                             round_index=0, end_step=5)
+    assert checkpoint_hash(replayed) != result.checkpoints[1].digest
+
+
+def test_checkpoint_bytes_round_trip_and_reject_garbage(digits):
+    spec = small_spec(digits.manifest_hash)
+    trainer = Trainer(spec, digits)
+    state = train_segment(trainer, TrainingState.fresh(initial_weights(spec, digits.shape)), worker_index=0,
+                          round_index=0, end_step=3)
+    data = encode_checkpoint(state)
+    again = decode_checkpoint(data)
+    assert again.step == 3 and encode_checkpoint(again) == data
+    with pytest.raises(CheckpointError):
+        decode_checkpoint(data[:-1])
+    with pytest.raises(CheckpointError):
+        decode_checkpoint(b"not a checkpoint")
+
+
+def test_loading_a_checkpoint_for_another_model_is_refused(digits):
+    spec = small_spec(digits.manifest_hash)
+    other = spec_from_dict({**example_spec(digits.manifest_hash), "model": {"arch": "mlp", "config": {"hidden": [8]}}})
+    state = TrainingState.fresh(initial_weights(other, digits.shape))
+    with pytest.raises(CheckpointError):
+        Trainer(spec, digits).load(state)
+
+
+def test_train_segment_refuses_to_go_backwards(digits):
+    spec = small_spec(digits.manifest_hash)
+    trainer = Trainer(spec, digits)
+    state = train_segment(trainer, TrainingState.fresh(initial_weights(spec, digits.shape)), worker_index=0,
+                          round_index=0, end_step=4)
+    with pytest.raises(SpecError):
+        train_segment(trainer, state, worker_index=0, round_index=0, end_step=2)
+
+
+def test_hasher_hashes_in_order_and_matches_direct_hashing(digits):
+    spec = small_spec(digits.manifest_hash)
+    trainer = Trainer(spec, digits)
+    trainer.load(TrainingState.fresh(initial_weights(spec, digits.shape)))
+    states = []
+    with CheckpointHasher() as hasher:
+        for index in range(3):
+            trainer.train_step(0, 0)
+            states.append(trainer.snapshot())
+            hasher.submit(index, states[-1])
+        records = hasher.results()
+    assert [r.digest for r in records] == [checkpoint_hash(s) for s in states]
+
+
+def test_hasher_reports_a_failing_sink(digits):
+    spec = small_spec(digits.manifest_hash)
+
+    def broken_sink(record, data):
+        raise OSError("disk full")
+
+    with CheckpointHasher(sink=broken_sink) as hasher:
+        hasher.submit(0, TrainingState.fresh(initial_weights(spec, digits.shape)))
+        with pytest.raises(CheckpointError, match="disk full"):
+            hasher.results()
+
+
+def test_profile_id_names_torch_threads_and_instruction_set():
+    profile = DeterminismProfile(threads=2, instruction_set="avx2")
+    assert profile.id == f"torch-{torch.__version__}/threads-2/isa-avx2/deterministic"
+    assert child_environment(profile, {})["ATEN_CPU_CAPABILITY"] == "avx2"
+    with pytest.raises(DeterminismError):
+        DeterminismProfile(threads=0)
+    with pytest.raises(DeterminismError):
+        DeterminismProfile(instruction_set="sse9")
+
+
+REPLAY_SCRIPT = """
+import json, sys, torch
+from trolly.compute.checkpoints import encode_checkpoint, TrainingState
+from trolly.compute.data import build_dataset, dataset_from_blobs
+from trolly.compute.spec import example_spec, spec_from_dict
+from trolly.compute.training import Trainer, initial_weights, train_segment
+threads = int(sys.argv[1])
+digits = dataset_from_blobs(build_dataset("digits"))
+document = example_spec(digits.manifest_hash, model={"arch": "mlp", "config": {"hidden": [256, 256]}},
+                        determinism={"threads": threads})
+spec = spec_from_dict(document)
+state = train_segment(Trainer(spec, digits), TrainingState.fresh(initial_weights(spec, digits.shape)),
+                      worker_index=1, round_index=0, end_step=10)
+sys.stdout.buffer.write(encode_checkpoint(state))
+"""
+
+
+def replay_in_subprocess(threads, instruction_set="default"):
+    profile = DeterminismProfile(threads=threads, instruction_set=instruction_set)
+    environment = child_environment(profile)
+    environment["PYTHONHASHSEED"] = str(threads * 7 + 1)
+    completed = subprocess.run([sys.executable, "-c", REPLAY_SCRIPT, str(threads)], capture_output=True,
+                               env=environment, timeout=300, check=True)
+    return decode_checkpoint(completed.stdout), completed.stdout
+
+
+@pytest.mark.slow
+def test_two_processes_replaying_the_same_segment_produce_identical_bytes():
+    _, first = replay_in_subprocess(1)
+    _, second = replay_in_subprocess(1)
+    assert first == second
+
+
+@pytest.mark.slow
+def test_one_and_two_threads_differ_only_within_the_documented_tolerance():
+    from trolly.compute.determinism import REPLAY_TOLERANCE
+    one, _ = replay_in_subprocess(1)
+    two, _ = replay_in_subprocess(2)
+    for name in one.weights:
+        difference = float((one.weights[name] - two.weights[name]).norm())
+        scale = float(one.weights[name].norm())
+        assert difference <= REPLAY_TOLERANCE * scale, name
