@@ -12,6 +12,7 @@ from .block import BlockContext, BlockEnv, BlockOutput, Event, TxResult, Validat
 from .crypto import encode_address
 from .errors import ChainError, InvalidRequest, UnknownQueryPath
 from .module import MessageRoute, Module, QueryResult, QueryRoute
+from .market.module import MARKET
 from .modules.bank import BANK
 from .modules.distribution import DISTRIBUTION
 from .modules.slashing import SLASHING
@@ -20,7 +21,7 @@ from .params import AuthParams, get_params, params_from_json, params_to_json, se
 from .state import State
 from .tx import decode_tx
 
-MODULES: tuple[Module, ...] = (BANK, SLASHING, STAKING, DISTRIBUTION)
+MODULES: tuple[Module, ...] = (BANK, MARKET, SLASHING, STAKING, DISTRIBUTION)
 """Every module, in hook order. Begin-block hooks run in this order, end-block hooks too. The task market
 goes before SLASHING; STAKING (unbonding maturity, power updates) then DISTRIBUTION (fees) must end a block."""
 

@@ -1,0 +1,12 @@
+"""The training-task market (DESIGN section 5, docs/protocol.md): tasks, workers, rounds, verdicts, settlement.
+
+A requester escrows a budget for a task whose spec is stored on chain; registered (staked) workers join it by
+locking collateral; each round they commit hashes of their work; a later block's hash picks the segments the
+validators replay; two thirds of validator power decide pass or fail; failures are slashed, passes paid by
+samples processed, and the rest of the budget returns to the requester.
+
+Modules: `params` (with the economic reasoning), `economics` (cost, collateral, pay splits), `spec` (spec
+validation), `records` and `store` (state and its verbs), `sampling`, `tally`, `lifecycle` (members, task
+start and end), `rounds` (close, sample, settle), `schedule` (end-block), `queries`, `module` (the Module).
+Message handlers live in `trolly.chain.messages.<kind>`.
+"""

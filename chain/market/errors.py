@@ -1,0 +1,154 @@
+"""Errors of the task market (codespace "market"); every one leaves state unchanged.
+
+Clients match on the codes, so they are stable. Codes 1..15 mirror the generic meanings of
+`trolly.chain.errors` where one fits; market-specific conditions start at 20.
+"""
+
+from __future__ import annotations
+
+from ..errors import ChainError
+
+
+class MarketError(ChainError):
+    """A market message was refused."""
+
+    code = 1
+    codespace = "market"
+
+
+class NotValidator(MarketError):
+    """Only the operator account of an active validator may submit verdicts."""
+
+    code = 10
+
+
+class TaskNotFound(MarketError):
+    """No task has this id."""
+
+    code = 11
+
+
+class InvalidSpec(MarketError):
+    """The task spec is not valid JSON against the spec schema, or disagrees with the message."""
+
+    code = 20
+
+
+class SpecTooLarge(MarketError):
+    """The task spec is larger than `max_spec_bytes`."""
+
+    code = 21
+
+
+class BudgetTooLow(MarketError):
+    """The budget does not cover rounds x (reward per round + validator and verifier fees)."""
+
+    code = 22
+
+
+class CollateralTooLow(MarketError):
+    """The collateral is below the minimum that keeps a worker honest (see `market.params`)."""
+
+    code = 23
+
+
+class InvalidTerms(MarketError):
+    """A task term (workers, rounds, deadlines, samples) is outside the chain's limits."""
+
+    code = 24
+
+
+class WorkerNotRegistered(MarketError):
+    """The signer (or named worker) is not a registered worker."""
+
+    code = 25
+
+
+class WorkerAlreadyRegistered(MarketError):
+    """The signer is already a registered worker."""
+
+    code = 26
+
+
+class WorkerBusy(MarketError):
+    """The worker still belongs to an open or running task."""
+
+    code = 27
+
+
+class StakeTooLow(MarketError):
+    """The worker stake is below `min_worker_stake`."""
+
+    code = 28
+
+
+class TaskNotOpen(MarketError):
+    """The task is not accepting workers (already full, started or ended)."""
+
+    code = 29
+
+
+class AlreadyMember(MarketError):
+    """The worker already joined this task."""
+
+    code = 30
+
+
+class NotMember(MarketError):
+    """The signer is not an active member of this task."""
+
+    code = 31
+
+
+class RoundClosed(MarketError):
+    """The round is not the task's current round, or its commit phase is over."""
+
+    code = 32
+
+
+class AlreadyCommitted(MarketError):
+    """The member already committed for this round."""
+
+    code = 33
+
+
+class InvalidCommitment(MarketError):
+    """A commitment field is malformed or inconsistent with the task spec."""
+
+    code = 34
+
+
+class NotSampled(MarketError):
+    """The segment is not awaiting verdicts (not sampled, already decided, or the window closed)."""
+
+    code = 35
+
+
+class DuplicateVerdict(MarketError):
+    """This validator already voted on this segment."""
+
+    code = 36
+
+
+class NotRequester(MarketError):
+    """Only the task's requester may cancel it."""
+
+    code = 37
+
+
+class TaskEnded(MarketError):
+    """The task already ended."""
+
+    code = 38
+
+
+class InvalidVerdict(MarketError):
+    """The verdict message is malformed."""
+
+    code = 39
+
+
+class InvalidWorkerProfile(MarketError):
+    """The worker's hardware profile or blob URL is malformed."""
+
+    code = 40

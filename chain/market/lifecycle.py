@@ -1,0 +1,103 @@
+"""Members coming and going, and tasks starting and ending.
+
+A member leaves a running task in one of three ways: dropped (missed a deadline or lost the weights
+agreement: a penalty is burned and the rest of its collateral returned at once), slashed (a two-thirds
+FAIL verdict: all its collateral taken) or finished (the task ended: collateral returned in full). A task ends
+completed, cancelled, expired (never filled) or abandoned (no active member left); in every case the unspent
+budget goes back to the requester and nothing of the task remains in escrow.
+"""
+
+from __future__ import annotations
+
+from ..block import BlockContext
+from ..crypto import encode_address
+from ..state import State
+from .economics import fee_of, split_by_power
+from .events import task_event
+from .records import ACTIVE, COMMIT, DONE, DROPPED, FINISHED, RUNNING, SLASHED, Member, Task
+from .store import enter_phase, escrow_burn, escrow_out, find_member, get_worker, pending_segments, put_member
+from .store import put_worker, unmark_pending
+
+
+def _leave(state: State, task: Task, member: Member, status: str, reason: str) -> None:
+    """Bookkeeping common to every way out: the member is no longer active, the worker is free of the task."""
+    member.status = status
+    member.reason = reason
+    member.left_round = task.round if status != FINISHED else member.left_round
+    put_member(state, member)
+    task.active_members -= 1
+    worker = get_worker(state, member.worker)
+    worker.tasks = [t for t in worker.tasks if t != task.id]
+    put_worker(state, worker)
+
+
+def drop_member(state: State, ctx: BlockContext, task: Task, member: Member, reason: str) -> None:
+    """Drop a member that missed a round or lost the weights agreement: burn the missed-round penalty,
+    return the rest of its collateral."""
+    penalty = fee_of(member.collateral, task.terms["missed_round_penalty_bps"])
+    escrow_burn(state, penalty)
+    escrow_out(state, member.worker, member.collateral - penalty)
+    member.penalized += penalty
+    member.collateral = 0
+    worker = get_worker(state, member.worker)
+    worker.penalized += penalty
+    put_worker(state, worker)
+    _leave(state, task, member, DROPPED, reason)
+    task_event(ctx, task.id, "dropped", round=task.round, worker=encode_address(member.worker), reason=reason,
+               penalty=penalty)
+
+
+def slash_member(state: State, ctx: BlockContext, task: Task, member: Member, voters: list[tuple[bytes, int]]) -> None:
+    """Take a caught cheater's whole collateral: `slash_verifier_bps` of it to the validators whose verdicts
+    decided against it (by power), the rest burned."""
+    amount = member.collateral
+    to_verifiers = fee_of(amount, task.terms["slash_verifier_bps"]) if voters else 0
+    for validator, share in split_by_power(to_verifiers, voters):
+        escrow_out(state, validator, share)
+    escrow_burn(state, amount - to_verifiers)
+    member.slashed += amount
+    member.collateral = 0
+    worker = get_worker(state, member.worker)
+    worker.slashed += amount
+    put_worker(state, worker)
+    _leave(state, task, member, SLASHED, "verification failed")
+    task_event(ctx, task.id, "slash", round=task.round, worker=encode_address(member.worker), amount=amount,
+               to_verifiers=to_verifiers, burned=amount - to_verifiers)
+
+
+def start_task(state: State, ctx: BlockContext, task: Task) -> None:
+    """All wanted workers joined: round 0 begins now."""
+    task.status = RUNNING
+    task.started_height = ctx.env.height
+    task_event(ctx, task.id, "started", workers=len(task.members))
+    start_round(state, ctx, task, 0)
+
+
+def start_round(state: State, ctx: BlockContext, task: Task, round_: int) -> None:
+    """Open round `round_`'s commit phase (round == rounds is the final report of the weights' hash)."""
+    task.round = round_
+    deadline = ctx.env.height + task.round_blocks
+    enter_phase(state, task, COMMIT, deadline)
+    task_event(ctx, task.id, "round_started", round=round_, deadline=deadline, final=int(round_ == task.rounds))
+
+
+def end_task(state: State, ctx: BlockContext, task: Task, status: str) -> None:
+    """End the task: return every active member's collateral, refund the unspent budget, clear its indexes."""
+    enter_phase(state, task, DONE, 0)
+    for _, round_, worker, segment in list(pending_segments(state, task.id)):
+        unmark_pending(state, task.id, round_, worker, segment)
+    for address in task.members:
+        member = find_member(state, task.id, address)
+        if member.status == ACTIVE:
+            escrow_out(state, member.worker, member.collateral)
+            member.collateral = 0
+            _leave(state, task, member, FINISHED, status)
+    refund = task.escrow
+    escrow_out(state, task.requester, refund)
+    task.escrow = 0
+    task.refunded += refund
+    task.status = status
+    task.ended_height = ctx.env.height
+    task_event(ctx, task.id, "refund", requester=encode_address(task.requester), amount=refund)
+    task_event(ctx, task.id, status, round=task.round, paid=task.paid_workers, fees=task.paid_fees, refunded=refund,
+               final_weights_hash=task.final_weights_hash.hex())

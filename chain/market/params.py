@@ -1,0 +1,133 @@
+"""Market parameters, and the economics that choose their defaults.
+
+Every amount is utrl and every rate is in basis points (1/10,000). A task copies the rates that concern it
+(fees, penalties, delays) into its record when it is submitted, so its terms never change under it.
+
+Why the collateral is what it is
+--------------------------------
+A worker who fakes part of its round (skips the compute for some segments and commits made-up checkpoints)
+stays honest when the expected loss beats the gain:
+
+    p * (R + S) >= f * C + V
+
+- R: the worker's pay for the round (withheld when it is caught); we take R = reward_per_round / workers.
+- S: the collateral slashed when it is caught.
+- f * C: the compute it saves by faking a fraction f of its n segments (k = f * n of them); C <= R, or
+  the honest worker would be working at a loss, so we take C = R (the cheater's best case).
+- V: any gain from a wrong result (a poisoned model): `value_at_risk_bps` of R, default 100%.
+- p: the chance that at least one of the s = samples_per_worker segments drawn (uniformly, without
+  replacement, from a seed that did not exist when it committed) is one of the k faked ones:
+  p(k) = 1 - C(n - k, s) / C(n, s).
+
+The chain enforces it at `SubmitTask`: the collateral must be at least
+`max(min_collateral, max over k = 1..n of ceil((k * C / n + V) / p(k)) - R)`, computed exactly with
+integers (`minimum_collateral`). The worst case is the smallest cheat, k = 1, where p = s / n is lowest:
+with n = 5 segments (50 inner steps, checkpoints every 10), s = 2 and V = R, it asks for
+S >= (R/5 + R) * 5/2 - R = 2R, twice the worker's pay per round. More samples make it cheaper (s = 5 of
+n = 5 catches every cheat, S >= R/5 + R - R = R/5 — the floor `min_collateral` then applies); longer rounds
+with more segments make it dearer, so requesters choose samples_per_worker against their segment count.
+
+Missing a round is not cheating but it stalls everyone else: the worker loses `missed_round_penalty_bps` of
+its collateral (burned, so nobody gains from provoking it) and is dropped, the rest of its collateral is
+returned at once. A caught cheater loses all of it: `slash_verifier_bps` goes to the validators whose
+verdicts (FAIL or UNAVAILABLE) carried the decision, by power, and the rest is burned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class MarketParams:
+    SECTION = "market"
+
+    min_worker_stake: int = 10_000_000
+    """Stake (utrl) a worker must lock to register: a sybil bond, returned after unbonding, never slashed."""
+
+    worker_unbonding_blocks: int = 20_000
+    """Blocks between UnregisterWorker and the stake's return (long enough to outlive the tasks it touched)."""
+
+    max_tasks_per_worker: int = 8
+    """Open or running tasks a worker may belong to at once (bounds the worker record)."""
+
+    min_collateral: int = 1_000_000
+    """Floor on the per-worker collateral of any task, whatever the formula above gives."""
+
+    value_at_risk_bps: int = 10_000
+    """V in the honesty condition, as a share of R: what a wrong result may be worth to a cheater."""
+
+    max_spec_bytes: int = 16_384
+    """Largest task spec accepted inline."""
+
+    max_workers: int = 64
+    """Most workers a task may ask for."""
+
+    max_rounds: int = 1_000
+    """Most rounds a task may ask for."""
+
+    max_segments_per_round: int = 1_000
+    """Most segments per worker-round (ceil(inner_steps / checkpoint_every)): bounds sampling work."""
+
+    max_samples_per_worker: int = 64
+    """Most segments a task may ask to replay per worker per round."""
+
+    min_round_blocks: int = 2
+    """Shortest commit phase of a round, in blocks."""
+
+    max_round_blocks: int = 100_000
+    """Longest commit phase of a round, in blocks."""
+
+    max_join_blocks: int = 100_000
+    """Longest time a task may wait for its workers before it expires."""
+
+    sampling_delay: int = 1
+    """Blocks between a round's close and the block whose hash seeds its sampling (>= 1, so the seed is a hash
+    that did not exist when the last commitment was made)."""
+
+    verification_window: int = 100
+    """Blocks the validators have, after sampling, to vote on the sampled segments. When it closes, a worker
+    whose segments are not all decided is settled as `unverified`: it is neither slashed (nobody proved it
+    cheated) nor paid (nobody proved it worked); its share of the round stays with the requester, it remains
+    a member, and its update is left out of the next global weights, like a failed one."""
+
+    validator_fee_bps: int = 200
+    """Fee on every worker payout, paid into the fee collector (shared by all validators by power)."""
+
+    verifier_fee_bps: int = 300
+    """Fee on every worker payout, shared equally by the validators whose PASS verdicts verified it."""
+
+    slash_verifier_bps: int = 5_000
+    """Share of a slashed collateral paid to the validators who voted the failing verdict; the rest is burned."""
+
+    missed_round_penalty_bps: int = 1_000
+    """Share of its collateral a worker loses (burned) when it misses a round's deadline or reports weights
+    that lose the round's agreement."""
+
+    max_blob_url_bytes: int = 256
+    """Longest blob URL a worker may register."""
+
+    max_device_bytes: int = 128
+    """Longest hardware device description."""
+
+    max_profile_bytes: int = 64
+    """Longest determinism profile string in a commitment."""
+
+    def __post_init__(self) -> None:
+        if self.sampling_delay < 1:
+            raise ValueError("market.sampling_delay must be >= 1: the seed must come from a later block")
+        if self.verification_window < 1 or self.min_round_blocks < 1:
+            raise ValueError("market windows must be at least one block")
+        for name in ("validator_fee_bps", "verifier_fee_bps", "slash_verifier_bps", "missed_round_penalty_bps"):
+            if not 0 <= getattr(self, name) <= 10_000:
+                raise ValueError(f"market.{name} must be within 0..10000 basis points")
+
+
+LOCALNET = MarketParams(
+    min_worker_stake=1_000_000,
+    worker_unbonding_blocks=20,
+    min_collateral=100_000,
+    min_round_blocks=2,
+    verification_window=20,
+)
+"""Short periods and small amounts, so a developer sees a whole task settle within a minute."""

@@ -1,0 +1,184 @@
+"""The market's JSON queries: everything the wallet, the worker and the verifier need to follow a task.
+
+/market/task/<id>          a task: terms, status, round r of R, members, per-round commitments with their sampled
+                           segments, decisions and verdicts, paid so far, escrow remaining, final weights hash
+/market/tasks[/open]       every task (or only open and running ones), summarised
+/market/spec/<id>          the spec JSON exactly as submitted, and its hash
+/market/worker/<address>   a worker: stake, hardware, blob URL, tasks, earnings; and any unbonding stake
+/market/verify/<address>   the segments that validator must verify now (not yet voted on by it)
+/market/params             the market params
+Addresses are bech32, hashes lower-case hex, amounts integers in utrl.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .. import keys
+from ..crypto import decode_address, encode_address
+from ..errors import InvalidRequest, NotFound
+from ..module import QueryResult, QueryRoute
+from ..params import get_params
+from ..state import State
+from .params import MarketParams
+from .records import VERDICT_NAMES, Commitment, Member, Task
+from .store import find_commitment, find_member, find_task, find_vote, find_worker, get_spec, iterate_tasks
+from .store import iterate_unbonding, live_task_ids, pending_segments, round_commitments, segment_votes
+
+
+def _task_id(arg: str) -> int:
+    if not arg.isdigit():
+        raise InvalidRequest(f"task id must be a positive integer, got {arg!r}")
+    return int(arg)
+
+
+def _address(arg: str) -> bytes:
+    return decode_address(arg)
+
+
+def task_summary(task: Task) -> dict:
+    return {
+        "id": task.id, "requester": encode_address(task.requester), "spec_hash": task.spec_hash.hex(),
+        "status": task.status, "phase": task.phase, "round": task.round, "rounds": task.rounds,
+        "workers_wanted": task.workers_wanted, "workers_joined": len(task.members),
+        "active_members": task.active_members, "reward_per_round": task.reward_per_round,
+        "collateral": task.collateral, "budget": task.budget, "escrow_remaining": task.escrow,
+        "paid_workers": task.paid_workers, "paid_fees": task.paid_fees, "refunded": task.refunded,
+        "final_weights_hash": task.final_weights_hash.hex(),
+    }
+
+
+def member_view(member: Member, blob_url: str) -> dict:
+    return {
+        "worker": encode_address(member.worker), "index": member.index, "status": member.status,
+        "collateral": member.collateral, "paid": member.paid, "penalized": member.penalized,
+        "slashed": member.slashed, "rounds_passed": member.rounds_passed, "samples_paid": member.samples_paid,
+        "left_round": member.left_round, "reason": member.reason, "blob_url": blob_url,
+    }
+
+
+def commitment_view(state: State, commitment: Commitment) -> dict:
+    verdicts = []
+    for segment in commitment.segments:
+        for validator, vote in segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment):
+            verdicts.append({"segment": segment, "validator": encode_address(validator),
+                             "verdict": VERDICT_NAMES[vote.verdict], "evidence_hash": vote.evidence_hash.hex(),
+                             "height": vote.height})
+    return {
+        "worker": encode_address(commitment.worker), "update_hash": commitment.update_hash.hex(),
+        "samples_processed": commitment.samples_processed, "steps": commitment.steps,
+        "checkpoint_root": commitment.checkpoint_root.hex(), "num_checkpoints": commitment.num_checkpoints,
+        "start_weights_hash": commitment.start_weights_hash.hex(),
+        "determinism_profile": commitment.determinism_profile, "height": commitment.height,
+        "outcome": commitment.outcome, "segments": commitment.segments, "decisions": commitment.decisions,
+        "paid": commitment.paid, "verdicts": verdicts,
+    }
+
+
+def task_view(state: State, task: Task) -> dict:
+    view = task_summary(task)
+    view.update({
+        "progress": f"round {min(task.round + 1, task.rounds)} of {task.rounds}",
+        "samples_per_worker": task.samples_per_worker, "round_blocks": task.round_blocks,
+        "inner_steps": task.inner_steps, "batch_size": task.batch_size, "checkpoint_every": task.checkpoint_every,
+        "seed": task.seed, "terms": task.terms, "created_height": task.created_height,
+        "join_deadline": task.join_deadline, "started_height": task.started_height,
+        "ended_height": task.ended_height, "phase_deadline": task.phase_deadline,
+    })
+    members = []
+    for address in task.members:
+        worker = find_worker(state, address)
+        members.append(member_view(find_member(state, task.id, address), worker.blob_url if worker else ""))
+    view["members"] = members
+    last_round = min(task.round, task.rounds)
+    view["round_details"] = [
+        {
+            "round": r,
+            "start_weights_hash": task.round_start_hashes[r].hex() if r < len(task.round_start_hashes) else "",
+            "final_report": r == task.rounds,
+            "commitments": [commitment_view(state, c) for c in round_commitments(state, task, r)],
+        }
+        for r in range(last_round + 1)
+    ] if task.started_height else []
+    return view
+
+
+def query_task(state: State, arg: str, data: bytes) -> QueryResult:
+    task_id = _task_id(arg)
+    task = find_task(state, task_id)
+    if task is None:
+        raise NotFound(f"no task {task_id}")
+    return QueryResult(task_view(state, task), proof_key=keys.market_task_key(task_id))
+
+
+def query_tasks(state: State, arg: str, data: bytes) -> QueryResult:
+    if arg == "open":
+        tasks = [find_task(state, task_id) for task_id in live_task_ids(state)]
+    elif arg == "":
+        tasks = list(iterate_tasks(state))
+    else:
+        raise InvalidRequest(f"unknown task listing {arg!r}; use /market/tasks or /market/tasks/open")
+    return QueryResult({"tasks": [task_summary(t) for t in tasks]})
+
+
+def query_spec(state: State, arg: str, data: bytes) -> QueryResult:
+    task_id = _task_id(arg)
+    task = find_task(state, task_id)
+    spec = get_spec(state, task_id)
+    if task is None or spec is None:
+        raise NotFound(f"no task {task_id}")
+    return QueryResult({"task_id": task_id, "spec_hash": task.spec_hash.hex(), "spec": spec.decode("utf-8")},
+                       proof_key=keys.market_task_spec_key(task_id))
+
+
+def query_worker(state: State, arg: str, data: bytes) -> QueryResult:
+    address = _address(arg)
+    worker = find_worker(state, address)
+    unbonding = [{"maturity_height": h, "amount": amount} for h, w, amount in iterate_unbonding(state) if w == address]
+    if worker is None and not unbonding:
+        raise NotFound(f"{arg} is not a registered worker")
+    view = {"address": arg, "registered": worker is not None, "unbonding": unbonding}
+    if worker is not None:
+        view.update({
+            "stake": worker.stake, "blob_url": worker.blob_url, "hardware": worker.hardware,
+            "registered_height": worker.registered_height, "tasks": worker.tasks, "earned": worker.earned,
+            "slashed": worker.slashed, "penalized": worker.penalized,
+        })
+    return QueryResult(view, proof_key=keys.market_worker_key(address))
+
+
+def query_verify(state: State, arg: str, data: bytes) -> QueryResult:
+    """The segments awaiting verdicts that this validator has not voted on yet, oldest task first."""
+    validator = _address(arg)
+    work = []
+    for task_id, round_, worker, segment in pending_segments(state):
+        if find_vote(state, task_id, round_, worker, segment, validator) is not None:
+            continue
+        task = find_task(state, task_id)
+        commitment = find_commitment(state, task_id, round_, worker)
+        member = find_member(state, task_id, worker)
+        worker_record = find_worker(state, worker)
+        work.append({
+            "task_id": task_id, "round": round_, "worker": encode_address(worker), "worker_index": member.index,
+            "segment": segment, "spec_hash": task.spec_hash.hex(), "update_hash": commitment.update_hash.hex(),
+            "checkpoint_root": commitment.checkpoint_root.hex(), "num_checkpoints": commitment.num_checkpoints,
+            "steps": commitment.steps, "samples_processed": commitment.samples_processed,
+            "start_weights_hash": commitment.start_weights_hash.hex(),
+            "determinism_profile": commitment.determinism_profile,
+            "blob_url": worker_record.blob_url if worker_record else "", "deadline": task.phase_deadline,
+        })
+    return QueryResult({"validator": arg, "segments": work})
+
+
+def query_market_params(state: State, arg: str, data: bytes) -> QueryResult:
+    return QueryResult(dataclasses.asdict(get_params(state, MarketParams)))
+
+
+QUERIES = (
+    QueryRoute("/market/task", query_task, "a task with its members, rounds, verdicts and escrow: /market/task/<id>"),
+    QueryRoute("/market/tasks", query_tasks, "every task, or /market/tasks/open for open and running ones"),
+    QueryRoute("/market/spec", query_spec, "a task's spec JSON: /market/spec/<id>"),
+    QueryRoute("/market/worker", query_worker, "a worker: /market/worker/<address>"),
+    QueryRoute("/market/verify", query_verify, "segments a validator must verify now: /market/verify/<address>"),
+    QueryRoute("/market/params", query_market_params, "the market params"),
+)

@@ -1,0 +1,172 @@
+"""The market's state records: workers, tasks, members, commitments and verdict votes.
+
+Each record is a dataclass stored as canonical JSON (sorted keys, integers only, bytes as lower-case hex), so
+a Merkle proof of a record shows something a person can read. Records change only through the verbs in
+`market.store`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..codec import canonical_json
+
+R = TypeVar("R")
+
+# Task status: open (waiting for workers) -> running -> completed | cancelled | expired | abandoned.
+OPEN, RUNNING, COMPLETED, CANCELLED, EXPIRED, ABANDONED = "open", "running", "completed", "cancelled", "expired", "abandoned"
+LIVE_STATUSES = (OPEN, RUNNING)
+
+# Task phase within a running task: commit -> sampling -> verify -> (next round's commit | final) -> done.
+JOIN, COMMIT, SAMPLING, VERIFY, DONE = "join", "commit", "sampling", "verify", "done"
+
+# Member status.
+ACTIVE, DROPPED, SLASHED, FINISHED = "active", "dropped", "slashed", "finished"
+
+# Commitment outcome.
+PENDING, PASSED, FAILED, UNVERIFIED, DISAGREED = "pending", "passed", "failed", "unverified", "disagreed"
+
+# Segment decision.
+UNDECIDED, SEGMENT_PASS, SEGMENT_FAIL = "undecided", "pass", "fail"
+
+# Verdict values, as in the protobuf enum and docs/protocol.md.
+VERDICT_PASS, VERDICT_FAIL, VERDICT_UNAVAILABLE = 1, 2, 3
+VERDICT_NAMES = {VERDICT_PASS: "pass", VERDICT_FAIL: "fail", VERDICT_UNAVAILABLE: "unavailable"}
+
+
+@dataclass
+class Worker:
+    address: bytes
+    stake: int
+    blob_url: str
+    hardware: dict
+    registered_height: int
+    tasks: list[int] = field(default_factory=list)
+    """Open or running tasks the worker belongs to, ascending."""
+    earned: int = 0
+    slashed: int = 0
+    penalized: int = 0
+
+
+@dataclass
+class Task:
+    id: int
+    requester: bytes
+    spec_hash: bytes
+    status: str
+    phase: str
+    rounds: int
+    workers_wanted: int
+    reward_per_round: int
+    collateral: int
+    samples_per_worker: int
+    round_blocks: int
+    budget: int
+    escrow: int
+    """What is left of the budget in escrow (collateral is accounted on the members)."""
+    inner_steps: int
+    batch_size: int
+    checkpoint_every: int
+    seed: int
+    created_height: int
+    join_deadline: int
+    terms: dict
+    """The params that concern this task, copied at submission: fees, penalties, delays."""
+    round: int = 0
+    phase_deadline: int = 0
+    """The height of the task's pending schedule entry (0 when none)."""
+    started_height: int = 0
+    ended_height: int = 0
+    members: list[bytes] = field(default_factory=list)
+    """Workers in join order; a worker's index in this list is its worker index (docs/protocol.md)."""
+    active_members: int = 0
+    paid_workers: int = 0
+    paid_fees: int = 0
+    refunded: int = 0
+    round_start_hashes: list[bytes] = field(default_factory=list)
+    """The agreed start_weights_hash of each closed round; after the final report, the last is W_R's hash."""
+    final_weights_hash: bytes = b""
+
+
+@dataclass
+class Member:
+    task_id: int
+    worker: bytes
+    index: int
+    status: str
+    collateral: int
+    """Collateral still locked in escrow for this task."""
+    joined_height: int
+    paid: int = 0
+    penalized: int = 0
+    slashed: int = 0
+    rounds_passed: int = 0
+    samples_paid: int = 0
+    left_round: int = -1
+    """The round in which the member was dropped or slashed (-1 while active)."""
+    reason: str = ""
+
+
+@dataclass
+class Commitment:
+    task_id: int
+    round: int
+    worker: bytes
+    update_hash: bytes
+    samples_processed: int
+    steps: int
+    checkpoint_root: bytes
+    num_checkpoints: int
+    start_weights_hash: bytes
+    determinism_profile: str
+    height: int
+    outcome: str = PENDING
+    segments: list[int] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+    """Per sampled segment (same order as `segments`): undecided, pass or fail."""
+    paid: int = 0
+
+
+@dataclass
+class Vote:
+    verdict: int
+    evidence_hash: bytes
+    height: int
+
+
+def _is_bytes(type_name: str) -> bool:
+    return type_name == "bytes"
+
+
+def _is_bytes_list(type_name: str) -> bool:
+    return type_name == "list[bytes]"
+
+
+def encode_record(record: Any) -> bytes:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if _is_bytes(f.type):
+            value = value.hex()
+        elif _is_bytes_list(f.type):
+            value = [item.hex() for item in value]
+        out[f.name] = value
+    return canonical_json(out)
+
+
+def decode_record(cls: type[R], raw: bytes) -> R:
+    data = json.loads(raw)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        if _is_bytes(f.type):
+            value = bytes.fromhex(value)
+        elif _is_bytes_list(f.type):
+            value = [bytes.fromhex(item) for item in value]
+        kwargs[f.name] = value
+    return cls(**kwargs)

@@ -1,0 +1,147 @@
+"""A round's life after its commit phase: close, sample, settle (DESIGN section 5, docs/protocol.md 4).
+
+close_round   (at the commit deadline, or the block in which the last active member committed)
+              drops members that did not commit, agrees the round's start weights, and waits
+              `sampling_delay` blocks (for round == rounds, the final report, it completes the task);
+sample_round  (sampling_delay blocks later) draws each worker's segments from that block's hash;
+settle_round  (when every worker is decided, or the verification window closes) slashes, pays, and starts
+              the next round.
+
+Agreement on the global weights: every worker of round r reports the `start_weights_hash` it started from.
+The hash backed by the most samples processed wins (ties: more reporters, then the smaller hash); members
+that reported another hash are dropped as if they had missed the round. For the final report the weight of
+a member is the samples it was paid for over the whole task. The winner of round r is W_r's hash; the
+winner of the final report is the task's `final_weights_hash`.
+"""
+
+from __future__ import annotations
+
+from ..ante import FEE_COLLECTOR
+from ..block import BlockContext
+from ..crypto import encode_address
+from ..state import State
+from .economics import segment_count, split_evenly, split_round_pay
+from .events import task_event
+from .lifecycle import drop_member, end_task, slash_member, start_round
+from .records import ABANDONED, ACTIVE, COMPLETED, DISAGREED, FAILED, PASSED, PENDING, SAMPLING, UNDECIDED
+from .records import UNVERIFIED, VERIFY, Commitment, Task
+from .sampling import sample_segments
+from .store import enter_phase, escrow_out, find_commitment, find_member, get_worker, mark_pending
+from .store import members_in_order, put_commitment, put_member, put_worker, round_commitments, unmark_pending
+from .tally import deciding_voters
+
+
+def agreed_hash(weights: dict[bytes, tuple[int, int]]) -> bytes:
+    """The start weights hash with the most weight, then the most reporters, then the smallest value."""
+    return min(weights, key=lambda h: (-weights[h][0], -weights[h][1], h))
+
+
+def close_round(state: State, ctx: BlockContext, task: Task) -> None:
+    final = task.round == task.rounds
+    committed: list[Commitment] = []
+    for member in members_in_order(state, task):
+        if member.status != ACTIVE:
+            continue
+        commitment = find_commitment(state, task.id, task.round, member.worker)
+        if commitment is None:
+            drop_member(state, ctx, task, member, "missed round")
+        else:
+            committed.append(commitment)
+
+    weights: dict[bytes, tuple[int, int]] = {}
+    for commitment in committed:
+        weight = find_member(state, task.id, commitment.worker).samples_paid if final else commitment.samples_processed
+        total, reporters = weights.get(commitment.start_weights_hash, (0, 0))
+        weights[commitment.start_weights_hash] = (total + weight, reporters + 1)
+    winner = agreed_hash(weights) if weights else b""
+    for commitment in committed:
+        if commitment.start_weights_hash != winner:
+            commitment.outcome = DISAGREED
+            put_commitment(state, commitment)
+            drop_member(state, ctx, task, find_member(state, task.id, commitment.worker), "weights disagree")
+    if winner:
+        task.round_start_hashes.append(winner)
+    task_event(ctx, task.id, "round_closed", round=task.round, committed=len(committed),
+               agreed=sum(1 for c in committed if c.start_weights_hash == winner), start_weights_hash=winner.hex())
+
+    if task.active_members == 0:
+        end_task(state, ctx, task, ABANDONED)
+    elif final:
+        task.final_weights_hash = winner
+        for commitment in committed:
+            if commitment.outcome == PENDING:
+                commitment.outcome = PASSED
+                put_commitment(state, commitment)
+        end_task(state, ctx, task, COMPLETED)
+    else:
+        enter_phase(state, task, SAMPLING, ctx.env.height + task.terms["sampling_delay"])
+
+
+def sample_round(state: State, ctx: BlockContext, task: Task) -> None:
+    seed = ctx.env.block_hash
+    for commitment in round_commitments(state, task, task.round):
+        if commitment.outcome != PENDING:
+            continue
+        segments = segment_count(commitment.steps, task.checkpoint_every)
+        commitment.segments = sample_segments(seed, task.id, task.round, commitment.worker, segments,
+                                              task.samples_per_worker)
+        commitment.decisions = [UNDECIDED] * len(commitment.segments)
+        put_commitment(state, commitment)
+        for segment in commitment.segments:
+            mark_pending(state, task.id, task.round, commitment.worker, segment)
+        task_event(ctx, task.id, "segments_sampled", round=task.round, worker=encode_address(commitment.worker),
+                   segments=",".join(str(s) for s in commitment.segments), seed=seed.hex())
+    enter_phase(state, task, VERIFY, ctx.env.height + task.terms["verification_window"])
+
+
+def settle_round(state: State, ctx: BlockContext, task: Task) -> None:
+    commitments = [c for c in round_commitments(state, task, task.round) if c.outcome != DISAGREED]
+    for commitment in commitments:
+        if commitment.outcome == PENDING:
+            commitment.outcome = UNVERIFIED
+            for segment, decision in zip(commitment.segments, commitment.decisions):
+                if decision == UNDECIDED:
+                    unmark_pending(state, task.id, task.round, commitment.worker, segment)
+            put_commitment(state, commitment)
+        elif commitment.outcome == FAILED:
+            member = find_member(state, task.id, commitment.worker)
+            if member.status == ACTIVE:
+                slash_member(state, ctx, task, member, deciding_voters(state, commitment, want_pass=False))
+
+    shares = [(c.worker, c.samples_processed, c.outcome == PASSED) for c in commitments]
+    payouts = split_round_pay(task.reward_per_round, shares, task.terms["validator_fee_bps"],
+                              task.terms["verifier_fee_bps"])
+    by_worker = {c.worker: c for c in commitments}
+    for payout in payouts:
+        commitment = by_worker[payout.worker]
+        pay_worker(state, ctx, task, commitment, payout.pay)
+        escrow_out(state, FEE_COLLECTOR, payout.validator_fee)
+        verifiers = [v for v, _ in deciding_voters(state, commitment, want_pass=True)]
+        for verifier, share in split_evenly(payout.verifier_fee, verifiers) or [(FEE_COLLECTOR, payout.verifier_fee)]:
+            escrow_out(state, verifier, share)
+        task.escrow -= payout.pay + payout.validator_fee + payout.verifier_fee
+        task.paid_fees += payout.validator_fee + payout.verifier_fee
+        task_event(ctx, task.id, "payout", round=task.round, worker=encode_address(payout.worker), amount=payout.pay,
+                   validator_fee=payout.validator_fee, verifier_fee=payout.verifier_fee)
+    outcomes = {outcome: sum(1 for c in commitments if c.outcome == outcome) for outcome in (PASSED, FAILED, UNVERIFIED)}
+    task_event(ctx, task.id, "round_settled", round=task.round, **outcomes)
+
+    if task.active_members == 0:
+        end_task(state, ctx, task, ABANDONED)
+    else:
+        start_round(state, ctx, task, task.round + 1)
+
+
+def pay_worker(state: State, ctx: BlockContext, task: Task, commitment: Commitment, pay: int) -> None:
+    escrow_out(state, commitment.worker, pay)
+    commitment.paid = pay
+    put_commitment(state, commitment)
+    member = find_member(state, task.id, commitment.worker)
+    member.paid += pay
+    member.rounds_passed += 1
+    member.samples_paid += commitment.samples_processed
+    put_member(state, member)
+    worker = get_worker(state, commitment.worker)
+    worker.earned += pay
+    put_worker(state, worker)
+    task.paid_workers += pay

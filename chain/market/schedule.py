@@ -1,0 +1,50 @@
+"""The market's end-block work, O(work due at this height): never a scan over all tasks.
+
+Each live task has at most one schedule entry, keyed (height, task id, kind), for the deadline of its current
+phase; moving a task to another phase replaces the entry (`store.enter_phase`). A phase that finishes early
+(every member committed, every segment decided) is rescheduled to the current height, so its work runs at the
+end of the block that finished it. Worker stakes whose unbonding matures at this height are returned here too.
+"""
+
+from __future__ import annotations
+
+from ..block import BlockContext
+from ..state import State
+from .events import worker_event
+from .lifecycle import end_task
+from .records import EXPIRED, OPEN
+from .rounds import close_round, sample_round, settle_round
+from .store import JOIN_DEADLINE, ROUND_DEADLINE, SAMPLE, VERIFY_DEADLINE, delete_unbonding, due, escrow_out
+from .store import get_task, phase_kind, put_task, remove_due, unbonding_due
+
+
+def expire_task(state: State, ctx: BlockContext, task) -> None:
+    if task.status == OPEN:
+        end_task(state, ctx, task, EXPIRED)
+
+
+HANDLERS = {
+    JOIN_DEADLINE: expire_task,
+    ROUND_DEADLINE: close_round,
+    SAMPLE: sample_round,
+    VERIFY_DEADLINE: settle_round,
+}
+
+
+def market_end_block(state: State, ctx: BlockContext) -> None:
+    height = ctx.env.height
+    for worker, amount in unbonding_due(state, height):
+        escrow_out(state, worker, amount)
+        delete_unbonding(state, height, worker)
+        worker_event(ctx, worker, "unbonded", amount=amount)
+    # Handlers never schedule at the current height (every delay is >= 1 block), but loop until none is left
+    # rather than rely on it.
+    while entries := due(state, height):
+        for task_id, kind in entries:
+            remove_due(state, height, task_id, kind)
+            task = get_task(state, task_id)
+            if task.phase_deadline != height or phase_kind(task.phase) != kind:
+                continue  # cannot happen while enter_phase keeps one entry per task; never act on a stale one
+            task.phase_deadline = 0
+            HANDLERS[kind](state, ctx, task)
+            put_task(state, task)

@@ -1,0 +1,52 @@
+"""market `MsgRegisterWorker`: become a worker by staking, with a hardware profile and a blob URL."""
+
+from __future__ import annotations
+
+from ..accounts import check_amount
+from ..block import BlockContext
+from ..market.errors import InvalidWorkerProfile, StakeTooLow, WorkerAlreadyRegistered
+from ..market.events import worker_event
+from ..market.params import MarketParams
+from ..market.records import Worker
+from ..market.store import escrow_in, find_worker, put_worker
+from ..params import get_params
+from ..proto.market_pb2 import HardwareProfile, MsgRegisterWorker
+from ..state import State
+
+MAX_URL_BYTES = 2048
+"""Stateless ceiling; the params' `max_blob_url_bytes` is the real (lower) limit."""
+
+
+def check_blob_url(url: str, limit: int = MAX_URL_BYTES) -> None:
+    if not url.startswith(("http://", "https://")) or len(url.encode()) > limit or any(c.isspace() for c in url):
+        raise InvalidWorkerProfile(f"blob_url must be an http(s) URL without spaces, at most {limit} bytes")
+
+
+def hardware_record(hardware: HardwareProfile, params: MarketParams) -> dict:
+    if not hardware.device or len(hardware.device.encode()) > params.max_device_bytes:
+        raise InvalidWorkerProfile(f"hardware.device must be 1..{params.max_device_bytes} bytes")
+    if hardware.samples_per_second == 0:
+        raise InvalidWorkerProfile("hardware.samples_per_second must be the benchmarked throughput (> 0)")
+    return {"device": hardware.device, "samples_per_second": hardware.samples_per_second,
+            "memory_mb": hardware.memory_mb, "threads": hardware.threads}
+
+
+def validate_register_worker(msg: MsgRegisterWorker) -> None:
+    check_amount(msg.stake, "stake")
+    check_blob_url(msg.blob_url)
+    if not msg.HasField("hardware"):
+        raise InvalidWorkerProfile("a hardware profile is required")
+
+
+def process_register_worker(state: State, ctx: BlockContext, signer: bytes, msg: MsgRegisterWorker) -> None:
+    params = get_params(state, MarketParams)
+    if find_worker(state, signer) is not None:
+        raise WorkerAlreadyRegistered("this account is already a registered worker; use UpdateWorker")
+    if msg.stake < params.min_worker_stake:
+        raise StakeTooLow(f"stake {msg.stake}utrl is below the minimum {params.min_worker_stake}utrl")
+    check_blob_url(msg.blob_url, params.max_blob_url_bytes)
+    worker = Worker(address=signer, stake=msg.stake, blob_url=msg.blob_url,
+                    hardware=hardware_record(msg.hardware, params), registered_height=ctx.env.height)
+    escrow_in(state, signer, msg.stake)
+    put_worker(state, worker)
+    worker_event(ctx, signer, "registered", stake=msg.stake, blob_url=msg.blob_url)

@@ -1,0 +1,91 @@
+"""market `MsgSubmitTask`: escrow a budget for a training task described by its spec (docs/protocol.md 1).
+
+The budget must cover the most the task can spend, rounds x (reward + validator fee + verifier fee); the
+collateral must reach the minimum that keeps a worker honest for this task's segment and sample counts
+(`market.params` explains the formula). The task then waits `join_blocks` for its workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ..accounts import check_amount
+from ..block import BlockContext
+from ..crypto import encode_address
+from ..errors import InvalidRequest
+from ..market.economics import minimum_collateral, segment_count, task_cost
+from ..market.errors import BudgetTooLow, CollateralTooLow, InvalidSpec, InvalidTerms, SpecTooLarge
+from ..market.events import task_event
+from ..market.params import MarketParams
+from ..market.records import JOIN, OPEN, Task
+from ..market.spec import validate_spec
+from ..market.store import enter_phase, escrow_in, next_task_id, put_spec, put_task
+from ..params import get_params
+from ..proto.market_pb2 import MsgSubmitTask
+from ..state import State
+
+TERMS = ("validator_fee_bps", "verifier_fee_bps", "slash_verifier_bps", "missed_round_penalty_bps",
+         "sampling_delay", "verification_window")
+"""The params a task copies at submission, so that its terms never change under it."""
+
+
+def validate_submit_task(msg: MsgSubmitTask) -> None:
+    if not msg.spec:
+        raise InvalidSpec("the task spec is empty")
+    if len(msg.spec_hash) != 32 or hashlib.sha256(msg.spec).digest() != msg.spec_hash:
+        raise InvalidSpec("spec_hash must be the sha256 of the spec bytes")
+    for name in ("budget", "reward_per_round", "collateral"):
+        check_amount(getattr(msg, name), name)
+    for name in ("workers", "rounds", "join_blocks", "round_blocks", "samples_per_worker"):
+        if getattr(msg, name) == 0:
+            raise InvalidRequest(f"{name} must be at least 1")
+
+
+def check_terms(msg: MsgSubmitTask, params: MarketParams) -> None:
+    limits = {
+        "workers": (1, params.max_workers),
+        "rounds": (1, params.max_rounds),
+        "join_blocks": (1, params.max_join_blocks),
+        "round_blocks": (params.min_round_blocks, params.max_round_blocks),
+        "samples_per_worker": (1, params.max_samples_per_worker),
+    }
+    for name, (low, high) in limits.items():
+        value = getattr(msg, name)
+        if not low <= value <= high:
+            raise InvalidTerms(f"{name} must be within {low}..{high}, got {value}")
+
+
+def process_submit_task(state: State, ctx: BlockContext, signer: bytes, msg: MsgSubmitTask) -> None:
+    params = get_params(state, MarketParams)
+    if len(msg.spec) > params.max_spec_bytes:
+        raise SpecTooLarge(f"spec is {len(msg.spec)} bytes, limit {params.max_spec_bytes}")
+    summary = validate_spec(msg.spec, msg.rounds)
+    check_terms(msg, params)
+    segments = segment_count(summary.inner_steps, summary.checkpoint_every)
+    if segments > params.max_segments_per_round:
+        raise InvalidTerms(f"{segments} segments per round (inner_steps / checkpoint_every), limit "
+                           f"{params.max_segments_per_round}")
+    needed = minimum_collateral(msg.reward_per_round, msg.workers, segments, msg.samples_per_worker,
+                                params.value_at_risk_bps, params.min_collateral)
+    if msg.collateral < needed:
+        raise CollateralTooLow(f"collateral {msg.collateral}utrl is below the minimum {needed}utrl for "
+                               f"{segments} segments and {msg.samples_per_worker} samples per worker")
+    cost = task_cost(msg.rounds, msg.reward_per_round, params.validator_fee_bps, params.verifier_fee_bps)
+    if msg.budget < cost:
+        raise BudgetTooLow(f"budget {msg.budget}utrl does not cover {cost}utrl = {msg.rounds} rounds x "
+                           f"({msg.reward_per_round} reward + fees)")
+
+    escrow_in(state, signer, msg.budget)
+    task = Task(
+        id=next_task_id(state), requester=signer, spec_hash=msg.spec_hash, status=OPEN, phase=JOIN,
+        rounds=msg.rounds, workers_wanted=msg.workers, reward_per_round=msg.reward_per_round,
+        collateral=msg.collateral, samples_per_worker=msg.samples_per_worker, round_blocks=msg.round_blocks,
+        budget=msg.budget, escrow=msg.budget, inner_steps=summary.inner_steps, batch_size=summary.batch_size,
+        checkpoint_every=summary.checkpoint_every, seed=summary.seed, created_height=ctx.env.height,
+        join_deadline=ctx.env.height + msg.join_blocks, terms={name: getattr(params, name) for name in TERMS},
+    )
+    put_spec(state, task.id, msg.spec)
+    enter_phase(state, task, JOIN, task.join_deadline)
+    put_task(state, task)
+    task_event(ctx, task.id, "submitted", requester=encode_address(signer), spec_hash=msg.spec_hash.hex(),
+               budget=msg.budget, cost=cost, workers=msg.workers, rounds=msg.rounds, collateral=msg.collateral)

@@ -1,0 +1,60 @@
+"""market `MsgSubmitVerdict`: a validator's verdict on one sampled segment (docs/protocol.md section 4).
+
+Only the operator account of an active validator may vote, once per (validator, worker, round, segment),
+and only on a segment still awaiting verdicts. The tally runs at once; when every worker of the round is
+decided, the round settles at the end of this block.
+"""
+
+from __future__ import annotations
+
+from ..block import BlockContext
+from ..crypto import ADDRESS_LENGTH, encode_address
+from ..errors import InvalidRequest
+from ..market.errors import DuplicateVerdict, InvalidVerdict, NotSampled, NotValidator
+from ..market.events import task_event
+from ..market.power import operator_power
+from ..market.records import UNDECIDED, VERDICT_NAMES, VERIFY, Vote
+from ..market.store import enter_phase, find_commitment, find_vote, get_task, is_pending, put_commitment
+from ..market.store import put_task, put_vote, round_commitments
+from ..market.tally import apply_decision, round_undecided, tally_segment
+from ..proto.market_pb2 import MsgSubmitVerdict
+from ..state import State
+
+
+def validate_submit_verdict(msg: MsgSubmitVerdict) -> None:
+    if msg.task_id == 0:
+        raise InvalidRequest("task_id must be set")
+    if len(msg.worker) != ADDRESS_LENGTH:
+        raise InvalidVerdict(f"worker must be a {ADDRESS_LENGTH}-byte address")
+    if msg.verdict not in VERDICT_NAMES:
+        raise InvalidVerdict("verdict must be PASS (1), FAIL (2) or UNAVAILABLE (3)")
+    if len(msg.evidence_hash) != 32:
+        raise InvalidVerdict("evidence_hash must be 32 bytes")
+
+
+def process_submit_verdict(state: State, ctx: BlockContext, signer: bytes, msg: MsgSubmitVerdict) -> None:
+    if operator_power(state, signer) <= 0:
+        raise NotValidator("verdicts come only from the operator account of an active validator")
+    task = get_task(state, msg.task_id)
+    if find_vote(state, task.id, msg.round, msg.worker, msg.segment, signer) is not None:
+        raise DuplicateVerdict(f"this validator already voted on segment {msg.segment} of "
+                               f"{encode_address(msg.worker)} in round {msg.round} of task {task.id}")
+    if task.phase != VERIFY or msg.round != task.round or not is_pending(state, task.id, msg.round, msg.worker, msg.segment):
+        raise NotSampled(f"segment {msg.segment} of {encode_address(msg.worker)} in round {msg.round} of task "
+                         f"{task.id} is not awaiting verdicts")
+
+    put_vote(state, task.id, msg.round, msg.worker, msg.segment, signer,
+             Vote(verdict=msg.verdict, evidence_hash=msg.evidence_hash, height=ctx.env.height))
+    task_event(ctx, task.id, "verdict", round=msg.round, worker=encode_address(msg.worker), segment=msg.segment,
+               validator=encode_address(signer), verdict=VERDICT_NAMES[msg.verdict])
+    decision = tally_segment(state, task.id, msg.round, msg.worker, msg.segment)
+    if decision == UNDECIDED:
+        return
+    commitment = find_commitment(state, task.id, msg.round, msg.worker)
+    apply_decision(state, commitment, msg.segment, decision)
+    put_commitment(state, commitment)
+    task_event(ctx, task.id, "segment_decided", round=msg.round, worker=encode_address(msg.worker),
+               segment=msg.segment, decision=decision, outcome=commitment.outcome)
+    if not round_undecided(round_commitments(state, task, task.round)):
+        enter_phase(state, task, VERIFY, ctx.env.height)  # settle at the end of this block
+        put_task(state, task)

@@ -1,0 +1,170 @@
+"""Helpers for the market's state-machine tests: a spec, and a `Market` driver over `chain_helpers.Chain`.
+
+    def test_something(make_chain):
+        market = Market(make_chain(accounts=6, validators=3))
+        task_id = market.open_task(workers=2)           # registers and joins workers, returns the task id
+        market.commit_all(task_id)                        # synthetic commitments (random-looking hashes)
+        market.sample(task_id)                            # the block whose hash seeds sampling
+        market.vote_all(task_id, VERDICT_PASS)            # every validator votes on every sampled segment
+
+Commitments are synthetic: hashes are sha256 of a label, no training runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from trolly.chain.crypto import decode_address, encode_address
+from trolly.chain.market.records import VERDICT_PASS
+from trolly.chain.proto import market_pb2 as pb
+
+SPEC = {
+    "version": 1,
+    "model": {"arch": "mlp", "config": {"hidden": [64]}},
+    "dataset": {"name": "digits", "manifest_hash": "ab" * 32, "urls": ["http://127.0.0.1:8600"]},
+    "training": {
+        "rounds": 2, "inner_steps": 20, "batch_size": 8, "checkpoint_every": 5, "seed": 1234,
+        "inner_optimizer": {"name": "adamw", "lr": 0.001, "weight_decay": 0.0},
+        "outer_optimizer": {"name": "nesterov", "lr": 0.7, "momentum": 0.9},
+    },
+    "codec": "topk-int8",
+    "determinism": {"threads": 1},
+}
+
+MARKET_PARAMS = {
+    "min_worker_stake": 1_000_000,
+    "min_collateral": 100_000,
+    "worker_unbonding_blocks": 5,
+    "verification_window": 5,
+    "sampling_delay": 1,
+    "min_round_blocks": 2,
+}
+STAKE = 2_000_000
+REWARD = 1_000_000
+BATCH = SPEC["training"]["batch_size"]
+CHECKPOINT_EVERY = SPEC["training"]["checkpoint_every"]
+INNER_STEPS = SPEC["training"]["inner_steps"]
+
+
+def spec_bytes(**training) -> bytes:
+    spec = json.loads(json.dumps(SPEC))
+    spec["training"].update(training)
+    return json.dumps(spec).encode()
+
+
+def digest(label: str) -> bytes:
+    return hashlib.sha256(label.encode()).digest()
+
+
+def submit_message(spec: bytes | None = None, **overrides) -> pb.MsgSubmitTask:
+    spec = spec if spec is not None else spec_bytes()
+    fields = dict(spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=10 * REWARD, workers=2,
+                  rounds=json.loads(spec)["training"]["rounds"] if spec.startswith(b"{") else 2,
+                  reward_per_round=REWARD, collateral=4 * REWARD, join_blocks=10, round_blocks=5,
+                  samples_per_worker=2)
+    fields.update(overrides)
+    return pb.MsgSubmitTask(**fields)
+
+
+def commit_message(task_id: int, round_: int, worker_label: str, steps: int = INNER_STEPS,
+                   start: bytes | None = None, **overrides) -> pb.MsgCommitRound:
+    fields = dict(task_id=task_id, round=round_, update_hash=digest(f"update/{worker_label}/{round_}"),
+                  samples_processed=steps * BATCH, steps=steps,
+                  checkpoint_root=digest(f"root/{worker_label}/{round_}"),
+                  num_checkpoints=-(-steps // CHECKPOINT_EVERY) + 1,
+                  start_weights_hash=start if start is not None else digest(f"weights/{round_}"),
+                  determinism_profile="cpu-x86_64-avx2-t1")
+    fields.update(overrides)
+    return pb.MsgCommitRound(**fields)
+
+
+def final_message(task_id: int, rounds: int, weights: bytes | None = None) -> pb.MsgCommitRound:
+    return pb.MsgCommitRound(task_id=task_id, round=rounds,
+                             start_weights_hash=weights if weights is not None else digest(f"weights/{rounds}"))
+
+
+def assert_fails(result, error: type) -> None:
+    assert (result.code, result.codespace) == (error.code, error.codespace), result.log
+
+
+class Market:
+    """Drives the market through a `chain_helpers.Chain`: accounts[0] is the requester, the others workers."""
+
+    def __init__(self, chain) -> None:
+        self.chain = chain
+        self.requester = chain.accounts[0]
+        self.workers = chain.accounts[1:]
+
+    # -- reading --------------------------------------------------------------------------------------------
+    def task(self, task_id: int) -> dict:
+        return self.chain.query(f"/market/task/{task_id}")
+
+    def round_commitments(self, task_id: int, round_: int) -> dict:
+        """worker bech32 -> commitment view."""
+        details = self.task(task_id)["round_details"][round_]
+        return {c["worker"]: c for c in details["commitments"]}
+
+    def to_verify(self, operator) -> list[dict]:
+        return self.chain.query(f"/market/verify/{encode_address(operator.address)}")["segments"]
+
+    # -- acting ---------------------------------------------------------------------------------------------
+    def register(self, workers=None, stake: int = STAKE) -> None:
+        workers = self.workers if workers is None else workers
+        txs = [self.chain.tx(w, pb.MsgRegisterWorker(stake=stake, blob_url=f"http://127.0.0.1:{9000 + i}",
+                                                     hardware=pb.HardwareProfile(device="cpu", samples_per_second=100,
+                                                                                 memory_mb=1024, threads=1)))
+               for i, w in enumerate(workers)]
+        output = self.chain.block(*txs)
+        assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]
+
+    def submit(self, **overrides) -> int:
+        result = self.chain.deliver(self.requester, submit_message(**overrides))
+        assert result.ok, result.log
+        return int(dict(next(e for e in result.events if e.type == "task").attributes)["id"])
+
+    def join(self, task_id: int, workers) -> None:
+        output = self.chain.block(*[self.chain.tx(w, pb.MsgJoinTask(task_id=task_id)) for w in workers])
+        assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]
+
+    def open_task(self, workers: int = 2, register: bool = True, **overrides) -> int:
+        """Register the workers, submit a task for `workers` of them and have them join: the task is running."""
+        if register:
+            self.register()
+        task_id = self.submit(workers=workers, **overrides)
+        self.join(task_id, self.workers[:workers])
+        assert self.task(task_id)["status"] == "running"
+        return task_id
+
+    def commit(self, task_id: int, round_: int, workers, steps=None, starts=None):
+        """One block with a commitment from each of `workers` (steps and start hashes per worker optional)."""
+        txs = []
+        for i, w in enumerate(workers):
+            kwargs = {}
+            if steps is not None:
+                kwargs["steps"] = steps[i]
+            if starts is not None:
+                kwargs["start"] = starts[i]
+            txs.append(self.chain.tx(w, commit_message(task_id, round_, w.address.hex(), **kwargs)))
+        output = self.chain.block(*txs)
+        assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]
+        return output
+
+    def vote(self, operators, task_id: int, verdict: int = VERDICT_PASS, worker=None, strict: bool = True):
+        """One block in which each operator votes `verdict` on every segment awaiting it (only `worker`'s, a
+        bech32 address, when given). `strict`: every vote must be accepted (a segment decided by earlier votes
+        of the same block refuses later ones)."""
+        txs = []
+        for operator in operators:
+            for item in self.to_verify(operator):
+                if worker is not None and item["worker"] != worker:
+                    continue
+                if item["task_id"] != task_id:
+                    continue
+                txs.append(self.chain.tx(operator, pb.MsgSubmitVerdict(
+                    task_id=task_id, round=item["round"], worker=decode_address(item["worker"]),
+                    segment=item["segment"], verdict=verdict, evidence_hash=digest("evidence"))))
+        output = self.chain.block(*txs)
+        if strict:
+            assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]
+        return output
