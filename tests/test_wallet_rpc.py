@@ -1,0 +1,193 @@
+"""wallet.rpc, wallet.sender and wallet.proofs against a fake CometBFT node running the real chain rules."""
+
+import asyncio
+import socket
+
+import pytest
+from aiohttp import web
+
+from trolly.chain.crypto import encode_address
+from trolly.chain.hd import dev_key
+from trolly.chain.tx import build_tx
+from trolly.chain.proto.bank_pb2 import MsgSend
+from trolly.wallet.errors import (
+    InclusionTimeout, InsufficientBalance, NodeUnreachable, ProofInvalid, QueryFailed, RpcError, TxRejected,
+)
+from trolly.wallet.nonces import NonceCache
+from trolly.wallet.proofs import prove_account
+from trolly.wallet.rpc import AsyncRpcClient, RpcClient, normalize_node_url
+from trolly.wallet.sender import TxSender, fetch_account
+from trolly.wallet.txbuilder import send_message
+
+from wallet_helpers import CHAIN_ID, DEV_BALANCE, fake_node  # noqa: F401  (fixture)
+
+DEV = dev_key(0)
+DEV_ADDRESS = encode_address(DEV.address)
+BOB = dev_key(5)
+BOB_ADDRESS = encode_address(BOB.address)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_node_urls_in_cometbft_form_are_accepted():
+    assert normalize_node_url("tcp://127.0.0.1:26657") == "http://127.0.0.1:26657"
+    assert normalize_node_url("127.0.0.1:1234/") == "http://127.0.0.1:1234"
+    assert normalize_node_url("https://node.example:443") == "https://node.example:443"
+
+
+def test_unreachable_node_names_the_url():
+    url = f"http://127.0.0.1:{free_port()}"
+    with RpcClient(url, timeout=2) as client, pytest.raises(NodeUnreachable, match=url):
+        client.status()
+
+
+def test_server_that_is_not_json_rpc_gives_an_rpc_error():
+    async def scenario():
+        app = web.Application()
+        async def html(request):
+            return web.Response(text="<html>hello</html>", status=200)
+
+        app.router.add_post("/", html)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        try:
+            async with AsyncRpcClient(f"http://127.0.0.1:{port}") as client:
+                with pytest.raises(RpcError, match="not JSON"):
+                    await client.status()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(scenario())
+
+
+def test_status_query_and_errors(fake_node):
+    with RpcClient(fake_node.url) as client:
+        status = client.status()
+        assert status.chain_id == CHAIN_ID and status.latest_block_height >= 1
+        account = client.query_json(f"/account/{DEV_ADDRESS}")
+        assert account == {"address": DEV_ADDRESS, "balance": DEV_BALANCE, "nonce": 0}
+        with pytest.raises(QueryFailed, match="code 15"):
+            client.query_json("/no/such/path")
+        with pytest.raises(RpcError, match="Method not found"):
+            client.call("no_such_method")
+        assert client.find_tx("AB" * 32) is None
+
+
+def test_broadcast_rejection_is_typed_with_code_and_log(fake_node):
+    bad_chain = build_tx(DEV, "another-chain", 0, 0, [MsgSend(to=BOB.address, amount=1)])
+    with RpcClient(fake_node.url) as client, pytest.raises(TxRejected) as caught:
+        client.broadcast_tx_sync(bad_chain)
+    assert caught.value.code == 4 and "another-chain" in caught.value.log
+
+
+def test_inclusion_timeout_when_no_block_comes(fake_node):
+    fake_node.producing = False
+    raw = build_tx(DEV, CHAIN_ID, 0, 0, [MsgSend(to=BOB.address, amount=1)])
+    with RpcClient(fake_node.url) as client:
+        accepted = client.broadcast_tx_sync(raw)
+        with pytest.raises(InclusionTimeout, match=accepted.hash):
+            client.wait_for_tx(accepted.hash, timeout=0.5)
+        fake_node.producing = True
+        included = client.wait_for_tx(accepted.hash, timeout=5)
+    assert included.height >= 2 and included.code == 0
+
+
+def test_two_quick_sends_both_succeed_while_the_node_lags(fake_node, tmp_path):
+    fake_node.producing = False  # the node's committed nonce stays 0 until both are in the mempool
+    with RpcClient(fake_node.url) as client:
+        sender = TxSender(client.async_client, NonceCache(tmp_path))
+        first = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 5)], 0))
+        client.run(sender.send(DEV, first, wait=False))
+        second = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 7)], 0))
+        assert (first.nonce, second.nonce) == (0, 1)
+        sent = client.run(sender.send(DEV, second, wait=False))
+        fake_node.producing = True
+        assert client.wait_for_tx(sent.hash, timeout=5).code == 0
+    assert fake_node.account(BOB.address).balance == 12
+    assert fake_node.account(DEV.address).nonce == 2
+
+
+def test_stale_remembered_nonce_is_forgotten_and_the_tx_resigned(fake_node, tmp_path):
+    cache = NonceCache(tmp_path)
+    cache.remember(DEV_ADDRESS, 9)  # as if nine earlier transactions had been dropped from the mempool
+    with RpcClient(fake_node.url) as client:
+        sender = TxSender(client.async_client, cache)
+        plan = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 3)], 0))
+        assert plan.nonce == 9
+        outcome = client.run(sender.send(DEV, plan, timeout=5))
+    assert outcome.nonce == 0 and outcome.included.code == 0
+    assert fake_node.account(BOB.address).balance == 3
+
+
+def test_insufficient_funds_is_caught_before_signing(fake_node, tmp_path):
+    with RpcClient(fake_node.url) as client:
+        sender = TxSender(client.async_client, NonceCache(tmp_path))
+        with pytest.raises(InsufficientBalance, match="insufficient funds"):
+            client.run(sender.plan(BOB_ADDRESS, [send_message(DEV.address, 1)], 0))
+        # and reported the same way when CheckTx finds it (planning skipped the check)
+        plan = client.run(sender.plan(BOB_ADDRESS, [send_message(DEV.address, 1)], 0, check_funds=False))
+        with pytest.raises(InsufficientBalance, match="CheckTx"):
+            client.run(sender.send(BOB, plan))
+    assert fake_node.account(DEV.address).balance == DEV_BALANCE
+
+
+def test_message_refused_by_check_tx_is_typed_and_charges_nothing(fake_node, tmp_path):
+    from trolly.wallet.txbuilder import bond_message
+
+    with RpcClient(fake_node.url) as client:
+        sender = TxSender(client.async_client, NonceCache(tmp_path))
+        send_to_bob = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 10**6)], 0))
+        client.run(sender.send(DEV, send_to_bob, timeout=5))
+        plan = client.run(sender.plan(BOB_ADDRESS, [bond_message(1000)], 1))  # bob runs no validator
+        with pytest.raises(TxRejected) as caught:
+            client.run(sender.send(BOB, plan, timeout=5))
+    assert caught.value.codespace == "staking" and "no validator" in caught.value.log
+    assert caught.value.height == 0  # refused at the door: never in a block
+    assert fake_node.account(BOB.address).balance == 10**6
+
+
+def test_message_failing_in_the_block_raises_with_height_and_charges_the_fee(fake_node, tmp_path):
+    from trolly.wallet.txbuilder import bond_message
+
+    with RpcClient(fake_node.url) as client:
+        sender = TxSender(client.async_client, NonceCache(tmp_path))
+        client.run(sender.send(DEV, client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 10**6)], 0))))
+        fake_node.skip_check_tx = True
+        plan = client.run(sender.plan(BOB_ADDRESS, [bond_message(1000)], 1))
+        with pytest.raises(TxRejected) as caught:
+            client.run(sender.send(BOB, plan, timeout=5))
+    assert caught.value.height >= 2 and "no validator" in caught.value.log
+    assert fake_node.account(BOB.address).balance == 10**6 - 1  # the fee was charged all the same
+
+
+def test_account_proof_verifies_against_the_next_header(fake_node):
+    with RpcClient(fake_node.url) as client:
+        proven = client.run(prove_account(client.async_client, DEV_ADDRESS))
+        assert proven.account.balance == DEV_BALANCE and proven.header_height == proven.height + 1
+        assert proven.app_hash == fake_node.app_hashes[proven.height]
+        absent = client.run(prove_account(client.async_client, BOB_ADDRESS))  # never funded: proven absent
+        assert absent.account.balance == 0
+
+
+def test_account_proof_fails_when_the_header_disagrees(fake_node):
+    fake_node.tamper_app_hash = True
+    with RpcClient(fake_node.url) as client, pytest.raises(ProofInvalid, match="does NOT match"):
+        client.run(prove_account(client.async_client, DEV_ADDRESS))
+
+
+def test_fetch_account_refuses_a_bad_address_before_the_network():
+    async def scenario():
+        async with AsyncRpcClient(f"http://127.0.0.1:{free_port()}") as client:
+            await fetch_account(client, DEV_ADDRESS[:-1] + ("q" if DEV_ADDRESS[-1] != "q" else "p"))
+
+    from trolly.wallet.errors import InvalidAddressText
+
+    with pytest.raises(InvalidAddressText, match="checksum"):
+        asyncio.run(scenario())
