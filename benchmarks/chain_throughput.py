@@ -1,0 +1,298 @@
+"""Chain throughput: signed `send` transactions through execution, app hash and the LevelDB commit.
+
+    python -m benchmarks.chain_throughput [--quick] [--profile]
+
+Genesis funds `--accounts` accounts (100,000 by default) and one validator. Transactions are built and
+signed before any timing starts (signing is the client's cost): each is a `MsgSend` of 1 utrl with a fee
+of 1 utrl from a distinct sender, so every one must succeed (the run fails if one does not). A first block
+warms caches and is not timed. Then the same blocks are measured two ways:
+
+(a) in process: `apply_block` on a `State` over the store, `store.prepare(changes)` (the app hash) and
+    `store.commit` (one synced LevelDB write batch), exactly what FinalizeBlock + Commit do;
+(b) over the ABCI socket: `python -m trolly.abci_app.server` runs in its own process with its own database,
+    and this process plays CometBFT on four connections: Info, InitChain, then FinalizeBlock, Flush,
+    Commit, Flush per block; the clock covers the whole exchange, protobuf and the socket included. Every
+    app hash it returns must equal the in-process one (same genesis, same blocks).
+
+The ceiling is single-core ed25519 verification with PyNaCl, measured in the same run on the same signed
+bytes: each transaction needs one verification, so no single-threaded app can beat it. The targets are
+half of it in process (10,000 tx/s on a machine verifying 20,000/s) and 5,000 tx/s over the socket.
+`--profile` prints the top cProfile entries of the in-process run to stderr. The last line is JSON:
+`{"tx_per_s_in_process": N, "tx_per_s_socket": N, "ed25519_verify_per_s": N, "accounts": N}`
+(`tx_per_s_socket` is null, with the reason on stderr, when the server cannot be started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import hashlib
+import io
+import json
+import os
+import pstats
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+import nacl.signing
+
+from trolly.abci_app.store import Store
+from trolly.chain.app import apply_block, init_chain
+from trolly.chain.block import BlockEnv
+from trolly.chain.crypto import PrivateKey, encode_address
+from trolly.chain.proto.bank_pb2 import MsgSend
+from trolly.chain.state import State
+from trolly.chain.tx import build_tx, decode_tx, sign_bytes
+
+CHAIN_ID = "trolly-bench"
+GENESIS_BALANCE = 10**12
+VALIDATOR_STAKE = 10 * 10**6
+GENESIS_TIME_NS = 1_700_000_000 * 10**9
+CHAIN_ID_KEY = b"\x04chain_id"  # where the ABCI adapter records the chain id at InitChain (keys.CHAIN_META)
+
+
+@dataclass(frozen=True)
+class Config:
+    accounts: int
+    blocks: int
+    block_size: int
+    warmup_size: int
+
+
+FULL = Config(accounts=100_000, blocks=10, block_size=5_000, warmup_size=1_000)
+QUICK = Config(accounts=20_000, blocks=4, block_size=2_000, warmup_size=500)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# -- workload ---------------------------------------------------------------------------------------------------
+def make_keys(count: int, label: bytes) -> list[PrivateKey]:
+    return [PrivateKey(hashlib.sha256(b"trolly/bench/" + label + i.to_bytes(4, "big")).digest()) for i in range(count)]
+
+
+def genesis_app_state(accounts: list[PrivateKey], operator: PrivateKey, consensus: PrivateKey) -> dict:
+    import base64
+
+    return {
+        "accounts": [{"address": encode_address(k.address), "balance": str(GENESIS_BALANCE)}
+                     for k in accounts + [operator]],
+        "validators": [{"operator": encode_address(operator.address), "pub_key": base64.b64encode(consensus.pubkey).decode(),
+                        "stake": str(VALIDATOR_STAKE), "moniker": "bench"}],
+    }
+
+
+def sign_blocks(accounts: list[PrivateKey], sizes: list[int]) -> list[list[bytes]]:
+    """Blocks of sends; sender i (nonce 0, each used once) pays 1 utrl to account i + 1."""
+    total = sum(sizes)
+    if total > len(accounts):
+        raise SystemExit(f"{total} transactions need as many accounts, only {len(accounts)}")
+    txs = [
+        build_tx(accounts[i], CHAIN_ID, 0, 1, [MsgSend(to=accounts[(i + 1) % len(accounts)].address, amount=1)])
+        for i in range(total)
+    ]
+    blocks, start = [], 0
+    for size in sizes:
+        blocks.append(txs[start:start + size])
+        start += size
+    return blocks
+
+
+def block_env(height: int) -> BlockEnv:
+    return BlockEnv(chain_id=CHAIN_ID, height=height, time_ns=GENESIS_TIME_NS + height * 10**9)
+
+
+# -- the ceiling ------------------------------------------------------------------------------------------------
+def measure_verify_rate(txs: list[bytes]) -> float:
+    """Single-core PyNaCl verifications per second over these transactions' real signatures."""
+    prepared = []
+    for raw in txs:
+        tx = decode_tx(raw)
+        prepared.append((nacl.signing.VerifyKey(tx.pubkey), sign_bytes(tx.body_bytes), tx.signature))
+    start = time.perf_counter()
+    for verify_key, message, signature in prepared:
+        verify_key.verify(message, signature)
+    return len(prepared) / (time.perf_counter() - start)
+
+
+# -- (a) in process ----------------------------------------------------------------------------------------------
+def run_in_process(db_path: str, app_state: dict, blocks: list[list[bytes]], profile: bool) -> tuple[float, list[bytes]]:
+    """Returns (tx/s over the timed blocks, app hash after every block)."""
+    store = Store(db_path)
+    try:
+        genesis = State(store.reader())
+        genesis.set(CHAIN_ID_KEY, CHAIN_ID.encode())
+        init_chain(genesis, block_env(0), app_state)
+        store.commit(store.prepare(genesis.changes(), 0))
+        hashes = [execute(store, 1, blocks[0])]
+        profiler = cProfile.Profile() if profile else None
+        if profiler:
+            profiler.enable()
+        start = time.perf_counter()
+        for offset, txs in enumerate(blocks[1:]):
+            hashes.append(execute(store, offset + 2, txs))
+        elapsed = time.perf_counter() - start
+        if profiler:
+            profiler.disable()
+            report = io.StringIO()
+            pstats.Stats(profiler, stream=report).sort_stats("tottime").print_stats(25)
+            log(report.getvalue())
+        return sum(len(b) for b in blocks[1:]) / elapsed, hashes
+    finally:
+        store.close()
+
+
+def execute(store: Store, height: int, txs: list[bytes]) -> bytes:
+    state = State(store.reader())
+    output = apply_block(state, block_env(height), txs)
+    failed = [r for r in output.tx_results if not r.ok]
+    if failed:
+        raise SystemExit(f"block {height}: {len(failed)} transactions failed, first: {failed[0].log}")
+    pending = store.prepare(state.changes(), height)
+    store.commit(pending)
+    return pending.app_hash
+
+
+# -- (b) over the ABCI socket ------------------------------------------------------------------------------------
+class AbciClient:
+    """A blocking CometBFT stand-in on one connection: uvarint-framed Request/Response protobufs."""
+
+    def __init__(self, host: str, port: int) -> None:
+        from trolly.abci_app.framing import decode_frames, encode_frame
+        from trolly.abci_app.proto.tendermint.abci import types_pb2
+
+        self.abci = types_pb2
+        self._encode_frame = encode_frame
+        self._decode_frames = decode_frames
+        self._socket = socket.create_connection((host, port))
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._buffer = b""
+
+    def call(self, case: str, message) -> object:
+        """Send one request and a Flush, as CometBFT's synchronous calls do; return the typed response."""
+        request = self.abci.Request(**{case: message})
+        flush = self.abci.Request(flush=self.abci.RequestFlush())
+        self._socket.sendall(self._encode_frame(request.SerializeToString()) + self._encode_frame(flush.SerializeToString()))
+        responses = self._receive(2)
+        response = self.abci.Response.FromString(responses[0])
+        if response.WhichOneof("value") != case:
+            raise RuntimeError(f"{case}: the app answered {response.WhichOneof('value')}: {response}")
+        return getattr(response, case)
+
+    def _receive(self, count: int) -> list[bytes]:
+        frames: list[bytes] = []
+        while len(frames) < count:
+            found, used = self._decode_frames(self._buffer)
+            frames += found
+            self._buffer = self._buffer[used:]
+            if len(frames) >= count:
+                break
+            chunk = self._socket.recv(1 << 20)
+            if not chunk:
+                raise RuntimeError("the app closed the connection")
+            self._buffer += chunk
+        return frames
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+def run_over_socket(db_path: str, app_state: dict, blocks: list[list[bytes]], expected: list[bytes]) -> float | None:
+    try:
+        from trolly.abci_app.proto.tendermint.abci import types_pb2 as abci
+        from google.protobuf.timestamp_pb2 import Timestamp
+    except ImportError as exc:
+        log(f"socket run skipped: {exc}")
+        return None
+    server = subprocess.Popen(
+        [sys.executable, "-m", "trolly.abci_app.server", "--db", db_path, "--address", "tcp://127.0.0.1:0",
+         "--log-level", "WARNING"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    clients: list[AbciClient] = []
+    try:
+        line = server.stdout.readline()
+        if "listening on tcp://" not in line:
+            log(f"socket run skipped: the ABCI server did not start: {line!r} {server.stderr.read()[-2000:]}")
+            return None
+        host, port = line.strip().rsplit("tcp://", 1)[1].rsplit(":", 1)
+        clients = [AbciClient(host, int(port)) for _ in ("query", "snapshot", "mempool", "consensus")]
+        consensus = clients[-1]
+        consensus.call("info", abci.RequestInfo(version="bench"))
+        genesis_time = Timestamp(seconds=GENESIS_TIME_NS // 10**9)
+        consensus.call("init_chain", abci.RequestInitChain(
+            time=genesis_time, chain_id=CHAIN_ID, initial_height=1, app_state_bytes=json.dumps(app_state).encode()))
+
+        def finalize_and_commit(height: int, txs: list[bytes]) -> None:
+            env = block_env(height)
+            answer = consensus.call("finalize_block", abci.RequestFinalizeBlock(
+                txs=txs, height=height, time=Timestamp(seconds=env.time_ns // 10**9),
+                hash=hashlib.sha256(b"block %d" % height).digest()))
+            failed = [r for r in answer.tx_results if r.code != 0]
+            if failed or len(answer.tx_results) != len(txs):
+                raise RuntimeError(f"block {height}: {len(failed)} transactions failed: {failed[:1]}")
+            if answer.app_hash != expected[height - 1]:
+                raise RuntimeError(f"block {height}: socket app hash {answer.app_hash.hex()} differs from the "
+                                   f"in-process {expected[height - 1].hex()}")
+            consensus.call("commit", abci.RequestCommit())
+
+        finalize_and_commit(1, blocks[0])
+        start = time.perf_counter()
+        for offset, txs in enumerate(blocks[1:]):
+            finalize_and_commit(offset + 2, txs)
+        elapsed = time.perf_counter() - start
+        return sum(len(b) for b in blocks[1:]) / elapsed
+    finally:
+        for client in clients:
+            client.close()
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+# -- main ---------------------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.chain_throughput", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer accounts and blocks (about a minute)")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of the in-process run to stderr")
+    parser.add_argument("--accounts", type=int, help="override the number of funded accounts")
+    arguments = parser.parse_args(argv)
+    config = QUICK if arguments.quick else FULL
+    if arguments.accounts:
+        config = Config(arguments.accounts, config.blocks, config.block_size, config.warmup_size)
+
+    started = time.perf_counter()
+    accounts = make_keys(config.accounts, b"account")
+    operator, consensus_key = make_keys(1, b"operator")[0], make_keys(1, b"consensus")[0]
+    app_state = genesis_app_state(accounts, operator, consensus_key)
+    blocks = sign_blocks(accounts, [config.warmup_size] + [config.block_size] * config.blocks)
+    log(f"{config.accounts} accounts, {config.blocks} timed blocks of {config.block_size} signed sends "
+        f"(+1 warm-up block of {config.warmup_size}); set up in {time.perf_counter() - started:.1f}s")
+
+    verify_rate = measure_verify_rate(blocks[1][:3000])
+    log(f"ed25519 verify (PyNaCl, one core): {verify_rate:,.0f}/s")
+    with tempfile.TemporaryDirectory(prefix="trolly-bench-") as workdir:
+        in_process, hashes = run_in_process(os.path.join(workdir, "in-process"), app_state, blocks, arguments.profile)
+        log(f"in process (apply_block + prepare + synced commit): {in_process:,.0f} tx/s "
+            f"({in_process / verify_rate:.0%} of the verification ceiling)")
+        over_socket = run_over_socket(os.path.join(workdir, "socket"), app_state, blocks, hashes)
+        if over_socket is not None:
+            log(f"over the ABCI socket (FinalizeBlock + Commit, app hashes equal in-process): {over_socket:,.0f} tx/s")
+    print(json.dumps({
+        "tx_per_s_in_process": round(in_process),
+        "tx_per_s_socket": None if over_socket is None else round(over_socket),
+        "ed25519_verify_per_s": round(verify_rate),
+        "accounts": config.accounts,
+    }))
+
+
+if __name__ == "__main__":
+    main()
