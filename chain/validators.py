@@ -37,6 +37,10 @@ UNBONDING_POOL = module_address("unbonding_pool")
 
 MAX_MONIKER_BYTES = 64
 
+MIN_POWER_REDUCTION = 16
+"""With at most 2**64 - 1 utrl in existence, power_reduction >= 16 keeps the total power within CometBFT's
+MaxTotalVotingPower (2**60 - 1), so no stake can produce a validator update CometBFT would refuse."""
+
 
 @dataclass(frozen=True)
 class StakingParams:
@@ -66,8 +70,8 @@ class StakingParams:
     """Evidence of an infraction more than this many blocks old is ignored."""
 
     def __post_init__(self) -> None:
-        if self.power_reduction < 1:
-            raise InvalidRequest("staking.power_reduction must be at least 1")
+        if self.power_reduction < MIN_POWER_REDUCTION:
+            raise InvalidRequest(f"staking.power_reduction must be at least {MIN_POWER_REDUCTION}")
         if self.unbonding_blocks < 1:
             raise InvalidRequest("staking.unbonding_blocks must be at least 1")
         if self.max_validators < 1:

@@ -12,7 +12,7 @@ from trolly.chain.block import BlockEnv, ValidatorUpdate
 from trolly.chain.crypto import encode_address
 from trolly.chain.errors import ChainError, InsufficientFunds, InvalidAddress, InvalidAmount, InvalidRequest
 from trolly.chain.state import MemoryKV, State
-from trolly.chain.validators import BONDED_POOL, ConsensusKeyInUse, InvalidConsensusKey, ValidatorExists
+from trolly.chain.validators import BONDED_POOL, ConsensusKeyInUse, InvalidConsensusKey, InvalidMoniker, ValidatorExists
 from trolly.chain.validators import total_power
 
 TRL = 10**6
@@ -81,6 +81,10 @@ GENESIS_FAILURES = [
     ("unknown staking param", app_state([], params={"staking": {"unbonding_days": 3}}), InvalidRequest),
     ("slash fraction above 100%", app_state([], params={"staking": {"slash_fraction_bps": 10_001}}), InvalidRequest),
     ("power_reduction of zero", app_state([], params={"staking": {"power_reduction": 0}}), InvalidRequest),
+    ("power_reduction that could overflow CometBFT's total power",
+     app_state([], params={"staking": {"power_reduction": 15}}), InvalidRequest),
+    ("moniker with a control character", app_state([validator_entry(moniker="a\x7fb")]), InvalidMoniker),
+    ("moniker with a lone surrogate", app_state([validator_entry(moniker="a\ud800")]), InvalidMoniker),
     ("validators not a list", {**app_state([]), "validators": {"a": 1}}, InvalidRequest),
 ]
 

@@ -3,7 +3,7 @@
 - Random blocks of random transactions, valid and invalid (sends, validator creation, bonds, unbonds,
   multi-message txs, bad nonces, wrong chain ids, garbage) and random misbehavior keep every invariant after
   every block; supply falls exactly by what slashing reports burned; the validator updates of each block are
-  exactly the changes of the active set, so CometBFT's view always equals the chain's.
+  exactly the changes of the active set, so CometBFT's view always equals the chain's, and it never empties.
 - Transaction decoding and `apply_tx` never raise anything but `ChainError` (or return a failed result) on
   arbitrary bytes or on mutations of a valid transaction.
 """
@@ -105,6 +105,7 @@ def test_random_blocks_keep_every_invariant(block_specs):
             else:
                 cometbft_view.pop(update.pubkey, None)
         assert cometbft_view == {v.consensus_pubkey: v.power for v in active_validators(chain.state)}
+        assert cometbft_view, "the validator set became empty (CometBFT would halt)"
 
 
 @settings(max_examples=300, deadline=None)

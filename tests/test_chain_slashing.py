@@ -130,3 +130,19 @@ def test_evidence_records_are_pruned_after_the_evidence_age(make_chain):
 
 def _bech(key) -> str:
     return encode_address(key.address)
+
+
+def test_the_last_active_validator_is_not_jailed(chain):
+    """CometBFT halts on an empty validator set; a lone validator's evidence is skipped instead."""
+    supply = chain.query("/supply")["supply"]
+    output = chain.block(misbehavior=(evidence_against(chain.consensus_keys[0], 1),))
+    assert [s["reason"] for s in event_values(output, "slash_skipped")] == ["last active validator"]
+    assert get_validator(chain.state, chain.operators[0].address).jailed is False
+    assert chain.query("/supply")["supply"] == supply
+
+
+def test_evidence_against_every_validator_in_one_block_leaves_one_active(make_chain):
+    chain = two_validators(make_chain)
+    output = chain.block(misbehavior=tuple(evidence_against(k, 1) for k in chain.consensus_keys))
+    assert len(event_values(output, "slash")) == 1
+    assert len(active_validators(chain.state)) == 1

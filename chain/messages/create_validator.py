@@ -15,11 +15,16 @@ from ..validators import staking_params
 
 
 def validate_moniker(moniker: str) -> None:
-    size = len(moniker.encode())
+    try:
+        size = len(moniker.encode())
+    except UnicodeEncodeError:
+        raise InvalidMoniker("moniker is not valid UTF-8 text") from None
     if not 1 <= size <= MAX_MONIKER_BYTES:
         raise InvalidMoniker(f"moniker must be 1..{MAX_MONIKER_BYTES} bytes of UTF-8, got {size}")
-    if any(not character.isprintable() for character in moniker):
-        raise InvalidMoniker("moniker must not contain control or non-printable characters")
+    # A fixed rule (C0, DEL, C1 control characters) rather than str.isprintable(), whose answer follows
+    # the Unicode database of the running Python and could differ between validators.
+    if any(ord(character) < 0x20 or 0x7F <= ord(character) <= 0x9F for character in moniker):
+        raise InvalidMoniker("moniker must not contain control characters")
 
 
 def validate_create_validator(msg: MsgCreateValidator) -> None:

@@ -9,7 +9,8 @@ in this version (there is no unjail message yet; its operator can still unbond w
 
 Evidence is ignored, with an event saying why, when it names an unknown consensus address, is older than
 `max_evidence_age_blocks` or from the future, was already punished (keyed by infraction height and consensus
-address), or names a validator that is already jailed (it was punished once and holds no power). Records of
+address), names a validator that is already jailed (it was punished once and holds no power), or names the
+last active validator (jailing it would leave CometBFT an empty set, which halts the chain). Records of
 punished evidence are pruned once they are older than the evidence age, as older evidence is refused anyway.
 
 The slash is a fraction of the stake at the time the evidence is processed, not of the power at the
@@ -27,8 +28,8 @@ from ..block import BlockContext, Event, Misbehavior
 from ..crypto import encode_address
 from ..module import Module
 from ..state import State
-from ..validators import BONDED_POOL, UNBONDING_POOL, get_validator, operator_by_consensus_address, save_validator
-from ..validators import set_unbonding_entry, staking_params, unbonding_entries_of
+from ..validators import BONDED_POOL, UNBONDING_POOL, active_validators, get_validator, operator_by_consensus_address
+from ..validators import save_validator, set_unbonding_entry, staking_params, unbonding_entries_of
 
 
 def skip(ctx: BlockContext, evidence: Misbehavior, reason: str) -> None:
@@ -68,6 +69,10 @@ def slash_validator(state: State, ctx: BlockContext, evidence: Misbehavior) -> N
     validator = get_validator(state, operator)
     if validator is None or validator.jailed:
         return skip(ctx, evidence, "validator already jailed")
+    if [v.operator for v in active_validators(state)] == [operator]:
+        # Jailing the only active validator would hand CometBFT an empty set, which halts the chain for good;
+        # with a single validator there is nobody left to protect anyway.
+        return skip(ctx, evidence, "last active validator")
     state.set(record, b"\x01")
 
     bps = params.slash_fraction_bps

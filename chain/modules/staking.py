@@ -19,6 +19,7 @@ from ..crypto import decode_address, encode_address
 from ..errors import InvalidRequest, NotFound
 from ..messages.bond import process_bond, validate_bond
 from ..messages.create_validator import create_validator, process_create_validator, validate_create_validator
+from ..messages.create_validator import validate_moniker
 from ..messages.unbond import process_unbond, validate_unbond
 from ..module import InvariantBroken, MessageRoute, Module, QueryResult, QueryRoute
 from ..proto.staking_pb2 import MsgBond, MsgCreateValidator, MsgUnbond
@@ -53,6 +54,7 @@ def init_staking_genesis(state: State, ctx: BlockContext, app_state: dict) -> No
         moniker = entry.get("moniker", f"validator-{index}")
         if not isinstance(moniker, str):
             raise InvalidRequest(f"genesis validator {index}: moniker must be a string")
+        validate_moniker(moniker)
         stake = parse_genesis_amount(entry.get("stake", 0))
         check_amount(stake, f"genesis validator {index} stake")
         message = MsgCreateValidator(consensus_pubkey=pubkey, stake=stake, moniker=moniker)
