@@ -106,3 +106,42 @@ def send_tx(key: PrivateKey, to: bytes, amount: int, nonce: int, chain_id: str =
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+# -- a real server process ------------------------------------------------------------------------------------
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+
+class ServerProcess:
+    """`python -m trolly.abci_app.server` in its own process, over a real LevelDB store."""
+
+    def __init__(self, db: str, address: str, hash_seed: str = "0", timeout: float = 30.0) -> None:
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed, PYTHONUNBUFFERED="1")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "trolly.abci_app.server", "--db", db, "--address", address,
+             "--log-level", "WARNING"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+        )
+        deadline = time.monotonic() + timeout
+        line = self.process.stdout.readline()  # "ABCI server listening on ..." once bound
+        if "listening on" not in line or time.monotonic() > deadline:
+            self.process.kill()
+            raise RuntimeError(f"server did not start: {line!r} {self.process.stderr.read()}")
+        self.address = line.strip().rsplit(" ", 1)[-1]
+
+    def stop(self) -> int:
+        """SIGTERM, wait; returns the exit status."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def stderr(self) -> str:
+        return self.process.stderr.read() if self.process.stderr else ""

@@ -156,10 +156,26 @@ def init_chain(chain_id: str, app_state: bytes, seconds: int, initial_height: in
                    field_bytes(5, app_state) + field_varint(6, initial_height))
 
 
-def finalize_block(height: int, txs: list[bytes], seconds: int, block_hash: bytes, proposer: bytes) -> bytes:
+def validator(address: bytes, power: int) -> bytes:
+    return field_bytes(1, address) + field_varint(3, power)  # Validator{address=1, power=3}
+
+
+def finalize_block(height: int, txs: list[bytes], seconds: int, block_hash: bytes, proposer: bytes,
+                   votes: list[tuple[bytes, int, int]] = (), misbehavior: list[tuple[int, bytes, int, int]] = ()
+                   ) -> bytes:
+    """votes: (address, power, block_id_flag); misbehavior: (type, address, power, height)."""
     # RequestFinalizeBlock{txs=1, decided_last_commit=2, misbehavior=3, hash=4, height=5, time=6, nvh=7, proposer=8}
-    body = b"".join(field_bytes(1, tx) for tx in txs)
-    body += field_message(2, b"") + field_bytes(4, block_hash) + field_varint(5, height)
+    # CommitInfo{round=1, votes=2}; VoteInfo{validator=1, block_id_flag=3}
+    commit_info = b"".join(field_message(2, field_message(1, validator(a, p)) + field_varint(3, flag))
+                           for a, p, flag in votes)
+    body = b"".join(field_bytes(1, tx) for tx in txs) + field_message(2, commit_info)
+    # Misbehavior{type=1, validator=2, height=3, time=4, total_voting_power=5}
+    total_power = sum(p for _, p, _ in votes)
+    for kind, address, power, evidence_height in misbehavior:
+        body += field_message(3, field_varint(1, kind) + field_message(2, validator(address, power)) +
+                              field_varint(3, evidence_height) + field_message(4, timestamp(seconds - 1)) +
+                              field_varint(5, total_power))
+    body += field_bytes(4, block_hash) + field_varint(5, height)
     body += field_message(6, timestamp(seconds)) + field_bytes(8, proposer)
     return request(REQ_FINALIZE, body)
 
@@ -302,12 +318,17 @@ class CometLikeClient:
     def init_chain(self, chain_id: str, app_state: bytes, seconds: int) -> Decoded:
         return self.consensus.call(init_chain(chain_id, app_state, seconds))[0]
 
-    def finalize_and_commit(self, height: int, txs: list[bytes], seconds: int) -> tuple[bytes, list[TxOutcome]]:
+    def finalize_and_commit(self, height: int, txs: list[bytes], seconds: int, proposer: bytes = b"\x01" * 20,
+                            votes=(), misbehavior=()) -> tuple[bytes, list[TxOutcome]]:
         """Returns (app_hash, tx outcomes); checks the Commit answer's shape."""
         finalized, committed = self.consensus.call(
-            finalize_block(height, txs, seconds, block_hash=height.to_bytes(32, "big"), proposer=b"\x01" * 20),
+            finalize_block(height, txs, seconds, block_hash=height.to_bytes(32, "big"), proposer=proposer,
+                           votes=votes, misbehavior=misbehavior),
             commit(),
         )
+        self.last_validator_updates = [
+            (update.message(1).bytes(1), update.int(2)) for update in finalized.messages(3)
+        ]  # ValidatorUpdate{pub_key=1 (PublicKey{ed25519=1}), power=2}
         # ResponseFinalizeBlock{events=1, tx_results=2, validator_updates=3, consensus_param_updates=4, app_hash=5}
         outcomes = [tx_outcome(result) for result in finalized.messages(2)]
         if len(outcomes) != len(txs):
