@@ -1,0 +1,261 @@
+"""`trolly-node`: the validator's command line, a thin layer over `home`, the ABCI server and the solo engine.
+
+    trolly-node init   --home H --chain-id C [--moniker M] [--dev] [--force]   write a CometBFT v0.38 home
+    trolly-node start  --home H [--abci tcp://127.0.0.1:26658 | unix://PATH]   the app alone, for CometBFT
+    trolly-node engine --home H [--proxy-app ADDR] [--block-time 1s]          the solo engine alone
+    trolly-node dev    [--home H] [--block-time 1s] [--reset]                 app + solo engine, dev chain
+
+The home defaults to `$TROLLY_NODE_HOME`, else `~/.trolly-node`. `dev` runs two processes: the app
+(`trolly-node start`, a child process) and the solo engine (this process), talking over a unix socket in
+the home's `data/` directory (loopback TCP when the path is too long for a socket), exactly as CometBFT
+would talk to the app; stopping `dev` (Ctrl-C) stops both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import pathlib
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+
+import click
+
+from trolly.chain.crypto import encode_address
+from trolly.chain.hd import DEV_MNEMONIC, dev_key
+
+from . import home as homelib
+from .errors import AbciAppError
+
+log = logging.getLogger("trolly.node")
+
+DEV_CHAIN_ID = "trolly-dev"
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", datefmt="%H:%M:%S", force=True
+    )
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in `1s`, `500ms`, `2m`, or a bare number of seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*", text)
+    if not match:
+        raise click.BadParameter(f"{text!r} is not a duration (examples: 1s, 500ms, 0.2)")
+    value = float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[match.group(2)]
+    if value <= 0:
+        raise click.BadParameter("the duration must be positive")
+    return value
+
+
+def home_option(function):
+    return click.option(
+        "--home",
+        type=click.Path(file_okay=False, path_type=pathlib.Path),
+        default=None,
+        help="Node home directory (default: $TROLLY_NODE_HOME, else ~/.trolly-node).",
+    )(function)
+
+
+def _home(path: pathlib.Path | None) -> pathlib.Path:
+    return path if path is not None else homelib.home_from_environment()
+
+
+def _fail(error: Exception) -> None:
+    raise click.ClickException(str(error))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+def main(log_level: str) -> None:
+    """Trolly validator node: the ABCI application, and the solo engine that can drive it without CometBFT."""
+    _configure_logging(log_level)
+
+
+# ------------------------------------------------------------------------------------------------ init
+
+
+@main.command()
+@home_option
+@click.option("--chain-id", required=True, help="Chain id written into genesis.json (1-50 characters).")
+@click.option("--moniker", default="trolly-node", show_default=True, help="Human-readable node name.")
+@click.option("--dev", is_flag=True, help="Dev genesis: the public dev key funded and operating this validator.")
+@click.option("--force", is_flag=True, help="Overwrite an existing home (wipes its data/).")
+@click.option("--proxy-app", default="tcp://127.0.0.1:26658", show_default=True, help="ABCI address CometBFT dials.")
+@click.option("--rpc-laddr", default="tcp://127.0.0.1:26657", show_default=True, help="JSON-RPC listen address.")
+@click.option("--p2p-laddr", default="tcp://0.0.0.0:26656", show_default=True, help="P2P listen address.")
+def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, p2p_laddr) -> None:
+    """Write a CometBFT v0.38 home: genesis.json, config.toml, priv_validator_key.json, node_key.json."""
+    root = _home(home)
+    config = homelib.NodeConfig(moniker=moniker, proxy_app=proxy_app, rpc_laddr=rpc_laddr, p2p_laddr=p2p_laddr)
+    try:
+        paths = homelib.init_home(root, chain_id, moniker=moniker, dev=dev, config=config, force=force)
+    except AbciAppError as exc:
+        _fail(exc)
+    key = homelib.load_home(root).validator_key
+    click.echo(f"Initialized node home {paths.root} for chain {chain_id}")
+    click.echo(f"  validator address {key.address.hex().upper()}, node id {homelib.load_home(root).node_key.node_id}")
+
+
+# ----------------------------------------------------------------------------------------------- start
+
+
+async def _serve_app(root: pathlib.Path, address: str) -> None:
+    from .application import TrollyApplication
+    from .server import run_until_signalled
+    from .store import Store
+
+    home = homelib.load_home(root)
+    store = Store(home.paths.application_db)
+    try:
+        await run_until_signalled(TrollyApplication(store, home.chain_id), address)
+    finally:
+        store.close()
+
+
+@main.command()
+@home_option
+@click.option("--abci", "address", default=None, help="Listen address: tcp://HOST:PORT or unix://PATH (default: config.toml proxy_app).")
+def start(home, address) -> None:
+    """Run the application alone, its state under HOME/data/, waiting for CometBFT or the solo engine."""
+    import uvloop
+
+    root = _home(home)
+    try:
+        loaded = homelib.load_home(root)
+        address = address or loaded.config.get("proxy_app") or "tcp://127.0.0.1:26658"
+        uvloop.run(_serve_app(root, address))
+    except AbciAppError as exc:
+        _fail(exc)
+
+
+# ---------------------------------------------------------------------------------------------- engine
+
+
+async def _run_engine(root: pathlib.Path, proxy_app: str, rpc_laddr: str, block_time: float, on_ready=None, child=None) -> None:
+    from .engine.node import SoloNode, SoloNodeConfig
+    from .engine.producer import EngineConfig
+
+    home = homelib.load_home(root)
+    node = SoloNode(home, SoloNodeConfig(engine=EngineConfig(proxy_app=proxy_app, block_interval=block_time), rpc_laddr=rpc_laddr))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await node.start()
+    try:
+        if on_ready is not None:
+            on_ready(node)
+        watcher = asyncio.ensure_future(_watch_child(child, stop)) if child is not None else None
+        await node.run(stop)
+        if watcher is not None:
+            watcher.cancel()
+    finally:
+        await node.close()
+
+
+async def _watch_child(child: subprocess.Popen, stop: asyncio.Event) -> None:
+    """In `dev`, the app is our child: if it exits on its own, stop the engine too."""
+    while child.poll() is None and not stop.is_set():
+        await asyncio.sleep(0.2)
+    if not stop.is_set():
+        log.error("the app process exited with code %s; stopping", child.returncode)
+        stop.set()
+
+
+@main.command()
+@home_option
+@click.option("--proxy-app", default=None, help="The app's ABCI address (default: config.toml proxy_app).")
+@click.option("--rpc-laddr", default=None, help="JSON-RPC listen address (default: config.toml [rpc] laddr).")
+@click.option("--block-time", default="1s", show_default=True, help="Interval between blocks (e.g. 1s, 200ms).")
+def engine(home, proxy_app, rpc_laddr, block_time) -> None:
+    """Run the solo engine alone, driving an app started separately (`trolly-node start`)."""
+    import uvloop
+
+    root = _home(home)
+    interval = parse_duration(block_time)
+    try:
+        loaded = homelib.load_home(root)
+        proxy_app = proxy_app or loaded.config.get("proxy_app") or "tcp://127.0.0.1:26658"
+        rpc_laddr = rpc_laddr or loaded.config.get("rpc", {}).get("laddr") or "tcp://127.0.0.1:26657"
+        uvloop.run(_run_engine(root, proxy_app, rpc_laddr, interval))
+    except AbciAppError as exc:
+        _fail(exc)
+
+
+# ------------------------------------------------------------------------------------------------- dev
+
+
+def _dev_app_address(root: pathlib.Path) -> str:
+    """A unix socket in the home if its path fits (108 bytes on Linux), else a free loopback TCP port."""
+    path = (root / "data" / "app.sock").resolve()
+    if len(str(path)) < 100:
+        return f"unix://{path}"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def _banner(node, chain_id: str) -> None:
+    address = encode_address(dev_key(0).address)
+    lines = [
+        "",
+        "Trolly dev chain is running (solo engine, one validator).",
+        f"  RPC:         {node.rpc_url}",
+        f"  chain id:    {chain_id}",
+        f"  dev account: {address}",
+        f"  mnemonic:    {DEV_MNEMONIC}",
+        "  INSECURE: this mnemonic is public; the dev account is for local development only.",
+        "  Stop with Ctrl-C.",
+        "",
+    ]
+    click.echo("\n".join(lines), err=False)
+    sys.stdout.flush()
+
+
+@main.command()
+@home_option
+@click.option("--chain-id", default=DEV_CHAIN_ID, show_default=True, help="Chain id for a new dev home.")
+@click.option("--block-time", default="1s", show_default=True, help="Interval between blocks (e.g. 1s, 200ms).")
+@click.option("--rpc-laddr", default=None, help="JSON-RPC listen address (default: config.toml [rpc] laddr).")
+@click.option("--reset", is_flag=True, help="Delete the dev home first and start a fresh chain.")
+def dev(home, chain_id, block_time, rpc_laddr, reset) -> None:
+    """Init a dev home if needed, then run the app and the solo engine together (Ctrl-C stops both)."""
+    import uvloop
+
+    root = _home(home)
+    interval = parse_duration(block_time)
+    try:
+        if reset and root.exists():
+            shutil.rmtree(root)
+        if not homelib.HomePaths(root).genesis.exists():
+            homelib.init_home(root, chain_id, moniker="dev-validator", dev=True)
+            click.echo(f"Initialized dev home {root}")
+        loaded = homelib.load_home(root)
+        rpc_laddr = rpc_laddr or loaded.config.get("rpc", {}).get("laddr") or "tcp://127.0.0.1:26657"
+    except AbciAppError as exc:
+        _fail(exc)
+    address = _dev_app_address(root)
+    command = [sys.executable, "-m", "trolly.abci_app.cli", "start", "--home", str(root), "--abci", address]
+    child = subprocess.Popen(command, start_new_session=True)
+    try:
+        uvloop.run(_run_engine(root, address, rpc_laddr, interval, lambda node: _banner(node, loaded.chain_id), child))
+    except AbciAppError as exc:
+        _fail(exc)
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+if __name__ == "__main__":
+    main()

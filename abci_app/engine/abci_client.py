@@ -1,0 +1,178 @@
+"""The engine's side of the ABCI socket: four connections to the app, as CometBFT v0.38 opens them.
+
+CometBFT connects query, snapshot, mempool and consensus connections, in that order, to the same address
+(`tcp://host:port` or `unix:///path`). Each request is written as one frame (`uvarint(len) || Request`),
+followed by a Flush so the app sends its buffered responses; responses come back in order, one per request,
+with the matching oneof case. A `Response.exception` or a mismatched case means the app is broken: it raises.
+A dropped connection raises `AppConnectionLost`, which the producer handles by reconnecting and re-running
+the handshake (CometBFT itself would stop; the solo engine waits for the app to come back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..framing import FramingError, encode_frame, read_message
+from ..proto.tendermint.abci import types_pb2
+from . import AppConnectionLost, EngineError
+
+log = logging.getLogger("trolly.engine.abci")
+
+CONNECTION_NAMES = ("query", "snapshot", "mempool", "consensus")
+
+
+class AppProtocolError(EngineError):
+    """The app answered with an exception or with a response that does not match the request."""
+
+
+def parse_address(address: str) -> tuple[str, str | tuple[str, int]]:
+    """("unix", path) or ("tcp", (host, port)) from `unix://PATH` or `tcp://HOST:PORT` (bare HOST:PORT too)."""
+    if address.startswith("unix://"):
+        path = address[len("unix://"):]
+        if not path:
+            raise EngineError(f"invalid ABCI address {address!r}: empty socket path")
+        return "unix", path
+    rest = address[len("tcp://"):] if address.startswith("tcp://") else address
+    host, separator, port = rest.rpartition(":")
+    if not separator or not port.isdigit() or not host:
+        raise EngineError(f"invalid ABCI address {address!r}: use tcp://HOST:PORT or unix://PATH")
+    return "tcp", (host, int(port))
+
+
+class AbciConnection:
+    """One ABCI connection; calls are serialized so responses pair with their requests."""
+
+    def __init__(self, name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.name = name
+        self._reader = reader
+        self._writer = writer
+        self._lock = asyncio.Lock()
+        self._broken: str | None = None
+
+    @staticmethod
+    async def open(name: str, address: str) -> "AbciConnection":
+        kind, target = parse_address(address)
+        try:
+            if kind == "unix":
+                reader, writer = await asyncio.open_unix_connection(target, limit=1 << 20)
+            else:
+                reader, writer = await asyncio.open_connection(*target, limit=1 << 20)
+        except OSError as exc:
+            raise AppConnectionLost(f"cannot connect the {name} connection to {address}: {exc}") from None
+        return AbciConnection(name, reader, writer)
+
+    async def call(self, method: str, request) -> object:
+        """Send one request (plus a Flush) and return the typed response (e.g. ResponseInfo).
+
+        The exchange runs shielded: a caller that gives up (an HTTP client hanging up) must not leave a
+        response unread on the stream, or every later call on this connection would get the wrong answer.
+        """
+        return await asyncio.shield(asyncio.ensure_future(self._exchange(method, request)))
+
+    async def _exchange(self, method: str, request) -> object:
+        async with self._lock:
+            if self._broken:
+                raise AppConnectionLost(f"{self.name} connection is down: {self._broken}")
+            try:
+                self._writer.write(encode_frame(types_pb2.Request(**{method: request}).SerializeToString()))
+                self._writer.write(encode_frame(types_pb2.Request(flush=types_pb2.RequestFlush()).SerializeToString()))
+                await self._writer.drain()
+                response = await self._read(method)
+                await self._read("flush")
+            except (OSError, FramingError, asyncio.IncompleteReadError) as exc:
+                self._broken = str(exc) or type(exc).__name__
+                raise AppConnectionLost(f"{self.name} connection failed during {method}: {self._broken}") from None
+            except AppProtocolError as exc:
+                self._broken = str(exc)
+                raise
+            return getattr(response, method)
+
+    async def _read(self, method: str) -> types_pb2.Response:
+        body = await read_message(self._reader)
+        if body is None:
+            raise OSError("the app closed the connection")
+        response = types_pb2.Response.FromString(body)
+        case = response.WhichOneof("value")
+        if case == "exception":
+            raise AppProtocolError(f"the app answered {method} with an exception: {response.exception.error}")
+        if case != method:
+            raise AppProtocolError(f"the app answered {method} with {case!r}")
+        return response
+
+    async def close(self) -> None:
+        self._broken = self._broken or "closed"
+        self._writer.close()
+        try:
+            await self._writer.wait_closed()
+        except (OSError, ConnectionError):
+            pass
+
+
+class AbciClient:
+    """The four connections, with one method per ABCI call the engine makes."""
+
+    def __init__(self, connections: dict[str, AbciConnection]) -> None:
+        self._connections = connections
+
+    @staticmethod
+    async def connect(address: str) -> "AbciClient":
+        connections: dict[str, AbciConnection] = {}
+        try:
+            for name in CONNECTION_NAMES:
+                connections[name] = await AbciConnection.open(name, address)
+        except BaseException:
+            for connection in connections.values():
+                await connection.close()
+            raise
+        return AbciClient(connections)
+
+    @staticmethod
+    async def connect_with_retry(address: str, stop: asyncio.Event | None = None, interval: float = 0.2) -> "AbciClient":
+        """Keep trying until the app listens (or `stop` is set, which raises AppConnectionLost)."""
+        announced = False
+        while True:
+            try:
+                return await AbciClient.connect(address)
+            except AppConnectionLost as exc:
+                if stop is not None and stop.is_set():
+                    raise
+                if not announced:
+                    log.info("waiting for the app at %s (%s)", address, exc)
+                    announced = True
+            await asyncio.sleep(interval)
+
+    async def close(self) -> None:
+        for connection in self._connections.values():
+            await connection.close()
+
+    # query connection (the handshake's Info goes here, as in CometBFT)
+    async def info(self, request: types_pb2.RequestInfo) -> types_pb2.ResponseInfo:
+        return await self._connections["query"].call("info", request)
+
+    # consensus connection
+    async def init_chain(self, request: types_pb2.RequestInitChain) -> types_pb2.ResponseInitChain:
+        return await self._connections["consensus"].call("init_chain", request)
+
+    async def prepare_proposal(self, request: types_pb2.RequestPrepareProposal) -> types_pb2.ResponsePrepareProposal:
+        return await self._connections["consensus"].call("prepare_proposal", request)
+
+    async def process_proposal(self, request: types_pb2.RequestProcessProposal) -> types_pb2.ResponseProcessProposal:
+        return await self._connections["consensus"].call("process_proposal", request)
+
+    async def finalize_block(self, request: types_pb2.RequestFinalizeBlock) -> types_pb2.ResponseFinalizeBlock:
+        return await self._connections["consensus"].call("finalize_block", request)
+
+    async def commit(self) -> types_pb2.ResponseCommit:
+        return await self._connections["consensus"].call("commit", types_pb2.RequestCommit())
+
+    # mempool connection
+    async def check_tx(self, tx: bytes, recheck: bool = False) -> types_pb2.ResponseCheckTx:
+        kind = types_pb2.RECHECK if recheck else types_pb2.NEW
+        return await self._connections["mempool"].call("check_tx", types_pb2.RequestCheckTx(tx=tx, type=kind))
+
+    async def query(self, request: types_pb2.RequestQuery) -> types_pb2.ResponseQuery:
+        return await self._connections["query"].call("query", request)
+
+    async def echo(self, message: str) -> str:
+        return (await self._connections["query"].call("echo", types_pb2.RequestEcho(message=message))).message

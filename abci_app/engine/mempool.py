@@ -1,0 +1,110 @@
+"""The mempool: transactions the app admitted with CheckTx, in arrival order, waiting for a block.
+
+As in CometBFT: a tx is admitted only if CheckTx returns code 0; a cache of recently seen tx hashes refuses
+duplicates ("tx already exists in cache"), and a tx that failed CheckTx leaves the cache so it can be retried;
+the proposer reaps txs in order up to the block's byte budget; after every Commit the txs of the block are
+removed and the rest re-checked (CheckTx type RECHECK), dropping those that became invalid. The lock is held
+from before Commit until the re-check is over, so no new CheckTx sees a half-updated app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import logging
+
+from . import EngineError
+
+log = logging.getLogger("trolly.engine.mempool")
+
+
+class MempoolError(EngineError):
+    """A transaction could not enter the mempool (duplicate, full, too large)."""
+
+
+class Mempool:
+    def __init__(self, max_txs: int = 5000, max_bytes: int = 1 << 30, max_tx_bytes: int = 1 << 20, cache_size: int = 10000) -> None:
+        self.max_txs = max_txs
+        self.max_bytes = max_bytes
+        self.max_tx_bytes = max_tx_bytes
+        self.cache_size = cache_size
+        self.lock = asyncio.Lock()
+        self._txs: dict[bytes, bytes] = {}  # hash -> tx, insertion order = arrival order
+        self._bytes = 0
+        self._cache: collections.OrderedDict[bytes, None] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._txs)
+
+    @property
+    def total_bytes(self) -> int:
+        return self._bytes
+
+    def txs(self, limit: int | None = None) -> list[bytes]:
+        values = list(self._txs.values())
+        return values if limit is None else values[:limit]
+
+    def _remember(self, tx_hash: bytes) -> None:
+        self._cache[tx_hash] = None
+        self._cache.move_to_end(tx_hash)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    async def check_and_add(self, tx: bytes, check) -> object:
+        """Run `check(tx)` (the app's CheckTx) and admit the tx on code 0; returns the CheckTx response."""
+        if len(tx) > self.max_tx_bytes:
+            raise MempoolError(f"tx too large. Max size is {self.max_tx_bytes}, but got {len(tx)}")
+        tx_hash = hashlib.sha256(tx).digest()
+        async with self.lock:
+            if tx_hash in self._cache:
+                raise MempoolError("tx already exists in cache")
+            if len(self._txs) >= self.max_txs or self._bytes + len(tx) > self.max_bytes:
+                raise MempoolError(
+                    f"mempool is full: number of txs {len(self._txs)} (max: {self.max_txs}), "
+                    f"total txs bytes {self._bytes} (max: {self.max_bytes})"
+                )
+            self._remember(tx_hash)
+            try:
+                response = await check(tx)
+            except BaseException:
+                self._cache.pop(tx_hash, None)
+                raise
+            if response.code == 0:
+                self._txs[tx_hash] = tx
+                self._bytes += len(tx)
+            else:
+                self._cache.pop(tx_hash, None)
+            return response
+
+    def reap(self, max_bytes: int) -> list[bytes]:
+        """Txs in arrival order while their total stays within `max_bytes` (CometBFT `ReapMaxBytesMaxGas`)."""
+        selected, total = [], 0
+        for tx in self._txs.values():
+            if total + len(tx) > max_bytes:
+                break
+            selected.append(tx)
+            total += len(tx)
+        return selected
+
+    def remove_committed(self, txs: list[bytes]) -> None:
+        """Drop a decided block's txs; they stay in the cache so a re-broadcast is refused."""
+        for tx in txs:
+            tx_hash = hashlib.sha256(tx).digest()
+            self._remember(tx_hash)
+            removed = self._txs.pop(tx_hash, None)
+            if removed is not None:
+                self._bytes -= len(removed)
+
+    async def recheck(self, check) -> int:
+        """Re-run CheckTx (RECHECK) on every remaining tx, in order; drop the failures. Caller holds the lock."""
+        dropped = 0
+        for tx_hash, tx in list(self._txs.items()):
+            response = await check(tx)
+            if response.code != 0:
+                del self._txs[tx_hash]
+                self._cache.pop(tx_hash, None)
+                self._bytes -= len(tx)
+                dropped += 1
+                log.debug("recheck dropped tx %s: code %d %s", tx_hash.hex().upper(), response.code, response.log)
+        return dropped

@@ -1,0 +1,443 @@
+"""The handshake and the block loop: what CometBFT's consensus does for the app, with one validator.
+
+Handshake (on every (re)connection), as CometBFT's `Handshaker`:
+  1. Info. If the app is at height 0, InitChain with the genesis (and record its outcome).
+  2. If the app is ahead of the block store, or its app hash differs from the one recorded for its height,
+     stop with `HandshakeError`: nothing can reconcile them.
+  3. Replay the stored blocks the app has not committed: the exact RequestFinalizeBlock recorded, then
+     Commit, checking each app hash against the recorded one.
+  4. Re-check the mempool against the (possibly restarted) app.
+
+Each block at height H (CometBFT v0.38 semantics):
+  PrepareProposal (mempool txs within the byte budget) -> header -> ProcessProposal -> FinalizeBlock ->
+  store the block and its results (one synchronous batch: the block is now decided) -> Commit ->
+  drop the block's txs from the mempool and re-check the rest -> publish NewBlock and Tx events.
+  The app hash FinalizeBlock returns for H appears in block H+1's `header.app_hash`; validator updates
+  from H apply at H+2.
+
+The app may die at any point: if it dies before the block is stored, the block is simply proposed again;
+after, the handshake replays it. Either way no tx is lost or applied twice.
+
+Test hook (ignored unless set): `TROLLY_ENGINE_TEST_PAUSE="<point>:<height>"`, point one of
+`before_finalize`, `after_finalize` (block stored, Commit not sent), `after_commit`: at that height the
+engine writes `<data>/engine-paused-<point>-<height>` and waits until the file is deleted. Crash tests use it to
+kill the app at a precise step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pathlib
+import time
+from dataclasses import dataclass
+
+from trolly.chain.codec import canonical_json
+
+from ..home import COMETBFT_VERSION, Home, format_time, parse_time
+from ..proto.tendermint.abci import types_pb2
+from ..proto.tendermint.types import validator_pb2
+from . import AppConnectionLost, EngineError, HandshakeError, hashing
+from .abci_client import AbciClient
+from .blockstore import BlockStore, StoredBlock, Validators
+from .chainstate import (
+    apply_validator_updates,
+    consensus_address,
+    consensus_hash,
+    genesis_validators,
+    init_chain_request,
+    max_data_bytes,
+    merge_params,
+    timestamp,
+)
+from . import rpc_encoding
+from .events import EventBus, PublishedEvent
+from .mempool import Mempool
+
+log = logging.getLogger("trolly.engine")
+
+BLOCK_PROTOCOL_VERSION = 11
+P2P_PROTOCOL_VERSION = 8
+ABCI_VERSION = "2.0.0"
+PAUSE_ENVIRONMENT = "TROLLY_ENGINE_TEST_PAUSE"
+
+EMPTY_BLOCK_ID = {"hash": "", "parts": {"total": 0, "hash": ""}}
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    proxy_app: str = "tcp://127.0.0.1:26658"
+    block_interval: float = 1.0
+    """Seconds between the end of one block and the start of the next (CometBFT's timeout_commit)."""
+    reconnect_interval: float = 0.2
+
+
+class Producer:
+    """Owns the ABCI client while connected; the RPC reads `client` (None while the app is away)."""
+
+    def __init__(self, home: Home, config: EngineConfig, blockstore: BlockStore, mempool: Mempool, events: EventBus) -> None:
+        self.home = home
+        self.config = config
+        self.blockstore = blockstore
+        self.mempool = mempool
+        self.events = events
+        self.chain_id = home.chain_id
+        self.client: AbciClient | None = None
+        self.app_version = 0
+        self.app_info: types_pb2.ResponseInfo | None = None
+        self.fatal: BaseException | None = None
+        self.new_block = asyncio.Condition()
+        self._key = home.validator_key
+        self._pause = _parse_pause(os.environ.get(PAUSE_ENVIRONMENT, ""))
+
+    @property
+    def genesis(self) -> dict:
+        return self.home.genesis
+
+    @property
+    def initial_height(self) -> int:
+        return int(self.genesis.get("initial_height") or 1)
+
+    @property
+    def consensus_params(self) -> dict:
+        recorded = self.blockstore.init_chain
+        return recorded["consensus_params"] if recorded else self.genesis["consensus_params"]
+
+    # ------------------------------------------------------------------------------------ main loop
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Connect, handshake, make blocks; on a lost app, reconnect and handshake again. Until `stop`."""
+        while not stop.is_set():
+            try:
+                self.client = await _until_stopped(AbciClient.connect_with_retry(self.config.proxy_app, stop), stop)
+                if self.client is None:
+                    return
+                await self.handshake(self.client)
+                log.info("handshake done: app at height %d, producing blocks every %.2fs", self.blockstore.last_height, self.config.block_interval)
+                while not stop.is_set():
+                    await self.produce_block(self.client)
+                    await _sleep_or_stop(self.config.block_interval, stop)
+            except AppConnectionLost as exc:
+                log.warning("lost the app (%s); waiting for it to come back", exc)
+                await _sleep_or_stop(self.config.reconnect_interval, stop)
+            finally:
+                if self.client is not None:
+                    await self.client.close()
+                    self.client = None
+
+    # ------------------------------------------------------------------------------------ handshake
+
+    async def handshake(self, client: AbciClient) -> None:
+        info = await client.info(
+            types_pb2.RequestInfo(
+                version=COMETBFT_VERSION,
+                block_version=BLOCK_PROTOCOL_VERSION,
+                p2p_version=P2P_PROTOCOL_VERSION,
+                abci_version=ABCI_VERSION,
+            )
+        )
+        self.app_info = info
+        self.app_version = info.app_version
+        app_height, app_hash = info.last_block_height, info.last_block_app_hash
+        store_height = self.blockstore.last_height
+        log.info("handshake: app height %d hash %s, block store height %d", app_height, app_hash.hex()[:12].upper(), store_height)
+        if app_height > store_height:
+            raise HandshakeError(
+                f"the app is at height {app_height} but the engine's block store ends at {store_height}: "
+                "the app's data belongs to another chain or the block store was lost; reset one of them"
+            )
+        if app_height == 0:
+            await self._init_chain(client)
+        else:
+            expected = self.blockstore.app_hash_after(app_height)
+            if expected is None or expected != app_hash:
+                raise HandshakeError(
+                    f"app hash mismatch at height {app_height}: app has {app_hash.hex().upper()}, "
+                    f"block store recorded {(expected or b'').hex().upper()}"
+                )
+        first = max(app_height + 1, self.initial_height)
+        for height in range(first, store_height + 1):
+            await self._replay(client, height)
+        if store_height >= first:
+            log.info("replayed blocks %d..%d into the app", first, store_height)
+        async with self.mempool.lock:
+            dropped = await self.mempool.recheck(lambda tx: client.check_tx(tx, recheck=True))
+        if dropped:
+            log.info("re-check after handshake dropped %d txs", dropped)
+
+    async def _init_chain(self, client: AbciClient) -> None:
+        request = init_chain_request(self.genesis)
+        response = await client.init_chain(request)
+        validators = genesis_validators(self.genesis)
+        if response.validators:
+            validators = apply_validator_updates([], response.validators)
+        if not validators:
+            raise HandshakeError("no validators: genesis.json lists none and InitChain returned none")
+        params = self.genesis["consensus_params"]
+        if response.HasField("consensus_params"):
+            params = merge_params(params, response.consensus_params)
+        app_hash = response.app_hash
+        recorded = self.blockstore.init_chain
+        if recorded is not None and self.blockstore.last_height > 0 and bytes.fromhex(recorded["app_hash"]) != app_hash:
+            raise HandshakeError(
+                f"InitChain returned app hash {app_hash.hex().upper()}, but the stored chain began from "
+                f"{recorded['app_hash'].upper()}: the genesis changed"
+            )
+        self.blockstore.save_init_chain(self.initial_height, app_hash, params, validators)
+        log.info("InitChain: chain %s, %d validator(s), app hash %s", self.chain_id, len(validators), app_hash.hex()[:12].upper() or "(empty)")
+
+    async def _replay(self, client: AbciClient, height: int) -> None:
+        request = self.blockstore.request(height)
+        response = await client.finalize_block(request)
+        expected = self.blockstore.app_hash_after(height)
+        if response.app_hash != expected:
+            raise HandshakeError(
+                f"replaying block {height} gave app hash {response.app_hash.hex().upper()}, "
+                f"but {expected.hex().upper()} was recorded: the app is not deterministic"
+            )
+        await client.commit()
+
+    # ---------------------------------------------------------------------------------- block loop
+
+    async def produce_block(self, client: AbciClient) -> StoredBlock | None:
+        store = self.blockstore
+        height = store.last_height + 1 if store.last_height else self.initial_height
+        previous = store.block(height - 1) if height > self.initial_height else None
+        time_ns = time.time_ns()
+        floor = previous.time_ns + 1_000_000 if previous else parse_time(self.genesis["genesis_time"])
+        time_ns = max(time_ns, floor)
+        validators = store.validators(height)
+        next_validators = store.validators(height + 1)
+        if validators is None or next_validators is None:
+            raise EngineError(f"no validator set recorded for height {height}")
+        params = self.consensus_params
+        proposer = self._key.address
+        votes, last_commit = self._last_commit(height, previous, time_ns)
+
+        prepared = await client.prepare_proposal(
+            types_pb2.RequestPrepareProposal(
+                max_tx_bytes=max_data_bytes(params, len(validators)),
+                txs=self.mempool.reap(max_data_bytes(params, len(validators))),
+                local_last_commit=types_pb2.ExtendedCommitInfo(
+                    round=0,
+                    votes=[types_pb2.ExtendedVoteInfo(validator=v.validator, block_id_flag=v.block_id_flag) for v in votes],
+                ),
+                height=height,
+                time=timestamp(time_ns),
+                next_validators_hash=hashing.validators_hash(next_validators),
+                proposer_address=proposer,
+            )
+        )
+        txs = list(prepared.txs)
+        header = self._header(height, time_ns, previous, txs, last_commit, validators, next_validators, params)
+        block_hash = hashing.header_hash(header)
+        commit_info = types_pb2.CommitInfo(round=0, votes=votes)
+        process = await client.process_proposal(
+            types_pb2.RequestProcessProposal(
+                txs=txs,
+                proposed_last_commit=commit_info,
+                hash=block_hash,
+                height=height,
+                time=timestamp(time_ns),
+                next_validators_hash=hashing.validators_hash(next_validators),
+                proposer_address=proposer,
+            )
+        )
+        if process.status != types_pb2.ResponseProcessProposal.ACCEPT:
+            # CometBFT would move to the next round; with one validator that means proposing again.
+            log.error("the app rejected its own proposal at height %d (status %d); proposing again", height, process.status)
+            return None
+
+        request = types_pb2.RequestFinalizeBlock(
+            txs=txs,
+            decided_last_commit=commit_info,
+            hash=block_hash,
+            height=height,
+            time=timestamp(time_ns),
+            next_validators_hash=hashing.validators_hash(next_validators),
+            proposer_address=proposer,
+        )
+        await self._maybe_pause("before_finalize", height)
+        response = await client.finalize_block(request)
+        if len(response.tx_results) != len(txs):
+            raise EngineError(f"FinalizeBlock returned {len(response.tx_results)} results for {len(txs)} txs")
+        if response.HasField("consensus_param_updates"):
+            params = merge_params(params, response.consensus_param_updates)
+        block = StoredBlock(
+            height=height,
+            time_ns=time_ns,
+            block_hash=block_hash,
+            header=header,
+            block_id=_block_id(block_hash),
+            txs=tuple(txs),
+            last_commit=last_commit,
+        )
+        after_next = apply_validator_updates(next_validators, response.validator_updates)
+        updated_params = params if response.HasField("consensus_param_updates") else None
+        store.save_block(block, request, response, after_next, updated_params)
+        await self._maybe_pause("after_finalize", height)
+
+        async with self.mempool.lock:
+            self.mempool.remove_committed(txs)
+            await client.commit()
+            await self._maybe_pause("after_commit", height)
+            dropped = await self.mempool.recheck(lambda tx: client.check_tx(tx, recheck=True))
+
+        failed = sum(1 for r in response.tx_results if r.code != 0)
+        log.info(
+            "block %d: %d txs%s, app hash %s, %s%s",
+            height,
+            len(txs),
+            f" ({failed} failed)" if failed else "",
+            response.app_hash.hex()[:12].upper(),
+            format_time(time_ns),
+            f", re-check dropped {dropped}" if dropped else "",
+        )
+        self._publish(block, response)
+        async with self.new_block:
+            self.new_block.notify_all()
+        return block
+
+    def _last_commit(self, height: int, previous: StoredBlock | None, time_ns: int):
+        """The votes for block height-1: this validator signed; any other validator in the set is absent."""
+        if previous is None:
+            return [], {"height": "0", "round": 0, "block_id": EMPTY_BLOCK_ID, "signatures": []}
+        voters: Validators = self.blockstore.validators(height - 1) or []
+        own = self._key.address
+        votes, signatures = [], []
+        for pubkey, power in voters:
+            address = consensus_address(pubkey)
+            signed = address == own
+            flag = validator_pb2.BLOCK_ID_FLAG_COMMIT if signed else validator_pb2.BLOCK_ID_FLAG_ABSENT
+            votes.append(types_pb2.VoteInfo(validator=types_pb2.Validator(address=address, power=power), block_id_flag=flag))
+            if signed:
+                signature = self._key.private_key.sign(hashing.vote_sign_bytes(self.chain_id, height - 1, previous.block_hash))
+                signatures.append(
+                    {
+                        "block_id_flag": 2,
+                        "validator_address": rpc_encoding.hex_upper(address),
+                        "timestamp": format_time(time_ns),
+                        "signature": rpc_encoding.b64(signature),
+                    }
+                )
+            else:
+                signatures.append({"block_id_flag": 1, "validator_address": "", "timestamp": "0001-01-01T00:00:00Z", "signature": None})
+        last_commit = {"height": str(height - 1), "round": 0, "block_id": previous.block_id, "signatures": signatures}
+        return votes, last_commit
+
+    def _header(self, height, time_ns, previous, txs, last_commit, validators, next_validators, params) -> dict:
+        if previous is None:
+            app_hash = bytes.fromhex(self.blockstore.init_chain["app_hash"])
+            last_results = hashing.last_results_hash([])
+        else:
+            previous_results = self.blockstore.results(height - 1)
+            app_hash = previous_results.app_hash
+            last_results = hashing.last_results_hash(list(previous_results.tx_results))
+        return {
+            "version": {"block": str(BLOCK_PROTOCOL_VERSION), "app": str(self.app_version)},
+            "chain_id": self.chain_id,
+            "height": str(height),
+            "time": format_time(time_ns),
+            "last_block_id": previous.block_id if previous else EMPTY_BLOCK_ID,
+            "last_commit_hash": rpc_encoding.hex_upper(hashing.merkle_root([canonical_json(s) for s in last_commit["signatures"]])),
+            "data_hash": rpc_encoding.hex_upper(hashing.data_hash(txs)),
+            "validators_hash": rpc_encoding.hex_upper(hashing.validators_hash(validators)),
+            "next_validators_hash": rpc_encoding.hex_upper(hashing.validators_hash(next_validators)),
+            "consensus_hash": rpc_encoding.hex_upper(consensus_hash(params)),
+            "app_hash": rpc_encoding.hex_upper(app_hash),
+            "last_results_hash": rpc_encoding.hex_upper(last_results),
+            "evidence_hash": rpc_encoding.hex_upper(hashing.merkle_root([])),
+            "proposer_address": rpc_encoding.hex_upper(self._key.address),
+        }
+
+    def _publish(self, block: StoredBlock, response: types_pb2.ResponseFinalizeBlock) -> None:
+        if not self.events.subscriber_count:
+            return
+        self.events.publish(
+            PublishedEvent(
+                events=block_event_map(response),
+                data=lambda: {
+                    "type": "tendermint/event/NewBlock",
+                    "value": {
+                        "block": rpc_encoding.block_json(block),
+                        "block_id": block.block_id,
+                        "result_finalize_block": rpc_encoding.finalize_block_json(response),
+                    },
+                },
+            )
+        )
+        for index, (tx, result) in enumerate(zip(block.txs, response.tx_results)):
+            self.events.publish(
+                PublishedEvent(
+                    events=tx_event_map(tx, block.height, result),
+                    data=lambda tx=tx, index=index, result=result: rpc_encoding.tx_event_value(tx, block.height, index, result),
+                )
+            )
+
+    async def _maybe_pause(self, point: str, height: int) -> None:
+        if self._pause != (point, height):
+            return
+        marker = pathlib.Path(self.home.paths.data_dir) / f"engine-paused-{point}-{height}"
+        marker.write_text(str(os.getpid()))
+        log.warning("test hook: paused %s at height %d until %s is removed", point, height, marker)
+        while marker.exists():
+            await asyncio.sleep(0.02)
+
+
+def block_event_map(response: types_pb2.ResponseFinalizeBlock) -> dict[str, list[str]]:
+    events: dict[str, list[str]] = {"tm.event": ["NewBlock"]}
+    for event in response.events:
+        for attribute in event.attributes:
+            if event.type and attribute.key:
+                events.setdefault(f"{event.type}.{attribute.key}", []).append(attribute.value)
+    return events
+
+
+def tx_event_map(tx: bytes, height: int, result: types_pb2.ExecTxResult) -> dict[str, list[str]]:
+    events: dict[str, list[str]] = {
+        "tm.event": ["Tx"],
+        "tx.hash": [rpc_encoding.hex_upper(hashing.sha256(tx))],
+        "tx.height": [str(height)],
+    }
+    for event in result.events:
+        for attribute in event.attributes:
+            if event.type and attribute.key:
+                events.setdefault(f"{event.type}.{attribute.key}", []).append(attribute.value)
+    return events
+
+
+def _block_id(block_hash: bytes) -> dict:
+    return {"hash": rpc_encoding.hex_upper(block_hash), "parts": {"total": 1, "hash": rpc_encoding.hex_upper(hashing.parts_hash(block_hash))}}
+
+
+def _parse_pause(value: str) -> tuple[str, int] | None:
+    if not value:
+        return None
+    point, _, height = value.partition(":")
+    if point not in ("before_finalize", "after_finalize", "after_commit") or not height.isdigit():
+        raise EngineError(f"{PAUSE_ENVIRONMENT}={value!r}: expected <before_finalize|after_finalize|after_commit>:<height>")
+    return point, int(height)
+
+
+async def _sleep_or_stop(seconds: float, stop: asyncio.Event) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except asyncio.TimeoutError:
+        pass
+
+
+async def _until_stopped(coroutine, stop: asyncio.Event):
+    """Await `coroutine` unless `stop` is set first (then cancel it and return None)."""
+    task = asyncio.ensure_future(coroutine)
+    stopper = asyncio.ensure_future(stop.wait())
+    done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if task in done:
+        return task.result()
+    task.cancel()
+    try:
+        await task
+    except (asyncio.CancelledError, AppConnectionLost):
+        pass
+    return None
