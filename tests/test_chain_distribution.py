@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chain_helpers import GENESIS_BALANCE, genesis_app_state, test_key
 from trolly.chain.ante import FEE_COLLECTOR
 from trolly.chain.block import Misbehavior
+from trolly.chain.codec import U64_MAX
 from trolly.chain.modules.distribution import split_by_power
 from trolly.chain.proto.bank_pb2 import MsgSend
 from trolly.chain.validators import Validator
@@ -86,3 +89,17 @@ def test_fees_wait_in_the_collector_without_validators(make_chain):
     assert chain.balance(FEE_COLLECTOR) == 5
     assert "distribution_deferred" in [e.type for e in output.events]
     assert chain.genesis_validator_updates == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, U64_MAX), st.lists(st.integers(1, 10**12), min_size=1, max_size=30))
+def test_split_by_power_is_exact_and_fair(amount, powers):
+    validators = validators_with(powers)
+    shares = split_by_power(amount, validators)
+    assert sum(share for _, share in shares) == amount
+    total = sum(powers)
+    for validator, share in shares:
+        floor = amount * validator.power // total
+        assert floor <= share <= floor + 1
+    # more power never means a smaller share
+    assert all(a_share <= b_share for a, a_share in shares for b, b_share in shares if a.power < b.power)
