@@ -118,19 +118,27 @@ import time  # noqa: E402
 class ServerProcess:
     """`python -m trolly.abci_app.server` in its own process, over a real LevelDB store."""
 
-    def __init__(self, db: str, address: str, hash_seed: str = "0", timeout: float = 30.0) -> None:
+    def __init__(self, db: str, address: str, hash_seed: str = "0", timeout: float = 30.0,
+                 argv: list[str] | None = None) -> None:
         env = dict(os.environ, PYTHONHASHSEED=hash_seed, PYTHONUNBUFFERED="1")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "trolly.abci_app.server", "--db", db, "--address", address,
-             "--log-level", "WARNING"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
-        )
+        argv = argv or [sys.executable, "-m", "trolly.abci_app.server", "--db", db, "--address", address,
+                        "--log-level", "WARNING"]
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
         deadline = time.monotonic() + timeout
         line = self.process.stdout.readline()  # "ABCI server listening on ..." once bound
         if "listening on" not in line or time.monotonic() > deadline:
             self.process.kill()
             raise RuntimeError(f"server did not start: {line!r} {self.process.stderr.read()}")
         self.address = line.strip().rsplit(" ", 1)[-1]
+
+    @classmethod
+    def node_start(cls, home: str, address: str, chain_id: str) -> "ServerProcess":
+        """`trolly-node init` then `trolly-node start --home H --abci ADDRESS` (the operator's command)."""
+        script = os.path.join(os.path.dirname(sys.executable), "trolly-node")
+        if not os.path.exists(home):
+            subprocess.run([script, "init", "--home", home, "--chain-id", chain_id], check=True,
+                           capture_output=True, text=True)
+        return cls("", address, argv=[script, "--log-level", "warning", "start", "--home", home, "--abci", address])
 
     def stop(self) -> int:
         """SIGTERM, wait; returns the exit status."""

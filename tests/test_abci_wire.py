@@ -4,6 +4,8 @@ real server process over four connections: Info, InitChain, FinalizeBlock, Commi
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import pytest
 from abci_helpers import CHAIN_ID, ServerProcess, genesis_bytes, key_for, send_tx
@@ -22,14 +24,29 @@ START = 5_000_000
 T0 = 1_700_000_000
 
 
+NODE_SCRIPT = os.path.join(os.path.dirname(sys.executable), "trolly-node")
+
+
 @pytest.fixture
 def paths(tmp_path):
     return str(tmp_path / "application.db"), f"unix://{tmp_path / 'abci.sock'}"
 
 
-def test_independent_client_drives_a_real_server_process(paths):
-    db, address = paths
-    server = ServerProcess(db, address)
+@pytest.fixture(params=["python -m trolly.abci_app.server", "trolly-node start"])
+def launch(request, tmp_path):
+    """Starts (and restarts) the app process the way its launcher does, on the same state each time."""
+    if request.param == "trolly-node start":
+        if not os.path.exists(NODE_SCRIPT):
+            pytest.skip(f"the trolly-node console script is not installed at {NODE_SCRIPT}")
+        home = str(tmp_path / "home")
+        return lambda address: ServerProcess.node_start(home, address, CHAIN_ID)
+    db = str(tmp_path / "application.db")
+    return lambda address: ServerProcess(db, address)
+
+
+def test_independent_client_drives_a_real_server_process(launch, tmp_path):
+    address = f"unix://{tmp_path / 'abci.sock'}"
+    server = launch(address)
     try:
         client = wire.CometLikeClient(server.address)
         info = client.info()
@@ -85,7 +102,7 @@ def test_independent_client_drives_a_real_server_process(paths):
         assert server.stop() == 0, server.stderr()
 
     # A restart reports the last committed height and app hash (the handshake's starting point).
-    restarted = ServerProcess(db, address)
+    restarted = launch(address)
     try:
         client = wire.CometLikeClient(restarted.address)
         info = client.info()
