@@ -111,7 +111,7 @@ def read_secret_line(text: str) -> str:
     if sys.stdin.isatty():
         return click.prompt(text, hide_input=True, err=True)
     click.echo(f"{text}: ", err=True, nl=False)
-    line = click.get_text_stream("stdin").readline()
+    line = sys.stdin.readline()
     click.echo("", err=True)
     return line.rstrip("\r\n")
 
