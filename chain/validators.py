@@ -326,7 +326,9 @@ def encode_unbonding(entry: UnbondingEntry) -> bytes:
 
 def decode_unbonding(raw: bytes) -> UnbondingEntry:
     record = staking_pb2.UnbondingEntry.FromString(raw)
-    return UnbondingEntry(record.operator, record.amount, record.creation_height, record.maturity_height, record.sequence)
+    return UnbondingEntry(
+        record.operator, record.amount, record.creation_height, record.maturity_height, record.sequence
+    )
 
 
 def next_unbonding_sequence(state: State) -> int:

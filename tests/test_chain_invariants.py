@@ -80,3 +80,14 @@ def test_invariant_catches(case, corrupt):
     corrupt(state, chain)
     with pytest.raises(InvariantBroken):
         check_invariants(state)
+
+
+@pytest.mark.xfail(strict=True, raises=InvariantBroken,
+                   reason="bank MsgSend does not refuse module accounts yet: a send into the bonded pool "
+                          "breaks 'bonded pool == sum of stakes' (the bank's owner should block module addresses)")
+def test_send_into_the_bonded_pool_is_refused():
+    from trolly.chain.proto.bank_pb2 import MsgSend
+
+    chain = Chain(validators=1)
+    result = chain.deliver(chain.accounts[0], MsgSend(to=BONDED_POOL, amount=1))  # raises if it went through
+    assert not result.ok

@@ -26,4 +26,5 @@ def process_bond(state: State, ctx: BlockContext, signer: bytes, msg: MsgBond) -
         raise InvalidAmount("stake would exceed 64 bits")
     move_funds(state, signer, BONDED_POOL, msg.amount)
     validator = save_validator(state, dataclasses.replace(validator, stake=validator.stake + msg.amount))
-    ctx.emit(Event.of("bond", operator=encode_address(signer), amount=msg.amount, stake=validator.stake, power=validator.power))
+    operator = encode_address(signer)
+    ctx.emit(Event.of("bond", operator=operator, amount=msg.amount, stake=validator.stake, power=validator.power))

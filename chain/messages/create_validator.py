@@ -36,7 +36,9 @@ def validate_create_validator(msg: MsgCreateValidator) -> None:
     validate_moniker(msg.moniker)
 
 
-def create_validator(state: State, ctx: BlockContext, operator: bytes, pubkey: bytes, stake: int, moniker: str) -> Validator:
+def create_validator(
+    state: State, ctx: BlockContext, operator: bytes, pubkey: bytes, stake: int, moniker: str
+) -> Validator:
     """Shared by the message and by genesis: bond `stake` of `operator`'s balance into a new validator."""
     if get_validator(state, operator) is not None:
         raise ValidatorExists(f"{encode_address(operator)} already operates a validator; use MsgBond to add stake")

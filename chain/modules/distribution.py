@@ -40,7 +40,8 @@ def distribute_fees(state: State, ctx: BlockContext) -> None:
     for validator, share in split_by_power(fees, validators):
         if share:
             move_funds(state, FEE_COLLECTOR, validator.operator, share)
-            ctx.emit(Event.of("reward", operator=encode_address(validator.operator), amount=share, power=validator.power))
+            operator = encode_address(validator.operator)
+            ctx.emit(Event.of("reward", operator=operator, amount=share, power=validator.power))
     ctx.emit(Event.of("distribution", amount=fees, validators=len(validators)))
 
 

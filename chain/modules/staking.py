@@ -164,7 +164,9 @@ def check_validator_power(state: State) -> None:
             raise InvariantBroken(f"validator {name}: consensus address index does not point back to it")
         count += validator.power > 0
     if count != len(active) or count > params.max_validators:
-        raise InvariantBroken(f"{len(active)} active index keys, {count} validators with power, max {params.max_validators}")
+        raise InvariantBroken(
+            f"{len(active)} active index keys, {count} validators with power, max {params.max_validators}"
+        )
 
 
 STAKING = Module(
