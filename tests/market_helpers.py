@@ -60,7 +60,7 @@ def digest(label: str) -> bytes:
 def submit_message(spec: bytes | None = None, **overrides) -> pb.MsgSubmitTask:
     spec = spec if spec is not None else spec_bytes()
     fields = dict(spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=10 * REWARD, workers=2,
-                  rounds=json.loads(spec)["training"]["rounds"] if spec.startswith(b"{") else 2,
+                  rounds=2,
                   reward_per_round=REWARD, collateral=4 * REWARD, join_blocks=10, round_blocks=5,
                   samples_per_worker=2)
     fields.update(overrides)
@@ -68,11 +68,12 @@ def submit_message(spec: bytes | None = None, **overrides) -> pb.MsgSubmitTask:
 
 
 def commit_message(task_id: int, round_: int, worker_label: str, steps: int = INNER_STEPS,
-                   start: bytes | None = None, **overrides) -> pb.MsgCommitRound:
+                   start: bytes | None = None, checkpoint_every: int = CHECKPOINT_EVERY,
+                   **overrides) -> pb.MsgCommitRound:
     fields = dict(task_id=task_id, round=round_, update_hash=digest(f"update/{worker_label}/{round_}"),
                   samples_processed=steps * BATCH, steps=steps,
                   checkpoint_root=digest(f"root/{worker_label}/{round_}"),
-                  num_checkpoints=-(-steps // CHECKPOINT_EVERY) + 1,
+                  num_checkpoints=-(-steps // checkpoint_every) + 1,
                   start_weights_hash=start if start is not None else digest(f"weights/{round_}"),
                   determinism_profile="cpu-x86_64-avx2-t1")
     fields.update(overrides)
@@ -136,11 +137,12 @@ class Market:
         assert self.task(task_id)["status"] == "running"
         return task_id
 
-    def commit(self, task_id: int, round_: int, workers, steps=None, starts=None):
+    def commit(self, task_id: int, round_: int, workers, steps=None, starts=None,
+               checkpoint_every: int = CHECKPOINT_EVERY):
         """One block with a commitment from each of `workers` (steps and start hashes per worker optional)."""
         txs = []
         for i, w in enumerate(workers):
-            kwargs = {}
+            kwargs = {"checkpoint_every": checkpoint_every}
             if steps is not None:
                 kwargs["steps"] = steps[i]
             if starts is not None:
@@ -168,3 +170,17 @@ class Market:
         if strict:
             assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]
         return output
+
+
+def market_snapshot(chain) -> dict:
+    """Every market record plus the escrow balance: equal before and after a refused message."""
+    from trolly.chain.market.store import ESCROW
+
+    records = {k: v for k, v in chain.kv.items.items() if 0x20 <= k[0] <= 0x3f}
+    return {"records": records, "escrow": chain.balance(ESCROW)}
+
+
+def event_actions(output, action: str) -> list[dict]:
+    """Attributes of every `task` event with this action, in a block's end-block events and tx events."""
+    events = list(output.events) + [e for r in output.tx_results for e in r.events]
+    return [dict(e.attributes) for e in events if e.type == "task" and dict(e.attributes).get("action") == action]
