@@ -88,6 +88,8 @@ class Producer:
         self.app_info: types_pb2.ResponseInfo | None = None
         self.fatal: BaseException | None = None
         self.new_block = asyncio.Condition()
+        self.visible_height = blockstore.last_height
+        """The last block the RPC shows: stored AND committed by the app (CometBFT indexes after Commit)."""
         self._key = home.validator_key
         self._pause = _parse_pause(os.environ.get(PAUSE_ENVIRONMENT, ""))
 
@@ -161,6 +163,7 @@ class Producer:
             await self._replay(client, height)
         if store_height >= first:
             log.info("replayed blocks %d..%d into the app", first, store_height)
+        self.visible_height = store_height
         async with self.mempool.lock:
             dropped = await self.mempool.recheck(lambda tx: client.check_tx(tx, recheck=True))
         if dropped:
@@ -281,6 +284,7 @@ class Producer:
         async with self.mempool.lock:
             self.mempool.remove_committed(txs)
             await client.commit()
+            self.visible_height = height
             await self._maybe_pause("after_commit", height)
             dropped = await self.mempool.recheck(lambda tx: client.check_tx(tx, recheck=True))
 

@@ -50,7 +50,7 @@ async def _app_call(coroutine):
 
 
 def _latest_height(node) -> int:
-    return node.blockstore.last_height
+    return node.producer.visible_height
 
 
 def _height(node, height: int | None) -> int:
@@ -89,7 +89,7 @@ async def health(node) -> dict:
 async def status(node) -> dict:
     store = node.blockstore
     home = node.home
-    latest, earliest = store.last_height, store.earliest_height
+    latest, earliest = _latest_height(node), store.earliest_height
     latest_block = store.block(latest) if latest else None
     earliest_block = store.block(earliest) if latest else None
     validators = store.validators(latest + 1) or store.validators(node.producer.initial_height) or []
@@ -196,7 +196,7 @@ async def block(node, height: int | None = None) -> dict:
 
 
 async def block_by_hash(node, hash: bytes = b"") -> dict:
-    for height in range(node.blockstore.last_height, node.blockstore.earliest_height - 1, -1):
+    for height in range(_latest_height(node), node.blockstore.earliest_height - 1, -1):
         stored = node.blockstore.block(height)
         if stored.block_hash == hash:
             return {"block_id": stored.block_id, "block": rpc_encoding.block_json(stored)}
@@ -242,7 +242,7 @@ def _tx_record(node, height: int, index: int, prove: bool) -> dict:
 
 async def tx(node, hash: bytes = b"", prove: bool = False) -> dict:
     position = node.blockstore.tx_position(hash)
-    if position is None:
+    if position is None or position[0] > _latest_height(node):
         raise RpcError(f"tx ({hash.hex().upper()}) not found")
     return _tx_record(node, *position, prove)
 
@@ -259,7 +259,7 @@ def _positions_for(node, query) -> list[tuple[int, int]]:
         candidates = [position] if position else []
     elif query.equality("tx.height") is not None:
         height = int(query.equality("tx.height"))
-        stored = store.block(height) if 0 < height <= store.last_height else None
+        stored = store.block(height) if 0 < height <= _latest_height(node) else None
         candidates = [(height, i) for i in range(len(stored.txs))] if stored else []
     else:
         attribute = next(
@@ -270,10 +270,11 @@ def _positions_for(node, query) -> list[tuple[int, int]]:
         else:
             candidates = [
                 (height, index)
-                for height in range(store.earliest_height, store.last_height + 1)
+                for height in range(store.earliest_height, _latest_height(node) + 1)
                 for index in range(len(store.block(height).txs))
             ]
-    return sorted(set(p for p in candidates if _matches(node, query, p)))
+    visible = _latest_height(node)
+    return sorted(set(p for p in candidates if p[0] <= visible and _matches(node, query, p)))
 
 
 def _matches(node, query, position: tuple[int, int]) -> bool:
