@@ -55,9 +55,20 @@ def decode_address(text: str) -> bytes:
     return bytes(raw)
 
 
+MODULE_ADDRESSES: set[bytes] = set()
+"""Every module account address computed so far (modules compute theirs at import time)."""
+
+
 def module_address(name: str) -> bytes:
-    """Address of a module account (escrow, fee collector, bonded pool); no key can sign for it."""
-    return hashlib.sha256(b"trolly/module/" + name.encode()).digest()[:ADDRESS_LENGTH]
+    """Address of a module account (escrow, fee collector, bonded pool); no key can sign for it, and users
+    cannot send to it directly (tokens sent there would break the module's bookkeeping)."""
+    address = hashlib.sha256(b"trolly/module/" + name.encode()).digest()[:ADDRESS_LENGTH]
+    MODULE_ADDRESSES.add(address)
+    return address
+
+
+def is_module_address(address: bytes) -> bool:
+    return address in MODULE_ADDRESSES
 
 
 def verify_signature(pubkey: bytes, message: bytes, signature: bytes) -> bool:

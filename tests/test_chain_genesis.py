@@ -113,3 +113,18 @@ def test_chain_harness_is_deterministic():
         return chain.kv.items
 
     assert run() == run()
+
+
+@pytest.mark.parametrize("balance", [-5, "-5", 1 << 64, "1.5", 1.5, True])
+def test_genesis_refuses_bad_account_balances(balance):
+    from trolly.chain.app import init_chain
+    from trolly.chain.block import BlockEnv
+    from trolly.chain.crypto import encode_address
+    from trolly.chain.errors import ChainError
+    from trolly.chain.state import MemoryKV, State
+
+    state = State(MemoryKV())
+    app_state = {"accounts": [{"address": encode_address(b"\x07" * 20), "balance": balance}]}
+    with pytest.raises(ChainError, match="genesis amount"):
+        init_chain(state, BlockEnv("c", 1, 0), app_state)
+    assert state.changes() == {} or all(not k.startswith(b"\x01") for k in state.changes())

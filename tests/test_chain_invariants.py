@@ -8,6 +8,8 @@ import dataclasses
 
 import pytest
 
+from trolly.chain.errors import Unauthorized
+
 from chain_helpers import Chain
 from trolly.chain import keys
 from trolly.chain.accounts import add_balance, get_supply, set_supply
@@ -82,12 +84,10 @@ def test_invariant_catches(case, corrupt):
         check_invariants(state)
 
 
-@pytest.mark.xfail(strict=True, raises=InvariantBroken,
-                   reason="bank MsgSend does not refuse module accounts yet: a send into the bonded pool "
-                          "breaks 'bonded pool == sum of stakes' (the bank's owner should block module addresses)")
 def test_send_into_the_bonded_pool_is_refused():
     from trolly.chain.proto.bank_pb2 import MsgSend
 
     chain = Chain(validators=1)
     result = chain.deliver(chain.accounts[0], MsgSend(to=BONDED_POOL, amount=1))  # raises if it went through
     assert not result.ok
+    assert result.code == Unauthorized.code and "module account" in result.log

@@ -2,8 +2,8 @@
 
 from ..accounts import check_amount, move_funds
 from ..block import BlockContext, Event
-from ..crypto import ADDRESS_LENGTH, encode_address
-from ..errors import InvalidAddress
+from ..crypto import ADDRESS_LENGTH, encode_address, is_module_address
+from ..errors import InvalidAddress, Unauthorized
 from ..proto.bank_pb2 import MsgSend
 from ..state import State
 
@@ -15,5 +15,7 @@ def validate_send(msg: MsgSend) -> None:
 
 
 def process_send(state: State, ctx: BlockContext, signer: bytes, msg: MsgSend) -> None:
+    if is_module_address(msg.to):
+        raise Unauthorized(f"{encode_address(msg.to)} is a module account and cannot receive transfers")
     move_funds(state, signer, msg.to, msg.amount)
     ctx.emit(Event.of("transfer", sender=encode_address(signer), recipient=encode_address(msg.to), amount=msg.amount))

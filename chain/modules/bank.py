@@ -5,8 +5,9 @@ from __future__ import annotations
 from .. import keys
 from ..accounts import get_account, get_supply, iterate_accounts, mint
 from ..block import BlockContext
+from ..codec import U64_MAX
 from ..crypto import decode_address, encode_address
-from ..errors import InvalidRequest
+from ..errors import InvalidAmount, InvalidRequest
 from ..messages.send import process_send, validate_send
 from ..module import InvariantBroken, MessageRoute, Module, QueryResult, QueryRoute
 from ..params import AuthParams
@@ -26,6 +27,8 @@ def init_bank_genesis(state: State, ctx: BlockContext, app_state: dict) -> None:
 def parse_genesis_amount(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, str) and not value.isdigit()):
         raise InvalidRequest(f"genesis amount must be a non-negative integer, got {value!r}")
+    if int(value) < 0 or int(value) > U64_MAX:
+        raise InvalidAmount(f"genesis amount must be a non-negative integer below 2^64, got {value!r}")
     return int(value)
 
 
