@@ -1,0 +1,90 @@
+"""A content-addressed blob store on the local filesystem.
+
+Layout under the root: `blobs/<first two hex>/<hex>` and
+`tasks/<task_id>/rounds/<round>/checkpoints.json`. Writes go to a temporary file in the same directory and
+are renamed into place, so a crash never leaves a partial blob under a valid name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import tempfile
+
+from .errors import BlobHashMismatch, BlobNotFound, BlobTooLarge, InvalidBlobHash
+
+DEFAULT_MAX_BLOB_SIZE = 256 * 1024 * 1024
+_HEX = frozenset("0123456789abcdef")
+
+
+def check_blob_hash(digest: str) -> str:
+    if not isinstance(digest, str) or len(digest) != 64 or not set(digest) <= _HEX:
+        raise InvalidBlobHash(f"blob hash must be 64 lower-case hex digits, got {str(digest)[:80]!r}")
+    return digest
+
+
+def _write_atomically(path: pathlib.Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        pathlib.Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+class BlobStore:
+    def __init__(self, root: str | os.PathLike, max_blob_size: int = DEFAULT_MAX_BLOB_SIZE) -> None:
+        self.root = pathlib.Path(root)
+        self.max_blob_size = max_blob_size
+        (self.root / "blobs").mkdir(parents=True, exist_ok=True)
+
+    def path(self, digest: str) -> pathlib.Path:
+        check_blob_hash(digest)
+        return self.root / "blobs" / digest[:2] / digest
+
+    def has(self, digest: str) -> bool:
+        return self.path(digest).is_file()
+
+    def put(self, data: bytes, expected: str | None = None) -> str:
+        """Store `data`; returns its hex sha256. With `expected`, refuse bytes that hash to anything else."""
+        if len(data) > self.max_blob_size:
+            raise BlobTooLarge(f"blob of {len(data)} bytes exceeds the limit of {self.max_blob_size}")
+        digest = hashlib.sha256(data).hexdigest()
+        if expected is not None and check_blob_hash(expected) != digest:
+            raise BlobHashMismatch(f"bytes hash to {digest}, not {expected}")
+        path = self.path(digest)
+        if not path.is_file():
+            _write_atomically(path, data)
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        path = self.path(digest)
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise BlobNotFound(f"blob {digest} is not in the store") from None
+
+    def _listing_path(self, task_id: int, round_index: int) -> pathlib.Path:
+        for name, value in (("task_id", task_id), ("round", round_index)):
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**64:
+                raise ValueError(f"{name} must be an unsigned 64-bit integer, got {value!r}")
+        return self.root / "tasks" / str(task_id) / "rounds" / str(round_index) / "checkpoints.json"
+
+    def set_checkpoints(self, task_id: int, round_index: int, hashes: list[str]) -> None:
+        """Record a round's checkpoint hashes (in checkpoint order); each must already be stored."""
+        for digest in hashes:
+            if not self.has(digest):
+                raise BlobNotFound(f"checkpoint {digest} is not in the store")
+        document = json.dumps({"checkpoint_hashes": list(hashes)}, separators=(",", ":")).encode()
+        _write_atomically(self._listing_path(task_id, round_index), document)
+
+    def get_checkpoints(self, task_id: int, round_index: int) -> list[str]:
+        try:
+            return json.loads(self._listing_path(task_id, round_index).read_bytes())["checkpoint_hashes"]
+        except FileNotFoundError:
+            raise BlobNotFound(f"no checkpoints recorded for task {task_id} round {round_index}") from None

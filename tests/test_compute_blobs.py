@@ -1,0 +1,194 @@
+"""The blob service on loopback: content addressing, owner-only writes, size limits, retries, hash checks."""
+
+import asyncio
+import hashlib
+
+import pytest
+from aiohttp import web
+
+from trolly.compute.blobs import (BlobClient, BlobHashMismatch, BlobNotFound, BlobRejected, BlobServer, BlobStore,
+                                  BlobTooLarge, BlobUnavailable, InvalidBlobHash, RetryPolicy, fetch_dataset)
+from trolly.compute.data import build_dataset
+
+FAST = RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.05, request_timeout=5)
+TOKEN = "owner-secret"
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+async def serve(tmp_path, **options):
+    server = BlobServer(BlobStore(tmp_path / "store", **options), owner_token=TOKEN)
+    await server.start()
+    return server
+
+
+async def start_app(app):
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+
+def test_put_then_fetch_returns_the_same_bytes(tmp_path):
+    async def scenario():
+        server = await serve(tmp_path)
+        try:
+            async with BlobClient(server.url, owner_token=TOKEN, retry=FAST) as client:
+                digest = await client.put(b"hello blob")
+                assert digest == hashlib.sha256(b"hello blob").hexdigest()
+                assert await client.put(b"hello blob") == digest  # idempotent
+                assert await client.fetch(digest) == b"hello blob"
+                with pytest.raises(BlobNotFound):
+                    await client.fetch("00" * 32)
+                with pytest.raises(InvalidBlobHash):
+                    await client.fetch("not-a-hash")
+        finally:
+            await server.stop()
+    run(scenario())
+
+
+def test_only_the_owner_may_write(tmp_path):
+    async def scenario():
+        server = await serve(tmp_path)
+        try:
+            async with BlobClient(server.url, owner_token="wrong", retry=FAST) as client:
+                with pytest.raises(BlobRejected, match="401"):
+                    await client.put(b"data")
+            async with BlobClient(server.url, retry=FAST) as anonymous:
+                with pytest.raises(BlobRejected, match="401"):
+                    await anonymous.put(b"data")
+            assert not server.store.has(hashlib.sha256(b"data").hexdigest())
+        finally:
+            await server.stop()
+    run(scenario())
+
+
+def test_a_put_whose_body_does_not_match_its_name_is_refused(tmp_path):
+    async def scenario():
+        server = await serve(tmp_path)
+        try:
+            async with BlobClient(server.url, owner_token=TOKEN, retry=FAST) as client:
+                with pytest.raises(BlobHashMismatch):
+                    await client._send("PUT", "/blobs/" + "ab" * 32, b"other bytes", "application/octet-stream")
+            assert not server.store.has("ab" * 32)
+        finally:
+            await server.stop()
+    run(scenario())
+
+
+def test_size_limits_are_enforced_by_server_and_client(tmp_path):
+    async def scenario():
+        server = await serve(tmp_path, max_blob_size=1000)
+        try:
+            async with BlobClient(server.url, owner_token=TOKEN, retry=FAST) as client:
+                with pytest.raises(BlobTooLarge):
+                    await client.put(b"x" * 2000)
+                digest = await client.put(b"y" * 900)
+            async with BlobClient(server.url, retry=FAST, max_blob_size=100) as small:
+                with pytest.raises(BlobTooLarge):
+                    await small.fetch(digest)
+        finally:
+            await server.stop()
+    run(scenario())
+
+
+def test_a_blob_with_a_wrong_hash_is_refused_and_a_good_server_is_used_instead(tmp_path):
+    good_bytes = b"the real checkpoint"
+    digest = hashlib.sha256(good_bytes).hexdigest()
+
+    async def lying(request):
+        return web.Response(body=b"forged checkpoint")
+
+    async def scenario():
+        app = web.Application()
+        app.router.add_get("/blobs/{digest}", lying)
+        runner, rogue_url = await start_app(app)
+        server = await serve(tmp_path)
+        try:
+            server.store.put(good_bytes)
+            async with BlobClient([rogue_url], retry=FAST) as client:
+                with pytest.raises(BlobHashMismatch):
+                    await client.fetch(digest)
+            async with BlobClient([rogue_url, server.url], retry=FAST) as client:
+                assert await client.fetch(digest) == good_bytes
+        finally:
+            await server.stop()
+            await runner.cleanup()
+    run(scenario())
+
+
+def test_transient_server_errors_are_retried_with_backoff(tmp_path):
+    payload = b"eventually"
+    calls = []
+
+    async def flaky(request):
+        calls.append(asyncio.get_running_loop().time())
+        if len(calls) < 3:
+            return web.Response(status=503)
+        return web.Response(body=payload)
+
+    async def scenario():
+        app = web.Application()
+        app.router.add_get("/blobs/{digest}", flaky)
+        runner, url = await start_app(app)
+        try:
+            policy = RetryPolicy(attempts=4, initial_delay=0.05, max_delay=1.0, request_timeout=5)
+            async with BlobClient(url, retry=policy) as client:
+                assert await client.fetch(hashlib.sha256(payload).hexdigest()) == payload
+        finally:
+            await runner.cleanup()
+    run(scenario())
+    assert len(calls) == 3
+    gaps = [b - a for a, b in zip(calls, calls[1:])]
+    assert gaps[0] >= 0.04 and gaps[1] >= 0.09  # 0.05 then 0.1: exponential
+
+
+def test_an_unreachable_server_ends_in_blob_unavailable():
+    async def scenario():
+        async with BlobClient("http://127.0.0.1:9", retry=FAST) as client:
+            with pytest.raises(BlobUnavailable, match="3 attempts"):
+                await client.fetch("00" * 32)
+    run(scenario())
+
+
+def test_checkpoint_listing_round_trips_and_needs_stored_blobs(tmp_path):
+    async def scenario():
+        server = await serve(tmp_path)
+        try:
+            async with BlobClient(server.url, owner_token=TOKEN, retry=FAST) as client:
+                hashes = [await client.put(bytes([i]) * 10) for i in range(3)]
+                await client.put_checkpoints(7, 2, hashes)
+                assert await client.checkpoint_hashes(7, 2) == hashes
+                with pytest.raises(BlobNotFound):
+                    await client.checkpoint_hashes(7, 3)
+                with pytest.raises(BlobRejected, match="not in the store"):
+                    await client.put_checkpoints(7, 4, ["cd" * 32])
+        finally:
+            await server.stop()
+    run(scenario())
+
+
+def test_a_dataset_is_fetched_and_checked_over_http(tmp_path):
+    blobs = build_dataset("digits")
+
+    async def scenario():
+        server = await serve(tmp_path)
+        try:
+            for data in blobs.all_blobs().values():
+                server.store.put(data)
+            async with BlobClient(server.url, retry=FAST) as client:
+                return await fetch_dataset(client, blobs.manifest_hash)
+        finally:
+            await server.stop()
+    dataset = run(scenario())
+    assert dataset.train_inputs.shape == (1437, 64)
+
+
+def test_store_refuses_mismatched_bytes_and_leaves_nothing_behind(tmp_path):
+    store = BlobStore(tmp_path)
+    with pytest.raises(BlobHashMismatch):
+        store.put(b"abc", expected="00" * 32)
+    assert not any(path.is_file() for path in (tmp_path / "blobs").rglob("*"))
