@@ -95,13 +95,15 @@ def split_evenly(amount: int, recipients: list[bytes]) -> list[tuple[bytes, int]
 
 
 def split_by_power(amount: int, recipients: list[tuple[bytes, int]]) -> list[tuple[bytes, int]]:
-    """`amount` shared in proportion to power; the remainder goes one utrl each by descending power, then
-    ascending address, so the whole amount is handed out."""
+    """`amount` shared in proportion to power (largest remainder: the utrl left after rounding down go one
+    each to the largest fractional parts, ties by ascending address), so the whole amount is handed out and
+    nobody is more than one utrl from its exact share."""
     total = sum(power for _, power in recipients)
     if total == 0:
         return split_evenly(amount, [r for r, _ in recipients])
     shares = {r: amount * power // total for r, power in recipients}
     remainder = amount - sum(shares.values())
-    for r, _ in sorted(recipients, key=lambda item: (-item[1], item[0]))[:remainder]:
+    by_fraction = sorted(recipients, key=lambda item: (-(amount * item[1] % total), item[0]))
+    for r, _ in by_fraction[:remainder]:
         shares[r] += 1
     return sorted(shares.items())

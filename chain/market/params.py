@@ -21,10 +21,11 @@ stays honest when the expected loss beats the gain:
 
 The chain enforces it at `SubmitTask`: the collateral must be at least
 `max(min_collateral, max over k = 1..n of ceil((k * C / n + V) / p(k)) - R)`, computed exactly with
-integers (`minimum_collateral`). The worst case is the smallest cheat, k = 1, where p = s / n is lowest:
-with n = 5 segments (50 inner steps, checkpoints every 10), s = 2 and V = R, it asks for
-S >= (R/5 + R) * 5/2 - R = 2R, twice the worker's pay per round. More samples make it cheaper (s = 5 of
-n = 5 catches every cheat, S >= R/5 + R - R = R/5 — the floor `min_collateral` then applies); longer rounds
+integers (`minimum_collateral`). Small cheats are the hard ones to catch (k = 1: p = s / n), big ones
+save the most (k = n: p = 1, gain C + V). With n = 5 segments (50 inner steps, checkpoints every 10),
+s = 2 and V = R, k = 1 asks for S >= (R/5 + R) * 5/2 - R = 2R, twice the worker's pay per round. Sampling
+every segment (s = n) catches any cheat, and then S >= C + V - R = V: with V = R, one round's pay; with
+V = 0 the floor `min_collateral` applies. More samples make honest work cheaper to secure; longer rounds
 with more segments make it dearer, so requesters choose samples_per_worker against their segment count.
 
 Missing a round is not cheating but it stalls everyone else: the worker loses `missed_round_penalty_bps` of
