@@ -307,6 +307,8 @@ async def tx_search(node, query: str = "", prove: bool = False, page: int | None
 
 
 async def check_tx(node, tx: bytes = b"") -> dict:
+    """The app's CheckTx without the mempool. Like CometBFT's, it goes over the mempool connection, so an app
+    with a mempool overlay counts the tx there until the next Commit."""
     response = await _app_call(_client(node).check_tx(tx))
     return rpc_encoding.check_tx_json(response)
 
