@@ -1,0 +1,204 @@
+"""`trolly-localnet`: a whole Trolly network on this machine.
+
+    trolly-localnet up        start (initializing on first use) and supervise until Ctrl-C
+    trolly-localnet up -d     start in the background; `down` stops it
+    trolly-localnet status    what runs, the chain height
+    trolly-localnet logs NAME one service's log (-f to follow)
+    trolly-localnet down      stop every process of this localnet
+    trolly-localnet reset     stop and delete the localnet's state
+    trolly-localnet demo      up, then train and settle a real task, then down
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from trolly.wallet.errors import WalletError
+from trolly.wallet.rpc import RpcClient
+
+from .layout import LocalnetConfig, LocalnetError
+from .network import Localnet
+
+console = Console(stderr=True)
+
+home_option = click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("localnet-home"),
+    envvar="TROLLY_LOCALNET_HOME",
+    show_default=True,
+    help="Directory holding the whole localnet (env TROLLY_LOCALNET_HOME).",
+)
+
+
+def network_options(function):
+    options = [
+        click.option("--engine", type=click.Choice(["solo", "cometbft"]), default="solo", show_default=True,
+                     help="Consensus: the built-in solo engine (one validator) or real CometBFT processes."),
+        click.option("--validators", type=click.IntRange(1, 16), default=1, show_default=True,
+                     help="Validators (more than one needs --engine cometbft)."),
+        click.option("--workers", type=click.IntRange(0, 16), default=3, show_default=True, help="Worker processes."),
+        click.option("--slow-workers", type=click.IntRange(0, 16), default=1, show_default=True,
+                     help="How many of the workers declare themselves slower (heterogeneous hardware)."),
+        click.option("--base-port", type=click.IntRange(1024, 65000), default=26657, show_default=True,
+                     help="First port: RPC of node 0; others are offsets from it."),
+        click.option("--block-time", default="500ms", show_default=True, help="Block interval of the solo engine."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def config_from(engine, validators, workers, slow_workers, base_port, block_time) -> LocalnetConfig:
+    if slow_workers > workers:
+        raise click.BadParameter("cannot have more slow workers than workers", param_hint="--slow-workers")
+    return LocalnetConfig(engine=engine, validators=validators, workers=workers, slow_workers=slow_workers,
+                          base_port=base_port, block_time=block_time)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+def main(verbose: bool) -> None:
+    """Run a whole Trolly network (node, verifier, workers) on this machine, bound to loopback."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", datefmt="%H:%M:%S")
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]Error:[/red] {message}")
+    sys.exit(1)
+
+
+@main.command()
+@home_option
+@network_options
+@click.option("-d", "--detach", is_flag=True, help="Start in the background and return; `down` stops it.")
+def up(home, detach, **options) -> None:
+    """Start the localnet (initializing it on first use) and supervise it until Ctrl-C."""
+    net = Localnet(home, config_from(**options))
+    try:
+        config = net.up()
+    except (LocalnetError, WalletError, OSError) as exc:
+        _fail(str(exc))
+    _print_summary(net, config)
+    if detach:
+        return
+    stop = {"flag": False}
+
+    def request_stop(signum, frame):
+        stop["flag"] = True
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    console.print("Supervising; Ctrl-C stops every process.")
+    reported: set[str] = set()
+    while not stop["flag"]:
+        for name, code in net.supervisor.exited().items():
+            if name not in reported:
+                reported.add(name)
+                console.print(f"[yellow]{name} exited with code {code}[/yellow]; log: {net.supervisor.log_file(name)}")
+        if not net.running_services():
+            console.print("[red]every service has exited[/red]")
+            break
+        time.sleep(0.5)
+    stopped = net.down()
+    console.print(f"stopped {len(stopped)} service(s)")
+
+
+def _print_summary(net: Localnet, config: LocalnetConfig) -> None:
+    console.print(f"Localnet [bold]{config.chain_id}[/bold] is up in {net.layout.home}")
+    console.print(f"  RPC:     {config.rpc_url(0)}")
+    console.print(f"  wallet:  trolly-wallet --home {net.layout.wallet_home} --keyring-backend test "
+                  f"--node {config.rpc_url(0)} ...  (keys: requester, validator-N, worker-N)")
+    console.print(f"  logs:    trolly-localnet logs NAME --home {net.layout.home}")
+
+
+@main.command()
+@home_option
+def down(home) -> None:
+    """Stop every process of this localnet (nothing is deleted)."""
+    stopped = Localnet(home).down()
+    console.print(f"stopped {len(stopped)} service(s)" if stopped else "nothing was running")
+
+
+@main.command()
+@home_option
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def status(home, output) -> None:
+    """Show the localnet's services and the chain height."""
+    import json
+
+    net = Localnet(home)
+    if not net.layout.exists():
+        _fail(f"no localnet at {net.layout.home}")
+    config = net.config
+    services = {name: {"pid": record["pid"], "running": net.supervisor.is_running(name)}
+                for name, record in net.supervisor.records().items()}
+    height = None
+    try:
+        with RpcClient(config.rpc_url(0), timeout=2.0) as client:
+            height = client.status().latest_block_height
+    except (WalletError, OSError):
+        pass
+    if output == "json":
+        click.echo(json.dumps({"home": str(net.layout.home), "chain_id": config.chain_id, "height": height,
+                               "rpc": config.rpc_url(0), "services": services}, sort_keys=True))
+        return
+    table = Table(title=f"localnet {config.chain_id} at {net.layout.home}")
+    for column in ("service", "pid", "state"):
+        table.add_column(column)
+    for name, info in services.items():
+        table.add_row(name, str(info["pid"]), "[green]running[/green]" if info["running"] else "[red]stopped[/red]")
+    Console().print(table)
+    click.echo(f"chain height: {height if height is not None else 'node not answering'}")
+
+
+@main.command()
+@home_option
+@click.argument("name", required=False)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines.")
+@click.option("-n", "--lines", default=50, show_default=True, help="Lines from the end to show first.")
+def logs(home, name, follow, lines) -> None:
+    """Print a service's log (without NAME: list the logs)."""
+    net = Localnet(home)
+    log_dir = net.supervisor.log_dir
+    if name is None:
+        for path in sorted(log_dir.glob("*.log")) if log_dir.is_dir() else []:
+            click.echo(path.stem)
+        return
+    path = net.supervisor.log_file(name)
+    if not path.exists():
+        _fail(f"no log for {name!r} in {log_dir}")
+    with open(path, "r", errors="replace") as handle:
+        for line in handle.readlines()[-lines:]:
+            click.echo(line, nl=False)
+        while follow:
+            line = handle.readline()
+            if line:
+                click.echo(line, nl=False)
+            else:
+                time.sleep(0.2)
+
+
+@main.command()
+@home_option
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def reset(home, yes) -> None:
+    """Stop the localnet and delete all its state (chain, keys, logs)."""
+    net = Localnet(home)
+    if not yes and net.layout.home.exists():
+        click.confirm(f"Delete {net.layout.home} and everything in it?", abort=True)
+    net.reset()
+    console.print(f"removed {net.layout.home}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""Where everything of a localnet lives, which keys it uses, and how its files are generated.
+
+One directory holds a whole network:
+
+    <home>/localnet.json          what `up` needs to know (engine, validators, workers, ports, chain id)
+    <home>/wallet/                wallet home with a `test` keyring: requester, validator-<i>, worker-<i>
+    <home>/nodes/node-<i>/        CometBFT-compatible node homes (config/, data/)
+    <home>/workers/worker-<i>/    worker homes
+    <home>/verifiers/verifier-<i>/  verifier homes
+    <home>/logs/, <home>/run/     service logs and pid files
+
+Keys come from the public dev mnemonic (`trolly.chain.hd.DEV_MNEMONIC`) at fixed indices, so a localnet is
+reproducible and its accounts are known in advance. They are for local testing only.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from trolly.abci_app.home import (
+    GenesisValidator,
+    NodeConfig,
+    ValidatorKey,
+    build_app_state,
+    build_genesis,
+    write_home,
+)
+from trolly.chain.crypto import encode_address
+from trolly.chain.hd import COIN_TYPE, DEV_MNEMONIC, dev_key
+
+CHAIN_ID = "trolly-localnet"
+REQUESTER_INDEX = 100
+WORKER_INDEX_BASE = 200
+VALIDATOR_INDEX_BASE = 0
+
+ACCOUNT_BALANCE = 1_000_000_000_000  # 1,000,000 TRL each
+VALIDATOR_STAKE = 10_000_000  # 10 TRL = 10 power
+
+LOCALNET_PARAMS = {
+    "auth": {"min_fee": 0},
+    "staking": {"unbonding_blocks": 10, "max_evidence_age_blocks": 10},
+}
+"""Short periods so that a developer sees unbonding and deadlines happen within seconds."""
+
+
+class LocalnetError(Exception):
+    """A localnet operation failed in a way the user can act on."""
+
+
+@dataclass(frozen=True)
+class LocalnetConfig:
+    engine: str = "solo"
+    validators: int = 1
+    workers: int = 3
+    slow_workers: int = 1
+    base_port: int = 26657
+    block_time: str = "500ms"
+    chain_id: str = CHAIN_ID
+
+    def rpc_port(self, index: int = 0) -> int:
+        return self.base_port + 10 * index
+
+    def abci_port(self, index: int) -> int:
+        return self.base_port + 10 * index + 1
+
+    def p2p_port(self, index: int) -> int:
+        return self.base_port + 10 * index + 2
+
+    def blob_port(self, worker: int) -> int:
+        return self.base_port + 100 + worker
+
+    def rpc_url(self, index: int = 0) -> str:
+        return f"http://127.0.0.1:{self.rpc_port(index)}"
+
+
+def derivation_path(index: int) -> str:
+    return f"m/44'/{COIN_TYPE}'/0'/0'/{index}'"
+
+
+def key_names(config: LocalnetConfig) -> dict[str, int]:
+    """Keyring name -> index on the dev mnemonic."""
+    names = {"requester": REQUESTER_INDEX}
+    names.update({f"validator-{i}": VALIDATOR_INDEX_BASE + i for i in range(config.validators)})
+    names.update({f"worker-{i}": WORKER_INDEX_BASE + i for i in range(config.workers)})
+    return names
+
+
+class Layout:
+    def __init__(self, home: Path) -> None:
+        self.home = Path(home).resolve()
+
+    @property
+    def config_file(self) -> Path:
+        return self.home / "localnet.json"
+
+    @property
+    def wallet_home(self) -> Path:
+        return self.home / "wallet"
+
+    def node_home(self, index: int) -> Path:
+        return self.home / "nodes" / f"node-{index}"
+
+    def worker_home(self, index: int) -> Path:
+        return self.home / "workers" / f"worker-{index}"
+
+    def verifier_home(self, index: int) -> Path:
+        return self.home / "verifiers" / f"verifier-{index}"
+
+    def app_socket(self, index: int) -> Path:
+        return self.node_home(index) / "data" / "app.sock"
+
+    def exists(self) -> bool:
+        return self.config_file.is_file()
+
+    def load(self) -> LocalnetConfig:
+        if not self.exists():
+            raise LocalnetError(f"no localnet at {self.home}: run `trolly-localnet up` first")
+        return LocalnetConfig(**json.loads(self.config_file.read_text()))
+
+    def save(self, config: LocalnetConfig) -> None:
+        self.config_file.write_text(json.dumps(asdict(config), indent=2) + "\n")
+
+    def remove(self) -> None:
+        if self.home.exists():
+            shutil.rmtree(self.home)
+
+
+def localnet_genesis(config: LocalnetConfig, validator_keys: list[ValidatorKey]) -> dict:
+    """Every localnet account funded; validator i bonded from validator-i's account."""
+    names = key_names(config)
+    accounts = {encode_address(dev_key(index).address): ACCOUNT_BALANCE for index in names.values()}
+    validators = [
+        GenesisValidator(
+            key.pubkey, encode_address(dev_key(VALIDATOR_INDEX_BASE + i).address), VALIDATOR_STAKE, f"validator-{i}"
+        )
+        for i, key in enumerate(validator_keys)
+    ]
+    app_state = build_app_state(accounts, validators, params=LOCALNET_PARAMS)
+    return build_genesis(config.chain_id, app_state, validators)
+
+
+def init_localnet(layout: Layout, config: LocalnetConfig) -> None:
+    """Write every file of a fresh localnet (refuses an existing one: `reset` first)."""
+    if layout.exists():
+        raise LocalnetError(f"{layout.home} already holds a localnet; use `trolly-localnet reset` for a clean one")
+    if config.engine == "solo" and config.validators != 1:
+        raise LocalnetError("the solo engine runs exactly one validator; use --engine cometbft for more")
+    layout.home.mkdir(parents=True, exist_ok=True)
+    validator_keys = [ValidatorKey.generate() for _ in range(config.validators)]
+    node_keys = [ValidatorKey.generate() for _ in range(config.validators)]
+    genesis = localnet_genesis(config, validator_keys)
+    peers = ",".join(
+        f"{node_keys[i].node_id}@127.0.0.1:{config.p2p_port(i)}" for i in range(config.validators)
+    )
+    for i in range(config.validators):
+        node_config = NodeConfig(
+            moniker=f"validator-{i}",
+            proxy_app=f"tcp://127.0.0.1:{config.abci_port(i)}",
+            rpc_laddr=f"tcp://127.0.0.1:{config.rpc_port(i)}",
+            p2p_laddr=f"tcp://127.0.0.1:{config.p2p_port(i)}",
+            persistent_peers=",".join(p for j, p in enumerate(peers.split(",")) if j != i),
+            addr_book_strict=False,
+            allow_duplicate_ip=True,
+            timeout_commit=config.block_time,
+            prometheus_listen_addr="",
+        )
+        write_home(layout.node_home(i), genesis, validator_keys[i], node_key=node_keys[i], config=node_config)
+    write_test_keyring(layout, config)
+    layout.save(config)
+
+
+def write_test_keyring(layout: Layout, config: LocalnetConfig) -> None:
+    from trolly.wallet.keyring import Keyring
+
+    keyring = Keyring(layout.wallet_home, backend="test")
+    for name, index in key_names(config).items():
+        if not keyring.exists(name):
+            keyring.recover(name, DEV_MNEMONIC, path=derivation_path(index))
