@@ -162,7 +162,7 @@ class TrollyApplication:
     def info(self, request: abci.RequestInfo) -> abci.ResponseInfo:
         """The last COMMITTED height and app hash: CometBFT replays any block after it."""
         height = self.store.last_height
-        log.info("Info from CometBFT %s: app at height %d", request.version or "?", height)
+        log.debug("Info from %s: app at height %d", request.version or "?", height)
         return abci.ResponseInfo(
             data=APP_NAME, version=_software_version(), app_version=APP_VERSION,
             last_block_height=height, last_block_app_hash=self.store.last_app_hash if height > 0 else b"",

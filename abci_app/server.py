@@ -145,6 +145,8 @@ class AbciServer:
             pass
         except (ConnectionError, OSError) as exc:
             log.info("%s: connection lost: %s", name, exc)
+        except Exception:  # a bug in the server itself: lose this connection, never the server
+            log.exception("%s: closing connection after an unexpected error", name)
         finally:
             self._connections.discard(task)
             writer.close()
@@ -179,15 +181,15 @@ class AbciServer:
         """Call the application for one request; an exception becomes an ABCI `exception` response."""
         try:
             result = getattr(self.app, case)(getattr(request, case))
+            response = abci.Response()
+            getattr(response, case).CopyFrom(result)
+            return response
         except AbciAppError as error:
             log.error("%s: %s refused: %s", name, case, error)
             return abci.Response(exception=abci.ResponseException(error=f"{case}: {error}"))
         except Exception as error:  # a bug: report it to the engine (which halts) and keep the traceback
             log.exception("%s: bug while handling %s", name, case)
             return abci.Response(exception=abci.ResponseException(error=f"{case}: {type(error).__name__}: {error}"))
-        response = abci.Response()
-        getattr(response, case).CopyFrom(result)
-        return response
 
 
 FLUSH_FRAME = encode_frame(abci.Response(flush=abci.ResponseFlush()).SerializeToString())

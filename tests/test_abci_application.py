@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from abci_helpers import CHAIN_ID, FakeStore, genesis_bytes, key_for, send_tx
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -20,12 +22,11 @@ from trolly.abci_app.proto.tendermint.abci import types_pb2 as abci
 from trolly.abci_app.proto.tendermint.types import validator_pb2
 from trolly.chain import app as chain_app
 from trolly.chain import errors
-from trolly.chain.accounts import encode_account, Account
+from trolly.chain.accounts import Account, encode_account
 from trolly.chain.crypto import encode_address
 from trolly.chain.keys import account_key
 from trolly.chain.merkle import PROOF_OP_TYPE
 from trolly.chain.proto import tx_pb2
-from trolly.chain.proto.bank_pb2 import MsgSend
 from trolly.chain.state import State
 from trolly.chain.tx import sign_bytes
 
@@ -398,3 +399,33 @@ def test_error_code_maps_a_chain_error_and_refuses_anything_else():
     assert (mapped.code, mapped.codespace, mapped.log) == (6, "trolly", "balance 1utrl is less than 2utrl")
     with pytest.raises(TypeError):
         error_code(ValueError("a bug"))
+
+
+# -- property-based: tx decoding through the adapter --------------------------------------------------------------
+PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@PROPERTY_SETTINGS
+@given(st.binary(max_size=400))
+def test_arbitrary_bytes_never_crash_check_tx_and_never_pass(raw):
+    app, store = started()
+    commit_block(app, 1, [])
+    response = app.check_tx(abci.RequestCheckTx(tx=raw))
+    assert response.code != 0 and response.log and response.codespace == "trolly"
+    assert app.check_tx(abci.RequestCheckTx(tx=send_tx(ALICE, CAROL.address, 1, 0))).code == 0
+
+
+@PROPERTY_SETTINGS
+@given(st.data())
+def test_any_single_byte_change_to_a_signed_tx_is_refused(data):
+    app, _ = started()
+    empty = commit_block(app, 1, [])
+    good = bytearray(send_tx(ALICE, CAROL.address, 1234, 0))
+    position = data.draw(st.integers(min_value=0, max_value=len(good) - 1))
+    good[position] ^= data.draw(st.integers(min_value=1, max_value=255))
+    mutated = bytes(good)
+    assert app.check_tx(abci.RequestCheckTx(tx=mutated)).code != 0
+    assert app.process_proposal(abci.RequestProcessProposal(txs=[mutated], height=2)).status == \
+        abci.ResponseProcessProposal.REJECT
+    block = finalize(app, 2, [mutated])
+    assert block.tx_results[0].code != 0 and block.app_hash == empty.app_hash
