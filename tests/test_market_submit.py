@@ -81,7 +81,8 @@ def mutated(path: list[str], value) -> bytes:
     mutated(["model", "arch"], KeyError),
     mutated(["dataset", "name"], "imagenet"),
     mutated(["dataset", "manifest_hash"], "AB" * 32),
-    mutated(["dataset", "urls"], []),
+    mutated(["dataset", "urls"], "http://x"),
+    mutated(["dataset", "extra"], 1),
     mutated(["dataset", "urls"], ["ftp://x"]),
     mutated(["training", "inner_steps"], 0),
     mutated(["training", "inner_steps"], 20.0),
@@ -91,14 +92,39 @@ def mutated(path: list[str], value) -> bytes:
     mutated(["training", "rounds"], 3),
     mutated(["training", "inner_optimizer"], {"lr": 0.1}),
     mutated(["training", "outer_optimizer", "lr"], "fast"),
+    mutated(["training", "outer_optimizer", "lr"], 0),
+    mutated(["training", "outer_optimizer", "momentum"], 1.0),
+    mutated(["training", "inner_optimizer", "name"], "sgd"),
+    mutated(["training", "inner_optimizer", "lr"], 1e400),
+    mutated(["training", "inner_optimizer", "beta3"], 0.5),
     mutated(["codec"], 7),
-    mutated(["determinism"], KeyError),
+    mutated(["codec"], "gzip"),
+    mutated(["determinism"], {"threads": 0}),
+    mutated(["determinism", "instruction_set"], "sse"),
 ], ids=lambda s: s[:40].decode("utf-8", "replace"))
 def test_specs_that_break_the_schema_are_refused(market, spec):
     chain = market.chain
     before = market_snapshot(chain)
     assert_fails(chain.deliver(market.requester, submit_message(spec=spec, rounds=2)), InvalidSpec)
     assert market_snapshot(chain) == before
+
+
+def test_optional_sections_may_be_left_out_as_in_compute(market):
+    spec = json.loads(spec_bytes())
+    del spec["determinism"], spec["dataset"]["urls"], spec["training"]["inner_optimizer"]
+    assert market.chain.deliver(market.requester, submit_message(spec=json.dumps(spec).encode())).ok
+
+
+def test_the_chain_accepts_exactly_what_compute_parses(market):
+    compute_spec = pytest.importorskip("trolly.compute.spec", reason="needs trolly.compute.spec (compute package)")
+    for raw in [spec_bytes(), mutated(["training", "inner_optimizer", "lr"], 20), mutated(["codec"], "zip")]:
+        try:
+            compute_spec.parse_spec(raw)
+            compute_ok = True
+        except compute_spec.SpecError:
+            compute_ok = False
+        chain_ok = market.chain.deliver(market.requester, submit_message(spec=raw)).ok
+        assert chain_ok == compute_ok, raw
 
 
 def test_nan_in_a_spec_is_refused(market):

@@ -111,7 +111,7 @@ class MarketParams:
     max_device_bytes: int = 128
     """Longest hardware device description."""
 
-    max_profile_bytes: int = 64
+    max_profile_bytes: int = 128
     """Longest determinism profile string in a commitment."""
 
     def __post_init__(self) -> None:

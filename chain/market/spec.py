@@ -1,30 +1,38 @@
 """Validating a task spec (docs/protocol.md section 1) without computing with a float.
 
 The chain stores the spec's exact bytes and their sha256; workers and verifiers read the spec from the chain.
-Here we check only its structure: the JSON is parsed with decimals for numbers with a fraction or exponent
-(learning rates stay opaque `Decimal`s that nothing computes with), required keys are present, names are
-strings, integers are integers, and `training.rounds` agrees with the message. Duplicate keys are refused,
-because two readers could take different values from them.
+Here we check its structure with the same schema `compute/spec.py` applies before training (required and
+optional fields, unknown ones refused, names from the fixed registries, integers where integers are required,
+hyperparameters within their ranges), so that a spec the chain accepts is one every worker can run.
+Numbers with a fraction or exponent are parsed as `Decimal` and only compared against exact decimal bounds:
+nothing on chain computes with a float. Duplicate keys and NaN/Infinity are refused, because two readers
+could take different values from them. `training.rounds` must equal the message's `rounds`.
 """
 
 from __future__ import annotations
 
 import decimal
 import json
-import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from .errors import InvalidSpec
 
 SPEC_VERSION = 1
-MODEL_ARCHS = ("mlp", "cnn", "transformer")
+MODEL_ARCHS = ("cnn", "mlp", "transformer")
 DATASETS = ("digits", "pycorpus")
+CODECS = ("fp16", "fp32", "int8", "topk", "topk-fp16", "topk-int8", "topk-int8-sparse")
+"""The fixed codec names of docs/protocol.md section 2a (`compute/codecs`)."""
+INSTRUCTION_SETS = ("avx2", "avx512", "default")
 MAX_CHECKPOINT_EVERY = 10
 """Segments are at most 10 inner steps long (DESIGN section 5: short segments bound honest divergence)."""
+MAX_INTEGER = (1 << 63) - 1
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_+\-.]{0,63}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+# (lower bound, lower bound open?, upper bound (always open)) of each hyperparameter, as in compute/spec.py.
+INNER_OPTIMIZER = {"lr": (0, True, 10), "weight_decay": (0, False, 10), "beta1": (0, False, 1),
+                   "beta2": (0, False, 1), "eps": (0, True, 1)}
+OUTER_OPTIMIZER = {"lr": (0, True, 10), "momentum": (0, False, 1)}
 
 
 @dataclass(frozen=True)
@@ -57,94 +65,95 @@ def parse_spec(raw: bytes) -> dict:
     except UnicodeDecodeError:
         raise InvalidSpec("spec is not UTF-8") from None
     try:
-        value = json.loads(
-            text,
-            parse_float=decimal.Decimal,
-            parse_constant=_reject_constant,
-            object_pairs_hook=_reject_duplicates,
-        )
+        value = json.loads(text, parse_float=Decimal, parse_constant=_reject_constant,
+                           object_pairs_hook=_reject_duplicates)
     except json.JSONDecodeError as exc:
         raise InvalidSpec(f"spec is not valid JSON: {exc}") from None
     except RecursionError:
         raise InvalidSpec("spec is nested too deeply") from None
+    return value
+
+
+def _object(value: Any, where: str, required: set[str], optional: set[str] = frozenset()) -> dict:
     if not isinstance(value, dict):
-        raise InvalidSpec("spec must be a JSON object")
+        raise InvalidSpec(f"{where} must be a JSON object")
+    missing = sorted(required - set(value))
+    if missing:
+        raise InvalidSpec(f"{where} is missing {', '.join(missing)}")
+    unknown = sorted(set(value) - required - set(optional))
+    if unknown:
+        raise InvalidSpec(f"{where} has unknown field(s) {', '.join(unknown)}")
     return value
 
 
-def _section(spec: dict, name: str) -> dict:
-    value = spec.get(name)
-    if not isinstance(value, dict):
-        raise InvalidSpec(f"spec.{name} must be an object")
+def _integer(value: Any, where: str, minimum: int = 1, maximum: int = MAX_INTEGER) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        raise InvalidSpec(f"{where} must be an integer in {minimum}..{maximum}, got {value!r}")
     return value
 
 
-def _integer(section: dict, path: str, key: str, minimum: int = 1, maximum: int | None = None) -> int:
-    value = section.get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidSpec(f"spec.{path}.{key} must be an integer, got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
-        raise InvalidSpec(f"spec.{path}.{key} must be {bound}, got {value}")
+def _choice(value: Any, where: str, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise InvalidSpec(f"{where} must be one of {', '.join(choices)}, got {value!r}")
     return value
 
 
-def _name(section: dict, path: str, key: str, allowed: tuple[str, ...] | None = None) -> str:
-    value = section.get(key)
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise InvalidSpec(f"spec.{path}.{key} must be a lower-case name, got {value!r}")
-    if allowed is not None and value not in allowed:
-        raise InvalidSpec(f"spec.{path}.{key} must be one of {', '.join(allowed)}, got {value!r}")
-    return value
-
-
-def _optimizer(training: dict, key: str) -> None:
-    optimizer = training.get(key)
-    if not isinstance(optimizer, dict):
-        raise InvalidSpec(f"spec.training.{key} must be an object")
-    _name(optimizer, f"training.{key}", "name")
-    for field, value in optimizer.items():
-        if field != "name" and (isinstance(value, bool) or not isinstance(value, (int, decimal.Decimal))):
-            raise InvalidSpec(f"spec.training.{key}.{field} must be a number, got {value!r}")
+def _hyperparameters(value: Any, where: str, name: str, ranges: dict[str, tuple[int, bool, int]]) -> None:
+    fields = _object(value, where, {"name"}, set(ranges))
+    _choice(fields["name"], f"{where}.name", (name,))
+    for field, (low, low_open, high) in ranges.items():
+        if field not in fields:
+            continue
+        number = fields[field]
+        if isinstance(number, bool) or not isinstance(number, (int, Decimal)):
+            raise InvalidSpec(f"{where}.{field} must be a number, got {number!r}")
+        try:
+            inside = (low < number if low_open else low <= number) and number < high
+        except decimal.InvalidOperation:
+            inside = False
+        if not inside:
+            raise InvalidSpec(f"{where}.{field} must be in {'(' if low_open else '['}{low}, {high}), got {number}")
 
 
 def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
     """Check `raw` against the spec schema and the message's `rounds`; returns the integers the chain uses."""
-    spec = parse_spec(raw)
-    version = spec.get("version")
-    if version != SPEC_VERSION or isinstance(version, bool):
-        raise InvalidSpec(f"spec.version must be {SPEC_VERSION}, got {version!r}")
+    spec = _object(parse_spec(raw), "spec", {"version", "model", "dataset", "training", "codec"}, {"determinism"})
+    if spec["version"] != SPEC_VERSION or isinstance(spec["version"], bool):
+        raise InvalidSpec(f"spec.version must be {SPEC_VERSION}, got {spec['version']!r}")
 
-    model = _section(spec, "model")
-    _name(model, "model", "arch", MODEL_ARCHS)
-    if "config" in model and not isinstance(model["config"], dict):
-        raise InvalidSpec("spec.model.config must be an object")
+    model = _object(spec["model"], "model", {"arch"}, {"config"})
+    _choice(model["arch"], "model.arch", MODEL_ARCHS)
+    if not isinstance(model.get("config", {}), dict):
+        raise InvalidSpec("model.config must be a JSON object")
 
-    dataset = _section(spec, "dataset")
-    _name(dataset, "dataset", "name", DATASETS)
-    if not isinstance(dataset.get("manifest_hash"), str) or not _HEX64.match(dataset["manifest_hash"]):
-        raise InvalidSpec("spec.dataset.manifest_hash must be 64 lower-case hex digits")
-    urls = dataset.get("urls")
-    if not isinstance(urls, list) or not urls or not all(
-        isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls
-    ):
-        raise InvalidSpec("spec.dataset.urls must be a non-empty list of http(s) URLs")
+    dataset = _object(spec["dataset"], "dataset", {"name", "manifest_hash"}, {"urls"})
+    _choice(dataset["name"], "dataset.name", DATASETS)
+    manifest = dataset["manifest_hash"]
+    if not isinstance(manifest, str) or len(manifest) != 64 or any(c not in "0123456789abcdef" for c in manifest):
+        raise InvalidSpec("dataset.manifest_hash must be 64 lower-case hex digits")
+    urls = dataset.get("urls", [])
+    if not isinstance(urls, list) or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
+        raise InvalidSpec("dataset.urls must be a list of http(s) URLs")
 
-    training = _section(spec, "training")
+    training = _object(spec["training"], "training", {"rounds", "inner_steps", "batch_size", "checkpoint_every", "seed"},
+                       {"inner_optimizer", "outer_optimizer"})
     summary = SpecSummary(
-        rounds=_integer(training, "training", "rounds"),
-        inner_steps=_integer(training, "training", "inner_steps"),
-        batch_size=_integer(training, "training", "batch_size"),
-        checkpoint_every=_integer(training, "training", "checkpoint_every", 1, MAX_CHECKPOINT_EVERY),
-        seed=_integer(training, "training", "seed", 0, (1 << 63) - 1),
+        rounds=_integer(training["rounds"], "training.rounds"),
+        inner_steps=_integer(training["inner_steps"], "training.inner_steps"),
+        batch_size=_integer(training["batch_size"], "training.batch_size"),
+        checkpoint_every=_integer(training["checkpoint_every"], "training.checkpoint_every", 1, MAX_CHECKPOINT_EVERY),
+        seed=_integer(training["seed"], "training.seed", 0),
     )
     if summary.rounds != rounds:
-        raise InvalidSpec(f"spec.training.rounds is {summary.rounds} but the message asks for {rounds} rounds")
-    _optimizer(training, "inner_optimizer")
-    _optimizer(training, "outer_optimizer")
+        raise InvalidSpec(f"training.rounds is {summary.rounds} but the message asks for {rounds} rounds")
+    _hyperparameters(training.get("inner_optimizer", {"name": "adamw"}), "training.inner_optimizer", "adamw",
+                     INNER_OPTIMIZER)
+    _hyperparameters(training.get("outer_optimizer", {"name": "nesterov"}), "training.outer_optimizer", "nesterov",
+                     OUTER_OPTIMIZER)
 
-    if not isinstance(spec.get("codec"), str) or not _NAME.match(spec["codec"]):
-        raise InvalidSpec(f"spec.codec must be a codec name, got {spec.get('codec')!r}")
-    determinism = _section(spec, "determinism")
-    _integer(determinism, "determinism", "threads", 1, 1024)
+    _choice(spec["codec"], "codec", CODECS)
+    determinism = _object(spec.get("determinism", {"threads": 1}), "determinism", {"threads"}, {"instruction_set"})
+    _integer(determinism["threads"], "determinism.threads")
+    if "instruction_set" in determinism:
+        _choice(determinism["instruction_set"], "determinism.instruction_set", INSTRUCTION_SETS)
     return summary
