@@ -75,21 +75,27 @@ def timestamp_ns(timestamp: Any) -> int:
     return timestamp.seconds * 1_000_000_000 + timestamp.nanos
 
 
-def encode_events(events: list[Event]) -> list[abci.Event]:
-    """Chain events to ABCI events; every attribute is indexed so `tx_search` can find it."""
-    return [
-        abci.Event(type=event.type, attributes=[abci.EventAttribute(key=k, value=v, index=True)
-                                                for k, v in event.attributes])
-        for event in events
-    ]
+def add_events(target: Any, events: list[Event]) -> None:
+    """Append chain events to a repeated ABCI `Event` field; every attribute is indexed so `tx_search` finds it.
+
+    Filled in place with `add()` rather than built and copied: this runs for every event of every tx.
+    """
+    for event in events:
+        attributes = target.add(type=event.type).attributes
+        for key, value in event.attributes:
+            attributes.add(key=key, value=value, index=True)
 
 
-def encode_tx_result(result: TxResult, message_type: type = abci.ExecTxResult) -> Any:
-    """A chain TxResult as ExecTxResult (FinalizeBlock) or ResponseCheckTx: the two share field numbers."""
-    return message_type(
-        code=result.code, data=result.data, log=result.log, codespace=result.codespace,
-        gas_wanted=result.gas_wanted, gas_used=result.gas_used, events=encode_events(result.events),
-    )
+def fill_tx_result(target: Any, result: TxResult) -> Any:
+    """Write a chain TxResult into an ExecTxResult (FinalizeBlock) or ResponseCheckTx: they share field numbers."""
+    target.code = result.code
+    target.data = result.data
+    target.log = result.log
+    target.codespace = result.codespace
+    target.gas_wanted = result.gas_wanted
+    target.gas_used = result.gas_used
+    add_events(target.events, result.events)
+    return target
 
 
 def encode_validator_updates(updates) -> list[abci.ValidatorUpdate]:
@@ -193,7 +199,7 @@ class TrollyApplication:
     def check_tx(self, request: abci.RequestCheckTx) -> abci.ResponseCheckTx:
         """NEW and RECHECK both apply the tx to the mempool overlay; a failing tx leaves it unchanged."""
         result = chain_app.check_tx(self._mempool_state(), self._next_env(), request.tx)
-        return encode_tx_result(result, abci.ResponseCheckTx)
+        return fill_tx_result(abci.ResponseCheckTx(), result)
 
     # -- connection: consensus --------------------------------------------------------------------------------
     def init_chain(self, request: abci.RequestInitChain) -> abci.ResponseInitChain:
@@ -282,12 +288,12 @@ class TrollyApplication:
         self._pending = self.store.prepare(state.changes(), request.height)
         self._pending_height = request.height
         self._last_block_time_ns = env.time_ns
-        return abci.ResponseFinalizeBlock(
-            events=encode_events(output.events),
-            tx_results=[encode_tx_result(result) for result in output.tx_results],
-            validator_updates=encode_validator_updates(output.validator_updates),
-            app_hash=self._pending.app_hash,
-        )
+        response = abci.ResponseFinalizeBlock(
+            validator_updates=encode_validator_updates(output.validator_updates), app_hash=self._pending.app_hash)
+        add_events(response.events, output.events)
+        for result in output.tx_results:
+            fill_tx_result(response.tx_results.add(), result)
+        return response
 
     def commit(self, request: abci.RequestCommit) -> abci.ResponseCommit:
         """The only writer: persists the last FinalizeBlock's write set and (height, app hash) atomically."""

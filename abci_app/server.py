@@ -32,7 +32,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from .errors import AbciAppError
-from .framing import MAX_MESSAGE_BYTES, FramingError, encode_frame, read_message
+from .framing import MAX_MESSAGE_BYTES, FrameReader, FramingError, encode_frame
 from .proto.tendermint.abci import types_pb2 as abci
 
 log = logging.getLogger("trolly.abci.server")
@@ -155,9 +155,10 @@ class AbciServer:
 
     async def _serve_connection(self, name: str, reader: asyncio.StreamReader,
                                 writer: asyncio.StreamWriter) -> None:
+        frames = FrameReader(reader, self.max_message_bytes)
         while True:
             try:
-                frame = await read_message(reader, self.max_message_bytes)
+                frame = await frames.read()
             except FramingError as error:
                 log.warning("%s: closing connection: %s", name, error)
                 return
@@ -175,7 +176,8 @@ class AbciServer:
                 await writer.drain()
                 continue
             writer.write(encode_frame(self.dispatch(name, case, request).SerializeToString()))
-            await writer.drain()
+            if not frames.buffered():  # end of a pipelined batch: apply back-pressure once, not per response
+                await writer.drain()
 
     def dispatch(self, name: str, case: str, request: abci.Request) -> abci.Response:
         """Call the application for one request; an exception becomes an ABCI `exception` response."""
