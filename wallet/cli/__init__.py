@@ -16,6 +16,8 @@ COMMAND_GROUPS: dict[str, str] = {
     "keys": "trolly.wallet.cli.keys:keys",
     "tx": "trolly.wallet.cli.tx:tx",
     "query": "trolly.wallet.cli.query:query",
+    "task": "trolly.wallet.cli.task:task",
+    "worker": "trolly.wallet.cli.worker:worker",
 }
 """name -> "module:attribute" of a click group; the market engineer adds `task` and `worker` here."""
 

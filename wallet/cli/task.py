@@ -1,0 +1,197 @@
+"""`trolly-wallet task ...`: pay for a training task, follow it, cancel it.
+
+`submit` reads the spec JSON, checks it with the chain's own rules, works out what the task costs (rounds x
+(reward + validator and verifier fees)) and the collateral each worker must lock (the honesty minimum of
+`trolly.chain.market.params`), shows both, and only then asks to sign. `list` and `status` read the market
+queries; `cancel` ends a task (before it starts everything is refunded; later, settled rounds stay paid).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+
+import click
+
+from trolly.chain.errors import ChainError
+from trolly.chain.market.economics import minimum_collateral, segment_count, task_cost
+from trolly.chain.market.spec import validate_spec
+from trolly.chain.proto import market_pb2
+
+from ..amounts import parse_amount
+from ..errors import WalletError
+from .errors import WalletGroup
+from .options import node_options, output_option, settings
+from .output import amount_text, console, emit, key_value_table, print_key_values, print_table
+from .transactions import TransactionFlags, run_transaction, transaction_options
+
+
+@click.group(cls=WalletGroup)
+def task() -> None:
+    """Submit, list, follow and cancel training tasks."""
+
+
+def read_spec(path: str) -> bytes:
+    try:
+        raw = pathlib.Path(path).read_bytes()
+    except OSError as exc:
+        raise WalletError(f"cannot read the spec {path}: {exc.strerror or exc}") from None
+    try:
+        rounds = json.loads(raw)["training"]["rounds"]
+        validate_spec(raw, rounds)
+    except ChainError as exc:
+        raise WalletError(f"the spec {path} is not valid: {exc}") from None
+    except (ValueError, KeyError, TypeError):
+        raise WalletError(f"the spec {path} is not valid: it needs a JSON object with training.rounds") from None
+    return raw
+
+
+def largest_reward(budget: int, rounds: int, validator_fee_bps: int, verifier_fee_bps: int) -> int:
+    """The largest reward per round whose total cost fits in `budget` (cost grows with the reward)."""
+    low, high = 0, budget
+    while low < high:
+        middle = (low + high + 1) // 2
+        if task_cost(rounds, middle, validator_fee_bps, verifier_fee_bps) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def plan_task(spec: bytes, params: dict, budget: int, reward: int | None, workers: int, samples: int,
+              collateral: int | None) -> dict:
+    """The numbers `submit` shows and sends; raises WalletError when the chain would refuse them."""
+    summary = validate_spec(spec, json.loads(spec)["training"]["rounds"])
+    if reward is None:
+        reward = largest_reward(budget, summary.rounds, params["validator_fee_bps"], params["verifier_fee_bps"])
+        if reward == 0:
+            raise WalletError(f"a budget of {amount_text(budget)} cannot pay any reward over {summary.rounds} rounds")
+    cost = task_cost(summary.rounds, reward, params["validator_fee_bps"], params["verifier_fee_bps"])
+    segments = segment_count(summary.inner_steps, summary.checkpoint_every)
+    needed = minimum_collateral(reward, workers, segments, samples, params["value_at_risk_bps"],
+                                params["min_collateral"])
+    collateral = needed if collateral is None else collateral
+    if budget < cost:
+        raise WalletError(f"the budget {amount_text(budget)} does not cover the cost {amount_text(cost)} "
+                          f"({summary.rounds} rounds x reward {amount_text(reward)} + fees)")
+    if collateral < needed:
+        raise WalletError(f"collateral {amount_text(collateral)} is below the minimum {amount_text(needed)} "
+                          f"for {segments} segments and {samples} samples per worker")
+    return {"rounds": summary.rounds, "reward_per_round": reward, "cost": cost, "budget": budget,
+            "refund_if_all_paid": budget - cost, "collateral": collateral, "minimum_collateral": needed,
+            "segments_per_round": segments, "workers": workers, "samples_per_worker": samples}
+
+
+@task.command("submit")
+@click.argument("spec_file", type=click.Path(dir_okay=False))
+@click.option("--budget", required=True, help="What you escrow for the task, e.g. 50trl; the unspent part is refunded.")
+@click.option("--reward-per-round", default=None,
+              help="Paid to each round's verified workers, split by samples processed (default: all the budget allows).")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Workers wanted.")
+@click.option("--collateral", default=None, help="Each worker's collateral (default: the chain's minimum for this task).")
+@click.option("--samples-per-worker", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Segments the validators replay per worker per round.")
+@click.option("--join-blocks", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Blocks to wait for the workers before the task expires (full refund).")
+@click.option("--round-blocks", type=click.IntRange(min=1), default=30, show_default=True,
+              help="Blocks each round's workers have to commit.")
+@transaction_options
+def submit(spec_file: str, budget: str, reward_per_round: str | None, workers: int, collateral: str | None,
+           samples_per_worker: int, join_blocks: int, round_blocks: int, **flags) -> None:
+    """Pay for the training task described by SPEC_FILE (JSON, docs/protocol.md section 1)."""
+    spec = read_spec(spec_file)
+    options = settings()
+    params = options.client().query_json("/market/params")
+    plan = plan_task(spec, params, parse_amount(budget, what="budget"),
+                     None if reward_per_round is None else parse_amount(reward_per_round, what="reward per round"),
+                     workers, samples_per_worker,
+                     None if collateral is None else parse_amount(collateral, what="collateral"))
+    if not options.json:
+        rows = [("spec", f"{spec_file} ({len(spec)} bytes, sha256 {hashlib.sha256(spec).hexdigest()})"),
+                ("rounds", plan["rounds"]), ("workers", workers),
+                ("reward per round", amount_text(plan["reward_per_round"])),
+                ("cost (rounds x reward + fees)", amount_text(plan["cost"])), ("budget", amount_text(plan["budget"])),
+                ("collateral per worker", f"{amount_text(plan['collateral'])} "
+                                          f"(minimum {amount_text(plan['minimum_collateral'])})"),
+                ("samples per worker", f"{samples_per_worker} of {plan['segments_per_round']} segments per round")]
+        console(err=True).print(key_value_table(rows, title="Task"))
+    message = market_pb2.MsgSubmitTask(
+        spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan["budget"], workers=workers,
+        rounds=plan["rounds"], reward_per_round=plan["reward_per_round"], collateral=plan["collateral"],
+        join_blocks=join_blocks, round_blocks=round_blocks, samples_per_worker=samples_per_worker)
+    run_transaction(TransactionFlags(**flags), [message])
+
+
+def progress(view: dict) -> str:
+    if view["status"] == "open":
+        return f"waiting for workers ({view['workers_joined']}/{view['workers_wanted']})"
+    if view["status"] == "running":
+        if view["round"] >= view["rounds"]:
+            return f"final report (all {view['rounds']} rounds done)"
+        return f"round {view['round'] + 1} of {view['rounds']} ({view.get('phase', '')})"
+    return view["status"]
+
+
+@task.command("list")
+@click.option("--all", "show_all", is_flag=True, help="Every task, not only open and running ones.")
+@node_options
+@output_option
+def list_tasks(show_all: bool) -> None:
+    """Open and running tasks (with --all, every task)."""
+    options = settings()
+    found = options.client().query_json("/market/tasks" if show_all else "/market/tasks/open")["tasks"]
+    emit(found, options.json, lambda data: print_table(
+        ["id", "status", "progress", "workers", "reward/round", "escrow", "requester"],
+        [[t["id"], t["status"], progress(t), f"{t['active_members']}/{t['workers_wanted']}",
+          amount_text(t["reward_per_round"]), amount_text(t["escrow_remaining"]), t["requester"]] for t in data],
+        empty="No tasks."))
+
+
+def task_id_argument(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise WalletError(f"a task id is a positive integer, got {text!r}")
+    return int(text)
+
+
+@task.command("status")
+@click.argument("task_id")
+@node_options
+@output_option
+def status(task_id: str) -> None:
+    """Round r of R, workers, commitments, verdicts, what was paid and what escrow remains for TASK_ID."""
+    options = settings()
+    view = options.client().query_json(f"/market/task/{task_id_argument(task_id)}")
+
+    def render(data: dict) -> None:
+        print_key_values([
+            ("task", data["id"]), ("status", data["status"]), ("progress", progress(data)),
+            ("requester", data["requester"]), ("spec hash", data["spec_hash"]),
+            ("reward per round", amount_text(data["reward_per_round"])), ("budget", amount_text(data["budget"])),
+            ("paid to workers", amount_text(data["paid_workers"])), ("fees paid", amount_text(data["paid_fees"])),
+            ("escrow remaining", amount_text(data["escrow_remaining"])), ("refunded", amount_text(data["refunded"])),
+            ("collateral per worker", amount_text(data["collateral"])),
+            ("final weights hash", data["final_weights_hash"] or "-"),
+        ])
+        print_table(["#", "worker", "status", "collateral", "paid", "rounds passed"],
+                    [[m["index"], m["worker"], m["status"] + (f" ({m['reason']})" if m["reason"] else ""),
+                      amount_text(m["collateral"]), amount_text(m["paid"]), m["rounds_passed"]]
+                     for m in data["members"]], title="Workers", empty="No workers yet.")
+        rows = []
+        for details in data["round_details"]:
+            for c in details["commitments"]:
+                votes = ", ".join(f"{v['segment']}:{v['verdict']}" for v in c["verdicts"]) or "-"
+                rows.append([details["round"], c["worker"], c["outcome"], ",".join(map(str, c["segments"])) or "-",
+                             votes, amount_text(c["paid"])])
+        if rows:
+            print_table(["round", "worker", "outcome", "sampled", "verdicts", "paid"], rows, title="Rounds")
+
+    emit(view, options.json, render)
+
+
+@task.command("cancel")
+@click.argument("task_id")
+@transaction_options
+def cancel(task_id: str, **flags) -> None:
+    """Cancel TASK_ID (requester only): refunds all before it starts; later, settled rounds stay paid."""
+    run_transaction(TransactionFlags(**flags), [market_pb2.MsgCancelTask(task_id=task_id_argument(task_id))])
