@@ -133,3 +133,43 @@ def test_server_process_survives_garbage_on_one_connection(paths):
         client.close()
     finally:
         assert server.stop() == 0, server.stderr()
+
+
+def test_kill_9_between_finalize_block_and_commit_replays_to_the_same_hashes(tmp_path):
+    """The crash-recovery contract at the socket: nothing before Commit is durable, everything after is."""
+    db, address = str(tmp_path / "application.db"), f"unix://{tmp_path / 'abci.sock'}"
+    blocks = {h: [send_tx(ALICE, BOB.address, 100 + h, h - 1)] for h in range(1, 5)}
+
+    # Killed right after InitChain: height 0 again, and InitChain gives the same genesis hash.
+    server = ServerProcess(db, address)
+    client = wire.CometLikeClient(server.address)
+    genesis_hash = client.init_chain(CHAIN_ID, genesis_bytes({ALICE: START}), seconds=T0).bytes(3)
+    server.process.kill()
+    server.process.wait()
+
+    server = ServerProcess(db, address)
+    client = wire.CometLikeClient(server.address)
+    assert client.info().int(4) == 0
+    assert client.init_chain(CHAIN_ID, genesis_bytes({ALICE: START}), seconds=T0).bytes(3) == genesis_hash
+    hashes = {}
+    for height in (1, 2, 3):
+        hashes[height], _ = client.finalize_and_commit(height, blocks[height], seconds=T0 + height)
+    # FinalizeBlock 4 without its Commit, then kill -9.
+    (finalized,) = client.consensus.call(wire.finalize_block(4, blocks[4], T0 + 4, (4).to_bytes(32, "big"),
+                                                             b"\x01" * 20))
+    uncommitted_hash = finalized.bytes(5)
+    server.process.kill()
+    server.process.wait()
+
+    server = ServerProcess(db, address)
+    try:
+        client = wire.CometLikeClient(server.address)
+        info = client.info()
+        assert (info.int(4), info.bytes(5)) == (3, hashes[3])  # the last COMMITTED block
+        replayed, outcomes = client.finalize_and_commit(4, blocks[4], seconds=T0 + 4)
+        assert replayed == uncommitted_hash and [o.code for o in outcomes] == [0]
+        balance = json.loads(client.query_path(f"/account/{encode_address(BOB.address)}").bytes(7))["balance"]
+        assert balance == sum(100 + h for h in range(1, 5))  # every transfer exactly once
+        client.close()
+    finally:
+        assert server.stop() == 0, server.stderr()
