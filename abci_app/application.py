@@ -130,7 +130,6 @@ class TrollyApplication:
         self._genesis_changes: dict[bytes, bytes | None] | None = None  # until block 1 is committed
         self._initial_height = 1
         self._pending: Any = None  # the PendingCommit of the last FinalizeBlock
-        self._pending_height: int | None = None
         self._mempool: State | None = None
         self._last_block_time_ns = 0  # for CheckTx's env only; never used by consensus paths
         self._chain_id = self._read_chain_id(State(store.reader()))
@@ -198,7 +197,9 @@ class TrollyApplication:
     # -- connection: mempool ----------------------------------------------------------------------------------
     def check_tx(self, request: abci.RequestCheckTx) -> abci.ResponseCheckTx:
         """NEW and RECHECK both apply the tx to the mempool overlay; a failing tx leaves it unchanged."""
-        result = chain_app.check_tx(self._mempool_state(), self._next_env(), request.tx)
+        mempool = self._mempool_state()
+        result = chain_app.check_tx(mempool, self._next_env(), request.tx)
+        mempool.discard_journal()  # an admitted tx stays until Commit: no need to keep its undo history
         return fill_tx_result(abci.ResponseCheckTx(), result)
 
     # -- connection: consensus --------------------------------------------------------------------------------
@@ -227,7 +228,7 @@ class TrollyApplication:
         self._initial_height = max(request.initial_height, 1)
         self._chain_id = request.chain_id
         self._last_block_time_ns = env.time_ns
-        self._pending = self._pending_height = None
+        self._pending = None
         self._mempool = None
         log.info("InitChain %s: %d state entries, %d validators, app hash %s", request.chain_id, len(changes),
                  len(validators), app_hash.hex())
@@ -286,7 +287,6 @@ class TrollyApplication:
         state = self._execution_base()
         output = chain_app.apply_block(state, env, list(request.txs))
         self._pending = self.store.prepare(state.changes(), request.height)
-        self._pending_height = request.height
         self._last_block_time_ns = env.time_ns
         response = abci.ResponseFinalizeBlock(
             validator_updates=encode_validator_updates(output.validator_updates), app_hash=self._pending.app_hash)
@@ -300,7 +300,7 @@ class TrollyApplication:
         if self._pending is None:
             raise ProtocolViolation("Commit without a FinalizeBlock before it")
         self.store.commit(self._pending)
-        self._pending = self._pending_height = None
+        self._pending = None
         self._genesis_changes = None
         self._mempool = None  # CometBFT re-checks its remaining mempool txs next, rebuilding the overlay
         return abci.ResponseCommit(retain_height=RETAIN_HEIGHT)
