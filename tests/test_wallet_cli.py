@@ -303,3 +303,26 @@ def test_query_account_prove_and_status(wallet, fake_node):
     assert status["chain_id"] == "trolly-fake" and status["latest_block_height"] >= 1
     fake_node.tamper_app_hash = True
     fails_with(wallet("query", "account", "dev", "--prove", node=fake_node), 11, "does NOT match")
+
+
+def test_addresses_of_other_chains_and_garbage_files_fail_cleanly(wallet, fake_node, tmp_path):
+    add_dev_key(wallet)
+    import bech32
+
+    cosmos = bech32.bech32_encode("cosmos", bech32.convertbits(dev_key(0).address, 8, 5))  # valid, wrong chain
+    fails_with(wallet("tx", "send", cosmos, "1trl", "--from", "dev", "--yes", node=fake_node), 6, "prefix must be 'trolly'")
+    fails_with(wallet("query", "account", cosmos, node=fake_node), 6, "prefix")
+    garbage = tmp_path / "garbage.txt"
+    garbage.write_text("this is not base64 !!!")
+    fails_with(wallet("tx", "broadcast", garbage, "--yes", node=fake_node), 1, "not a base64 transaction")
+    garbage.write_text(base64.b64encode(b"\xff\x00garbage").decode())
+    fails_with(wallet("tx", "broadcast", garbage, "--yes", node=fake_node), 1, "not a Trolly transaction")
+    assert fake_node.broadcasts == 0
+
+
+def test_keyring_backend_from_the_environment(wallet, home, monkeypatch):
+    monkeypatch.setenv("TROLLY_KEYRING_BACKEND", "test")
+    result = wallet("keys", "add", "dev", "--recover", "-o", "json", input=DEV_MNEMONIC + "\n", password=None)
+    assert as_json(result)["backend"] == "test" and (home / "keyring-test" / "dev.key.json").exists()
+    listed = wallet("keys", "list")
+    assert "UNENCRYPTED" in listed.stderr and "dev" in listed.stdout

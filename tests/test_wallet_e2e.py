@@ -126,6 +126,11 @@ def test_receive_send_and_two_quick_sends(wallet, node):
     assert sent["code"] == 0 and sent["height"] > 0
     found = ok_json(wallet("query", "tx", sent["hash"], "-o", "json"))
     assert found["height"] == sent["height"] and found["tx"]["signer"] == alice
+    with RpcClient(node) as client:  # the library's tx_search, as the worker and verifier use it
+        results, total = client.tx_search(f"tx.height={sent['height']}")
+        assert sent["hash"] in [r.hash for r in results] and total >= 1
+        by_signer, _ = client.tx_search(f"tx.signer='{alice}'")
+        assert sent["hash"] in [r.hash for r in by_signer]
     # two sends straight after each other, without waiting: the second must not reuse the first's nonce
     first = ok_json(wallet("tx", "send", bob, "1utrl", "--from", "alice", "--yes", "--no-wait", "-o", "json"))
     second = ok_json(wallet("tx", "send", bob, "2utrl", "--from", "alice", "--yes", "-o", "json"))

@@ -191,3 +191,31 @@ def test_fetch_account_refuses_a_bad_address_before_the_network():
 
     with pytest.raises(InvalidAddressText, match="checksum"):
         asyncio.run(scenario())
+
+
+def test_nonce_memory_expires_and_never_goes_below_the_node(tmp_path):
+    from trolly.wallet.nonces import MemoryNonceCache
+
+    for cache in (NonceCache(tmp_path, ttl_seconds=10), MemoryNonceCache(ttl_seconds=10)):
+        cache.remember(DEV_ADDRESS, 5, now=100.0)
+        assert cache.next_nonce(DEV_ADDRESS, 3, now=105.0) == 5
+        assert cache.next_nonce(DEV_ADDRESS, 7, now=105.0) == 7  # the node moved past it
+        assert cache.next_nonce(DEV_ADDRESS, 3, now=111.0) == 3  # expired
+        assert cache.next_nonce(BOB_ADDRESS, 2, now=105.0) == 2
+        cache.forget(DEV_ADDRESS)
+        assert cache.next_nonce(DEV_ADDRESS, 3, now=105.0) == 3
+
+
+def test_describe_tx_shows_every_message_kind_and_survives_garbage():
+    from trolly.chain.proto.market_pb2 import MsgJoinTask, MsgSubmitTask
+    from trolly.wallet.errors import WalletError
+    from trolly.wallet.txbuilder import describe_tx
+
+    raw = build_tx(DEV, CHAIN_ID, 3, 10, [MsgSend(to=BOB.address, amount=4), MsgJoinTask(task_id=9),
+                                          MsgSubmitTask(spec=b"{}", budget=1000)])
+    described = describe_tx(raw)
+    assert described["signer"] == DEV_ADDRESS and described["nonce"] == 3 and described["fee"] == 10
+    assert [m["fields"] for m in described["messages"][:2]] == [{"to": BOB_ADDRESS, "amount": 4}, {"task_id": "9"}]
+    assert described["total_spend"] == 10 + 4 + 1000  # the task budget is escrowed from the signer
+    with pytest.raises(WalletError, match="not a Trolly transaction"):
+        describe_tx(b"\xff\x00garbage")

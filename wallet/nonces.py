@@ -20,6 +20,8 @@ DEFAULT_TTL_SECONDS = 60.0
 
 
 class NonceCache:
+    """The memory kept in `<home>/nonces.json`, so that separate CLI invocations share it."""
+
     def __init__(self, home: str | pathlib.Path, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> None:
         self.path = pathlib.Path(home).expanduser() / "nonces.json"
         self.ttl_seconds = ttl_seconds
@@ -30,6 +32,9 @@ class NonceCache:
             return data if isinstance(data, dict) else {}
         except (OSError, ValueError):
             return {}
+
+    def _save(self, data: dict) -> None:
+        write_private_file(self.path, json.dumps(data, sort_keys=True, indent=1).encode())
 
     def next_nonce(self, address: str, node_nonce: int, now: float | None = None) -> int:
         """The nonce to use: the node's, or a larger one remembered from a recent send."""
@@ -45,9 +50,24 @@ class NonceCache:
         # drop expired entries so the file never grows without bound
         data = {a: e for a, e in data.items() if isinstance(e, dict) and now - float(e.get("time", 0)) <= self.ttl_seconds}
         data[address] = {"next_nonce": next_nonce, "time": now}
-        write_private_file(self.path, json.dumps(data, sort_keys=True, indent=1).encode())
+        self._save(data)
 
     def forget(self, address: str) -> None:
         data = self._load()
         if data.pop(address, None) is not None:
-            write_private_file(self.path, json.dumps(data, sort_keys=True, indent=1).encode())
+            self._save(data)
+
+
+class MemoryNonceCache(NonceCache):
+    """The same memory held in the process only: for long-running services (the worker, the verifier)."""
+
+    def __init__(self, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> None:
+        self.path = None
+        self.ttl_seconds = ttl_seconds
+        self._data: dict = {}
+
+    def _load(self) -> dict:
+        return dict(self._data)
+
+    def _save(self, data: dict) -> None:
+        self._data = dict(data)

@@ -15,11 +15,12 @@ import base64
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from google.protobuf.message import Message
+from google.protobuf import descriptor_pool, json_format, message_factory
+from google.protobuf.message import DecodeError, Message
 
 from trolly.chain.crypto import PUBKEY_LENGTH, PrivateKey, address_from_pubkey, decode_address, encode_address
 from trolly.chain.errors import ChainError, InvalidAddress
-from trolly.chain.proto import bank_pb2, staking_pb2
+from trolly.chain.proto import bank_pb2, market_pb2, staking_pb2
 from trolly.chain.tx import build_tx, decode_tx, tx_hash, type_url_of
 
 from .amounts import U64_MAX
@@ -56,6 +57,18 @@ register_message_kind(
 )
 register_message_kind(staking_pb2.MsgBond, lambda m: {"amount": m.amount}, lambda m: m.amount)
 register_message_kind(staking_pb2.MsgUnbond, lambda m: {"amount": m.amount}, lambda m: 0)
+
+
+def generic_fields(message: Message) -> dict:
+    """Every set field of a message, with protobuf's JSON mapping (bytes as base64, 64-bit integers as text)."""
+    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+# Market messages that take tokens from the signer's balance, so the funds check before signing covers them.
+register_message_kind(market_pb2.MsgSubmitTask, lambda m: {**generic_fields(m), "spec": f"<{len(m.spec)} bytes>"},
+                      lambda m: m.budget)
+register_message_kind(market_pb2.MsgRegisterWorker, generic_fields, lambda m: m.stake)
+register_message_kind(market_pb2.MsgUpdateWorker, generic_fields, lambda m: m.add_stake)
 
 
 # ---- addresses and messages -------------------------------------------------------------------------------
@@ -135,14 +148,31 @@ def message_spend(message: Message) -> int:
     return kind.spend(message) if kind else 0
 
 
-def describe_message(type_url: str, message: Message | bytes) -> dict:
+def message_class(type_url: str) -> type | None:
+    """The protobuf class of a type URL: registered kinds first, then any message the process has loaded."""
     kind = MESSAGE_KINDS.get(type_url)
-    if kind is None:
-        size = len(message) if isinstance(message, bytes) else message.ByteSize()
+    if kind is not None:
+        return kind.message_type
+    try:
+        descriptor = descriptor_pool.Default().FindMessageTypeByName(type_url.lstrip("/"))
+    except KeyError:
+        return None
+    return message_factory.GetMessageClass(descriptor)
+
+
+def describe_message(type_url: str, message: Message | bytes) -> dict:
+    """`{"type": url, "fields": {...}}` for showing a message; never raises on bytes it cannot decode."""
+    size = len(message) if isinstance(message, bytes) else message.ByteSize()
+    cls = message_class(type_url)
+    if cls is None:
         return {"type": type_url, "fields": {"unknown_bytes": size}}
     if isinstance(message, bytes):
-        message = kind.message_type.FromString(message)
-    return {"type": type_url, "fields": kind.describe(message)}
+        try:
+            message = cls.FromString(message)
+        except (DecodeError, RuntimeError, ValueError):
+            return {"type": type_url, "fields": {"undecodable_bytes": size}}
+    kind = MESSAGE_KINDS.get(type_url)
+    return {"type": type_url, "fields": kind.describe(message) if kind else generic_fields(message)}
 
 
 def describe_tx(raw: bytes) -> dict:
@@ -156,7 +186,10 @@ def describe_tx(raw: bytes) -> dict:
     for any_message in tx.body.messages:
         kind = MESSAGE_KINDS.get(any_message.type_url)
         if kind:
-            spend += kind.spend(kind.message_type.FromString(any_message.value))
+            try:
+                spend += kind.spend(kind.message_type.FromString(any_message.value))
+            except (DecodeError, RuntimeError, ValueError):
+                pass  # shown as undecodable above; the chain will refuse it
     return {
         "hash": tx_hash(raw).hex().upper(),
         "signer": encode_address(address_from_pubkey(tx.pubkey)),

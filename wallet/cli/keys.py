@@ -92,6 +92,8 @@ def list_keys() -> None:
     """List the keys (name, address); never asks for the password."""
     options = settings()
     found = options.keyring().list()
+    if found and not options.json:
+        _warn_if_test_backend(options.keyring_backend)
     emit(
         [_key_json(info) for info in found],
         options.json,

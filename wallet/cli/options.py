@@ -22,6 +22,7 @@ from ..rpc import DEFAULT_NODE
 
 HOME_ENVIRONMENT_VARIABLE = "TROLLY_WALLET_HOME"
 NODE_ENVIRONMENT_VARIABLE = "TROLLY_NODE"
+BACKEND_ENVIRONMENT_VARIABLE = "TROLLY_KEYRING_BACKEND"
 DEFAULT_HOME = "~/.trolly-wallet"
 _META_KEY = "trolly.wallet.options"
 
@@ -46,11 +47,13 @@ def keyring_options(function):
     function = click.option(
         "--keyring-backend",
         type=click.Choice(BACKENDS),
+        envvar=BACKEND_ENVIRONMENT_VARIABLE,
         default="file",
         show_default=True,
         expose_value=False,
         callback=_store("keyring_backend"),
-        help="file: encrypted with your password (argon2id); test: UNENCRYPTED, for localnets only.",
+        help=f"file: encrypted with your password (argon2id); test: UNENCRYPTED, for localnets only "
+        f"(env ${BACKEND_ENVIRONMENT_VARIABLE}).",
     )(function)
     function = click.option(
         "--home",

@@ -14,7 +14,8 @@ from ..txbuilder import describe_tx
 from .errors import WalletGroup
 from .options import keyring_options, node_options, output_option, settings
 from .output import amount_text, emit, print_key_values, print_table
-from .transactions import resolve_key
+from ..txbuilder import parse_address
+from .transactions import looks_like_address, resolve_key
 
 
 @click.group(cls=WalletGroup)
@@ -24,7 +25,8 @@ def query() -> None:
 
 def address_of(text: str) -> str:
     """An address given directly, or the address of a key in the keyring."""
-    if text.lower().startswith("trolly1"):
+    if looks_like_address(text):
+        parse_address(text)  # a bad checksum is reported as such, before any network traffic
         return text
     return resolve_key(settings().keyring(), text).address
 

@@ -17,7 +17,7 @@ from ..amounts import parse_amount
 from ..errors import KeyNotFound, WalletError
 from ..keyring import Keyring, KeyInfo
 from ..sender import SendOutcome, TxSender
-from ..txbuilder import TxPlan
+from ..txbuilder import TxPlan, parse_address
 from .options import keyring_options, node_options, output_option, settings
 from .output import amount_text, console, emit, key_value_table, print_key_values
 
@@ -61,8 +61,15 @@ def transaction_options(function):
     return output_option(node_options(keyring_options(function)))
 
 
+def looks_like_address(text: str) -> bool:
+    """Bech32-shaped text (`hrp1` + data): treated as an address, so a typo gets "invalid address", not "unknown key"."""
+    hrp, separator, data = text.lower().rpartition("1")
+    return bool(separator and hrp and len(data) >= 6 and len(text) >= 30 and hrp.isalpha())
+
+
 def resolve_key(keyring: Keyring, name_or_address: str) -> KeyInfo:
-    if name_or_address.startswith("trolly1"):
+    if looks_like_address(name_or_address):
+        parse_address(name_or_address)  # a bad checksum is reported as such
         found = keyring.find_by_address(name_or_address)
         if found is None:
             raise KeyNotFound(name_or_address, keyring.backend)
