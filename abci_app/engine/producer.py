@@ -19,9 +19,10 @@ The app may die at any point: if it dies before the block is stored, the block i
 after, the handshake replays it. Either way no tx is lost or applied twice.
 
 Test hook (ignored unless set): `TROLLY_ENGINE_TEST_PAUSE="<point>:<height>"`, point one of
-`before_finalize`, `after_finalize` (block stored, Commit not sent), `after_commit`: at that height the
-engine writes `<data>/engine-paused-<point>-<height>` and waits until the file is deleted. Crash tests use it to
-kill the app at a precise step.
+`before_finalize` (FinalizeBlock not sent), `after_finalize` (FinalizeBlock answered, block stored, Commit
+not sent) or `after_commit`; height a number, or `txs` for the first block that carries transactions. There
+the engine writes `<home>/data/engine-paused-<point>-<height>` and waits until the file is deleted, once.
+Crash tests use it to kill the app at a precise step.
 """
 
 from __future__ import annotations
@@ -261,7 +262,7 @@ class Producer:
             next_validators_hash=hashing.validators_hash(next_validators),
             proposer_address=proposer,
         )
-        await self._maybe_pause("before_finalize", height)
+        await self._maybe_pause("before_finalize", height, bool(txs))
         response = await client.finalize_block(request)
         if len(response.tx_results) != len(txs):
             raise EngineError(f"FinalizeBlock returned {len(response.tx_results)} results for {len(txs)} txs")
@@ -279,13 +280,13 @@ class Producer:
         after_next = apply_validator_updates(next_validators, response.validator_updates)
         updated_params = params if response.HasField("consensus_param_updates") else None
         store.save_block(block, request, response, after_next, updated_params)
-        await self._maybe_pause("after_finalize", height)
+        await self._maybe_pause("after_finalize", height, bool(txs))
 
         async with self.mempool.lock:
             self.mempool.remove_committed(txs)
             await client.commit()
             self.visible_height = height
-            await self._maybe_pause("after_commit", height)
+            await self._maybe_pause("after_commit", height, bool(txs))
             dropped = await self.mempool.recheck(lambda tx: client.check_tx(tx, recheck=True))
 
         failed = sum(1 for r in response.tx_results if r.code != 0)
@@ -379,9 +380,13 @@ class Producer:
                 )
             )
 
-    async def _maybe_pause(self, point: str, height: int) -> None:
-        if self._pause != (point, height):
+    async def _maybe_pause(self, point: str, height: int, has_txs: bool) -> None:
+        if self._pause is None or self._pause[0] != point:
             return
+        wanted = self._pause[1]
+        if not (height == wanted or (wanted is None and has_txs)):
+            return
+        self._pause = None  # once
         marker = pathlib.Path(self.home.paths.data_dir) / f"engine-paused-{point}-{height}"
         marker.write_text(str(os.getpid()))
         log.warning("test hook: paused %s at height %d until %s is removed", point, height, marker)
@@ -415,13 +420,16 @@ def _block_id(block_hash: bytes) -> dict:
     return {"hash": rpc_encoding.hex_upper(block_hash), "parts": {"total": 1, "hash": rpc_encoding.hex_upper(hashing.parts_hash(block_hash))}}
 
 
-def _parse_pause(value: str) -> tuple[str, int] | None:
+def _parse_pause(value: str) -> tuple[str, int | None] | None:
+    """(point, height), height None for "the first block with txs"; None when the hook is not set."""
     if not value:
         return None
     point, _, height = value.partition(":")
-    if point not in ("before_finalize", "after_finalize", "after_commit") or not height.isdigit():
-        raise EngineError(f"{PAUSE_ENVIRONMENT}={value!r}: expected <before_finalize|after_finalize|after_commit>:<height>")
-    return point, int(height)
+    if point not in ("before_finalize", "after_finalize", "after_commit") or not (height.isdigit() or height == "txs"):
+        raise EngineError(
+            f"{PAUSE_ENVIRONMENT}={value!r}: expected <before_finalize|after_finalize|after_commit>:<height|txs>"
+        )
+    return point, None if height == "txs" else int(height)
 
 
 async def _sleep_or_stop(seconds: float, stop: asyncio.Event) -> None:
