@@ -1,0 +1,137 @@
+"""The built-in cheat strategies (issue 6): one per way of faking a round that the verifier must catch.
+
+Per-segment cheats fake the segments in `context.faked_segments` and train the others honestly; whole-round
+cheats (copying, replaying, inflated claims) fake every segment. Each docstring says what the cheater saves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from trolly.compute.checkpoints import TrainingState
+from trolly.compute.checkpoints import weights_hash
+from trolly.compute.training import segment_bounds
+
+from .registry import CheatContext, CheatedRound, honest_round, register_cheat, segment_cheat
+from .training import cheat_steps, forge_counters, mix_states
+
+register_cheat("honest", "no cheating: the round exactly as compute.training.run_round trains it")(honest_round)
+
+
+def _bounds(context: CheatContext, segment: int) -> tuple[int, int]:
+    return segment_bounds(segment, context.steps, context.spec.training.checkpoint_every)
+
+
+def _skip(context: CheatContext, segment: int, start: TrainingState) -> TrainingState:
+    begin, end = _bounds(context, segment)
+    return cheat_steps(context, begin, end, train_steps=max(0, (end - begin) // 2))
+
+
+def _interpolate(context: CheatContext, segment: int, start: TrainingState) -> TrainingState:
+    begin, end = _bounds(context, segment)
+    # Fang et al. 2023: train the stretch cheaply (one real step), then draw the checkpoint on the straight
+    # line through it, as far as the segment's length would have gone.
+    one_step = cheat_steps(context, begin, begin + 1)
+    return mix_states(start, one_step, float(end - begin), end)
+
+
+def _half_batch(context: CheatContext, segment: int, start: TrainingState) -> TrainingState:
+    begin, end = _bounds(context, segment)
+    return cheat_steps(context, begin, end, batch_fraction=0.5)
+
+
+def _other_data(context: CheatContext, segment: int, start: TrainingState) -> TrainingState:
+    begin, end = _bounds(context, segment)
+    return cheat_steps(context, begin, end, test_data=True)
+
+
+def _bf16(context: CheatContext, segment: int, start: TrainingState) -> TrainingState:
+    begin, end = _bounds(context, segment)
+    return cheat_steps(context, begin, end, autocast_dtype=torch.bfloat16)
+
+
+def _fp16(context: CheatContext, segment: int, start: TrainingState) -> TrainingState:
+    begin, end = _bounds(context, segment)
+    return cheat_steps(context, begin, end, autocast_dtype=torch.float16)
+
+
+def _learning_rate(context: CheatContext, segment: int, start: TrainingState) -> TrainingState:
+    begin, end = _bounds(context, segment)
+    return cheat_steps(context, begin, end, lr_scale=2.0)
+
+
+def _random_weights(context: CheatContext, segment: int, start: TrainingState) -> TrainingState:
+    _, end = _bounds(context, segment)
+    # No training at all: noise of the size of an honest update around the start weights.
+    scale = context.spec.training.inner_optimizer.lr * (end - start.step)
+    weights = {name: tensor + scale * torch.randn(tensor.shape, generator=context.generator, dtype=tensor.dtype)
+               for name, tensor in start.weights.items()}
+    return forge_counters(TrainingState(end, weights, start.optimizer), end)
+
+
+def _withheld(context: CheatContext, segment: int, start: TrainingState) -> TrainingState:
+    begin, end = _bounds(context, segment)
+    return cheat_steps(context, begin, end, train_steps=0)
+
+
+for _name, _fake, _description in (
+    ("skipped_steps", _skip, "faked segments train only the first half of their steps"),
+    ("interpolated", _interpolate, "faked checkpoints drawn on the line through one real step (Fang et al. 2023)"),
+    ("half_batch", _half_batch, "faked segments train on half of each batch"),
+    ("other_data", _other_data, "faked segments train on the test split instead of the prescribed batches"),
+    ("bf16", _bf16, "faked segments computed in bfloat16 autocast"),
+    ("fp16", _fp16, "faked segments computed in float16 autocast"),
+    ("changed_lr", _learning_rate, "faked segments trained with twice the spec's learning rate"),
+    ("random_weights", _random_weights, "faked checkpoints are random noise of an update's size, no training"),
+):
+    register_cheat(_name, _description)(segment_cheat(_fake))
+
+
+@register_cheat("withheld", "faked segments are not trained and their end checkpoint is never served")
+def withheld(context: CheatContext) -> CheatedRound:
+    faked = segment_cheat(_withheld)(context)
+    return dataclasses.replace(faked, withheld=frozenset(segment + 1 for segment in context.faked_segments))
+
+
+@register_cheat("fewer_steps", "trains the first half of the round, claims all of it (later checkpoints repeat)")
+def fewer_steps(context: CheatContext) -> CheatedRound:
+    first_faked = context.segments - max(1, context.segments // 2)
+    honest = honest_round(dataclasses.replace(context, steps=_bounds(context, first_faked)[0] or 1))
+    checkpoints = list(honest.checkpoints[: first_faked + 1])
+    for segment in range(first_faked, context.segments):
+        checkpoints.append(forge_counters(checkpoints[-1], _bounds(context, segment)[1]))
+    spec = context.spec
+    return CheatedRound(tuple(checkpoints), context.steps, context.steps * spec.training.batch_size,
+                        honest.start_weights_hash, frozenset(range(first_faked, context.segments)))
+
+
+@register_cheat("inflated_samples", "trains honestly but claims twice the samples it processed")
+def inflated_samples(context: CheatContext) -> CheatedRound:
+    honest = honest_round(context)
+    return dataclasses.replace(honest, samples_processed=2 * honest.samples_processed,
+                               faked_segments=frozenset(range(context.segments)))
+
+
+@register_cheat("copied_update", "copies another worker's whole round (checkpoints and claims)")
+def copied_update(context: CheatContext) -> CheatedRound:
+    if context.other_worker_round is None:
+        raise ValueError("copied_update needs another worker's round (context.other_worker_round)")
+    other = context.other_worker_round()
+    return dataclasses.replace(other, faked_segments=frozenset(range(context.segments)))
+
+
+@register_cheat("replayed_round", "re-serves its own previous round's checkpoints, claiming this round's start")
+def replayed_round(context: CheatContext) -> CheatedRound:
+    if context.earlier_round is None:
+        raise ValueError("replayed_round needs the worker's previous round (context.earlier_round)")
+    earlier = context.earlier_round()
+    # Claim the current round's start weights, so the round's agreement on W_r is not disturbed.
+    return dataclasses.replace(earlier, start_weights_hash=honest_start_hash(context),
+                               faked_segments=frozenset(range(context.segments)))
+
+
+def honest_start_hash(context: CheatContext) -> bytes:
+    return weights_hash(context.start_weights)
+

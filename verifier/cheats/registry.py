@@ -1,0 +1,164 @@
+"""The cheat registry, the context a cheat receives and the round it returns (see the package docstring)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import pathlib
+import sys
+from collections.abc import Callable, Mapping
+
+import torch
+
+from trolly.compute.checkpoints import TrainingState, encode_checkpoint, weights_hash
+from trolly.compute.merkle import merkle_root
+from trolly.compute.training import Trainer, segment_bounds, train_segment
+
+from ..errors import CheatError
+
+
+@dataclasses.dataclass(frozen=True)
+class CheatContext:
+    """What a cheating worker has for one round (see the package docstring)."""
+
+    trainer: Trainer
+    start_weights: Mapping[str, torch.Tensor]
+    worker_index: int
+    round_index: int
+    steps: int
+    faked_segments: frozenset[int]
+    generator: torch.Generator
+    other_worker_round: Callable[[], "CheatedRound"] | None = None
+    earlier_round: Callable[[], "CheatedRound"] | None = None
+
+    @property
+    def spec(self):
+        return self.trainer.spec
+
+    @property
+    def segments(self) -> int:
+        return self.spec.num_checkpoints(self.steps) - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishedRound:
+    """What a worker serves and commits: blobs by hex hash, the listing, the root, the withheld blobs."""
+
+    blobs: Mapping[str, bytes]
+    listing: tuple[str, ...]
+    checkpoint_root: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class CheatedRound:
+    """A round as a (possibly cheating) worker presents it."""
+
+    checkpoints: tuple[TrainingState, ...]
+    steps: int
+    samples_processed: int
+    start_weights_hash: bytes
+    faked_segments: frozenset[int] = frozenset()
+    withheld: frozenset[int] = frozenset()  # checkpoint indices listed but never served
+
+    def publish(self) -> PublishedRound:
+        blobs: dict[str, bytes] = {}
+        listing = []
+        for index, state in enumerate(self.checkpoints):
+            data = encode_checkpoint(state)
+            digest = hashlib.sha256(data).hexdigest()
+            listing.append(digest)
+            if index not in self.withheld:
+                blobs[digest] = data
+        return PublishedRound(blobs, tuple(listing), merkle_root([bytes.fromhex(h) for h in listing]))
+
+
+Cheat = Callable[[CheatContext], CheatedRound]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheatEntry:
+    name: str
+    description: str
+    function: Cheat
+
+
+CHEATS: dict[str, CheatEntry] = {}
+
+
+def register_cheat(name: str, description: str) -> Callable[[Cheat], Cheat]:
+    """Decorator: register `function(context) -> CheatedRound` under `name` (names are unique)."""
+    if not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise CheatError(f"cheat name {name!r} must be letters, digits, '_' or '-'")
+
+    def register(function: Cheat) -> Cheat:
+        if name in CHEATS and CHEATS[name].function is not function:
+            raise CheatError(f"a cheat named {name!r} is already registered")
+        if not callable(function):
+            raise CheatError(f"cheat {name!r} is not callable")
+        CHEATS[name] = CheatEntry(name, description, function)
+        return function
+
+    return register
+
+
+def get_cheat(name: str) -> Cheat:
+    try:
+        return CHEATS[name].function
+    except KeyError:
+        raise CheatError(f"unknown cheat {name!r}; known: {', '.join(sorted(CHEATS))}") from None
+
+
+def load_cheat_module(path: str | pathlib.Path) -> list[str]:
+    """Import a Python file that registers cheats; returns the names it added."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise CheatError(f"cheat module {str(path)!r} does not exist")
+    before = set(CHEATS)
+    module_name = f"trolly_cheat_module_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise CheatError(f"cannot load {str(path)!r} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except CheatError:
+        raise
+    except Exception as error:  # the file is someone else's code: report, do not crash with its traceback
+        sys.modules.pop(module_name, None)
+        raise CheatError(f"cheat module {str(path)!r} failed to load: {type(error).__name__}: {error}") from None
+    added = sorted(set(CHEATS) - before)
+    if not added:
+        raise CheatError(f"cheat module {str(path)!r} registered no cheat (call register_cheat)")
+    return added
+
+
+def honest_round(context: CheatContext) -> CheatedRound:
+    """The honest round, through the same `train_segment` as `compute.training.run_round`."""
+    return segment_cheat(None)(dataclasses.replace(context, faked_segments=frozenset()))
+
+
+def segment_cheat(fake: Callable[[CheatContext, int, TrainingState], TrainingState] | None) -> Cheat:
+    """A round-level cheat that fakes `context.faked_segments` with `fake` and trains the rest honestly."""
+
+    def run(context: CheatContext) -> CheatedRound:
+        trainer = context.trainer
+        start = TrainingState.fresh(context.start_weights)
+        trainer.load(start)
+        checkpoints = [start]
+        state = start
+        every = context.spec.training.checkpoint_every
+        for segment in range(context.segments):
+            _, end = segment_bounds(segment, context.steps, every)
+            if fake is not None and segment in context.faked_segments:
+                state = fake(context, segment, state)
+                trainer.load(state)  # carry on honestly from the faked checkpoint
+            else:
+                state = train_segment(trainer, None, worker_index=context.worker_index,
+                                      round_index=context.round_index, end_step=end)
+            checkpoints.append(state)
+        return CheatedRound(tuple(checkpoints), context.steps, context.steps * context.spec.training.batch_size,
+                            weights_hash(start.weights), frozenset(context.faked_segments) if fake else frozenset())
+
+    return run

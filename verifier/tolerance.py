@@ -1,0 +1,140 @@
+"""When a replayed segment counts as the same as the committed one.
+
+Same determinism profile (docs/protocol.md section 2a: torch version, thread count, instruction set): the
+replay must give the committed checkpoint byte for byte. PyTorch on CPU is bitwise reproducible under a fixed
+profile, so any difference at all is a different computation.
+
+Different profile: float sums are reassociated and the bytes differ a little, so we compare numbers. The
+error of a tensor group is the L2 distance between replay and claim, relative to how far the segment moved
+that group (start to claim):
+
+    weights_error = ||W_replay - W_claim|| / ||W_claim - W_start||       (over all parameters at once)
+    moment_error  = the same for AdamW's exp_avg, and for exp_avg_sq
+
+A segment passes when the step counters match exactly and both errors are at most `CROSS_PROFILE_THRESHOLD`.
+Measuring relative to the segment's own update (not to the weights' norm) keeps the rule meaningful for a
+model whose weights barely move in k steps: a cheat only saves compute by making the update different.
+
+Calibration (benchmarks/verification.py, `calibration` section of its JSON; this machine: 2 cores with
+AVX-512, torch 2.13.0 CPU; segments of k = 5 and 10 steps, AdamW lr 1e-3, batch 32; honest workers run in
+child processes under threads 1 and 2 and ATEN_CPU_CAPABILITY default, avx2 and avx512, the verifier under
+threads 1 and its native instruction set):
+
+    honest, cross-profile, max over 5 models x profiles x 40 segments    weights <= 2.1e-6,  moments <= 5.3e-6
+    cheats, min over faked segments (bf16 autocast, the closest class)  weights >= 3.0e-2,  moments >= 2.4e-2
+    fp16 autocast                                                       weights >= 2.6e-3
+    every other class                                                   weights >= 5.0e-2
+
+The threshold sits at the geometric middle of the honest maximum and the closest cheat (fp16), in log scale
+at least a factor 25 from each: honest drift would have to grow 25-fold, or a cheat shrink 25-fold, to cross
+it. Segments longer than 10 steps are refused by the spec (compute/spec.py): at 100 steps honest CNN drift
+reaches ~1.4% of the update and overlaps bf16 (DESIGN 5), which is why segments are short.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+
+import torch
+
+from trolly.compute.checkpoints import MOMENTS, TrainingState
+
+CROSS_PROFILE_THRESHOLD = 1e-4
+"""Largest relative error (weights and moments) accepted when the determinism profiles differ."""
+
+BITWISE, TOLERANCE = "bitwise", "tolerance"
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """The numbers behind a replay's verdict."""
+
+    mode: str  # BITWISE or TOLERANCE
+    passed: bool
+    reason: str
+    weights_error: float
+    moment_error: float
+    update_norm: float  # ||W_claim - W_start||, the scale of weights_error
+    threshold: float  # 0.0 in bitwise mode
+
+    def to_json(self) -> dict:
+        return {
+            "mode": self.mode, "passed": self.passed, "reason": self.reason,
+            "weights_error": _finite_or_text(self.weights_error), "moment_error": _finite_or_text(self.moment_error),
+            "update_norm": _finite_or_text(self.update_norm), "threshold": self.threshold,
+        }
+
+
+def _finite_or_text(value: float):
+    return value if math.isfinite(value) else str(value)
+
+
+def _flat(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
+    pieces = [t.detach().reshape(-1).to(torch.float64) for t in tensors]
+    return torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.float64)
+
+
+def relative_error(start: Iterable[torch.Tensor], claimed: Iterable[torch.Tensor],
+                   replayed: Iterable[torch.Tensor]) -> tuple[float, float]:
+    """(||replayed - claimed|| / ||claimed - start||, ||claimed - start||), in float64.
+
+    A claim that did not move while the replay did is an infinite error; both unmoved is no error."""
+    start_flat, claimed_flat, replayed_flat = _flat(start), _flat(claimed), _flat(replayed)
+    if not (torch.isfinite(claimed_flat).all() and torch.isfinite(replayed_flat).all()):
+        return math.inf, math.nan
+    distance = float(torch.linalg.vector_norm(replayed_flat - claimed_flat))
+    moved = float(torch.linalg.vector_norm(claimed_flat - start_flat))
+    if moved == 0.0:
+        return (0.0 if distance == 0.0 else math.inf), moved
+    return distance / moved, moved
+
+
+def structure_mismatch(start: TrainingState, claimed: TrainingState, replayed: TrainingState) -> str:
+    """Why two states cannot be compared number by number ("" when they can)."""
+    if claimed.step != replayed.step:
+        return f"claimed checkpoint is at step {claimed.step}, the replay ends at step {replayed.step}"
+    if set(claimed.weights) != set(replayed.weights) or set(claimed.optimizer) != set(replayed.optimizer):
+        return "claimed checkpoint holds other tensors than the model"
+    for name, tensor in replayed.weights.items():
+        other = claimed.weights[name]
+        if other.shape != tensor.shape or other.dtype != tensor.dtype:
+            return f"claimed weights {name!r} have shape {tuple(other.shape)} {other.dtype}"
+    for name, slots in replayed.optimizer.items():
+        claimed_slots = claimed.optimizer[name]
+        if not torch.equal(claimed_slots["step"].to(torch.float64), slots["step"].to(torch.float64)):
+            return f"claimed optimizer step counter of {name!r} is {float(claimed_slots['step'])}, replay has {float(slots['step'])}"
+        for moment in MOMENTS:
+            if claimed_slots[moment].shape != slots[moment].shape or claimed_slots[moment].dtype != slots[moment].dtype:
+                return f"claimed optimizer state {name}/{moment} has the wrong shape or type"
+    if set(start.weights) != set(claimed.weights):
+        return "start and end checkpoints hold different tensors"
+    return ""
+
+
+def compare_states(start: TrainingState, claimed: TrainingState, replayed: TrainingState, *, same_profile: bool,
+                   claimed_hash: bytes, replayed_hash: bytes,
+                   threshold: float = CROSS_PROFILE_THRESHOLD) -> Comparison:
+    """Judge a replay of the segment from `start` against the committed end checkpoint `claimed`."""
+    names = sorted(replayed.weights)
+    structure = structure_mismatch(start, claimed, replayed)
+    if structure:
+        return Comparison(BITWISE if same_profile else TOLERANCE, False, structure, math.inf, math.inf, math.nan,
+                          0.0 if same_profile else threshold)
+    weights_error, update_norm = relative_error((start.weights[n] for n in names), (claimed.weights[n] for n in names),
+                                                (replayed.weights[n] for n in names))
+    moment_error = 0.0
+    for moment in MOMENTS:
+        order = sorted(replayed.optimizer)
+        error, _ = relative_error((start.optimizer[n][moment] for n in order), (claimed.optimizer[n][moment] for n in order),
+                                  (replayed.optimizer[n][moment] for n in order))
+        moment_error = max(moment_error, error)
+    if same_profile:
+        identical = claimed_hash == replayed_hash
+        reason = "replay is bitwise identical" if identical else "same determinism profile but the replay's bytes differ"
+        return Comparison(BITWISE, identical, reason, weights_error, moment_error, update_norm, 0.0)
+    within = weights_error <= threshold and moment_error <= threshold
+    reason = (f"within tolerance (errors {weights_error:.3g}, {moment_error:.3g} <= {threshold:.3g})" if within
+              else f"replay differs beyond tolerance (weights {weights_error:.3g}, moments {moment_error:.3g} > {threshold:.3g})")
+    return Comparison(TOLERANCE, within, reason, weights_error, moment_error, update_norm, threshold)
