@@ -219,3 +219,20 @@ def test_describe_tx_shows_every_message_kind_and_survives_garbage():
     assert described["total_spend"] == 10 + 4 + 1000  # the task budget is escrowed from the signer
     with pytest.raises(WalletError, match="not a Trolly transaction"):
         describe_tx(b"\xff\x00garbage")
+
+
+def test_account_proof_holds_only_for_the_exact_balance_and_nonce():
+    from trolly.chain.accounts import Account, encode_account
+    from trolly.chain.keys import account_key
+    from trolly.chain.merkle import MemoryTree
+    from trolly.wallet.proofs import account_proof_holds
+
+    tree = MemoryTree({account_key(DEV.address): encode_account(Account(500, 2)), b"\x03": b"supply"})
+    _, proof = tree.prove(account_key(DEV.address))
+    assert account_proof_holds(tree.root(), DEV_ADDRESS, 500, 2, proof)
+    assert not account_proof_holds(tree.root(), DEV_ADDRESS, 501, 2, proof)  # a node lying about the balance
+    assert not account_proof_holds(tree.root(), DEV_ADDRESS, 500, 1, proof)
+    assert not account_proof_holds(bytes(32), DEV_ADDRESS, 500, 2, proof)
+    _, absent = tree.prove(account_key(BOB.address))
+    assert account_proof_holds(tree.root(), BOB_ADDRESS, 0, 0, absent)
+    assert not account_proof_holds(tree.root(), BOB_ADDRESS, 1, 0, absent)

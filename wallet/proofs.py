@@ -48,6 +48,14 @@ class ProvenAccount:
         }
 
 
+def account_proof_holds(app_hash: bytes, address: str, balance: int, nonce: int, proof: bytes) -> bool:
+    """True when `proof` shows that, under `app_hash`, the account holds exactly (balance, nonce)."""
+    state_key = account_key(parse_address(address))
+    stored = Account(balance, nonce)
+    proven_value = None if stored == Account() else encode_account(stored)
+    return verify_proof(app_hash, state_key, proven_value, proof)
+
+
 async def prove_account(client: AsyncRpcClient, address: str, timeout: float = 30.0) -> ProvenAccount:
     """The account's balance and nonce, checked against the next block's app hash; ProofInvalid if not."""
     state_key = account_key(parse_address(address))
@@ -64,11 +72,9 @@ async def prove_account(client: AsyncRpcClient, address: str, timeout: float = 3
     operation = operations[0]
     if operation.key and operation.key != state_key:
         raise ProofInvalid("the proof is for a different state key than this account's")
-    stored = Account(account.balance, account.nonce)
-    proven_value = None if stored == Account() else encode_account(stored)
     await client.wait_for_height(result.height + 1, timeout)
     header = await client.block(result.height + 1)
-    if not verify_proof(header.app_hash, state_key, proven_value, operation.data):
+    if not account_proof_holds(header.app_hash, address, account.balance, account.nonce, operation.data):
         raise ProofInvalid(
             f"proof of {address} at height {result.height} does NOT match the app hash "
             f"{header.app_hash.hex().upper()} of block {header.height}"

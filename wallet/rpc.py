@@ -241,7 +241,7 @@ class AsyncRpcClient:
             async with self._session.post(self.url, json=request) as response:
                 body = await response.read()
                 status = response.status
-        except (aiohttp.ClientConnectionError, aiohttp.InvalidURL, OSError) as exc:
+        except (aiohttp.ClientError, OSError) as exc:  # refused, reset, DNS, bad URL, truncated answer
             raise NodeUnreachable(self.url, _reason(exc)) from None
         except asyncio.TimeoutError:
             raise NodeUnreachable(self.url, f"no answer within {self.timeout:g}s") from None
