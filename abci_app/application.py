@@ -160,6 +160,17 @@ class TrollyApplication:
         return BlockEnv(chain_id=self._chain_id, height=self.store.last_height + 1,
                         time_ns=self._last_block_time_ns)
 
+    def on_all_connections_closed(self) -> None:
+        """The consensus engine went away (the server calls this when its last connection closes).
+
+        Its mempool is gone, so the overlay of admitted txs must go too, or their nonces would make the same
+        txs look like replays when they are submitted again. An uncommitted FinalizeBlock result is dropped:
+        the engine re-sends that block after its handshake. A pending genesis stays (re-sent InitChain
+        replaces it anyway).
+        """
+        self._mempool = None
+        self._pending = None
+
     # -- connection: info / query ---------------------------------------------------------------------------
     def echo(self, request: abci.RequestEcho) -> abci.ResponseEcho:
         return abci.ResponseEcho(message=request.message)

@@ -152,6 +152,17 @@ class AbciServer:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+            if not self._connections:
+                self._consensus_engine_gone()
+
+    def _consensus_engine_gone(self) -> None:
+        """Every connection is closed: the engine stopped or crashed, and its mempool went with it. When it
+        comes back it re-sends what it needs (Info, then blocks or CheckTx), so the app drops what it kept for
+        the old session (see `TrollyApplication.on_all_connections_closed`)."""
+        hook = getattr(self.app, "on_all_connections_closed", None)
+        if hook is not None:
+            log.info("all ABCI connections closed")
+            hook()
 
     async def _serve_connection(self, name: str, reader: asyncio.StreamReader,
                                 writer: asyncio.StreamWriter) -> None:

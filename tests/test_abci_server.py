@@ -216,3 +216,21 @@ def test_parse_address():
     for bad in ("tcp://nohost", "unix://", "tcp://:80", "tcp://h:99999", "tcp://h:port"):
         with pytest.raises(AddressError):
             parse_address(bad)
+
+
+def test_when_every_connection_closes_the_mempool_overlay_is_forgotten(running, store):
+    """An engine that restarts lost its mempool: resubmitting the same tx must not look like a replay."""
+    client = wire.CometLikeClient(running.address)
+    start_chain(client)
+    tx = send_tx(ALICE, BOB.address, 5, 0)
+    assert client.check_tx(tx).code == 0
+    assert client.check_tx(tx).code != 0  # same session: the overlay holds it
+    client.close()
+    for _ in range(100):  # the server notices the closes asynchronously
+        if not running.server._connections:
+            break
+        threading.Event().wait(0.02)
+    again = wire.CometLikeClient(running.address)
+    assert again.info().int(4) == 1
+    assert again.check_tx(tx).code == 0
+    again.close()
