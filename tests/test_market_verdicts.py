@@ -154,3 +154,21 @@ def test_undecided_workers_are_unverified_when_the_window_closes(make_chain):
     assert view["paid_workers"] == 0 and view["active_members"] == 2 and view["round"] == 1
     assert chain.balance(market.workers[0]) == balance
     assert market.to_verify(chain.operators[1]) == []
+
+
+def test_window_close_retallies_with_current_powers(make_chain):
+    """One of two equal validators votes PASS (half the power: undecided); the other then unbonds, so at the
+    window's close the PASS votes hold all the power and the round passes instead of staying unverified."""
+    from trolly.chain.proto.staking_pb2 import MsgUnbond
+    from trolly.chain.validators import total_power
+
+    chain, market, task_id, items = setup(make_chain, validators=2)
+    voter, leaver = chain.operators
+    votes_block(chain, task_id, [(voter, item, VERDICT_PASS) for worker in items.values() for item in worker])
+    assert market.task(task_id)["phase"] == "verify"
+    assert chain.deliver(leaver, MsgUnbond(amount=10 * 10**6)).ok
+    assert total_power(chain.state) == 10
+    outputs = chain.advance(MARKET_PARAMS["verification_window"])
+    settled = [a for o in outputs for a in event_actions(o, "round_settled")]
+    assert (settled[0]["passed"], settled[0]["unverified"]) == ("2", "0")
+    assert market.task(task_id)["paid_workers"] == REWARD

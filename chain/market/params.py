@@ -87,8 +87,9 @@ class MarketParams:
     that did not exist when the last commitment was made)."""
 
     verification_window: int = 100
-    """Blocks the validators have, after sampling, to vote on the sampled segments. When it closes, a worker
-    whose segments are not all decided is settled as `unverified`: it is neither slashed (nobody proved it
+    """Blocks the validators have, after sampling, to vote on the sampled segments. When it closes, the
+    undecided segments are tallied once more (with the powers of that block), and a worker whose segments
+    are still not all decided is settled as `unverified`: it is neither slashed (nobody proved it
     cheated) nor paid (nobody proved it worked); its share of the round stays with the requester, it remains
     a member, and its update is left out of the next global weights, like a failed one."""
 

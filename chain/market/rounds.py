@@ -28,7 +28,7 @@ from .records import UNVERIFIED, VERIFY, Commitment, Task
 from .sampling import sample_segments
 from .store import enter_phase, escrow_out, find_commitment, find_member, get_worker, mark_pending
 from .store import members_in_order, put_commitment, put_member, put_worker, round_commitments, unmark_pending
-from .tally import deciding_voters
+from .tally import apply_decision, deciding_voters, tally_segment
 
 
 def agreed_hash(weights: dict[bytes, tuple[int, int]]) -> bytes:
@@ -98,6 +98,8 @@ def settle_round(state: State, ctx: BlockContext, task: Task) -> None:
     commitments = [c for c in round_commitments(state, task, task.round) if c.outcome != DISAGREED]
     for commitment in commitments:
         if commitment.outcome == PENDING:
+            retally(state, commitment)  # powers may have changed since the last vote
+        if commitment.outcome == PENDING:
             commitment.outcome = UNVERIFIED
             for segment, decision in zip(commitment.segments, commitment.decisions):
                 if decision == UNDECIDED:
@@ -145,3 +147,15 @@ def pay_worker(state: State, ctx: BlockContext, task: Task, commitment: Commitme
     worker.earned += pay
     put_worker(state, worker)
     task.paid_workers += pay
+
+
+def retally(state: State, commitment: Commitment) -> None:
+    """Tally the commitment's undecided segments once more with the current powers (a validator that left
+    since the last vote no longer counts in the total)."""
+    for segment, decision in list(zip(commitment.segments, commitment.decisions)):
+        if decision != UNDECIDED or commitment.outcome != PENDING:
+            continue
+        decided = tally_segment(state, commitment.task_id, commitment.round, commitment.worker, segment)
+        if decided != UNDECIDED:
+            apply_decision(state, commitment, segment, decided)
+    put_commitment(state, commitment)
