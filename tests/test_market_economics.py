@@ -75,3 +75,16 @@ def test_split_by_power_hands_out_everything_proportionally(amount, recipients):
 
 def test_fee_rounds_down():
     assert fee_of(999, 300) == 29 and fee_of(0, 300) == 0
+
+
+def test_params_refuse_a_sampling_seed_from_the_commit_block():
+    import pytest
+
+    from trolly.chain.errors import InvalidRequest
+    from trolly.chain.market.params import MarketParams
+
+    with pytest.raises(InvalidRequest):
+        MarketParams(sampling_delay=0)
+    with pytest.raises(InvalidRequest):
+        MarketParams(validator_fee_bps=10_001)
+    assert MarketParams.localnet().worker_unbonding_blocks < MarketParams().worker_unbonding_blocks

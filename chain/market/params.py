@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..errors import InvalidRequest
+
 
 @dataclasses.dataclass(frozen=True)
 class MarketParams:
@@ -117,19 +119,15 @@ class MarketParams:
 
     def __post_init__(self) -> None:
         if self.sampling_delay < 1:
-            raise ValueError("market.sampling_delay must be >= 1: the seed must come from a later block")
-        if self.verification_window < 1 or self.min_round_blocks < 1:
-            raise ValueError("market windows must be at least one block")
+            raise InvalidRequest("market.sampling_delay must be >= 1: the seed must come from a later block")
+        if self.verification_window < 1 or self.min_round_blocks < 1 or self.worker_unbonding_blocks < 1:
+            raise InvalidRequest("market windows and periods must be at least one block")
         for name in ("validator_fee_bps", "verifier_fee_bps", "slash_verifier_bps", "missed_round_penalty_bps"):
             if not 0 <= getattr(self, name) <= 10_000:
-                raise ValueError(f"market.{name} must be within 0..10000 basis points")
+                raise InvalidRequest(f"market.{name} must be within 0..10000 basis points")
 
-
-LOCALNET = MarketParams(
-    min_worker_stake=1_000_000,
-    worker_unbonding_blocks=20,
-    min_collateral=100_000,
-    min_round_blocks=2,
-    verification_window=20,
-)
-"""Short periods and small amounts, so a developer sees a whole task settle within a minute."""
+    @classmethod
+    def localnet(cls) -> "MarketParams":
+        """Short periods and small amounts, so a developer sees a whole task settle within a minute."""
+        return cls(min_worker_stake=1_000_000, worker_unbonding_blocks=20, min_collateral=100_000,
+                   verification_window=20)
