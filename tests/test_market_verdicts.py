@@ -172,3 +172,19 @@ def test_window_close_retallies_with_current_powers(make_chain):
     settled = [a for o in outputs for a in event_actions(o, "round_settled")]
     assert (settled[0]["passed"], settled[0]["unverified"]) == ("2", "0")
     assert market.task(task_id)["paid_workers"] == REWARD
+
+
+def test_a_jailed_validator_can_no_longer_vote(make_chain):
+    from trolly.chain.block import Misbehavior
+    from trolly.chain.validators import consensus_address_of
+
+    chain, market, task_id, items = setup(make_chain, validators=2, verification_window=50)
+    jailed = chain.operators[1]
+    evidence = Misbehavior(kind=1, validator_address=consensus_address_of(chain.consensus_keys[1].pubkey), power=10,
+                           height=chain.height, time_ns=chain.height * 10**9, total_voting_power=20)
+    chain.block(misbehavior=(evidence,))
+    item = next(iter(items.values()))[0]
+    assert_fails(chain.deliver(jailed, verdict(task_id, item, VERDICT_FAIL)), NotValidator)
+    # The remaining validator now holds all the power: its vote alone decides.
+    output = votes_block(chain, task_id, [(chain.operators[0], item, VERDICT_PASS)])
+    assert event_actions(output, "segment_decided")[0]["decision"] == "pass"
