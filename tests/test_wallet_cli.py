@@ -326,3 +326,16 @@ def test_keyring_backend_from_the_environment(wallet, home, monkeypatch):
     assert as_json(result)["backend"] == "test" and (home / "keyring-test" / "dev.key.json").exists()
     listed = wallet("keys", "list")
     assert "UNENCRYPTED" in listed.stderr and "dev" in listed.stdout
+
+
+def test_names_resolve_across_keyrings_for_recipients_but_not_for_signers(wallet, fake_node):
+    add_dev_key(wallet, backend="test")
+    alice = as_json(wallet("keys", "add", "alice", "-o", "json"))["address"]  # file keyring
+    sent = as_json(wallet("tx", "send", "alice", "2utrl", "--from", "dev", "--keyring-backend", "test", "--yes",
+                          "-o", "json", node=fake_node))
+    assert sent["tx"]["messages"][0]["fields"]["to"] == alice
+    assert as_json(wallet("query", "account", "alice", "--keyring-backend", "test", "-o", "json",
+                          node=fake_node))["balance"] == 2
+    fails_with(wallet("tx", "send", "alice", "1utrl", "--from", "dev", "--yes", node=fake_node), 5,
+               "it is in the test keyring: add --keyring-backend test")
+    fails_with(wallet("query", "account", "carol", node=fake_node), 5, "not a key in any keyring")

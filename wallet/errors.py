@@ -32,9 +32,9 @@ class KeyNotFound(KeyringError):
 
     exit_code = 5
 
-    def __init__(self, name: str, backend: str = "") -> None:
+    def __init__(self, name: str, backend: str = "", hint: str = "") -> None:
         where = f" in the {backend} keyring" if backend else ""
-        super().__init__(f"unknown key name {name!r}{where} (see `trolly-wallet keys list`)")
+        super().__init__(f"unknown key name {name!r}{where} ({hint or 'see `trolly-wallet keys list`'})")
         self.name = name
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-
 import click
 
 from ..errors import WalletError
@@ -14,8 +12,7 @@ from ..txbuilder import describe_tx
 from .errors import WalletGroup
 from .options import keyring_options, node_options, output_option, settings
 from .output import amount_text, emit, print_key_values, print_table
-from ..txbuilder import parse_address
-from .transactions import looks_like_address, resolve_key
+from .transactions import lookup_address
 
 
 @click.group(cls=WalletGroup)
@@ -24,11 +21,8 @@ def query() -> None:
 
 
 def address_of(text: str) -> str:
-    """An address given directly, or the address of a key in the keyring."""
-    if looks_like_address(text):
-        parse_address(text)  # a bad checksum is reported as such, before any network traffic
-        return text
-    return resolve_key(settings().keyring(), text).address
+    """An address given directly, or the address of a named key in this home (any keyring backend)."""
+    return lookup_address(text)
 
 
 @query.command("account")

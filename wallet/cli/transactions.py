@@ -15,7 +15,7 @@ from google.protobuf.message import Message
 
 from ..amounts import parse_amount
 from ..errors import KeyNotFound, WalletError
-from ..keyring import Keyring, KeyInfo
+from ..keyring import BACKENDS, Keyring, KeyInfo
 from ..sender import SendOutcome, TxSender
 from ..txbuilder import TxPlan, parse_address
 from .options import keyring_options, node_options, output_option, settings
@@ -68,13 +68,42 @@ def looks_like_address(text: str) -> bool:
 
 
 def resolve_key(keyring: Keyring, name_or_address: str) -> KeyInfo:
+    """The key that will sign: it must be in the keyring of the chosen backend."""
     if looks_like_address(name_or_address):
         parse_address(name_or_address)  # a bad checksum is reported as such
         found = keyring.find_by_address(name_or_address)
-        if found is None:
-            raise KeyNotFound(name_or_address, keyring.backend)
+    else:
+        found = keyring.get(name_or_address) if keyring.exists(name_or_address) else None
+    if found is not None:
         return found
-    return keyring.get(name_or_address)
+    elsewhere = [backend for backend in BACKENDS if backend != keyring.backend
+                 and _find_public(settings().keyring(backend), name_or_address) is not None]
+    hint = f"it is in the {elsewhere[0]} keyring: add --keyring-backend {elsewhere[0]}" if elsewhere else ""
+    raise KeyNotFound(name_or_address, keyring.backend, hint)
+
+
+def _find_public(keyring: Keyring, name_or_address: str) -> KeyInfo | None:
+    if looks_like_address(name_or_address):
+        return keyring.find_by_address(name_or_address)
+    return keyring.get(name_or_address) if keyring.exists(name_or_address) else None
+
+
+def lookup_address(name_or_address: str) -> str:
+    """An address given directly, or the address of a named key in any backend (the chosen one first).
+
+    Used for recipients and queries, where only public information is needed, so `tx send alice ...` works
+    whether alice's key is in the file keyring and the sender's in the test keyring or the other way round.
+    """
+    if looks_like_address(name_or_address):
+        parse_address(name_or_address)  # a bad checksum is reported as such, before any network traffic
+        return name_or_address
+    options = settings()
+    backends = [options.keyring_backend] + [b for b in BACKENDS if b != options.keyring_backend]
+    for backend in backends:
+        found = _find_public(options.keyring(backend), name_or_address)
+        if found is not None:
+            return found.address
+    raise KeyNotFound(name_or_address, "", "not a key in any keyring here, and not a trolly1... address")
 
 
 def render_plan(description: dict, err: bool) -> None:

@@ -15,8 +15,7 @@ from ..txbuilder import describe_tx, parse_address, send_message
 from .errors import WalletGroup
 from .options import keyring_options, node_options, output_option, settings
 from .stake import stake
-from .transactions import TransactionFlags, looks_like_address, render_plan, report_outcome, resolve_key
-from .transactions import run_transaction
+from .transactions import TransactionFlags, lookup_address, render_plan, report_outcome, run_transaction
 from .transactions import transaction_options, DEFAULT_INCLUSION_TIMEOUT
 
 
@@ -29,10 +28,8 @@ tx.add_command(stake)
 
 
 def recipient_address(text: str) -> bytes:
-    """TO may be an address or the name of a key in this keyring."""
-    if looks_like_address(text):
-        return parse_address(text)
-    return parse_address(resolve_key(settings().keyring(), text).address)
+    """TO may be an address or the name of a key in any of this home's keyrings."""
+    return parse_address(lookup_address(text))
 
 
 @tx.command("send")
