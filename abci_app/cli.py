@@ -148,15 +148,22 @@ async def _run_engine(root: pathlib.Path, proxy_app: str, rpc_laddr: str, block_
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     await node.start()
+    helpers = []
+    if on_ready is not None:
+        helpers.append(asyncio.ensure_future(_when_connected(node, on_ready)))
+    if child is not None:
+        helpers.append(asyncio.ensure_future(_watch_child(child, stop)))
     try:
-        if on_ready is not None:
-            on_ready(node)
-        watcher = asyncio.ensure_future(_watch_child(child, stop)) if child is not None else None
         await node.run(stop)
-        if watcher is not None:
-            watcher.cancel()
     finally:
+        for helper in helpers:
+            helper.cancel()
         await node.close()
+
+
+async def _when_connected(node, on_ready) -> None:
+    await node.producer.connected.wait()
+    on_ready(node)
 
 
 async def _watch_child(child: subprocess.Popen, stop: asyncio.Event) -> None:

@@ -90,6 +90,8 @@ class Producer:
         self.fatal: BaseException | None = None
         self.new_block = asyncio.Condition()
         self.visible_height = blockstore.last_height
+        self.connected = asyncio.Event()
+        """Set while a handshaken app is connected (the RPC can reach it); cleared when it is lost."""
         """The last block the RPC shows: stored AND committed by the app (CometBFT indexes after Commit)."""
         self._key = home.validator_key
         self._pause = _parse_pause(os.environ.get(PAUSE_ENVIRONMENT, ""))
@@ -117,6 +119,7 @@ class Producer:
                 if self.client is None:
                     return
                 await self.handshake(self.client)
+                self.connected.set()
                 log.info("handshake done: app at height %d, producing blocks every %.2fs", self.blockstore.last_height, self.config.block_interval)
                 while not stop.is_set():
                     await self.produce_block(self.client)
@@ -125,6 +128,7 @@ class Producer:
                 log.warning("lost the app (%s); waiting for it to come back", exc)
                 await _sleep_or_stop(self.config.reconnect_interval, stop)
             finally:
+                self.connected.clear()
                 if self.client is not None:
                     await self.client.close()
                     self.client = None
