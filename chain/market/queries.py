@@ -2,6 +2,7 @@
 
 /market/task/<id>          a task: terms, status, round r of R, members, per-round commitments with their sampled
                            segments, decisions and verdicts, paid so far, escrow remaining, final weights hash
+/market/task/<id>/round/<r>  one round of it (agreed start weights hash, commitments, segments, verdicts)
 /market/tasks[/open]       every task (or only open and running ones), summarised
 /market/spec/<id>          the spec JSON exactly as submitted, and its hash
 /market/worker/<address>   a worker: stake, hardware, blob URL, tasks, earnings; and any unbonding stake
@@ -75,6 +76,15 @@ def commitment_view(state: State, commitment: Commitment) -> dict:
     }
 
 
+def round_view(state: State, task: Task, round_: int) -> dict:
+    return {
+        "round": round_,
+        "start_weights_hash": task.round_start_hashes[round_].hex() if round_ < len(task.round_start_hashes) else "",
+        "final_report": round_ == task.rounds,
+        "commitments": [commitment_view(state, c) for c in round_commitments(state, task, round_)],
+    }
+
+
 def task_view(state: State, task: Task) -> dict:
     view = task_summary(task)
     view.update({
@@ -91,24 +101,22 @@ def task_view(state: State, task: Task) -> dict:
         members.append(member_view(find_member(state, task.id, address), worker.blob_url if worker else ""))
     view["members"] = members
     last_round = min(task.round, task.rounds)
-    view["round_details"] = [
-        {
-            "round": r,
-            "start_weights_hash": task.round_start_hashes[r].hex() if r < len(task.round_start_hashes) else "",
-            "final_report": r == task.rounds,
-            "commitments": [commitment_view(state, c) for c in round_commitments(state, task, r)],
-        }
-        for r in range(last_round + 1)
-    ] if task.started_height else []
+    view["round_details"] = [round_view(state, task, r) for r in range(last_round + 1)] if task.started_height else []
     return view
 
 
 def query_task(state: State, arg: str, data: bytes) -> QueryResult:
-    task_id = _task_id(arg)
+    """`/market/task/<id>`, or only one round of it: `/market/task/<id>/round/<r>`."""
+    task_arg, _, round_arg = arg.partition("/round/")
+    task_id = _task_id(task_arg)
     task = find_task(state, task_id)
     if task is None:
         raise NotFound(f"no task {task_id}")
-    return QueryResult(task_view(state, task), proof_key=keys.market_task_key(task_id))
+    if not round_arg and "/" not in task_arg:
+        return QueryResult(task_view(state, task), proof_key=keys.market_task_key(task_id))
+    if not round_arg.isdigit() or int(round_arg) > min(task.round, task.rounds) or not task.started_height:
+        raise NotFound(f"task {task_id} has no round {round_arg!r} yet")
+    return QueryResult(round_view(state, task, int(round_arg)))
 
 
 def query_tasks(state: State, arg: str, data: bytes) -> QueryResult:
