@@ -14,6 +14,13 @@ The rules it implements:
   checks again (against the mempool's state); its "insufficient funds" is reported the same way.
 - After `broadcast_tx_sync` accepts a transaction, it waits (with a timeout) until the transaction is in a
   block and reports height, code and log; a non-zero code there raises `TxRejected` (the fee was charged).
+
+A service (worker, verifier) uses it like this, with the in-process nonce memory:
+
+    async with AsyncRpcClient(node_url) as client:
+        sender = TxSender(client, MemoryNonceCache())
+        plan = await sender.plan(encode_address(key.address), [message], fee=0)
+        outcome = await sender.send(key, plan, timeout=30)   # outcome.included.height, .code, .log
 """
 
 from __future__ import annotations
