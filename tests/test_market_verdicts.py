@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from market_helpers import MARKET_PARAMS, REWARD, Market, assert_fails, digest, event_actions, market_snapshot
+from market_helpers import MARKET_PARAMS, REWARD, Market, assert_fails, event_actions, market_snapshot
 from trolly.chain.accounts import get_supply
 from trolly.chain.crypto import decode_address, encode_address
 from trolly.chain.market.errors import DuplicateVerdict, InvalidVerdict, NotSampled, NotValidator
