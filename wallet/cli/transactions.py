@@ -56,9 +56,10 @@ _TRANSACTION_OPTIONS = [
 
 def transaction_options(function):
     """The flags every transaction command takes; the command passes them on as `TransactionFlags(**flags)`."""
+    function = keyring_options(node_options(output_option(function)))  # listed after the transaction's own
     for option in reversed(_TRANSACTION_OPTIONS):
         function = option(function)
-    return output_option(node_options(keyring_options(function)))
+    return function
 
 
 def looks_like_address(text: str) -> bool:
