@@ -1,0 +1,174 @@
+"""End to end: a whole task through a real `trolly-node dev` (solo engine, ABCI socket, JSON-RPC on 127.0.0.1).
+
+Two workers register, join, commit synthetic work; the dev validator (dev_key(0) operates it) reads
+`/market/verify`, votes; the workers report the final weights; everyone is paid exactly. Checks that the
+sampled segments come from the real engine's block hash and that `tx_search` finds the task's events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from market_helpers import commit_message, digest, final_message, spec_bytes
+from trolly.chain.crypto import decode_address, encode_address
+from trolly.chain.hd import dev_key
+from trolly.chain.market.economics import minimum_collateral, task_cost
+from trolly.chain.market.params import MarketParams
+from trolly.chain.market.records import VERDICT_PASS
+from trolly.chain.market.sampling import sample_segments
+from trolly.chain.proto import bank_pb2, market_pb2 as pb
+from trolly.chain.tx import build_tx
+from trolly.wallet.cli import cli
+from trolly.wallet.rpc import RpcClient
+
+pytestmark = pytest.mark.slow
+
+NODE_SCRIPT = pathlib.Path(sys.executable).parent / "trolly-node"
+TRL = 10**6
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    if not NODE_SCRIPT.exists():
+        pytest.skip(f"trolly-node console script not installed at {NODE_SCRIPT}")
+    home = tmp_path_factory.mktemp("market-node")
+    url = f"http://127.0.0.1:{free_port()}"
+    log_path = home.parent / f"{home.name}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([str(NODE_SCRIPT), "dev", "--home", str(home), "--block-time", "200ms",
+                                    "--rpc-laddr", url.replace("http://", "tcp://")],
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"trolly-node dev exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with RpcClient(url, timeout=2) as client:
+                    if client.status().latest_block_height >= 1:
+                        break
+            except Exception:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"trolly-node dev did not serve {url} within 60 s:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+class Client:
+    def __init__(self, url: str) -> None:
+        self.rpc = RpcClient(url, timeout=10)
+        self.chain_id = self.rpc.status().chain_id
+
+    def query(self, path: str):
+        return self.rpc.query_json(path)
+
+    def balance(self, key) -> int:
+        return int(self.query(f"/account/{encode_address(key.address)}")["balance"])
+
+    def send(self, key, *messages):
+        nonce = int(self.query(f"/account/{encode_address(key.address)}")["nonce"])
+        result = self.rpc.broadcast_and_wait(build_tx(key, self.chain_id, nonce, 0, list(messages)), timeout=30)
+        assert result.code == 0, result.log
+        return result
+
+    def wait_for(self, task_id: int, predicate, what: str, timeout: float = 30):
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.query(f"/market/task/{task_id}")
+            if predicate(view):
+                return view
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {view['status']} {view['phase']}"
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def client(node):
+    client = Client(node)
+    try:
+        yield client
+    finally:
+        client.rpc.close()
+
+
+def test_a_whole_task_settles_on_a_real_node(node, client):
+    requester, workers = dev_key(0), [dev_key(31), dev_key(32)]
+    for worker in workers:
+        client.send(requester, bank_pb2.MsgSend(to=worker.address, amount=100 * TRL))
+    params = MarketParams(**client.query("/market/params"))
+    for i, worker in enumerate(workers):
+        client.send(worker, pb.MsgRegisterWorker(
+            stake=params.min_worker_stake, blob_url=f"http://127.0.0.1:{9100 + i}",
+            hardware=pb.HardwareProfile(device="cpu", samples_per_second=100)))
+
+    spec = spec_bytes(rounds=1)  # 20 inner steps, a checkpoint every 5: 4 segments
+    reward = 2 * TRL
+    cost = task_cost(1, reward, params.validator_fee_bps, params.verifier_fee_bps)
+    collateral = minimum_collateral(reward, 2, 4, 2, params.value_at_risk_bps, params.min_collateral)
+    result = client.send(requester, pb.MsgSubmitTask(
+        spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=cost + 7, workers=2, rounds=1,
+        reward_per_round=reward, collateral=collateral, join_blocks=100, round_blocks=100, samples_per_worker=2))
+    task_id = int(next(e for e in result.events if e.type == "task").get("id"))
+    before = {w.address: client.balance(w) for w in workers}
+    requester_before = client.balance(requester)
+    for worker in workers:
+        client.send(worker, pb.MsgJoinTask(task_id=task_id))
+    steps = [20, 10]
+    for worker, step in zip(workers, steps):
+        client.send(worker, commit_message(task_id, 0, worker.address.hex(), steps=step))
+
+    view = client.wait_for(task_id, lambda v: v["phase"] == "verify", "sampling")
+    sampled_at = view["phase_deadline"] - params.verification_window
+    block_hash = bytes.fromhex(client.rpc.block(sampled_at).block_hash)
+    items = client.query(f"/market/verify/{encode_address(requester.address)}")["segments"]
+    for worker, step in zip(workers, steps):
+        drawn = [i["segment"] for i in items if i["worker"] == encode_address(worker.address)]
+        assert drawn == sorted(sample_segments(block_hash, task_id, 0, worker.address, -(-step // 5), 2))
+
+    client.send(requester, *[pb.MsgSubmitVerdict(task_id=task_id, round=0, worker=decode_address(i["worker"]),
+                                                 segment=i["segment"], verdict=VERDICT_PASS,
+                                                 evidence_hash=digest("replayed")) for i in items])
+    client.wait_for(task_id, lambda v: v["round"] == 1 and v["phase"] == "commit", "the final report phase")
+    for worker in workers:
+        client.send(worker, final_message(task_id, 1, digest("W_R")))
+    view = client.wait_for(task_id, lambda v: v["status"] == "completed", "completion")
+
+    total = sum(steps)
+    pays = [reward * s // total for s in steps]
+    assert view["final_weights_hash"] == digest("W_R").hex()
+    for worker, pay in zip(workers, pays):
+        assert client.balance(worker) == before[worker.address] + pay  # collateral back, pay added
+    fees = sum(p * params.validator_fee_bps // 10_000 + p * params.verifier_fee_bps // 10_000 for p in pays)
+    # The requester is also the sole validator: it gets the fees back as validator and verifier.
+    assert client.balance(requester) == requester_before + (cost + 7) - sum(pays) - fees + fees
+
+    found, count = client.rpc.tx_search(f"task.id='{task_id}'", per_page=100)
+    actions = {e.get("action") for r in found for e in r.events if e.type == "task"}
+    assert {"submitted", "joined", "started", "committed", "verdict", "segment_decided"} <= actions and count >= 7
+
+    shown = CliRunner().invoke(cli, ["task", "status", str(task_id), "-o", "json"], env={"TROLLY_NODE": node},
+                               catch_exceptions=False)
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["status"] == "completed"
