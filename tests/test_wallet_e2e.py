@@ -126,6 +126,7 @@ def test_receive_send_and_two_quick_sends(wallet, node):
     assert sent["code"] == 0 and sent["height"] > 0
     found = ok_json(wallet("query", "tx", sent["hash"], "-o", "json"))
     assert found["height"] == sent["height"] and found["tx"]["signer"] == alice
+    fails_with(wallet("query", "tx", "AB" * 32), 1, "not found")
     with RpcClient(node) as client:  # the library's tx_search, as the worker and verifier use it
         results, total = client.tx_search(f"tx.height={sent['height']}")
         assert sent["hash"] in [r.hash for r in results] and total >= 1
