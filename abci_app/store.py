@@ -7,7 +7,8 @@ stale by a block are deleted in the same write batch that adds the new ones.
 Layout (one-byte prefixes, so the three kinds never mix and each iterates on its own):
 
     b"s" + state key     -> state value
-    b"t" + node path     -> encoded tree node (path = nibbles from the root, one per byte; the root is b"t")
+    b"t" + node path     -> tree node record (path = the node's nibbles from the root as ASCII hex digits,
+                            so the root is b"t" and its slot-10 child b"ta"; see trolly.chain.merkle_tree)
     b"m" + b"height"     -> last committed height, u64 big-endian
     b"m" + b"app_hash"   -> root after that height (32 bytes)
 
@@ -31,6 +32,8 @@ path prepares and commits: a lock orders commits against proofs, and a snapshot 
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import os
 import threading
 from dataclasses import dataclass
@@ -38,8 +41,8 @@ from typing import Iterator
 
 import plyvel
 
-from trolly.chain.merkle import EMPTY_ROOT, key_hash, value_hash
-from trolly.chain.merkle_tree import Node, TreeUpdate, decode_node, encode_node, prove_from_nodes, update_tree
+from trolly.chain.merkle import EMPTY_ROOT, key_hash
+from trolly.chain.merkle_tree import TreeUpdate, check_record, node_hash, prove_from_nodes, update_tree
 
 from .errors import AbciAppError
 
@@ -49,9 +52,11 @@ META_PREFIX = b"m"
 HEIGHT_KEY = META_PREFIX + b"height"
 APP_HASH_KEY = META_PREFIX + b"app_hash"
 
-DEFAULT_CACHE_DEPTH = 4
-"""Tree nodes whose path is shorter than this stay in memory after first use (1 + 16 + 256 + 4096 at most,
-a few MB): every block touches the upper levels, so they are never re-read from LevelDB."""
+DEFAULT_CACHE_NODES = 250_000
+"""How many committed tree node records stay in memory (about 60 MB at most: an internal record is 513
+bytes, a leaf 65). Every block rewrites the upper levels and each transaction reads the leaves of its
+accounts; without the cache each would be a LevelDB read per block. With up to ~180,000 keys the whole tree
+fits; beyond that the least recently written or read-in records are dropped first."""
 
 
 class StoreError(AbciAppError):
@@ -105,26 +110,54 @@ class ProvenValue:
     proof: bytes
 
 
+class _NodeCache:
+    """Committed node records by path, bounded by count. Oldest first out, where committing a record or
+    reading it from disk makes it newest: the upper levels, rewritten every block, never leave."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.records: dict[str, bytes | None] = {}
+
+    def remember(self, path: str, record: bytes | None) -> None:
+        if self.capacity > 0:
+            self.records[path] = record
+            if len(self.records) > self.capacity:
+                self._evict()
+
+    def committed(self, tree: TreeUpdate) -> None:
+        records = self.records
+        for path in tree.deletes:
+            records.pop(path, None)
+        if self.capacity > 0:
+            for path, record in tree.writes.items():
+                records.pop(path, None)  # re-inserting moves it to the young end
+                records[path] = record
+            if len(records) > self.capacity:
+                self._evict()
+
+    def _evict(self) -> None:
+        # drop to 90% at once, so a full cache does not evict on every insert
+        excess = len(self.records) - self.capacity * 9 // 10
+        for path in list(itertools.islice(self.records, excess)):
+            del self.records[path]
+
+
 class _NodeReader:
-    """The committed tree for `update_tree`/`prove_from_nodes`: LevelDB reads behind a cache of upper nodes."""
+    """The committed tree for `update_tree`/`prove_from_nodes`: LevelDB reads behind the node cache."""
 
-    def __init__(self, source: "plyvel.DB | plyvel.Snapshot", cache: dict[bytes, Node | None] | None, depth: int):
-        self._source = source
+    def __init__(self, source: "plyvel.DB | plyvel.Snapshot", cache: _NodeCache) -> None:
+        self._source_get = source.get
         self._cache = cache
-        self._depth = depth
+        self._records = cache.records
 
-    def get_node(self, path: bytes) -> Node | None:
-        cache = self._cache
-        if cache is not None and len(path) < self._depth:
-            node = cache.get(path, _UNCACHED)
-            if node is _UNCACHED:
-                node = cache[path] = self._read(path)
-            return node
-        return self._read(path)
-
-    def _read(self, path: bytes) -> Node | None:
-        raw = self._source.get(TREE_PREFIX + path)
-        return None if raw is None else decode_node(raw)
+    def get_node(self, path: str) -> bytes | None:
+        record = self._records.get(path, _UNCACHED)
+        if record is _UNCACHED:
+            record = self._source_get(TREE_PREFIX + path.encode())
+            if record is not None:
+                check_record(record)
+            self._cache.remember(path, record)
+        return record
 
 
 _UNCACHED = object()
@@ -135,7 +168,7 @@ _OPEN_PATHS_LOCK = threading.Lock()
 class Store:
     """LevelDB via plyvel, committed with a history-independent 16-ary sparse Merkle tree (see module doc)."""
 
-    def __init__(self, path: str | os.PathLike, *, sync: bool = True, cache_depth: int = DEFAULT_CACHE_DEPTH) -> None:
+    def __init__(self, path: str | os.PathLike, *, sync: bool = True, cache_nodes: int = DEFAULT_CACHE_NODES) -> None:
         self.path = os.path.realpath(os.fspath(path))
         with _OPEN_PATHS_LOCK:
             # Checked before LevelDB sees the path: a second in-process open makes LevelDB open and close its
@@ -152,15 +185,14 @@ class Store:
                 raise StoreError(f"{path}: cannot open the database: {exc}") from None
             _OPEN_PATHS.add(self.path)
         self.sync = sync
-        self._cache_depth = cache_depth
-        self._cache: dict[bytes, Node | None] = {}
+        self._cache = _NodeCache(cache_nodes)
         self._lock = threading.RLock()
         self._closed = False
         height_raw = self._db.get(HEIGHT_KEY)
         self.last_height: int = 0 if height_raw is None else int.from_bytes(height_raw, "big")
         self.last_app_hash: bytes = self._db.get(APP_HASH_KEY) or EMPTY_ROOT
-        root = self._nodes().get_node(b"")
-        tree_root = EMPTY_ROOT if root is None else root.hash
+        root = self._nodes().get_node("")
+        tree_root = EMPTY_ROOT if root is None else node_hash(root)
         if tree_root != self.last_app_hash:
             self.close()
             raise StoreError(f"{path}: stored app hash {self.last_app_hash.hex()} does not match the tree root "
@@ -205,8 +237,10 @@ class Store:
             self._check_open()
             if height <= self.last_height and not (height == 0 == self.last_height):
                 raise StoreError(f"cannot prepare height {height}: height {self.last_height} is already committed")
+            sha256 = hashlib.sha256  # key_hash and value_hash of trolly.chain.merkle, inlined for speed
             tree = update_tree(self._nodes(), [
-                (key_hash(key), None if value is None else value_hash(value)) for key, value in changes.items()
+                (sha256(key).digest(), None if value is None else sha256(value).digest())
+                for key, value in changes.items()
             ])
             return PendingCommit(height, tree.root_hash, self.last_height, self.last_app_hash, dict(changes), tree,
                                  id(self))
@@ -230,20 +264,20 @@ class Store:
                     else:
                         batch.put(STATE_PREFIX + key, value)
                 for path in pending.tree.deletes:
-                    batch.delete(TREE_PREFIX + path)
-                for path, node in pending.tree.writes.items():
-                    batch.put(TREE_PREFIX + path, encode_node(node))
+                    batch.delete(TREE_PREFIX + path.encode())
+                for path, record in pending.tree.writes.items():
+                    batch.put(TREE_PREFIX + path.encode(), record)
                 batch.put(HEIGHT_KEY, pending.height.to_bytes(8, "big"))
                 batch.put(APP_HASH_KEY, pending.app_hash)
             self.last_height = pending.height
             self.last_app_hash = pending.app_hash
-            self._update_cache(pending.tree)
+            self._cache.committed(pending.tree)
 
     def close(self) -> None:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._cache.clear()
+                self._cache.records.clear()
                 self._db.close()
                 with _OPEN_PATHS_LOCK:
                     _OPEN_PATHS.discard(self.path)
@@ -256,16 +290,7 @@ class Store:
 
     # -- internals -----------------------------------------------------------------------------------------
     def _nodes(self) -> _NodeReader:
-        return _NodeReader(self._db, self._cache, self._cache_depth)
-
-    def _update_cache(self, tree: TreeUpdate) -> None:
-        depth = self._cache_depth
-        for path in tree.deletes:
-            if len(path) < depth:
-                self._cache.pop(path, None)
-        for path, node in tree.writes.items():
-            if len(path) < depth:
-                self._cache[path] = node
+        return _NodeReader(self._db, self._cache)
 
     def _check_open(self) -> None:
         if self._closed:

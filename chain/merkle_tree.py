@@ -1,21 +1,32 @@
 """The incremental form of the Merkle tree in `merkle.py`: stored nodes, batched updates, proofs from nodes.
 
 `merkle.MemoryTree` rebuilds everything from the key set; a node cannot. This module keeps the tree as nodes
-addressed by their *path* (the nibbles from the root to the node, one nibble per byte; the root's path is
-b""), so only the latest version exists and a node's storage key never depends on history. The same hashing
-rules apply, so roots and proof bytes are identical to the reference's (tests compare them on random
-histories).
+addressed by their *path*: the nibbles from the root to the node written as lower-case hex digits (the root
+is "", the child in slot 10 of the root is "a"), which is also a prefix of `sha256(key).hex()` for every key
+below it. Only the latest version exists, and a node's storage key never depends on history. The hashing
+rules are those of `merkle.py`, so roots and proof bytes are identical to the reference's (tests compare
+them on random histories).
 
-`update_tree` applies one block's changes in one pass: the changed key hashes are sorted and grouped by
-nibble, so every touched internal node is loaded once and hashed once per block, untouched subtrees are
-never read, and the result lists exactly which nodes to write and which stale paths to delete. Leaves are
-the only nodes that move: a leaf sinks when a new key lands on its prefix, and rises when its last sibling
-goes (an internal node exists exactly where two or more keys share a prefix). Pure: the caller supplies
-a `NodeSource` (a LevelDB reader with a cache in the store, a dict in tests) and persists the result.
+A node *is* its hash preimage, kept as bytes:
+
+    leaf record     = 0x00 || key_hash || value_hash                      (65 bytes)
+    internal record = 0x01 || child_0 || ... || child_15                  (513 bytes, EMPTY_HASH for none)
+    node hash       = sha256(record)
+
+so storing, loading and hashing a node need no encoding step. (The zero runs of empty slots cost little on
+disk: LevelDB compresses blocks.)
+
+`update_tree` applies one block's changes in one pass: the changed keys are sorted by hash and each touched
+node is loaded once and hashed once per block; untouched subtrees are never read; the result lists exactly
+which nodes to write and which stale paths to delete. Leaves are the only nodes that move: a leaf sinks
+when a new key lands on its prefix and rises when its last sibling goes (an internal node exists exactly
+where two or more keys share a prefix). Pure: the caller supplies a `NodeSource` (LevelDB behind a cache in
+the store, a dict in tests) and persists the result.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol
@@ -23,227 +34,196 @@ from typing import Iterable, Protocol
 from .merkle import EMPTY_HASH, EMPTY_ROOT, HASH_LENGTH, INTERNAL_PREFIX, LEAF_PREFIX, Proof, encode_proof
 
 _sha256 = hashlib.sha256
+_HEX_DIGITS = "0123456789abcdef"
+_NEXT_DIGIT = {digit: (_HEX_DIGITS[i + 1] if i < 15 else "g") for i, digit in enumerate(_HEX_DIGITS)}
+"""The digit after each hex digit; "g" sorts after "f", closing the last slot's range."""
+_SLOT_OF = {digit: i for i, digit in enumerate(_HEX_DIGITS)}
+LEAF_RECORD_LENGTH = 1 + 2 * HASH_LENGTH
+INTERNAL_RECORD_LENGTH = 1 + 16 * HASH_LENGTH
+EMPTY_INTERNAL = INTERNAL_PREFIX + EMPTY_HASH * 16
 
 
-class LeafNode:
-    """A leaf: the hashes of its key and value; its own hash is the leaf hash of both."""
-
-    __slots__ = ("key_hash", "value_hash", "hash")
-
-    def __init__(self, key_hash: bytes, value_hash: bytes) -> None:
-        self.key_hash = key_hash
-        self.value_hash = value_hash
-        self.hash = _sha256(LEAF_PREFIX + key_hash + value_hash).digest()
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LeafNode) and other.key_hash == self.key_hash and other.value_hash == self.value_hash
-
-    def __repr__(self) -> str:
-        return f"LeafNode({self.key_hash.hex()[:12]}..)"
+def leaf_record(key_hash: bytes, value_hash: bytes) -> bytes:
+    return LEAF_PREFIX + key_hash + value_hash
 
 
-class InternalNode:
-    """An internal node: its 16 child hashes (EMPTY_HASH where a slot is empty)."""
-
-    __slots__ = ("children", "hash")
-
-    def __init__(self, children: tuple[bytes, ...]) -> None:
-        self.children = children
-        self.hash = _sha256(INTERNAL_PREFIX + b"".join(children)).digest()
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, InternalNode) and other.children == self.children
-
-    def __repr__(self) -> str:
-        return f"InternalNode({sum(c != EMPTY_HASH for c in self.children)} children)"
+def is_leaf(record: bytes) -> bool:
+    return record[0] == 0
 
 
-Node = LeafNode | InternalNode
+def child_hash(record: bytes, slot: int) -> bytes:
+    """The hash in slot `slot` (0..15) of an internal record."""
+    offset = 1 + HASH_LENGTH * slot
+    return record[offset:offset + HASH_LENGTH]
 
 
-def encode_node(node: Node) -> bytes:
-    """Stored form: 0x00 || key_hash || value_hash, or 0x01 || bitmap (u16 BE, bit j = slot j) || hashes."""
-    if isinstance(node, LeafNode):
-        return LEAF_PREFIX + node.key_hash + node.value_hash
-    bitmap = 0
-    hashes = []
-    for slot, child in enumerate(node.children):
-        if child != EMPTY_HASH:
-            bitmap |= 1 << slot
-            hashes.append(child)
-    return INTERNAL_PREFIX + bitmap.to_bytes(2, "big") + b"".join(hashes)
+def node_hash(record: bytes) -> bytes:
+    return _sha256(record).digest()
 
 
-def decode_node(raw: bytes) -> Node:
-    if raw[:1] == LEAF_PREFIX and len(raw) == 1 + 2 * HASH_LENGTH:
-        return LeafNode(raw[1:33], raw[33:65])
-    if raw[:1] == INTERNAL_PREFIX and len(raw) >= 3:
-        bitmap = int.from_bytes(raw[1:3], "big")
-        children = []
-        position = 3
-        for slot in range(16):
-            if bitmap >> slot & 1:
-                children.append(raw[position:position + HASH_LENGTH])
-                position += HASH_LENGTH
-            else:
-                children.append(EMPTY_HASH)
-        if position == len(raw):
-            return InternalNode(tuple(children))
-    raise ValueError(f"corrupt tree node record ({len(raw)} bytes)")
+def check_record(record: bytes) -> bytes:
+    """`record` if it is a well-formed node, else ValueError (for records read back from disk)."""
+    if not ((len(record) == LEAF_RECORD_LENGTH and record[:1] == LEAF_PREFIX)
+            or (len(record) == INTERNAL_RECORD_LENGTH and record[:1] == INTERNAL_PREFIX)):
+        raise ValueError(f"corrupt tree node record ({len(record)} bytes)")
+    return record
 
 
 class NodeSource(Protocol):
-    def get_node(self, path: bytes) -> Node | None:
-        """The node stored at `path` (nibbles, one per byte), or None."""
+    def get_node(self, path: str) -> bytes | None:
+        """The node record stored at `path` (hex nibbles from the root), or None."""
         ...
 
 
 @dataclass
 class TreeUpdate:
-    """The outcome of `update_tree`: the new root, the nodes to write and the stale paths to delete."""
+    """The outcome of `update_tree`: the new root, the node records to write and the stale paths to delete."""
 
     root_hash: bytes
-    writes: dict[bytes, Node] = field(default_factory=dict)
-    deletes: set[bytes] = field(default_factory=set)
-
-
-# One nibble as a one-byte path step, precomputed (path + _STEP[j] is the child path).
-_STEP = tuple(bytes([j]) for j in range(16))
-
-
-def _nibble(key_hash: bytes, depth: int) -> int:
-    byte = key_hash[depth >> 1]
-    return byte & 0x0F if depth & 1 else byte >> 4
+    writes: dict[str, bytes] = field(default_factory=dict)
+    deletes: set[str] = field(default_factory=set)
 
 
 class _Updater:
-    def __init__(self, source: NodeSource) -> None:
+    """One batched update. Updates are three parallel lists sorted by key hash; a subtree's updates are the
+    index range [low, high) whose hex key hashes start with the subtree's path."""
+
+    def __init__(self, source: NodeSource, hexes: list[str], key_hashes: list[bytes], value_hashes: list) -> None:
         self.source = source
-        self.loaded: set[bytes] = set()  # paths where a node existed before this update
-        self.writes: dict[bytes, Node] = {}
+        self.hexes = hexes
+        self.key_hashes = key_hashes
+        self.value_hashes = value_hashes
+        self.loaded: set[str] = set()  # paths where a node existed before this update
+        self.writes: dict[str, bytes] = {}
 
-    def load(self, path: bytes) -> Node | None:
-        node = self.source.get_node(path)
-        if node is not None:
+    def load(self, path: str) -> bytes | None:
+        record = self.source.get_node(path)
+        if record is not None:
             self.loaded.add(path)
-        return node
+        return record
 
-    def update(self, path: bytes, depth: int, node: Node | None, updates: list) -> Node | None:
-        """The new node for `path` (not yet written: the caller places it). Writes everything below it."""
-        if not isinstance(node, InternalNode):
-            leaves = {node.key_hash: node.value_hash} if node is not None else {}
-            for key_hash, value_hash in updates:
-                if value_hash is None:
-                    leaves.pop(key_hash, None)
+    def update(self, path: str, record: bytes | None, low: int, high: int) -> bytes | None:
+        """The new record for `path` (not written here: the caller places it); writes everything below it."""
+        if record is None or record[0] == 0:
+            if record is not None and high - low == 1 and record[1:33] == self.key_hashes[low]:
+                value_hash = self.value_hashes[low]  # the common case: one leaf changes in place
+                return None if value_hash is None else LEAF_PREFIX + self.key_hashes[low] + value_hash
+            leaves = {record[1:33]: record[33:65]} if record is not None else {}
+            for index in range(low, high):
+                if self.value_hashes[index] is None:
+                    leaves.pop(self.key_hashes[index], None)
                 else:
-                    leaves[key_hash] = value_hash
-            return self.build(path, depth, sorted(leaves.items()))
-        children = list(node.children)
-        new_nodes: dict[int, Node] = {}
-        start = 0
-        count = len(updates)
-        while start < count:  # updates are sorted by key hash, so each slot's updates are contiguous
-            slot = _nibble(updates[start][0], depth)
-            end = start + 1
-            while end < count and _nibble(updates[end][0], depth) == slot:
-                end += 1
-            child_path = path + _STEP[slot]
-            child = self.load(child_path) if children[slot] != EMPTY_HASH else None
-            new_child = self.update(child_path, depth + 1, child, updates[start:end])
+                    leaves[self.key_hashes[index]] = self.value_hashes[index]
+            return self.build(path, sorted(leaves.items()))
+        depth = len(path)
+        children = bytearray(record)
+        changed: dict[str, bytes] = {}
+        may_collapse = False
+        hexes = self.hexes
+        start = low
+        while start < high:  # each slot's updates are a contiguous range of the sorted hashes
+            digit = hexes[start][depth]
+            child_path = path + digit
+            end = bisect.bisect_left(hexes, path + _NEXT_DIGIT[digit], start, high)
+            offset = 1 + HASH_LENGTH * _SLOT_OF[digit]
+            child = self.load(child_path) if children[offset:offset + HASH_LENGTH] != EMPTY_HASH else None
+            if end - start == 1 and child is not None and child[0] == 0 and child[1:33] == self.key_hashes[start]:
+                value_hash = self.value_hashes[start]  # the common case, inline: one leaf changes in place
+                new_child = None if value_hash is None else LEAF_PREFIX + self.key_hashes[start] + value_hash
+            else:
+                new_child = self.update(child_path, child, start, end)
             if new_child is None:
-                children[slot] = EMPTY_HASH
+                children[offset:offset + HASH_LENGTH] = EMPTY_HASH
+                may_collapse = may_collapse or child is not None
             else:
-                children[slot] = new_child.hash
-                new_nodes[slot] = new_child
+                children[offset:offset + HASH_LENGTH] = _sha256(new_child).digest()
+                changed[child_path] = new_child
+                # an internal child that shrank to a leaf may leave this node with a lone leaf
+                may_collapse = may_collapse or (new_child[0] == 0 and child is not None and child[0] == 1)
             start = end
-        occupied = [slot for slot in range(16) if children[slot] != EMPTY_HASH]
-        if not occupied:
-            return None
-        if len(occupied) == 1:
-            only = occupied[0]
-            if only in new_nodes:
-                survivor = new_nodes[only]
-            else:
-                survivor = self.source.get_node(path + _STEP[only])
-                if isinstance(survivor, LeafNode):
-                    self.loaded.add(path + _STEP[only])  # it rises, so its old path becomes stale
-            if isinstance(survivor, LeafNode):
-                return survivor  # a lone leaf rises to this path
-        for slot, new_child in new_nodes.items():
-            self.writes[path + _STEP[slot]] = new_child
-        return InternalNode(tuple(children))
+        if may_collapse:
+            occupied = [s for s in range(16) if children[1 + HASH_LENGTH * s:1 + HASH_LENGTH * (s + 1)] != EMPTY_HASH]
+            if not occupied:
+                return None
+            if len(occupied) == 1:
+                only_path = path + _HEX_DIGITS[occupied[0]]
+                survivor = changed[only_path] if only_path in changed else self.source.get_node(only_path)
+                if survivor[0] == 0:
+                    if only_path not in changed:
+                        self.loaded.add(only_path)  # it rises, so its old path becomes stale
+                    return survivor  # a lone leaf rises to this path
+        self.writes.update(changed)
+        return bytes(children)
 
-    def build(self, path: bytes, depth: int, leaves: list[tuple[bytes, bytes]]) -> Node | None:
+    def build(self, path: str, leaves: list[tuple[bytes, bytes]]) -> bytes | None:
         """A subtree from scratch for sorted (key_hash, value_hash) leaves; writes every node below `path`."""
         if not leaves:
             return None
         if len(leaves) == 1:
-            return LeafNode(leaves[0][0], leaves[0][1])
-        groups: list[list[tuple[bytes, bytes]]] = [[] for _ in range(16)]
+            return LEAF_PREFIX + leaves[0][0] + leaves[0][1]
+        depth = len(path)
+        groups: dict[str, list[tuple[bytes, bytes]]] = {}
         for leaf in leaves:
-            groups[_nibble(leaf[0], depth)].append(leaf)
-        children = []
-        for slot, group in enumerate(groups):
-            child = self.build(path + _STEP[slot], depth + 1, group) if group else None
-            if child is None:
-                children.append(EMPTY_HASH)
-            else:
-                self.writes[path + _STEP[slot]] = child
-                children.append(child.hash)
-        return InternalNode(tuple(children))
+            groups.setdefault(leaf[0].hex()[depth], []).append(leaf)
+        children = bytearray(EMPTY_INTERNAL)
+        for digit, group in groups.items():
+            child = self.build(path + digit, group)
+            self.writes[path + digit] = child
+            offset = 1 + HASH_LENGTH * _SLOT_OF[digit]
+            children[offset:offset + HASH_LENGTH] = _sha256(child).digest()
+        return bytes(children)
 
 
 def update_tree(source: NodeSource, changes: Iterable[tuple[bytes, bytes | None]]) -> TreeUpdate:
     """Apply (key_hash, value_hash or None to delete) pairs, each key hash at most once, to the tree in `source`.
 
-    Reads only the touched paths; returns the new root hash, the nodes to write and the stale paths to delete.
+    Reads only the touched paths; returns the new root hash, the records to write and the stale paths.
     """
-    updates = sorted(changes)
-    updater = _Updater(source)
-    root = updater.load(b"")
-    if not updates:
-        return TreeUpdate(EMPTY_ROOT if root is None else root.hash)
-    new_root = updater.update(b"", 0, root, updates)
+    ordered = sorted(changes)
+    hexes = [key_hash.hex() for key_hash, _ in ordered]
+    updater = _Updater(source, hexes, [k for k, _ in ordered], [v for _, v in ordered])
+    root = updater.load("")
+    if not ordered:
+        return TreeUpdate(EMPTY_ROOT if root is None else node_hash(root))
+    new_root = updater.update("", root, 0, len(ordered))
     if new_root is not None:
-        updater.writes[b""] = new_root
+        updater.writes[""] = new_root
     deletes = updater.loaded - updater.writes.keys()
-    return TreeUpdate(EMPTY_ROOT if new_root is None else new_root.hash, updater.writes, deletes)
+    return TreeUpdate(EMPTY_ROOT if new_root is None else node_hash(new_root), updater.writes, deletes)
 
 
 def root_hash(source: NodeSource) -> bytes:
-    root = source.get_node(b"")
-    return EMPTY_ROOT if root is None else root.hash
+    root = source.get_node("")
+    return EMPTY_ROOT if root is None else node_hash(root)
 
 
 def prove_from_nodes(source: NodeSource, key_hash: bytes) -> bytes:
     """Proof bytes (membership or non-membership, format of `merkle.py`) for the key with this hash."""
+    digits = key_hash.hex()
     levels = []
-    path = b""
-    node = source.get_node(path)
-    depth = 0
-    while isinstance(node, InternalNode):
-        own_slot = _nibble(key_hash, depth)
-        levels.append(tuple(
-            None if slot == own_slot or child == EMPTY_HASH else child for slot, child in enumerate(node.children)
-        ))
-        if node.children[own_slot] == EMPTY_HASH:
+    path = ""
+    record = source.get_node(path)
+    while record is not None and record[0] == 1:
+        own_slot = _SLOT_OF[digits[len(path)]]
+        siblings = [child_hash(record, slot) for slot in range(16)]
+        levels.append(tuple(None if slot == own_slot or h == EMPTY_HASH else h for slot, h in enumerate(siblings)))
+        if siblings[own_slot] == EMPTY_HASH:
             return encode_proof(Proof(tuple(levels), None))
-        path += _STEP[own_slot]
-        node = source.get_node(path)
-        depth += 1
-        if node is None:
-            raise ValueError(f"tree is missing the node at path {path.hex()}")
-    terminal = None if node is None else (node.key_hash, node.value_hash)
+        path += digits[len(path)]
+        record = source.get_node(path)
+        if record is None:
+            raise ValueError(f"tree is missing the node at path {path!r}")
+    terminal = None if record is None else (record[1:33], record[33:65])
     return encode_proof(Proof(tuple(levels), terminal))
 
 
 class DictNodeSource:
-    """Nodes held in a dict: the in-memory node store for tests and tools."""
+    """Node records held in a dict: the in-memory node store for tests and tools."""
 
     def __init__(self) -> None:
-        self.nodes: dict[bytes, Node] = {}
+        self.nodes: dict[str, bytes] = {}
 
-    def get_node(self, path: bytes) -> Node | None:
+    def get_node(self, path: str) -> bytes | None:
         return self.nodes.get(path)
 
     def apply(self, update: TreeUpdate) -> None:

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 from trolly.chain.merkle import EMPTY_ROOT, MemoryTree, key_hash, value_hash, verify_proof
 from trolly.chain.merkle_tree import (
     DictNodeSource,
-    InternalNode,
-    LeafNode,
-    decode_node,
-    encode_node,
+    check_record,
+    child_hash,
+    is_leaf,
+    leaf_record,
+    node_hash,
     prove_from_nodes,
     root_hash,
     update_tree,
@@ -40,10 +41,6 @@ def apply_block(source: DictNodeSource, changes: dict[bytes, bytes | None]) -> b
     return update.root_hash
 
 
-def encoded(nodes: dict) -> dict:
-    return {path: encode_node(node) for path, node in nodes.items()}
-
-
 keys = st.binary(min_size=1, max_size=3)  # a small key space, so later blocks delete and overwrite earlier keys
 blocks = st.lists(st.dictionaries(keys, st.none() | st.binary(max_size=4), max_size=25), min_size=1, max_size=8)
 
@@ -57,7 +54,7 @@ def test_incremental_tree_matches_the_reference_after_every_block(history, probe
         root = apply_block(source, changes)
         reference.apply(changes)
         assert root == reference.root()
-        assert encoded(source.nodes) == encoded(built_from_scratch(reference.items))
+        assert source.nodes == built_from_scratch(reference.items)
         for key in list(reference.items)[:6] + probes:
             expected_value, expected_proof = reference.prove(key)
             proof = prove_from_nodes(source, key_hash(key))
@@ -84,7 +81,7 @@ def test_any_order_of_the_same_net_changes_gives_the_same_root_and_nodes(history
     for key, value in shuffled:
         apply_block(other, {key: value})
     assert root_hash(other) == root_hash(source) == MemoryTree(final).root()
-    assert encoded(other.nodes) == encoded(source.nodes)
+    assert other.nodes == source.nodes
 
 
 def test_deleting_every_key_leaves_no_node_and_the_empty_root():
@@ -101,7 +98,7 @@ def test_a_lone_leaf_rises_when_its_sibling_is_deleted():
     source = DictNodeSource()
     apply_block(source, {b"a": b"1", b"b": b"2"})
     apply_block(source, {b"b": None})
-    assert list(source.nodes) == [b""] and isinstance(source.nodes[b""], LeafNode)
+    assert list(source.nodes) == [""] and is_leaf(source.nodes[""])
     assert root_hash(source) == MemoryTree({b"a": b"1"}).root()
 
 
@@ -119,9 +116,8 @@ def test_update_reads_only_the_touched_paths():
     source.apply(update_tree(source, hashed({b"k%d" % i: b"v" for i in range(2000)})))
     source.reads.clear()
     update_tree(source, hashed({b"k5": b"changed"}))
-    target = key_hash(b"k5")
-    path_nibbles = bytes(n for b in target for n in (b >> 4, b & 15))
-    assert all(path_nibbles.startswith(read) for read in source.reads)
+    target = key_hash(b"k5").hex()
+    assert all(target.startswith(read) for read in source.reads)
     assert len(source.reads) <= 5
 
 
@@ -136,24 +132,31 @@ def test_no_changes_keep_the_root_and_write_nothing():
 def test_deleting_absent_keys_changes_nothing():
     source = DictNodeSource()
     apply_block(source, {b"k%d" % i: b"v" for i in range(50)})
-    before = encoded(source.nodes)
+    before = dict(source.nodes)
     apply_block(source, {b"absent-%d" % i: None for i in range(50)})
-    assert encoded(source.nodes) == before
+    assert source.nodes == before
 
 
-@given(children=st.lists(st.none() | st.binary(min_size=32, max_size=32), min_size=16, max_size=16),
-       leaf=st.tuples(st.binary(min_size=32, max_size=32), st.binary(min_size=32, max_size=32)))
-def test_node_encoding_round_trips(children, leaf):
-    internal = InternalNode(tuple(bytes(32) if c is None else c for c in children))
-    assert decode_node(encode_node(internal)) == internal
-    assert decode_node(encode_node(internal)).hash == internal.hash
-    assert decode_node(encode_node(LeafNode(*leaf))) == LeafNode(*leaf)
+def test_records_are_hash_preimages_following_the_documented_rules():
+    source = DictNodeSource()
+    items = {b"k%d" % i: b"v%d" % i for i in range(40)}
+    apply_block(source, items)
+    for path, record in source.nodes.items():
+        assert check_record(record) is record
+        if is_leaf(record):
+            key = next(k for k in items if key_hash(k) == record[1:33])
+            assert record == leaf_record(key_hash(key), value_hash(items[key]))
+            assert key_hash(key).hex().startswith(path)
+        else:
+            for slot in range(16):
+                child = source.nodes.get(path + "0123456789abcdef"[slot])
+                assert child_hash(record, slot) == (bytes(32) if child is None else node_hash(child))
 
 
 def test_corrupt_node_records_are_refused():
-    for raw in (b"", b"\x00" + bytes(10), b"\x01\x00\x01", b"\x02" + bytes(64)):
+    for raw in (b"", b"\x00" + bytes(10), b"\x01" + bytes(64), b"\x02" + bytes(64), b"\x00" + bytes(512)):
         try:
-            decode_node(raw)
+            check_record(raw)
         except ValueError:
             continue
         raise AssertionError(f"accepted {raw!r}")
