@@ -1,0 +1,18 @@
+"""`trolly-worker`: the compute provider's service.
+
+A worker stakes on chain, joins training tasks its hardware fits, and for every round of a task trains its
+share with the compute runtime, commits the result on chain once, and serves what it made (updates,
+checkpoints, final weights) from its own blob service. The pieces:
+
+    config.py      the home directory and its `worker.json` (key, node, blob port, stake)
+    state.py       persisted progress, so a restart resumes mid-round and never commits twice
+    plan.py        the decision of the loop: given the chain's view of a task and our progress, what next
+    rounds.py      one round: resumable training with checkpoints, encoding, the commitment
+    weights.py     the global weights W_r: initial, and each next round's from the verified updates
+    strategies.py  the honest training strategy, the hook a test cheat (`cheats.py`) replaces
+    market.py      the chain side: queries and the worker's transactions (register, join, commit)
+    throughput.py  measuring this machine's samples per second, the H it declares
+    service.py     the long-running service (start / run / stop) tying the above together
+    display.py     progress display and operator logs
+    cli.py         `trolly-worker init | start | status`
+"""

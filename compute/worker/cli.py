@@ -1,0 +1,185 @@
+"""`trolly-worker`: the compute provider's command line, thin over `config`, `state` and `service`.
+
+    trolly-worker init   --home H --key NAME [--keyring-backend test] [--create-key] [--blob-port P] [--node URL]
+    trolly-worker start  --home H [--max-tasks N] [--task ID] [--declare-slowdown X] [--cheat NAME]
+    trolly-worker status --home H [-o json]
+
+The home defaults to `$TROLLY_WORKER_HOME`, else `~/.trolly-worker`. The key lives in a wallet keyring: the
+worker home's own (`trolly-wallet keys add NAME --home H`), or another wallet home given by `--wallet-home`;
+the file backend's password comes from `--password-file` or `$TROLLY_WALLET_PASSWORD`. Failures print one
+`Error: ...` line and exit with a non-zero code; `init` writes nothing when it fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import pathlib
+import signal
+import socket
+
+import click
+
+from trolly.chain.errors import ChainError
+from trolly.wallet.amounts import parse_amount
+from trolly.wallet.errors import WalletError
+from trolly.wallet.keyring import BACKENDS, Keyring
+from trolly.wallet.passwords import PasswordSource
+from trolly.wallet.rpc import DEFAULT_NODE, normalize_node_url
+
+from ..errors import ComputeError
+from .cheats import CHEATS
+from .config import CONFIG_FILE, HOME_ENVIRONMENT_VARIABLE, WorkerConfig, load_config, resolve_home, save_config
+from .config import wallet_home
+from .display import configure_logging
+from .state import WorkerState
+
+
+class WorkerGroup(click.Group):
+    """Expected failures become `Error: <reason>` and exit code 1."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (ComputeError, WalletError, ChainError) as error:
+            click.echo(f"Error: {' '.join(str(error).split())}", err=True)
+            ctx.exit(getattr(error, "exit_code", 1))
+
+
+def home_option(function):
+    return click.option("--home", type=click.Path(file_okay=False, path_type=pathlib.Path), default=None,
+                        envvar=HOME_ENVIRONMENT_VARIABLE,
+                        help=f"Worker home (default: ${HOME_ENVIRONMENT_VARIABLE}, else ~/.trolly-worker).")(function)
+
+
+@click.group(cls=WorkerGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="trolly", prog_name="trolly-worker")
+def main() -> None:
+    """Trolly compute provider: stake, join training tasks, train, commit, serve blobs, get paid."""
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+@main.command()
+@home_option
+@click.option("--key", "key_name", required=True, help="Name of the worker's key in the wallet keyring.")
+@click.option("--keyring-backend", type=click.Choice(BACKENDS), default="file", show_default=True,
+              help="file: encrypted (password); test: UNENCRYPTED, for localnets only.")
+@click.option("--wallet-home", "wallet_home_dir", type=click.Path(file_okay=False), default="",
+              help="Wallet home holding the keyring (default: the worker home).")
+@click.option("--create-key", is_flag=True, help="Create the key if the keyring does not have it.")
+@click.option("--password-file", type=click.Path(dir_okay=False), default=None,
+              help="Keyring password file (file backend; else $TROLLY_WALLET_PASSWORD).")
+@click.option("--node", default=DEFAULT_NODE, show_default=True, help="CometBFT JSON-RPC address of a node.")
+@click.option("--blob-host", default="127.0.0.1", show_default=True, help="Address the blob service listens on.")
+@click.option("--blob-port", type=click.IntRange(0, 65535), default=0,
+              help="Port of the blob service (default: a free port, chosen now and kept).")
+@click.option("--stake", default="0", help="Stake to register with, e.g. 10trl (default: the chain's minimum).")
+@click.option("--fee", default="0", show_default=True, help="Fee per transaction, e.g. 0 or 100utrl.")
+@click.option("--force", is_flag=True, help="Overwrite an existing worker configuration (progress is kept).")
+def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_file, node, blob_host, blob_port, stake,
+         fee, force) -> None:
+    """Write the worker's configuration: its key, node, blob service port and stake."""
+    root = resolve_home(home)
+    if (root / CONFIG_FILE).exists() and not force:
+        raise click.ClickException(f"{root / CONFIG_FILE} exists; pass --force to overwrite it")
+    config = WorkerConfig(
+        key_name=key_name, keyring_backend=keyring_backend, wallet_home=str(wallet_home_dir or ""),
+        node=normalize_node_url(node), blob_host=blob_host, blob_port=blob_port or _free_port(blob_host),
+        stake=parse_amount(stake, allow_zero=True, what="stake"), fee=parse_amount(fee, allow_zero=True, what="fee"),
+    )
+    keyring = Keyring(wallet_home(root, config), keyring_backend, PasswordSource(password_file))
+    if keyring.exists(key_name):
+        info = keyring.get(key_name)
+    elif create_key:
+        info, mnemonic = keyring.create(key_name)
+        click.echo(f"Created key {key_name!r}. Its mnemonic, shown only now:\n  {mnemonic}", err=True)
+    else:
+        raise click.ClickException(f"no key {key_name!r} in the {keyring_backend} keyring of "
+                                   f"{wallet_home(root, config)}; add it with `trolly-wallet keys add` "
+                                   f"or pass --create-key")
+    path = save_config(root, config)
+    click.echo(f"Initialized worker home {root} ({path.name})")
+    click.echo(f"  address {info.address}, blob service {config.blob_url}, node {config.node}")
+
+
+@main.command()
+@home_option
+@click.option("--max-tasks", type=click.IntRange(0), default=0, help="Exit after finishing N tasks (0: never).")
+@click.option("--task", "task_id", type=click.IntRange(0), default=0, help="Join only this task id.")
+@click.option("--declare-slowdown", type=click.FloatRange(1.0), default=1.0, show_default=True,
+              help="Present this machine as X times slower: declares fewer inner steps and samples/s.")
+@click.option("--step-delay", type=click.FloatRange(0.0), default=0.0, show_default=True,
+              help="Seconds slept after each inner step, emulating a slower device.")
+@click.option("--cheat", type=click.Choice(sorted(CHEATS)), default=None,
+              help="TEST SWITCH: train dishonestly with this strategy, to show that verifiers catch it.")
+@click.option("--node", default=None, help="Override the node address from worker.json.")
+@click.option("--password-file", type=click.Path(dir_okay=False), default=None,
+              help="Keyring password file (file backend; else $TROLLY_WALLET_PASSWORD).")
+@click.option("--poll-interval", type=click.FloatRange(0.05), default=0.5, show_default=True,
+              help="Seconds between looks at the chain.")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--progress/--no-progress", "progress", default=None,
+              help="Live progress bar (default: when stderr is a terminal).")
+def start(home, max_tasks, task_id, declare_slowdown, step_delay, cheat, node, password_file, poll_interval,
+          log_level, progress) -> None:
+    """Run the worker: serve blobs, register, join tasks, train and commit rounds, until stopped."""
+    import uvloop
+
+    from .service import ServiceOptions, WorkerService
+
+    root = resolve_home(home)
+    config = load_config(root)
+    if node:
+        config = dataclasses.replace(config, node=normalize_node_url(node))
+    keyring = Keyring(wallet_home(root, config), config.keyring_backend, PasswordSource(password_file))
+    key = keyring.signer(config.key_name)
+    use_rich = configure_logging(log_level, progress)
+    options = ServiceOptions(max_tasks=max_tasks, task_id=task_id, declare_slowdown=declare_slowdown,
+                             step_delay=step_delay, cheat=cheat or "", poll_interval=poll_interval,
+                             rich_output=use_rich)
+
+    async def serve() -> None:
+        service = WorkerService(root, config, key, options)
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, service.request_stop)
+        try:
+            await service.start()
+            await service.run()
+        finally:
+            await service.stop()
+
+    uvloop.run(serve())
+
+
+@main.command()
+@home_option
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def status(home, output) -> None:
+    """Show the worker's configuration and saved progress (no network)."""
+    root = resolve_home(home)
+    config = load_config(root)
+    state = WorkerState.load(root)
+    document = {"home": str(root), "key": config.key_name, "node": config.node, "blob_url": config.blob_url,
+                "tasks": [progress.to_json() for progress in state.tasks.values()]}
+    if output == "json":
+        click.echo(json.dumps(document, indent=2))
+        return
+    click.echo(f"worker home {root}: key {config.key_name}, node {config.node}, blobs at {config.blob_url}")
+    if not state.tasks:
+        click.echo("  no tasks yet")
+    for progress in state.tasks.values():
+        committed = sorted(r for r, p in progress.rounds.items() if p.committed)
+        click.echo(f"  task {progress.task_id}: {progress.status} {progress.outcome} (worker {progress.worker_index}), "
+                   f"committed rounds {committed or 'none'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""The worker's home directory and its configuration file.
+
+    <home>/worker.json          WorkerConfig (written by `trolly-worker init`, read by `start`)
+    <home>/state.json           progress of tasks and rounds (`state.py`)
+    <home>/blobs/               the content-addressed blob store the blob service serves
+    <home>/nonces.json          recently used nonces (the wallet's NonceCache)
+    <home>/keyring-<backend>/   the key, unless `wallet_home` points at another wallet home
+
+The home defaults to `$TROLLY_WORKER_HOME`, else `~/.trolly-worker`, so tests and localnets stay hermetic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+
+from trolly.wallet.files import ensure_private_directory, write_private_file
+
+from .errors import WorkerHomeError
+
+HOME_ENVIRONMENT_VARIABLE = "TROLLY_WORKER_HOME"
+DEFAULT_HOME = "~/.trolly-worker"
+CONFIG_FILE = "worker.json"
+CONFIG_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerConfig:
+    """What `init` fixes for a worker; `start` options may override the run-time ones."""
+
+    key_name: str
+    keyring_backend: str = "file"
+    wallet_home: str = ""
+    """Wallet home holding the keyring; empty means the worker home itself."""
+    node: str = "http://127.0.0.1:26657"
+    blob_host: str = "127.0.0.1"
+    blob_port: int = 0
+    """Port of the blob service; fixed at init, because the URL is registered on chain."""
+    stake: int = 0
+    """utrl staked when registering; 0 means the chain's `min_worker_stake`."""
+    fee: int = 0
+    """utrl fee paid per transaction."""
+
+    def __post_init__(self) -> None:
+        for name in ("blob_port", "stake", "fee"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise WorkerHomeError(f"{name} must be a non-negative integer, got {value!r}")
+        if self.blob_port > 65535:
+            raise WorkerHomeError(f"blob_port must be at most 65535, got {self.blob_port}")
+        if not self.key_name:
+            raise WorkerHomeError("a key name is required")
+
+    @property
+    def blob_url(self) -> str:
+        return f"http://{self.blob_host}:{self.blob_port}"
+
+
+def resolve_home(home: str | os.PathLike | None) -> pathlib.Path:
+    if home is None:
+        home = os.environ.get(HOME_ENVIRONMENT_VARIABLE) or DEFAULT_HOME
+    return pathlib.Path(home).expanduser()
+
+
+def wallet_home(home: pathlib.Path, config: WorkerConfig) -> pathlib.Path:
+    return pathlib.Path(config.wallet_home).expanduser() if config.wallet_home else home
+
+
+def save_config(home: pathlib.Path, config: WorkerConfig) -> pathlib.Path:
+    ensure_private_directory(home)
+    path = home / CONFIG_FILE
+    document = {"version": CONFIG_VERSION, **dataclasses.asdict(config)}
+    write_private_file(path, (json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
+    return path
+
+
+def load_config(home: pathlib.Path) -> WorkerConfig:
+    path = home / CONFIG_FILE
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise WorkerHomeError(f"{home} is not a worker home (no {CONFIG_FILE}); run `trolly-worker init` first") from None
+    except (OSError, ValueError) as error:
+        raise WorkerHomeError(f"cannot read {path}: {error}") from None
+    if not isinstance(document, dict) or document.pop("version", None) != CONFIG_VERSION:
+        raise WorkerHomeError(f"{path} is not a version {CONFIG_VERSION} worker configuration")
+    known = {field.name for field in dataclasses.fields(WorkerConfig)}
+    unknown = sorted(set(document) - known)
+    if unknown:
+        raise WorkerHomeError(f"{path} has unknown field(s) {', '.join(unknown)}")
+    try:
+        return WorkerConfig(**document)
+    except TypeError as error:
+        raise WorkerHomeError(f"{path} is incomplete: {error}") from None

@@ -1,0 +1,88 @@
+"""The worker's side of the market module: the queries it follows and the transactions it sends.
+
+Everything goes through CometBFT JSON-RPC (`trolly.wallet.rpc`), so the worker runs unchanged against
+`trolly-node dev` and a real CometBFT network. Transactions are built and signed by the wallet library
+(`TxSender`, with the home's nonce cache). A commitment is signed first (`sign`) and broadcast separately
+(`broadcast`), so that the caller can save the exact bytes in between (`state.py` explains why).
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+from google.protobuf.message import Message
+
+from trolly.chain.crypto import PrivateKey, encode_address
+from trolly.chain.errors import NotFound
+from trolly.chain.proto import market_pb2
+from trolly.chain.tx import tx_hash
+from trolly.wallet.errors import QueryFailed
+from trolly.wallet.nonces import NonceCache
+from trolly.wallet.rpc import AsyncRpcClient
+from trolly.wallet.sender import SendOutcome, TxSender
+
+
+class MarketClient:
+    def __init__(self, rpc: AsyncRpcClient, key: PrivateKey, home: pathlib.Path, fee: int = 0) -> None:
+        self.rpc = rpc
+        self.key = key
+        self.address = encode_address(key.address)
+        self.fee = fee
+        self.sender = TxSender(rpc, NonceCache(home))
+
+    # ---- queries ------------------------------------------------------------------------------------------
+
+    async def height(self) -> int:
+        return (await self.rpc.status()).latest_block_height
+
+    async def params(self) -> dict:
+        return await self.rpc.query_json("/market/params")
+
+    async def balance(self) -> int:
+        return int((await self.rpc.query_json(f"/account/{self.address}"))["balance"])
+
+    async def worker(self) -> dict | None:
+        """This worker's record, or None when it is not registered."""
+        try:
+            view = await self.rpc.query_json(f"/market/worker/{self.address}")
+        except QueryFailed as error:
+            if error.code == NotFound.code:
+                return None
+            raise
+        return view if view.get("registered") else None
+
+    async def task(self, task_id: int) -> dict:
+        return await self.rpc.query_json(f"/market/task/{task_id}")
+
+    async def spec(self, task_id: int) -> bytes:
+        return (await self.rpc.query_json(f"/market/spec/{task_id}"))["spec"].encode("utf-8")
+
+    async def live_tasks(self) -> list[dict]:
+        return (await self.rpc.query_json("/market/tasks/open"))["tasks"]
+
+    # ---- transactions -------------------------------------------------------------------------------------
+
+    async def send(self, *messages: Message, timeout: float = 60.0) -> SendOutcome:
+        plan = await self.sender.plan(self.address, list(messages), self.fee)
+        return await self.sender.send(self.key, plan, wait=True, timeout=timeout)
+
+    async def register(self, stake: int, hardware: market_pb2.HardwareProfile, blob_url: str) -> SendOutcome:
+        return await self.send(market_pb2.MsgRegisterWorker(stake=stake, hardware=hardware, blob_url=blob_url))
+
+    async def update(self, hardware: market_pb2.HardwareProfile, blob_url: str) -> SendOutcome:
+        return await self.send(market_pb2.MsgUpdateWorker(hardware=hardware, blob_url=blob_url))
+
+    async def join(self, task_id: int) -> SendOutcome:
+        return await self.send(market_pb2.MsgJoinTask(task_id=task_id))
+
+    async def sign(self, message: Message) -> bytes:
+        """Signed transaction bytes carrying `message`, with the next nonce (not broadcast)."""
+        plan = await self.sender.plan(self.address, [message], self.fee)
+        return plan.sign(self.key)
+
+    async def broadcast(self, raw: bytes, timeout: float = 60.0) -> SendOutcome:
+        return await self.sender.broadcast_signed(raw, wait=True, timeout=timeout)
+
+    @staticmethod
+    def hash_of(raw: bytes) -> str:
+        return tx_hash(raw).hex().upper()

@@ -1,0 +1,102 @@
+"""The worker loop's decision: given the chain's view of a task, what this worker does next.
+
+The chain is the clock. `decide(view, address)` reads the task as `/market/task/<id>` shows it and returns
+one `Action`; the service carries it out and asks again. Because the decision depends only on the chain,
+a restarted worker takes the same decision as the one that was killed, and its saved progress
+(`state.py`) tells the action where to resume.
+
+    task ended, or we are not an active member any more     FINISH (with the reason)
+    task open, waiting for workers                          WAIT
+    commit phase of round r < R, we have not committed      TRAIN r  (train, encode, publish, commit)
+    commit phase of round R (the final report)              REPORT_FINAL R  (publish W_R, commit its hash)
+    committed, or sampling / verification of round r        WAIT  (mirror round r's updates meanwhile)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+# Chain vocabulary (chain/market/records.py); repeated as strings because they are the query's JSON.
+LIVE_STATUSES = ("open", "running")
+ACTIVE = "active"
+COMMIT_PHASE = "commit"
+PASSED = "passed"
+
+WAIT, TRAIN, REPORT_FINAL, FINISH = "wait", "train", "report_final", "finish"
+
+
+@dataclasses.dataclass(frozen=True)
+class Action:
+    kind: str
+    round: int = -1
+    reason: str = ""
+    mirror_round: int = -1
+    """While waiting: a round whose committed updates should be fetched and kept (-1: none)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CommittedUpdate:
+    """One member's commitment of a round, as the next round's aggregation needs it."""
+
+    worker: str
+    worker_index: int
+    update_hash: str
+    samples_processed: int
+    outcome: str
+    blob_url: str
+
+
+def find_member(view: dict, address: str) -> dict | None:
+    return next((m for m in view.get("members", []) if m["worker"] == address), None)
+
+
+def round_detail(view: dict, round_index: int) -> dict | None:
+    return next((d for d in view.get("round_details", []) if d["round"] == round_index), None)
+
+
+def committed_on_chain(view: dict, round_index: int, address: str) -> bool:
+    detail = round_detail(view, round_index)
+    return detail is not None and any(c["worker"] == address for c in detail["commitments"])
+
+
+def round_updates(view: dict, round_index: int) -> list[CommittedUpdate]:
+    """Every training commitment of a round with its member's index and blob URL, in worker-index order."""
+    detail = round_detail(view, round_index)
+    if detail is None or detail.get("final_report"):
+        return []
+    members = {m["worker"]: m for m in view.get("members", [])}
+    updates = [
+        CommittedUpdate(worker=c["worker"], worker_index=members[c["worker"]]["index"], update_hash=c["update_hash"],
+                        samples_processed=c["samples_processed"], outcome=c["outcome"],
+                        blob_url=members[c["worker"]]["blob_url"])
+        for c in detail["commitments"] if c["worker"] in members and c["update_hash"]
+    ]
+    return sorted(updates, key=lambda u: u.worker_index)
+
+
+def agreed_start_hash(view: dict, round_index: int) -> str:
+    """The chain's agreed start weights hash of a closed round ('' while it is not closed)."""
+    detail = round_detail(view, round_index)
+    return detail.get("start_weights_hash", "") if detail else ""
+
+
+def decide(view: dict, address: str) -> Action:
+    member = find_member(view, address)
+    if member is None:
+        return Action(FINISH, reason="not a member of the task")
+    status = view["status"]
+    if status not in LIVE_STATUSES:
+        return Action(FINISH, reason=f"task {status}")
+    if member["status"] != ACTIVE:
+        return Action(FINISH, reason=f"{member['status']}: {member.get('reason') or 'no reason given'}")
+    if status == "open":
+        return Action(WAIT, reason=f"waiting for workers ({view['workers_joined']} of {view['workers_wanted']})")
+    round_index, phase = view["round"], view["phase"]
+    if phase == COMMIT_PHASE:
+        if committed_on_chain(view, round_index, address):
+            return Action(WAIT, round_index, f"round {round_index} committed, waiting for the others",
+                          mirror_round=round_index)
+        if round_index == view["rounds"]:
+            return Action(REPORT_FINAL, round_index, "final report")
+        return Action(TRAIN, round_index, f"round {round_index}")
+    return Action(WAIT, round_index, f"round {round_index}: {phase}", mirror_round=round_index)

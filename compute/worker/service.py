@@ -1,0 +1,408 @@
+"""The worker service: start (blob service, throughput, registration), run (tasks, rounds), stop.
+
+    service = WorkerService(home, config, key, ServiceOptions(max_tasks=1))
+    await service.start()
+    await service.run()        # until max_tasks tasks are finished, or stop() is called
+    await service.stop()
+
+`run` works on one task at a time. For a task, it asks the chain what is going on (`plan.decide`) and does
+that: train and commit a round, report the final weights, mirror the others' updates while verification
+runs, or wait. Every step's result is saved (`state.py`) before the next begins, so a worker killed at any
+moment and started again picks up where it was, mid-round included, and never commits a round twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import logging
+import pathlib
+import threading
+import time
+
+from trolly.chain.crypto import PrivateKey
+from trolly.chain.proto.market_pb2 import MsgCommitRound
+from trolly.chain.tx import decode_tx
+from trolly.wallet.errors import InclusionTimeout, NodeUnreachable, TxRejected, WalletError
+from trolly.wallet.rpc import AsyncRpcClient
+
+from ..blobs import BlobServer, BlobStore
+from ..checkpoints import encode_weights
+from ..data import Dataset
+from ..determinism import current_instruction_set
+from ..errors import SpecError
+from ..rounds import GlobalState
+from ..spec import TaskSpec, parse_spec
+from ..training import Trainer
+from . import plan
+from .cheats import resolve_strategy
+from .config import WorkerConfig
+from .data import obtain_dataset
+from .display import RoundDisplay
+from .errors import TaskUnfit, WeightsMismatch, WorkerError
+from .market import MarketClient
+from .rounds import RoundInterrupted, commitment, encode_update, final_report, train_round
+from .state import TaskProgress, WorkerState
+from .throughput import Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
+from .weights import check_agreed, initial_state, mirror_updates, next_state
+
+log = logging.getLogger("trolly.worker")
+
+INVALID_NONCE_CODE = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceOptions:
+    max_tasks: int = 0
+    """Stop after finishing this many tasks in this run (0: run until stopped)."""
+    task_id: int = 0
+    """Join only this task (0: any open task this worker fits)."""
+    declare_slowdown: float = 1.0
+    """Present this machine as this many times slower: fewer declared steps and samples per second."""
+    step_delay: float = 0.0
+    """Seconds slept after each inner step, emulating a slower device (tests, localnet)."""
+    cheat: str = ""
+    """TEST SWITCH: the name of a dishonest strategy from `cheats.py`."""
+    poll_interval: float = 0.5
+    rich_output: bool = False
+
+    def __post_init__(self) -> None:
+        if self.declare_slowdown < 1.0:
+            raise WorkerError(f"--declare-slowdown must be at least 1, got {self.declare_slowdown}")
+        if self.step_delay < 0 or self.poll_interval <= 0 or self.max_tasks < 0 or self.task_id < 0:
+            raise WorkerError("step delay, max tasks and task id must be non-negative, the poll interval positive")
+
+
+class BlockClock:
+    """Seconds per block, estimated from the heights seen while polling (None until two are known)."""
+
+    def __init__(self) -> None:
+        self.first: tuple[float, int] | None = None
+        self.last: tuple[float, int] | None = None
+
+    def observe(self, height: int) -> None:
+        now = time.monotonic()
+        if self.first is None:
+            self.first = (now, height)
+        if self.last is None or height > self.last[1]:
+            self.last = (now, height)
+
+    def seconds_per_block(self) -> float | None:
+        if self.first is None or self.last is None or self.last[1] <= self.first[1]:
+            return None
+        return (self.last[0] - self.first[0]) / (self.last[1] - self.first[1])
+
+
+@dataclasses.dataclass
+class TaskContext:
+    """What a task needs in memory while the worker works on it."""
+
+    progress: TaskProgress
+    spec: TaskSpec
+    dataset: Dataset
+    trainer: Trainer
+
+
+class WorkerService:
+    def __init__(self, home: pathlib.Path, config: WorkerConfig, key: PrivateKey, options: ServiceOptions) -> None:
+        self.home = home
+        self.config = config
+        self.options = options
+        self.strategy = resolve_strategy(options.cheat, options.step_delay)
+        self.state = WorkerState.load(home)
+        self.store = BlobStore(home / "blobs")
+        self.server = BlobServer(self.store, owner_token="", host=config.blob_host, port=config.blob_port)
+        self.rpc = AsyncRpcClient(config.node)
+        self.market = MarketClient(self.rpc, key, home, config.fee)
+        self.clock = BlockClock()
+        self.throughput: Throughput | None = None
+        self.finished_this_run = 0
+        self.unfit: set[int] = set()
+        self._stopping = asyncio.Event()
+        self._stop_training = threading.Event()
+
+    @property
+    def address(self) -> str:
+        return self.market.address
+
+    # ---- lifecycle ----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.server.start()
+        log.info("worker %s serving blobs at %s", self.address, self.server.url)
+        if not self.strategy.honest:
+            log.warning("TEST SWITCH --cheat %s: this worker trains dishonestly and will be slashed", self.strategy.name)
+        self.throughput = await asyncio.to_thread(measure_reference)
+        log.info("measured %.0f samples/s on the reference MLP (declaring %d)", self.throughput.samples_per_second,
+                 self.throughput.declared(self.options.declare_slowdown))
+        await self._register()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        self._stop_training.set()
+        await self.server.stop()
+        await self.rpc.close()
+
+    def request_stop(self) -> None:
+        """Ask `run` to return soon (from a signal handler): training stops at the next segment boundary."""
+        self._stopping.set()
+        self._stop_training.set()
+
+    async def _sleep(self, seconds: float | None = None) -> None:
+        try:
+            await asyncio.wait_for(self._stopping.wait(), seconds or self.options.poll_interval)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _register(self) -> None:
+        record = await self.market.worker()
+        hardware = hardware_profile(self.throughput, self.options.declare_slowdown)
+        if record is None:
+            stake = self.config.stake or int((await self.market.params())["min_worker_stake"])
+            outcome = await self.market.register(stake, hardware, self.server.url)
+            log.info("registered as a worker with stake %d utrl (block %d)", stake, outcome.included.height)
+        elif record["blob_url"] != self.server.url:
+            await self.market.update(hardware, self.server.url)
+            log.info("updated the registered blob URL to %s", self.server.url)
+        else:
+            log.info("already registered (stake %s utrl, earned %s utrl)", record["stake"], record["earned"])
+
+    # ---- the main loop ------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while not self._stopping.is_set():
+            if self.options.max_tasks and self.finished_this_run >= self.options.max_tasks:
+                log.info("finished %d task(s); stopping", self.finished_this_run)
+                return
+            try:
+                active = self.state.active_tasks()
+                if active:
+                    await self.work_on(active[0])
+                elif not await self.find_and_join():
+                    await self._sleep()
+            except RoundInterrupted as interrupted:
+                log.info("%s; progress saved", interrupted)
+                return
+            except (NodeUnreachable, InclusionTimeout) as error:
+                log.warning("%s; retrying", error)
+                await self._sleep(2.0)
+
+    async def find_and_join(self) -> bool:
+        """Join one open task this worker fits; True if it joined one."""
+        for summary in await self.market.live_tasks():
+            task_id = summary["id"]
+            if (summary["status"] != "open" or summary["workers_joined"] >= summary["workers_wanted"]
+                    or task_id in self.state.tasks or task_id in self.unfit
+                    or (self.options.task_id and task_id != self.options.task_id)):
+                continue
+            try:
+                await self._check_fit(task_id, summary)
+            except (TaskUnfit, SpecError) as reason:
+                log.info("task %d does not fit this worker: %s", task_id, reason)
+                self.unfit.add(task_id)
+                continue
+            try:
+                await self.market.join(task_id)
+            except TxRejected as error:
+                log.info("could not join task %d: %s", task_id, error.log)
+                continue
+            view = await self.market.task(task_id)
+            member = plan.find_member(view, self.address)
+            self.state.add_task(task_id, summary["spec_hash"], member["index"])
+            log.info("joined task %d as worker %d (collateral %d utrl locked)", task_id, member["index"],
+                     summary["collateral"])
+            return True
+        return False
+
+    async def _check_fit(self, task_id: int, summary: dict) -> TaskSpec:
+        raw = await self.market.spec(task_id)
+        if hashlib.sha256(raw).hexdigest() != summary["spec_hash"]:
+            raise TaskUnfit("the spec does not match its hash on chain")
+        spec = parse_spec(raw)
+        wanted = spec.determinism.instruction_set
+        if wanted is not None and wanted != current_instruction_set():
+            raise TaskUnfit(f"the task wants instruction set {wanted}, this process runs {current_instruction_set()}")
+        if summary["collateral"] > await self.market.balance():
+            raise TaskUnfit(f"the collateral {summary['collateral']} utrl exceeds this worker's balance")
+        return spec
+
+    async def work_on(self, progress: TaskProgress) -> None:
+        """Work on one task until this worker is done with it (or the service stops)."""
+        task_id = progress.task_id
+        raw = await self.market.spec(task_id)
+        spec = parse_spec(raw)
+        dataset = await obtain_dataset(self.store, spec)
+        context = TaskContext(progress, spec, dataset, await asyncio.to_thread(Trainer, spec, dataset))
+        last_reason = ""
+        while not self._stopping.is_set():
+            view = await self.market.task(task_id)
+            self.clock.observe(await self.market.height())
+            action = plan.decide(view, self.address)
+            if action.kind == plan.FINISH:
+                self._finish(progress, view, action.reason)
+                return
+            if action.kind == plan.TRAIN:
+                await self.work_round(context, view, action.round)
+            elif action.kind == plan.REPORT_FINAL:
+                await self.report_final(context, view)
+            else:
+                if action.reason != last_reason:
+                    log.info("task %d: %s", task_id, action.reason)
+                    last_reason = action.reason
+                if action.mirror_round >= 0:
+                    await mirror_updates(self.store, plan.round_updates(view, action.mirror_round))
+                await self._sleep()
+
+    def _finish(self, progress: TaskProgress, view: dict, reason: str) -> None:
+        member = plan.find_member(view, self.address) or {}
+        log.info("task %d: done (%s); paid %s utrl for %s verified round(s), slashed %s, penalized %s",
+                 progress.task_id, reason, member.get("paid", 0), member.get("rounds_passed", 0),
+                 member.get("slashed", 0), member.get("penalized", 0))
+        if view.get("final_weights_hash"):
+            log.info("task %d: final weights %s", progress.task_id, view["final_weights_hash"])
+        self.state.finish_task(progress.task_id, reason)
+        self.finished_this_run += 1
+
+    # ---- rounds -------------------------------------------------------------------------------------------
+
+    async def global_state(self, context: TaskContext, view: dict, round_index: int) -> GlobalState:
+        """W_r and the outer momentum: from the saved blob, else computed from W_{r-1} and round r-1's
+        verified updates (fetched from any member that has them)."""
+        progress = context.progress
+        digest = progress.global_states.get(round_index)
+        if digest and self.store.has(digest):
+            return GlobalState.decode(self.store.get(digest))
+        if round_index == 0:
+            state = initial_state(context.spec, context.dataset.shape)
+        else:
+            previous = await self.global_state(context, view, round_index - 1)
+            try:
+                check_agreed(previous, plan.agreed_start_hash(view, round_index - 1))
+            except WeightsMismatch as error:
+                log.error("%s", error)
+            updates = plan.round_updates(view, round_index - 1)
+            for attempt in range(30):
+                if not await mirror_updates(self.store, updates, only_passed=True):
+                    break
+                await self._sleep(1.0)
+            state = next_state(context.spec, previous, updates, self.store)
+            log.info("task %d: W_%d from %d verified update(s) of round %d", progress.task_id, round_index,
+                     sum(1 for u in updates if u.outcome == plan.PASSED), round_index - 1)
+        with self.state.lock:
+            progress.global_states[round_index] = self.store.put(state.encode())
+            self.state.save()
+        return state
+
+    def _seconds_left(self, view: dict) -> float | None:
+        per_block = self.clock.seconds_per_block()
+        if per_block is None or self.clock.last is None:
+            return None
+        return max(0.0, (view["phase_deadline"] - self.clock.last[1]) * per_block)
+
+    async def work_round(self, context: TaskContext, view: dict, round_index: int) -> None:
+        progress, spec = context.progress, context.spec
+        task_id = progress.task_id
+        round_progress = progress.round(round_index)
+        if round_progress.commit_tx:
+            await self.broadcast_commit(task_id, round_index)
+            return
+        state = await self.global_state(context, view, round_index)
+        if not round_progress.steps:
+            speed = await asyncio.to_thread(measure_trainer, context.trainer)
+            steps = plan_steps(spec.training.inner_steps, spec.training.batch_size, speed.samples_per_second,
+                               self._seconds_left(view), self.options.declare_slowdown)
+            with self.state.lock:
+                round_progress.steps = steps
+                round_progress.start_weights_hash = state.weights_hash().hex()
+                self.state.save()
+            log.info("task %d round %d: training %d of %d inner steps (%.0f samples/s measured)", task_id,
+                     round_index, steps, spec.training.inner_steps, speed.samples_per_second)
+        elif round_progress.checkpoints:
+            log.info("task %d round %d: resuming from checkpoint %d of %d", task_id, round_index,
+                     len(round_progress.checkpoints) - 1, spec.num_checkpoints(round_progress.steps) - 1)
+        display = RoundDisplay(self.options.rich_output)
+        display.begin(task_id, round_index, 0, round_progress.steps)
+        try:
+            hashes = await asyncio.to_thread(
+                train_round, context.trainer, self.strategy, self.store, self.state, round_progress,
+                worker_index=progress.worker_index, start_weights=state.weights, stop=self._stop_training,
+                on_segment=display.advance)
+        finally:
+            display.end()
+        if not round_progress.update_hash:
+            update_hash = await asyncio.to_thread(encode_update, context.trainer, self.store, round_progress, state.weights)
+            with self.state.lock:
+                round_progress.update_hash = update_hash
+                self.state.save()
+        self.store.set_checkpoints(task_id, round_index, hashes)
+        message = commitment(task_id, round_progress, spec.training.batch_size, context.trainer.profile_id)
+        await self.sign_and_commit(task_id, round_index, message)
+
+    async def report_final(self, context: TaskContext, view: dict) -> None:
+        progress = context.progress
+        rounds = view["rounds"]
+        if progress.round(rounds).commit_tx:
+            await self.broadcast_commit(progress.task_id, rounds)
+            return
+        state = await self.global_state(context, view, rounds)
+        digest = self.store.put(encode_weights(state.weights))
+        with self.state.lock:
+            progress.final_weights_hash = digest
+            self.state.save()
+        log.info("task %d: final weights W_%d published as blob %s", progress.task_id, rounds, digest)
+        await self.sign_and_commit(progress.task_id, rounds, final_report(progress.task_id, rounds, digest))
+
+    # ---- committing exactly once --------------------------------------------------------------------------
+
+    async def sign_and_commit(self, task_id: int, round_index: int, message) -> None:
+        raw = await self.market.sign(message)
+        round_progress = self.state.task(task_id).round(round_index)
+        with self.state.lock:
+            round_progress.commit_tx = raw.hex()
+            self.state.save()  # saved BEFORE it leaves the process: a restart re-sends these exact bytes
+        await self.broadcast_commit(task_id, round_index)
+
+    async def broadcast_commit(self, task_id: int, round_index: int) -> None:
+        round_progress = self.state.task(task_id).round(round_index)
+        raw = bytes.fromhex(round_progress.commit_tx)
+        try:
+            outcome = await self.market.broadcast(raw)
+            log.info("task %d round %d: committed in block %d", task_id, round_index, outcome.included.height)
+        except (TxRejected, InclusionTimeout) as error:
+            if not await self._settle_commit_failure(task_id, round_index, raw, error):
+                return
+        with self.state.lock:
+            round_progress.committed = True
+            self.state.save()
+
+    async def _settle_commit_failure(self, task_id: int, round_index: int, raw: bytes, error: WalletError) -> bool:
+        """After a refused or slow broadcast: True if the commitment is on chain after all. Re-signs (same
+        content, fresh nonce) only when the saved transaction can never be included: its nonce was used."""
+        included = await self.rpc.find_tx(self.market.hash_of(raw))
+        view = await self.market.task(task_id)
+        if plan.committed_on_chain(view, round_index, self.address):
+            return True
+        if included is not None:
+            log.error("task %d round %d: the commitment was refused in block %d: %s", task_id, round_index,
+                      included.height, included.log)
+            return False
+        nonce = decode_tx(raw).body.nonce
+        account_nonce = int((await self.rpc.query_json(f"/account/{self.address}"))["nonce"])
+        if isinstance(error, TxRejected) and error.code == INVALID_NONCE_CODE and account_nonce > nonce:
+            log.warning("task %d round %d: the saved commitment's nonce %d was used by another transaction; "
+                        "signing it again", task_id, round_index, nonce)
+            round_progress = self.state.task(task_id).round(round_index)
+            fresh = await self.market.sign(decode_commit(raw))
+            with self.state.lock:
+                round_progress.commit_tx = fresh.hex()
+                self.state.save()
+            return False  # the next pass of the loop broadcasts the fresh bytes
+        log.warning("task %d round %d: commitment not included yet (%s); will check again", task_id, round_index, error)
+        await self._sleep(1.0)
+        return False
+
+
+def decode_commit(raw: bytes) -> MsgCommitRound:
+    """The MsgCommitRound inside a signed commitment transaction."""
+    return MsgCommitRound.FromString(decode_tx(raw).body.messages[0].value)

@@ -1,0 +1,45 @@
+"""How a worker trains a segment: the honest strategy, and the hook that a test cheat replaces.
+
+The round loop (`rounds.py`) asks its strategy for each segment in turn: "from where the trainer stands,
+train up to `end_step` and give me the state". The honest strategy is exactly the verifier's
+`train_segment`, so a verifier replaying any segment gets the same bytes. `cheats.py` holds deliberately
+dishonest strategies, reachable only through the `--cheat` test switch, so that the localnet can show a
+cheater being caught.
+
+`step_delay` emulates a slower device (seconds slept after each inner step): the localnet's "slow" worker
+and the restart test use it to make a round last long enough to watch or interrupt. It changes timing only,
+never the bytes.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..checkpoints import TrainingState
+from ..training import Trainer, train_segment
+
+
+class TrainingStrategy:
+    """Honest training. Subclasses (test cheats only) override `train_segment`."""
+
+    name = "honest"
+    honest = True
+
+    def __init__(self, step_delay: float = 0.0) -> None:
+        if step_delay < 0:
+            raise ValueError("step_delay must be >= 0")
+        self.step_delay = step_delay
+
+    def advance(self, trainer: Trainer, *, worker_index: int, round_index: int, end_step: int) -> TrainingState:
+        """Honest steps up to `end_step` (one at a time when emulating a slow device)."""
+        if not self.step_delay:
+            return train_segment(trainer, None, worker_index=worker_index, round_index=round_index, end_step=end_step)
+        state = None
+        while trainer.step < end_step:
+            state = train_segment(trainer, None, worker_index=worker_index, round_index=round_index,
+                                  end_step=trainer.step + 1)
+            time.sleep(self.step_delay)
+        return state if state is not None else trainer.snapshot()
+
+    def train_segment(self, trainer: Trainer, *, worker_index: int, round_index: int, end_step: int) -> TrainingState:
+        return self.advance(trainer, worker_index=worker_index, round_index=round_index, end_step=end_step)

@@ -1,0 +1,206 @@
+"""End to end: a real `trolly-node dev`, a real `trolly-worker` process, a task submitted with the wallet
+library; the worker is killed (SIGKILL) in the middle of round 0 and started again.
+
+What must hold: the restarted worker resumes round 0 from its last saved checkpoint (its round-0 commitment
+is exactly what an uninterrupted run produces), commits every round once, reports the final weights, and the
+task settles (completed). The dev chain gets a short verification window through its genesis params so the
+rounds settle quickly without a verifier (they settle as unverified: no pay, no slash).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from trolly.chain.crypto import decode_address, encode_address
+from trolly.chain.hd import dev_key
+from trolly.chain.proto import market_pb2
+from trolly.compute.data import build_dataset, dataset_from_blobs
+from trolly.compute.spec import example_spec, parse_spec
+from trolly.compute.training import Trainer, initial_weights, run_round
+from trolly.wallet.rpc import RpcClient
+from trolly.wallet.sender import TxSender
+from trolly.wallet.txbuilder import send_message
+
+pytestmark = pytest.mark.slow
+
+BIN = pathlib.Path(sys.executable).parent
+NODE_SCRIPT = BIN / "trolly-node"
+WORKER_SCRIPT = BIN / "trolly-worker"
+MARKET_PARAMS = {"verification_window": 3, "min_worker_stake": 1_000_000, "min_collateral": 100_000}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_until(predicate, timeout: float, what: str, process: subprocess.Popen | None = None, log: pathlib.Path | None = None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if process is not None and process.poll() is not None:
+            break
+        time.sleep(0.1)
+    detail = log.read_text()[-4000:] if log is not None and log.exists() else ""
+    pytest.fail(f"timed out waiting for {what}:\n{detail}")
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(5)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    if not NODE_SCRIPT.exists() or not WORKER_SCRIPT.exists():
+        pytest.skip(f"console scripts trolly-node / trolly-worker not installed in {BIN}")
+    home = tmp_path_factory.mktemp("node")
+    subprocess.run([str(NODE_SCRIPT), "init", "--home", str(home), "--chain-id", "trolly-dev", "--dev"],
+                   check=True, capture_output=True)
+    genesis_path = home / "config" / "genesis.json"
+    genesis = json.loads(genesis_path.read_text())
+    genesis["app_state"]["params"]["market"] = MARKET_PARAMS
+    genesis_path.write_text(json.dumps(genesis, indent=2))
+    url = f"http://127.0.0.1:{free_port()}"
+    log_path = home.parent / "node.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([str(NODE_SCRIPT), "dev", "--home", str(home), "--block-time", "200ms",
+                                    "--rpc-laddr", url.replace("http://", "tcp://")],
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        def ready():
+            try:
+                with RpcClient(url, timeout=2) as client:
+                    return client.status().latest_block_height >= 1
+            except Exception:
+                return False
+
+        wait_until(ready, 60, "the dev node", process, log_path)
+        yield url
+    finally:
+        stop_group(process)
+
+
+def send(url: str, key, *messages):
+    with RpcClient(url, timeout=10) as client:
+        sender = TxSender(client.async_client)
+
+        async def go():
+            plan = await sender.plan(encode_address(key.address), list(messages), 0)
+            return await sender.send(key, plan, wait=True, timeout=30)
+
+        return client.run(go())
+
+
+def query(url: str, path: str):
+    with RpcClient(url, timeout=10) as client:
+        return client.query_json(path)
+
+
+def start_worker(home: pathlib.Path, task_id: int, log_path: pathlib.Path) -> subprocess.Popen:
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [str(WORKER_SCRIPT), "start", "--home", str(home), "--max-tasks", "1", "--task", str(task_id),
+             "--step-delay", "0.15", "--poll-interval", "0.2", "--no-progress"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def read_state(home: pathlib.Path) -> dict:
+    try:
+        return json.loads((home / "state.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def test_worker_killed_mid_round_resumes_commits_once_and_the_task_settles(node, tmp_path):
+    home = tmp_path / "worker"
+    init = subprocess.run([str(WORKER_SCRIPT), "init", "--home", str(home), "--key", "worker", "--keyring-backend",
+                           "test", "--create-key", "--node", node], capture_output=True, text=True)
+    assert init.returncode == 0, init.stderr
+    config = json.loads((home / "worker.json").read_text())
+    blob_url = f"http://127.0.0.1:{config['blob_port']}"
+    address = json.loads(next((home / "keyring-test").glob("worker.key.json")).read_text())["address"]
+    send(node, dev_key(0), send_message(decode_address(address), 50_000_000))
+
+    dataset_blobs = build_dataset("digits")
+    document = example_spec(dataset_blobs.manifest_hash,
+                            model={"arch": "mlp", "config": {"hidden": [32]}},
+                            dataset={"name": "digits", "manifest_hash": dataset_blobs.manifest_hash, "urls": [blob_url]},
+                            training={"rounds": 2, "inner_steps": 20, "batch_size": 16, "checkpoint_every": 5,
+                                      "seed": 7, "inner_optimizer": {"name": "adamw", "lr": 0.003},
+                                      "outer_optimizer": {"name": "nesterov", "lr": 0.7, "momentum": 0.9}},
+                            codec="int8")
+    spec_bytes = json.dumps(document).encode()
+    requester = dev_key(0)
+    submitted = send(node, requester, market_pb2.MsgSubmitTask(
+        spec=spec_bytes, spec_hash=hashlib.sha256(spec_bytes).digest(), budget=10_000, workers=1, rounds=2,
+        reward_per_round=1_000, collateral=100_000, join_blocks=1_000, round_blocks=400, samples_per_worker=1))
+    assert submitted.included.code == 0
+    task_id = max(t["id"] for t in query(node, "/market/tasks")["tasks"])
+
+    log_path = tmp_path / "worker.log"
+    worker = start_worker(home, task_id, log_path)
+    try:
+        def mid_round():
+            progress = read_state(home).get("tasks", {}).get(str(task_id), {}).get("rounds", {}).get("0", {})
+            return len(progress.get("checkpoints", [])) >= 2 and not progress.get("commit_tx")
+
+        wait_until(mid_round, 120, "round 0 to be half-trained", worker, log_path)
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(10)
+    finally:
+        stop_group(worker)
+    killed_at = read_state(home)["tasks"][str(task_id)]["rounds"]["0"]
+    view = query(node, f"/market/task/{task_id}")
+    assert view["round"] == 0 and view["round_details"][0]["commitments"] == []
+    assert 2 <= len(killed_at["checkpoints"]) < 5 and not killed_at["commit_tx"]
+
+    worker = start_worker(home, task_id, log_path)
+    try:
+        assert worker.wait(240) == 0, log_path.read_text()[-4000:]
+    finally:
+        stop_group(worker)
+
+    log_text = log_path.read_text()
+    assert f"task {task_id} round 0: resuming from checkpoint {len(killed_at['checkpoints']) - 1}" in log_text
+    view = query(node, f"/market/task/{task_id}")
+    assert view["status"] == "completed", view
+    for detail in view["round_details"]:
+        assert [c["worker"] for c in detail["commitments"]] == [address], detail
+    # register, join, two rounds and the final report: exactly five transactions, so no second commit was sent
+    assert query(node, f"/account/{address}")["nonce"] == 5
+
+    # The resumed round is byte for byte the round an uninterrupted worker trains.
+    spec = parse_spec(spec_bytes)
+    dataset = dataset_from_blobs(dataset_blobs)
+    round_zero = view["round_details"][0]["commitments"][0]
+    reference = run_round(Trainer(spec, dataset), initial_weights(spec, dataset.shape), worker_index=0,
+                          round_index=0, steps=round_zero["steps"])
+    assert round_zero["checkpoint_root"] == reference.checkpoint_root.hex()
+    assert round_zero["start_weights_hash"] == reference.start_weights_hash.hex()
+
+    # The final weights are on chain and served by the worker's blob store.
+    state = read_state(home)["tasks"][str(task_id)]
+    assert state["status"] == "finished" and state["final_weights_hash"] == view["final_weights_hash"]
+    digest = view["final_weights_hash"]
+    stored = home / "blobs" / "blobs" / digest[:2] / digest
+    assert hashlib.sha256(stored.read_bytes()).hexdigest() == digest
