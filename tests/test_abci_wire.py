@@ -95,6 +95,14 @@ def test_independent_client_drives_a_real_server_process(launch, tmp_path):
         assert not verify_proof(hashes[-1], op.bytes(2), encode_account(Account(expected_balance + 1, 0)),
                                 op.bytes(3))
 
+        # An account that does not exist: a non-membership proof against the same app hash.
+        nobody = key_for(77)
+        absent = client.query_path(f"/account/{encode_address(nobody.address)}", prove=True)
+        (op,) = absent.message(8).messages(1)
+        assert json.loads(absent.bytes(7))["balance"] == 0
+        assert verify_proof(hashes[-1], account_key(nobody.address), None, op.bytes(3))
+        assert not verify_proof(hashes[-1], account_key(nobody.address), encode_account(Account(1, 0)), op.bytes(3))
+
         unknown = client.query_path("/no/such/path")
         assert unknown.int(1) == UnknownQueryPath.code and "unknown query path" in unknown.text(3)
         client.close()
