@@ -188,3 +188,19 @@ def test_a_jailed_validator_can_no_longer_vote(make_chain):
     # The remaining validator now holds all the power: its vote alone decides.
     output = votes_block(chain, task_id, [(chain.operators[0], item, VERDICT_PASS)])
     assert event_actions(output, "segment_decided")[0]["decision"] == "pass"
+
+
+def test_a_validator_that_is_also_a_worker_cannot_judge_its_own_segments(make_chain):
+    from trolly.chain.market.errors import SelfVerdict
+
+    chain = make_chain(accounts=2, validators=2, params={"market": MARKET_PARAMS})
+    market = Market(chain)
+    market.workers = [chain.accounts[1], chain.operators[1]]  # validator 1's operator also works
+    task_id = market.open_task(workers=2)
+    market.commit(task_id, 0, market.workers)
+    chain.block()
+    mine = encode_address(chain.operators[1].address)
+    assert all(i["worker"] != mine for i in market.to_verify(chain.operators[1]))
+    own = [i for i in market.to_verify(chain.operators[0]) if i["worker"] == mine]
+    assert own
+    assert_fails(chain.deliver(chain.operators[1], verdict(task_id, own[0], VERDICT_PASS)), SelfVerdict)

@@ -152,3 +152,9 @@ class InvalidWorkerProfile(MarketError):
     """The worker's hardware profile or blob URL is malformed."""
 
     code = 40
+
+
+class SelfVerdict(MarketError):
+    """A validator may not judge its own operator account's work."""
+
+    code = 41

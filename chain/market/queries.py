@@ -6,7 +6,7 @@
 /market/tasks[/open]       every task (or only open and running ones), summarised
 /market/spec/<id>          the spec JSON exactly as submitted, and its hash
 /market/worker/<address>   a worker: stake, hardware, blob URL, tasks, earnings; and any unbonding stake
-/market/verify/<address>   the segments that validator must verify now (not yet voted on by it)
+/market/verify/<address>   the segments that validator must verify now (not yet voted on by it, not its own)
 /market/params             the market params
 Addresses are bech32, hashes lower-case hex, amounts integers in utrl.
 """
@@ -156,11 +156,12 @@ def query_worker(state: State, arg: str, data: bytes) -> QueryResult:
 
 
 def query_verify(state: State, arg: str, data: bytes) -> QueryResult:
-    """The segments awaiting verdicts that this validator has not voted on yet, oldest task first."""
+    """The segments awaiting verdicts that this validator has not voted on yet (never its own work), oldest
+    task first."""
     validator = _address(arg)
     work = []
     for task_id, round_, worker, segment in pending_segments(state):
-        if find_vote(state, task_id, round_, worker, segment, validator) is not None:
+        if worker == validator or find_vote(state, task_id, round_, worker, segment, validator) is not None:
             continue
         task = find_task(state, task_id)
         commitment = find_commitment(state, task_id, round_, worker)

@@ -1,7 +1,7 @@
 """market `MsgSubmitVerdict`: a validator's verdict on one sampled segment (docs/protocol.md section 4).
 
 Only the operator account of an active validator may vote, once per (validator, worker, round, segment),
-and only on a segment still awaiting verdicts. The tally runs at once; when every worker of the round is
+never on its own work, and only on a segment still awaiting verdicts. The tally runs at once; when every worker of the round is
 decided, the round settles at the end of this block.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..block import BlockContext
 from ..crypto import ADDRESS_LENGTH, encode_address
 from ..errors import InvalidRequest
-from ..market.errors import DuplicateVerdict, InvalidVerdict, NotSampled, NotValidator
+from ..market.errors import DuplicateVerdict, InvalidVerdict, NotSampled, NotValidator, SelfVerdict
 from ..market.events import task_event
 from ..market.power import operator_power
 from ..market.records import UNDECIDED, VERDICT_NAMES, VERIFY, Vote
@@ -35,6 +35,8 @@ def validate_submit_verdict(msg: MsgSubmitVerdict) -> None:
 def process_submit_verdict(state: State, ctx: BlockContext, signer: bytes, msg: MsgSubmitVerdict) -> None:
     if operator_power(state, signer) <= 0:
         raise NotValidator("verdicts come only from the operator account of an active validator")
+    if signer == msg.worker:
+        raise SelfVerdict("a validator may not vote on segments of its own work")
     task = get_task(state, msg.task_id)
     if find_vote(state, task.id, msg.round, msg.worker, msg.segment, signer) is not None:
         raise DuplicateVerdict(f"this validator already voted on segment {msg.segment} of "
