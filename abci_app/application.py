@@ -27,17 +27,17 @@ from typing import Any
 
 from trolly.chain import app as chain_app
 from trolly.chain import keys
-from trolly.chain.block import BlockEnv, Event, Misbehavior, TxResult, VoteInfo
+from trolly.chain.block import BlockEnv
 from trolly.chain.codec import canonical_json
 from trolly.chain.errors import ChainError, InvalidRequest
 from trolly.chain.merkle import PROOF_OP_TYPE
 from trolly.chain.state import State
 
 from .codes import error_code
+from .conversions import add_events, decode_misbehavior, decode_votes, encode_validator_updates, fill_tx_result
+from .conversions import timestamp_ns
 from .errors import AbciAppError
 from .proto.tendermint.abci import types_pb2 as abci
-from .proto.tendermint.crypto import keys_pb2, proof_pb2
-from .proto.tendermint.types import validator_pb2
 
 log = logging.getLogger("trolly.abci.app")
 
@@ -68,57 +68,6 @@ def _software_version() -> str:
         return importlib.metadata.version("trolly")
     except importlib.metadata.PackageNotFoundError:
         return "0.0.0"
-
-
-def timestamp_ns(timestamp: Any) -> int:
-    """A google.protobuf.Timestamp as integer nanoseconds since the epoch."""
-    return timestamp.seconds * 1_000_000_000 + timestamp.nanos
-
-
-def add_events(target: Any, events: list[Event]) -> None:
-    """Append chain events to a repeated ABCI `Event` field; every attribute is indexed so `tx_search` finds it.
-
-    Filled in place with `add()` rather than built and copied: this runs for every event of every tx.
-    """
-    for event in events:
-        attributes = target.add(type=event.type).attributes
-        for key, value in event.attributes:
-            attributes.add(key=key, value=value, index=True)
-
-
-def fill_tx_result(target: Any, result: TxResult) -> Any:
-    """Write a chain TxResult into an ExecTxResult (FinalizeBlock) or ResponseCheckTx: they share field numbers."""
-    target.code = result.code
-    target.data = result.data
-    target.log = result.log
-    target.codespace = result.codespace
-    target.gas_wanted = result.gas_wanted
-    target.gas_used = result.gas_used
-    add_events(target.events, result.events)
-    return target
-
-
-def encode_validator_updates(updates) -> list[abci.ValidatorUpdate]:
-    return [abci.ValidatorUpdate(pub_key=keys_pb2.PublicKey(ed25519=update.pubkey), power=update.power)
-            for update in updates]
-
-
-def decode_votes(commit_info: abci.CommitInfo) -> tuple[VoteInfo, ...]:
-    """A vote counts as signed unless CometBFT marks it absent (a nil vote still proves liveness)."""
-    return tuple(
-        VoteInfo(vote.validator.address, vote.validator.power,
-                 vote.block_id_flag != validator_pb2.BLOCK_ID_FLAG_ABSENT)
-        for vote in commit_info.votes
-    )
-
-
-def decode_misbehavior(evidence) -> tuple[Misbehavior, ...]:
-    return tuple(
-        Misbehavior(kind=item.type, validator_address=item.validator.address, power=item.validator.power,
-                    height=item.height, time_ns=timestamp_ns(item.time),
-                    total_voting_power=item.total_voting_power)
-        for item in evidence
-    )
 
 
 class TrollyApplication:
