@@ -17,12 +17,15 @@ import base64
 import itertools
 import json
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
 from .errors import InclusionTimeout, NodeUnreachable, QueryFailed, RpcError, TxRejected
+from .rpc_types import (  # noqa: F401  (re-exported: callers import the answer types from here)
+    BlockHeader, BroadcastResult, Event, NodeStatus, ProofOp, QueryResult, TxResult, ValidatorInfo, hash_hex,
+    parse_base64, parse_int, parse_events, parse_tx_result,
+)
 
 DEFAULT_NODE = "http://127.0.0.1:26657"
 DEFAULT_TIMEOUT = 10.0
@@ -36,171 +39,6 @@ def normalize_node_url(url: str) -> str:
     if "://" not in url:
         url = "http://" + url
     return url
-
-
-def _int(value: Any, default: int = 0) -> int:
-    return default if value in (None, "") else int(value)
-
-
-def _b64(value: Any) -> bytes:
-    return base64.b64decode(value) if value else b""
-
-
-def hash_hex(tx_hash: bytes | str) -> str:
-    """Upper-case hex of a tx hash given as bytes or as (any-case, optionally 0x-prefixed) hex."""
-    if isinstance(tx_hash, bytes):
-        return tx_hash.hex().upper()
-    text = tx_hash.strip()
-    if text.lower().startswith("0x"):
-        text = text[2:]
-    bytes.fromhex(text)  # raises ValueError on bad hex
-    return text.upper()
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str
-    attributes: tuple[tuple[str, str], ...]
-
-    def get(self, key: str, default: str | None = None) -> str | None:
-        return next((value for name, value in self.attributes if name == key), default)
-
-    def to_json(self) -> dict:
-        return {"type": self.type, "attributes": [{"key": k, "value": v} for k, v in self.attributes]}
-
-
-def _events(raw: list | None) -> tuple[Event, ...]:
-    return tuple(
-        Event(item.get("type", ""), tuple((a.get("key", ""), a.get("value", "")) for a in item.get("attributes") or []))
-        for item in raw or []
-    )
-
-
-@dataclass(frozen=True)
-class NodeStatus:
-    chain_id: str
-    latest_block_height: int
-    latest_block_hash: str
-    latest_app_hash: str
-    latest_block_time: str
-    catching_up: bool
-    node_id: str
-    version: str
-    raw: dict = field(repr=False, compare=False, default_factory=dict)
-
-    def to_json(self) -> dict:
-        return {
-            "chain_id": self.chain_id,
-            "latest_block_height": self.latest_block_height,
-            "latest_block_hash": self.latest_block_hash,
-            "latest_app_hash": self.latest_app_hash,
-            "latest_block_time": self.latest_block_time,
-            "catching_up": self.catching_up,
-            "node_id": self.node_id,
-            "version": self.version,
-        }
-
-
-@dataclass(frozen=True)
-class ProofOp:
-    type: str
-    key: bytes
-    data: bytes
-
-
-@dataclass(frozen=True)
-class QueryResult:
-    """An ABCI query answer; `value` is the raw bytes, `json()` decodes Trolly's canonical JSON values."""
-
-    path: str
-    code: int
-    codespace: str
-    log: str
-    key: bytes
-    value: bytes
-    height: int
-    proof_ops: tuple[ProofOp, ...]
-
-    def json(self) -> Any:
-        return json.loads(self.value) if self.value else None
-
-
-@dataclass(frozen=True)
-class BroadcastResult:
-    """CheckTx's verdict on a transaction handed to the mempool (`broadcast_tx_sync`)."""
-
-    hash: str
-    code: int
-    codespace: str
-    log: str
-
-
-@dataclass(frozen=True)
-class TxResult:
-    """A transaction as included in a block, with its execution result."""
-
-    hash: str
-    height: int
-    index: int
-    code: int
-    codespace: str
-    log: str
-    events: tuple[Event, ...]
-    tx: bytes
-
-    def to_json(self) -> dict:
-        return {
-            "hash": self.hash,
-            "height": self.height,
-            "index": self.index,
-            "code": self.code,
-            "codespace": self.codespace,
-            "log": self.log,
-            "events": [event.to_json() for event in self.events],
-        }
-
-
-@dataclass(frozen=True)
-class ValidatorInfo:
-    address: str
-    pubkey: bytes
-    pubkey_type: str
-    voting_power: int
-    proposer_priority: int
-
-    def to_json(self) -> dict:
-        return {
-            "address": self.address,
-            "pubkey": base64.b64encode(self.pubkey).decode(),
-            "pubkey_type": self.pubkey_type,
-            "voting_power": self.voting_power,
-            "proposer_priority": self.proposer_priority,
-        }
-
-
-@dataclass(frozen=True)
-class BlockHeader:
-    chain_id: str
-    height: int
-    time: str
-    app_hash: bytes
-    last_block_hash: str
-    block_hash: str
-    num_txs: int
-
-
-def _tx_result(raw: dict) -> TxResult:
-    result = raw.get("tx_result") or {}
-    return TxResult(
-        hash=str(raw.get("hash", "")).upper(),
-        height=_int(raw.get("height")),
-        index=_int(raw.get("index")),
-        code=_int(result.get("code")),
-        codespace=result.get("codespace") or "",
-        log=result.get("log") or "",
-        events=_events(result.get("events")),
-        tx=_b64(raw.get("tx")),
-    )
 
 
 def _is_not_found(error: RpcError) -> bool:
@@ -253,7 +91,7 @@ class AsyncRpcClient:
             raise RpcError(-32700, "the answer is not a JSON-RPC object")
         if answer.get("error"):
             error = answer["error"]
-            raise RpcError(_int(error.get("code"), -1), str(error.get("message", "")), str(error.get("data") or ""))
+            raise RpcError(parse_int(error.get("code"), -1), str(error.get("message", "")), str(error.get("data") or ""))
         if "result" not in answer:
             raise RpcError(-32603, f"HTTP {status}: JSON-RPC answer without result")
         return answer["result"]
@@ -265,7 +103,7 @@ class AsyncRpcClient:
         node_info, sync_info = raw.get("node_info") or {}, raw.get("sync_info") or {}
         return NodeStatus(
             chain_id=node_info.get("network", ""),
-            latest_block_height=_int(sync_info.get("latest_block_height")),
+            latest_block_height=parse_int(sync_info.get("latest_block_height")),
             latest_block_hash=sync_info.get("latest_block_hash", ""),
             latest_app_hash=sync_info.get("latest_app_hash", ""),
             latest_block_time=sync_info.get("latest_block_time", ""),
@@ -281,7 +119,7 @@ class AsyncRpcClient:
         header = block.get("header") or {}
         return BlockHeader(
             chain_id=header.get("chain_id", ""),
-            height=_int(header.get("height")),
+            height=parse_int(header.get("height")),
             time=header.get("time", ""),
             app_hash=bytes.fromhex(header.get("app_hash") or ""),
             last_block_hash=(header.get("last_block_id") or {}).get("hash", ""),
@@ -301,13 +139,13 @@ class AsyncRpcClient:
                 found.append(
                     ValidatorInfo(
                         address=item.get("address", ""),
-                        pubkey=_b64(pub_key.get("value")),
+                        pubkey=parse_base64(pub_key.get("value")),
                         pubkey_type=pub_key.get("type", ""),
-                        voting_power=_int(item.get("voting_power")),
-                        proposer_priority=_int(item.get("proposer_priority")),
+                        voting_power=parse_int(item.get("voting_power")),
+                        proposer_priority=parse_int(item.get("proposer_priority")),
                     )
                 )
-            if len(found) >= _int(raw.get("total"), len(found)) or not raw.get("validators"):
+            if len(found) >= parse_int(raw.get("total"), len(found)) or not raw.get("validators"):
                 return found
 
     # ---- application queries -------------------------------------------------------------------------------
@@ -320,14 +158,14 @@ class AsyncRpcClient:
         proof = response.get("proof_ops") or response.get("proofOps") or response.get("proof") or {}
         return QueryResult(
             path=path,
-            code=_int(response.get("code")),
+            code=parse_int(response.get("code")),
             codespace=response.get("codespace") or "",
             log=response.get("log") or "",
-            key=_b64(response.get("key")),
-            value=_b64(response.get("value")),
-            height=_int(response.get("height")),
+            key=parse_base64(response.get("key")),
+            value=parse_base64(response.get("value")),
+            height=parse_int(response.get("height")),
             proof_ops=tuple(
-                ProofOp(op.get("type", ""), _b64(op.get("key")), _b64(op.get("data"))) for op in proof.get("ops") or []
+                ProofOp(op.get("type", ""), parse_base64(op.get("key")), parse_base64(op.get("data"))) for op in proof.get("ops") or []
             ),
         )
 
@@ -345,7 +183,7 @@ class AsyncRpcClient:
         raw = await self.call("broadcast_tx_sync", tx=base64.b64encode(tx).decode())
         result = BroadcastResult(
             hash=str(raw.get("hash", "")).upper(),
-            code=_int(raw.get("code")),
+            code=parse_int(raw.get("code")),
             codespace=raw.get("codespace") or "",
             log=raw.get("log") or "",
         )
@@ -356,7 +194,7 @@ class AsyncRpcClient:
     async def tx(self, tx_hash: bytes | str) -> TxResult:
         """The included transaction with this hash; raises RpcError (with "not found") if it is not in a block."""
         raw = await self.call("tx", hash=base64.b64encode(bytes.fromhex(hash_hex(tx_hash))).decode(), prove=False)
-        return _tx_result(raw)
+        return parse_tx_result(raw)
 
     async def find_tx(self, tx_hash: bytes | str) -> TxResult | None:
         """Like `tx`, but None while the transaction is not (yet) in a block."""
@@ -374,7 +212,7 @@ class AsyncRpcClient:
         raw = await self.call(
             "tx_search", query=query, prove=False, page=str(page), per_page=str(per_page), order_by=order_by
         )
-        return [_tx_result(item) for item in raw.get("txs") or []], _int(raw.get("total_count"))
+        return [parse_tx_result(item) for item in raw.get("txs") or []], parse_int(raw.get("total_count"))
 
     async def wait_for_tx(self, tx_hash: bytes | str, timeout: float = 30.0, poll_interval: float = 0.2) -> TxResult:
         """Poll until the transaction is in a block; raises InclusionTimeout after `timeout` seconds."""
