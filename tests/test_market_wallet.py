@@ -91,8 +91,9 @@ def test_task_and_worker_lifecycle(wallet, fake_node, spec_file):
     assert worker["stake"] == 10 * TRL and worker["hardware"]["samples_per_second"] == 120
 
     balance_before = fake_node.account(dev_key(0).address).balance
-    included(wallet("task", "submit", spec_file, "--budget", "50trl", "--workers", "1", "--from", "dev", "--yes",
-                    "-o", "json", node=fake_node))
+    submitted = wallet("task", "submit", spec_file, "--budget", "50trl", "--workers", "1", "--from", "dev", "--yes",
+                       node=fake_node)
+    assert submitted.exit_code == 0 and "Task 1 submitted" in submitted.stdout, submitted.output
     tasks = ok_json(wallet("task", "list", "-o", "json", node=fake_node))
     assert [(t["id"], t["status"], t["budget"]) for t in tasks] == [(1, "open", 50 * TRL)]
     assert fake_node.account(dev_key(0).address).balance == balance_before - 50 * TRL

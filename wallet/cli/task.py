@@ -24,7 +24,7 @@ from ..errors import WalletError
 from .errors import WalletGroup
 from .options import node_options, output_option, settings
 from .output import amount_text, console, emit, key_value_table, print_key_values, print_table
-from .transactions import TransactionFlags, run_transaction, transaction_options
+from .transactions import TransactionFlags, resolve_key, run_transaction, transaction_options
 
 
 @click.group(cls=WalletGroup)
@@ -120,7 +120,19 @@ def submit(spec_file: str, budget: str, reward_per_round: str | None, workers: i
         spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan["budget"], workers=workers,
         rounds=plan["rounds"], reward_per_round=plan["reward_per_round"], collateral=plan["collateral"],
         join_blocks=join_blocks, round_blocks=round_blocks, samples_per_worker=samples_per_worker)
-    run_transaction(TransactionFlags(**flags), [message])
+    transaction = TransactionFlags(**flags)
+    run_transaction(transaction, [message])
+    if not (options.json or transaction.dry_run or transaction.generate_only or transaction.no_wait):
+        announce_task_id(transaction.signer, message.spec_hash.hex())
+
+
+def announce_task_id(signer: str, spec_hash: str) -> None:
+    """Tell the requester the id of the task it just submitted: its newest live task with this spec hash."""
+    address = resolve_key(settings().keyring(), signer).address
+    mine = [t["id"] for t in settings().client().query_json("/market/tasks/open")["tasks"]
+            if t["requester"] == address and t["spec_hash"] == spec_hash]
+    if mine:
+        click.echo(f"Task {max(mine)} submitted; follow it with `trolly-wallet task status {max(mine)}`.")
 
 
 def progress(view: dict) -> str:
