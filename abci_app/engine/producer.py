@@ -18,11 +18,11 @@ Each block at height H (CometBFT v0.38 semantics):
 The app may die at any point: if it dies before the block is stored, the block is simply proposed again;
 after, the handshake replays it. Either way no tx is lost or applied twice.
 
-Test hook (ignored unless set): `TROLLY_ENGINE_TEST_PAUSE="<point>:<height>"`, point one of
-`before_finalize` (FinalizeBlock not sent), `after_finalize` (FinalizeBlock answered, block stored, Commit
-not sent) or `after_commit`; height a number, or `txs` for the first block that carries transactions. There
-the engine writes `<home>/data/engine-paused-<point>-<height>` and waits until the file is deleted, once.
-Crash tests use it to kill the app at a precise step.
+Test hook (ignored unless set): `TROLLY_ENGINE_TEST_PAUSE="<point>:<height>"`. Points: `before_finalize`
+(FinalizeBlock not sent), `after_finalize` (FinalizeBlock answered and the block stored, Commit not sent),
+`after_commit` (Commit and re-check done, next block not started). Height: a number, or `txs` for the first
+block that carries transactions. There the engine writes `<home>/data/engine-paused-<point>-<height>` and
+waits until the file is deleted, once. Crash tests use it to kill the app at a precise step.
 """
 
 from __future__ import annotations
@@ -290,8 +290,8 @@ class Producer:
             self.mempool.remove_committed(txs)
             await client.commit()
             self.visible_height = height
-            await self._maybe_pause("after_commit", height, bool(txs))
             dropped = await self.mempool.recheck(lambda tx: client.check_tx(tx, recheck=True))
+        await self._maybe_pause("after_commit", height, bool(txs))
 
         failed = sum(1 for r in response.tx_results if r.code != 0)
         log.info(
