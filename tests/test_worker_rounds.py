@@ -1,0 +1,163 @@
+"""A worker's round (`compute/worker/rounds.py`): resumable training, the update, the commitment, the cheat.
+
+The reference is the compute runtime's own `run_round` (what a verifier's replay agrees with): a round
+interrupted at any checkpoint and resumed in a fresh trainer must give exactly its checkpoints.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from trolly.chain.market.economics import segment_count
+from trolly.chain.messages.commit_round import validate_commit_round
+from trolly.compute.blobs import BlobStore
+from trolly.compute.checkpoints import checkpoint_hash, decode_checkpoint
+from trolly.compute.codecs import get_codec
+from trolly.compute.data import build_dataset, dataset_from_blobs
+from trolly.compute.merkle import merkle_root
+from trolly.compute.spec import example_spec, spec_from_dict
+from trolly.compute.training import Trainer, initial_weights, run_round, train_segment
+from trolly.compute.worker.cheats import CHEATS, SkipSteps, resolve_strategy
+from trolly.compute.worker.errors import WorkerError
+from trolly.compute.worker.rounds import RoundInterrupted, commitment, encode_update, final_report, train_round
+from trolly.compute.worker.state import WorkerState
+from trolly.compute.worker.strategies import TrainingStrategy
+
+STEPS = 12  # checkpoints every 5: segments [0,5) [5,10) [10,12), checkpoints 0..3
+
+
+@pytest.fixture(scope="module")
+def setup():
+    blobs = build_dataset("digits")
+    spec = spec_from_dict(example_spec(
+        blobs.manifest_hash, model={"arch": "mlp", "config": {"hidden": [16]}}, codec="int8",
+        training={"rounds": 2, "inner_steps": STEPS, "batch_size": 8, "checkpoint_every": 5, "seed": 3}))
+    dataset = dataset_from_blobs(blobs)
+    start = initial_weights(spec, dataset.shape)
+    reference = run_round(Trainer(spec, dataset), start, worker_index=1, round_index=0, steps=STEPS)
+    return spec, dataset, start, reference
+
+
+def fresh_round(tmp_path, steps=STEPS):
+    state = WorkerState.load(tmp_path)
+    progress = state.add_task(7, "00" * 32, worker_index=1).round(0)
+    progress.steps = steps
+    return state, progress, BlobStore(tmp_path / "blobs")
+
+
+def test_an_uninterrupted_round_matches_the_runtime_and_stores_every_checkpoint(setup, tmp_path):
+    spec, dataset, start, reference = setup
+    state, progress, store = fresh_round(tmp_path)
+    hashes = train_round(Trainer(spec, dataset), TrainingStrategy(), store, state, progress, worker_index=1,
+                         start_weights=start)
+    assert hashes == [h.hex() for h in reference.checkpoint_hashes]
+    assert all(store.has(h) for h in hashes)
+    saved = WorkerState.load(tmp_path).task(7).rounds[0]
+    assert saved.checkpoints == hashes  # recorded on disk as they were hashed
+
+
+@pytest.mark.parametrize("stop_after_segments", [1, 2])
+def test_a_round_interrupted_and_resumed_in_a_new_trainer_is_byte_identical(setup, tmp_path, stop_after_segments):
+    spec, dataset, start, reference = setup
+    state, progress, store = fresh_round(tmp_path)
+    stop = threading.Event()
+    seen = []
+
+    def on_segment(step, steps):
+        seen.append(step)
+        if len(seen) == stop_after_segments:
+            stop.set()
+
+    with pytest.raises(RoundInterrupted):
+        train_round(Trainer(spec, dataset), TrainingStrategy(), store, state, progress, worker_index=1,
+                    start_weights=start, stop=stop, on_segment=on_segment)
+    reloaded = WorkerState.load(tmp_path)
+    resumed_progress = reloaded.task(7).rounds[0]
+    assert len(resumed_progress.checkpoints) == stop_after_segments + 1
+
+    # A different, already-used trainer: resuming must not depend on what it held before.
+    trainer = Trainer(spec, dataset)
+    trainer.train_step(0, 99)
+    hashes = train_round(trainer, TrainingStrategy(), store, reloaded, resumed_progress, worker_index=1,
+                         start_weights=start)
+    assert hashes == [h.hex() for h in reference.checkpoint_hashes]
+
+
+def test_a_finished_round_is_not_trained_again(setup, tmp_path):
+    spec, dataset, start, reference = setup
+    state, progress, store = fresh_round(tmp_path)
+    train_round(Trainer(spec, dataset), TrainingStrategy(), store, state, progress, worker_index=1, start_weights=start)
+
+    class Refuse(TrainingStrategy):
+        def train_segment(self, *args, **kwargs):
+            raise AssertionError("trained a finished round again")
+
+    again = train_round(Trainer(spec, dataset), Refuse(), store, state, progress, worker_index=1, start_weights=start)
+    assert again == progress.checkpoints
+
+
+def test_the_update_is_the_codec_of_start_minus_end_and_the_commitment_is_valid(setup, tmp_path):
+    spec, dataset, start, reference = setup
+    state, progress, store = fresh_round(tmp_path)
+    trainer = Trainer(spec, dataset)
+    train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=1, start_weights=start)
+    progress.update_hash = encode_update(trainer, store, progress, start)
+    codec = get_codec("int8")
+    assert store.get(progress.update_hash) == codec.encode(reference.pseudo_gradient)
+    progress.start_weights_hash = reference.start_weights_hash.hex()
+
+    message = commitment(7, progress, spec.training.batch_size, trainer.profile_id)
+    validate_commit_round(message)
+    assert message.checkpoint_root == reference.checkpoint_root
+    assert message.num_checkpoints == segment_count(STEPS, 5) + 1 == spec.num_checkpoints(STEPS)
+    assert message.samples_processed == STEPS * 8 and message.steps == STEPS
+    assert message.determinism_profile == trainer.profile_id and len(message.determinism_profile.encode()) <= 64
+    final = final_report(7, 2, "ab" * 32)
+    validate_commit_round(final)
+    assert (final.round, final.update_hash, final.steps) == (2, b"", 0)
+
+
+def test_a_corrupt_checkpoint_on_disk_is_refused_on_resume(setup, tmp_path):
+    spec, dataset, start, reference = setup
+    state, progress, store = fresh_round(tmp_path)
+    stop = threading.Event()
+    with pytest.raises(RoundInterrupted):
+        train_round(Trainer(spec, dataset), TrainingStrategy(), store, state, progress, worker_index=1,
+                    start_weights=start, stop=stop, on_segment=lambda step, steps: stop.set())
+    store.path(progress.checkpoints[-1]).write_bytes(b"not the checkpoint")
+    with pytest.raises(WorkerError, match="corrupt"):
+        train_round(Trainer(spec, dataset), TrainingStrategy(), store, state, progress, worker_index=1,
+                    start_weights=start)
+
+
+def test_skip_steps_claims_every_step_and_any_replayed_segment_exposes_it(setup, tmp_path):
+    spec, dataset, start, reference = setup
+    state, progress, store = fresh_round(tmp_path)
+    assert resolve_strategy("skip-steps").name == "skip-steps" and not CHEATS["skip-steps"].honest
+    hashes = train_round(Trainer(spec, dataset), SkipSteps(), store, state, progress, worker_index=1,
+                         start_weights=start)
+    assert len(hashes) == 4 and hashes[0] == reference.checkpoint_hashes[0].hex()
+    checkpoints = [decode_checkpoint(store.get(h)) for h in hashes]
+    assert [c.step for c in checkpoints] == [0, 5, 10, 12]  # claims the full round
+    replayer = Trainer(spec, dataset)
+    for segment, end in enumerate((5, 10, 12)):
+        replay = train_segment(replayer, checkpoints[segment], worker_index=1, round_index=0, end_step=end)
+        assert checkpoint_hash(replay).hex() != hashes[segment + 1], f"segment {segment} was not exposed"
+    assert merkle_root([bytes.fromhex(h) for h in hashes]) != reference.checkpoint_root
+
+
+def test_step_delay_changes_timing_not_bytes(setup, tmp_path):
+    spec, dataset, start, reference = setup
+    state, progress, store = fresh_round(tmp_path, steps=3)
+    hashes = train_round(Trainer(spec, dataset), TrainingStrategy(step_delay=0.01), store, state, progress,
+                         worker_index=1, start_weights=start)
+    expected = run_round(Trainer(spec, dataset), start, worker_index=1, round_index=0, steps=3)
+    assert hashes == [h.hex() for h in expected.checkpoint_hashes]
+
+
+def test_unknown_cheat_names_are_refused():
+    with pytest.raises(WorkerError, match="unknown cheat"):
+        resolve_strategy("bf16-everything")
+    assert isinstance(resolve_strategy(""), TrainingStrategy) and resolve_strategy("").honest
