@@ -156,6 +156,18 @@ def test_latest_block_by_default_and_over_get(chain):
     assert status == 200 and answer["result"]["block"]["header"]["height"] == "2"
 
 
+def test_blockchain_and_commit(chain):
+    chain.wait_for_height(4)
+    metas = result(chain.url, "blockchain", {"minHeight": "2", "maxHeight": "4"})
+    assert [m["header"]["height"] for m in metas["block_metas"]] == ["4", "3", "2"]
+    assert int(metas["last_height"]) >= 4 and metas["block_metas"][0]["num_txs"].isdigit()
+    signed = result(chain.url, "commit", {"height": "3"})
+    assert signed["canonical"] is True
+    assert signed["signed_header"]["commit"] == result(chain.url, "block", {"height": "4"})["block"]["last_commit"]
+    latest = result(chain.url, "commit")
+    assert latest["signed_header"]["commit"]["height"] == latest["signed_header"]["header"]["height"]
+
+
 def test_block_results_of_an_empty_block(chain):
     chain.wait_for_height(2)
     answer = result(chain.url, "block_results", {"height": "1"})

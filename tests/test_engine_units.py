@@ -144,6 +144,9 @@ class FakeCheck:
         self.calls.append(tx)
         return types_pb2.ResponseCheckTx(code=1 if tx in self.invalid else 0)
 
+    async def all(self, txs: list[bytes]):
+        return [await self(tx) for tx in txs]
+
 
 def test_mempool_admits_in_order_and_refuses_duplicates():
     async def scenario():
@@ -172,7 +175,7 @@ def test_mempool_update_removes_committed_and_rechecks_the_rest():
         mempool.remove_committed([b"a"])
         check.invalid.add(b"c")
         check.calls.clear()
-        assert await mempool.recheck(check) == 1
+        assert await mempool.recheck(check.all) == 1
         assert check.calls == [b"b", b"c"] and mempool.txs() == [b"b"]
         with pytest.raises(MempoolError):
             await mempool.check_and_add(b"a", check)  # committed txs stay in the cache

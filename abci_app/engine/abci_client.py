@@ -70,6 +70,32 @@ class AbciConnection:
         """
         return await asyncio.shield(asyncio.ensure_future(self._exchange(method, request)))
 
+    async def call_many(self, method: str, requests: list) -> list:
+        """Pipeline many requests of one kind: write them all, one Flush, then read the answers in order
+        (how CometBFT re-checks its mempool without a round trip per tx)."""
+        if not requests:
+            return []
+        return await asyncio.shield(asyncio.ensure_future(self._exchange_many(method, requests)))
+
+    async def _exchange_many(self, method: str, requests: list) -> list:
+        async with self._lock:
+            if self._broken:
+                raise AppConnectionLost(f"{self.name} connection is down: {self._broken}")
+            try:
+                for request in requests:
+                    self._writer.write(encode_frame(types_pb2.Request(**{method: request}).SerializeToString()))
+                self._writer.write(encode_frame(types_pb2.Request(flush=types_pb2.RequestFlush()).SerializeToString()))
+                await self._writer.drain()
+                responses = [getattr(await self._read(method), method) for _ in requests]
+                await self._read("flush")
+            except (OSError, FramingError, asyncio.IncompleteReadError) as exc:
+                self._broken = str(exc) or type(exc).__name__
+                raise AppConnectionLost(f"{self.name} connection failed during {method}: {self._broken}") from None
+            except AppProtocolError as exc:
+                self._broken = str(exc)
+                raise
+            return responses
+
     async def _exchange(self, method: str, request) -> object:
         async with self._lock:
             if self._broken:
@@ -145,6 +171,10 @@ class AbciClient:
     async def close(self) -> None:
         for connection in self._connections.values():
             await connection.close()
+
+    async def recheck_txs(self, txs: list[bytes]) -> list[types_pb2.ResponseCheckTx]:
+        requests = [types_pb2.RequestCheckTx(tx=tx, type=types_pb2.RECHECK) for tx in txs]
+        return await self._connections["mempool"].call_many("check_tx", requests)
 
     # query connection (the handshake's Info goes here, as in CometBFT)
     async def info(self, request: types_pb2.RequestInfo) -> types_pb2.ResponseInfo:

@@ -96,11 +96,14 @@ class Mempool:
             if removed is not None:
                 self._bytes -= len(removed)
 
-    async def recheck(self, check) -> int:
-        """Re-run CheckTx (RECHECK) on every remaining tx, in order; drop the failures. Caller holds the lock."""
+    async def recheck(self, check_all) -> int:
+        """Re-run CheckTx (RECHECK) on every remaining tx, in order; drop the failures. Caller holds the lock.
+
+        `check_all(txs)` returns one response per tx, in order (the client pipelines them)."""
+        entries = list(self._txs.items())
+        responses = await check_all([tx for _, tx in entries]) if entries else []
         dropped = 0
-        for tx_hash, tx in list(self._txs.items()):
-            response = await check(tx)
+        for (tx_hash, tx), response in zip(entries, responses):
             if response.code != 0:
                 del self._txs[tx_hash]
                 self._cache.pop(tx_hash, None)

@@ -170,7 +170,7 @@ class Producer:
             log.info("replayed blocks %d..%d into the app", first, store_height)
         self.visible_height = store_height
         async with self.mempool.lock:
-            dropped = await self.mempool.recheck(lambda tx: client.check_tx(tx, recheck=True))
+            dropped = await self.mempool.recheck(client.recheck_txs)
         if dropped:
             log.info("re-check after handshake dropped %d txs", dropped)
 
@@ -290,7 +290,7 @@ class Producer:
             self.mempool.remove_committed(txs)
             await client.commit()
             self.visible_height = height
-            dropped = await self.mempool.recheck(lambda tx: client.check_tx(tx, recheck=True))
+            dropped = await self.mempool.recheck(client.recheck_txs)
         await self._maybe_pause("after_commit", height, bool(txs))
 
         failed = sum(1 for r in response.tx_results if r.code != 0)

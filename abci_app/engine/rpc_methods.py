@@ -165,6 +165,11 @@ async def unconfirmed_txs(node, limit: int | None = None) -> dict:
     }
 
 
+async def net_info(node) -> dict:
+    """The solo engine has no peers; it listens on nothing but the RPC."""
+    return {"listening": False, "listeners": [], "n_peers": "0", "peers": []}
+
+
 # ------------------------------------------------------------------------------------------------ abci
 
 
@@ -205,6 +210,56 @@ async def block_by_hash(node, hash: bytes = b"") -> dict:
 
 async def header(node, height: int | None = None) -> dict:
     return {"header": node.blockstore.block(_height(node, height)).header}
+
+
+async def blockchain(node, minHeight: int | None = None, maxHeight: int | None = None) -> dict:
+    """Block metas for minHeight..maxHeight, highest first, at most 20 (CometBFT's filterMinMax)."""
+    latest = _latest_height(node)
+    base = node.blockstore.earliest_height
+    if (minHeight or 0) < 0 or (maxHeight or 0) < 0:
+        raise RpcError("heights must be non-negative")
+    top = min(latest, maxHeight or latest)
+    bottom = max(base, minHeight or base, top - 19)
+    if bottom > top and latest:
+        raise RpcError(f"min height {bottom} can't be greater than max height {top}")
+    metas = []
+    for height in range(top, bottom - 1, -1):
+        stored = node.blockstore.block(height)
+        metas.append(
+            {
+                "block_id": stored.block_id,
+                "block_size": str(sum(len(tx) for tx in stored.txs)),
+                "header": stored.header,
+                "num_txs": str(len(stored.txs)),
+            }
+        )
+    return {"last_height": str(latest), "block_metas": metas}
+
+
+async def commit(node, height: int | None = None) -> dict:
+    """The signed header at `height`: the commit comes from block height+1, or is the engine's own
+    precommit for the latest block (then `canonical` is false, as CometBFT's seen commit)."""
+    height = _height(node, height)
+    stored = node.blockstore.block(height)
+    following = node.blockstore.block(height + 1) if height < _latest_height(node) else None
+    if following is not None:
+        return {"signed_header": {"header": stored.header, "commit": following.last_commit}, "canonical": True}
+    key = node.home.validator_key
+    signature = key.private_key.sign(hashing.vote_sign_bytes(node.home.chain_id, height, stored.block_hash))
+    seen = {
+        "height": str(height),
+        "round": 0,
+        "block_id": stored.block_id,
+        "signatures": [
+            {
+                "block_id_flag": 2,
+                "validator_address": rpc_encoding.hex_upper(key.address),
+                "timestamp": format_time(stored.time_ns),
+                "signature": rpc_encoding.b64(signature),
+            }
+        ],
+    }
+    return {"signed_header": {"header": stored.header, "commit": seen}, "canonical": False}
 
 
 async def block_results(node, height: int | None = None) -> dict:
@@ -382,6 +437,9 @@ METHODS: dict[str, Method] = {
     "genesis": Method(genesis),
     "validators": Method(validators, (("height", "int"), ("page", "int"), ("per_page", "int"))),
     "num_unconfirmed_txs": Method(num_unconfirmed_txs),
+    "net_info": Method(net_info),
+    "blockchain": Method(blockchain, (("minHeight", "int"), ("maxHeight", "int"))),
+    "commit": Method(commit, (("height", "int"),)),
     "unconfirmed_txs": Method(unconfirmed_txs, (("limit", "int"),)),
     "abci_info": Method(abci_info),
     "abci_query": Method(abci_query, (("path", "str"), ("data", "hexbytes"), ("height", "int"), ("prove", "bool"))),
