@@ -236,3 +236,33 @@ def test_account_proof_holds_only_for_the_exact_balance_and_nonce():
     _, absent = tree.prove(account_key(BOB.address))
     assert account_proof_holds(tree.root(), BOB_ADDRESS, 0, 0, absent)
     assert not account_proof_holds(tree.root(), BOB_ADDRESS, 1, 0, absent)
+
+
+def test_plans_made_before_sending_get_consecutive_nonces_and_unsent_ones_are_given_back(fake_node, tmp_path):
+    cache = NonceCache(tmp_path)
+
+    async def scenario(client):
+        sender = TxSender(client, cache)
+        # a service doing two things at once: both plans are made before either is broadcast
+        first, second = await asyncio.gather(
+            sender.plan(DEV_ADDRESS, [send_message(BOB.address, 1)], 0),
+            sender.plan(DEV_ADDRESS, [send_message(BOB.address, 2)], 0),
+        )
+        assert sorted([first.nonce, second.nonce]) == [0, 1]
+        third = await sender.plan(DEV_ADDRESS, [send_message(BOB.address, 3)], 0)
+        sender.release(DEV_ADDRESS, third)  # not sent after all: nonce 2 is free again
+        dry = await sender.plan(DEV_ADDRESS, [send_message(BOB.address, 4)], 0, reserve=False)
+        assert third.nonce == dry.nonce == 2
+        outcomes = await asyncio.gather(sender.send(DEV, second, timeout=5), sender.send(DEV, first, timeout=5))
+        assert all(o.included.code == 0 for o in outcomes)
+        with pytest.raises(InsufficientBalance):  # a refused plan reserves nothing
+            await sender.plan(BOB_ADDRESS, [send_message(DEV.address, 10**9)], 0)
+        assert cache.next_nonce(BOB_ADDRESS, 0) == 0
+        return await sender.plan(DEV_ADDRESS, [send_message(BOB.address, 5)], 0)
+
+    async def run():
+        async with AsyncRpcClient(fake_node.url) as client:
+            return await scenario(client)
+
+    assert asyncio.run(run()).nonce == 2
+    assert fake_node.account(BOB.address).balance == 3

@@ -2,8 +2,10 @@
 
 The node's `/account` query answers from committed state, so right after a send it still reports the old
 nonce while the transaction waits in the mempool. A second quick send that trusted it would reuse the nonce
-and be refused. So after CheckTx accepts a transaction, the wallet writes `nonce + 1` here, and the next
-transaction takes the larger of the node's nonce and this one. Entries expire after `ttl_seconds` (a
+and be refused. So when a transaction is planned (and again when CheckTx accepts it) the wallet writes
+`nonce + 1` here, and the next transaction takes the larger of the node's nonce and this one; two
+transactions planned before either is sent (a service doing several things at once, or `--generate-only`
+twice) get consecutive nonces. Entries expire after `ttl_seconds` (a
 transaction that was dropped from the mempool would otherwise leave a gap forever); a sender that still hits
 a nonce refusal forgets the entry and retries once with the node's nonce.
 """
@@ -51,6 +53,16 @@ class NonceCache:
         data = {a: e for a, e in data.items() if isinstance(e, dict) and now - float(e.get("time", 0)) <= self.ttl_seconds}
         data[address] = {"next_nonce": next_nonce, "time": now}
         self._save(data)
+
+    def advance(self, address: str, next_nonce: int, now: float | None = None) -> None:
+        """Remember `next_nonce` unless a larger one is already remembered (never moves backwards)."""
+        now = time.time() if now is None else now
+        self.remember(address, max(next_nonce, self.next_nonce(address, 0, now)), now)
+
+    def release(self, address: str, nonce: int) -> None:
+        """Give back a reserved `nonce` whose transaction was not sent, if no later one was reserved since."""
+        if self.next_nonce(address, 0) == nonce + 1:
+            self.remember(address, nonce)
 
     def forget(self, address: str) -> None:
         data = self._load()

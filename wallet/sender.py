@@ -6,10 +6,13 @@ messages. It is async (on `AsyncRpcClient`); the CLI runs it through `RpcClient.
 The rules it implements:
 
 - The chain id comes from the node (`status`) unless the caller names one.
-- The nonce is the larger of the node's committed nonce and the one remembered in the home's `NonceCache`
-  after the previous accepted transaction, so two quick sends in a row both pass CheckTx. If CheckTx still
-  refuses the nonce (a remembered transaction was dropped), the entry is forgotten and the transaction is
-  re-signed once with the node's nonce.
+- The nonce is the larger of the node's committed nonce and the one remembered in the `NonceCache`, which
+  `plan` advances at once (a reservation), so two quick sends in a row, or two plans made before either is
+  sent, get consecutive nonces. A plan that will not be sent is given back with `release` (a refused or
+  cancelled one is released automatically). Because a mempool takes a signer's transactions in nonce order,
+  `send` lets lower nonces planned by the same sender go first. If CheckTx still refuses the nonce (a
+  remembered transaction was dropped), the entry is forgotten and the transaction re-signed once with the
+  node's nonce.
 - Funds are checked before signing: the fee plus what the messages move out must fit in the balance. CheckTx
   checks again (against the mempool's state); its "insufficient funds" is reported the same way.
 - After `broadcast_tx_sync` accepts a transaction, it waits (with a timeout) until the transaction is in a
@@ -25,6 +28,7 @@ A service (worker, verifier) uses it like this, with the in-process nonce memory
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from google.protobuf.message import Message
@@ -92,6 +96,9 @@ class TxSender:
         self.client = client
         self.nonce_cache = nonce_cache
         self._chain_id: str | None = None
+        # Held from reading the nonce to reserving it, so concurrent plans in one process get distinct nonces.
+        self._nonce_lock = asyncio.Lock()
+        self._reserved: set[tuple[str, int]] = set()  # (signer, nonce) reserved by this sender's plans
 
     async def chain_id(self, given: str | None = None) -> str:
         if given:
@@ -112,50 +119,91 @@ class TxSender:
         memo: str = "",
         nonce: int | None = None,
         check_funds: bool = True,
+        reserve: bool = True,
     ) -> TxPlan:
-        """The transaction body to sign, after checking that `signer` can pay for it."""
-        account = await fetch_account(self.client, signer)
-        if nonce is None:
-            nonce = account.nonce if self.nonce_cache is None else self.nonce_cache.next_nonce(signer, account.nonce)
-        plan = TxPlan(await self.chain_id(chain_id), nonce, fee, tuple(messages), memo)
-        if check_funds and plan.spend > account.balance:
-            raise InsufficientBalance(
-                f"insufficient funds: {signer} has {format_amount_both(account.balance)}, "
-                f"this transaction needs {format_amount_both(plan.spend)} (amounts plus fee)"
-            )
+        """The transaction body to sign, after checking that `signer` can pay for it.
+
+        With `reserve` (and a nonce cache), the nonce is remembered as used at once, so the next plan for the
+        same signer gets the following one even if this transaction has not been broadcast yet. A reserved
+        nonce that is never broadcast costs one retry later (see `send`); pass `reserve=False` for a dry run.
+        """
+        chain_id = await self.chain_id(chain_id)
+        async with self._nonce_lock:
+            account = await fetch_account(self.client, signer)
+            if nonce is None:
+                nonce = account.nonce
+                if self.nonce_cache is not None:
+                    nonce = self.nonce_cache.next_nonce(signer, account.nonce)
+            else:
+                reserve = False  # the caller chose the nonce: nothing of ours to reserve
+            plan = TxPlan(chain_id, nonce, fee, tuple(messages), memo)
+            if check_funds and plan.spend > account.balance:
+                raise InsufficientBalance(
+                    f"insufficient funds: {signer} has {format_amount_both(account.balance)}, "
+                    f"this transaction needs {format_amount_both(plan.spend)} (amounts plus fee)"
+                )
+            if reserve and self.nonce_cache is not None:
+                self.nonce_cache.advance(signer, nonce + 1)
+                self._reserved.add((signer, nonce))
         return plan
+
+    def release(self, signer: str, plan: TxPlan) -> None:
+        """The planned transaction will not be sent: give its nonce back (if nothing was planned after it)."""
+        if self.nonce_cache is not None and (signer, plan.nonce) in self._reserved:
+            self._reserved.discard((signer, plan.nonce))
+            self.nonce_cache.release(signer, plan.nonce)
 
     async def send(self, key: PrivateKey, plan: TxPlan, *, wait: bool = True, timeout: float = 30.0) -> SendOutcome:
         """Sign and broadcast `plan`; with `wait`, return once it is in a block (TxRejected if it failed there)."""
         signer = encode_address(key.address)
-        accepted = await self.client.broadcast_tx_sync(plan.sign(key), check=False)
-        if accepted.code == INVALID_NONCE_CODE and accepted.codespace == CHAIN_CODESPACE and self.nonce_cache:
-            # A remembered nonce can be stale (its transaction was dropped): start again from the node's.
-            self.nonce_cache.forget(signer)
-            node_nonce = (await fetch_account(self.client, signer)).nonce
-            if node_nonce != plan.nonce:
-                plan = TxPlan(plan.chain_id, node_nonce, plan.fee, plan.messages, plan.memo)
-                accepted = await self.client.broadcast_tx_sync(plan.sign(key), check=False)
-        if accepted.code != 0:
-            _raise_rejection(accepted)
-        if self.nonce_cache is not None:
-            self.nonce_cache.remember(signer, plan.nonce + 1)
+        await self._wait_for_lower_nonces(signer, plan.nonce, timeout)
+        try:
+            accepted = await self.client.broadcast_tx_sync(plan.sign(key), check=False)
+            if (accepted.code == INVALID_NONCE_CODE and accepted.codespace == CHAIN_CODESPACE
+                    and self.nonce_cache is not None):
+                # A remembered nonce can be stale (its transaction was dropped): start again from the node's.
+                self.nonce_cache.forget(signer)
+                node_nonce = (await fetch_account(self.client, signer)).nonce
+                if node_nonce != plan.nonce:
+                    plan = TxPlan(plan.chain_id, node_nonce, plan.fee, plan.messages, plan.memo)
+                    accepted = await self.client.broadcast_tx_sync(plan.sign(key), check=False)
+            if accepted.code != 0:
+                self.release(signer, plan)  # the nonce was not used: the next transaction may take it
+                _raise_rejection(accepted)
+            if self.nonce_cache is not None:
+                self.nonce_cache.advance(signer, plan.nonce + 1)
+        finally:
+            self._reserved.discard((signer, plan.nonce))
         return await self._finish(accepted.hash, plan.nonce, wait, timeout)
 
     async def broadcast_signed(self, raw: bytes, *, wait: bool = True, timeout: float = 30.0) -> SendOutcome:
-        """Broadcast transaction bytes signed elsewhere (`--generate-only`, offline signing)."""
+        """Broadcast transaction bytes signed elsewhere (`--generate-only`, offline signing, or `plan` + `sign`)."""
         try:
             tx = decode_tx(raw)
         except Exception as exc:  # ChainError subclasses; anything else is equally "not a transaction"
             raise WalletError(f"not a Trolly transaction: {exc}") from None
-        accepted = await self.client.broadcast_tx_sync(raw, check=False)
-        if accepted.code != 0:
-            _raise_rejection(accepted)
-        if self.nonce_cache is not None:
-            signer = encode_address(tx.signer)
-            current = self.nonce_cache.next_nonce(signer, 0)
-            self.nonce_cache.remember(signer, max(current, tx.body.nonce + 1))
-        return await self._finish(accepted.hash, tx.body.nonce, wait, timeout)
+        signer, nonce = encode_address(tx.signer), tx.body.nonce
+        await self._wait_for_lower_nonces(signer, nonce, timeout)
+        try:
+            accepted = await self.client.broadcast_tx_sync(raw, check=False)
+            if accepted.code != 0:
+                _raise_rejection(accepted)
+            if self.nonce_cache is not None:
+                self.nonce_cache.advance(signer, nonce + 1)
+        finally:
+            self._reserved.discard((signer, nonce))
+        return await self._finish(accepted.hash, nonce, wait, timeout)
+
+    async def _wait_for_lower_nonces(self, signer: str, nonce: int, timeout: float) -> None:
+        """Mempools take a signer's transactions in nonce order: let lower nonces planned here go first.
+
+        A plan that is neither sent nor released holds the queue only until `timeout`.
+        """
+        deadline = asyncio.get_running_loop().time() + timeout
+        while any(s == signer and n < nonce for s, n in self._reserved):
+            if asyncio.get_running_loop().time() >= deadline:
+                return
+            await asyncio.sleep(0.01)
 
     async def _finish(self, tx_hash: str, nonce: int, wait: bool, timeout: float) -> SendOutcome:
         if not wait:

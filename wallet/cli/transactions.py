@@ -137,7 +137,8 @@ def run_transaction(flags: TransactionFlags, messages: list[Message]) -> None:
         if fee is None:
             fee = int((client.query_json("/params/auth") or {}).get("min_fee", 0))
         plan = client.run(
-            sender.plan(signer.address, messages, fee, chain_id=flags.chain_id, memo=flags.memo, nonce=flags.nonce)
+            sender.plan(signer.address, messages, fee, chain_id=flags.chain_id, memo=flags.memo, nonce=flags.nonce,
+                        reserve=not flags.dry_run)
         )
     description = plan.describe(signer.address)
 
@@ -150,8 +151,15 @@ def run_transaction(flags: TransactionFlags, messages: list[Message]) -> None:
         render_plan(description, err=True)
         action = "Sign and print" if flags.generate_only else "Sign and broadcast"
         if not click.confirm(f"{action} this transaction?", err=True):
+            if sender is not None:
+                sender.release(signer.address, plan)
             raise WalletError("cancelled: nothing was signed")
-    key = keyring.signer(signer.name)
+    try:
+        key = keyring.signer(signer.name)
+    except WalletError:
+        if sender is not None:
+            sender.release(signer.address, plan)  # e.g. a wrong password: nothing was signed
+        raise
     if flags.generate_only:
         raw = plan.sign(key)
         from trolly.chain.tx import tx_hash
