@@ -142,7 +142,15 @@ async def _run_engine(root: pathlib.Path, proxy_app: str, rpc_laddr: str, block_
     from .engine.producer import EngineConfig
 
     home = homelib.load_home(root)
-    node = SoloNode(home, SoloNodeConfig(engine=EngineConfig(proxy_app=proxy_app, block_interval=block_time), rpc_laddr=rpc_laddr))
+    commit_timeout = parse_duration(str(home.config.get("rpc", {}).get("timeout_broadcast_tx_commit", "10s")))
+    node = SoloNode(
+        home,
+        SoloNodeConfig(
+            engine=EngineConfig(proxy_app=proxy_app, block_interval=block_time),
+            rpc_laddr=rpc_laddr,
+            broadcast_tx_commit_timeout=commit_timeout,
+        ),
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -3,7 +3,8 @@
 It owns the block store, the mempool, the event bus, the producer (handshake and block loop) and the RPC
 server. `start()` opens the block store and binds the RPC port; `run(stop)` produces blocks until `stop` is
 set or a fatal error (a failed handshake, a broken app) ends it; `close()` releases everything. Signal
-handlers live in the CLI only.
+handlers live in the CLI only. Mempool limits come from the home's config.toml, as CometBFT reads them
+(`[mempool] size`, `max_txs_bytes`, `max_tx_bytes`, `cache_size`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class SoloNodeConfig:
     rpc_laddr: str = "tcp://127.0.0.1:26657"
     """Where the JSON-RPC listens; port 0 picks a free port (see `SoloNode.rpc_url`)."""
     broadcast_tx_commit_timeout: float = 10.0
+    """Seconds `broadcast_tx_commit` waits for inclusion (config.toml `[rpc] timeout_broadcast_tx_commit`)."""
 
 
 class SoloNode:
@@ -35,7 +37,13 @@ class SoloNode:
         self.home = home
         self.config = config
         self.blockstore: BlockStore | None = None
-        self.mempool = Mempool()
+        mempool = home.config.get("mempool", {})
+        self.mempool = Mempool(
+            max_txs=int(mempool.get("size", 5000)),
+            max_bytes=int(mempool.get("max_txs_bytes", 1 << 30)),
+            max_tx_bytes=int(mempool.get("max_tx_bytes", 1 << 20)),
+            cache_size=int(mempool.get("cache_size", 10000)),
+        )
         self.events = EventBus()
         self.producer: Producer | None = None
         self.rpc: RpcServer | None = None
