@@ -17,7 +17,7 @@ from .errors import TxDecodeError, UnknownMessage, WrongChainId
 from .module import MessageRoute
 from .params import AuthParams
 from .state import State
-from .tx import SignedTx, sign_bytes
+from .tx import SignedTx, is_canonical, sign_bytes
 
 FEE_COLLECTOR = module_address("fee_collector")
 """Where fees wait until the end of the block, when the distribution module pays them out."""
@@ -33,6 +33,10 @@ def decode_messages(tx: SignedTx, routes: dict[str, MessageRoute]) -> list[tuple
             message = route.message_type.FromString(any_msg.value)
         except Exception as exc:  # protobuf raises DecodeError or RuntimeError depending on backend
             raise TxDecodeError(f"cannot decode {any_msg.type_url}: {exc}") from None
+        if not is_canonical(message, any_msg.value):
+            raise TxDecodeError(
+                f"{any_msg.type_url} is not canonically encoded (unknown fields, over-long varints or integers beyond 64 bits)"
+            )
         route.validate(message)
         decoded.append((route, message))
     return decoded

@@ -64,7 +64,18 @@ def decode_tx(raw: bytes, max_bytes: int = MAX_TX_BYTES) -> SignedTx:
         raise TxDecodeError(f"tx decode failed: {exc}") from None
     if not envelope.body_bytes:
         raise TxDecodeError("tx has no body")
+    # Only the canonical encoding is accepted: protobuf would otherwise silently truncate an over-long varint
+    # (an amount beyond 64 bits) or keep unknown fields, and two readers could disagree on what was signed.
+    if not is_canonical(envelope, raw) or not is_canonical(body, envelope.body_bytes):
+        raise TxDecodeError("tx is not canonically encoded (unknown fields, over-long varints or integers beyond 64 bits)")
     return SignedTx(raw, body, envelope.body_bytes, envelope.pubkey, envelope.signature)
+
+
+def is_canonical(message: Message, raw: bytes) -> bool:
+    """True when `raw` is exactly the deterministic encoding of `message` (which was parsed from it) without
+    unknown fields. Drops `message`'s unknown fields as a side effect."""
+    message.DiscardUnknownFields()
+    return message.SerializeToString(deterministic=True) == raw
 
 
 def type_url_of(message: Message) -> str:

@@ -289,9 +289,6 @@ def test_bad_tx_in_a_block_changes_nothing(case):
     assert response.app_hash == empty.app_hash  # nothing changed: not even a nonce or fee
 
 
-@pytest.mark.xfail(strict=True, reason="chain/tx.py: protobuf silently truncates a 10-byte varint whose value "
-                   "overflows 64 bits to its low 64 bits, so the tx runs with amount 2**64-1 and fails on funds "
-                   "(charging the nonce) instead of being refused as malformed")
 def test_amount_varint_overflowing_64_bits_in_ten_bytes_is_refused():
     app, _ = started()
     commit_block(app, 1, [])

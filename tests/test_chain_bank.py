@@ -182,3 +182,22 @@ def test_failed_tx_does_not_affect_the_next_one_in_the_block(chain):
 
 def _bech(key) -> str:
     return encode_address(key.address)
+
+
+def test_unknown_field_in_a_message_is_refused_as_non_canonical(chain):
+    """Extra bytes inside a message (an unknown field) would be silently kept by protobuf: refuse them."""
+    from trolly.chain.errors import TxDecodeError
+    from trolly.chain.proto import tx_pb2
+    from trolly.chain.tx import sign_bytes
+
+    sender, recipient = chain.accounts[0], chain.accounts[1]
+    value = MsgSend(to=recipient.address, amount=5).SerializeToString() + b"\x78\x01"  # field 15 = 1
+    body = tx_pb2.TxBody(chain_id=chain.chain_id, nonce=chain.nonce(sender), fee=0)
+    body.messages.add(type_url="/trolly.bank.v1.MsgSend", value=value)
+    body_bytes = body.SerializeToString(deterministic=True)
+    raw = tx_pb2.Tx(body_bytes=body_bytes, pubkey=sender.pubkey,
+                    signature=sender.sign(sign_bytes(body_bytes))).SerializeToString(deterministic=True)
+    before = chain.balance(recipient.address)
+    result = chain.block(raw).tx_results[0]
+    assert result.code == TxDecodeError.code and "canonical" in result.log
+    assert chain.balance(recipient.address) == before

@@ -17,7 +17,12 @@ from ..state import State
 
 def init_bank_genesis(state: State, ctx: BlockContext, app_state: dict) -> None:
     """Fund `app_state["accounts"]`: a list of {"address": "trolly1...", "balance": int or decimal string}."""
-    for entry in app_state.get("accounts", []):
+    accounts = app_state.get("accounts", [])
+    if not isinstance(accounts, list):
+        raise InvalidRequest("genesis accounts must be a list")
+    for entry in accounts:
+        if not isinstance(entry, dict) or not isinstance(entry.get("address"), str):
+            raise InvalidRequest(f"genesis account must be an object with an \"address\" string, got {entry!r}")
         address = decode_address(entry["address"])
         balance = parse_genesis_amount(entry.get("balance", 0))
         if balance:
