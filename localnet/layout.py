@@ -29,6 +29,9 @@ from trolly.abci_app.home import (
     write_home,
 )
 from trolly.chain.crypto import encode_address
+from trolly.chain.market.params import MarketParams
+from trolly.chain.params import params_to_json
+from trolly.chain.validators import StakingParams
 from trolly.chain.hd import COIN_TYPE, DEV_MNEMONIC, dev_key
 
 CHAIN_ID = "trolly-localnet"
@@ -41,9 +44,10 @@ VALIDATOR_STAKE = 10_000_000  # 10 TRL = 10 power
 
 LOCALNET_PARAMS = {
     "auth": {"min_fee": 0},
-    "staking": {"unbonding_blocks": 10, "max_evidence_age_blocks": 10},
+    "staking": params_to_json(StakingParams.localnet()),
+    "market": params_to_json(MarketParams.localnet()),
 }
-"""Short periods so that a developer sees unbonding and deadlines happen within seconds."""
+"""The modules' localnet presets: short periods so a developer sees unbonding and deadlines within seconds."""
 
 
 class LocalnetError(Exception):
