@@ -18,7 +18,7 @@ from trolly.chain.proto import market_pb2
 from trolly.chain.tx import tx_hash
 from trolly.wallet.errors import QueryFailed
 from trolly.wallet.nonces import NonceCache
-from trolly.wallet.rpc import AsyncRpcClient
+from trolly.wallet.rpc import AsyncRpcClient, TxResult
 from trolly.wallet.sender import SendOutcome, TxSender
 
 
@@ -30,6 +30,9 @@ class MarketClient:
         self.fee = fee
         self.sender = TxSender(rpc, NonceCache(home))
 
+    async def close(self) -> None:
+        await self.rpc.close()
+
     # ---- queries ------------------------------------------------------------------------------------------
 
     async def height(self) -> int:
@@ -40,6 +43,10 @@ class MarketClient:
 
     async def balance(self) -> int:
         return int((await self.rpc.query_json(f"/account/{self.address}"))["balance"])
+
+    async def nonce(self) -> int:
+        """The next nonce the chain expects from this worker (committed state)."""
+        return int((await self.rpc.query_json(f"/account/{self.address}"))["nonce"])
 
     async def worker(self) -> dict | None:
         """This worker's record, or None when it is not registered."""
@@ -83,6 +90,6 @@ class MarketClient:
     async def broadcast(self, raw: bytes, timeout: float = 60.0) -> SendOutcome:
         return await self.sender.broadcast_signed(raw, wait=True, timeout=timeout)
 
-    @staticmethod
-    def hash_of(raw: bytes) -> str:
-        return tx_hash(raw).hex().upper()
+    async def find_tx(self, raw: bytes) -> TxResult | None:
+        """The signed transaction `raw` as included in a block, or None while it is not."""
+        return await self.rpc.find_tx(tx_hash(raw).hex().upper())

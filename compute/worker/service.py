@@ -102,6 +102,7 @@ class TaskContext:
     spec: TaskSpec
     dataset: Dataset
     trainer: Trainer
+    last_reason: str = ""
 
 
 class WorkerService:
@@ -113,8 +114,7 @@ class WorkerService:
         self.state = WorkerState.load(home)
         self.store = BlobStore(home / "blobs")
         self.server = BlobServer(self.store, owner_token="", host=config.blob_host, port=config.blob_port)
-        self.rpc = AsyncRpcClient(config.node)
-        self.market = MarketClient(self.rpc, key, home, config.fee)
+        self.market = MarketClient(AsyncRpcClient(config.node), key, home, config.fee)
         self.clock = BlockClock()
         self.throughput: Throughput | None = None
         self.finished_this_run = 0
@@ -142,7 +142,7 @@ class WorkerService:
         self._stopping.set()
         self._stop_training.set()
         await self.server.stop()
-        await self.rpc.close()
+        await self.market.close()
 
     def request_stop(self) -> None:
         """Ask `run` to return soon (from a signal handler): training stops at the next segment boundary."""
@@ -229,30 +229,40 @@ class WorkerService:
 
     async def work_on(self, progress: TaskProgress) -> None:
         """Work on one task until this worker is done with it (or the service stops)."""
-        task_id = progress.task_id
-        raw = await self.market.spec(task_id)
+        context = await self.prepare(progress)
+        while not self._stopping.is_set() and await self.step(context):
+            pass
+
+    async def prepare(self, progress: TaskProgress) -> TaskContext:
+        """Spec (as on chain), dataset and trainer of a task this worker belongs to."""
+        raw = await self.market.spec(progress.task_id)
+        if hashlib.sha256(raw).hexdigest() != progress.spec_hash:
+            raise TaskUnfit(f"task {progress.task_id}'s spec no longer matches the hash it was joined with")
         spec = parse_spec(raw)
         dataset = await obtain_dataset(self.store, spec)
-        context = TaskContext(progress, spec, dataset, await asyncio.to_thread(Trainer, spec, dataset))
-        last_reason = ""
-        while not self._stopping.is_set():
-            view = await self.market.task(task_id)
-            self.clock.observe(await self.market.height())
-            action = plan.decide(view, self.address)
-            if action.kind == plan.FINISH:
-                self._finish(progress, view, action.reason)
-                return
-            if action.kind == plan.TRAIN:
-                await self.work_round(context, view, action.round)
-            elif action.kind == plan.REPORT_FINAL:
-                await self.report_final(context, view)
-            else:
-                if action.reason != last_reason:
-                    log.info("task %d: %s", task_id, action.reason)
-                    last_reason = action.reason
-                if action.mirror_round >= 0:
-                    await mirror_updates(self.store, plan.round_updates(view, action.mirror_round))
-                await self._sleep()
+        return TaskContext(progress, spec, dataset, await asyncio.to_thread(Trainer, spec, dataset))
+
+    async def step(self, context: TaskContext) -> bool:
+        """Look at the chain once and do what it calls for; False once this worker is done with the task."""
+        task_id = context.progress.task_id
+        view = await self.market.task(task_id)
+        self.clock.observe(await self.market.height())
+        action = plan.decide(view, self.address)
+        if action.kind == plan.FINISH:
+            self._finish(context.progress, view, action.reason)
+            return False
+        if action.kind == plan.TRAIN:
+            await self.work_round(context, view, action.round)
+        elif action.kind == plan.REPORT_FINAL:
+            await self.report_final(context, view)
+        else:
+            if action.reason != context.last_reason:
+                log.info("task %d: %s", task_id, action.reason)
+                context.last_reason = action.reason
+            if action.mirror_round >= 0:
+                await mirror_updates(self.store, plan.round_updates(view, action.mirror_round))
+            await self._sleep()
+        return True
 
     def _finish(self, progress: TaskProgress, view: dict, reason: str) -> None:
         member = plan.find_member(view, self.address) or {}
@@ -379,7 +389,7 @@ class WorkerService:
     async def _settle_commit_failure(self, task_id: int, round_index: int, raw: bytes, error: WalletError) -> bool:
         """After a refused or slow broadcast: True if the commitment is on chain after all. Re-signs (same
         content, fresh nonce) only when the saved transaction can never be included: its nonce was used."""
-        included = await self.rpc.find_tx(self.market.hash_of(raw))
+        included = await self.market.find_tx(raw)
         view = await self.market.task(task_id)
         if plan.committed_on_chain(view, round_index, self.address):
             return True
@@ -388,7 +398,7 @@ class WorkerService:
                       included.height, included.log)
             return False
         nonce = decode_tx(raw).body.nonce
-        account_nonce = int((await self.rpc.query_json(f"/account/{self.address}"))["nonce"])
+        account_nonce = await self.market.nonce()
         if isinstance(error, TxRejected) and error.code == INVALID_NONCE_CODE and account_nonce > nonce:
             log.warning("task %d round %d: the saved commitment's nonce %d was used by another transaction; "
                         "signing it again", task_id, round_index, nonce)

@@ -1,0 +1,224 @@
+"""The worker loop (`WorkerService.step`) against the real market state machine, in process.
+
+`ChainMarket` (a test fake) gives the service the `MarketClient` calls it makes, answered by a
+`chain_helpers.Chain`: queries read its committed state and every broadcast is one block. The test decides
+when blocks pass and how validators vote, and can "kill" the worker at the worst moments (after signing,
+before broadcasting; after inclusion, before saving) by raising an exception the service cannot catch, then
+start a fresh service on the same home, as a restarted process would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+
+import pytest
+from market_helpers import MARKET_PARAMS, Market
+
+from trolly.chain.crypto import encode_address
+from trolly.chain.market.records import VERDICT_PASS
+from trolly.chain.tx import decode_tx, tx_hash
+from trolly.compute.codecs import get_codec
+from trolly.compute.data import build_dataset, dataset_from_blobs
+from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.spec import example_spec, parse_spec
+from trolly.compute.training import Trainer, initial_weights, run_round
+from trolly.compute.worker import plan
+from trolly.compute.worker.config import WorkerConfig
+from trolly.compute.worker.service import ServiceOptions, WorkerService
+from trolly.compute.worker.state import WorkerState
+from trolly.wallet.errors import TxRejected
+from trolly.wallet.rpc import TxResult
+from trolly.wallet.sender import SendOutcome
+
+ROUNDS = 2
+STEPS = 8
+
+
+class SimulatedKill(BaseException):
+    """Stands for SIGKILL: nothing in the service may catch it."""
+
+
+class ChainMarket:
+    """The MarketClient calls of the worker, over the in-process chain; one block per broadcast."""
+
+    def __init__(self, chain, key) -> None:
+        self.chain = chain
+        self.key = key
+        self.address = encode_address(key.address)
+        self.broadcasts: list[bytes] = []
+        self.kill = ""  # "before" or "after" (inclusion) on the next broadcast
+
+    async def task(self, task_id):
+        return self.chain.query(f"/market/task/{task_id}")
+
+    async def height(self):
+        return self.chain.height
+
+    async def spec(self, task_id):
+        return self.chain.query(f"/market/spec/{task_id}")["spec"].encode()
+
+    async def sign(self, message):
+        return self.chain.tx(self.key, message)
+
+    async def broadcast(self, raw, timeout=60.0):
+        self.broadcasts.append(raw)
+        kill, self.kill = self.kill, ""
+        if kill == "before":
+            raise SimulatedKill()
+        result = self.chain.block(raw).tx_results[0]
+        if kill == "after":
+            raise SimulatedKill()
+        if not result.ok:
+            raise TxRejected(result.code, result.codespace, result.log)
+        digest = tx_hash(raw).hex().upper()
+        return SendOutcome(digest, decode_tx(raw).body.nonce,
+                           TxResult(digest, self.chain.height, 0, 0, "", "", (), raw))
+
+    async def find_tx(self, raw):
+        return None
+
+    async def nonce(self):
+        return self.chain.nonce(self.key)
+
+    async def close(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def dataset_blobs():
+    return build_dataset("digits")
+
+
+def spec_document(manifest_hash: str) -> bytes:
+    document = example_spec(manifest_hash, model={"arch": "mlp", "config": {"hidden": [16]}}, codec="int8",
+                            training={"rounds": ROUNDS, "inner_steps": STEPS, "batch_size": 8, "checkpoint_every": 4,
+                                      "seed": 11})
+    return json.dumps(document).encode()
+
+
+@pytest.fixture
+def world(make_chain, dataset_blobs, tmp_path):
+    chain = make_chain(accounts=2, validators=1, params={"market": MARKET_PARAMS})
+    market = Market(chain)
+    market.register(market.workers[:1])
+    spec = spec_document(dataset_blobs.manifest_hash)
+    task_id = market.submit(spec=spec, spec_hash=hashlib.sha256(spec).digest(), workers=1, rounds=ROUNDS,
+                            samples_per_worker=1, round_blocks=20)
+    market.join(task_id, market.workers[:1])
+    home = tmp_path / "worker"
+    home.mkdir()
+    WorkerState.load(home).add_task(task_id, hashlib.sha256(spec).hexdigest(), 0)  # as after a successful join
+    return chain, market, task_id, home, spec
+
+
+def new_service(home, chain, key) -> WorkerService:
+    """A service as a freshly started process would build it: state from disk, nothing in memory."""
+    service = WorkerService(home, WorkerConfig(key_name="worker", blob_port=1), key,
+                            ServiceOptions(poll_interval=0.01))
+    service.market = ChainMarket(chain, key)
+    return service
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+async def drive(service, chain, market, task_id, max_steps=60, vote=True):
+    """Step the worker; between steps let blocks pass and (optionally) have the validator vote PASS."""
+    context = await service.prepare(service.state.task(task_id))
+    for _ in range(max_steps):
+        if not await service.step(context):
+            return True
+        view = market.task(task_id)
+        if view["phase"] == "sampling":
+            chain.advance(1)
+        elif view["phase"] == "verify" and vote:
+            market.vote(chain.operators, task_id, VERDICT_PASS)
+    return False
+
+
+def expected_final_weights(spec_bytes: bytes, dataset) -> str:
+    """What the task's weights must be after ROUNDS verified rounds of worker 0, computed independently."""
+    spec = parse_spec(spec_bytes)
+    codec = get_codec(spec.codec)
+    state = GlobalState.initial(initial_weights(spec, dataset.shape))
+    for round_index in range(ROUNDS):
+        result = run_round(Trainer(spec, dataset), state.weights, worker_index=0, round_index=round_index, steps=STEPS)
+        update = codec.decode(codec.encode(result.pseudo_gradient))
+        state = outer_step(state, [WorkerUpdate(0, result.samples_processed, update)], spec.training.outer_optimizer)
+    return state.weights_hash().hex()
+
+
+def test_the_loop_trains_commits_aggregates_verified_updates_and_reports_the_final_weights(world, dataset_blobs):
+    chain, market, task_id, home, spec = world
+    worker = market.workers[0]
+    service = new_service(home, chain, worker)
+    assert run(drive(service, chain, market, task_id))
+    view = market.task(task_id)
+    assert view["status"] == "completed"
+    assert view["final_weights_hash"] == expected_final_weights(spec, dataset_from_blobs(dataset_blobs))
+    member = plan.find_member(view, encode_address(worker.address))
+    assert member["rounds_passed"] == ROUNDS and member["paid"] > 0
+    assert chain.nonce(worker) == 2 + ROUNDS + 1  # register, join, the rounds, the final report
+    progress = WorkerState.load(home).task(task_id)
+    assert progress.status == "finished" and progress.outcome == "task completed"
+    assert all(progress.rounds[r].committed for r in range(ROUNDS + 1))
+    assert service.store.has(view["final_weights_hash"])
+
+
+def test_killed_after_signing_the_restart_sends_the_same_bytes_once(world):
+    chain, market, task_id, home, spec = world
+    worker = market.workers[0]
+    first = new_service(home, chain, worker)
+    first.market.kill = "before"
+    with pytest.raises(SimulatedKill):
+        run(drive(first, chain, market, task_id))
+    saved = WorkerState.load(home).task(task_id).rounds[0]
+    assert saved.commit_tx and not saved.committed and market.round_commitments(task_id, 0) == {}
+
+    second = new_service(home, chain, worker)
+    assert run(drive(second, chain, market, task_id))
+    assert second.market.broadcasts[0] == first.market.broadcasts[0] == bytes.fromhex(saved.commit_tx)
+    assert chain.nonce(worker) == 2 + ROUNDS + 1
+    assert market.task(task_id)["status"] == "completed"
+
+
+def test_killed_after_inclusion_the_restart_does_not_commit_again(world):
+    chain, market, task_id, home, spec = world
+    worker = market.workers[0]
+    first = new_service(home, chain, worker)
+    first.market.kill = "after"
+    with pytest.raises(SimulatedKill):
+        run(drive(first, chain, market, task_id))
+    assert list(market.round_commitments(task_id, 0)) == [encode_address(worker.address)]
+    assert not WorkerState.load(home).task(task_id).rounds[0].committed
+
+    second = new_service(home, chain, worker)
+    assert run(drive(second, chain, market, task_id))
+    round_zero_commits = [raw for raw in second.market.broadcasts
+                          if decode_tx(raw).body.nonce == decode_tx(first.market.broadcasts[0]).body.nonce]
+    assert round_zero_commits == []  # nothing re-sent for round 0
+    assert chain.nonce(worker) == 2 + ROUNDS + 1
+
+
+def test_unverified_rounds_leave_the_weights_unchanged(world, dataset_blobs):
+    chain, market, task_id, home, spec = world
+    service = new_service(home, chain, market.workers[0])
+
+    async def without_votes():
+        context = await service.prepare(service.state.task(task_id))
+        for _ in range(200):
+            if not await service.step(context):
+                return True
+            if market.task(task_id)["phase"] != "commit":
+                chain.advance(1)  # nobody votes: the verification window runs out
+        return False
+
+    assert run(without_votes())
+    view = market.task(task_id)
+    assert view["status"] == "completed"
+    initial = GlobalState.initial(initial_weights(parse_spec(spec), dataset_from_blobs(dataset_blobs).shape))
+    assert view["final_weights_hash"] == initial.weights_hash().hex()
+    assert all(c["outcome"] == "unverified" for d in view["round_details"][:ROUNDS] for c in d["commitments"])
