@@ -423,3 +423,38 @@ def test_websocket_rejects_bad_subscriptions(chain):
                 assert (await socket.receive_json(timeout=10)) == {"jsonrpc": "2.0", "id": 3, "result": {}}
 
     asyncio.run(scenario())
+
+
+# ------------------------------------------------------------------------------------ validator set changes
+
+
+def test_validator_updates_take_effect_two_heights_later(tmp_path):
+    from trolly.chain.crypto import PrivateKey
+    from trolly.chain.proto.staking_pb2 import MsgCreateValidator
+    from trolly.chain.tx import build_tx
+
+    with InProcessChain(tmp_path / "home") as own_chain:
+        operator = dev_key(1)
+        commit(own_chain, send_tx(DEV, own_chain.chain_id, 0, operator.address, 50_000_000))
+        consensus_key = PrivateKey(b"\x05" * 32)
+        create = build_tx(operator, own_chain.chain_id, 0, 0,
+                          [MsgCreateValidator(consensus_pubkey=consensus_key.pubkey, stake=20_000_000, moniker="second")])
+        height = int(commit(own_chain, create)["height"])
+        own_chain.wait_for_height(height + 3)
+
+        [update] = result(own_chain.url, "block_results", {"height": str(height)})["validator_updates"]
+        assert update == {"pub_key": {"Sum": {"type": "tendermint.crypto.PublicKey_Ed25519",
+                                              "value": {"ed25519": base64.b64encode(consensus_key.pubkey).decode()}}},
+                          "power": "20"}
+        assert result(own_chain.url, "validators", {"height": str(height + 1)})["total"] == "1"
+        after = result(own_chain.url, "validators", {"height": str(height + 2)})
+        assert after["total"] == "2"
+        assert [v["voting_power"] for v in after["validators"]] == ["20", "10"]  # CometBFT order: power first
+        new_set = [(base64.b64decode(v["pub_key"]["value"]), int(v["voting_power"])) for v in after["validators"]]
+        headers = {h: result(own_chain.url, "block", {"height": str(h)})["block"] for h in (height + 1, height + 2, height + 3)}
+        assert headers[height + 1]["header"]["next_validators_hash"] == hashing.validators_hash(new_set).hex().upper()
+        assert headers[height + 2]["header"]["validators_hash"] == hashing.validators_hash(new_set).hex().upper()
+        assert headers[height + 1]["header"]["validators_hash"] != headers[height + 2]["header"]["validators_hash"]
+        flags = [s["block_id_flag"] for s in headers[height + 3]["last_commit"]["signatures"]]
+        assert flags == [1, 2]  # the new validator (absent: the solo engine cannot sign for it), then ours
+    assert own_chain.error is None

@@ -36,8 +36,9 @@ class Method:
 
 
 def _client(node):
+    """The app's connections, once the handshake is over (before it, the app may be mid-replay)."""
     client = node.producer.client
-    if client is None:
+    if client is None or not node.producer.connected.is_set():
         raise RpcError("the ABCI application is not connected (the engine is waiting for it)")
     return client
 
