@@ -45,6 +45,8 @@ from .txbuilder import TxPlan, parse_address
 CHAIN_CODESPACE = "trolly"
 INVALID_NONCE_CODE = 5
 INSUFFICIENT_FUNDS_CODE = 6
+RESERVATION_HOLD_SECONDS = 10.0
+"""How long a planned-but-unsent transaction keeps later ones from the same sender waiting for their turn."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ class TxSender:
         self._chain_id: str | None = None
         # Held from reading the nonce to reserving it, so concurrent plans in one process get distinct nonces.
         self._nonce_lock = asyncio.Lock()
-        self._reserved: set[tuple[str, int]] = set()  # (signer, nonce) reserved by this sender's plans
+        self._reserved: dict[tuple[str, int], float] = {}  # (signer, nonce) reserved by plans -> loop time
 
     async def chain_id(self, given: str | None = None) -> str:
         if given:
@@ -144,19 +146,22 @@ class TxSender:
                 )
             if reserve and self.nonce_cache is not None:
                 self.nonce_cache.advance(signer, nonce + 1)
-                self._reserved.add((signer, nonce))
+                now = asyncio.get_running_loop().time()
+                # forget reservations abandoned long ago (a plan neither sent nor released), then add this one
+                self._reserved = {k: t for k, t in self._reserved.items() if now - t < 10 * RESERVATION_HOLD_SECONDS}
+                self._reserved[(signer, nonce)] = now
         return plan
 
     def release(self, signer: str, plan: TxPlan) -> None:
         """The planned transaction will not be sent: give its nonce back (if nothing was planned after it)."""
         if self.nonce_cache is not None and (signer, plan.nonce) in self._reserved:
-            self._reserved.discard((signer, plan.nonce))
+            del self._reserved[(signer, plan.nonce)]
             self.nonce_cache.release(signer, plan.nonce)
 
     async def send(self, key: PrivateKey, plan: TxPlan, *, wait: bool = True, timeout: float = 30.0) -> SendOutcome:
         """Sign and broadcast `plan`; with `wait`, return once it is in a block (TxRejected if it failed there)."""
-        signer = encode_address(key.address)
-        await self._wait_for_lower_nonces(signer, plan.nonce, timeout)
+        signer, planned_nonce = encode_address(key.address), plan.nonce
+        await self._wait_for_lower_nonces(signer, planned_nonce, timeout)
         try:
             accepted = await self.client.broadcast_tx_sync(plan.sign(key), check=False)
             if (accepted.code == INVALID_NONCE_CODE and accepted.codespace == CHAIN_CODESPACE
@@ -173,7 +178,7 @@ class TxSender:
             if self.nonce_cache is not None:
                 self.nonce_cache.advance(signer, plan.nonce + 1)
         finally:
-            self._reserved.discard((signer, plan.nonce))
+            self._reserved.pop((signer, planned_nonce), None)
         return await self._finish(accepted.hash, plan.nonce, wait, timeout)
 
     async def broadcast_signed(self, raw: bytes, *, wait: bool = True, timeout: float = 30.0) -> SendOutcome:
@@ -191,18 +196,23 @@ class TxSender:
             if self.nonce_cache is not None:
                 self.nonce_cache.advance(signer, nonce + 1)
         finally:
-            self._reserved.discard((signer, nonce))
+            self._reserved.pop((signer, nonce), None)
         return await self._finish(accepted.hash, nonce, wait, timeout)
 
     async def _wait_for_lower_nonces(self, signer: str, nonce: int, timeout: float) -> None:
         """Mempools take a signer's transactions in nonce order: let lower nonces planned here go first.
 
-        A plan that is neither sent nor released holds the queue only until `timeout`.
+        A plan that is neither sent nor released holds the queue for at most RESERVATION_HOLD_SECONDS after
+        it was made (and never longer than `timeout`).
         """
-        deadline = asyncio.get_running_loop().time() + timeout
-        while any(s == signer and n < nonce for s, n in self._reserved):
-            if asyncio.get_running_loop().time() >= deadline:
-                return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+
+        def lower_pending() -> bool:
+            return any(s == signer and n < nonce and loop.time() - made < RESERVATION_HOLD_SECONDS
+                       for (s, n), made in self._reserved.items())
+
+        while lower_pending() and loop.time() < deadline:
             await asyncio.sleep(0.01)
 
     async def _finish(self, tx_hash: str, nonce: int, wait: bool, timeout: float) -> SendOutcome:
