@@ -5,6 +5,7 @@ import socket
 
 import pytest
 from aiohttp import web
+from hypothesis import given, settings, strategies as st
 
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
@@ -266,3 +267,33 @@ def test_plans_made_before_sending_get_consecutive_nonces_and_unsent_ones_are_gi
 
     assert asyncio.run(run()).nonce == 2
     assert fake_node.account(BOB.address).balance == 3
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_describe_tx_on_arbitrary_bytes_raises_only_wallet_errors(raw):
+    from trolly.wallet.errors import WalletError
+    from trolly.wallet.txbuilder import describe_tx
+
+    try:
+        described = describe_tx(raw)
+    except WalletError:
+        return
+    assert set(described) >= {"hash", "signer", "nonce", "fee", "messages", "total_spend"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["/trolly.bank.v1.MsgSend", "/trolly.staking.v1.MsgCreateValidator",
+                                           "/trolly.market.v1.MsgSubmitTask", "/trolly.market.v1.MsgJoinTask",
+                                           "/no.such.Msg"]), st.binary(max_size=80)), max_size=4))
+def test_describe_tx_survives_garbage_inside_a_valid_envelope(messages):
+    from trolly.chain.proto import tx_pb2
+    from trolly.wallet.txbuilder import describe_tx
+
+    body = tx_pb2.TxBody(chain_id=CHAIN_ID, nonce=1, fee=2)
+    for type_url, value in messages:
+        body.messages.add(type_url=type_url, value=value)
+    raw = tx_pb2.Tx(body_bytes=body.SerializeToString(), pubkey=DEV.pubkey, signature=bytes(64)).SerializeToString()
+    described = describe_tx(raw)
+    assert [m["type"] for m in described["messages"]] == [t for t, _ in messages]
+    assert described["total_spend"] >= 2

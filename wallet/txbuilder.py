@@ -43,9 +43,15 @@ def register_message_kind(message_type: type, describe: Callable[[Any], dict], s
     MESSAGE_KINDS["/" + message_type.DESCRIPTOR.full_name] = MessageKind(message_type, describe, spend)
 
 
-register_message_kind(
-    bank_pb2.MsgSend, lambda m: {"to": encode_address(m.to), "amount": m.amount}, lambda m: m.amount
-)
+def address_text(raw: bytes) -> str:
+    """The bech32 form of an address field, or a visible marker when it is not a 20-byte address."""
+    try:
+        return encode_address(raw)
+    except InvalidAddress:
+        return f"<invalid address: {len(raw)} bytes {raw.hex()}>"
+
+
+register_message_kind(bank_pb2.MsgSend, lambda m: {"to": address_text(m.to), "amount": m.amount}, lambda m: m.amount)
 register_message_kind(
     staking_pb2.MsgCreateValidator,
     lambda m: {
@@ -172,7 +178,12 @@ def describe_message(type_url: str, message: Message | bytes) -> dict:
         except (DecodeError, RuntimeError, ValueError):
             return {"type": type_url, "fields": {"undecodable_bytes": size}}
     kind = MESSAGE_KINDS.get(type_url)
-    return {"type": type_url, "fields": kind.describe(message) if kind else generic_fields(message)}
+    if kind is None:
+        return {"type": type_url, "fields": generic_fields(message)}
+    try:
+        return {"type": type_url, "fields": kind.describe(message)}
+    except (ChainError, ValueError):  # a describer meeting a malformed field: show the raw fields instead
+        return {"type": type_url, "fields": generic_fields(message)}
 
 
 def describe_tx(raw: bytes) -> dict:
