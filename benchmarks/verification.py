@@ -1,0 +1,409 @@
+"""Verification quality and cost: honest workers on other hardware profiles, every cheat class, the compute.
+
+    python -m benchmarks.verification [--quick] [--cheat-module FILE]
+
+1. Honest matrix. Child processes play honest workers under each determinism profile available here
+   (threads 1 and 2; ATEN_CPU_CAPABILITY default, avx2 and the native one), each training several workers
+   for several rounds (the rounds chained by the real outer step over codec-encoded updates) and writing
+   blobs and listings to a blob-store directory. This process, the verifier (threads 1, native
+   instruction set), checks every segment of every round through `verify_segment`: bitwise for the child
+   that runs its own profile, by the calibrated tolerance for the others. Any non-PASS is a false positive.
+   It also recomputes each round's aggregate from the encoded updates and compares it with the start
+   weights of the next round (and with stale weights, which it must reject).
+2. Cheat matrix. For every registered cheat (`verifier/cheats/`, plus `--cheat-module` files) and model,
+   cheating rounds are built with a random third of the segments faked; every faked segment is verified
+   twice, once claiming this verifier's own profile (bitwise) and once claiming another instruction set
+   (tolerance), and counts as caught only if both verdicts are non-PASS.
+3. Cost. Seconds per trained step (honest `run_round`, checkpoints hashed) and seconds per verified segment
+   (fetch, Merkle check, decode, replay, compare) on the same model, scaled to a reference task: 20 rounds of
+   500 inner steps (DiLoCo's H), k = 5, 3 segments sampled per worker-round, i.e. 60 per worker per task.
+
+Last line, JSON: detection (per class), false_positive_rate, honest_segments, task_detection_at_f_0_1,
+verifier_compute_fraction, and calibration numbers (largest honest cross-profile error, smallest cheat
+error) that `verifier/tolerance.py` documents. Targets (issue 6): detection >= 0.999 for every class,
+0 false positives over >= 200 honest segments, task detection >= 0.99 at f = 0.1, compute <= 0.05.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+from trolly.compute.blobs.store import BlobStore
+from trolly.compute.checkpoints import decode_checkpoint, weights_hash
+from trolly.compute.codecs import ErrorFeedback, get_codec
+from trolly.compute.data import build_dataset, dataset_from_blobs
+from trolly.compute.determinism import DeterminismProfile, child_environment, current_instruction_set
+from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.spec import example_spec, spec_from_dict
+from trolly.compute.training import Trainer, initial_weights, run_round
+from trolly.verifier import sampling
+from trolly.verifier.aggregation import check_aggregation
+from trolly.verifier.cheats import CHEATS, CheatContext, get_cheat, load_cheat_module
+from trolly.verifier.replay import PASSED, Replayer, SegmentClaim, verify_segment
+from trolly.verifier.sources import DirectorySource, MemorySource
+from trolly.verifier.tolerance import CROSS_PROFILE_THRESHOLD, TOLERANCE
+
+REPOSITORY = pathlib.Path(__file__).resolve().parent.parent
+REFERENCE_TASK = {"rounds": 20, "inner_steps": 500, "checkpoint_every": 5, "samples_per_worker_round": 3}
+FRACTION_FAKED = 0.1
+TARGET = 0.99
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    name: str
+    arch: str
+    config: dict
+    dataset: str
+    checkpoint_every: int
+    inner_steps: int = 50
+    batch_size: int = 32
+
+
+QUICK_MODELS = (Model("mlp-k5", "mlp", {"hidden": [32]}, "digits", 5),)
+FULL_MODELS = (
+    Model("mlp-k5", "mlp", {"hidden": [64, 64]}, "digits", 5),
+    Model("mlp-k10", "mlp", {"hidden": [64, 64]}, "digits", 10),
+    Model("cnn-k10", "cnn", {"channels": [4, 8], "hidden": 32}, "digits", 10),
+    Model("transformer-k10", "transformer", {"layers": 1, "heads": 2, "width": 32}, "pycorpus", 10, 30, 8),
+)
+
+
+def make_spec(model: Model, manifest_hash: str, threads: int = 1):
+    document = example_spec(manifest_hash, model={"arch": model.arch, "config": model.config},
+                            determinism={"threads": threads})
+    document["dataset"]["name"] = model.dataset
+    document["training"].update(inner_steps=model.inner_steps, checkpoint_every=model.checkpoint_every,
+                                batch_size=model.batch_size)
+    return spec_from_dict(document)
+
+
+_DATASETS: dict[str, object] = {}
+
+
+def dataset_for(name: str):
+    if name not in _DATASETS:
+        options = {"max_bytes": 200_000} if name == "pycorpus" else {}
+        _DATASETS[name] = dataset_from_blobs(build_dataset(name, **options))
+    return _DATASETS[name]
+
+
+# ---- honest workers, in a child process per profile ---------------------------------------------------------
+
+
+def honest_child(arguments: dict) -> None:
+    """Train `workers` x `rounds` honest rounds per model and write blobs, listings and claims to `out`."""
+    out = pathlib.Path(arguments["out"])
+    profile = DeterminismProfile(threads=arguments["threads"])
+    records = []
+    for model_index, model in enumerate(Model(**m) for m in arguments["models"]):
+        dataset = dataset_for(model.dataset)
+        spec = make_spec(model, dataset.manifest_hash, threads=profile.threads)
+        trainer = Trainer(spec, dataset)
+        state = GlobalState.initial(initial_weights(spec, dataset.shape))
+        feedback = {w: ErrorFeedback(get_codec(spec.codec)) for w in range(arguments["workers"])}
+        for round_index in range(arguments["rounds"]):
+            updates = []
+            for worker in range(arguments["workers"]):
+                store = BlobStore(out / model.name / f"worker-{worker}")
+                result = run_round(trainer, state.weights, worker_index=worker, round_index=round_index,
+                                   steps=spec.training.inner_steps, sink=lambda record, data, s=store: s.put(data))
+                store.set_checkpoints(model_index, round_index, [h.hex() for h in result.checkpoint_hashes])
+                encoded, sent = feedback[worker].encode(result.pseudo_gradient)
+                store.put(encoded)
+                updates.append(WorkerUpdate(worker, result.samples_processed, sent))
+                records.append({
+                    "model": model_index, "round": round_index, "worker_index": worker, "steps": result.steps,
+                    "samples_processed": result.samples_processed, "checkpoint_root": result.checkpoint_root.hex(),
+                    "num_checkpoints": len(result.checkpoints), "start_weights_hash": result.start_weights_hash.hex(),
+                    "update_hash": hashlib.sha256(encoded).hexdigest(), "profile": trainer.profile_id,
+                })
+            state = outer_step(state, updates, spec.training.outer_optimizer)
+    (out / "records.json").write_text(json.dumps(records))
+
+
+def run_honest_children(models, profiles, workers: int, rounds: int, directory: pathlib.Path) -> list[tuple[dict, pathlib.Path]]:
+    """Start one child per profile (two at a time), return (records, out dir) per profile."""
+    jobs = []
+    for threads, instruction_set in profiles:
+        out = directory / f"threads{threads}-{instruction_set}"
+        out.mkdir(parents=True)
+        arguments = {"out": str(out), "threads": threads, "workers": workers, "rounds": rounds,
+                     "models": [dataclasses.asdict(m) for m in models]}
+        environment = child_environment(DeterminismProfile(threads=threads, instruction_set=instruction_set))
+        command = [sys.executable, "-m", "benchmarks.verification", "--honest-child", json.dumps(arguments)]
+        jobs.append((command, environment, out))
+    results = []
+    running: list[tuple[subprocess.Popen, pathlib.Path]] = []
+    for command, environment, out in jobs:
+        running.append((subprocess.Popen(command, env=environment, stderr=subprocess.PIPE, cwd=REPOSITORY), out))
+        if len(running) == 2:
+            results.append(_finish_child(*running.pop(0)))
+    for process, out in running:
+        results.append(_finish_child(process, out))
+    return results
+
+
+def _finish_child(process: subprocess.Popen, out: pathlib.Path):
+    _, error = process.communicate(timeout=3600)
+    if process.returncode != 0:
+        raise SystemExit(f"honest worker child failed ({out.name}):\n{error.decode()[-2000:]}")
+    return json.loads((out / "records.json").read_text()), out
+
+
+def verify_honest(models, children, replayer: Replayer) -> dict:
+    segments = false_positives = 0
+    per_profile: dict[str, dict] = {}
+    failures = []
+    aggregation = {"rounds_checked": 0, "matches": 0, "stale_start_rejected": 0, "initial_weights_differ": 0}
+    for records, out in children:
+        for model_index, model in enumerate(models):
+            dataset = dataset_for(model.dataset)
+            spec = make_spec(model, dataset.manifest_hash)
+            mine = [r for r in records if r["model"] == model_index]
+            for record in mine:
+                worker_dir = out / model.name / f"worker-{record['worker_index']}"
+                source = DirectorySource(worker_dir)
+                for segment in range(record["num_checkpoints"] - 1):
+                    claim = SegmentClaim(
+                        task_id=model_index, round=record["round"], worker=f"worker-{record['worker_index']}",
+                        worker_index=record["worker_index"], segment=segment,
+                        checkpoint_root=bytes.fromhex(record["checkpoint_root"]), num_checkpoints=record["num_checkpoints"],
+                        steps=record["steps"], samples_processed=record["samples_processed"],
+                        start_weights_hash=bytes.fromhex(record["start_weights_hash"]),
+                        determinism_profile=record["profile"])
+                    report = asyncio.run(verify_segment(claim, spec, dataset, source, replayer, spec_key=model.name))
+                    segments += 1
+                    stats = per_profile.setdefault(f"{record['profile']} ({model.name})", {
+                        "segments": 0, "mode": "", "max_weights_error": 0.0, "max_moment_error": 0.0})
+                    stats["segments"] += 1
+                    if report.comparison is not None:
+                        stats["mode"] = report.comparison.mode
+                        stats["max_weights_error"] = max(stats["max_weights_error"], report.comparison.weights_error)
+                        stats["max_moment_error"] = max(stats["max_moment_error"], report.comparison.moment_error)
+                    if report.outcome != PASSED:
+                        false_positives += 1
+                        failures.append(report.to_json())
+            _check_child_aggregation(spec, dataset, mine, out / model.name, aggregation)
+    tolerance_stats = [s for s in per_profile.values() if s["mode"] == TOLERANCE]
+    return {
+        "segments": segments, "false_positives": false_positives, "per_profile": per_profile,
+        "max_cross_profile_weights_error": max((s["max_weights_error"] for s in tolerance_stats), default=None),
+        "max_cross_profile_moment_error": max((s["max_moment_error"] for s in tolerance_stats), default=None),
+        "failures": failures[:5], "aggregation": aggregation,
+    }
+
+
+def _check_child_aggregation(spec, dataset, records, directory: pathlib.Path, tally: dict) -> None:
+    """Round r + 1's committed start weights must be the aggregate of round r's updates; stale ones not.
+
+    W_0 is taken from the child's own checkpoint 0: `initial_weights` is not bitwise the same under every
+    instruction set (counted in `initial_weights_differ`), and this check is about the outer step."""
+    first = next(r for r in records if r["round"] == 0)
+    listing = json.loads((directory / f"worker-{first['worker_index']}" / "tasks" / str(first["model"]) / "rounds" / "0"
+                          / "checkpoints.json").read_text())["checkpoint_hashes"]
+    zero = decode_checkpoint((directory / f"worker-{first['worker_index']}" / "blobs" / listing[0][:2] / listing[0]).read_bytes())
+    state = GlobalState.initial(zero.weights)
+    tally["initial_weights_differ"] += int(state.weights_hash() != weights_hash(initial_weights(spec, dataset.shape)))
+    rounds = sorted({r["round"] for r in records})
+    for round_index in rounds[:-1]:
+        encoded = []
+        for record in sorted((r for r in records if r["round"] == round_index), key=lambda r: r["worker_index"]):
+            blob = directory / f"worker-{record['worker_index']}" / "blobs" / record["update_hash"][:2] / record["update_hash"]
+            encoded.append((record["worker_index"], record["samples_processed"], blob.read_bytes()))
+        next_start = {bytes.fromhex(r["start_weights_hash"]) for r in records if r["round"] == round_index + 1}
+        for claimed in next_start:
+            report = check_aggregation(state, encoded, spec, claimed)
+            tally["rounds_checked"] += 1
+            tally["matches"] += int(report.matches)
+        stale = check_aggregation(state, encoded, spec, state.weights_hash())
+        tally["stale_start_rejected"] += int(not stale.matches)
+        codec = get_codec(spec.codec)
+        state = outer_step(state, [WorkerUpdate(i, s, codec.decode(d)) for i, s, d in encoded], spec.training.outer_optimizer)
+
+
+# ---- cheats, in this process ------------------------------------------------------------------------------
+
+
+def foreign_profile() -> str:
+    """A profile id this process cannot run exactly: forces the tolerance rule."""
+    other = "default" if current_instruction_set() != "default" else "avx2"
+    return f"torch-{torch.__version__}/threads-1/isa-{other}/deterministic"
+
+
+def verify_cheats(models, names, trials: int, replayer: Replayer) -> dict:
+    own = DeterminismProfile(threads=1).id
+    detection: dict[str, dict] = {}
+    min_error: dict[str, float] = {}
+    for model in models:
+        dataset = dataset_for(model.dataset)
+        spec = make_spec(model, dataset.manifest_hash)
+        trainer = Trainer(spec, dataset)
+        round0 = initial_weights(spec, dataset.shape)
+        noise = torch.Generator().manual_seed(99)
+        round1 = {n: t + 1e-3 * torch.randn(t.shape, generator=noise) for n, t in round0.items()}
+        segments = spec.num_checkpoints(spec.training.inner_steps) - 1
+        for name in names:
+            tally = detection.setdefault(name, {"faked_segments": 0, "caught": 0})
+            for trial in range(trials):
+                generator = torch.Generator().manual_seed(1000 * trial + len(name))
+                count = max(1, round(segments / 3))
+                faked = frozenset(torch.randperm(segments, generator=generator)[:count].tolist())
+                worker = trial % 3
+
+                def base(worker_index, round_index, weights):
+                    return CheatContext(trainer, weights, worker_index, round_index, spec.training.inner_steps,
+                                        frozenset(), torch.Generator().manual_seed(7))
+
+                context = CheatContext(
+                    trainer, round1, worker, 1, spec.training.inner_steps, faked, generator,
+                    other_worker_round=lambda: get_cheat("honest")(base((worker + 1) % 3, 1, round1)),
+                    earlier_round=lambda: get_cheat("honest")(base(worker, 0, round0)))
+                cheated = get_cheat(name)(context)
+                published = cheated.publish()
+                source = MemorySource()
+                source.add_round(1, 1, published.listing, published.blobs)
+                for segment in sorted(cheated.faked_segments):
+                    caught = True
+                    for profile in (own, foreign_profile()):
+                        claim = SegmentClaim(
+                            task_id=1, round=1, worker=f"worker-{worker}",
+                            worker_index=worker, segment=segment, checkpoint_root=published.checkpoint_root,
+                            num_checkpoints=len(published.listing), steps=cheated.steps,
+                            samples_processed=cheated.samples_processed, start_weights_hash=cheated.start_weights_hash,
+                            determinism_profile=profile)
+                        report = asyncio.run(verify_segment(claim, spec, dataset, source, replayer,
+                                                            expected_start_hash=weights_hash(round1), spec_key=model.name))
+                        caught = caught and report.outcome != PASSED
+                        if report.comparison is not None and report.comparison.mode == TOLERANCE:
+                            error = max(report.comparison.weights_error, report.comparison.moment_error)
+                            min_error[name] = min(min_error.get(name, math.inf), error)
+                    tally["faked_segments"] += 1
+                    tally["caught"] += int(caught)
+    return {"detection": detection, "min_tolerance_error": min_error}
+
+
+# ---- cost -------------------------------------------------------------------------------------------------
+
+
+def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
+    """Seconds per trained step and per verified segment for `model` (k = REFERENCE_TASK's)."""
+    model = dataclasses.replace(model, checkpoint_every=REFERENCE_TASK["checkpoint_every"], inner_steps=100)
+    dataset = dataset_for(model.dataset)
+    spec = make_spec(model, dataset.manifest_hash)
+    trainer = Trainer(spec, dataset)
+    start = initial_weights(spec, dataset.shape)
+    run_round(trainer, start, worker_index=0, round_index=0, steps=10)  # warm-up
+    began = time.perf_counter()
+    steps = 0
+    for round_index in range(repeats):
+        result = run_round(trainer, start, worker_index=0, round_index=round_index, steps=spec.training.inner_steps,
+                           sink=lambda record, data: None)
+        steps += result.steps
+    seconds_per_step = (time.perf_counter() - began) / steps
+    context = CheatContext(trainer, start, 0, 0, spec.training.inner_steps, frozenset(), torch.Generator())
+    honest = get_cheat("honest")(context)
+    published = honest.publish()
+    source = MemorySource()
+    source.add_round(1, 0, published.listing, published.blobs)
+    segments = len(published.listing) - 1
+    own = DeterminismProfile(threads=1).id
+    began = time.perf_counter()
+    verified = 0
+    for _ in range(repeats):
+        for segment in range(segments):
+            claim = SegmentClaim(1, 0, "worker-0", 0, segment, published.checkpoint_root, len(published.listing),
+                                 honest.steps, honest.samples_processed, honest.start_weights_hash, own)
+            report = asyncio.run(verify_segment(claim, spec, dataset, source, replayer, spec_key="cost"))
+            if report.outcome != PASSED:
+                raise SystemExit(f"honest cost-measurement segment failed: {report.reason}")
+            verified += 1
+    seconds_per_segment = (time.perf_counter() - began) / verified
+    task_steps = REFERENCE_TASK["rounds"] * REFERENCE_TASK["inner_steps"]
+    samples = REFERENCE_TASK["rounds"] * REFERENCE_TASK["samples_per_worker_round"]
+    return {
+        "model": model.name, "seconds_per_trained_step": seconds_per_step, "seconds_per_verified_segment": seconds_per_segment,
+        "replay_step_cost_ratio": seconds_per_segment / (REFERENCE_TASK["checkpoint_every"] * seconds_per_step),
+        "samples_per_worker_per_task": samples,
+        "fraction": samples * seconds_per_segment / (task_steps * seconds_per_step),
+        "pol_fraction_reference": "0.26-0.51 (Jia et al. 2021)",
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one tiny model, fewer trials (about a minute or two)")
+    parser.add_argument("--cheat-module", action="append", default=[], metavar="FILE",
+                        help="a Python file registering more cheats (repeatable)")
+    parser.add_argument("--honest-child", help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    if options.honest_child:
+        honest_child(json.loads(options.honest_child))
+        return
+    torch.set_num_threads(1)
+    for path in options.cheat_module:
+        print(f"loaded cheats {load_cheat_module(path)} from {path}", file=sys.stderr)
+    models = QUICK_MODELS if options.quick else FULL_MODELS
+    workers, rounds = (3, 2) if options.quick else (3, 3)
+    native = current_instruction_set()
+    profiles = [(1, native), (2, native), (1, "avx2"), (2, "default")]
+    if not options.quick:
+        profiles += [(1, "default"), (2, "avx2")]
+    profiles = list(dict.fromkeys(profiles))
+    replayer = Replayer()
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="trolly-verification-") as directory:
+        children = run_honest_children(models, profiles, workers, rounds, pathlib.Path(directory))
+        print(f"honest workers trained in {time.perf_counter() - began:.1f}s", file=sys.stderr)
+        honest = verify_honest(models, children, replayer)
+    print(f"honest segments verified: {honest['segments']}, false positives {honest['false_positives']}", file=sys.stderr)
+    names = [name for name in CHEATS if name != "honest"]
+    cheats = verify_cheats(models, names, 3 if options.quick else 6, replayer)
+    detection = {name: (t["caught"] / t["faked_segments"] if t["faked_segments"] else None)
+                 for name, t in cheats["detection"].items()}
+    print(f"cheats: {json.dumps(cheats['detection'])}", file=sys.stderr)
+    cost = measure_cost(models[0], replayer, 2 if options.quick else 5)
+    weakest = min(d for d in detection.values() if d is not None)
+    samples = cost["samples_per_worker_per_task"]
+    result = {
+        "detection": detection,
+        "false_positive_rate": honest["false_positives"] / honest["segments"],
+        "honest_segments": honest["segments"],
+        "task_detection_at_f_0_1": sampling.task_detection(FRACTION_FAKED, samples, weakest),
+        "samples_needed_for_0_99_at_f_0_1": sampling.samples_for_detection(FRACTION_FAKED, TARGET, weakest),
+        "verifier_compute_fraction": cost["fraction"],
+        "cost": cost,
+        "reference_task": REFERENCE_TASK,
+        "calibration": {
+            "threshold": CROSS_PROFILE_THRESHOLD,
+            "max_honest_cross_profile_weights_error": honest["max_cross_profile_weights_error"],
+            "max_honest_cross_profile_moment_error": honest["max_cross_profile_moment_error"],
+            "min_cheat_error": cheats["min_tolerance_error"],
+            "per_profile": honest["per_profile"],
+        },
+        "aggregation": honest["aggregation"],
+        "faked_segments": {name: t["faked_segments"] for name, t in cheats["detection"].items()},
+        "honest_failures": honest["failures"],
+        "profiles": [f"threads-{t}/isa-{i}" for t, i in profiles],
+        "models": [m.name for m in models],
+        "seconds": round(time.perf_counter() - began, 1),
+        "quick": options.quick,
+    }
+    print(json.dumps(result, default=lambda v: str(v)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""`trolly-verifier`: run the verification service, or check one segment and explain the verdict.
+
+    trolly-verifier start --key validator [--node URL] [--home DIR] [--wallet-home DIR] [--concurrency N]
+    trolly-verifier replay --task 3 --round 1 --worker trolly1... --segment 4 [--node URL]
+    trolly-verifier replay --claim claim.json --spec spec.json --checkpoints DIR      (offline, for disputes)
+    trolly-verifier cheats                                                              (the registered cheats)
+
+The home directory (`--home`, else $TROLLY_VERIFIER_HOME, else ~/.trolly-verifier) holds the vote record,
+the evidence files and cached global weights. The signing key is the validator operator's, read from the
+wallet keyring (`--wallet-home`, `--keyring-backend`, `--password-file` as in `trolly-wallet`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import pathlib
+import signal
+import sys
+
+import click
+
+from trolly.compute.blobs import BlobClient, RetryPolicy
+from trolly.compute.errors import ComputeError
+from trolly.compute.spec import parse_spec
+from trolly.wallet.errors import WalletError
+from trolly.wallet.keyring import BACKENDS, Keyring
+from trolly.wallet.passwords import PasswordSource
+from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
+
+from .cheats import CHEATS, load_cheat_module
+from .datasets import task_dataset
+from .errors import VerifierError
+from .replay import Replayer, SegmentClaim, SegmentReport, verify_segment
+from .service import ServiceConfig, VerifierService
+from .sources import DirectorySource
+
+HOME_ENVIRONMENT_VARIABLE = "TROLLY_VERIFIER_HOME"
+DEFAULT_HOME = "~/.trolly-verifier"
+EXIT_FAIL_VERDICT = 3  # `replay` exits with this when the verdict is not PASS, so scripts can branch on it
+
+
+def _home(value: str) -> pathlib.Path:
+    return pathlib.Path(value).expanduser()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main_group() -> None:
+    """Trolly verifier: replay sampled training segments and vote on chain."""
+
+
+@main_group.command()
+@click.option("--home", envvar=HOME_ENVIRONMENT_VARIABLE, default=DEFAULT_HOME, show_default=True,
+              help=f"Verifier home: vote record, evidence, caches (env ${HOME_ENVIRONMENT_VARIABLE}).")
+@click.option("--node", envvar="TROLLY_NODE", default=DEFAULT_NODE, show_default=True, help="CometBFT JSON-RPC URL.")
+@click.option("--key", "key_name", required=True, help="Keyring name of the validator operator's key.")
+@click.option("--wallet-home", envvar="TROLLY_WALLET_HOME", default="~/.trolly-wallet", show_default=True,
+              help="Wallet home holding the keyring.")
+@click.option("--keyring-backend", envvar="TROLLY_KEYRING_BACKEND", type=click.Choice(BACKENDS), default="file",
+              show_default=True)
+@click.option("--password-file", type=click.Path(dir_okay=False), help="Keyring password file (first line).")
+@click.option("--concurrency", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="Segments verified at once.")
+@click.option("--poll-interval", type=click.FloatRange(0.1, 600), default=2.0, show_default=True,
+              help="Seconds between polls when the node's websocket is not available.")
+@click.option("--unavailable-attempts", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="Failed fetches of a segment's checkpoints before voting UNAVAILABLE.")
+@click.option("--retry-delay", type=click.FloatRange(0, 3600), default=5.0, show_default=True,
+              help="Seconds before retrying a worker that did not serve its checkpoints.")
+@click.option("--fee", type=click.IntRange(0), default=None, help="Fee per verdict in utrl (default: chain minimum).")
+@click.option("--no-websocket", is_flag=True, help="Poll only; do not subscribe to new blocks.")
+@click.option("--once", is_flag=True, help="One pass (verify and vote on what is due now), then exit.")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+def start(home, node, key_name, wallet_home, keyring_backend, password_file, concurrency, poll_interval,
+          unavailable_attempts, retry_delay, fee, no_websocket, once, verbose) -> None:
+    """Follow the chain and verify every segment this validator is asked to check."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    keyring = Keyring(_home(wallet_home), keyring_backend, PasswordSource(password_file=password_file))
+    signer = keyring.signer(key_name)
+    config = ServiceConfig(home=_home(home), node=node, concurrency=concurrency, poll_interval=poll_interval,
+                           unavailable_attempts=unavailable_attempts, retry_delay=retry_delay, fee=fee,
+                           websocket=not no_websocket)
+    asyncio.run(_run_service(config, signer, once))
+
+
+async def _run_service(config: ServiceConfig, signer, once: bool) -> None:
+    service = VerifierService(config, signer)
+    if once:
+        try:
+            reports = await service.run_once()
+            for report in reports:
+                click.echo(json.dumps({"segment": report.claim.to_json(), "verdict": report.verdict_name,
+                                       "reason": report.reason}))
+        finally:
+            await service.close()
+        return
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signal_number in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signal_number, stop.set)
+    await service.run(stop)
+
+
+@main_group.command()
+@click.option("--node", envvar="TROLLY_NODE", default=DEFAULT_NODE, show_default=True, help="CometBFT JSON-RPC URL.")
+@click.option("--task", "task_id", type=click.IntRange(1), help="Task id (read the commitment from the chain).")
+@click.option("--round", "round_index", type=click.IntRange(0), help="Round.")
+@click.option("--worker", help="Worker address (trolly1...).")
+@click.option("--segment", type=click.IntRange(0), help="Segment index.")
+@click.option("--claim", "claim_file", type=click.Path(exists=True, dir_okay=False),
+              help="Offline: a JSON claim (an entry of /market/verify) instead of --task/--round/--worker/--segment.")
+@click.option("--spec", "spec_file", type=click.Path(exists=True, dir_okay=False),
+              help="Offline: the task spec JSON (else read from the chain).")
+@click.option("--checkpoints", "checkpoint_dir", type=click.Path(exists=True, file_okay=False),
+              help="Read checkpoints from this blob-store directory instead of the worker's blob URL.")
+@click.option("--expected-start", help="Hex hash of the round's global weights, if known (checked against the claim).")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def replay(node, task_id, round_index, worker, segment, claim_file, spec_file, checkpoint_dir, expected_start,
+           output) -> None:
+    """Check one segment now and explain the verdict with its numbers (exit 3 when it is not PASS)."""
+    if claim_file is None and None in (task_id, round_index, worker, segment):
+        raise click.UsageError("give --task, --round, --worker and --segment, or --claim FILE")
+    report = asyncio.run(_replay(node, task_id, round_index, worker, segment, claim_file, spec_file, checkpoint_dir,
+                                 bytes.fromhex(expected_start) if expected_start else None))
+    if output == "json":
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        click.echo(explain(report))
+    if report.outcome != "pass":
+        sys.exit(EXIT_FAIL_VERDICT)
+
+
+async def _claim_from_chain(client: AsyncRpcClient, task_id: int, round_index: int, worker: str, segment: int) -> SegmentClaim:
+    task = await client.query_json(f"/market/task/{task_id}")
+    details = task.get("round_details") or []
+    if round_index >= len(details):
+        raise VerifierError(f"task {task_id} has no round {round_index} yet")
+    commitment = next((c for c in details[round_index]["commitments"] if c["worker"] == worker), None)
+    member = next((m for m in task.get("members", []) if m["worker"] == worker), None)
+    if commitment is None or member is None:
+        raise VerifierError(f"{worker} has no commitment in round {round_index} of task {task_id}")
+    return SegmentClaim.from_query({**commitment, "task_id": task_id, "round": round_index, "worker": worker,
+                                    "worker_index": member["index"], "segment": segment,
+                                    "blob_url": member["blob_url"], "spec_hash": task["spec_hash"]})
+
+
+async def _replay(node, task_id, round_index, worker, segment, claim_file, spec_file, checkpoint_dir,
+                  expected_start) -> SegmentReport:
+    async with AsyncRpcClient(node) as client:
+        if claim_file:
+            claim = SegmentClaim.from_query(json.loads(pathlib.Path(claim_file).read_text()))
+        else:
+            claim = await _claim_from_chain(client, task_id, round_index, worker, segment)
+        if spec_file:
+            spec_bytes = pathlib.Path(spec_file).read_bytes()
+        else:
+            spec_bytes = (await client.query_json(f"/market/spec/{claim.task_id}"))["spec"].encode("utf-8")
+    spec = parse_spec(spec_bytes)
+    retry = RetryPolicy(attempts=2, initial_delay=0.5, max_delay=2.0, request_timeout=30.0)
+    dataset = await task_dataset(spec, [claim.blob_url], retry)
+    if checkpoint_dir:
+        return await verify_segment(claim, spec, dataset, DirectorySource(checkpoint_dir), Replayer(),
+                                    expected_start_hash=expected_start, expected_start_source="--expected-start")
+    if not claim.blob_url:
+        raise VerifierError("the claim names no blob URL; pass --checkpoints DIR")
+    async with BlobClient([claim.blob_url], retry=retry) as blobs:
+        return await verify_segment(claim, spec, dataset, blobs, Replayer(), expected_start_hash=expected_start,
+                                    expected_start_source="--expected-start")
+
+
+def explain(report: SegmentReport) -> str:
+    """The verdict in words, with the numbers behind it."""
+    claim = report.claim
+    lines = [
+        f"task {claim.task_id}, round {claim.round}, worker {claim.worker} (index {claim.worker_index}), "
+        f"segment {claim.segment} of {claim.num_checkpoints - 1}",
+        f"verdict: {report.verdict_name.upper()} ({report.outcome})",
+        f"reason:  {report.reason}",
+    ]
+    comparison = report.comparison
+    if comparison is not None:
+        lines.append(f"mode:    {comparison.mode} (committed profile {claim.determinism_profile}; "
+                     f"replayed under {report.details.get('replay_profile', '?')})")
+        lines.append(f"errors:  weights {comparison.weights_error:.3e}, optimizer moments {comparison.moment_error:.3e} "
+                     f"(relative to the segment's update norm {comparison.update_norm:.3e})")
+        if comparison.mode == "tolerance":
+            lines.append(f"limit:   {comparison.threshold:.1e} (verifier/tolerance.py: honest cross-profile drift stays "
+                         f"far below, every cheat class far above)")
+    for key in ("start_step", "end_step", "fetch_seconds", "replay_seconds"):
+        if key in report.details:
+            lines.append(f"{key.replace('_', ' ')}: {report.details[key]}")
+    lines.append(f"evidence hash: {report.evidence_hash().hex()}")
+    return "\n".join(lines)
+
+
+@main_group.command()
+@click.option("--cheat-module", type=click.Path(exists=True, dir_okay=False), multiple=True,
+              help="Python file registering more cheats.")
+def cheats(cheat_module) -> None:
+    """List the registered cheat strategies (usable by the benchmark and by `trolly-worker --cheat NAME`)."""
+    for path in cheat_module:
+        load_cheat_module(path)
+    for name, entry in sorted(CHEATS.items()):
+        click.echo(f"{name:18} {entry.description}")
+
+
+def main() -> None:
+    try:
+        main_group(standalone_mode=False)
+    except click.exceptions.Exit as exit_:
+        sys.exit(exit_.exit_code)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except (VerifierError, WalletError, ComputeError) as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,369 @@
+"""The verifier service: follow the chain, replay what this validator must check, vote once per segment.
+
+    service = VerifierService(config, signer)      # signer: the validator operator's key, from the keyring
+    await service.run(stop_event)                  # or: await service.run_once() for one pass
+
+Lifecycle of one pass (on every new block; a websocket `NewBlock` subscription wakes it, and when the
+websocket is not available it polls `status` every `poll_interval` seconds):
+
+1. Confirm earlier votes: broadcast ones are looked up (`tx`), reserved ones (a crash between reserving and
+   broadcasting) are re-sent as the exact stored bytes.
+2. Ask `/market/verify/<operator address>` for the segments this validator has not voted on, skip those in
+   the vote record or already in flight, and verify up to `concurrency` at a time: spec from
+   `/market/spec/<id>` (its hash checked), dataset from the spec's URLs and the worker's blob service (every
+   blob hash-checked), the round's expected start weights (`aggregation.py`), then `replay.verify_segment`.
+   Replays run one at a time in a single worker thread (torch's thread count is process-wide).
+3. A segment whose checkpoints cannot be fetched is retried on later passes; after `unavailable_attempts`
+   failures (or when the verification deadline is `deadline_margin` blocks away) it is voted UNAVAILABLE.
+4. Each verdict is written to the vote record with its signed transaction *before* it is broadcast, and its
+   evidence (the report's canonical JSON) is kept under `evidence/<sha256>.json` for disputes.
+
+Failures that are nobody's fault on the worker's side (the node is down, the spec cannot be parsed, the dataset
+cannot be fetched) never produce a vote: they are logged and retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import logging
+import pathlib
+import time
+
+import aiohttp
+
+from trolly.chain.crypto import PrivateKey, encode_address
+from trolly.chain.proto.market_pb2 import MsgSubmitVerdict
+from trolly.compute.blobs import BlobClient, RetryPolicy
+from trolly.compute.checkpoints import weights_hash
+from trolly.compute.errors import ComputeError
+from trolly.compute.spec import parse_spec
+from trolly.compute.training import initial_weights
+from trolly.wallet.errors import WalletError
+from trolly.wallet.nonces import NonceCache
+from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
+from trolly.wallet.sender import CHAIN_CODESPACE, INVALID_NONCE_CODE, TxSender
+
+from .aggregation import GlobalWeights, PassedUpdate
+from .datasets import task_dataset
+from .errors import VerifierError, WorkUnavailable
+from .replay import TAMPERED, UNAVAILABLE, Replayer, SegmentClaim, SegmentReport, verify_segment
+from .votes import BROADCAST, INCLUDED, REJECTED, RESERVED, VoteRecord
+
+log = logging.getLogger("trolly.verifier")
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceConfig:
+    home: pathlib.Path
+    """Vote record, evidence, cached global weights, nonce cache."""
+    node: str = DEFAULT_NODE
+    concurrency: int = 2
+    """Segments verified at once (fetching overlaps; replays still run one at a time)."""
+    poll_interval: float = 2.0
+    """Seconds between polls when no websocket is available (and the longest wait between passes)."""
+    unavailable_attempts: int = 3
+    """Failed fetches of a segment's checkpoints, over separate passes, before voting UNAVAILABLE."""
+    retry_delay: float = 5.0
+    """Seconds before a segment whose checkpoints could not be fetched is tried again."""
+    deadline_margin: int = 3
+    """Blocks before the verification deadline at which a still unreachable segment is voted UNAVAILABLE."""
+    fee: int | None = None
+    """Fee per verdict in utrl; None: the chain's minimum fee."""
+    websocket: bool = True
+    blob_retry: RetryPolicy = RetryPolicy(attempts=2, initial_delay=0.5, max_delay=2.0, request_timeout=30.0)
+
+
+@dataclasses.dataclass
+class TaskContext:
+    spec: object
+    spec_key: str
+    dataset: object
+    weights: GlobalWeights | None  # None when this verifier cannot reproduce W_0 (then the chain's agreement is used)
+
+
+@dataclasses.dataclass
+class Progress:
+    height: int = 0
+    pending: int = 0
+    in_flight: int = 0
+    verified: int = 0
+    started: float = dataclasses.field(default_factory=time.monotonic)
+
+
+class VerifierService:
+    def __init__(self, config: ServiceConfig, signer: PrivateKey, client: AsyncRpcClient | None = None) -> None:
+        self.config = config
+        self.signer = signer
+        self.address = encode_address(signer.address)
+        self.client = client or AsyncRpcClient(config.node)
+        config.home.mkdir(parents=True, exist_ok=True)
+        self.record = VoteRecord(config.home / "votes.sqlite")
+        self.sender = TxSender(self.client, NonceCache(config.home))
+        self.replayer = Replayer()
+        self.progress = Progress()
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay")
+        self._tasks: dict[int, TaskContext] = {}
+        self._in_flight: set[tuple] = set()
+        self._retry_at: dict[tuple, float] = {}
+        self._send_lock = asyncio.Lock()
+        self._semaphore = asyncio.Semaphore(config.concurrency)
+        self._fee: int | None = config.fee
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Pass after pass until `stop` is set; a failing pass is logged and the next one tries again."""
+        stop = stop or asyncio.Event()
+        wake = asyncio.Event()
+        follower = asyncio.create_task(self._follow_blocks(wake, stop), name="follow-blocks")
+        log.info("verifier %s following %s (home %s)", self.address, self.client.url, self.config.home)
+        try:
+            while not stop.is_set():
+                try:
+                    await self.run_once()
+                except (VerifierError, WalletError, ComputeError) as error:
+                    log.warning("pass failed: %s", error)
+                wake.clear()
+                waiters = [asyncio.create_task(wake.wait()), asyncio.create_task(stop.wait())]
+                await asyncio.wait(waiters, timeout=self.config.poll_interval, return_when=asyncio.FIRST_COMPLETED)
+                for waiter in waiters:
+                    waiter.cancel()
+        finally:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+            await self.close()
+
+    async def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        self.record.close()
+        await self.client.close()
+
+    async def _follow_blocks(self, wake: asyncio.Event, stop: asyncio.Event) -> None:
+        """Set `wake` on every NewBlock from the node's websocket; on any failure, leave polling to `run`."""
+        if not self.config.websocket:
+            return
+        url = self.client.url.replace("http://", "ws://").replace("https://", "wss://") + "/websocket"
+        while not stop.is_set():
+            try:
+                async with aiohttp.ClientSession() as session, session.ws_connect(url, heartbeat=30) as socket:
+                    await socket.send_json({"jsonrpc": "2.0", "id": 1, "method": "subscribe",
+                                            "params": {"query": "tm.event = 'NewBlock'"}})
+                    log.info("subscribed to new blocks at %s", url)
+                    async for message in socket:
+                        if message.type == aiohttp.WSMsgType.TEXT:
+                            wake.set()
+                        elif message.type in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+                            break
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
+                log.info("no websocket at %s (%s); polling every %.1fs", url, error, self.config.poll_interval)
+            await asyncio.sleep(max(self.config.poll_interval, 5.0))
+
+    # ---- one pass --------------------------------------------------------------------------------------------
+
+    async def run_once(self) -> list[SegmentReport]:
+        """Confirm earlier votes, then verify and vote on everything due now. Returns the reports voted."""
+        status = await self.client.status()
+        self.progress.height = status.latest_block_height
+        await self._confirm_votes()
+        work = (await self.client.query_json(f"/market/verify/{self.address}") or {}).get("segments", [])
+        voted = self.record.voted_keys()
+        now = time.monotonic()
+        due = []
+        for item in work:
+            claim = SegmentClaim.from_query(item)
+            if claim.key in voted or claim.key in self._in_flight or self._retry_at.get(claim.key, 0) > now:
+                continue
+            due.append((claim, int(item.get("deadline", 0))))
+        self.progress.pending = len(work)
+        results = await asyncio.gather(*(self._verify_and_vote(claim, deadline) for claim, deadline in due))
+        reports = [report for report in results if report is not None]
+        self._log_progress()
+        return reports
+
+    async def _verify_and_vote(self, claim: SegmentClaim, deadline: int) -> SegmentReport | None:
+        self._in_flight.add(claim.key)
+        try:
+            async with self._semaphore:
+                self.progress.in_flight += 1
+                try:
+                    report = await self.verify(claim)
+                finally:
+                    self.progress.in_flight -= 1
+            if report is None:
+                return None
+            if report.outcome in (UNAVAILABLE, TAMPERED):
+                attempts = self.record.add_attempt(claim.key, report.reason)
+                near_deadline = deadline and self.progress.height >= deadline - self.config.deadline_margin
+                if attempts < self.config.unavailable_attempts and not near_deadline:
+                    self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
+                    log.info("%s: %s (attempt %d of %d, retrying)", _name(claim), report.reason, attempts,
+                             self.config.unavailable_attempts)
+                    return None
+            await self.vote(report)
+            return report
+        finally:
+            self._in_flight.discard(claim.key)
+
+    async def verify(self, claim: SegmentClaim) -> SegmentReport | None:
+        """The report for one segment, or None when the verifier itself could not do the work (retried later)."""
+        try:
+            context = await self._task_context(claim)
+            expected, source = await self._expected_start(claim, context)
+        except (VerifierError, ComputeError, WalletError) as error:
+            log.warning("%s: cannot verify yet: %s", _name(claim), error)
+            self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
+            return None
+        loop = asyncio.get_running_loop()
+        async with BlobClient([claim.blob_url], retry=self.config.blob_retry) as blobs:
+            report = await verify_segment(
+                claim, context.spec, context.dataset, blobs, self.replayer, expected_start_hash=expected,
+                expected_start_source=source, spec_key=context.spec_key,
+                run_replay=lambda function: loop.run_in_executor(self._executor, function))
+        self.progress.verified += 1
+        return report
+
+    # ---- what a segment needs ------------------------------------------------------------------------------
+
+    async def _task_context(self, claim: SegmentClaim) -> TaskContext:
+        context = self._tasks.get(claim.task_id)
+        if context is not None:
+            return context
+        answer = await self.client.query_json(f"/market/spec/{claim.task_id}")
+        spec_bytes = answer["spec"].encode("utf-8")
+        if hashlib.sha256(spec_bytes).hexdigest() != answer["spec_hash"]:
+            raise WorkUnavailable(f"task {claim.task_id}'s spec does not hash to its recorded spec_hash")
+        spec = parse_spec(spec_bytes)
+        dataset = await task_dataset(spec, [claim.blob_url], self.config.blob_retry)
+        loop = asyncio.get_running_loop()
+        initial = await loop.run_in_executor(self._executor, initial_weights, spec, dataset.shape)
+        task = await self.client.query_json(f"/market/task/{claim.task_id}")
+        agreed = _agreed_start(task, 0)
+        weights = None
+        if agreed is None or agreed == weights_hash(initial):
+            weights = GlobalWeights(spec, initial, self.config.home / "weights" / str(claim.task_id))
+        else:
+            log.warning("task %d: this verifier's W_0 differs from the one the workers agreed on; "
+                        "round start weights are checked against the chain's agreement only", claim.task_id)
+        context = TaskContext(spec, answer["spec_hash"], dataset, weights)
+        self._tasks[claim.task_id] = context
+        return context
+
+    async def _expected_start(self, claim: SegmentClaim, context: TaskContext) -> tuple[bytes | None, str]:
+        """The round's global weights hash: recomputed here when possible, else the chain's agreed one."""
+        task = await self.client.query_json(f"/market/task/{claim.task_id}")
+        agreed = _agreed_start(task, claim.round)
+        if context.weights is None:
+            return agreed, "the chain's agreement"
+        members = {m["worker"]: m for m in task.get("members", [])}
+
+        def passed(round_index: int) -> list[PassedUpdate]:
+            details = task["round_details"][round_index]
+            return [PassedUpdate(members[c["worker"]]["index"], int(c["samples_processed"]), bytes.fromhex(c["update_hash"]),
+                                 members[c["worker"]]["blob_url"])
+                    for c in details["commitments"] if c["outcome"] == "passed"]
+
+        async def fetch(update: PassedUpdate) -> bytes:
+            async with BlobClient([update.blob_url], retry=self.config.blob_retry) as blobs:
+                return await blobs.fetch(update.update_hash.hex())
+
+        try:
+            state = await context.weights.weights_for(claim.round, passed, fetch)
+        except (WorkUnavailable, ComputeError, KeyError, IndexError) as error:
+            log.info("%s: own aggregate unavailable (%s); using the chain's agreed start weights", _name(claim), error)
+            return agreed, "the chain's agreement"
+        return state.weights_hash(), "this verifier's aggregate of the previous round"
+
+    # ---- voting -----------------------------------------------------------------------------------------------
+
+    async def vote(self, report: SegmentReport) -> None:
+        """Reserve, sign and broadcast one verdict; never a second one for the same segment."""
+        claim = report.claim
+        evidence = report.evidence()
+        evidence_hash = hashlib.sha256(evidence).digest()
+        self._save_evidence(evidence_hash, report)
+        message = MsgSubmitVerdict(task_id=claim.task_id, round=claim.round, worker=claim.worker_bytes,
+                                   segment=claim.segment, verdict=report.verdict, evidence_hash=evidence_hash)
+        async with self._send_lock:
+            if self.record.get(claim.key) is not None:
+                return
+            plan = await self.sender.plan(self.address, [message], await self._fee_amount())
+            signed = plan.sign(self.signer)
+            if not self.record.reserve(claim.key, report.verdict, report.outcome, report.reason, evidence_hash.hex(), signed):
+                return
+            await self._broadcast(claim.key, signed)
+        log.info("%s: voted %s (%s)", _name(claim), report.verdict_name.upper(), report.reason)
+
+    async def _broadcast(self, key: tuple, signed: bytes) -> None:
+        result = await self.client.broadcast_tx_sync(signed, check=False)
+        if result.code == 0:
+            if self.sender.nonce_cache is not None:
+                plan_nonce = _nonce_of(signed)
+                self.sender.nonce_cache.remember(self.address, plan_nonce + 1)
+            self.record.mark(key, BROADCAST, tx_hash=result.hash)
+        else:
+            log.warning("vote on %s refused by CheckTx: %s", key, result.log)
+            if result.code == INVALID_NONCE_CODE and result.codespace == CHAIN_CODESPACE:
+                # Never reached the mempool, so it can never be counted: forget it and vote again later.
+                if self.sender.nonce_cache is not None:
+                    self.sender.nonce_cache.forget(self.address)
+                self.record.release(key)
+                self._retry_at[key] = time.monotonic() + self.config.retry_delay
+            else:
+                self.record.mark(key, REJECTED, tx_hash=result.hash, log=f"code {result.code} ({result.codespace}): {result.log}")
+
+    async def _confirm_votes(self) -> None:
+        for row in self.record.unfinished():
+            if row.status == RESERVED:  # crashed before the broadcast: send the very same bytes
+                async with self._send_lock:
+                    await self._broadcast(row.key, row.signed_tx)
+                continue
+            found = await self.client.find_tx(row.tx_hash)
+            if found is None:
+                continue
+            if found.code == 0:
+                self.record.mark(row.key, INCLUDED, height=found.height)
+            else:
+                self.record.mark(row.key, REJECTED, height=found.height, log=f"code {found.code}: {found.log}")
+                log.warning("vote on %s failed in block %d: %s", row.key, found.height, found.log)
+
+    async def _fee_amount(self) -> int:
+        if self._fee is None:
+            self._fee = int((await self.client.query_json("/params/auth") or {}).get("min_fee", 0))
+        return self._fee
+
+    def _save_evidence(self, evidence_hash: bytes, report: SegmentReport) -> None:
+        directory = self.config.home / "evidence"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{evidence_hash.hex()}.json"
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps({"evidence": json.loads(report.evidence()), "report": report.to_json()}, indent=2))
+        temporary.replace(path)
+
+    def _log_progress(self) -> None:
+        counts = self.record.counts()
+        log.info("height %d: %d segments awaiting this validator, %d in flight; votes: %d pass, %d fail, "
+                 "%d unavailable (%d included, %d in mempool, %d refused)", self.progress.height, self.progress.pending,
+                 len(self._in_flight), counts.get("pass", 0), counts.get("fail", 0),
+                 counts.get("unavailable", 0) + counts.get("tampered", 0), counts.get(INCLUDED, 0),
+                 counts.get(BROADCAST, 0) + counts.get(RESERVED, 0), counts.get(REJECTED, 0))
+
+
+def _agreed_start(task: dict, round_index: int) -> bytes | None:
+    details = task.get("round_details") or []
+    if round_index < len(details) and details[round_index].get("start_weights_hash"):
+        return bytes.fromhex(details[round_index]["start_weights_hash"])
+    return None
+
+
+def _nonce_of(signed: bytes) -> int:
+    from trolly.chain.tx import decode_tx
+
+    return decode_tx(signed).body.nonce
+
+
+def _name(claim: SegmentClaim) -> str:
+    return f"task {claim.task_id} round {claim.round} worker {claim.worker[:14]}... segment {claim.segment}"
