@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import click
 from google.protobuf.message import Message
 
+from trolly.chain.tx import tx_hash
+
 from ..amounts import parse_amount
 from ..errors import KeyNotFound, WalletError
 from ..keyring import BACKENDS, Keyring, KeyInfo
@@ -162,8 +164,6 @@ def run_transaction(flags: TransactionFlags, messages: list[Message]) -> None:
         raise
     if flags.generate_only:
         raw = plan.sign(key)
-        from trolly.chain.tx import tx_hash
-
         result = {"tx": base64.b64encode(raw).decode(), "hash": tx_hash(raw).hex().upper(), "body": description}
         if options.json:
             emit(result, True, lambda data: None)
