@@ -136,11 +136,13 @@ def test_skip_steps_claims_every_step_and_any_replayed_segment_exposes_it(setup,
     spec, dataset, start, reference = setup
     state, progress, store = fresh_round(tmp_path)
     assert resolve_strategy("skip-steps").name == "skip-steps" and not CHEATS["skip-steps"].honest
+    assert type(resolve_strategy("skipped_steps")) is SkipSteps  # the verifier registry's name
     hashes = train_round(Trainer(spec, dataset), SkipSteps(), store, state, progress, worker_index=1,
                          start_weights=start)
     assert len(hashes) == 4 and hashes[0] == reference.checkpoint_hashes[0].hex()
     checkpoints = [decode_checkpoint(store.get(h)) for h in hashes]
     assert [c.step for c in checkpoints] == [0, 5, 10, 12]  # claims the full round
+    assert all(float(slots["step"]) == c.step for c in checkpoints for slots in c.optimizer.values())  # forged
     replayer = Trainer(spec, dataset)
     for segment, end in enumerate((5, 10, 12)):
         replay = train_segment(replayer, checkpoints[segment], worker_index=1, round_index=0, end_step=end)

@@ -5,15 +5,19 @@ localnet and the end-to-end tests can run a worker that cheats the way a real on
 verifiers catch it and the chain slashes it. A worker running one of them loses its collateral; nothing here
 is useful to an operator.
 
-    skip-steps   in every segment, trains only the first half of the steps and claims all of them (the
-                 checkpoint says "step end" but holds the weights of half-way): saves half the compute, and
-                 any replayed segment comes out different, so each sampled segment exposes it.
+    skip-steps   in every segment, trains only the first half of the steps and claims all of them: the
+                 checkpoint's step count and AdamW counters are forged to the segment's end, so only the
+                 numbers give it away. Saves half the compute; any replayed segment comes out different, so
+                 every sampled segment exposes it. (`skipped_steps` is the same cheat under the name the
+                 verifier's registry, `trolly.verifier.cheats`, gives it.)
 
-The verifier package keeps its own registry of cheat names (`trolly.verifier.cheats`); compute may not
-import it (DESIGN section 1), so the strategies the worker can run are defined here under the same names.
+The verifier package keeps the full registry of cheats for its benchmark; compute may not import it (DESIGN
+section 1), so the strategies a worker process can run are defined here, faking every segment of a round.
 """
 
 from __future__ import annotations
+
+import torch
 
 from ..checkpoints import TrainingState
 from ..training import Trainer
@@ -27,13 +31,21 @@ class SkipSteps(TrainingStrategy):
 
     def train_segment(self, trainer: Trainer, *, worker_index: int, round_index: int, end_step: int) -> TrainingState:
         begin = trainer.step
-        trained_until = begin + max(1, -(-(end_step - begin) // 2))
-        self.advance(trainer, worker_index=worker_index, round_index=round_index, end_step=min(trained_until, end_step))
-        trainer.step = end_step  # the lie: the checkpoint claims steps that were never run
-        return trainer.snapshot()
+        self.advance(trainer, worker_index=worker_index, round_index=round_index,
+                     end_step=begin + (end_step - begin) // 2)
+        forged = forge_counters(trainer.snapshot(), end_step)  # the lie: steps that were never run
+        trainer.load(forged)  # carry on from the checkpoint as published
+        return forged
 
 
-CHEATS: dict[str, type[TrainingStrategy]] = {cls.name: cls for cls in (SkipSteps,)}
+def forge_counters(state: TrainingState, step: int) -> TrainingState:
+    """The same numbers labelled as step `step` everywhere: the checkpoint's step and AdamW's counters."""
+    optimizer = {name: {**slots, "step": torch.tensor(float(step), dtype=torch.float32)}
+                 for name, slots in state.optimizer.items()}
+    return TrainingState(step=step, weights=state.weights, optimizer=optimizer)
+
+
+CHEATS: dict[str, type[TrainingStrategy]] = {"skip-steps": SkipSteps, "skipped_steps": SkipSteps}
 
 
 def resolve_strategy(cheat: str | None, step_delay: float = 0.0) -> TrainingStrategy:

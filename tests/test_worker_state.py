@@ -1,0 +1,92 @@
+"""The worker's saved progress, configuration and throughput planning (`state.py`, `config.py`,
+`throughput.py`): what a restart reads back, what a bad file does, how many steps a worker declares."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trolly.compute.worker.config import WorkerConfig, load_config, save_config
+from trolly.compute.worker.errors import WorkerHomeError
+from trolly.compute.worker.state import FINISHED, WorkerState
+from trolly.compute.worker.throughput import Throughput, hardware_profile, measure_reference, plan_steps
+
+
+def test_progress_survives_a_reload(tmp_path):
+    state = WorkerState.load(tmp_path)
+    progress = state.add_task(3, "aa" * 32, worker_index=2)
+    round_one = progress.round(1)
+    round_one.steps, round_one.checkpoints, round_one.commit_tx = 20, ["01" * 32, "02" * 32], "0a0b"
+    progress.global_states[1] = "03" * 32
+    state.save()
+    again = WorkerState.load(tmp_path)
+    loaded = again.task(3)
+    assert loaded.worker_index == 2 and loaded.global_states == {1: "03" * 32}
+    assert loaded.rounds[1].checkpoints == ["01" * 32, "02" * 32] and loaded.rounds[1].commit_tx == "0a0b"
+    assert [p.task_id for p in again.active_tasks()] == [3]
+    again.finish_task(3, "task completed")
+    final = WorkerState.load(tmp_path)
+    assert final.task(3).status == FINISHED and final.active_tasks() == [] and final.finished_count() == 1
+    assert state.add_task(3, "aa" * 32, 2) is progress  # joining twice keeps the progress
+
+
+def test_a_damaged_state_file_is_refused_not_reset(tmp_path):
+    (tmp_path / "state.json").write_text("{not json")
+    with pytest.raises(WorkerHomeError, match="cannot read"):
+        WorkerState.load(tmp_path)
+    (tmp_path / "state.json").write_text(json.dumps({"version": 99}))
+    with pytest.raises(WorkerHomeError, match="version"):
+        WorkerState.load(tmp_path)
+
+
+def test_saving_leaves_no_temporary_files_and_is_private(tmp_path):
+    state = WorkerState.load(tmp_path)
+    state.add_task(1, "bb" * 32, 0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+    assert (tmp_path / "state.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_config_round_trip_and_refusals(tmp_path):
+    config = WorkerConfig(key_name="w", keyring_backend="test", blob_port=8700, stake=5, fee=1)
+    save_config(tmp_path, config)
+    assert load_config(tmp_path) == config and config.blob_url == "http://127.0.0.1:8700"
+    with pytest.raises(WorkerHomeError, match="not a worker home"):
+        load_config(tmp_path / "elsewhere")
+    document = json.loads((tmp_path / "worker.json").read_text())
+    (tmp_path / "worker.json").write_text(json.dumps({**document, "stakee": 1}))
+    with pytest.raises(WorkerHomeError, match="unknown field"):
+        load_config(tmp_path)
+    with pytest.raises(WorkerHomeError):
+        WorkerConfig(key_name="w", blob_port=70000)
+    with pytest.raises(WorkerHomeError):
+        WorkerConfig(key_name="w", stake=-1)
+
+
+@given(inner=st.integers(1, 500), batch=st.integers(1, 256), speed=st.floats(1.0, 1e6),
+       seconds=st.one_of(st.none(), st.floats(0.0, 1e4)), slowdown=st.floats(1.0, 10.0))
+def test_declared_steps_stay_within_the_spec_and_shrink_with_slowdown(inner, batch, speed, seconds, slowdown):
+    steps = plan_steps(inner, batch, speed, seconds, slowdown)
+    assert 1 <= steps <= inner
+    assert steps <= plan_steps(inner, batch, speed, seconds, 1.0)
+    if seconds is None and slowdown >= 2.0:
+        assert steps <= max(1, inner // 2)
+
+
+def test_the_commit_window_limits_the_declared_steps():
+    # 100 samples/s, batch 10, 20 s window of which half is planned for training: 100 steps fit.
+    assert plan_steps(500, 10, 100.0, 20.0) == 100
+    assert plan_steps(50, 10, 100.0, 20.0) == 50
+    assert plan_steps(50, 10, 100.0, 0.0) == 1
+    with pytest.raises(ValueError):
+        plan_steps(50, 10, 100.0, None, slowdown=0.5)
+
+
+def test_measured_throughput_is_positive_and_declared_as_an_integer():
+    measured = measure_reference(duration=0.05, min_steps=2)
+    assert measured.steps >= 2 and measured.samples_per_second > 0
+    profile = hardware_profile(Throughput(1234.9, 3, 1.0), slowdown=2.0)
+    assert profile.samples_per_second == 617 and profile.device == "cpu" and profile.threads == 1
+    assert Throughput(0.5, 1, 1.0).declared() == 1  # the chain refuses 0
