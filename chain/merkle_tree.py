@@ -120,13 +120,19 @@ class _Updater:
         changed: dict[str, bytes] = {}
         may_collapse = False
         hexes = self.hexes
+        get_node = self.source.get_node
+        loaded = self.loaded
         start = low
         while start < high:  # each slot's updates are a contiguous range of the sorted hashes
             digit = hexes[start][depth]
             child_path = path + digit
             end = bisect.bisect_left(hexes, path + _NEXT_DIGIT[digit], start, high)
             offset = 1 + HASH_LENGTH * _SLOT_OF[digit]
-            child = self.load(child_path) if children[offset:offset + HASH_LENGTH] != EMPTY_HASH else None
+            if children[offset:offset + HASH_LENGTH] != EMPTY_HASH:
+                child = get_node(child_path)
+                loaded.add(child_path)  # a non-empty slot always has its node stored
+            else:
+                child = None
             if end - start == 1 and child is not None and child[0] == 0 and child[1:33] == self.key_hashes[start]:
                 value_hash = self.value_hashes[start]  # the common case, inline: one leaf changes in place
                 new_child = None if value_hash is None else LEAF_PREFIX + self.key_hashes[start] + value_hash
