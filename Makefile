@@ -31,6 +31,10 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -n 2 -q -m 'not slow'
 
+# Benchmarks: each prints one JSON object as its last line (drop --quick for the full-size runs).
+bench: setup
+	$(PY) -m benchmarks.chain_throughput --quick
+
 # Regenerate the protobuf modules (committed) from the .proto files.
 # (CometBFT v0.38 ABCI protos under abci_app/proto/tendermint and chain/proto; imports rewritten to trolly.*)
 proto: setup
