@@ -11,6 +11,7 @@ Layout (one-byte prefixes, so the three kinds never mix and each iterates on its
                             so the root is b"t" and its slot-10 child b"ta"; see trolly.chain.merkle_tree)
     b"m" + b"height"     -> last committed height, u64 big-endian
     b"m" + b"app_hash"   -> root after that height (32 bytes)
+    b"m" + b"layout"     -> b"trolly-store/1", the version of this layout
 
 The crash contract (DESIGN section 2): `prepare` (FinalizeBlock) computes the new root from the committed
 tree plus the block's changes and writes nothing; `commit` (Commit) writes state changes, tree nodes and
@@ -51,6 +52,10 @@ TREE_PREFIX = b"t"
 META_PREFIX = b"m"
 HEIGHT_KEY = META_PREFIX + b"height"
 APP_HASH_KEY = META_PREFIX + b"app_hash"
+LAYOUT_KEY = META_PREFIX + b"layout"
+LAYOUT_VERSION = b"trolly-store/1"
+"""Names this layout (prefixes, hex node paths, node records); written with the first commit and checked on
+open, so a database from an incompatible version is refused with a clear message instead of misread."""
 
 DEFAULT_CACHE_NODES = 250_000
 """How many committed tree node records stay in memory (about 60 MB at most: an internal record is 513
@@ -155,7 +160,10 @@ class _NodeReader:
         if record is _UNCACHED:
             record = self._source_get(TREE_PREFIX + path.encode())
             if record is not None:
-                check_record(record)
+                try:
+                    check_record(record)
+                except ValueError as exc:
+                    raise StoreError(f"tree node at path {path!r}: {exc}; the database is corrupt") from None
             self._cache.remember(path, record)
         return record
 
@@ -190,6 +198,12 @@ class Store:
         self._cache = _NodeCache(cache_nodes)
         self._lock = threading.RLock()
         self._closed = False
+        layout = self._db.get(LAYOUT_KEY)
+        if layout != LAYOUT_VERSION and (layout is not None or self._db.get(HEIGHT_KEY) is not None):
+            found = "an older unversioned layout" if layout is None else f"layout {layout.decode(errors='replace')!r}"
+            self.close()
+            raise StoreError(f"{path}: the database uses {found}, this version reads "
+                             f"{LAYOUT_VERSION.decode()!r}; move it aside and let the node replay from genesis")
         height_raw = self._db.get(HEIGHT_KEY)
         self.last_height: int = 0 if height_raw is None else int.from_bytes(height_raw, "big")
         self.last_app_hash: bytes = self._db.get(APP_HASH_KEY) or EMPTY_ROOT
@@ -273,6 +287,7 @@ class Store:
                 for path, record in pending.tree.writes.items():
                     batch.put(TREE_PREFIX + path.encode(), record)
                 batch.put(HEIGHT_KEY, pending.height.to_bytes(8, "big"))
+                batch.put(LAYOUT_KEY, LAYOUT_VERSION)
                 batch.put(APP_HASH_KEY, pending.app_hash)
             self.last_height = pending.height
             self.last_app_hash = pending.app_hash

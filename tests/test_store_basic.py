@@ -163,6 +163,7 @@ def test_deleting_everything_leaves_only_metadata(tmp_path):
         commit_block(store, {b"k%d" % i: None for i in range(500)}, 2)
         assert store.last_app_hash == EMPTY_ROOT
     assert {k[:1] for k in raw_contents(tmp_path / "db")} == {b"m"}
+    assert set(raw_contents(tmp_path / "db")) == {b"mheight", b"mapp_hash", b"mlayout"}
 
 
 def test_reader_iterates_a_prefix_in_ascending_order_and_works_under_state(tmp_path):
@@ -217,6 +218,33 @@ def test_a_tampered_app_hash_is_detected_on_open(tmp_path):
     db.close()
     with pytest.raises(StoreError, match="corrupt"):
         Store(tmp_path / "db")
+
+
+def test_a_database_of_another_layout_is_refused_with_a_clear_error(tmp_path):
+    with Store(tmp_path / "db") as store:
+        commit_block(store, {b"a": b"1"}, 1)
+    db = plyvel.DB(str(tmp_path / "db"))
+    db.put(b"mlayout", b"trolly-store/0")
+    db.close()
+    with pytest.raises(StoreError, match="layout 'trolly-store/0'"):
+        Store(tmp_path / "db")
+    db = plyvel.DB(str(tmp_path / "db"))
+    db.delete(b"mlayout")
+    db.close()
+    with pytest.raises(StoreError, match="older unversioned layout"):
+        Store(tmp_path / "db")
+
+
+def test_a_corrupt_node_record_is_reported_as_corruption(tmp_path):
+    with Store(tmp_path / "db", cache_nodes=0) as store:
+        commit_block(store, {b"k%d" % i: b"v" for i in range(40)}, 1)
+    db = plyvel.DB(str(tmp_path / "db"))
+    inner = next(key for key, value in db.iterator(prefix=b"t") if len(key) == 2)
+    db.put(inner, b"\x01garbage")
+    db.close()
+    with Store(tmp_path / "db", cache_nodes=0) as store:
+        with pytest.raises(StoreError, match="corrupt"):
+            store.prepare({b"k%d" % i: b"w" for i in range(40)}, 2)
 
 
 def test_a_closed_store_refuses_work(tmp_path):
