@@ -179,6 +179,12 @@ def test_stake_create_bond_unbond_power_visible(wallet):
     else:
         pytest.fail(f"validator not in CometBFT's set with power 15: {consensus_set}")
     fails_with(wallet("tx", "stake", "unbond", "1000trl", *common[:-2]), 9, "code")
+    # the dev chain unbonds in 10 blocks: the 10trl show as unbonding, then come back to the operator
+    deadline = time.monotonic() + 20
+    while (pending := ok_json(wallet("query", "unbonding", operator, "-o", "json")))["total"]:
+        assert pending["total"] == 10_000_000 and time.monotonic() < deadline, pending
+        time.sleep(0.2)
+    assert balance_of(wallet, operator) == 100_000_000 - 20_000_000 - 5_000_000 + 10_000_000
 
 
 def test_failures_leave_balances_and_keyring_unchanged(wallet):

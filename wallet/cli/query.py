@@ -125,3 +125,18 @@ def params() -> None:
     result = options.client().query_json("/params")
     emit(result, options.json, lambda data: print_key_values(
         [(f"{section}.{name}", value) for section, values in sorted(data.items()) for name, value in sorted(values.items())]))
+
+
+@query.command("unbonding")
+@click.argument("address_or_name")
+@keyring_options
+@node_options
+@output_option
+def unbonding(address_or_name: str) -> None:
+    """Stake of ADDRESS_OR_NAME's validator that is unbonding, and the height each part comes back."""
+    options = settings()
+    result = options.client().query_json(f"/unbonding/{address_of(address_or_name)}")
+    emit(result, options.json, lambda data: print_table(
+        ["amount", "unbonded at height", "returns at height"],
+        [[amount_text(e["amount"]), e["creation_height"], e["maturity_height"]] for e in data["entries"]],
+        empty=f"Nothing unbonding for {data['operator']}."))
