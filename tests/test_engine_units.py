@@ -147,20 +147,29 @@ class FakeCheck:
     async def all(self, txs: list[bytes]):
         return [await self(tx) for tx in txs]
 
+    def send(self, tx: bytes, on_response):
+        """The pipelined form the mempool uses: answer at once, callback first, like the ABCI reader."""
+        self.calls.append(tx)
+        response = types_pb2.ResponseCheckTx(code=1 if tx in self.invalid else 0)
+        on_response(response)
+        future = asyncio.get_running_loop().create_future()
+        future.set_result(response)
+        return future
+
 
 def test_mempool_admits_in_order_and_refuses_duplicates():
     async def scenario():
         mempool, check = Mempool(max_txs=3), FakeCheck()
         check.invalid.add(b"bad")
         for tx in (b"a", b"b"):
-            assert (await mempool.check_and_add(tx, check)).code == 0
-        assert (await mempool.check_and_add(b"bad", check)).code == 1
+            assert (await mempool.check_and_add(tx, check.send)).code == 0
+        assert (await mempool.check_and_add(b"bad", check.send)).code == 1
         with pytest.raises(MempoolError, match="already exists in cache"):
-            await mempool.check_and_add(b"a", check)
+            await mempool.check_and_add(b"a", check.send)
         check.invalid.clear()
-        assert (await mempool.check_and_add(b"bad", check)).code == 0  # a failed tx may be retried
+        assert (await mempool.check_and_add(b"bad", check.send)).code == 0  # a failed tx may be retried
         with pytest.raises(MempoolError, match="mempool is full"):
-            await mempool.check_and_add(b"d", check)
+            await mempool.check_and_add(b"d", check.send)
         assert mempool.txs() == [b"a", b"b", b"bad"] and mempool.total_bytes == 5
         assert mempool.reap(2) == [b"a", b"b"] and mempool.reap(1) == [b"a"]
 
@@ -171,14 +180,14 @@ def test_mempool_update_removes_committed_and_rechecks_the_rest():
     async def scenario():
         mempool, check = Mempool(), FakeCheck()
         for tx in (b"a", b"b", b"c"):
-            await mempool.check_and_add(tx, check)
+            await mempool.check_and_add(tx, check.send)
         mempool.remove_committed([b"a"])
         check.invalid.add(b"c")
         check.calls.clear()
         assert await mempool.recheck(check.all) == 1
         assert check.calls == [b"b", b"c"] and mempool.txs() == [b"b"]
         with pytest.raises(MempoolError):
-            await mempool.check_and_add(b"a", check)  # committed txs stay in the cache
+            await mempool.check_and_add(b"a", check.send)  # committed txs stay in the cache
 
     asyncio.run(scenario())
 
@@ -186,7 +195,7 @@ def test_mempool_update_removes_committed_and_rechecks_the_rest():
 def test_mempool_refuses_oversize_tx():
     async def scenario():
         with pytest.raises(MempoolError, match="too large"):
-            await Mempool(max_tx_bytes=4).check_and_add(b"12345", FakeCheck())
+            await Mempool(max_tx_bytes=4).check_and_add(b"12345", FakeCheck().send)
 
     asyncio.run(scenario())
 

@@ -11,7 +11,10 @@ the handshake (CometBFT itself would stop; the solo engine waits for the app to 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+
+from google.protobuf.message import DecodeError
 
 from ..framing import FramingError, encode_frame, read_message
 from ..proto.tendermint.abci import types_pb2
@@ -41,14 +44,22 @@ def parse_address(address: str) -> tuple[str, str | tuple[str, int]]:
 
 
 class AbciConnection:
-    """One ABCI connection; calls are serialized so responses pair with their requests."""
+    """One ABCI connection, pipelined as CometBFT's socket client is: requests are written at once and queued;
+    a reader task pairs each response with the oldest pending request (the app answers in order).
+
+    Many requests can be in flight, so the mempool does not wait a round trip per CheckTx. A caller that
+    gives up (an HTTP client hanging up) leaves its request pending; the reader still consumes its answer,
+    so later calls are never paired with the wrong response. An `on_response` callback runs inside the
+    reader, before any later response is handled: the mempool admits txs there, in wire order.
+    """
 
     def __init__(self, name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.name = name
         self._reader = reader
         self._writer = writer
-        self._lock = asyncio.Lock()
+        self._pending: collections.deque = collections.deque()  # (method, future or None, callback or None)
         self._broken: str | None = None
+        self._reading = asyncio.ensure_future(self._read_loop())
 
     @staticmethod
     async def open(name: str, address: str) -> "AbciConnection":
@@ -62,77 +73,107 @@ class AbciConnection:
             raise AppConnectionLost(f"cannot connect the {name} connection to {address}: {exc}") from None
         return AbciConnection(name, reader, writer)
 
-    async def call(self, method: str, request) -> object:
-        """Send one request (plus a Flush) and return the typed response (e.g. ResponseInfo).
+    def send(self, method: str, request, on_response=None) -> asyncio.Future:
+        """Queue one request and a Flush; the future resolves to the typed response (e.g. ResponseInfo)."""
+        if self._broken:
+            raise AppConnectionLost(f"{self.name} connection is down: {self._broken}")
+        future = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_consume_exception)
+        self._pending.append((method, future, on_response))
+        self._pending.append(("flush", None, None))
+        self._writer.write(encode_frame(types_pb2.Request(**{method: request}).SerializeToString()))
+        self._writer.write(_FLUSH_FRAME)
+        return future
 
-        The exchange runs shielded: a caller that gives up (an HTTP client hanging up) must not leave a
-        response unread on the stream, or every later call on this connection would get the wrong answer.
-        """
-        return await asyncio.shield(asyncio.ensure_future(self._exchange(method, request)))
+    async def call(self, method: str, request) -> object:
+        """Send one request and wait for its response."""
+        future = self.send(method, request)
+        await self._drain(method)
+        return await future
 
     async def call_many(self, method: str, requests: list) -> list:
-        """Pipeline many requests of one kind: write them all, one Flush, then read the answers in order
-        (how CometBFT re-checks its mempool without a round trip per tx)."""
-        if not requests:
-            return []
-        return await asyncio.shield(asyncio.ensure_future(self._exchange_many(method, requests)))
+        """Pipeline many requests of one kind and return their responses in order."""
+        futures = [self.send(method, request) for request in requests]
+        await self._drain(method)
+        return [await future for future in futures]
 
-    async def _exchange_many(self, method: str, requests: list) -> list:
-        async with self._lock:
-            if self._broken:
-                raise AppConnectionLost(f"{self.name} connection is down: {self._broken}")
-            try:
-                for request in requests:
-                    self._writer.write(encode_frame(types_pb2.Request(**{method: request}).SerializeToString()))
-                self._writer.write(encode_frame(types_pb2.Request(flush=types_pb2.RequestFlush()).SerializeToString()))
-                await self._writer.drain()
-                responses = [getattr(await self._read(method), method) for _ in requests]
-                await self._read("flush")
-            except (OSError, FramingError, asyncio.IncompleteReadError) as exc:
-                self._broken = str(exc) or type(exc).__name__
-                raise AppConnectionLost(f"{self.name} connection failed during {method}: {self._broken}") from None
-            except AppProtocolError as exc:
-                self._broken = str(exc)
-                raise
-            return responses
+    async def barrier(self) -> None:
+        """Wait until every request sent before now has been answered (and its callback has run)."""
+        if self._broken:
+            raise AppConnectionLost(f"{self.name} connection is down: {self._broken}")
+        future = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_consume_exception)
+        self._pending.append(("flush", future, None))
+        self._writer.write(_FLUSH_FRAME)
+        await self._drain("flush")
+        await future
 
-    async def _exchange(self, method: str, request) -> object:
-        async with self._lock:
-            if self._broken:
-                raise AppConnectionLost(f"{self.name} connection is down: {self._broken}")
-            try:
-                self._writer.write(encode_frame(types_pb2.Request(**{method: request}).SerializeToString()))
-                self._writer.write(encode_frame(types_pb2.Request(flush=types_pb2.RequestFlush()).SerializeToString()))
-                await self._writer.drain()
-                response = await self._read(method)
-                await self._read("flush")
-            except (OSError, FramingError, asyncio.IncompleteReadError) as exc:
-                self._broken = str(exc) or type(exc).__name__
-                raise AppConnectionLost(f"{self.name} connection failed during {method}: {self._broken}") from None
-            except AppProtocolError as exc:
-                self._broken = str(exc)
-                raise
-            return getattr(response, method)
+    async def _drain(self, method: str) -> None:
+        try:
+            await self._writer.drain()
+        except (OSError, ConnectionError) as exc:
+            self._fail(AppConnectionLost(f"{self.name} connection failed during {method}: {exc}"))
+            raise AppConnectionLost(f"{self.name} connection failed during {method}: {exc}") from None
 
-    async def _read(self, method: str) -> types_pb2.Response:
-        body = await read_message(self._reader)
-        if body is None:
-            raise OSError("the app closed the connection")
-        response = types_pb2.Response.FromString(body)
-        case = response.WhichOneof("value")
-        if case == "exception":
-            raise AppProtocolError(f"the app answered {method} with an exception: {response.exception.error}")
-        if case != method:
-            raise AppProtocolError(f"the app answered {method} with {case!r}")
-        return response
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                body = await read_message(self._reader)
+                if body is None:
+                    raise OSError("the app closed the connection")
+                response = types_pb2.Response.FromString(body)
+                case = response.WhichOneof("value")
+                if not self._pending:
+                    raise AppProtocolError(f"the app sent {case!r} on the {self.name} connection with nothing pending")
+                method, future, callback = self._pending.popleft()
+                if case == "exception":
+                    raise AppProtocolError(f"the app answered {method} with an exception: {response.exception.error}")
+                if case != method:
+                    raise AppProtocolError(f"the app answered {method} with {case!r}")
+                value = getattr(response, method)
+                if callback is not None:
+                    callback(value)
+                if future is not None and not future.done():
+                    future.set_result(value)
+        except AppProtocolError as exc:
+            self._fail(exc)
+        except (OSError, FramingError, asyncio.IncompleteReadError, DecodeError) as exc:
+            method = self._pending[0][0] if self._pending else "a read"
+            self._fail(AppConnectionLost(f"{self.name} connection failed during {method}: {exc or type(exc).__name__}"))
+        except asyncio.CancelledError:
+            self._fail(AppConnectionLost(f"{self.name} connection closed"))
+            raise
+
+    def _fail(self, error: Exception) -> None:
+        """Mark the connection broken and fail every pending request with `error`."""
+        if self._broken is None:
+            self._broken = str(error)
+        while self._pending:
+            _, future, _ = self._pending.popleft()
+            if future is not None and not future.done():
+                future.set_exception(error)
+        self._writer.close()
 
     async def close(self) -> None:
-        self._broken = self._broken or "closed"
+        self._reading.cancel()
+        try:
+            await self._reading
+        except asyncio.CancelledError:
+            pass
         self._writer.close()
         try:
             await self._writer.wait_closed()
         except (OSError, ConnectionError):
             pass
+
+
+def _consume_exception(future: asyncio.Future) -> None:
+    """A request nobody awaits any more may fail; that is not worth an "exception never retrieved" log."""
+    if not future.cancelled():
+        future.exception()
+
+
+_FLUSH_FRAME = encode_frame(types_pb2.Request(flush=types_pb2.RequestFlush()).SerializeToString())
 
 
 class AbciClient:
@@ -171,6 +212,14 @@ class AbciClient:
     async def close(self) -> None:
         for connection in self._connections.values():
             await connection.close()
+
+    def send_check_tx(self, tx: bytes, on_response) -> asyncio.Future:
+        """Queue a CheckTx (NEW) on the mempool connection; `on_response` runs as soon as it is answered."""
+        return self._connections["mempool"].send("check_tx", types_pb2.RequestCheckTx(tx=tx, type=types_pb2.NEW), on_response)
+
+    async def flush_mempool_connection(self) -> None:
+        """Every CheckTx sent so far is answered and admitted (CometBFT's FlushAppConn before Commit)."""
+        await self._connections["mempool"].barrier()
 
     async def recheck_txs(self, txs: list[bytes]) -> list[types_pb2.ResponseCheckTx]:
         requests = [types_pb2.RequestCheckTx(tx=tx, type=types_pb2.RECHECK) for tx in txs]

@@ -51,8 +51,13 @@ class Mempool:
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
 
-    async def check_and_add(self, tx: bytes, check) -> object:
-        """Run `check(tx)` (the app's CheckTx) and admit the tx on code 0; returns the CheckTx response."""
+    async def check_and_add(self, tx: bytes, send_check) -> object:
+        """Admit `tx` if the app's CheckTx returns code 0; returns the CheckTx response.
+
+        `send_check(tx, on_response)` queues the CheckTx on the mempool connection and returns a future.
+        The lock is held only while queueing, so many CheckTxs are in flight at once; the admission itself
+        happens in `on_response`, in the order the app answered, which is the order the txs were sent.
+        """
         if len(tx) > self.max_tx_bytes:
             raise MempoolError(f"tx too large. Max size is {self.max_tx_bytes}, but got {len(tx)}")
         tx_hash = hashlib.sha256(tx).digest()
@@ -66,16 +71,24 @@ class Mempool:
                 )
             self._remember(tx_hash)
             try:
-                response = await check(tx)
+                answered = send_check(tx, lambda response: self._admit(tx_hash, tx, response))
             except BaseException:
                 self._cache.pop(tx_hash, None)
                 raise
-            if response.code == 0:
-                self._txs[tx_hash] = tx
-                self._bytes += len(tx)
-            else:
+        try:
+            return await answered
+        except EngineError:
+            # The app went away before answering: forget the tx so the client can send it again.
+            if tx_hash not in self._txs:
                 self._cache.pop(tx_hash, None)
-            return response
+            raise
+
+    def _admit(self, tx_hash: bytes, tx: bytes, response) -> None:
+        if response.code == 0 and tx_hash not in self._txs:
+            self._txs[tx_hash] = tx
+            self._bytes += len(tx)
+        elif response.code != 0:
+            self._cache.pop(tx_hash, None)
 
     def reap(self, max_bytes: int) -> list[bytes]:
         """Txs in arrival order while their total stays within `max_bytes` (CometBFT `ReapMaxBytesMaxGas`)."""

@@ -283,10 +283,13 @@ class Producer:
         )
         after_next = apply_validator_updates(next_validators, response.validator_updates)
         updated_params = params if response.HasField("consensus_param_updates") else None
-        store.save_block(block, request, response, after_next, updated_params)
+        # A synced LevelDB write takes milliseconds; off the event loop, the RPC keeps answering meanwhile.
+        await asyncio.to_thread(store.save_block, block, request, response, after_next, updated_params)
         await self._maybe_pause("after_finalize", height, bool(txs))
 
         async with self.mempool.lock:
+            # As CometBFT: no CheckTx may be in flight across Commit, and none starts until re-check ends.
+            await client.flush_mempool_connection()
             self.mempool.remove_committed(txs)
             await client.commit()
             self.visible_height = height

@@ -372,7 +372,7 @@ async def check_tx(node, tx: bytes = b"") -> dict:
 async def _admit(node, tx: bytes):
     client = _client(node)
     try:
-        return await _app_call(node.mempool.check_and_add(tx, client.check_tx))
+        return await _app_call(node.mempool.check_and_add(tx, client.send_check_tx))
     except MempoolError as exc:
         raise RpcError(str(exc)) from None
 
