@@ -38,6 +38,8 @@ _HEX_DIGITS = "0123456789abcdef"
 _NEXT_DIGIT = {digit: (_HEX_DIGITS[i + 1] if i < 15 else "g") for i, digit in enumerate(_HEX_DIGITS)}
 """The digit after each hex digit; "g" sorts after "f", closing the last slot's range."""
 _SLOT_OF = {digit: i for i, digit in enumerate(_HEX_DIGITS)}
+_OFFSET_OF = {digit: 1 + HASH_LENGTH * i for i, digit in enumerate(_HEX_DIGITS)}
+"""Where the child hash of each slot starts in an internal record."""
 LEAF_RECORD_LENGTH = 1 + 2 * HASH_LENGTH
 INTERNAL_RECORD_LENGTH = 1 + 16 * HASH_LENGTH
 EMPTY_INTERNAL = INTERNAL_PREFIX + EMPTY_HASH * 16
@@ -122,20 +124,21 @@ class _Updater:
         hexes = self.hexes
         get_node = self.source.get_node
         loaded = self.loaded
+        key_hashes = self.key_hashes
         start = low
         while start < high:  # each slot's updates are a contiguous range of the sorted hashes
             digit = hexes[start][depth]
             child_path = path + digit
             end = bisect.bisect_left(hexes, path + _NEXT_DIGIT[digit], start, high)
-            offset = 1 + HASH_LENGTH * _SLOT_OF[digit]
-            if children[offset:offset + HASH_LENGTH] != EMPTY_HASH:
+            offset = _OFFSET_OF[digit]
+            if record.startswith(EMPTY_HASH, offset):  # (startswith compares in place, without a slice)
+                child = None
+            else:
                 child = get_node(child_path)
                 loaded.add(child_path)  # a non-empty slot always has its node stored
-            else:
-                child = None
-            if end - start == 1 and child is not None and child[0] == 0 and child[1:33] == self.key_hashes[start]:
+            if end - start == 1 and child is not None and child[0] == 0 and child.startswith(key_hashes[start], 1):
                 value_hash = self.value_hashes[start]  # the common case, inline: one leaf changes in place
-                new_child = None if value_hash is None else LEAF_PREFIX + self.key_hashes[start] + value_hash
+                new_child = None if value_hash is None else LEAF_PREFIX + key_hashes[start] + value_hash
             else:
                 new_child = self.update(child_path, child, start, end)
             if new_child is None:
