@@ -86,13 +86,10 @@ class Producer:
         self.chain_id = home.chain_id
         self.client: AbciClient | None = None
         self.app_version = 0
-        self.app_info: types_pb2.ResponseInfo | None = None
-        self.fatal: BaseException | None = None
-        self.new_block = asyncio.Condition()
         self.visible_height = blockstore.last_height
+        """The last block the RPC shows: stored AND committed by the app (CometBFT indexes after Commit)."""
         self.connected = asyncio.Event()
         """Set while a handshaken app is connected (the RPC can reach it); cleared when it is lost."""
-        """The last block the RPC shows: stored AND committed by the app (CometBFT indexes after Commit)."""
         self._key = home.validator_key
         self._pause = _parse_pause(os.environ.get(PAUSE_ENVIRONMENT, ""))
 
@@ -122,7 +119,8 @@ class Producer:
                 self.connected.set()
                 log.info("handshake done: app at height %d, producing blocks every %.2fs", self.blockstore.last_height, self.config.block_interval)
                 while not stop.is_set():
-                    await self.produce_block(self.client)
+                    if not await _finish_unless_stopped(self.produce_block(self.client), stop):
+                        return
                     await _sleep_or_stop(self.config.block_interval, stop)
             except AppConnectionLost as exc:
                 log.warning("lost the app (%s); waiting for it to come back", exc)
@@ -144,7 +142,6 @@ class Producer:
                 abci_version=ABCI_VERSION,
             )
         )
-        self.app_info = info
         self.app_version = info.app_version
         app_height, app_hash = info.last_block_height, info.last_block_app_hash
         store_height = self.blockstore.last_height
@@ -187,11 +184,14 @@ class Producer:
             params = merge_params(params, response.consensus_params)
         app_hash = response.app_hash
         recorded = self.blockstore.init_chain
-        if recorded is not None and self.blockstore.last_height > 0 and bytes.fromhex(recorded["app_hash"]) != app_hash:
-            raise HandshakeError(
-                f"InitChain returned app hash {app_hash.hex().upper()}, but the stored chain began from "
-                f"{recorded['app_hash'].upper()}: the genesis changed"
-            )
+        if recorded is not None and self.blockstore.last_height > 0:
+            # A fresh app under an existing chain: its genesis must be the one the stored blocks grew from.
+            if bytes.fromhex(recorded["app_hash"]) != app_hash:
+                raise HandshakeError(
+                    f"InitChain returned app hash {app_hash.hex().upper()}, but the stored chain began from "
+                    f"{recorded['app_hash'].upper()}: the genesis changed"
+                )
+            return
         self.blockstore.save_init_chain(self.initial_height, app_hash, params, validators)
         log.info("InitChain: chain %s, %d validator(s), app hash %s", self.chain_id, len(validators), app_hash.hex()[:12].upper() or "(empty)")
 
@@ -307,8 +307,6 @@ class Producer:
             f", re-check dropped {dropped}" if dropped else "",
         )
         self._publish(block, response)
-        async with self.new_block:
-            self.new_block.notify_all()
         return block
 
     def _last_commit(self, height: int, previous: StoredBlock | None, time_ns: int):
@@ -444,6 +442,30 @@ async def _sleep_or_stop(seconds: float, stop: asyncio.Event) -> None:
         await asyncio.wait_for(stop.wait(), timeout=seconds)
     except asyncio.TimeoutError:
         pass
+
+
+STOP_GRACE_SECONDS = 5.0
+"""How long a stop waits for the block in progress before abandoning it (the handshake repairs either way)."""
+
+
+async def _finish_unless_stopped(coroutine, stop: asyncio.Event) -> bool:
+    """Run one block; if `stop` comes meanwhile, give it a grace period, then cancel. True if it finished."""
+    task = asyncio.ensure_future(coroutine)
+    stopper = asyncio.ensure_future(stop.wait())
+    done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if task not in done:
+        done, _ = await asyncio.wait({task}, timeout=STOP_GRACE_SECONDS)
+        if task not in done:
+            log.warning("stopping in the middle of a block; the next start's handshake completes it")
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, AppConnectionLost):
+                pass
+            return False
+    task.result()
+    return True
 
 
 async def _until_stopped(coroutine, stop: asyncio.Event):

@@ -314,7 +314,10 @@ def _positions_for(node, query) -> list[tuple[int, int]]:
             raise RpcError(f"invalid tx.hash {tx_hash!r}: expected hex") from None
         candidates = [position] if position else []
     elif query.equality("tx.height") is not None:
-        height = int(query.equality("tx.height"))
+        try:
+            height = int(query.equality("tx.height"))
+        except ValueError:
+            raise RpcError(f"tx.height must be a number, got {query.equality('tx.height')!r}") from None
         stored = store.block(height) if 0 < height <= _latest_height(node) else None
         candidates = [(height, i) for i in range(len(stored.txs))] if stored else []
     else:

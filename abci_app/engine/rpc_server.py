@@ -166,6 +166,9 @@ class RpcServer:
             return _error(request_id, exc.code, exc.message, str(exc))
         except EngineError as exc:
             return _error(request_id, -32603, "Internal error", str(exc))
+        except Exception as exc:  # a bug: answer like CometBFT's panic recovery, and keep the traceback
+            log.exception("RPC method %s failed", method)
+            return _error(request_id, -32603, "Internal error", f"{type(exc).__name__}: {exc}")
         return _result(request_id, result)
 
     async def _index(self, request: web.Request) -> web.Response:
