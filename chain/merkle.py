@@ -11,8 +11,8 @@ verification is written here:
 
 Hashing (H = SHA-256, `||` = concatenation)::
 
-    key_hash   = H(key)                               32 bytes = 64 nibbles; nibble i of byte b is
-                                                      b >> 4 for even i, b & 0x0f for odd i
+    key_hash   = H(key)                               32 bytes = 64 nibbles: nibble i is the high half
+                                                      of byte i // 2 for even i, its low half for odd i
     value_hash = H(value)
     EMPTY_HASH = 32 zero bytes                        the placeholder for an empty subtree
     leaf hash     = H(0x00 || key_hash || value_hash)
@@ -27,12 +27,14 @@ Hashing (H = SHA-256, `||` = concatenation)::
 Proof bytes (membership and non-membership share one format)::
 
     proof    = 0x01 (format version) || depth (1 byte, 0..64) || level_0 || ... || level_{depth-1} || terminal
+               `depth` counts the internal nodes on the key's path, from the root (level_0) down.
     level_i  = bitmap (2 bytes, big-endian) || sibling hashes
                The internal node at depth i on the key's path has 16 slots. Bit j (value 1 << j) is set when
                slot j is non-empty and j is not the key's own nibble i; the hashes of those slots follow in
                ascending j. The key's own slot is never in the bitmap (its hash is what the verifier computes).
     terminal = 0x00                                   the key's slot at depth `depth` is empty
              | 0x01 || key_hash' || value_hash'       a leaf occupies the key's slot at depth `depth`
+               (with depth 0 the terminal is the root itself: the empty tree, or a tree of one leaf)
 
 Verification of (root, key, value, proof): parse exactly (no trailing bytes); start from the terminal's hash
 (EMPTY_HASH, or the leaf hash of key_hash' and value_hash'); for i = depth-1 down to 0 put it in slot
@@ -44,7 +46,7 @@ internal hash. The result must equal `root`. Moreover:
   `depth` nibbles equal those of H(key) (a different key occupies the path, so the key cannot be in the tree).
 
 `MemoryTree` is the readable reference implementation: it rebuilds the tree from scratch for every root and
-proof. The store's incremental tree (`merkle_update`) is tested against it.
+proof. The store's incremental tree (`merkle_tree`) is tested against it.
 """
 
 from __future__ import annotations
@@ -97,15 +99,6 @@ def nibble(hash_: bytes, index: int) -> int:
     """Nibble `index` (0..63) of a 32-byte hash, high nibble of each byte first."""
     byte = hash_[index >> 1]
     return byte >> 4 if index % 2 == 0 else byte & 0x0F
-
-
-def nibble_path(hash_: bytes) -> bytes:
-    """All 64 nibbles of a hash, one per byte (the form the store uses for node paths)."""
-    out = bytearray(MAX_DEPTH)
-    for i, byte in enumerate(hash_):
-        out[2 * i] = byte >> 4
-        out[2 * i + 1] = byte & 0x0F
-    return bytes(out)
 
 
 # -- proofs ---------------------------------------------------------------------------------------------------
