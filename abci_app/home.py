@@ -237,11 +237,9 @@ def build_genesis(
 
 
 def dev_genesis(chain_id: str, validator_pubkeys: list[bytes], genesis_time_ns: int | None = None) -> dict:
-    """The dev/localnet genesis: `dev_key(0)` funded, and each validator key bonded with the dev key as operator.
+    """The `trolly-node dev` genesis: `dev_key(0)` funded and operating the (single) validator.
 
-    The dev key operates every validator here; the staking module allows one validator per operator only
-    if it says so, so the localnet funds `dev_key(i)` as the operator of validator i instead (see
-    `localnet_genesis`). With a single validator (`trolly-node dev`) both are the same.
+    The same as `localnet_genesis`, whose validator 0 is operated by `dev_key(0)`.
     """
     return localnet_genesis(chain_id, validator_pubkeys, genesis_time_ns)
 
@@ -526,6 +524,46 @@ def init_home(
         genesis = build_genesis(chain_id, app_state, [validator])
     config = config or NodeConfig(moniker=moniker)
     return write_home(root, genesis, key, config=config, force=force)
+
+
+def write_localnet_homes(
+    directory: str | os.PathLike,
+    chain_id: str,
+    count: int,
+    base_port: int = 26600,
+    host: str = "127.0.0.1",
+    timeout_commit: str = "1s",
+    force: bool = False,
+) -> list[HomePaths]:
+    """N validator homes `directory/node<i>` sharing one genesis, for real CometBFT on one machine.
+
+    Node i listens on base_port + 10*i (p2p), + 1 (RPC), + 2 (ABCI, the app's `proxy_app`), + 3 (metrics),
+    and lists every other node in `persistent_peers`; `addr_book_strict = false` and
+    `allow_duplicate_ip = true` let them peer over one loopback address.
+    """
+    if count < 1:
+        raise HomeError("a localnet needs at least one validator")
+    validator_keys = [ValidatorKey.generate() for _ in range(count)]
+    node_keys = [ValidatorKey.generate() for _ in range(count)]
+    genesis = localnet_genesis(chain_id, [key.pubkey for key in validator_keys])
+    ports = [base_port + 10 * index for index in range(count)]
+    written = []
+    for index in range(count):
+        peers = ",".join(f"{node_keys[j].node_id}@{host}:{ports[j]}" for j in range(count) if j != index)
+        config = NodeConfig(
+            moniker=f"validator-{index}",
+            proxy_app=f"tcp://{host}:{ports[index] + 2}",
+            rpc_laddr=f"tcp://{host}:{ports[index] + 1}",
+            p2p_laddr=f"tcp://{host}:{ports[index]}",
+            persistent_peers=peers,
+            addr_book_strict=False,
+            allow_duplicate_ip=True,
+            timeout_commit=timeout_commit,
+            prometheus_listen_addr=f"{host}:{ports[index] + 3}",
+        )
+        root = pathlib.Path(directory) / f"node{index}"
+        written.append(write_home(root, genesis, validator_keys[index], node_keys[index], config, force=force))
+    return written
 
 
 @dataclass(frozen=True)

@@ -183,3 +183,27 @@ def test_every_command_has_help(path):
     result = run(*path, "--help")
     assert result.exit_code == 0
     assert "Usage:" in result.output and len(result.output.splitlines()) > 3
+
+
+def test_localnet_homes_share_genesis_and_peer_with_each_other(tmp_path):
+    homes = homelib.write_localnet_homes(tmp_path / "net", "localnet-1", 3, base_port=36000)
+    loaded = [homelib.load_home(paths.root) for paths in homes]
+    genesis = loaded[0].genesis
+    assert all(home.genesis == genesis for home in loaded)
+    assert [v["pub_key"]["value"] for v in genesis["validators"]] == [
+        base64.b64encode(home.validator_key.pubkey).decode() for home in loaded
+    ]
+    operators = [v["operator"] for v in genesis["app_state"]["validators"]]
+    assert operators == [encode_address(dev_key(i).address) for i in range(3)]
+    funded = {a["address"]: int(a["balance"]) for a in genesis["app_state"]["accounts"]}
+    assert all(funded[o] >= int(v["stake"]) for o, v in zip(operators, genesis["app_state"]["validators"]))
+    ports = set()
+    for index, home in enumerate(loaded):
+        config = home.config
+        assert config["p2p"]["allow_duplicate_ip"] is True and config["p2p"]["addr_book_strict"] is False
+        peers = config["p2p"]["persistent_peers"].split(",")
+        assert sorted(peers) == sorted(f"{other.node_key.node_id}@127.0.0.1:{36000 + 10 * j}"
+                                       for j, other in enumerate(loaded) if j != index)
+        for address in (config["p2p"]["laddr"], config["rpc"]["laddr"], config["proxy_app"]):
+            ports.add(int(address.rsplit(":", 1)[1]))
+    assert len(ports) == 9  # every listener distinct
