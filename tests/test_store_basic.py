@@ -6,6 +6,8 @@ import sys
 
 import plyvel
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from trolly.abci_app.store import Store, StoreError, StoreLocked
 from trolly.chain.merkle import EMPTY_ROOT, MemoryTree, verify_proof
@@ -253,3 +255,45 @@ def test_a_closed_store_refuses_work(tmp_path):
     store.close()
     with pytest.raises(StoreError, match="closed"):
         store.prepare({b"a": b"1"}, 1)
+
+
+operations = st.lists(
+    st.tuples(
+        st.sampled_from(["commit", "prepare-only", "reopen", "stale-commit"]),
+        st.dictionaries(st.binary(min_size=1, max_size=2), st.none() | st.binary(max_size=3), max_size=12),
+    ),
+    min_size=1, max_size=12,
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(history=operations, cache_nodes=st.sampled_from([0, 8, 10_000]))
+def test_any_mix_of_commits_abandoned_prepares_and_reopens_matches_the_model(tmp_path_factory, history, cache_nodes):
+    path = tmp_path_factory.mktemp("db") / "db"
+    model, height = MemoryTree(), 0
+    store = Store(path, cache_nodes=cache_nodes)
+    try:
+        for action, changes in history:
+            if action == "reopen":
+                store.close()
+                store = Store(path, cache_nodes=cache_nodes)
+            elif action == "prepare-only":
+                store.prepare(changes, height + 1)  # abandoned: a crash before Commit
+            elif action == "stale-commit":
+                stale = store.prepare(changes, height + 1)
+                height += 1
+                store.commit(store.prepare({b"bump": b"%d" % height}, height))
+                model.apply({b"bump": b"%d" % height})
+                with pytest.raises(StoreError):
+                    store.commit(stale)
+            else:
+                height += 1
+                store.commit(store.prepare(changes, height))
+                model.apply(changes)
+            assert (store.last_height, store.last_app_hash) == (height, model.root())
+            assert dict(store.reader().iterate(b"")) == model.items
+        for key in list(model.items)[:5] + [b"absent"]:
+            value, proof = store.prove(key)
+            assert value == model.items.get(key) and verify_proof(store.last_app_hash, key, value, proof)
+    finally:
+        store.close()
