@@ -115,7 +115,7 @@ def world(make_chain, dataset_blobs, tmp_path):
 
 def new_service(home, chain, key) -> WorkerService:
     """A service as a freshly started process would build it: state from disk, nothing in memory."""
-    service = WorkerService(home, WorkerConfig(key_name="worker", blob_port=1), key,
+    service = WorkerService(home, WorkerConfig(key_name="worker", blob_port=0), key,
                             ServiceOptions(poll_interval=0.01))
     service.market = ChainMarket(chain, key)
     return service
@@ -222,3 +222,77 @@ def test_unverified_rounds_leave_the_weights_unchanged(world, dataset_blobs):
     initial = GlobalState.initial(initial_weights(parse_spec(spec), dataset_from_blobs(dataset_blobs).shape))
     assert view["final_weights_hash"] == initial.weights_hash().hex()
     assert all(c["outcome"] == "unverified" for d in view["round_details"][:ROUNDS] for c in d["commitments"])
+
+
+def test_a_member_that_dies_after_a_verified_round_still_counts_and_the_task_completes(make_chain, dataset_blobs,
+                                                                                       tmp_path):
+    """Two workers; both commit round 0, which is verified; then worker 1 dies (its blob service with it).
+    Worker 0 must still build W_1 from both round-0 updates (it mirrored worker 1's while verification ran),
+    finish the task alone, and report the final weights an independent computation predicts."""
+    from trolly.chain.proto import market_pb2 as pb
+
+    chain = make_chain(accounts=3, validators=1, params={"market": MARKET_PARAMS})
+    market = Market(chain)
+    spec = spec_document(dataset_blobs.manifest_hash)
+    keys = market.workers[:2]
+    services = []
+    for index, key in enumerate(keys):
+        home = tmp_path / f"worker-{index}"
+        home.mkdir()
+        services.append(new_service(home, chain, key))
+
+    async def scenario():
+        for service in services:
+            await service.server.start()
+        output = chain.block(*[chain.tx(key, pb.MsgRegisterWorker(
+            stake=2_000_000, blob_url=service.server.url,
+            hardware=pb.HardwareProfile(device="cpu", samples_per_second=100, threads=1)))
+            for key, service in zip(keys, services)])
+        assert all(r.ok for r in output.tx_results)
+        task_id = market.submit(spec=spec, spec_hash=hashlib.sha256(spec).digest(), workers=2, rounds=ROUNDS,
+                                samples_per_worker=1, round_blocks=20)
+        market.join(task_id, keys)
+        contexts = []
+        for index, service in enumerate(services):
+            service.state.add_task(task_id, hashlib.sha256(spec).hexdigest(), index)
+            contexts.append(await service.prepare(service.state.task(task_id)))
+        alive = [True, True]
+        try:
+            for _ in range(200):
+                if market.task(task_id)["round"] == 1 and alive[1]:
+                    alive[1] = False  # worker 1 dies before round 1: no more steps, and its blob service is gone
+                    await services[1].server.stop()
+                for index in (0, 1):
+                    if alive[index] and not await services[index].step(contexts[index]):
+                        alive[index] = False
+                if not alive[0]:
+                    break
+                view = market.task(task_id)
+                if view["phase"] == "verify":
+                    market.vote(chain.operators, task_id, VERDICT_PASS)
+                elif view["phase"] == "sampling" or plan.committed_on_chain(view, view["round"], services[0].address):
+                    chain.advance(1)
+        finally:
+            for service in services:
+                await service.server.stop()
+        return task_id
+
+    task_id = run(scenario())
+    view = market.task(task_id)
+    assert view["status"] == "completed"
+    members = {m["index"]: m for m in view["members"]}
+    assert members[1]["status"] == "dropped" and members[1]["rounds_passed"] == 1 and members[1]["paid"] > 0
+    assert members[0]["rounds_passed"] == ROUNDS
+
+    parsed, dataset = parse_spec(spec), dataset_from_blobs(dataset_blobs)
+    codec = get_codec(parsed.codec)
+
+    def update(state, worker, round_index):
+        result = run_round(Trainer(parsed, dataset), state.weights, worker_index=worker, round_index=round_index,
+                           steps=STEPS)
+        return WorkerUpdate(worker, result.samples_processed, codec.decode(codec.encode(result.pseudo_gradient)))
+
+    state = GlobalState.initial(initial_weights(parsed, dataset.shape))
+    state = outer_step(state, [update(state, 0, 0), update(state, 1, 0)], parsed.training.outer_optimizer)
+    state = outer_step(state, [update(state, 0, 1)], parsed.training.outer_optimizer)
+    assert view["final_weights_hash"] == state.weights_hash().hex()

@@ -27,7 +27,7 @@ from trolly.chain.tx import decode_tx
 from trolly.wallet.errors import InclusionTimeout, NodeUnreachable, TxRejected, WalletError
 from trolly.wallet.rpc import AsyncRpcClient
 
-from ..blobs import BlobServer, BlobStore
+from ..blobs import BlobError, BlobServer, BlobStore
 from ..checkpoints import encode_weights
 from ..data import Dataset
 from ..determinism import current_instruction_set
@@ -187,6 +187,11 @@ class WorkerService:
             except (NodeUnreachable, InclusionTimeout) as error:
                 log.warning("%s; retrying", error)
                 await self._sleep(2.0)
+            except (WeightsMismatch, BlobError) as error:
+                # An update nobody serves, a dataset that cannot be fetched: retry; if the round's deadline passes
+                # first, the chain drops this worker from the task and the next look at it says so.
+                log.error("%s; retrying in 5 s", error)
+                await self._sleep(5.0)
 
     async def find_and_join(self) -> bool:
         """Join one open task this worker fits; True if it joined one."""
@@ -394,8 +399,11 @@ class WorkerService:
         if plan.committed_on_chain(view, round_index, self.address):
             return True
         if included is not None:
+            # Refused in a block (e.g. the round closed first): the chain will drop this worker from the task,
+            # which the next look at the chain sees. Nothing to re-send.
             log.error("task %d round %d: the commitment was refused in block %d: %s", task_id, round_index,
                       included.height, included.log)
+            await self._sleep(1.0)
             return False
         nonce = decode_tx(raw).body.nonce
         account_nonce = await self.market.nonce()
