@@ -188,3 +188,54 @@ def test_real_cometbft_drives_trolly_node_start(tmp_path):
     finally:
         stop(cometbft)
         stop(app)
+
+
+def _run_chain(root: pathlib.Path, socket_address: str, until_height: int, tx: bytes | None = None) -> int:
+    """Run app + engine on `root` until `until_height` (sending `tx` first, if any); returns the height."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    app = node("start", "--home", str(root), "--abci", socket_address, stderr=subprocess.DEVNULL)
+    engine = node("engine", "--home", str(root), "--proxy-app", socket_address, "--rpc-laddr", f"tcp://127.0.0.1:{port}",
+                  "--block-time", "50ms", stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: _height(url) >= 1, 60, what="first block")
+        if tx is not None:
+            wait_until(lambda: "result" in rpc_post(url, "abci_info"), 30, what="handshake")
+            assert rpc_post(url, "broadcast_tx_commit", {"tx": base64.b64encode(tx).decode()})["result"]["tx_result"]["code"] == 0
+        wait_until(lambda: _height(url) >= until_height, 60, what=f"height {until_height}")
+    finally:
+        stop(engine)
+        stop(app)
+    return _height_of_store(root)
+
+
+def _height_of_store(root: pathlib.Path) -> int:
+    from trolly.abci_app.engine.blockstore import BlockStore
+
+    store = BlockStore(root / "data" / homelib.ENGINE_DB)
+    try:
+        return store.last_height
+    finally:
+        store.close()
+
+
+def test_engine_refuses_an_app_whose_hash_differs_from_the_block_store(tmp_path):
+    original = tmp_path / "a"
+    homelib.init_home(original, "fork-test", dev=True)
+    fork = tmp_path / "b"
+    shutil.copytree(original, fork)  # same genesis and keys: the chains differ only by what the blocks carry
+    socket_address = f"unix://{tmp_path}/app.sock"
+    with_tx = _run_chain(original, socket_address, 4, send_tx(dev_key(0), "fork-test", 0, b"\x03" * 20, 5))
+    _run_chain(fork, socket_address, with_tx + 3)
+    shutil.rmtree(fork / "data" / homelib.APPLICATION_DB)
+    shutil.copytree(original / "data" / homelib.APPLICATION_DB, fork / "data" / homelib.APPLICATION_DB)
+    app = node("start", "--home", str(fork), "--abci", socket_address, stderr=subprocess.DEVNULL)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "trolly.abci_app.cli", "engine", "--home", str(fork), "--proxy-app", socket_address,
+             "--rpc-laddr", f"tcp://127.0.0.1:{free_port()}"],
+            capture_output=True, text=True, timeout=60,
+        )
+    finally:
+        stop(app)
+    assert result.returncode != 0 and "app hash mismatch" in result.stderr, result.stderr[-2000:]
