@@ -39,7 +39,7 @@ from trolly.chain.codec import canonical_json
 from ..home import COMETBFT_VERSION, Home, format_time, parse_time
 from ..proto.tendermint.abci import types_pb2
 from ..proto.tendermint.types import validator_pb2
-from . import AppConnectionLost, EngineError, HandshakeError, hashing
+from . import AppConnectionLost, EngineError, HandshakeError, hashing, rpc_encoding
 from .abci_client import AbciClient
 from .blockstore import BlockStore, StoredBlock, Validators
 from .chainstate import (
@@ -52,7 +52,6 @@ from .chainstate import (
     merge_params,
     timestamp,
 )
-from . import rpc_encoding
 from .events import EventBus, PublishedEvent
 from .mempool import Mempool
 
