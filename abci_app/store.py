@@ -75,13 +75,12 @@ class StoreLocked(StoreError):
 class StoreReader:
     """Committed state values: `get(key)` and ascending `iterate(prefix)`; a `trolly.chain.state.KVReader`.
 
-    Built on the live database it always shows the latest commit; built on a LevelDB snapshot it shows one.
+    On the live database it always shows the latest commit (an iteration already started keeps showing the
+    commit it started on: LevelDB iterators read from an implicit snapshot).
     """
 
-    def __init__(self, source: "plyvel.DB | plyvel.Snapshot", height: int, app_hash: bytes) -> None:
+    def __init__(self, source: "plyvel.DB | plyvel.Snapshot") -> None:
         self._source = source
-        self.height = height
-        self.app_hash = app_hash
 
     def get(self, key: bytes) -> bytes | None:
         return self._source.get(STATE_PREFIX + key)
@@ -90,6 +89,15 @@ class StoreReader:
         with self._source.iterator(prefix=STATE_PREFIX + prefix) as items:
             for key, value in items:
                 yield key[1:], value
+
+
+class StoreSnapshot(StoreReader):
+    """Committed state frozen at one commit, `height` with root `app_hash`, whatever commits follow."""
+
+    def __init__(self, snapshot: "plyvel.Snapshot", height: int, app_hash: bytes) -> None:
+        super().__init__(snapshot)
+        self.height = height
+        self.app_hash = app_hash
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,7 @@ class PendingCommit:
     base_app_hash: bytes
     changes: dict[bytes, bytes | None]
     tree: TreeUpdate
-    store_id: int
+    store_token: object  # identifies the Store that prepared it
 
 
 @dataclass(frozen=True)
@@ -198,11 +206,19 @@ class Store:
         self._cache = _NodeCache(cache_nodes)
         self._lock = threading.RLock()
         self._closed = False
+        self._token = object()
+        try:
+            self._load_metadata()
+        except StoreError:
+            self.close()
+            raise
+
+    def _load_metadata(self) -> None:
+        """Read (height, app hash), refusing another layout or a tree whose root does not match them."""
         layout = self._db.get(LAYOUT_KEY)
         if layout != LAYOUT_VERSION and (layout is not None or self._db.get(HEIGHT_KEY) is not None):
             found = "an older unversioned layout" if layout is None else f"layout {layout.decode(errors='replace')!r}"
-            self.close()
-            raise StoreError(f"{path}: the database uses {found}, this version reads "
+            raise StoreError(f"{self.path}: the database uses {found}, this version reads "
                              f"{LAYOUT_VERSION.decode()!r}; move it aside and let the node replay from genesis")
         height_raw = self._db.get(HEIGHT_KEY)
         self.last_height: int = 0 if height_raw is None else int.from_bytes(height_raw, "big")
@@ -210,21 +226,20 @@ class Store:
         root = self._nodes().get_node("")
         tree_root = EMPTY_ROOT if root is None else node_hash(root)
         if tree_root != self.last_app_hash:
-            self.close()
-            raise StoreError(f"{path}: stored app hash {self.last_app_hash.hex()} does not match the tree root "
+            raise StoreError(f"{self.path}: stored app hash {self.last_app_hash.hex()} does not match the tree root "
                              f"{tree_root.hex()}; the database is corrupt")
 
     # -- reading -------------------------------------------------------------------------------------------
     def reader(self) -> StoreReader:
         """Committed state, always the latest commit (pass it to `trolly.chain.state.State`)."""
         self._check_open()
-        return StoreReader(self._db, self.last_height, self.last_app_hash)
+        return StoreReader(self._db)
 
-    def snapshot(self) -> StoreReader:
+    def snapshot(self) -> StoreSnapshot:
         """Committed state frozen at the current commit, whatever commits follow (`.height`, `.app_hash`)."""
         with self._lock:
             self._check_open()
-            return StoreReader(self._db.snapshot(), self.last_height, self.last_app_hash)
+            return StoreSnapshot(self._db.snapshot(), self.last_height, self.last_app_hash)
 
     def prove(self, key: bytes) -> tuple[bytes | None, bytes]:
         """(value at the last commit, proof bytes): membership if present, non-membership if absent."""
@@ -262,13 +277,13 @@ class Store:
                 raise StoreError(f"cannot prepare height {height}: height {self.last_height} is already committed")
             tree = update_tree(self._nodes(), hashed)
             return PendingCommit(height, tree.root_hash, self.last_height, self.last_app_hash, dict(changes), tree,
-                                 id(self))
+                                 self._token)
 
     def commit(self, pending: PendingCommit) -> None:
         """Write the prepared block in one atomic batch; refuses one prepared against an older commit."""
         with self._lock:
             self._check_open()
-            if pending.store_id != id(self):
+            if pending.store_token is not self._token:
                 raise StoreError("this pending commit was prepared by another store")
             if (pending.base_height, pending.base_app_hash) != (self.last_height, self.last_app_hash):
                 raise StoreError(

@@ -220,6 +220,12 @@ def test_a_tampered_app_hash_is_detected_on_open(tmp_path):
     db.close()
     with pytest.raises(StoreError, match="corrupt"):
         Store(tmp_path / "db")
+    db = plyvel.DB(str(tmp_path / "db"))  # a refused store released the database
+    db.put(b"t", b"\x01short")
+    db.close()
+    with pytest.raises(StoreError, match="corrupt"):
+        Store(tmp_path / "db")
+    plyvel.DB(str(tmp_path / "db")).close()
 
 
 def test_a_database_of_another_layout_is_refused_with_a_clear_error(tmp_path):
