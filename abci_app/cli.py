@@ -189,7 +189,11 @@ async def _watch_child(child: subprocess.Popen, stop: asyncio.Event) -> None:
 @click.option("--rpc-laddr", default=None, help="JSON-RPC listen address (default: config.toml [rpc] laddr).")
 @click.option("--block-time", default="1s", show_default=True, help="Interval between blocks (e.g. 1s, 200ms).")
 def engine(home, proxy_app, rpc_laddr, block_time) -> None:
-    """Run the solo engine alone, driving an app started separately (`trolly-node start`)."""
+    """Run the solo engine alone, driving an app started separately (`trolly-node start`).
+
+    If the app dies, the engine waits for it and its handshake replays what the app missed. For crash tests
+    only, TROLLY_ENGINE_TEST_PAUSE=<point>:<height|txs> pauses at a step (see trolly.abci_app.engine.producer).
+    """
     import uvloop
 
     root = _home(home)

@@ -411,6 +411,26 @@ def test_websocket_new_block_and_tx_events(chain):
     asyncio.run(scenario())
 
 
+def test_websocket_header_and_block_events(chain):
+    async def scenario():
+        async with aiohttp.ClientSession() as session:
+            async with session.ws_connect(chain.url + "/websocket") as socket:
+                for request_id, kind in ((1, "NewBlockHeader"), (2, "NewBlockEvents")):
+                    await socket.send_json({"jsonrpc": "2.0", "id": request_id, "method": "subscribe",
+                                            "params": [f"tm.event='{kind}'"]})
+                seen = {}
+                while len(seen) < 2:
+                    message = await socket.receive_json(timeout=10)
+                    if "query" in message.get("result", {}):
+                        seen[message["result"]["data"]["type"]] = message["result"]["data"]["value"]
+                header = seen["tendermint/event/NewBlockHeader"]["header"]
+                assert int(header["height"]) >= 1 and HEX_HASH.match(header["app_hash"])
+                block_events = seen["tendermint/event/NewBlockEvents"]
+                assert set(block_events) == {"height", "events", "num_txs"} and block_events["num_txs"].isdigit()
+
+    asyncio.run(scenario())
+
+
 def test_websocket_rejects_bad_subscriptions(chain):
     async def scenario():
         async with aiohttp.ClientSession() as session:
@@ -428,6 +448,7 @@ def test_websocket_rejects_bad_subscriptions(chain):
 # ------------------------------------------------------------------------------------ validator set changes
 
 
+@pytest.mark.slow
 def test_validator_updates_take_effect_two_heights_later(tmp_path):
     from trolly.chain.crypto import PrivateKey
     from trolly.chain.proto.staking_pb2 import MsgCreateValidator

@@ -361,11 +361,32 @@ class Producer:
         }
 
     def _publish(self, block: StoredBlock, response: types_pb2.ResponseFinalizeBlock) -> None:
+        """NewBlock, NewBlockHeader and NewBlockEvents for the block, then one Tx event per transaction."""
         if not self.events.subscriber_count:
             return
+        block_events = block_event_map(response)
         self.events.publish(
             PublishedEvent(
-                events=block_event_map(response),
+                events=dict(block_events, **{"tm.event": ["NewBlockHeader"]}),
+                data=lambda: {"type": "tendermint/event/NewBlockHeader", "value": {"header": block.header}},
+            )
+        )
+        self.events.publish(
+            PublishedEvent(
+                events=dict(block_events, **{"tm.event": ["NewBlockEvents"]}),
+                data=lambda: {
+                    "type": "tendermint/event/NewBlockEvents",
+                    "value": {
+                        "height": str(block.height),
+                        "events": [rpc_encoding.event_json(e) for e in response.events],
+                        "num_txs": str(len(block.txs)),
+                    },
+                },
+            )
+        )
+        self.events.publish(
+            PublishedEvent(
+                events=block_events,
                 data=lambda: {
                     "type": "tendermint/event/NewBlock",
                     "value": {
