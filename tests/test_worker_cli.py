@@ -68,6 +68,7 @@ def test_status_reports_saved_progress(tmp_path):
     assert "task 4: joined" in text and "committed rounds [0]" in text
     document = json.loads(invoke("status", "--home", home, "-o", "json").output)
     assert document["tasks"][0]["task_id"] == 4 and document["key"] == "w"
+    assert document["address"] == Keyring(home, "test").get("w").address and document["address"] in text
 
 
 def test_start_without_a_home_or_with_an_unknown_cheat_fails_clearly(tmp_path):

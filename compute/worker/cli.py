@@ -167,12 +167,13 @@ def status(home, output) -> None:
     root = resolve_home(home)
     config = load_config(root)
     state = WorkerState.load(root)
-    document = {"home": str(root), "key": config.key_name, "node": config.node, "blob_url": config.blob_url,
-                "tasks": [progress.to_json() for progress in state.tasks.values()]}
+    address = Keyring(wallet_home(root, config), config.keyring_backend).get(config.key_name).address  # public
+    document = {"home": str(root), "key": config.key_name, "address": address, "node": config.node,
+                "blob_url": config.blob_url, "tasks": [progress.to_json() for progress in state.tasks.values()]}
     if output == "json":
         click.echo(json.dumps(document, indent=2))
         return
-    click.echo(f"worker home {root}: key {config.key_name}, node {config.node}, blobs at {config.blob_url}")
+    click.echo(f"worker home {root}: key {config.key_name} ({address}), node {config.node}, blobs at {config.blob_url}")
     if not state.tasks:
         click.echo("  no tasks yet")
     for progress in state.tasks.values():

@@ -1,0 +1,83 @@
+"""Shared by the worker tests: `ChainMarket`, the worker's market calls answered by an in-process chain
+(`chain_helpers.Chain`), a small task spec, and a service built as a freshly started process would be."""
+
+from __future__ import annotations
+
+import json
+
+from trolly.chain.crypto import encode_address
+from trolly.chain.tx import decode_tx, tx_hash
+from trolly.compute.spec import example_spec
+from trolly.compute.worker.config import WorkerConfig
+from trolly.compute.worker.service import ServiceOptions, WorkerService
+from trolly.wallet.errors import TxRejected
+from trolly.wallet.rpc import TxResult
+from trolly.wallet.sender import SendOutcome
+
+ROUNDS = 2
+STEPS = 8
+
+
+class SimulatedKill(BaseException):
+    """Stands for SIGKILL: nothing in the service may catch it."""
+
+
+class ChainMarket:
+    """The MarketClient calls of the worker, over the in-process chain; one block per broadcast."""
+
+    def __init__(self, chain, key) -> None:
+        self.chain = chain
+        self.key = key
+        self.address = encode_address(key.address)
+        self.broadcasts: list[bytes] = []
+        self.kill = ""  # "before" or "after" (inclusion) on the next broadcast
+
+    async def task(self, task_id):
+        return self.chain.query(f"/market/task/{task_id}")
+
+    async def height(self):
+        return self.chain.height
+
+    async def spec(self, task_id):
+        return self.chain.query(f"/market/spec/{task_id}")["spec"].encode()
+
+    async def sign(self, message):
+        return self.chain.tx(self.key, message)
+
+    async def broadcast(self, raw, timeout=60.0):
+        self.broadcasts.append(raw)
+        kill, self.kill = self.kill, ""
+        if kill == "before":
+            raise SimulatedKill()
+        result = self.chain.block(raw).tx_results[0]
+        if kill == "after":
+            raise SimulatedKill()
+        if not result.ok:
+            raise TxRejected(result.code, result.codespace, result.log)
+        digest = tx_hash(raw).hex().upper()
+        return SendOutcome(digest, decode_tx(raw).body.nonce,
+                           TxResult(digest, self.chain.height, 0, 0, "", "", (), raw))
+
+    async def find_tx(self, raw):
+        return None
+
+    async def nonce(self):
+        return self.chain.nonce(self.key)
+
+    async def close(self):
+        pass
+
+
+def spec_document(manifest_hash: str) -> bytes:
+    document = example_spec(manifest_hash, model={"arch": "mlp", "config": {"hidden": [16]}}, codec="int8",
+                            training={"rounds": ROUNDS, "inner_steps": STEPS, "batch_size": 8, "checkpoint_every": 4,
+                                      "seed": 11})
+    return json.dumps(document).encode()
+
+
+def new_service(home, chain, key, cheat: str = "") -> WorkerService:
+    """A service as a freshly started process would build it: state from disk, nothing in memory."""
+    service = WorkerService(home, WorkerConfig(key_name="worker", blob_port=0), key,
+                            ServiceOptions(poll_interval=0.01, cheat=cheat))
+    service.market = ChainMarket(chain, key)
+    return service
