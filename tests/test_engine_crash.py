@@ -265,3 +265,26 @@ def test_many_random_kills_under_load(processes):
         raise
     finally:
         stop.set()
+
+
+def test_kill_engine_between_finalize_and_commit_then_restart(processes):
+    """The other side: the engine dies with a decided block the app has not committed; the running app gets
+    it replayed (FinalizeBlock again, then Commit) by the restarted engine's handshake."""
+    processes.start_app()
+    processes.start_engine(pause="after_finalize:txs")
+    accepted: set[bytes] = set()
+    try:
+        wait_until(lambda: processes.height() >= 2, 60, what="first blocks")
+        submit(processes, 0, 10, accepted)
+        marker = wait_until(lambda: next((processes.root / "data").glob("engine-paused-after_finalize-*"), None), 30,
+                            what="pause")
+        processes.engine.send_signal(signal.SIGKILL)
+        processes.engine.wait()
+        marker.unlink()
+        processes.start_engine()
+        wait_until(lambda: (processes.account(DEV.address) or {}).get("nonce") == 10, 60, what="recovery")
+        height = check_no_loss_no_double(processes, accepted)
+        check_replay_into_fresh_app(processes, height)
+    except AssertionError:
+        print(processes.logs())
+        raise
