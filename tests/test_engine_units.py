@@ -276,3 +276,31 @@ def test_json_arguments_use_base64_for_bytes_and_hex_for_hexbytes():
     for kind, value in (("bytes", "not base64!"), ("int", True), ("bool", "true"), ("hexbytes", "xyz")):
         with pytest.raises(InvalidParams):
             _json_value(kind, value)
+
+
+# ----------------------------------------------------------------------------------------------- CORS
+
+
+def test_cors_headers_only_for_configured_origins():
+    import aiohttp
+
+    from trolly.abci_app.engine.rpc_server import RpcServer
+
+    async def scenario():
+        server = RpcServer(None, "tcp://127.0.0.1:0", 1.0, ("http://dashboard.local",))
+        await server.start()
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.get(server.url + "/health", headers={"Origin": "http://dashboard.local"}) as response:
+                    assert response.headers["Access-Control-Allow-Origin"] == "http://dashboard.local"
+                    assert (await response.json())["result"] == {}
+                async with session.get(server.url + "/health", headers={"Origin": "http://evil.example"}) as response:
+                    assert "Access-Control-Allow-Origin" not in response.headers
+                async with session.options(server.url + "/", headers={"Origin": "http://dashboard.local"}) as response:
+                    assert response.status == 200 and "POST" in response.headers["Access-Control-Allow-Methods"]
+                async with session.options(server.url + "/", headers={"Origin": "http://evil.example"}) as response:
+                    assert response.status == 403
+        finally:
+            await server.stop()
+
+    asyncio.run(scenario())

@@ -51,7 +51,8 @@ class SoloNode:
     async def start(self) -> None:
         self.blockstore = BlockStore(self.home.paths.engine_db)
         self.producer = Producer(self.home, self.config.engine, self.blockstore, self.mempool, self.events)
-        self.rpc = RpcServer(self, self.config.rpc_laddr, self.config.broadcast_tx_commit_timeout)
+        origins = tuple(self.home.config.get("rpc", {}).get("cors_allowed_origins", []))
+        self.rpc = RpcServer(self, self.config.rpc_laddr, self.config.broadcast_tx_commit_timeout, origins)
         await self.rpc.start()
         log.info("JSON-RPC listening on %s", self.rpc_url)
 

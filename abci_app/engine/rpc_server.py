@@ -120,9 +120,10 @@ def _bind(method: str, params, from_uri: bool) -> dict:
 
 
 class RpcServer:
-    def __init__(self, node, laddr: str, broadcast_tx_commit_timeout: float) -> None:
+    def __init__(self, node, laddr: str, broadcast_tx_commit_timeout: float, cors_origins: tuple[str, ...] = ()) -> None:
         self.node = node
         self.laddr = laddr
+        self.cors_origins = cors_origins
         self.broadcast_tx_commit_timeout = broadcast_tx_commit_timeout
         self.url = ""
         self._runner: web.AppRunner | None = None
@@ -132,8 +133,9 @@ class RpcServer:
         kind, target = parse_address(self.laddr)
         if kind != "tcp":
             raise EngineError(f"the RPC listens on tcp://HOST:PORT only, got {self.laddr!r}")
-        application = web.Application(client_max_size=MAX_BODY_BYTES)
+        application = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._cors])
         application.router.add_get("/websocket", self._websocket)
+        application.router.add_route("OPTIONS", "/{tail:.*}", self._preflight)
         application.router.add_post("/", self._post)
         application.router.add_get("/", self._index)
         application.router.add_get("/{method}", self._get)
@@ -154,6 +156,29 @@ class RpcServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    def _allowed_origin(self, request: web.Request) -> str | None:
+        origin = request.headers.get("Origin")
+        if not origin or not self.cors_origins:
+            return None
+        return origin if "*" in self.cors_origins or origin in self.cors_origins else None
+
+    @web.middleware
+    async def _cors(self, request: web.Request, handler):
+        """CORS as config.toml `[rpc] cors_allowed_origins` allows (none by default, like CometBFT)."""
+        response = await handler(request)
+        origin = self._allowed_origin(request)
+        if origin is not None and not isinstance(response, web.WebSocketResponse):
+            response.headers["Access-Control-Allow-Origin"] = origin
+        return response
+
+    async def _preflight(self, request: web.Request) -> web.Response:
+        if self._allowed_origin(request) is None:
+            return web.Response(status=403)
+        return web.Response(headers={
+            "Access-Control-Allow-Methods": "HEAD, GET, POST",
+            "Access-Control-Allow-Headers": "Origin, Accept, Content-Type, X-Requested-With, X-Server-Time",
+        })
 
     async def call(self, method: str, params, request_id, from_uri: bool = False) -> dict:
         """One JSON-RPC call, answered with a result or a CometBFT-style error object."""
