@@ -66,7 +66,7 @@ class VoteRecord:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
-        except sqlite3.Error as error:
+        except (sqlite3.Error, OSError) as error:
             raise VoteRecordError(f"cannot open the vote record {self.path}: {error}") from None
 
     def close(self) -> None:

@@ -1,0 +1,225 @@
+"""Replaying segments: honest rounds pass under the same and another profile, every cheat class fails,
+unreachable and tampered checkpoints are reported as such, and the worker's claims are checked."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import socket
+
+import pytest
+import torch
+
+from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS, VERDICT_UNAVAILABLE
+from trolly.compute.blobs import BlobClient, RetryPolicy
+from trolly.compute.checkpoints import decode_checkpoint, encode_checkpoint
+from trolly.compute.training import Trainer
+from trolly.verifier.cheats import CHEATS
+from trolly.verifier.replay import (FAILED, PASSED, TAMPERED, UNAVAILABLE, Replayer, SegmentClaim, parse_profile,
+                                    verify_segment)
+from trolly.verifier.sources import MemorySource
+from trolly.verifier.tolerance import BITWISE, TOLERANCE
+
+from verifier_helpers import build_round, claim_for, digits, expected_start, foreign_profile, own_profile, tiny_spec
+
+CHEAT_NAMES = sorted(name for name in CHEATS if name != "honest")
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return tiny_spec()
+
+
+@pytest.fixture(scope="module")
+def trainer(spec):
+    return Trainer(spec, digits())
+
+
+@pytest.fixture(scope="module")
+def replayer():
+    return Replayer()
+
+
+@pytest.fixture(scope="module")
+def honest(spec, trainer):
+    return build_round(spec, trainer=trainer)
+
+
+@pytest.fixture
+def unused_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def source_of(published, task_id=1, round_index=1) -> MemorySource:
+    source = MemorySource()
+    source.add_round(task_id, round_index, published.listing, published.blobs)
+    return source
+
+
+def verify(claim, spec, source, replayer, **options):
+    return asyncio.run(verify_segment(claim, spec, digits(), source, replayer, **options))
+
+
+@pytest.mark.parametrize("profile", ["own", "foreign"])
+def test_every_honest_segment_passes_under_the_same_and_another_profile(spec, honest, replayer, profile):
+    cheated, published = honest
+    claimed_profile = own_profile() if profile == "own" else foreign_profile()
+    for segment in range(len(published.listing) - 1):
+        report = verify(claim_for(cheated, published, segment, claimed_profile), spec, source_of(published), replayer,
+                        expected_start_hash=expected_start(spec))
+        assert report.outcome == PASSED, report.reason
+        assert report.verdict == VERDICT_PASS
+        assert report.comparison.mode == (BITWISE if profile == "own" else TOLERANCE)
+        assert report.comparison.weights_error <= report.comparison.threshold
+
+
+@pytest.mark.parametrize("cheat", CHEAT_NAMES)
+@pytest.mark.parametrize("profile", ["own", "foreign"])
+def test_every_cheat_class_fails_on_its_faked_segments(spec, trainer, replayer, cheat, profile):
+    cheated, published = build_round(spec, cheat, trainer=trainer)
+    assert cheated.faked_segments, "a cheat must fake at least one segment"
+    claimed_profile = own_profile() if profile == "own" else foreign_profile()
+    for segment in sorted(cheated.faked_segments):
+        report = verify(claim_for(cheated, published, segment, claimed_profile), spec, source_of(published), replayer,
+                        expected_start_hash=expected_start(spec))
+        assert report.outcome != PASSED, f"{cheat} segment {segment} passed: {report.reason}"
+        assert report.verdict in (VERDICT_FAIL, VERDICT_UNAVAILABLE)
+
+
+def test_a_withheld_checkpoint_is_voted_unavailable(spec, trainer, replayer):
+    cheated, published = build_round(spec, "withheld", trainer=trainer)
+    report = verify(claim_for(cheated, published, 1), spec, source_of(published), replayer)
+    assert report.outcome == UNAVAILABLE and report.verdict == VERDICT_UNAVAILABLE
+    assert "withheld" in report.reason
+
+
+def test_an_unreachable_worker_is_reported_unavailable(spec, honest, replayer, unused_port):
+    cheated, published = honest
+    claim = claim_for(cheated, published, 0, blob_url=f"http://127.0.0.1:{unused_port}")
+
+    async def run():
+        async with BlobClient([claim.blob_url], retry=RetryPolicy(attempts=1, request_timeout=2.0)) as client:
+            return await verify_segment(claim, spec, digits(), client, replayer)
+
+    report = asyncio.run(run())
+    assert report.outcome == UNAVAILABLE and "not served" in report.reason
+
+
+def test_a_checkpoint_served_with_other_bytes_is_reported_tampered(spec, honest, replayer):
+    cheated, published = honest
+    source = source_of(published)
+    digest = published.listing[2]
+    source.blobs[digest] = source.blobs[digest][:-1] + bytes([source.blobs[digest][-1] ^ 1])
+    report = verify(claim_for(cheated, published, 1), spec, source, replayer)
+    assert report.outcome == TAMPERED and report.verdict == VERDICT_UNAVAILABLE
+    assert "other bytes" in report.reason
+
+
+def test_a_listing_that_is_not_the_committed_root_is_reported_tampered(spec, honest, replayer):
+    cheated, published = honest
+    source = source_of(published)
+    listing = source.listings[(1, 1)]
+    source.listings[(1, 1)] = [listing[1], listing[0], *listing[2:]]
+    report = verify(claim_for(cheated, published, 0), spec, source, replayer)
+    assert report.outcome == TAMPERED and "Merkle root" in report.reason
+
+
+def test_inflated_samples_fail_before_any_fetch(spec, honest, replayer):
+    cheated, published = honest
+    claim = dataclasses.replace(claim_for(cheated, published, 0), samples_processed=cheated.samples_processed + 8)
+    report = verify(claim, spec, MemorySource(), replayer)  # nothing served: the claim alone is enough
+    assert report.outcome == FAILED and "samples" in report.reason
+
+
+def test_a_checkpoint_count_that_does_not_fit_the_steps_fails(spec, honest, replayer):
+    cheated, published = honest
+    claim = dataclasses.replace(claim_for(cheated, published, 0), steps=cheated.steps + 10)
+    report = verify(claim, spec, source_of(published), replayer)
+    assert report.outcome == FAILED and "checkpoints" in report.reason
+
+
+def test_start_weights_other_than_the_round_aggregate_fail(spec, honest, replayer):
+    cheated, published = honest
+    report = verify(claim_for(cheated, published, 1), spec, source_of(published), replayer,
+                    expected_start_hash=b"\x01" * 32, expected_start_source="test aggregate")
+    assert report.outcome == FAILED and "test aggregate" in report.reason
+
+
+def test_segment_zero_must_hold_the_committed_start_weights(spec, honest, replayer):
+    cheated, published = honest
+    claim = dataclasses.replace(claim_for(cheated, published, 0), start_weights_hash=b"\x02" * 32)
+    report = verify(claim, spec, source_of(published), replayer)
+    assert report.outcome == FAILED and "checkpoint 0 holds weights" in report.reason
+
+
+def test_a_checkpoint_labelled_at_the_wrong_step_fails(spec, trainer, replayer):
+    cheated, _ = build_round(spec, trainer=trainer)
+    states = list(cheated.checkpoints)
+    states[2] = dataclasses.replace(states[2], step=states[2].step + 1)
+    relabelled = dataclasses.replace(cheated, checkpoints=tuple(states)).publish()
+    report = verify(claim_for(cheated, relabelled, 1), spec, source_of(relabelled), replayer)
+    assert report.outcome == FAILED and "labelled step" in report.reason
+
+
+def test_a_committed_checkpoint_that_does_not_decode_fails(spec, trainer, replayer):
+    cheated, published = build_round(spec, trainer=trainer)
+    from trolly.verifier.cheats import PublishedRound
+    from trolly.compute.merkle import merkle_root
+    import hashlib
+
+    garbage = b"not a checkpoint"
+    listing = list(published.listing)
+    listing[2] = hashlib.sha256(garbage).hexdigest()
+    broken = PublishedRound({**published.blobs, listing[2]: garbage}, tuple(listing),
+                            merkle_root([bytes.fromhex(h) for h in listing]))
+    report = verify(claim_for(cheated, broken, 1), spec, source_of(broken), replayer)
+    assert report.outcome == FAILED and "does not decode" in report.reason
+
+
+def test_same_profile_requires_identical_bytes_even_when_numbers_are_close(spec, honest, replayer):
+    cheated, _ = honest
+    states = list(cheated.checkpoints)
+    end = states[2]
+    nudged = {n: t.clone() for n, t in end.weights.items()}
+    first = sorted(nudged)[0]
+    nudged[first].view(-1)[0] = torch.nextafter(nudged[first].view(-1)[0], torch.tensor(1.0))
+    states[2] = dataclasses.replace(end, weights=nudged)
+    tweaked = dataclasses.replace(cheated, checkpoints=tuple(states)).publish()
+    same = verify(claim_for(cheated, tweaked, 1, own_profile()), spec, source_of(tweaked), replayer)
+    other = verify(claim_for(cheated, tweaked, 1, foreign_profile()), spec, source_of(tweaked), replayer)
+    assert same.outcome == FAILED and same.comparison.mode == BITWISE
+    assert other.outcome == PASSED and other.comparison.mode == TOLERANCE  # one ulp is honest drift
+
+
+def test_evidence_is_canonical_and_leaves_timings_out(spec, honest, replayer):
+    cheated, published = honest
+    first = verify(claim_for(cheated, published, 1), spec, source_of(published), replayer)
+    second = verify(claim_for(cheated, published, 1), spec, source_of(published), replayer)
+    assert first.evidence_hash() == second.evidence_hash()
+    assert b"seconds" not in first.evidence()
+
+
+def test_claims_round_trip_through_the_chain_query_shape(spec, honest):
+    cheated, published = honest
+    claim = claim_for(cheated, published, 1)
+    assert SegmentClaim.from_query(claim.to_json()) == claim
+    assert claim.worker_bytes == bytes(range(1, 21))
+
+
+def test_profile_ids_are_parsed_strictly():
+    assert parse_profile("torch-2.13.0+cpu/threads-2/isa-avx2/deterministic") == ("2.13.0+cpu", 2, "avx2")
+    for bad in ("", "torch-x/threads-0/isa-avx2/deterministic", "torch-x/threads-a/isa-avx2/deterministic",
+                "torch-x/threads-1/avx2/deterministic", "torch-x/threads-1/isa-avx2"):
+        assert parse_profile(bad) is None
+
+
+def test_replayer_matches_the_committed_thread_count_when_it_can(spec):
+    replayer = Replayer()
+    profile, same = replayer.profile_for(spec, own_profile().replace("threads-1", "threads-2"))
+    assert profile.threads == 2 and same
+    profile, same = replayer.profile_for(spec, foreign_profile())
+    assert profile.threads == spec.determinism.threads and not same
+    profile, same = replayer.profile_for(spec, "garbage")
+    assert not same
