@@ -149,6 +149,15 @@ def test_block_shape_and_hash_chain(chain):
     assert first["last_commit"]["signatures"] == []
 
 
+def test_block_by_hash(chain):
+    chain.wait_for_height(2)
+    by_height = result(chain.url, "block", {"height": "2"})
+    by_hash = result(chain.url, "block_by_hash", {"hash": base64.b64encode(bytes.fromhex(by_height["block_id"]["hash"])).decode()})
+    assert by_hash == by_height
+    missing = result(chain.url, "block_by_hash", {"hash": base64.b64encode(b"\x00" * 32).decode()})
+    assert missing["block"] is None
+
+
 def test_latest_block_by_default_and_over_get(chain):
     status, answer = rpc_get(chain.url, "block")
     assert status == 200 and int(answer["result"]["block"]["header"]["height"]) >= 1

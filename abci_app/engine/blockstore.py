@@ -6,6 +6,7 @@ What CometBFT keeps in `blockstore.db`, `state.db` and `tx_index.db`, in one dat
     b"Q" + height         the exact RequestFinalizeBlock sent for it (what the handshake replays)
     b"R" + height         the ResponseFinalizeBlock (tx results, events, validator updates, app hash)
     b"V" + height         the validator set for that height (validator updates apply two heights later)
+    b"K" + block hash     the block's height
     b"T" + tx hash        (height, index) of a committed transaction
     b"E" + attr + value   (height, index) for every indexed tx event attribute, for tx_search
     b"M"                  metadata: last height, initial height, InitChain outcome
@@ -34,6 +35,7 @@ REQUEST = b"Q"
 RESULTS = b"R"
 VALIDATORS = b"V"
 TX = b"T"
+BLOCK_HASH = b"K"
 EVENT = b"E"
 META = b"M"
 
@@ -176,6 +178,7 @@ class BlockStore:
             meta["init_chain"] = dict(meta["init_chain"], consensus_params=consensus_params)
         with self._db.write_batch(sync=True) as batch:
             batch.put(_height_key(BLOCK, block.height), json.dumps(block.to_json()).encode())
+            batch.put(BLOCK_HASH + block.block_hash, block.height.to_bytes(8, "big"))
             batch.put(_height_key(REQUEST, block.height), request.SerializeToString(deterministic=True))
             batch.put(_height_key(RESULTS, block.height), response.SerializeToString(deterministic=True))
             batch.put(_height_key(VALIDATORS, block.height + 2), encode_validators(next_next_validators))
@@ -210,6 +213,10 @@ class BlockStore:
         """The app hash committed by block `height` (what block height+1's header carries)."""
         results = self.results(height)
         return None if results is None else results.app_hash
+
+    def height_of_block(self, block_hash: bytes) -> int | None:
+        raw = self._db.get(BLOCK_HASH + block_hash)
+        return int.from_bytes(raw, "big") if raw else None
 
     def tx_position(self, tx_hash: bytes) -> tuple[int, int] | None:
         raw = self._db.get(TX + tx_hash)

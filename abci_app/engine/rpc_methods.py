@@ -202,11 +202,11 @@ async def block(node, height: int | None = None) -> dict:
 
 
 async def block_by_hash(node, hash: bytes = b"") -> dict:
-    for height in range(_latest_height(node), node.blockstore.earliest_height - 1, -1):
-        stored = node.blockstore.block(height)
-        if stored.block_hash == hash:
-            return {"block_id": stored.block_id, "block": rpc_encoding.block_json(stored)}
-    return {"block_id": {"hash": "", "parts": {"total": 0, "hash": ""}}, "block": None}
+    height = node.blockstore.height_of_block(hash)
+    if height is None or height > _latest_height(node):
+        return {"block_id": {"hash": "", "parts": {"total": 0, "hash": ""}}, "block": None}
+    stored = node.blockstore.block(height)
+    return {"block_id": stored.block_id, "block": rpc_encoding.block_json(stored)}
 
 
 async def header(node, height: int | None = None) -> dict:
