@@ -9,19 +9,22 @@ from __future__ import annotations
 import threading
 
 import pytest
+import torch
 
 from trolly.chain.market.economics import segment_count
 from trolly.chain.messages.commit_round import validate_commit_round
 from trolly.compute.blobs import BlobStore
 from trolly.compute.checkpoints import checkpoint_hash, decode_checkpoint
-from trolly.compute.codecs import get_codec
+from trolly.compute.canonical import decode_tensors
+from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.merkle import merkle_root
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round, train_segment
 from trolly.compute.worker.cheats import CHEATS, SkipSteps, resolve_strategy
 from trolly.compute.worker.errors import WorkerError
-from trolly.compute.worker.rounds import RoundInterrupted, commitment, encode_update, final_report, train_round
+from trolly.compute.worker.rounds import (RoundInterrupted, commitment, encode_update, final_report, previous_residual,
+                                          train_round)
 from trolly.compute.worker.state import WorkerState
 from trolly.compute.worker.strategies import TrainingStrategy
 
@@ -103,9 +106,13 @@ def test_the_update_is_the_codec_of_start_minus_end_and_the_commitment_is_valid(
     state, progress, store = fresh_round(tmp_path)
     trainer = Trainer(spec, dataset)
     train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=1, start_weights=start)
-    progress.update_hash = encode_update(trainer, store, progress, start)
+    progress.update_hash, progress.residual_hash = encode_update(trainer, store, progress, start)
     codec = get_codec("int8")
-    assert store.get(progress.update_hash) == codec.encode(reference.pseudo_gradient)
+    assert store.get(progress.update_hash) == codec.encode(reference.pseudo_gradient)  # first round: no residual
+    sent = codec.decode(store.get(progress.update_hash))
+    residual = decode_tensors(store.get(progress.residual_hash))
+    assert all(torch.equal(residual[n], reference.pseudo_gradient[n] - sent[n]) for n in sent)
+    assert any(residual[n].abs().max() > 0 for n in residual)  # int8 is lossy: something was left over
     progress.start_weights_hash = reference.start_weights_hash.hex()
 
     message = commitment(7, progress, spec.training.batch_size, trainer.profile_id)
@@ -163,3 +170,24 @@ def test_unknown_cheat_names_are_refused():
     with pytest.raises(WorkerError, match="unknown cheat"):
         resolve_strategy("bf16-everything")
     assert isinstance(resolve_strategy(""), TrainingStrategy) and resolve_strategy("").honest
+
+
+def test_error_feedback_carries_the_residual_to_the_next_round_and_resumes_identically(setup, tmp_path):
+    spec, dataset, start, reference = setup
+    state, first, store = fresh_round(tmp_path)
+    trainer = Trainer(spec, dataset)
+    train_round(trainer, TrainingStrategy(), store, state, first, worker_index=1, start_weights=start)
+    first.update_hash, first.residual_hash = encode_update(trainer, store, first, start)
+    second = state.task(7).round(1)
+    second.steps = STEPS
+    train_round(trainer, TrainingStrategy(), store, state, second, worker_index=1, start_weights=start)
+    assert previous_residual(state.task(7).rounds, 1) == first.residual_hash
+    assert previous_residual(state.task(7).rounds, 0) == ""
+    update, residual = encode_update(trainer, store, second, start, first.residual_hash)
+    assert encode_update(trainer, store, second, start, first.residual_hash) == (update, residual)  # a restart
+
+    feedback = ErrorFeedback(get_codec(spec.codec))  # the runtime's own error feedback, round after round
+    feedback.encode(reference.pseudo_gradient)
+    round_one = run_round(Trainer(spec, dataset), start, worker_index=1, round_index=1, steps=STEPS)
+    expected, _ = feedback.encode(round_one.pseudo_gradient)
+    assert store.get(update) == expected != get_codec(spec.codec).encode(round_one.pseudo_gradient)

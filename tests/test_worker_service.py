@@ -19,7 +19,7 @@ from worker_helpers import ROUNDS, STEPS, SimulatedKill, new_service, spec_docum
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.records import VERDICT_PASS
 from trolly.chain.tx import decode_tx
-from trolly.compute.codecs import get_codec
+from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
@@ -70,10 +70,11 @@ def expected_final_weights(spec_bytes: bytes, dataset) -> str:
     """What the task's weights must be after ROUNDS verified rounds of worker 0, computed independently."""
     spec = parse_spec(spec_bytes)
     codec = get_codec(spec.codec)
+    feedback = ErrorFeedback(codec)
     state = GlobalState.initial(initial_weights(spec, dataset.shape))
     for round_index in range(ROUNDS):
         result = run_round(Trainer(spec, dataset), state.weights, worker_index=0, round_index=round_index, steps=STEPS)
-        update = codec.decode(codec.encode(result.pseudo_gradient))
+        update = codec.decode(feedback.encode(result.pseudo_gradient)[0])
         state = outer_step(state, [WorkerUpdate(0, result.samples_processed, update)], spec.training.outer_optimizer)
     return state.weights_hash().hex()
 
@@ -213,11 +214,13 @@ def test_a_member_that_dies_after_a_verified_round_still_counts_and_the_task_com
 
     parsed, dataset = parse_spec(spec), dataset_from_blobs(dataset_blobs)
     codec = get_codec(parsed.codec)
+    feedbacks = {0: ErrorFeedback(codec), 1: ErrorFeedback(codec)}
 
     def update(state, worker, round_index):
         result = run_round(Trainer(parsed, dataset), state.weights, worker_index=worker, round_index=round_index,
                            steps=STEPS)
-        return WorkerUpdate(worker, result.samples_processed, codec.decode(codec.encode(result.pseudo_gradient)))
+        encoded, _ = feedbacks[worker].encode(result.pseudo_gradient)
+        return WorkerUpdate(worker, result.samples_processed, codec.decode(encoded))
 
     state = GlobalState.initial(initial_weights(parsed, dataset.shape))
     state = outer_step(state, [update(state, 0, 0), update(state, 1, 0)], parsed.training.outer_optimizer)

@@ -16,7 +16,7 @@ from worker_helpers import ROUNDS, STEPS, new_service, spec_document
 from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS
 from trolly.chain.proto import market_pb2 as pb
 from trolly.compute.blobs import BlobClient
-from trolly.compute.codecs import get_codec
+from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
@@ -96,10 +96,11 @@ def test_the_verifier_passes_the_honest_worker_and_catches_skip_steps(make_chain
     assert services[1].state.task(task_id).outcome.startswith("slashed")
 
     codec = get_codec(spec.codec)
+    feedback = ErrorFeedback(codec)
     state = GlobalState.initial(initial_weights(spec, dataset.shape))
     for round_index in range(ROUNDS):  # only the honest worker's updates count
         result = run_round(Trainer(spec, dataset), state.weights, worker_index=0, round_index=round_index, steps=STEPS)
-        update = WorkerUpdate(0, result.samples_processed, codec.decode(codec.encode(result.pseudo_gradient)))
+        update = WorkerUpdate(0, result.samples_processed, codec.decode(feedback.encode(result.pseudo_gradient)[0]))
         state = outer_step(state, [update], spec.training.outer_optimizer)
     assert view["final_weights_hash"] == state.weights_hash().hex()
     assert plan.decide(view, cheater).kind == plan.FINISH

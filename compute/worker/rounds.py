@@ -3,7 +3,8 @@
     train_round      checkpoints 0..n, every k steps, each stored as a blob and recorded in the saved
                      progress as soon as it is hashed (in the background, beside training); after a restart
                      it loads the last recorded checkpoint and carries on from there
-    encode_update    the pseudo-gradient W_r - W_end, encoded by the spec's codec, stored as a blob
+    encode_update    the pseudo-gradient W_r - W_end plus the error-feedback residual, encoded by the spec's
+                     codec; the update and the new residual stored as blobs
     commitment       the `MsgCommitRound` that names all of it
 
 Resuming is exact: a checkpoint holds the weights, the AdamW state and the step count, and the batch of a
@@ -11,8 +12,12 @@ step depends only on (seed, worker, round, step), so a round interrupted at chec
 the same checkpoints j+1..n, byte for byte, as one that never stopped. That is the property the verifier
 relies on too (it replays a segment from its first checkpoint).
 
-The update is the codec applied to W_r - W_end alone (no error-feedback residual): it is then a function of
-the committed checkpoints, so anyone holding checkpoint n can check the update against it.
+Error feedback (`compute.codecs.ErrorFeedback`, as in `compute.pipeline.train_and_encode`): what the codec
+dropped from this worker's update in round r is added to its pseudo-gradient of its next round, so a top-k
+codec still delivers the whole update over time. The residual starts at zero in a task's first round and is a
+function of the worker's own earlier pseudo-gradients (each one W_r - W_end of committed checkpoints), so the
+update stays recomputable from what the worker serves; it is saved with the update, so a restart encodes the
+same bytes.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from trolly.chain.proto.market_pb2 import MsgCommitRound
 
 from ..blobs import BlobStore
 from ..checkpoints import CheckpointHasher, HashedCheckpoint, TrainingState, decode_checkpoint, weights_hash
-from ..codecs import get_codec
+from ..canonical import decode_tensors, encode_tensors
+from ..codecs import ErrorFeedback, get_codec
 from ..merkle import merkle_root
 from ..training import Trainer, segment_bounds
 from .errors import WorkerError
@@ -95,12 +101,22 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
 
 
 def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
-                  start_weights: Mapping[str, torch.Tensor]) -> str:
-    """Encode W_r - W_end (W_end from the round's last checkpoint) and store it; returns the update's hash."""
+                  start_weights: Mapping[str, torch.Tensor], residual_hash: str = "") -> tuple[str, str]:
+    """Encode W_r - W_end (W_end from the round's last checkpoint) plus the residual stored as `residual_hash`
+    (none: zero); store the update and the new residual. Returns (update hash, new residual hash)."""
     end_weights = load_checkpoint(store, progress.checkpoints[-1]).weights
     pseudo_gradient = {name: start_weights[name] - end_weights[name] for name in end_weights}
-    data = get_codec(trainer.spec.codec).encode(pseudo_gradient)
-    return store.put(data)
+    feedback = ErrorFeedback(get_codec(trainer.spec.codec))
+    if residual_hash:
+        feedback.load_state(decode_tensors(store.get(residual_hash)))
+    data, _ = feedback.encode(pseudo_gradient)
+    return store.put(data), store.put(encode_tensors(feedback.state()))
+
+
+def previous_residual(rounds: Mapping[int, RoundProgress], round_index: int) -> str:
+    """The residual left by this worker's latest encoded round before `round_index` ('' if none)."""
+    earlier = [r for r, p in rounds.items() if r < round_index and p.residual_hash]
+    return rounds[max(earlier)].residual_hash if earlier else ""
 
 
 def commitment(task_id: int, progress: RoundProgress, batch_size: int, profile_id: str) -> MsgCommitRound:

@@ -42,7 +42,7 @@ from .data import obtain_dataset
 from .display import RoundDisplay
 from .errors import TaskUnfit, WeightsMismatch, WorkerError
 from .market import MarketClient
-from .rounds import RoundInterrupted, commitment, encode_update, final_report, train_round
+from .rounds import RoundInterrupted, commitment, encode_update, final_report, previous_residual, train_round
 from .state import TaskProgress, WorkerState
 from .throughput import Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
 from .weights import check_agreed, initial_state, mirror_updates, next_state
@@ -346,9 +346,11 @@ class WorkerService:
         finally:
             display.end()
         if not round_progress.update_hash:
-            update_hash = await asyncio.to_thread(encode_update, context.trainer, self.store, round_progress, state.weights)
+            update_hash, residual_hash = await asyncio.to_thread(
+                encode_update, context.trainer, self.store, round_progress, state.weights,
+                previous_residual(progress.rounds, round_index))
             with self.state.lock:
-                round_progress.update_hash = update_hash
+                round_progress.update_hash, round_progress.residual_hash = update_hash, residual_hash
                 self.state.save()
         self.store.set_checkpoints(task_id, round_index, hashes)
         message = commitment(task_id, round_progress, spec.training.batch_size, context.trainer.profile_id)

@@ -7,7 +7,7 @@ written before the state that names a blob (so the state never points at a missi
     task joined           worker index, spec hash
     global weights        per round r, the blob of W_r and the outer momentum (`GlobalState.encode()`)
     checkpoint j stored   its hash appended to the round's list: a restart resumes from the last one
-    update encoded        the update's hash (the blob is stored first)
+    update encoded        the update's hash and the error-feedback residual's (blobs stored first)
     commit signed         the signed transaction bytes, BEFORE they are broadcast
     commit included       `committed`
 
@@ -42,6 +42,8 @@ class RoundProgress:
     checkpoints: list[str] = dataclasses.field(default_factory=list)
     """Hex hashes of checkpoints 0..j stored so far, in order."""
     update_hash: str = ""
+    residual_hash: str = ""
+    """Blob of the error-feedback residual left after encoding this round's update."""
     commit_tx: str = ""
     """Hex of the signed CommitRound transaction, saved before it is broadcast."""
     committed: bool = False
