@@ -24,7 +24,7 @@ import time
 from trolly.chain.crypto import PrivateKey
 from trolly.chain.proto.market_pb2 import MsgCommitRound
 from trolly.chain.tx import decode_tx
-from trolly.wallet.errors import InclusionTimeout, NodeUnreachable, TxRejected, WalletError
+from trolly.wallet.errors import InclusionTimeout, InsufficientBalance, NodeUnreachable, TxRejected, WalletError
 from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import BlobError, BlobServer, BlobStore
@@ -136,7 +136,14 @@ class WorkerService:
         self.throughput = await asyncio.to_thread(measure_reference)
         log.info("measured %.0f samples/s on the reference MLP (declaring %d)", self.throughput.samples_per_second,
                  self.throughput.declared(self.options.declare_slowdown))
-        await self._register()
+        while not self._stopping.is_set():
+            try:
+                await self._register()
+                return
+            except (NodeUnreachable, InsufficientBalance) as error:
+                # A supervisor may start workers before the node is up or the account is funded: wait for it.
+                log.warning("cannot register yet: %s; retrying in 2 s", error)
+                await self._sleep(2.0)
 
     async def stop(self) -> None:
         self._stopping.set()
@@ -325,8 +332,11 @@ class WorkerService:
         state = await self.global_state(context, view, round_index)
         if not round_progress.steps:
             speed = await asyncio.to_thread(measure_trainer, context.trainer)
-            steps = plan_steps(spec.training.inner_steps, spec.training.batch_size, speed.samples_per_second,
-                               self._seconds_left(view), self.options.declare_slowdown)
+            batch = spec.training.batch_size
+            # an emulated slow device (step delay) is as slow as it sleeps: plan with its real pace
+            samples_per_second = batch / (batch / speed.samples_per_second + self.options.step_delay)
+            steps = plan_steps(spec.training.inner_steps, batch, samples_per_second, self._seconds_left(view),
+                               self.options.declare_slowdown)
             with self.state.lock:
                 round_progress.steps = steps
                 round_progress.start_weights_hash = state.weights_hash().hex()
