@@ -13,50 +13,47 @@ The application keeps its own LevelDB under `H/data/application.db`, the solo en
 `H/data/solo_engine.db`; neither collides with CometBFT's `blockstore.db`/`state.db`.
 
 Every function here is a library call (the CLI is a thin layer over them); the localnet calls
-`write_home` once per validator with a shared genesis and each node's persistent peers.
+`write_localnet_homes` (or `write_home` once per validator with a shared genesis and each node's persistent
+peers). Genesis building lives in `home_genesis`, config.toml in `home_config`; both are re-exported here.
 """
 
 from __future__ import annotations
 
 import base64
-import datetime
 import hashlib
 import json
 import os
 import pathlib
 import shutil
-import time
 import tomllib
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import tomli_w
 
 from trolly.chain.crypto import PrivateKey, encode_address
-from trolly.chain.hd import dev_key
 
-from .errors import AbciAppError
-
-COMETBFT_VERSION = "0.38.17"
-"""The CometBFT release whose file formats and RPC shapes this node follows."""
-
-DEFAULT_POWER_REDUCTION = 1_000_000
-"""utrl per unit of consensus power (the staking module's default `power_reduction`)."""
-
-DEFAULT_DEV_BALANCE = 1_000_000_000_000
-"""What the dev account holds in a dev genesis: 1,000,000 TRL, in utrl."""
-
-DEFAULT_VALIDATOR_STAKE = 10_000_000
-"""Self-bond of a dev/localnet genesis validator: 10 TRL, power 10."""
+from .home_config import NodeConfig, config_toml
+from .home_genesis import (  # noqa: F401  (re-exported: the public face of home generation)
+    COMETBFT_VERSION,
+    DEFAULT_DEV_BALANCE,
+    DEFAULT_POWER_REDUCTION,
+    DEFAULT_VALIDATOR_STAKE,
+    PRIVKEY_TYPE,
+    PUBKEY_TYPE,
+    GenesisValidator,
+    HomeError,
+    build_app_state,
+    build_genesis,
+    check_chain_id,
+    default_consensus_params,
+    dev_genesis,
+    format_time,
+    localnet_genesis,
+    parse_time,
+)
 
 APPLICATION_DB = "application.db"
 ENGINE_DB = "solo_engine.db"
-PUBKEY_TYPE = "tendermint/PubKeyEd25519"
-PRIVKEY_TYPE = "tendermint/PrivKeyEd25519"
-
-
-class HomeError(AbciAppError):
-    """A home directory is missing, incomplete, malformed, or would be overwritten."""
 
 
 # ------------------------------------------------------------------------------------------------ keys
@@ -121,287 +118,6 @@ def parse_key_file(data: dict, what: str) -> ValidatorKey:
     if "pub_key" in data and base64.b64decode(data["pub_key"]["value"]) != key.pubkey:
         raise HomeError(f"{what}: pub_key does not match priv_key")
     return key
-
-
-# --------------------------------------------------------------------------------------------- genesis
-
-
-def format_time(time_ns: int) -> str:
-    """RFC 3339 with nanoseconds and trailing zeros trimmed, in UTC, as Go's `time.RFC3339Nano` prints it."""
-    seconds, nanos = divmod(time_ns, 1_000_000_000)
-    stamp = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    if nanos:
-        stamp += "." + f"{nanos:09d}".rstrip("0")
-    return stamp + "Z"
-
-
-def parse_time(text: str) -> int:
-    """Nanoseconds since the epoch of an RFC 3339 timestamp (any fraction length, `Z` or offset)."""
-    body, fraction, offset = text, "", "Z"
-    if text.endswith("Z"):
-        body = text[:-1]
-    elif len(text) > 6 and text[-6] in "+-" and text[-3] == ":":
-        body, offset = text[:-6], text[-6:]
-    if "." in body:
-        body, fraction = body.split(".", 1)
-    try:
-        moment = datetime.datetime.strptime(body, "%Y-%m-%dT%H:%M:%S")
-        if offset == "Z":
-            moment = moment.replace(tzinfo=datetime.timezone.utc)
-        else:
-            moment = datetime.datetime.fromisoformat(body + offset)
-        if fraction and (not fraction.isdigit() or len(fraction) > 9):
-            raise ValueError(f"bad fraction {fraction!r}")
-    except ValueError as exc:
-        raise HomeError(f"invalid RFC 3339 time {text!r}: {exc}") from None
-    nanos = int(fraction.ljust(9, "0")) if fraction else 0
-    return int(moment.timestamp()) * 1_000_000_000 + nanos
-
-
-def default_consensus_params() -> dict:
-    """CometBFT v0.38's default consensus params, in genesis JSON form (64-bit integers as strings)."""
-    return {
-        "block": {"max_bytes": "22020096", "max_gas": "-1"},
-        "evidence": {"max_age_num_blocks": "100000", "max_age_duration": "172800000000000", "max_bytes": "1048576"},
-        "validator": {"pub_key_types": ["ed25519"]},
-        "version": {"app": "0"},
-        # Vote extensions stay off: the chain does not use them, so CometBFT never calls ExtendVote.
-        "abci": {"vote_extensions_enable_height": "0"},
-    }
-
-
-@dataclass(frozen=True)
-class GenesisValidator:
-    """A validator both in CometBFT's `validators` list and in the app's staking genesis."""
-
-    pubkey: bytes
-    operator: str  # trolly1... account that bonds `stake` from its genesis balance
-    stake: int
-    moniker: str
-
-    @property
-    def power(self) -> int:
-        return self.stake // DEFAULT_POWER_REDUCTION
-
-
-def build_app_state(
-    accounts: dict[str, int] | None = None,
-    validators: list[GenesisValidator] | tuple[GenesisValidator, ...] = (),
-    params: dict | None = None,
-) -> dict:
-    """The `app_state` object: params, funded accounts, and validators bonded from their operators' balances."""
-    params = params if params is not None else {"auth": {"min_fee": 0}, "staking": {"unbonding_blocks": 10}}
-    return {
-        "params": params,
-        "accounts": [{"address": address, "balance": str(balance)} for address, balance in (accounts or {}).items()],
-        "validators": [
-            {
-                "operator": v.operator,
-                "pub_key": base64.b64encode(v.pubkey).decode(),
-                "stake": str(v.stake),
-                "moniker": v.moniker,
-            }
-            for v in validators
-        ],
-    }
-
-
-def build_genesis(
-    chain_id: str,
-    app_state: dict,
-    validators: list[GenesisValidator] | tuple[GenesisValidator, ...] = (),
-    genesis_time_ns: int | None = None,
-    initial_height: int = 1,
-) -> dict:
-    """A CometBFT v0.38 genesis document whose `validators` agree with the app's staking genesis."""
-    check_chain_id(chain_id)
-    if genesis_time_ns is None:
-        genesis_time_ns = time.time_ns()
-    return {
-        "genesis_time": format_time(genesis_time_ns),
-        "chain_id": chain_id,
-        "initial_height": str(initial_height),
-        "consensus_params": default_consensus_params(),
-        "validators": [
-            {
-                "address": hashlib.sha256(v.pubkey).digest()[:20].hex().upper(),
-                "pub_key": {"type": PUBKEY_TYPE, "value": base64.b64encode(v.pubkey).decode()},
-                "power": str(v.power),
-                "name": v.moniker,
-            }
-            for v in validators
-        ],
-        "app_hash": "",
-        "app_state": app_state,
-    }
-
-
-def dev_genesis(chain_id: str, validator_pubkeys: list[bytes], genesis_time_ns: int | None = None) -> dict:
-    """The `trolly-node dev` genesis: `dev_key(0)` funded and operating the (single) validator.
-
-    The same as `localnet_genesis`, whose validator 0 is operated by `dev_key(0)`.
-    """
-    return localnet_genesis(chain_id, validator_pubkeys, genesis_time_ns)
-
-
-def localnet_genesis(chain_id: str, validator_pubkeys: list[bytes], genesis_time_ns: int | None = None) -> dict:
-    """Genesis for N validators: `dev_key(i)` funded and operating validator i, with `dev_key(0)` funded too."""
-    accounts: dict[str, int] = {}
-    validators = []
-    for index, pubkey in enumerate(validator_pubkeys):
-        operator = encode_address(dev_key(index).address)
-        accounts[operator] = DEFAULT_DEV_BALANCE
-        validators.append(GenesisValidator(pubkey, operator, DEFAULT_VALIDATOR_STAKE, f"validator-{index}"))
-    accounts.setdefault(encode_address(dev_key(0).address), DEFAULT_DEV_BALANCE)
-    return build_genesis(chain_id, build_app_state(accounts, validators), validators, genesis_time_ns)
-
-
-def check_chain_id(chain_id: str) -> None:
-    """CometBFT limits chain ids to 50 characters; we also refuse whitespace and empty ids."""
-    if not chain_id or len(chain_id) > 50 or any(c.isspace() for c in chain_id):
-        raise HomeError(f"invalid chain id {chain_id!r}: 1..50 characters, no whitespace")
-
-
-# ---------------------------------------------------------------------------------------------- config
-
-
-@dataclass(frozen=True)
-class NodeConfig:
-    """The config.toml values that differ between nodes; everything else takes CometBFT's defaults."""
-
-    moniker: str = "trolly-node"
-    proxy_app: str = "tcp://127.0.0.1:26658"
-    rpc_laddr: str = "tcp://127.0.0.1:26657"
-    p2p_laddr: str = "tcp://0.0.0.0:26656"
-    persistent_peers: str = ""
-    addr_book_strict: bool = True
-    allow_duplicate_ip: bool = False
-    timeout_commit: str = "1s"
-    timeout_propose: str = "3s"
-    create_empty_blocks: bool = True
-    prometheus_listen_addr: str = ":26660"
-    extra: dict[str, Any] = field(default_factory=dict)  # {"section": {"key": value}} overrides
-
-
-def config_toml(config: NodeConfig) -> dict:
-    """The whole CometBFT v0.38 config.toml as a dict (keys and defaults as `cometbft init` writes them)."""
-    document: dict[str, Any] = {
-        "version": COMETBFT_VERSION,
-        "proxy_app": config.proxy_app,
-        "moniker": config.moniker,
-        "db_backend": "goleveldb",
-        "db_dir": "data",
-        "log_level": "info",
-        "log_format": "plain",
-        "genesis_file": "config/genesis.json",
-        "priv_validator_key_file": "config/priv_validator_key.json",
-        "priv_validator_state_file": "data/priv_validator_state.json",
-        "priv_validator_laddr": "",
-        "node_key_file": "config/node_key.json",
-        "abci": "socket",
-        "filter_peers": False,
-        "rpc": {
-            "laddr": config.rpc_laddr,
-            "cors_allowed_origins": [],
-            "cors_allowed_methods": ["HEAD", "GET", "POST"],
-            "cors_allowed_headers": ["Origin", "Accept", "Content-Type", "X-Requested-With", "X-Server-Time"],
-            "grpc_laddr": "",
-            "grpc_max_open_connections": 900,
-            "unsafe": False,
-            "max_open_connections": 900,
-            "max_subscription_clients": 100,
-            "max_subscriptions_per_client": 5,
-            "experimental_subscription_buffer_size": 200,
-            "experimental_websocket_write_buffer_size": 200,
-            "experimental_close_on_slow_client": False,
-            "timeout_broadcast_tx_commit": "10s",
-            "max_request_batch_size": 10,
-            "max_body_bytes": 1000000,
-            "max_header_bytes": 1048576,
-            "tls_cert_file": "",
-            "tls_key_file": "",
-            "pprof_laddr": "",
-        },
-        "p2p": {
-            "laddr": config.p2p_laddr,
-            "external_address": "",
-            "seeds": "",
-            "persistent_peers": config.persistent_peers,
-            "addr_book_file": "config/addrbook.json",
-            "addr_book_strict": config.addr_book_strict,
-            "max_num_inbound_peers": 40,
-            "max_num_outbound_peers": 10,
-            "unconditional_peer_ids": "",
-            "persistent_peers_max_dial_period": "0s",
-            "flush_throttle_timeout": "100ms",
-            "max_packet_msg_payload_size": 1024,
-            "send_rate": 5120000,
-            "recv_rate": 5120000,
-            "pex": True,
-            "seed_mode": False,
-            "private_peer_ids": "",
-            "allow_duplicate_ip": config.allow_duplicate_ip,
-            "handshake_timeout": "20s",
-            "dial_timeout": "3s",
-        },
-        "mempool": {
-            "type": "flood",
-            "recheck": True,
-            "recheck_timeout": "1s",
-            "broadcast": True,
-            "wal_dir": "",
-            "size": 5000,
-            "max_txs_bytes": 1073741824,
-            "cache_size": 10000,
-            "keep-invalid-txs-in-cache": False,
-            "max_tx_bytes": 1048576,
-            "max_batch_bytes": 0,
-            "experimental_max_gossip_connections_to_persistent_peers": 0,
-            "experimental_max_gossip_connections_to_non_persistent_peers": 0,
-        },
-        "statesync": {
-            "enable": False,
-            "rpc_servers": "",
-            "trust_height": 0,
-            "trust_hash": "",
-            "trust_period": "168h0m0s",
-            "discovery_time": "15s",
-            "temp_dir": "",
-            "chunk_request_timeout": "10s",
-            "chunk_fetchers": "4",
-        },
-        "blocksync": {"version": "v0"},
-        "consensus": {
-            "wal_file": "data/cs.wal/wal",
-            "timeout_propose": config.timeout_propose,
-            "timeout_propose_delta": "500ms",
-            "timeout_prevote": "1s",
-            "timeout_prevote_delta": "500ms",
-            "timeout_precommit": "1s",
-            "timeout_precommit_delta": "500ms",
-            "timeout_commit": config.timeout_commit,
-            "double_sign_check_height": 0,
-            "skip_timeout_commit": False,
-            "create_empty_blocks": config.create_empty_blocks,
-            "create_empty_blocks_interval": "0s",
-            "peer_gossip_sleep_duration": "100ms",
-            "peer_query_maj23_sleep_duration": "2s",
-        },
-        "storage": {"discard_abci_responses": False},
-        "tx_index": {"indexer": "kv", "psql-conn": ""},
-        "instrumentation": {
-            "prometheus": False,
-            "prometheus_listen_addr": config.prometheus_listen_addr,
-            "max_open_connections": 3,
-            "namespace": "cometbft",
-        },
-    }
-    for section, values in config.extra.items():
-        if isinstance(document.get(section), dict):
-            document[section].update(values)
-        else:
-            document[section] = values
-    return document
 
 
 # ------------------------------------------------------------------------------------------------ home

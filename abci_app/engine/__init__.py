@@ -9,12 +9,15 @@ tolerance: it is for development, tests and demos.
 Parts, each a small module:
     abci_client   the four ABCI connections (uvarint-framed protobuf over TCP or a unix socket)
     hashing       block, data, validator-set and results hashes (RFC 6962 Merkle trees)
+    chainstate    genesis to InitChain, consensus params, validator sets and their updates
     blockstore    the engine's own LevelDB: blocks, FinalizeBlock results, tx and event indexes
     mempool       transactions admitted by CheckTx, waiting for a block
+    blocks        building a block: last commit, header, block id; the events a block publishes
     producer      the handshake and the block loop
     events        the event bus behind websocket subscriptions and broadcast_tx_commit
     query         CometBFT's event query language (tx_search, subscribe)
     rpc_encoding  CometBFT JSON shapes for blocks, results, validators
+    rpc_methods   the JSON-RPC methods
     rpc_server    JSON-RPC over HTTP (GET and POST) and the websocket
     node          the service that runs all of it
 """

@@ -34,35 +34,27 @@ import pathlib
 import time
 from dataclasses import dataclass
 
-from trolly.chain.codec import canonical_json
-
 from ..home import COMETBFT_VERSION, Home, format_time, parse_time
 from ..proto.tendermint.abci import types_pb2
-from ..proto.tendermint.types import validator_pb2
-from . import AppConnectionLost, EngineError, HandshakeError, hashing, rpc_encoding
+from . import AppConnectionLost, EngineError, HandshakeError, blocks, hashing
 from .abci_client import AbciClient
-from .blockstore import BlockStore, StoredBlock, Validators
+from .blockstore import BlockStore, StoredBlock
+from .blocks import BLOCK_PROTOCOL_VERSION, P2P_PROTOCOL_VERSION
 from .chainstate import (
     apply_validator_updates,
-    consensus_address,
-    consensus_hash,
     genesis_validators,
     init_chain_request,
     max_data_bytes,
     merge_params,
     timestamp,
 )
-from .events import EventBus, PublishedEvent
+from .events import EventBus
 from .mempool import Mempool
 
 log = logging.getLogger("trolly.engine")
 
-BLOCK_PROTOCOL_VERSION = 11
-P2P_PROTOCOL_VERSION = 8
 ABCI_VERSION = "2.0.0"
 PAUSE_ENVIRONMENT = "TROLLY_ENGINE_TEST_PAUSE"
-
-EMPTY_BLOCK_ID = {"hash": "", "parts": {"total": 0, "hash": ""}}
 
 
 @dataclass(frozen=True)
@@ -220,7 +212,7 @@ class Producer:
             raise EngineError(f"no validator set recorded for height {height}")
         params = self.consensus_params
         proposer = self._key.address
-        votes, last_commit = self._last_commit(height, previous, time_ns)
+        votes, last_commit = blocks.last_commit(store, self._key, self.chain_id, height, previous, time_ns)
 
         prepared = await client.prepare_proposal(
             types_pb2.RequestPrepareProposal(
@@ -237,7 +229,10 @@ class Producer:
             )
         )
         txs = list(prepared.txs)
-        header = self._header(height, time_ns, previous, txs, last_commit, validators, next_validators, params)
+        header = blocks.header(
+            store, self.chain_id, self.app_version, proposer, height, time_ns, previous, txs, last_commit,
+            validators, next_validators, params,
+        )
         block_hash = hashing.header_hash(header)
         commit_info = types_pb2.CommitInfo(round=0, votes=votes)
         process = await client.process_proposal(
@@ -276,7 +271,7 @@ class Producer:
             time_ns=time_ns,
             block_hash=block_hash,
             header=header,
-            block_id=_block_id(block_hash),
+            block_id=blocks.block_id(block_hash),
             txs=tuple(txs),
             last_commit=last_commit,
         )
@@ -305,105 +300,8 @@ class Producer:
             format_time(time_ns),
             f", re-check dropped {dropped}" if dropped else "",
         )
-        self._publish(block, response)
+        blocks.publish(self.events, block, response)
         return block
-
-    def _last_commit(self, height: int, previous: StoredBlock | None, time_ns: int):
-        """The votes for block height-1: this validator signed; any other validator in the set is absent."""
-        if previous is None:
-            return [], {"height": "0", "round": 0, "block_id": EMPTY_BLOCK_ID, "signatures": []}
-        voters: Validators = self.blockstore.validators(height - 1) or []
-        own = self._key.address
-        votes, signatures = [], []
-        for pubkey, power in voters:
-            address = consensus_address(pubkey)
-            signed = address == own
-            flag = validator_pb2.BLOCK_ID_FLAG_COMMIT if signed else validator_pb2.BLOCK_ID_FLAG_ABSENT
-            votes.append(types_pb2.VoteInfo(validator=types_pb2.Validator(address=address, power=power), block_id_flag=flag))
-            if signed:
-                signature = self._key.private_key.sign(hashing.vote_sign_bytes(self.chain_id, height - 1, previous.block_hash))
-                signatures.append(
-                    {
-                        "block_id_flag": 2,
-                        "validator_address": rpc_encoding.hex_upper(address),
-                        "timestamp": format_time(time_ns),
-                        "signature": rpc_encoding.b64(signature),
-                    }
-                )
-            else:
-                signatures.append({"block_id_flag": 1, "validator_address": "", "timestamp": "0001-01-01T00:00:00Z", "signature": None})
-        last_commit = {"height": str(height - 1), "round": 0, "block_id": previous.block_id, "signatures": signatures}
-        return votes, last_commit
-
-    def _header(self, height, time_ns, previous, txs, last_commit, validators, next_validators, params) -> dict:
-        if previous is None:
-            app_hash = bytes.fromhex(self.blockstore.init_chain["app_hash"])
-            last_results = hashing.last_results_hash([])
-        else:
-            previous_results = self.blockstore.results(height - 1)
-            app_hash = previous_results.app_hash
-            last_results = hashing.last_results_hash(list(previous_results.tx_results))
-        return {
-            "version": {"block": str(BLOCK_PROTOCOL_VERSION), "app": str(self.app_version)},
-            "chain_id": self.chain_id,
-            "height": str(height),
-            "time": format_time(time_ns),
-            "last_block_id": previous.block_id if previous else EMPTY_BLOCK_ID,
-            "last_commit_hash": rpc_encoding.hex_upper(hashing.merkle_root([canonical_json(s) for s in last_commit["signatures"]])),
-            "data_hash": rpc_encoding.hex_upper(hashing.data_hash(txs)),
-            "validators_hash": rpc_encoding.hex_upper(hashing.validators_hash(validators)),
-            "next_validators_hash": rpc_encoding.hex_upper(hashing.validators_hash(next_validators)),
-            "consensus_hash": rpc_encoding.hex_upper(consensus_hash(params)),
-            "app_hash": rpc_encoding.hex_upper(app_hash),
-            "last_results_hash": rpc_encoding.hex_upper(last_results),
-            "evidence_hash": rpc_encoding.hex_upper(hashing.merkle_root([])),
-            "proposer_address": rpc_encoding.hex_upper(self._key.address),
-        }
-
-    def _publish(self, block: StoredBlock, response: types_pb2.ResponseFinalizeBlock) -> None:
-        """NewBlock, NewBlockHeader and NewBlockEvents for the block, then one Tx event per transaction."""
-        if not self.events.subscriber_count:
-            return
-        block_events = block_event_map(response)
-        self.events.publish(
-            PublishedEvent(
-                events=dict(block_events, **{"tm.event": ["NewBlockHeader"]}),
-                data=lambda: {"type": "tendermint/event/NewBlockHeader", "value": {"header": block.header}},
-            )
-        )
-        self.events.publish(
-            PublishedEvent(
-                events=dict(block_events, **{"tm.event": ["NewBlockEvents"]}),
-                data=lambda: {
-                    "type": "tendermint/event/NewBlockEvents",
-                    "value": {
-                        "height": str(block.height),
-                        "events": [rpc_encoding.event_json(e) for e in response.events],
-                        "num_txs": str(len(block.txs)),
-                    },
-                },
-            )
-        )
-        self.events.publish(
-            PublishedEvent(
-                events=block_events,
-                data=lambda: {
-                    "type": "tendermint/event/NewBlock",
-                    "value": {
-                        "block": rpc_encoding.block_json(block),
-                        "block_id": block.block_id,
-                        "result_finalize_block": rpc_encoding.finalize_block_json(response),
-                    },
-                },
-            )
-        )
-        for index, (tx, result) in enumerate(zip(block.txs, response.tx_results)):
-            self.events.publish(
-                PublishedEvent(
-                    events=tx_event_map(tx, block.height, result),
-                    data=lambda tx=tx, index=index, result=result: rpc_encoding.tx_event_value(tx, block.height, index, result),
-                )
-            )
 
     async def _maybe_pause(self, point: str, height: int, has_txs: bool) -> None:
         if self._pause is None or self._pause[0] != point:
@@ -417,32 +315,6 @@ class Producer:
         log.warning("test hook: paused %s at height %d until %s is removed", point, height, marker)
         while marker.exists():
             await asyncio.sleep(0.02)
-
-
-def block_event_map(response: types_pb2.ResponseFinalizeBlock) -> dict[str, list[str]]:
-    events: dict[str, list[str]] = {"tm.event": ["NewBlock"]}
-    for event in response.events:
-        for attribute in event.attributes:
-            if event.type and attribute.key:
-                events.setdefault(f"{event.type}.{attribute.key}", []).append(attribute.value)
-    return events
-
-
-def tx_event_map(tx: bytes, height: int, result: types_pb2.ExecTxResult) -> dict[str, list[str]]:
-    events: dict[str, list[str]] = {
-        "tm.event": ["Tx"],
-        "tx.hash": [rpc_encoding.hex_upper(hashing.sha256(tx))],
-        "tx.height": [str(height)],
-    }
-    for event in result.events:
-        for attribute in event.attributes:
-            if event.type and attribute.key:
-                events.setdefault(f"{event.type}.{attribute.key}", []).append(attribute.value)
-    return events
-
-
-def _block_id(block_hash: bytes) -> dict:
-    return {"hash": rpc_encoding.hex_upper(block_hash), "parts": {"total": 1, "hash": rpc_encoding.hex_upper(hashing.parts_hash(block_hash))}}
 
 
 def _parse_pause(value: str) -> tuple[str, int | None] | None:

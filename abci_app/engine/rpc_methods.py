@@ -15,7 +15,8 @@ from ..home import COMETBFT_VERSION, format_time
 from ..proto.tendermint.abci import types_pb2
 from . import AppConnectionLost, EngineError, hashing, rpc_encoding
 from .mempool import MempoolError
-from .producer import ABCI_VERSION, BLOCK_PROTOCOL_VERSION, P2P_PROTOCOL_VERSION, tx_event_map
+from .blocks import BLOCK_PROTOCOL_VERSION, P2P_PROTOCOL_VERSION, tx_event_map
+from .producer import ABCI_VERSION
 from .query import QueryError, parse_query
 
 DEFAULT_PER_PAGE = 30

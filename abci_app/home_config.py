@@ -1,0 +1,153 @@
+"""CometBFT v0.38's config.toml, as `cometbft init` writes it, with the values that differ per node.
+
+`config_toml(NodeConfig(...))` returns the whole document as a dict (written with tomli_w); the keys and
+defaults are CometBFT v0.38's, so a real `cometbft node` reads the file unchanged. Re-exported by
+`trolly.abci_app.home`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .home_genesis import COMETBFT_VERSION
+
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """The config.toml values that differ between nodes; everything else takes CometBFT's defaults."""
+
+    moniker: str = "trolly-node"
+    proxy_app: str = "tcp://127.0.0.1:26658"
+    rpc_laddr: str = "tcp://127.0.0.1:26657"
+    p2p_laddr: str = "tcp://0.0.0.0:26656"
+    persistent_peers: str = ""
+    addr_book_strict: bool = True
+    allow_duplicate_ip: bool = False
+    timeout_commit: str = "1s"
+    timeout_propose: str = "3s"
+    create_empty_blocks: bool = True
+    prometheus_listen_addr: str = ":26660"
+    extra: dict[str, Any] = field(default_factory=dict)  # {"section": {"key": value}} overrides
+
+
+def config_toml(config: NodeConfig) -> dict:
+    """The whole CometBFT v0.38 config.toml as a dict (keys and defaults as `cometbft init` writes them)."""
+    document: dict[str, Any] = {
+        "version": COMETBFT_VERSION,
+        "proxy_app": config.proxy_app,
+        "moniker": config.moniker,
+        "db_backend": "goleveldb",
+        "db_dir": "data",
+        "log_level": "info",
+        "log_format": "plain",
+        "genesis_file": "config/genesis.json",
+        "priv_validator_key_file": "config/priv_validator_key.json",
+        "priv_validator_state_file": "data/priv_validator_state.json",
+        "priv_validator_laddr": "",
+        "node_key_file": "config/node_key.json",
+        "abci": "socket",
+        "filter_peers": False,
+        "rpc": {
+            "laddr": config.rpc_laddr,
+            "cors_allowed_origins": [],
+            "cors_allowed_methods": ["HEAD", "GET", "POST"],
+            "cors_allowed_headers": ["Origin", "Accept", "Content-Type", "X-Requested-With", "X-Server-Time"],
+            "grpc_laddr": "",
+            "grpc_max_open_connections": 900,
+            "unsafe": False,
+            "max_open_connections": 900,
+            "max_subscription_clients": 100,
+            "max_subscriptions_per_client": 5,
+            "experimental_subscription_buffer_size": 200,
+            "experimental_websocket_write_buffer_size": 200,
+            "experimental_close_on_slow_client": False,
+            "timeout_broadcast_tx_commit": "10s",
+            "max_request_batch_size": 10,
+            "max_body_bytes": 1000000,
+            "max_header_bytes": 1048576,
+            "tls_cert_file": "",
+            "tls_key_file": "",
+            "pprof_laddr": "",
+        },
+        "p2p": {
+            "laddr": config.p2p_laddr,
+            "external_address": "",
+            "seeds": "",
+            "persistent_peers": config.persistent_peers,
+            "addr_book_file": "config/addrbook.json",
+            "addr_book_strict": config.addr_book_strict,
+            "max_num_inbound_peers": 40,
+            "max_num_outbound_peers": 10,
+            "unconditional_peer_ids": "",
+            "persistent_peers_max_dial_period": "0s",
+            "flush_throttle_timeout": "100ms",
+            "max_packet_msg_payload_size": 1024,
+            "send_rate": 5120000,
+            "recv_rate": 5120000,
+            "pex": True,
+            "seed_mode": False,
+            "private_peer_ids": "",
+            "allow_duplicate_ip": config.allow_duplicate_ip,
+            "handshake_timeout": "20s",
+            "dial_timeout": "3s",
+        },
+        "mempool": {
+            "type": "flood",
+            "recheck": True,
+            "recheck_timeout": "1s",
+            "broadcast": True,
+            "wal_dir": "",
+            "size": 5000,
+            "max_txs_bytes": 1073741824,
+            "cache_size": 10000,
+            "keep-invalid-txs-in-cache": False,
+            "max_tx_bytes": 1048576,
+            "max_batch_bytes": 0,
+            "experimental_max_gossip_connections_to_persistent_peers": 0,
+            "experimental_max_gossip_connections_to_non_persistent_peers": 0,
+        },
+        "statesync": {
+            "enable": False,
+            "rpc_servers": "",
+            "trust_height": 0,
+            "trust_hash": "",
+            "trust_period": "168h0m0s",
+            "discovery_time": "15s",
+            "temp_dir": "",
+            "chunk_request_timeout": "10s",
+            "chunk_fetchers": "4",
+        },
+        "blocksync": {"version": "v0"},
+        "consensus": {
+            "wal_file": "data/cs.wal/wal",
+            "timeout_propose": config.timeout_propose,
+            "timeout_propose_delta": "500ms",
+            "timeout_prevote": "1s",
+            "timeout_prevote_delta": "500ms",
+            "timeout_precommit": "1s",
+            "timeout_precommit_delta": "500ms",
+            "timeout_commit": config.timeout_commit,
+            "double_sign_check_height": 0,
+            "skip_timeout_commit": False,
+            "create_empty_blocks": config.create_empty_blocks,
+            "create_empty_blocks_interval": "0s",
+            "peer_gossip_sleep_duration": "100ms",
+            "peer_query_maj23_sleep_duration": "2s",
+        },
+        "storage": {"discard_abci_responses": False},
+        "tx_index": {"indexer": "kv", "psql-conn": ""},
+        "instrumentation": {
+            "prometheus": False,
+            "prometheus_listen_addr": config.prometheus_listen_addr,
+            "max_open_connections": 3,
+            "namespace": "cometbft",
+        },
+    }
+    for section, values in config.extra.items():
+        if isinstance(document.get(section), dict):
+            document[section].update(values)
+        else:
+            document[section] = values
+    return document

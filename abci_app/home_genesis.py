@@ -1,0 +1,176 @@
+"""CometBFT v0.38 genesis documents for Trolly: the format, the times, and the dev/localnet presets.
+
+A genesis.json holds CometBFT's fields (genesis_time, chain_id, initial_height, consensus_params,
+validators, app_hash) and Trolly's `app_state` (params, funded accounts, validators bonded from their
+operators' balances; see the staking module). 64-bit integers are JSON strings, keys `{"type", "value"}`,
+times RFC 3339 with nanoseconds, as CometBFT writes them. Re-exported by `trolly.abci_app.home`.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import time
+from dataclasses import dataclass
+
+from trolly.chain.crypto import encode_address
+from trolly.chain.hd import dev_key
+
+from .errors import AbciAppError
+
+COMETBFT_VERSION = "0.38.17"
+"""The CometBFT release whose file formats and RPC shapes this node follows."""
+
+DEFAULT_POWER_REDUCTION = 1_000_000
+"""utrl per unit of consensus power (the staking module's default `power_reduction`)."""
+
+DEFAULT_DEV_BALANCE = 1_000_000_000_000
+"""What the dev account holds in a dev genesis: 1,000,000 TRL, in utrl."""
+
+DEFAULT_VALIDATOR_STAKE = 10_000_000
+"""Self-bond of a dev/localnet genesis validator: 10 TRL, power 10."""
+
+PUBKEY_TYPE = "tendermint/PubKeyEd25519"
+PRIVKEY_TYPE = "tendermint/PrivKeyEd25519"
+
+
+class HomeError(AbciAppError):
+    """A home directory or genesis is missing, incomplete, malformed, or would be overwritten."""
+
+
+
+def format_time(time_ns: int) -> str:
+    """RFC 3339 with nanoseconds and trailing zeros trimmed, in UTC, as Go's `time.RFC3339Nano` prints it."""
+    seconds, nanos = divmod(time_ns, 1_000_000_000)
+    stamp = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    if nanos:
+        stamp += "." + f"{nanos:09d}".rstrip("0")
+    return stamp + "Z"
+
+
+def parse_time(text: str) -> int:
+    """Nanoseconds since the epoch of an RFC 3339 timestamp (any fraction length, `Z` or offset)."""
+    body, fraction, offset = text, "", "Z"
+    if text.endswith("Z"):
+        body = text[:-1]
+    elif len(text) > 6 and text[-6] in "+-" and text[-3] == ":":
+        body, offset = text[:-6], text[-6:]
+    if "." in body:
+        body, fraction = body.split(".", 1)
+    try:
+        moment = datetime.datetime.strptime(body, "%Y-%m-%dT%H:%M:%S")
+        if offset == "Z":
+            moment = moment.replace(tzinfo=datetime.timezone.utc)
+        else:
+            moment = datetime.datetime.fromisoformat(body + offset)
+        if fraction and (not fraction.isdigit() or len(fraction) > 9):
+            raise ValueError(f"bad fraction {fraction!r}")
+    except ValueError as exc:
+        raise HomeError(f"invalid RFC 3339 time {text!r}: {exc}") from None
+    nanos = int(fraction.ljust(9, "0")) if fraction else 0
+    return int(moment.timestamp()) * 1_000_000_000 + nanos
+
+
+def default_consensus_params() -> dict:
+    """CometBFT v0.38's default consensus params, in genesis JSON form (64-bit integers as strings)."""
+    return {
+        "block": {"max_bytes": "22020096", "max_gas": "-1"},
+        "evidence": {"max_age_num_blocks": "100000", "max_age_duration": "172800000000000", "max_bytes": "1048576"},
+        "validator": {"pub_key_types": ["ed25519"]},
+        "version": {"app": "0"},
+        # Vote extensions stay off: the chain does not use them, so CometBFT never calls ExtendVote.
+        "abci": {"vote_extensions_enable_height": "0"},
+    }
+
+
+@dataclass(frozen=True)
+class GenesisValidator:
+    """A validator both in CometBFT's `validators` list and in the app's staking genesis."""
+
+    pubkey: bytes
+    operator: str  # trolly1... account that bonds `stake` from its genesis balance
+    stake: int
+    moniker: str
+
+    @property
+    def power(self) -> int:
+        return self.stake // DEFAULT_POWER_REDUCTION
+
+
+def build_app_state(
+    accounts: dict[str, int] | None = None,
+    validators: list[GenesisValidator] | tuple[GenesisValidator, ...] = (),
+    params: dict | None = None,
+) -> dict:
+    """The `app_state` object: params, funded accounts, and validators bonded from their operators' balances."""
+    params = params if params is not None else {"auth": {"min_fee": 0}, "staking": {"unbonding_blocks": 10}}
+    return {
+        "params": params,
+        "accounts": [{"address": address, "balance": str(balance)} for address, balance in (accounts or {}).items()],
+        "validators": [
+            {
+                "operator": v.operator,
+                "pub_key": base64.b64encode(v.pubkey).decode(),
+                "stake": str(v.stake),
+                "moniker": v.moniker,
+            }
+            for v in validators
+        ],
+    }
+
+
+def build_genesis(
+    chain_id: str,
+    app_state: dict,
+    validators: list[GenesisValidator] | tuple[GenesisValidator, ...] = (),
+    genesis_time_ns: int | None = None,
+    initial_height: int = 1,
+) -> dict:
+    """A CometBFT v0.38 genesis document whose `validators` agree with the app's staking genesis."""
+    check_chain_id(chain_id)
+    if genesis_time_ns is None:
+        genesis_time_ns = time.time_ns()
+    return {
+        "genesis_time": format_time(genesis_time_ns),
+        "chain_id": chain_id,
+        "initial_height": str(initial_height),
+        "consensus_params": default_consensus_params(),
+        "validators": [
+            {
+                "address": hashlib.sha256(v.pubkey).digest()[:20].hex().upper(),
+                "pub_key": {"type": PUBKEY_TYPE, "value": base64.b64encode(v.pubkey).decode()},
+                "power": str(v.power),
+                "name": v.moniker,
+            }
+            for v in validators
+        ],
+        "app_hash": "",
+        "app_state": app_state,
+    }
+
+
+def dev_genesis(chain_id: str, validator_pubkeys: list[bytes], genesis_time_ns: int | None = None) -> dict:
+    """The `trolly-node dev` genesis: `dev_key(0)` funded and operating the (single) validator.
+
+    The same as `localnet_genesis`, whose validator 0 is operated by `dev_key(0)`.
+    """
+    return localnet_genesis(chain_id, validator_pubkeys, genesis_time_ns)
+
+
+def localnet_genesis(chain_id: str, validator_pubkeys: list[bytes], genesis_time_ns: int | None = None) -> dict:
+    """Genesis for N validators: `dev_key(i)` funded and operating validator i, with `dev_key(0)` funded too."""
+    accounts: dict[str, int] = {}
+    validators = []
+    for index, pubkey in enumerate(validator_pubkeys):
+        operator = encode_address(dev_key(index).address)
+        accounts[operator] = DEFAULT_DEV_BALANCE
+        validators.append(GenesisValidator(pubkey, operator, DEFAULT_VALIDATOR_STAKE, f"validator-{index}"))
+    accounts.setdefault(encode_address(dev_key(0).address), DEFAULT_DEV_BALANCE)
+    return build_genesis(chain_id, build_app_state(accounts, validators), validators, genesis_time_ns)
+
+
+def check_chain_id(chain_id: str) -> None:
+    """CometBFT limits chain ids to 50 characters; we also refuse whitespace and empty ids."""
+    if not chain_id or len(chain_id) > 50 or any(c.isspace() for c in chain_id):
+        raise HomeError(f"invalid chain id {chain_id!r}: 1..50 characters, no whitespace")
