@@ -111,6 +111,16 @@ def test_abci_info(chain):
     assert response["app_version"] == "1"
 
 
+def test_unconfirmed_txs_shape(chain):
+    answer = result(chain.url, "unconfirmed_txs", {"limit": "5"})
+    assert set(answer) == {"n_txs", "total", "total_bytes", "txs"} and isinstance(answer["txs"], list)
+    assert all(isinstance(answer[key], str) for key in ("n_txs", "total", "total_bytes"))
+
+
+def test_net_info_shape(chain):
+    assert result(chain.url, "net_info") == {"listening": False, "listeners": [], "n_peers": "0", "peers": []}
+
+
 def test_num_unconfirmed_txs_shape(chain):
     answer = result(chain.url, "num_unconfirmed_txs")
     assert set(answer) == {"n_txs", "total", "total_bytes", "txs"}

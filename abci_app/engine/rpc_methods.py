@@ -2,83 +2,31 @@
 
 Every handler takes the node and keyword arguments already decoded by `rpc_server` (the table `METHODS`
 says which arguments a method takes and their kinds: int, bool, str, bytes (base64 in JSON) or hexbytes).
-A handler raises `RpcError` for a failure the client caused; the message is CometBFT's wording.
+A handler raises `RpcError` for a failure the client caused; the message is CometBFT's wording. Node,
+ABCI and block methods are here; transaction methods in `rpc_txs`.
 """
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
-from typing import Awaitable, Callable
-
 from ..home import COMETBFT_VERSION, format_time
 from ..proto.tendermint.abci import types_pb2
-from . import AppConnectionLost, EngineError, hashing, rpc_encoding
-from .mempool import MempoolError
-from .blocks import BLOCK_PROTOCOL_VERSION, P2P_PROTOCOL_VERSION, tx_event_map
+from . import hashing, rpc_encoding
+from .blocks import BLOCK_PROTOCOL_VERSION, P2P_PROTOCOL_VERSION
 from .producer import ABCI_VERSION
-from .query import QueryError, parse_query
+from .rpc_common import (
+    DEFAULT_PER_PAGE,
+    MAX_PER_PAGE,
+    Method,
+    RpcError,
+    app_call,
+    app_client,
+    latest_height,
+    page_window,
+    resolve_height,
+)
+from .rpc_txs import broadcast_tx_async, broadcast_tx_commit, broadcast_tx_sync, check_tx, tx, tx_search
 
-DEFAULT_PER_PAGE = 30
-MAX_PER_PAGE = 100
-
-
-class RpcError(Exception):
-    """A failed call: JSON-RPC error `code`/`message`, the reason as the exception text (`data`)."""
-
-    code = -32603
-    message = "Internal error"
-
-
-@dataclass(frozen=True)
-class Method:
-    handler: Callable[..., Awaitable[object]]
-    params: tuple[tuple[str, str], ...] = ()
-
-
-def _client(node):
-    """The app's connections, once the handshake is over (before it, the app may be mid-replay)."""
-    client = node.producer.client
-    if client is None or not node.producer.connected.is_set():
-        raise RpcError("the ABCI application is not connected (the engine is waiting for it)")
-    return client
-
-
-async def _app_call(coroutine):
-    try:
-        return await coroutine
-    except AppConnectionLost as exc:
-        raise RpcError(f"the ABCI application connection was lost: {exc}") from None
-
-
-def _latest_height(node) -> int:
-    return node.producer.visible_height
-
-
-def _height(node, height: int | None) -> int:
-    """CometBFT's `getHeight`: the latest when absent or 0; otherwise it must exist."""
-    latest = _latest_height(node)
-    if height is None or height == 0:
-        if latest == 0:
-            raise RpcError("no blocks yet: the chain has not produced its first block")
-        return latest
-    if height < 0:
-        raise RpcError(f"height must be greater than 0, but got {height}")
-    if height > latest:
-        raise RpcError(f"height {height} must be less than or equal to the current blockchain height {latest}")
-    base = node.blockstore.earliest_height
-    if height < base:
-        raise RpcError(f"height {height} is not available, lowest height is {base}")
-    return height
-
-
-def _page(page: int | None, per_page: int | None, total: int) -> tuple[int, int]:
-    per_page = DEFAULT_PER_PAGE if not per_page or per_page <= 0 else min(per_page, MAX_PER_PAGE)
-    pages = max(1, -(-total // per_page))
-    page = 1 if page is None else page
-    if page <= 0 or page > pages:
-        raise RpcError(f"page should be within [1, {pages}] range, given {page}")
-    return (page - 1) * per_page, per_page
+__all__ = ["METHODS", "RpcError"]
 
 
 # ------------------------------------------------------------------------------------------------ info
@@ -91,7 +39,7 @@ async def health(node) -> dict:
 async def status(node) -> dict:
     store = node.blockstore
     home = node.home
-    latest, earliest = _latest_height(node), store.earliest_height
+    latest, earliest = latest_height(node), store.earliest_height
     latest_block = store.block(latest) if latest else None
     earliest_block = store.block(earliest) if latest else None
     validators = store.validators(latest + 1) or store.validators(node.producer.initial_height) or []
@@ -135,9 +83,9 @@ async def genesis(node) -> dict:
 
 
 async def validators(node, height: int | None = None, page: int | None = None, per_page: int | None = None) -> dict:
-    height = _height(node, height)
+    height = resolve_height(node, height)
     members = node.blockstore.validators(height) or []
-    start, size = _page(page, per_page, len(members))
+    start, size = page_window(page, per_page, len(members))
     selected = members[start:start + size]
     return {
         "block_height": str(height),
@@ -163,7 +111,7 @@ async def unconfirmed_txs(node, limit: int | None = None) -> dict:
         "n_txs": str(len(txs)),
         "total": str(len(node.mempool)),
         "total_bytes": str(node.mempool.total_bytes),
-        "txs": [rpc_encoding.b64(tx) for tx in txs],
+        "txs": [rpc_encoding.b64(raw) for raw in txs],
     }
 
 
@@ -176,8 +124,8 @@ async def net_info(node) -> dict:
 
 
 async def abci_info(node) -> dict:
-    response = await _app_call(
-        _client(node).info(
+    response = await app_call(
+        app_client(node).info(
             types_pb2.RequestInfo(
                 version=COMETBFT_VERSION,
                 block_version=BLOCK_PROTOCOL_VERSION,
@@ -190,7 +138,7 @@ async def abci_info(node) -> dict:
 
 
 async def abci_query(node, path: str = "", data: bytes = b"", height: int = 0, prove: bool = False) -> dict:
-    response = await _app_call(_client(node).query(types_pb2.RequestQuery(path=path, data=data, height=height, prove=prove)))
+    response = await app_call(app_client(node).query(types_pb2.RequestQuery(path=path, data=data, height=height, prove=prove)))
     return {"response": rpc_encoding.query_json(response)}
 
 
@@ -198,25 +146,25 @@ async def abci_query(node, path: str = "", data: bytes = b"", height: int = 0, p
 
 
 async def block(node, height: int | None = None) -> dict:
-    stored = node.blockstore.block(_height(node, height))
+    stored = node.blockstore.block(resolve_height(node, height))
     return {"block_id": stored.block_id, "block": rpc_encoding.block_json(stored)}
 
 
 async def block_by_hash(node, hash: bytes = b"") -> dict:
     height = node.blockstore.height_of_block(hash)
-    if height is None or height > _latest_height(node):
+    if height is None or height > latest_height(node):
         return {"block_id": {"hash": "", "parts": {"total": 0, "hash": ""}}, "block": None}
     stored = node.blockstore.block(height)
     return {"block_id": stored.block_id, "block": rpc_encoding.block_json(stored)}
 
 
 async def header(node, height: int | None = None) -> dict:
-    return {"header": node.blockstore.block(_height(node, height)).header}
+    return {"header": node.blockstore.block(resolve_height(node, height)).header}
 
 
 async def blockchain(node, minHeight: int | None = None, maxHeight: int | None = None) -> dict:
     """Block metas for minHeight..maxHeight, highest first, at most 20 (CometBFT's filterMinMax)."""
-    latest = _latest_height(node)
+    latest = latest_height(node)
     base = node.blockstore.earliest_height
     if (minHeight or 0) < 0 or (maxHeight or 0) < 0:
         raise RpcError("heights must be non-negative")
@@ -241,9 +189,9 @@ async def blockchain(node, minHeight: int | None = None, maxHeight: int | None =
 async def commit(node, height: int | None = None) -> dict:
     """The signed header at `height`: the commit comes from block height+1, or is the engine's own
     precommit for the latest block (then `canonical` is false, as CometBFT's seen commit)."""
-    height = _height(node, height)
+    height = resolve_height(node, height)
     stored = node.blockstore.block(height)
-    following = node.blockstore.block(height + 1) if height < _latest_height(node) else None
+    following = node.blockstore.block(height + 1) if height < latest_height(node) else None
     if following is not None:
         return {"signed_header": {"header": stored.header, "commit": following.last_commit}, "canonical": True}
     key = node.home.validator_key
@@ -265,175 +213,13 @@ async def commit(node, height: int | None = None) -> dict:
 
 
 async def block_results(node, height: int | None = None) -> dict:
-    height = _height(node, height)
+    height = resolve_height(node, height)
     return rpc_encoding.block_results_json(height, node.blockstore.results(height))
 
 
 async def consensus_params(node, height: int | None = None) -> dict:
-    height = _height(node, height)
+    height = resolve_height(node, height)
     return {"block_height": str(height), "consensus_params": node.producer.consensus_params}
-
-
-# ------------------------------------------------------------------------------------------------- txs
-
-
-def _tx_record(node, height: int, index: int, prove: bool) -> dict:
-    stored = node.blockstore.block(height)
-    results = node.blockstore.results(height)
-    tx = stored.txs[index]
-    proof = None
-    if prove:
-        leaves = [hashing.sha256(t) for t in stored.txs]
-        proof = {
-            "root_hash": rpc_encoding.hex_upper(hashing.merkle_root(leaves)),
-            "data": rpc_encoding.b64(tx),
-            "proof": {
-                "total": str(len(leaves)),
-                "index": str(index),
-                "leaf_hash": rpc_encoding.b64(hashing.leaf_hash(leaves[index])),
-                "aunts": [rpc_encoding.b64(a) for a in hashing.merkle_aunts(leaves, index)],
-            },
-        }
-    return rpc_encoding.tx_result_json(tx, height, index, results.tx_results[index], hashing.sha256(tx), proof)
-
-
-async def tx(node, hash: bytes = b"", prove: bool = False) -> dict:
-    position = node.blockstore.tx_position(hash)
-    if position is None or position[0] > _latest_height(node):
-        raise RpcError(f"tx ({hash.hex().upper()}) not found")
-    return _tx_record(node, *position, prove)
-
-
-def _positions_for(node, query) -> list[tuple[int, int]]:
-    """Candidate (height, index) pairs from the most selective indexed condition, then filtered exactly."""
-    store = node.blockstore
-    tx_hash = query.equality("tx.hash")
-    if isinstance(tx_hash, str):
-        try:
-            position = store.tx_position(bytes.fromhex(tx_hash))
-        except ValueError:
-            raise RpcError(f"invalid tx.hash {tx_hash!r}: expected hex") from None
-        candidates = [position] if position else []
-    elif query.equality("tx.height") is not None:
-        try:
-            height = int(query.equality("tx.height"))
-        except ValueError:
-            raise RpcError(f"tx.height must be a number, got {query.equality('tx.height')!r}") from None
-        stored = store.block(height) if 0 < height <= _latest_height(node) else None
-        candidates = [(height, i) for i in range(len(stored.txs))] if stored else []
-    else:
-        attribute = next(
-            (c for c in query.conditions if c.operator == "=" and c.key not in ("tm.event", "tx.height", "tx.hash")), None
-        )
-        if attribute is not None:
-            candidates = store.positions_with_attribute(attribute.key, str(attribute.operand))
-        else:
-            candidates = [
-                (height, index)
-                for height in range(store.earliest_height, _latest_height(node) + 1)
-                for index in range(len(store.block(height).txs))
-            ]
-    visible = _latest_height(node)
-    return sorted(set(p for p in candidates if p[0] <= visible and _matches(node, query, p)))
-
-
-def _matches(node, query, position: tuple[int, int]) -> bool:
-    height, index = position
-    stored = node.blockstore.block(height)
-    results = node.blockstore.results(height)
-    events = tx_event_map(stored.txs[index], height, results.tx_results[index])
-    events.pop("tm.event")  # tx_search queries the tx index, which has no tm.event key
-    return all(
-        condition.key == "tm.event" or (condition.key in events and condition.matches(events[condition.key]))
-        for condition in query.conditions
-    )
-
-
-async def tx_search(node, query: str = "", prove: bool = False, page: int | None = None, per_page: int | None = None, order_by: str = "") -> dict:
-    try:
-        parsed = parse_query(query)
-    except QueryError as exc:
-        raise RpcError(str(exc)) from None
-    if order_by not in ("", "asc", "desc"):
-        raise RpcError("expected order_by to be either `asc` or `desc` or empty")
-    positions = _positions_for(node, parsed)
-    if order_by == "desc":
-        positions.reverse()
-    start, size = _page(page, per_page, len(positions))
-    return {
-        "txs": [_tx_record(node, height, index, prove) for height, index in positions[start:start + size]],
-        "total_count": str(len(positions)),
-    }
-
-
-async def check_tx(node, tx: bytes = b"") -> dict:
-    """The app's CheckTx without the mempool. Like CometBFT's, it goes over the mempool connection, so an app
-    with a mempool overlay counts the tx there until the next Commit."""
-    response = await _app_call(_client(node).check_tx(tx))
-    return rpc_encoding.check_tx_json(response)
-
-
-async def _admit(node, tx: bytes):
-    client = _client(node)
-    try:
-        return await _app_call(node.mempool.check_and_add(tx, client.send_check_tx))
-    except MempoolError as exc:
-        raise RpcError(str(exc)) from None
-
-
-async def broadcast_tx_sync(node, tx: bytes = b"") -> dict:
-    response = await _admit(node, tx)
-    return {
-        "code": response.code,
-        "data": rpc_encoding.hex_upper(response.data),
-        "log": response.log,
-        "codespace": response.codespace,
-        "hash": rpc_encoding.hex_upper(hashing.sha256(tx)),
-    }
-
-
-async def broadcast_tx_async(node, tx: bytes = b"") -> dict:
-    _client(node)
-
-    async def admit_in_background() -> None:
-        try:
-            await _admit(node, tx)
-        except (RpcError, EngineError):
-            pass  # the client asked not to wait; CometBFT drops the tx the same way
-
-    asyncio.ensure_future(admit_in_background())
-    return {"code": 0, "data": "", "log": "", "codespace": "", "hash": rpc_encoding.hex_upper(hashing.sha256(tx))}
-
-
-async def broadcast_tx_commit(node, tx: bytes = b"") -> dict:
-    tx_hash = hashing.sha256(tx)
-    subscription = node.events.subscribe(parse_query(f"tm.event = 'Tx' AND tx.hash = '{tx_hash.hex().upper()}'"))
-    try:
-        response = await _admit(node, tx)
-        if response.code != 0:
-            return {
-                "check_tx": rpc_encoding.check_tx_json(response),
-                "tx_result": rpc_encoding.exec_tx_result_json(types_pb2.ExecTxResult()),
-                "hash": rpc_encoding.hex_upper(tx_hash),
-                "height": "0",
-            }
-        try:
-            item = await asyncio.wait_for(subscription.queue.get(), timeout=node.config.broadcast_tx_commit_timeout)
-        except asyncio.TimeoutError:
-            raise RpcError("timed out waiting for tx to be included in a block") from None
-        if item is None:
-            raise RpcError("subscription was cancelled")
-        value = item[1]["value"]["TxResult"]
-        position = node.blockstore.tx_position(tx_hash)
-        results = node.blockstore.results(position[0])
-        return {
-            "check_tx": rpc_encoding.check_tx_json(response),
-            "tx_result": rpc_encoding.exec_tx_result_json(results.tx_results[position[1]]),
-            "hash": rpc_encoding.hex_upper(tx_hash),
-            "height": value["height"],
-        }
-    finally:
-        node.events.unsubscribe(subscription)
 
 
 METHODS: dict[str, Method] = {
