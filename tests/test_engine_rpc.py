@@ -117,6 +117,24 @@ def test_unconfirmed_txs_shape(chain):
     assert all(isinstance(answer[key], str) for key in ("n_txs", "total", "total_bytes"))
 
 
+def test_header_and_consensus_params(chain):
+    chain.wait_for_height(2)
+    assert result(chain.url, "header", {"height": "2"})["header"] == result(chain.url, "block", {"height": "2"})["block"]["header"]
+    params = result(chain.url, "consensus_params", {"height": "2"})
+    assert params["block_height"] == "2"
+    assert params["consensus_params"] == json.loads(chain.paths.genesis.read_text())["consensus_params"]
+
+
+def test_every_method_answers_without_a_server_bug(chain):
+    from trolly.abci_app.engine.rpc_methods import METHODS
+
+    for method in METHODS:
+        answer = rpc_post(chain.url, method, {})
+        assert "result" in answer or answer["error"]["code"] in (-32602, -32603), (method, answer)
+        if "error" in answer:  # a failure the client caused, worded for the client, never a Python exception
+            assert not re.match(r"^[A-Z]\w+(Error|Exception): ", answer["error"]["data"]), (method, answer)
+
+
 def test_net_info_shape(chain):
     assert result(chain.url, "net_info") == {"listening": False, "listeners": [], "n_peers": "0", "peers": []}
 
