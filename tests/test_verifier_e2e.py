@@ -1,0 +1,123 @@
+"""End to end: `trolly-verifier start` (the console script) beside a real `trolly-node dev`.
+
+Three workers (honest, bf16 cheat, offline) commit a round of a real task; the verifier process follows the
+node (websocket), replays every sampled segment from the workers' blob servers, signs with the validator
+operator's key from a test-backend keyring, and the chain decides: the honest worker passes, the cheat and
+the offline worker fail. Stopped and started again, it casts no second vote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from trolly.chain.hd import DEV_MNEMONIC
+from trolly.wallet.keyring import Keyring
+from trolly.wallet.passwords import PasswordSource
+from trolly.wallet.rpc import RpcClient
+
+from verifier_scenario import VALIDATOR, assert_decided_correctly, landed_verdicts, open_and_commit, unused_port, wait_for
+
+pytestmark = pytest.mark.slow
+
+BIN = pathlib.Path(sys.executable).parent
+NODE_SCRIPT = BIN / "trolly-node"
+VERIFIER_SCRIPT = BIN / "trolly-verifier"
+
+
+@pytest.fixture
+def node(tmp_path):
+    for script in (NODE_SCRIPT, VERIFIER_SCRIPT):
+        if not script.exists():
+            pytest.skip(f"console script not installed at {script}")
+    home = tmp_path / "node-home"
+    url = f"http://127.0.0.1:{unused_port()}"
+    log_path = tmp_path / "node.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([str(NODE_SCRIPT), "dev", "--home", str(home), "--block-time", "200ms",
+                                    "--rpc-laddr", url.replace("http://", "tcp://")],
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"trolly-node dev exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with RpcClient(url, timeout=2) as client:
+                    if client.status().latest_block_height >= 1:
+                        break
+            except Exception:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"trolly-node dev did not serve {url} within 60 s:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+def start_verifier(url: str, tmp_path: pathlib.Path, log_name: str) -> tuple[subprocess.Popen, pathlib.Path]:
+    log_path = tmp_path / log_name
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [str(VERIFIER_SCRIPT), "start", "--node", url, "--home", str(tmp_path / "verifier"), "--key", "validator",
+             "--wallet-home", str(tmp_path / "wallet"), "--keyring-backend", "test", "--unavailable-attempts", "2",
+             "--retry-delay", "0.5", "--poll-interval", "0.5"],
+            stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True)
+    return process, log_path
+
+
+def stop(process: subprocess.Popen) -> int:
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait(5)
+
+
+def test_verifier_process_votes_on_a_real_node_and_never_twice(node, tmp_path):
+    Keyring(tmp_path / "wallet", "test", PasswordSource.fixed("unused")).recover("validator", DEV_MNEMONIC)
+
+    async def main():
+        scenario = await open_and_commit(node, tmp_path, fund=True)
+        process, log_path = start_verifier(node, tmp_path, "verifier.log")
+        try:
+            async def decided():
+                if process.poll() is not None:
+                    raise AssertionError(f"verifier exited {process.returncode}:\n{log_path.read_text()[-3000:]}")
+                return "pending" not in (await scenario.outcomes()).values()
+
+            await wait_for(decided, timeout=180, what="the verifier's votes to decide the round")
+            await asyncio.sleep(2)  # let any votes still in flight land or be refused
+            assert stop(process) == 0, log_path.read_text()[-3000:]
+            task = await scenario.task()
+            assert_decided_correctly(task)
+            log_text = log_path.read_text()
+            assert "voted PASS" in log_text and "voted FAIL" in log_text and "voted UNAVAILABLE" in log_text
+            assert "subscribed to new blocks" in log_text
+
+            again, again_log = start_verifier(node, tmp_path, "verifier-restart.log")
+            await asyncio.sleep(6)
+            assert stop(again) == 0, again_log.read_text()[-3000:]
+            assert landed_verdicts(await scenario.task()) == landed_verdicts(task)
+            assert "voted" not in again_log.read_text()
+        finally:
+            if process.poll() is None:
+                stop(process)
+            await scenario.close()
+
+    asyncio.run(main())

@@ -1,0 +1,159 @@
+"""A one-round task on a chain, played by three workers (honest, bf16 cheat, offline), for the verifier's
+service tests: against the wallet tests' FakeNode and against a real `trolly-node dev`.
+
+    scenario = await open_and_commit(client, tmp_path)   # registers, submits, joins, trains, serves, commits
+    ... run the verifier ...
+    await scenario.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import socket
+import time
+
+import torch
+
+from trolly.chain.crypto import encode_address
+from trolly.chain.hd import dev_key
+from trolly.chain.proto import bank_pb2
+from trolly.chain.proto import market_pb2 as pb
+from trolly.compute.blobs import BlobServer, BlobStore
+from trolly.compute.codecs import ErrorFeedback, get_codec
+from trolly.compute.spec import parse_spec
+from trolly.compute.training import Trainer, initial_weights
+from trolly.verifier.cheats import CheatContext, get_cheat
+from trolly.wallet.rpc import AsyncRpcClient
+from trolly.wallet.sender import TxSender
+
+from verifier_helpers import digits, own_profile, tiny_spec_document
+
+WORKERS = [dev_key(1), dev_key(2), dev_key(3)]  # join order = worker index: honest, cheat, offline
+STRATEGIES = ["honest", "bf16", "honest"]
+VALIDATOR = dev_key(0)
+REWARD = 1_000_000
+WORKER_STAKE = 10_000_000
+COLLATERAL = 4 * REWARD
+
+
+def unused_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def send(client: AsyncRpcClient, key, message) -> None:
+    sender = TxSender(client)
+    fee = int((await client.query_json("/params/auth") or {}).get("min_fee", 0))
+    plan = await sender.plan(encode_address(key.address), [message], fee)
+    outcome = await sender.send(key, plan, wait=True, timeout=30)
+    assert outcome.included is not None and outcome.included.code == 0, outcome
+
+
+async def wait_for(predicate, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = await predicate()
+        if value:
+            return value
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@dataclasses.dataclass
+class Scenario:
+    client: AsyncRpcClient
+    task_id: int
+    servers: list
+
+    async def close(self) -> None:
+        for server in self.servers:
+            await server.stop()
+        await self.client.close()
+
+    async def task(self) -> dict:
+        return await self.client.query_json(f"/market/task/{self.task_id}")
+
+    async def outcomes(self) -> dict[str, str]:
+        task = await self.task()
+        return {c["worker"]: c["outcome"] for c in task["round_details"][0]["commitments"]}
+
+
+async def open_and_commit(url: str, directory, *, fund: bool = False) -> Scenario:
+    """Register three workers (the third's blob URL answers nothing), open a one-round task with every segment
+    sampled, train each worker's round (worker 1 fakes segment 1 in bf16), serve and commit it; return once the
+    chain has sampled the segments."""
+    client = AsyncRpcClient(url)
+    if fund:
+        for key in WORKERS:
+            await send(client, VALIDATOR, bank_pb2.MsgSend(to=key.address, amount=WORKER_STAKE + 2 * COLLATERAL))
+    spec_bytes = json.dumps(tiny_spec_document(digits().manifest_hash, rounds=1)).encode()
+    spec = parse_spec(spec_bytes)
+    servers = []
+    for index, key in enumerate(WORKERS):
+        if index < 2:
+            server = BlobServer(BlobStore(directory / f"worker-{index}"))
+            await server.start()
+            servers.append(server)
+            blob_url = server.url
+        else:
+            blob_url = f"http://127.0.0.1:{unused_port()}"  # nothing listens here
+        await send(client, key, pb.MsgRegisterWorker(stake=WORKER_STAKE, blob_url=blob_url, hardware=pb.HardwareProfile(
+            device="cpu", samples_per_second=100, memory_mb=1024, threads=1)))
+    before = {t["id"] for t in (await client.query_json("/market/tasks"))["tasks"]}
+    await send(client, VALIDATOR, pb.MsgSubmitTask(
+        spec=spec_bytes, spec_hash=hashlib.sha256(spec_bytes).digest(), budget=10 * REWARD, workers=3, rounds=1,
+        reward_per_round=REWARD, collateral=COLLATERAL, join_blocks=500, round_blocks=500, samples_per_worker=3))
+    task_id = max({t["id"] for t in (await client.query_json("/market/tasks"))["tasks"]} - before)
+    for key in WORKERS:
+        await send(client, key, pb.MsgJoinTask(task_id=task_id))
+    trainer = Trainer(spec, digits())
+    start = initial_weights(spec, digits().shape)
+    for index, (key, strategy) in enumerate(zip(WORKERS, STRATEGIES)):
+        played = get_cheat(strategy)(CheatContext(trainer, start, index, 0, spec.training.inner_steps, frozenset({1}),
+                                                  torch.Generator().manual_seed(1)))
+        published = played.publish()
+        pseudo_gradient = {n: start[n] - played.checkpoints[-1].weights[n] for n in start}
+        update, _ = ErrorFeedback(get_codec(spec.codec)).encode(pseudo_gradient)
+        if index < 2:
+            store = servers[index].store
+            for data in (*published.blobs.values(), update):
+                store.put(data)
+            store.set_checkpoints(task_id, 0, list(published.listing))
+        await send(client, key, pb.MsgCommitRound(
+            task_id=task_id, round=0, update_hash=hashlib.sha256(update).digest(),
+            samples_processed=played.samples_processed, steps=played.steps, checkpoint_root=published.checkpoint_root,
+            num_checkpoints=len(published.listing), start_weights_hash=played.start_weights_hash,
+            determinism_profile=own_profile()))
+
+    async def sampled():
+        work = await client.query_json(f"/market/verify/{encode_address(VALIDATOR.address)}")
+        return len([s for s in work["segments"] if s["task_id"] == task_id]) == 9
+
+    await wait_for(sampled, what="sampling")
+    return Scenario(client, task_id, servers)
+
+
+def landed_verdicts(task: dict) -> dict[tuple[str, int], list[str]]:
+    """(worker, segment) -> the verdicts on chain (a list, so a second vote would show)."""
+    verdicts: dict[tuple[str, int], list[str]] = {}
+    for commitment in task["round_details"][0]["commitments"]:
+        for vote in commitment["verdicts"]:
+            verdicts.setdefault((commitment["worker"], vote["segment"]), []).append(vote["verdict"])
+    return verdicts
+
+
+def assert_decided_correctly(task: dict) -> None:
+    """Honest worker passed on all three segments, the cheat failed on its faked one, the offline one failed
+    as unavailable; and no segment got two votes."""
+    verdicts = landed_verdicts(task)
+    assert all(len(v) == 1 for v in verdicts.values()), verdicts
+    honest, cheat, offline = (encode_address(k.address) for k in WORKERS)
+    assert [verdicts[(honest, s)] for s in range(3)] == [["pass"]] * 3
+    assert verdicts[(cheat, 1)] == ["fail"]
+    assert ["unavailable"] in [v for (w, _), v in verdicts.items() if w == offline]
+    outcomes = {c["worker"]: c["outcome"] for c in task["round_details"][0]["commitments"]}
+    assert outcomes == {honest: "passed", cheat: "failed", offline: "failed"}
