@@ -129,7 +129,11 @@ class WorkerService:
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self.server.start()
+        try:
+            await self.server.start()
+        except OSError as error:
+            raise WorkerError(f"cannot serve blobs on {self.server.url}: {error.strerror or error} "
+                              f"(is another worker using this home's port? see worker.json)") from None
         log.info("worker %s serving blobs at %s", self.address, self.server.url)
         if not self.strategy.honest:
             log.warning("TEST SWITCH --cheat %s: this worker trains dishonestly and will be slashed", self.strategy.name)
