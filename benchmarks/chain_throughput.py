@@ -172,7 +172,7 @@ def run_in_process(db_path: str, app_state: dict, blocks: list[list[bytes]], pro
         if profiler:
             profiler.disable()
             report = io.StringIO()
-            pstats.Stats(profiler, stream=report).sort_stats("tottime").print_stats(25)
+            pstats.Stats(profiler, stream=report).sort_stats("tottime").print_stats(30)
             log(report.getvalue())
         return rate, hashes
     finally:
@@ -306,10 +306,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="fewer accounts and blocks (about a minute)")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the in-process run to stderr")
     parser.add_argument("--accounts", type=int, help="override the number of funded accounts")
+    parser.add_argument("--blocks", type=int, help="override the number of timed blocks")
+    parser.add_argument("--block-size", type=int, help="override the transactions per block")
     arguments = parser.parse_args(argv)
     config = QUICK if arguments.quick else FULL
-    if arguments.accounts:
-        config = Config(arguments.accounts, config.blocks, config.block_size, config.warmup_size)
+    block_size = arguments.block_size or config.block_size
+    config = Config(arguments.accounts or config.accounts, arguments.blocks or config.blocks, block_size,
+                    min(config.warmup_size, block_size))
 
     started = time.perf_counter()
     accounts = make_keys(config.accounts, b"account")
