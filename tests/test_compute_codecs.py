@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from trolly.compute.codecs import CODEC_REGISTRY, ErrorFeedback, get_codec
-from trolly.compute.codecs.quantize import CHUNK as INT8_CHUNK
+from trolly.compute.codecs.quantize import CHUNK as INT8_CHUNK, SIGN_CHUNK
 from trolly.compute.codecs.topk import CHUNK as TOPK_CHUNK, kept_per_chunk, select_top
 from trolly.compute.errors import CodecError
 
@@ -42,6 +42,12 @@ def error_bound(name: str, flat: np.ndarray) -> np.ndarray:
         padded[:len(flat)] = magnitude
         per_chunk = padded.reshape(chunks, INT8_CHUNK).max(axis=1) / 254 * (1 + 1e-5) + 1e-30
         return np.repeat(per_chunk, INT8_CHUNK)[:len(flat)]
+    if name == "sign":
+        # the decoded value has the original's sign (zero counts as positive) and the chunk's mean magnitude
+        chunks = -(-len(flat) // SIGN_CHUNK)
+        means = np.array([magnitude[i * SIGN_CHUNK:(i + 1) * SIGN_CHUNK].astype(np.float64).mean() for i in range(chunks)])
+        scale = np.repeat(means, SIGN_CHUNK)[:len(flat)]
+        return np.abs(magnitude - scale) * (1 + 1e-5) + scale * 1e-6 + 1e-30
     # top-k: a dropped value is at most the k-th largest magnitude in its chunk; a kept one is exact or
     # quantized (fp16 relative, int8 by the chunk's largest kept magnitude / 254).
     codec = get_codec(name)
@@ -142,3 +148,10 @@ def test_compression_ratios_match_the_registry_description():
     assert sizes["int8"] < dense / 3.9
     assert dense / sizes["topk-int8"] > 60
     assert dense / sizes["topk-int8-sparse"] > 250
+    assert dense / sizes["sign"] > 31
+
+
+def test_sign_keeps_signs_and_chunk_mean_magnitudes():
+    values = torch.tensor([3.0, -1.0, 0.0, -2.0])
+    decoded = get_codec("sign").decode(get_codec("sign").encode({"w": values}))["w"]
+    assert decoded.tolist() == [1.5, -1.5, 1.5, -1.5]

@@ -76,3 +76,46 @@ class Int8Codec(Codec):
             raise CodecError("int8 scales must be finite and non-negative")
         expanded = np.repeat(scales.astype(np.float32), CHUNK)[:size]
         return (quantized.astype(np.float32) * expanded).astype(np.float32)
+
+
+SIGN_CHUNK = 1024
+
+
+class SignCodec(Codec):
+    """One bit per value: its sign, times the chunk's mean magnitude (scaled sign, as in EF-signSGD).
+
+    Payload: one float32 scale per chunk of SIGN_CHUNK values (mean |x| of the chunk), then the sign bits,
+    packed eight to a byte, least significant bit first (1 = negative). Zero is sent as positive. A decoded
+    value has the sign of the original and magnitude `scale`, so the error is at most max(|x|, scale). It is
+    meant for use with error feedback, which carries the magnitude error into the next round.
+    """
+
+    name = "sign"
+
+    def encode_flat(self, flat: np.ndarray) -> bytes:
+        chunks = -(-len(flat) // SIGN_CHUNK)
+        padded = np.zeros(chunks * SIGN_CHUNK, dtype=np.float32)
+        padded[:len(flat)] = flat
+        magnitudes = np.abs(padded.reshape(chunks, SIGN_CHUNK)).astype(np.float64)
+        lengths = np.full(chunks, SIGN_CHUNK, dtype=np.float64)
+        if chunks:
+            lengths[-1] = len(flat) - (chunks - 1) * SIGN_CHUNK
+        # A running (left to right) float64 sum: unlike a pairwise/SIMD reduction its order is fixed, so the
+        # scale is the same on every CPU. It is rounded to float32 once, at the end.
+        totals = np.cumsum(magnitudes, axis=1)[:, -1] if chunks else np.zeros(0)
+        scales = (totals / lengths).astype(np.float32)
+        bits = np.packbits(flat < 0, bitorder="little")
+        return scales.astype("<f4").tobytes() + bits.tobytes()
+
+    def decode_flat(self, payload, size: int) -> np.ndarray:
+        chunks = -(-size // SIGN_CHUNK)
+        scales, offset = take(payload, 0, "<f4", chunks)
+        packed, end = take(payload, offset, "u1", -(-size // 8))
+        finish(payload, end)
+        if not np.isfinite(scales).all() or (scales < 0).any():
+            raise CodecError("sign scales must be finite and non-negative")
+        negative = np.unpackbits(packed, bitorder="little")[:size].astype(bool)
+        if size % 8 and np.unpackbits(packed[-1:], bitorder="little")[size % 8:].any():
+            raise CodecError("sign payload has stray bits after the last value")
+        magnitude = np.repeat(scales.astype(np.float32), SIGN_CHUNK)[:size]
+        return np.where(negative, -magnitude, magnitude).astype(np.float32)
