@@ -284,9 +284,15 @@ class Producer:
         async with self.mempool.lock:
             # As CometBFT: no CheckTx may be in flight across Commit, and none starts until re-check ends.
             await client.flush_mempool_connection()
-            self.mempool.remove_committed(txs)
-            await client.commit()
+            try:
+                await client.commit()
+            except BaseException:
+                self.mempool.remove_committed(txs)  # decided (stored) even if the app died: never propose again
+                raise
+            # Both at once (no await between): a client never sees the txs leave the mempool before the
+            # block that carries them is visible.
             self.visible_height = height
+            self.mempool.remove_committed(txs)
             dropped = await self.mempool.recheck(client.recheck_txs)
         await self._maybe_pause("after_commit", height, bool(txs))
 
