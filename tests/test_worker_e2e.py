@@ -1,5 +1,6 @@
 """End to end: a real `trolly-node dev`, a real `trolly-worker` process, a task submitted with the wallet
-library; the worker is killed (SIGKILL) in the middle of round 0 and started again.
+library; the worker is stopped (SIGTERM) in the middle of round 0, started again, killed (SIGKILL) further
+into the same round, and started once more.
 
 What must hold: the restarted worker resumes round 0 from its last saved checkpoint (its round-0 commitment
 is exactly what an uninterrupted run produces), commits every round once, reports the final weights, and the
@@ -145,7 +146,7 @@ def test_worker_killed_mid_round_resumes_commits_once_and_the_task_settles(node,
     document = example_spec(dataset_blobs.manifest_hash,
                             model={"arch": "mlp", "config": {"hidden": [32]}},
                             dataset={"name": "digits", "manifest_hash": dataset_blobs.manifest_hash, "urls": [blob_url]},
-                            training={"rounds": 2, "inner_steps": 20, "batch_size": 16, "checkpoint_every": 5,
+                            training={"rounds": 2, "inner_steps": 30, "batch_size": 16, "checkpoint_every": 5,
                                       "seed": 7, "inner_optimizer": {"name": "adamw", "lr": 0.003},
                                       "outer_optimizer": {"name": "nesterov", "lr": 0.7, "momentum": 0.9}},
                             codec="int8")
@@ -158,22 +159,38 @@ def test_worker_killed_mid_round_resumes_commits_once_and_the_task_settles(node,
     task_id = max(t["id"] for t in query(node, "/market/tasks")["tasks"])
 
     log_path = tmp_path / "worker.log"
+
+    def round_zero() -> dict:
+        return read_state(home).get("tasks", {}).get(str(task_id), {}).get("rounds", {}).get("0", {})
+
+    def trained_at_least(count: int):
+        return lambda: len(round_zero().get("checkpoints", [])) >= count and not round_zero().get("commit_tx")
+
+    # 1. Ctrl-C / SIGTERM in the middle of round 0: the worker stops at the next checkpoint, exit code 0.
     worker = start_worker(home, task_id, log_path)
     try:
-        def mid_round():
-            progress = read_state(home).get("tasks", {}).get(str(task_id), {}).get("rounds", {}).get("0", {})
-            return len(progress.get("checkpoints", [])) >= 2 and not progress.get("commit_tx")
+        wait_until(trained_at_least(2), 120, "round 0 to start training", worker, log_path)
+        os.killpg(worker.pid, signal.SIGTERM)
+        assert worker.wait(30) == 0, log_path.read_text()[-3000:]
+    finally:
+        stop_group(worker)
+    assert "progress saved" in log_path.read_text()
+    stopped_at = len(round_zero()["checkpoints"])
 
-        wait_until(mid_round, 120, "round 0 to be half-trained", worker, log_path)
+    # 2. Started again, it resumes; SIGKILL further on, still before the commitment.
+    worker = start_worker(home, task_id, log_path)
+    try:
+        wait_until(trained_at_least(stopped_at + 2), 120, "round 0 to progress after the restart", worker, log_path)
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(10)
     finally:
         stop_group(worker)
-    killed_at = read_state(home)["tasks"][str(task_id)]["rounds"]["0"]
+    killed_at = round_zero()
     view = query(node, f"/market/task/{task_id}")
     assert view["round"] == 0 and view["round_details"][0]["commitments"] == []
-    assert 2 <= len(killed_at["checkpoints"]) < 5 and not killed_at["commit_tx"]
+    assert stopped_at + 2 <= len(killed_at["checkpoints"]) < 7 and not killed_at["commit_tx"]
 
+    # 3. Started once more, it finishes the round from where the kill left it and the whole task.
     worker = start_worker(home, task_id, log_path)
     try:
         assert worker.wait(240) == 0, log_path.read_text()[-4000:]
@@ -181,6 +198,7 @@ def test_worker_killed_mid_round_resumes_commits_once_and_the_task_settles(node,
         stop_group(worker)
 
     log_text = log_path.read_text()
+    assert f"task {task_id} round 0: resuming from checkpoint {stopped_at - 1}" in log_text
     assert f"task {task_id} round 0: resuming from checkpoint {len(killed_at['checkpoints']) - 1}" in log_text
     view = query(node, f"/market/task/{task_id}")
     assert view["status"] == "completed", view
