@@ -83,3 +83,13 @@ def test_broken_cheat_modules_are_reported(tmp_path, text, message):
         load_cheat_module(module)
     with pytest.raises(CheatError, match="does not exist"):
         load_cheat_module(tmp_path / "missing.py")
+
+
+def test_a_worker_chooses_a_fraction_of_its_segments_to_fake():
+    from trolly.verifier.cheats import choose_faked_segments
+
+    chosen = choose_faked_segments(10, 0.3, torch.Generator().manual_seed(1))
+    assert len(chosen) == 3 and all(0 <= s < 10 for s in chosen)
+    assert len(choose_faked_segments(3, 0.01, torch.Generator().manual_seed(1))) == 1
+    with pytest.raises(CheatError):
+        choose_faked_segments(3, 0.0, torch.Generator())

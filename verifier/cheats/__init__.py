@@ -20,12 +20,16 @@ is loaded at checkpoint i); honest segments around it use `train_segment` itself
 
 `load_cheat_module(path)` imports a Python file whose top level calls `register_cheat`, so new strategies
 can be tried with `--cheat-module FILE` without changing the benchmark or the worker. A worker started with
-`--cheat NAME` calls `get_cheat(NAME)` and commits what `publish()` gives.
+`--cheat NAME` picks its faked segments with `choose_faked_segments(n, fraction, generator)`, calls
+`get_cheat(NAME)(context)` instead of `compute.training.run_round`, and serves and commits what `publish()`
+gives (the listing, the blobs except the withheld ones, the root, `steps`, `samples_processed`,
+`start_weights_hash`); its update is the last checkpoint's weights subtracted from the start weights.
 """
 
-from .registry import (CHEATS, Cheat, CheatContext, CheatedRound, PublishedRound, get_cheat, honest_round,
-                       load_cheat_module, register_cheat, segment_cheat)
+from .registry import (CHEATS, Cheat, CheatContext, CheatedRound, PublishedRound, choose_faked_segments, get_cheat,
+                       honest_round, load_cheat_module, register_cheat, segment_cheat)
 from . import builtin  # noqa: F401  (registers the built-in strategies)
 
-__all__ = ["CHEATS", "Cheat", "CheatContext", "CheatedRound", "PublishedRound", "get_cheat", "honest_round",
+__all__ = ["CHEATS", "Cheat", "CheatContext", "CheatedRound", "PublishedRound", "choose_faked_segments", "get_cheat",
+           "honest_round",
            "load_cheat_module", "register_cheat", "segment_cheat"]

@@ -134,6 +134,14 @@ def load_cheat_module(path: str | pathlib.Path) -> list[str]:
     return added
 
 
+def choose_faked_segments(segments: int, fraction: float, generator: torch.Generator) -> frozenset[int]:
+    """A random `fraction` of a round's segments (at least one), for a worker started with `--cheat NAME`."""
+    if segments < 1 or not 0.0 < fraction <= 1.0:
+        raise CheatError(f"need at least one segment and a fraction in (0, 1], got {segments}, {fraction}")
+    count = max(1, round(segments * fraction))
+    return frozenset(torch.randperm(segments, generator=generator)[:count].tolist())
+
+
 def honest_round(context: CheatContext) -> CheatedRound:
     """The honest round, through the same `train_segment` as `compute.training.run_round`."""
     return segment_cheat(None)(dataclasses.replace(context, faked_segments=frozenset()))
