@@ -237,7 +237,10 @@ class RpcServer:
         async def send(message: dict) -> None:
             async with send_lock:
                 if not socket.closed:
-                    await socket.send_str(json.dumps(message))
+                    try:
+                        await socket.send_str(json.dumps(message))
+                    except (ConnectionError, RuntimeError):
+                        pass  # the client went away; the read loop ends and cleans up
 
         try:
             async for message in socket:
