@@ -68,11 +68,11 @@ def result(url: str, method: str, params=None) -> dict:
 class InProcessChain:
     """A dev chain in a background thread: `url` is its JSON-RPC, `node` the SoloNode (read-only use)."""
 
-    def __init__(self, root: pathlib.Path, block_interval: float = 0.05, chain_id: str = "engine-test") -> None:
+    def __init__(self, root: pathlib.Path, block_interval: float = 0.05, chain_id: str = "engine-test", dev: bool = True) -> None:
         self.root = root
         self.chain_id = chain_id
         self.block_interval = block_interval
-        self.paths = homelib.init_home(root, chain_id, dev=True)
+        self.paths = homelib.init_home(root, chain_id, dev=dev)
         self.socket = f"unix://{root}/app.sock"
         self.url = ""
         self.node: SoloNode | None = None

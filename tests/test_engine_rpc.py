@@ -516,3 +516,13 @@ def test_validator_updates_take_effect_two_heights_later(tmp_path):
         flags = [s["block_id_flag"] for s in headers[height + 3]["last_commit"]["signatures"]]
         assert flags == [1, 2]  # the new validator (absent: the solo engine cannot sign for it), then ours
     assert own_chain.error is None
+
+
+def test_a_plain_init_home_makes_blocks_with_its_self_operated_validator(tmp_path):
+    with InProcessChain(tmp_path / "home", dev=False) as plain:
+        plain.wait_for_height(2)
+        [validator] = result(plain.url, "validators")["validators"]
+        assert validator["voting_power"] == "10"
+        status = result(plain.url, "status")
+        assert status["validator_info"]["address"] == validator["address"]
+    assert plain.error is None

@@ -207,3 +207,8 @@ def test_localnet_homes_share_genesis_and_peer_with_each_other(tmp_path):
         for address in (config["p2p"]["laddr"], config["rpc"]["laddr"], config["proxy_app"]):
             ports.add(int(address.rsplit(":", 1)[1]))
     assert len(ports) == 9  # every listener distinct
+
+
+def test_plain_init_keeps_the_chain_s_production_params(tmp_path):
+    assert run("init", "--home", str(tmp_path / "h"), "--chain-id", "prod-2").exit_code == 0
+    assert json.loads((tmp_path / "h/config/genesis.json").read_text())["app_state"]["params"] == {}

@@ -108,6 +108,7 @@ class Producer:
                     return
                 await self.handshake(self.client)
                 self.connected.set()
+                await self._wait_for_genesis_time(stop)
                 log.info("handshake done: app at height %d, producing blocks every %.2fs", self.blockstore.last_height, self.config.block_interval)
                 while not stop.is_set():
                     if not await _finish_unless_stopped(self.produce_block(self.client), stop):
@@ -121,6 +122,15 @@ class Producer:
                 if self.client is not None:
                     await self.client.close()
                     self.client = None
+
+    async def _wait_for_genesis_time(self, stop: asyncio.Event) -> None:
+        """Like CometBFT, make no block before the genesis time (a localnet may set it in the future)."""
+        if self.blockstore.last_height:
+            return
+        delay = (parse_time(self.genesis["genesis_time"]) - time.time_ns()) / 1e9
+        if delay > 0:
+            log.info("genesis time is %.1fs away; waiting for it", delay)
+            await _sleep_or_stop(delay, stop)
 
     # ------------------------------------------------------------------------------------ handshake
 
