@@ -526,3 +526,18 @@ def test_a_plain_init_home_makes_blocks_with_its_self_operated_validator(tmp_pat
         status = result(plain.url, "status")
         assert status["validator_info"]["address"] == validator["address"]
     assert plain.error is None
+
+
+def test_no_block_before_a_future_genesis_time(tmp_path):
+    import time as clock
+
+    from trolly.abci_app.home import format_time, parse_time
+
+    waiting = InProcessChain(tmp_path / "home")
+    genesis = json.loads(waiting.paths.genesis.read_text())
+    genesis["genesis_time"] = format_time(clock.time_ns() + 1_500_000_000)
+    waiting.paths.genesis.write_text(json.dumps(genesis))
+    with waiting:
+        first = result(waiting.url, "block", {"height": "1"})["block"]["header"]
+        assert parse_time(first["time"]) >= parse_time(genesis["genesis_time"])
+    assert waiting.error is None
