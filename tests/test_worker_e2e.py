@@ -19,12 +19,14 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
 from trolly.chain.crypto import decode_address, encode_address
 from trolly.chain.hd import dev_key
 from trolly.chain.proto import market_pb2
+from trolly.compute.checkpoints import decode_weights
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.spec import example_spec, parse_spec
 from trolly.compute.training import Trainer, initial_weights, run_round
@@ -116,13 +118,21 @@ def query(url: str, path: str):
         return client.query_json(path)
 
 
-def start_worker(home: pathlib.Path, task_id: int, log_path: pathlib.Path) -> subprocess.Popen:
+def start_worker(home: pathlib.Path, task_id: int, log_path: pathlib.Path, *extra: str) -> subprocess.Popen:
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             [str(WORKER_SCRIPT), "start", "--home", str(home), "--max-tasks", "1", "--task", str(task_id),
-             "--step-delay", "0.15", "--poll-interval", "0.2", "--no-progress"],
+             "--step-delay", "0.15", "--poll-interval", "0.2", "--no-progress", *extra],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def fetch_blob(base_url: str, digest: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(f"{base_url}/blobs/{digest}", timeout=5) as response:
+            return response.read()
+    except OSError:
+        return None
 
 
 def read_state(home: pathlib.Path) -> dict:
@@ -190,10 +200,18 @@ def test_worker_killed_mid_round_resumes_commits_once_and_the_task_settles(node,
     assert view["round"] == 0 and view["round_details"][0]["commitments"] == []
     assert stopped_at + 2 <= len(killed_at["checkpoints"]) < 7 and not killed_at["commit_tx"]
 
-    # 3. Started once more, it finishes the round from where the kill left it and the whole task.
-    worker = start_worker(home, task_id, log_path)
+    # 3. Started once more, it finishes the round from where the kill left it and the whole task, then keeps
+    #    serving (--linger) so the final weights can be downloaded by hash from its blob service.
+    worker = start_worker(home, task_id, log_path, "--linger", "120")
     try:
-        assert worker.wait(240) == 0, log_path.read_text()[-4000:]
+        wait_until(lambda: query(node, f"/market/task/{task_id}")["status"] != "running", 240, "the task to end",
+                   worker, log_path)
+        digest = query(node, f"/market/task/{task_id}")["final_weights_hash"]
+        weights = wait_until(lambda: fetch_blob(blob_url, digest), 30, "the final weights to be served", worker, log_path)
+        assert hashlib.sha256(weights).hexdigest() == digest
+        assert set(decode_weights(weights)) == set(initial_weights(parse_spec(spec_bytes), dataset_from_blobs(dataset_blobs).shape))
+        os.killpg(worker.pid, signal.SIGTERM)  # ends the linger at once
+        assert worker.wait(30) == 0, log_path.read_text()[-4000:]
     finally:
         stop_group(worker)
 

@@ -65,13 +65,15 @@ class ServiceOptions:
     cheat: str = ""
     """TEST SWITCH: the name of a dishonest strategy from `cheats.py`."""
     poll_interval: float = 0.5
+    linger: float = 0.0
+    """Seconds to keep serving blobs (final weights...) after the last of `max_tasks` tasks ends."""
     rich_output: bool = False
 
     def __post_init__(self) -> None:
         if self.declare_slowdown < 1.0:
             raise WorkerError(f"--declare-slowdown must be at least 1, got {self.declare_slowdown}")
-        if self.step_delay < 0 or self.poll_interval <= 0 or self.max_tasks < 0 or self.task_id < 0:
-            raise WorkerError("step delay, max tasks and task id must be non-negative, the poll interval positive")
+        if min(self.step_delay, self.linger, self.max_tasks, self.task_id) < 0 or self.poll_interval <= 0:
+            raise WorkerError("step delay, linger, max tasks and task id must be non-negative, the poll interval positive")
 
 
 class BlockClock:
@@ -184,6 +186,10 @@ class WorkerService:
     async def run(self) -> None:
         while not self._stopping.is_set():
             if self.options.max_tasks and self.finished_this_run >= self.options.max_tasks:
+                if self.options.linger:
+                    log.info("finished %d task(s); serving blobs for %g s more", self.finished_this_run,
+                             self.options.linger)
+                    await self._sleep(self.options.linger)
                 log.info("finished %d task(s); stopping", self.finished_this_run)
                 return
             try:
