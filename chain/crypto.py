@@ -12,6 +12,7 @@ import nacl.signing
 
 from .bech32_fast import bech32_encode_bytes
 from .errors import InvalidAddress
+from .signature_cache import VerifiedSignatures
 
 ADDRESS_PREFIX = "trolly"
 """Human-readable part of every bech32 account address."""
@@ -72,7 +73,15 @@ def is_module_address(address: bytes) -> bool:
 
 
 def verify_signature(pubkey: bytes, message: bytes, signature: bytes) -> bool:
-    """True when `signature` is a valid ed25519 signature of `message` by `pubkey`."""
+    """True when `signature` is a valid ed25519 signature of `message` by `pubkey`.
+
+    Remembers successful checks (`signature_cache`): a node checks each transaction's signature in CheckTx,
+    the proposal steps, FinalizeBlock and the re-check. Same answers as `verify_signature_reference`."""
+    return _VERIFIED.verify(pubkey, message, signature)
+
+
+def verify_signature_reference(pubkey: bytes, message: bytes, signature: bytes) -> bool:
+    """The readable check, with PyNaCl; `verify_signature` is held to it by tests (STYLE 15)."""
     if len(pubkey) != PUBKEY_LENGTH or len(signature) != SIGNATURE_LENGTH:
         return False
     try:
@@ -80,6 +89,9 @@ def verify_signature(pubkey: bytes, message: bytes, signature: bytes) -> bool:
     except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, ValueError):
         return False
     return True
+
+
+_VERIFIED = VerifiedSignatures(verify_signature_reference)
 
 
 class PrivateKey:
