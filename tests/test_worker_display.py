@@ -6,7 +6,7 @@ import logging
 import time
 
 from trolly.compute.worker.display import RoundDisplay, configure_logging
-from trolly.compute.worker.service import BlockClock
+from trolly.compute.worker.throughput import BlockClock
 
 
 def test_plain_output_logs_each_segment(caplog):

@@ -77,7 +77,5 @@ def spec_document(manifest_hash: str) -> bytes:
 
 def new_service(home, chain, key, cheat: str = "") -> WorkerService:
     """A service as a freshly started process would build it: state from disk, nothing in memory."""
-    service = WorkerService(home, WorkerConfig(key_name="worker", blob_port=0), key,
-                            ServiceOptions(poll_interval=0.01, cheat=cheat))
-    service.market = ChainMarket(chain, key)
-    return service
+    return WorkerService(home, WorkerConfig(key_name="worker", blob_port=0), key,
+                         ServiceOptions(poll_interval=0.01, cheat=cheat), market=ChainMarket(chain, key))

@@ -8,10 +8,13 @@ checkpoints, final weights) from its own blob service. The pieces:
     state.py       persisted progress, so a restart resumes mid-round and never commits twice
     plan.py        the decision of the loop: given the chain's view of a task and our progress, what next
     rounds.py      one round: resumable training with checkpoints, encoding, the commitment
+    commits.py     sending each round's commitment exactly once (signed bytes saved before they are sent)
     weights.py     the global weights W_r: initial, and each next round's from the verified updates
     strategies.py  the honest training strategy, the hook a test cheat (`cheats.py`) replaces
     market.py      the chain side: queries and the worker's transactions (register, join, commit)
-    throughput.py  measuring this machine's samples per second, the H it declares
+    throughput.py  measuring this machine's samples per second, the H it declares, the block interval
+    data.py        the task's dataset: local store, bundled build, or fetched by hash
+    errors.py      WorkerError and its cases
     service.py     the long-running service (start / run / stop) tying the above together
     display.py     progress display and operator logs
     cli.py         `trolly-worker init | start | status`

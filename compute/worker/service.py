@@ -19,12 +19,9 @@ import hashlib
 import logging
 import pathlib
 import threading
-import time
 
 from trolly.chain.crypto import PrivateKey
-from trolly.chain.proto.market_pb2 import MsgCommitRound
-from trolly.chain.tx import decode_tx
-from trolly.wallet.errors import InclusionTimeout, InsufficientBalance, NodeUnreachable, TxRejected, WalletError
+from trolly.wallet.errors import InclusionTimeout, InsufficientBalance, NodeUnreachable, TxRejected
 from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import BlobError, BlobServer, BlobStore
@@ -41,15 +38,15 @@ from .config import WorkerConfig
 from .data import obtain_dataset
 from .display import RoundDisplay
 from .errors import TaskUnfit, WeightsMismatch, WorkerError
+from .commits import Committer
 from .market import MarketClient
 from .rounds import RoundInterrupted, commitment, encode_update, final_report, previous_residual, train_round
 from .state import TaskProgress, WorkerState
-from .throughput import Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
+from .throughput import BlockClock, Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
 from .weights import check_agreed, initial_state, mirror_updates, next_state
 
 log = logging.getLogger("trolly.worker")
 
-INVALID_NONCE_CODE = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,26 +73,6 @@ class ServiceOptions:
             raise WorkerError("step delay, linger, max tasks and task id must be non-negative, the poll interval positive")
 
 
-class BlockClock:
-    """Seconds per block, estimated from the heights seen while polling (None until two are known)."""
-
-    def __init__(self) -> None:
-        self.first: tuple[float, int] | None = None
-        self.last: tuple[float, int] | None = None
-
-    def observe(self, height: int) -> None:
-        now = time.monotonic()
-        if self.first is None:
-            self.first = (now, height)
-        if self.last is None or height > self.last[1]:
-            self.last = (now, height)
-
-    def seconds_per_block(self) -> float | None:
-        if self.first is None or self.last is None or self.last[1] <= self.first[1]:
-            return None
-        return (self.last[0] - self.first[0]) / (self.last[1] - self.first[1])
-
-
 @dataclasses.dataclass
 class TaskContext:
     """What a task needs in memory while the worker works on it."""
@@ -108,7 +85,9 @@ class TaskContext:
 
 
 class WorkerService:
-    def __init__(self, home: pathlib.Path, config: WorkerConfig, key: PrivateKey, options: ServiceOptions) -> None:
+    def __init__(self, home: pathlib.Path, config: WorkerConfig, key: PrivateKey, options: ServiceOptions,
+                 market: MarketClient | None = None) -> None:
+        """`market` defaults to a `MarketClient` on `config.node`; tests pass one over an in-process chain."""
         self.home = home
         self.config = config
         self.options = options
@@ -116,7 +95,8 @@ class WorkerService:
         self.state = WorkerState.load(home)
         self.store = BlobStore(home / "blobs")
         self.server = BlobServer(self.store, owner_token="", host=config.blob_host, port=config.blob_port)
-        self.market = MarketClient(AsyncRpcClient(config.node), key, home, config.fee)
+        self.market = market or MarketClient(AsyncRpcClient(config.node), key, home, config.fee)
+        self.committer = Committer(self.market, self.state, self._sleep)
         self.clock = BlockClock()
         self.throughput: Throughput | None = None
         self.finished_this_run = 0
@@ -336,8 +316,8 @@ class WorkerService:
         progress, spec = context.progress, context.spec
         task_id = progress.task_id
         round_progress = progress.round(round_index)
-        if round_progress.commit_tx:
-            await self.broadcast_commit(task_id, round_index)
+        if self.committer.pending(task_id, round_index):
+            await self.committer.resend(task_id, round_index)
             return
         state = await self.global_state(context, view, round_index)
         if not round_progress.steps:
@@ -374,13 +354,13 @@ class WorkerService:
                 self.state.save()
         self.store.set_checkpoints(task_id, round_index, hashes)
         message = commitment(task_id, round_progress, spec.training.batch_size, context.trainer.profile_id)
-        await self.sign_and_commit(task_id, round_index, message)
+        await self.committer.commit(task_id, round_index, message)
 
     async def report_final(self, context: TaskContext, view: dict) -> None:
         progress = context.progress
         rounds = view["rounds"]
-        if progress.round(rounds).commit_tx:
-            await self.broadcast_commit(progress.task_id, rounds)
+        if self.committer.pending(progress.task_id, rounds):
+            await self.committer.resend(progress.task_id, rounds)
             return
         state = await self.global_state(context, view, rounds)
         digest = self.store.put(encode_weights(state.weights))
@@ -388,61 +368,4 @@ class WorkerService:
             progress.final_weights_hash = digest
             self.state.save()
         log.info("task %d: final weights W_%d published as blob %s", progress.task_id, rounds, digest)
-        await self.sign_and_commit(progress.task_id, rounds, final_report(progress.task_id, rounds, digest))
-
-    # ---- committing exactly once --------------------------------------------------------------------------
-
-    async def sign_and_commit(self, task_id: int, round_index: int, message) -> None:
-        raw = await self.market.sign(message)
-        round_progress = self.state.task(task_id).round(round_index)
-        with self.state.lock:
-            round_progress.commit_tx = raw.hex()
-            self.state.save()  # saved BEFORE it leaves the process: a restart re-sends these exact bytes
-        await self.broadcast_commit(task_id, round_index)
-
-    async def broadcast_commit(self, task_id: int, round_index: int) -> None:
-        round_progress = self.state.task(task_id).round(round_index)
-        raw = bytes.fromhex(round_progress.commit_tx)
-        try:
-            outcome = await self.market.broadcast(raw)
-            log.info("task %d round %d: committed in block %d", task_id, round_index, outcome.included.height)
-        except (TxRejected, InclusionTimeout) as error:
-            if not await self._settle_commit_failure(task_id, round_index, raw, error):
-                return
-        with self.state.lock:
-            round_progress.committed = True
-            self.state.save()
-
-    async def _settle_commit_failure(self, task_id: int, round_index: int, raw: bytes, error: WalletError) -> bool:
-        """After a refused or slow broadcast: True if the commitment is on chain after all. Re-signs (same
-        content, fresh nonce) only when the saved transaction can never be included: its nonce was used."""
-        included = await self.market.find_tx(raw)
-        view = await self.market.task(task_id)
-        if plan.committed_on_chain(view, round_index, self.address):
-            return True
-        if included is not None:
-            # Refused in a block (e.g. the round closed first): the chain will drop this worker from the task,
-            # which the next look at the chain sees. Nothing to re-send.
-            log.error("task %d round %d: the commitment was refused in block %d: %s", task_id, round_index,
-                      included.height, included.log)
-            await self._sleep(1.0)
-            return False
-        nonce = decode_tx(raw).body.nonce
-        account_nonce = await self.market.nonce()
-        if isinstance(error, TxRejected) and error.code == INVALID_NONCE_CODE and account_nonce > nonce:
-            log.warning("task %d round %d: the saved commitment's nonce %d was used by another transaction; "
-                        "signing it again", task_id, round_index, nonce)
-            round_progress = self.state.task(task_id).round(round_index)
-            fresh = await self.market.sign(decode_commit(raw))
-            with self.state.lock:
-                round_progress.commit_tx = fresh.hex()
-                self.state.save()
-            return False  # the next pass of the loop broadcasts the fresh bytes
-        log.warning("task %d round %d: commitment not included yet (%s); will check again", task_id, round_index, error)
-        await self._sleep(1.0)
-        return False
-
-
-def decode_commit(raw: bytes) -> MsgCommitRound:
-    """The MsgCommitRound inside a signed commitment transaction."""
-    return MsgCommitRound.FromString(decode_tx(raw).body.messages[0].value)
+        await self.committer.commit(progress.task_id, rounds, final_report(progress.task_id, rounds, digest))

@@ -8,6 +8,7 @@ samples processed, so it still contributes (DESIGN section 4).
 
 `slowdown` (`trolly-worker start --declare-slowdown X`) divides the measured speed: it lets a localnet
 present one of its workers as an X times slower machine. Everything here is measured, nothing assumed.
+`BlockClock` measures the chain's block interval, to turn a round's deadline (a height) into seconds.
 """
 
 from __future__ import annotations
@@ -102,3 +103,23 @@ def hardware_profile(throughput: Throughput, slowdown: float = 1.0, threads: int
         pass  # not every platform reports it; 0 means unknown
     return HardwareProfile(device="cpu", samples_per_second=throughput.declared(slowdown), memory_mb=memory_mb,
                            threads=threads)
+
+
+class BlockClock:
+    """Seconds per block, estimated from the heights seen while polling (None until two are known)."""
+
+    def __init__(self) -> None:
+        self.first: tuple[float, int] | None = None
+        self.last: tuple[float, int] | None = None
+
+    def observe(self, height: int) -> None:
+        now = time.monotonic()
+        if self.first is None:
+            self.first = (now, height)
+        if self.last is None or height > self.last[1]:
+            self.last = (now, height)
+
+    def seconds_per_block(self) -> float | None:
+        if self.first is None or self.last is None or self.last[1] <= self.first[1]:
+            return None
+        return (self.last[0] - self.first[0]) / (self.last[1] - self.first[1])
