@@ -15,6 +15,7 @@ tensor memory, so hashing (which releases the GIL for large buffers) can run bes
 from __future__ import annotations
 
 import hashlib
+import math
 import struct
 from collections.abc import Iterator, Mapping
 
@@ -120,7 +121,7 @@ def decode_tensors(data: bytes | bytearray | memoryview) -> dict[str, torch.Tens
             shape = struct.unpack_from("<" + "Q" * ndim, view, offset)
             offset += 8 * ndim
             numpy_dtype = NUMPY_DTYPES[code]
-            elements = int(np.prod(shape, dtype=np.uint64)) if ndim else 1
+            elements = math.prod(shape)  # Python integers: a forged shape cannot overflow
             size = elements * numpy_dtype.itemsize
             if offset + size > len(view):
                 raise EncodingError(f"truncated data for tensor {name_bytes.decode('utf-8', 'replace')!r}")

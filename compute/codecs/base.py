@@ -14,6 +14,7 @@ elementwise float32 arithmetic and rounding are IEEE-exact). The bytes are what 
 from __future__ import annotations
 
 import abc
+import math
 import struct
 from collections.abc import Mapping
 
@@ -81,7 +82,7 @@ class Codec(abc.ABC):
             raise CodecError(f"malformed update header: {error}") from None
         if [n for n, _ in layout] != sorted((n for n, _ in layout), key=lambda n: n.encode("utf-8")):
             raise CodecError("update tensors are not in canonical order")
-        sizes = [int(np.prod(shape, dtype=np.int64)) for _, shape in layout]
+        sizes = [math.prod(shape) for _, shape in layout]  # Python integers: no overflow on forged shapes
         total = sum(sizes)
         if total > 2**31:
             raise CodecError(f"update declares {total} elements, too many")
