@@ -125,11 +125,12 @@ class AbciConnection:
                 case = response.WhichOneof("value")
                 if not self._pending:
                     raise AppProtocolError(f"the app sent {case!r} on the {self.name} connection with nothing pending")
-                method, future, callback = self._pending.popleft()
+                method, future, callback = self._pending[0]
                 if case == "exception":
                     raise AppProtocolError(f"the app answered {method} with an exception: {response.exception.error}")
                 if case != method:
                     raise AppProtocolError(f"the app answered {method} with {case!r}")
+                self._pending.popleft()
                 value = getattr(response, method)
                 if callback is not None:
                     callback(value)
