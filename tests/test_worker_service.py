@@ -226,3 +226,27 @@ def test_a_member_that_dies_after_a_verified_round_still_counts_and_the_task_com
     state = outer_step(state, [update(state, 0, 0), update(state, 1, 0)], parsed.training.outer_optimizer)
     state = outer_step(state, [update(state, 0, 1)], parsed.training.outer_optimizer)
     assert view["final_weights_hash"] == state.weights_hash().hex()
+
+
+def test_a_saved_commitment_whose_nonce_was_taken_is_signed_again_with_the_same_content(world):
+    from trolly.chain.proto import market_pb2 as pb
+    from trolly.compute.worker.commits import decode_commit
+
+    chain, market, task_id, home, spec = world
+    worker = market.workers[0]
+    first = new_service(home, chain, worker)
+    first.market.kill = "before"
+    with pytest.raises(SimulatedKill):
+        run(drive(first, chain, market, task_id))
+    saved = bytes.fromhex(WorkerState.load(home).task(task_id).rounds[0].commit_tx)
+    # Meanwhile the same key signs something else (a wallet on another machine): the saved nonce is used up.
+    other = chain.tx(worker, pb.MsgUpdateWorker(blob_url="http://127.0.0.1:9999"), nonce=chain.nonce(worker))
+    assert chain.block(other).tx_results[0].ok
+    second = new_service(home, chain, worker)
+    assert run(drive(second, chain, market, task_id))
+    resent, fresh = second.market.broadcasts[0], second.market.broadcasts[1]
+    assert resent == saved and fresh != saved
+    assert decode_commit(fresh) == decode_commit(saved)  # same commitment, new nonce
+    assert decode_tx(fresh).body.nonce == decode_tx(saved).body.nonce + 1
+    assert list(market.round_commitments(task_id, 0)) == [encode_address(worker.address)]
+    assert market.task(task_id)["status"] == "completed"
