@@ -262,11 +262,13 @@ def dev(home, chain_id, block_time, rpc_laddr, reset) -> None:
     address = _dev_app_address(root)
     command = [sys.executable, "-m", "trolly.abci_app.cli", "start", "--home", str(root), "--abci", address]
     child = subprocess.Popen(command, start_new_session=True)
+    child_failed = False
     try:
         uvloop.run(_run_engine(root, address, rpc_laddr, interval, lambda node: _banner(node, loaded.chain_id), child))
     except AbciAppError as exc:
         _fail(exc)
     finally:
+        child_failed = child.poll() not in (None, 0)  # it died on its own, before we stopped it
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
             try:
@@ -274,6 +276,8 @@ def dev(home, chain_id, block_time, rpc_laddr, reset) -> None:
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
+    if child_failed:
+        raise click.ClickException(f"the app process exited with code {child.returncode}; see its log lines above")
 
 
 if __name__ == "__main__":

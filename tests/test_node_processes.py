@@ -239,3 +239,19 @@ def test_engine_refuses_an_app_whose_hash_differs_from_the_block_store(tmp_path)
     finally:
         stop(app)
     assert result.returncode != 0 and "app hash mismatch" in result.stderr, result.stderr[-2000:]
+
+
+def test_dev_fails_when_its_app_cannot_start(tmp_path):
+    root = tmp_path / "dev"
+    homelib.init_home(root, "locked-test", dev=True)
+    from trolly.abci_app.store import Store
+
+    holder = Store(root / "data" / homelib.APPLICATION_DB)  # holds the LevelDB lock: the child app cannot open it
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "trolly.abci_app.cli", "dev", "--home", str(root), "--rpc-laddr", f"tcp://127.0.0.1:{free_port()}"],
+            capture_output=True, text=True, timeout=120,
+        )
+    finally:
+        holder.close()
+    assert result.returncode != 0 and "the app process exited" in result.stderr
