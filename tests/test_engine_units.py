@@ -105,6 +105,19 @@ def test_init_chain_request_carries_genesis(tmp_path):
     assert __import__("json").loads(request.app_state_bytes) == genesis["app_state"]
 
 
+def test_app_state_bytes_are_the_genesis_file_s_own(tmp_path):
+    from trolly.abci_app.engine.chainstate import raw_app_state
+
+    text = '{"chain_id": "c", "nested": {"app_state": 1}, "app_state" :  {"b": [1, 2],\n "a": "x"} , "z": null}'
+    assert raw_app_state(text) == b'{"b": [1, 2],\n "a": "x"}'
+    assert raw_app_state('{"chain_id": "c"}') is None
+    paths = homelib.init_home(tmp_path / "h", "raw-chain", dev=True)
+    text = paths.genesis.read_text()
+    request = init_chain_request(__import__("json").loads(text), text)
+    assert request.app_state_bytes.decode() in text  # verbatim, indentation included
+    assert __import__("json").loads(request.app_state_bytes) == __import__("json").loads(text)["app_state"]
+
+
 def test_params_round_trip_through_protobuf():
     params = homelib.default_consensus_params()
     assert merge_params({}, params_to_proto(params)) == {**params, "version": {"app": "0"}}

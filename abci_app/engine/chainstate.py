@@ -126,14 +126,47 @@ def max_data_bytes(params: dict, validator_count: int) -> int:
     return max(max_bytes - overhead, 0)
 
 
-def init_chain_request(genesis: dict) -> types_pb2.RequestInitChain:
-    """RequestInitChain exactly as CometBFT builds it from genesis.json."""
+def raw_app_state(genesis_text: str) -> bytes | None:
+    """The `app_state` value exactly as written in genesis.json (CometBFT passes these very bytes, a Go
+    `json.RawMessage`, as `app_state_bytes`); None if the document has none."""
+    decoder = json.JSONDecoder()
+    position = _skip_space(genesis_text, 0)
+    if genesis_text[position:position + 1] != "{":
+        raise EngineError("genesis.json is not a JSON object")
+    position = _skip_space(genesis_text, position + 1)
+    while genesis_text[position:position + 1] not in ("}", ""):
+        key, position = decoder.raw_decode(genesis_text, position)
+        position = _skip_space(genesis_text, position)
+        if genesis_text[position:position + 1] != ":":
+            raise EngineError("genesis.json: expected ':' after a key")
+        start = _skip_space(genesis_text, position + 1)
+        _, end = decoder.raw_decode(genesis_text, start)
+        if key == "app_state":
+            return genesis_text[start:end].encode()
+        position = _skip_space(genesis_text, end)
+        if genesis_text[position:position + 1] == ",":
+            position = _skip_space(genesis_text, position + 1)
+    return None
+
+
+def _skip_space(text: str, position: int) -> int:
+    while position < len(text) and text[position] in " \t\r\n":
+        position += 1
+    return position
+
+
+def init_chain_request(genesis: dict, genesis_text: str | None = None) -> types_pb2.RequestInitChain:
+    """RequestInitChain exactly as CometBFT builds it from genesis.json (pass the file's text to get the
+    `app_state` bytes verbatim; without it they are re-serialised)."""
     app_state = genesis.get("app_state")
+    raw = raw_app_state(genesis_text) if genesis_text is not None else None
+    if raw is None and app_state is not None:
+        raw = json.dumps(app_state).encode()
     return types_pb2.RequestInitChain(
         time=timestamp(parse_time(genesis["genesis_time"])),
         chain_id=genesis["chain_id"],
         consensus_params=params_to_proto(genesis["consensus_params"]),
         validators=validator_updates_from_set(genesis_validators(genesis)),
-        app_state_bytes=b"" if app_state is None else json.dumps(app_state).encode(),
+        app_state_bytes=raw or b"",
         initial_height=int(genesis.get("initial_height") or 1),
     )

@@ -173,7 +173,7 @@ class Producer:
             log.info("re-check after handshake dropped %d txs", dropped)
 
     async def _init_chain(self, client: AbciClient) -> None:
-        request = init_chain_request(self.genesis)
+        request = init_chain_request(self.genesis, self.home.paths.genesis.read_text())
         response = await client.init_chain(request)
         validators = genesis_validators(self.genesis)
         if response.validators:
