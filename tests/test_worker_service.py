@@ -250,3 +250,40 @@ def test_a_saved_commitment_whose_nonce_was_taken_is_signed_again_with_the_same_
     assert decode_tx(fresh).body.nonce == decode_tx(saved).body.nonce + 1
     assert list(market.round_commitments(task_id, 0)) == [encode_address(worker.address)]
     assert market.task(task_id)["status"] == "completed"
+
+
+def test_the_worker_registers_once_and_joins_only_a_task_it_fits(make_chain, dataset_blobs, tmp_path):
+    from trolly.compute.determinism import INSTRUCTION_SETS, current_instruction_set
+    from trolly.compute.worker.throughput import Throughput
+
+    chain = make_chain(accounts=2, validators=1, params={"market": MARKET_PARAMS})
+    market = Market(chain)
+    other_isa = next(name for name in INSTRUCTION_SETS if name != current_instruction_set())
+    specs = [spec_document(dataset_blobs.manifest_hash, determinism={"threads": 1, "instruction_set": other_isa}),
+             spec_document(dataset_blobs.manifest_hash, determinism={"threads": 4096}),
+             spec_document(dataset_blobs.manifest_hash)]
+    task_ids = [market.submit(spec=spec, spec_hash=hashlib.sha256(spec).digest(), workers=1, rounds=ROUNDS,
+                              samples_per_worker=1) for spec in specs]
+    worker = market.workers[0]
+    service = new_service(tmp_path, chain, worker)
+    service.throughput = Throughput(1000.0, 3, 1.0)
+
+    async def scenario():
+        await service.server.start()
+        try:
+            await service._register()
+            registered_nonce = chain.nonce(worker)
+            await service._register()  # already registered, same URL: nothing sent
+            assert chain.nonce(worker) == registered_nonce
+            assert await service.find_and_join()
+            assert not await service.find_and_join()  # nothing else fits
+        finally:
+            await service.server.stop()
+
+    run(scenario())
+    record = chain.query(f"/market/worker/{service.address}")
+    assert record["stake"] == MARKET_PARAMS["min_worker_stake"] and record["blob_url"] == service.server.url
+    assert record["hardware"]["samples_per_second"] == 1000
+    assert service.unfit == set(task_ids[:2])
+    assert list(service.state.tasks) == [task_ids[2]] and service.state.task(task_ids[2]).worker_index == 0
+    assert market.task(task_ids[2])["status"] == "running"

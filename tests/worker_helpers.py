@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 from trolly.chain.crypto import encode_address
+from trolly.chain.errors import NotFound
+from trolly.chain.proto import market_pb2 as pb
 from trolly.chain.tx import decode_tx, tx_hash
 from trolly.compute.spec import example_spec
 from trolly.compute.worker.config import WorkerConfig
@@ -61,6 +63,33 @@ class ChainMarket:
     async def find_tx(self, raw):
         return None
 
+    async def live_tasks(self):
+        return self.chain.query("/market/tasks/open")["tasks"]
+
+    async def params(self):
+        return self.chain.query("/market/params")
+
+    async def balance(self):
+        return self.chain.balance(self.key)
+
+    async def worker(self):
+        try:
+            return self.chain.query(f"/market/worker/{self.address}")
+        except NotFound:
+            return None
+
+    async def send(self, *messages):
+        return await self.broadcast(self.chain.tx(self.key, *messages))
+
+    async def register(self, stake, hardware, blob_url):
+        return await self.send(pb.MsgRegisterWorker(stake=stake, hardware=hardware, blob_url=blob_url))
+
+    async def update(self, hardware, blob_url):
+        return await self.send(pb.MsgUpdateWorker(hardware=hardware, blob_url=blob_url))
+
+    async def join(self, task_id):
+        return await self.send(pb.MsgJoinTask(task_id=task_id))
+
     async def nonce(self):
         return self.chain.nonce(self.key)
 
@@ -68,10 +97,11 @@ class ChainMarket:
         pass
 
 
-def spec_document(manifest_hash: str) -> bytes:
+def spec_document(manifest_hash: str, **overrides) -> bytes:
     document = example_spec(manifest_hash, model={"arch": "mlp", "config": {"hidden": [16]}}, codec="int8",
                             training={"rounds": ROUNDS, "inner_steps": STEPS, "batch_size": 8, "checkpoint_every": 4,
                                       "seed": 11})
+    document.update(overrides)
     return json.dumps(document).encode()
 
 

@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import hashlib
 import logging
+import os
 import pathlib
 import threading
 
@@ -28,7 +29,7 @@ from ..blobs import BlobError, BlobServer, BlobStore
 from ..checkpoints import encode_weights
 from ..data import Dataset
 from ..determinism import current_instruction_set
-from ..errors import SpecError
+from ..errors import DatasetError, SpecError
 from ..rounds import GlobalState
 from ..spec import TaskSpec, parse_spec
 from ..training import Trainer
@@ -184,7 +185,7 @@ class WorkerService:
             except (NodeUnreachable, InclusionTimeout) as error:
                 log.warning("%s; retrying", error)
                 await self._sleep(2.0)
-            except (WeightsMismatch, BlobError) as error:
+            except (WeightsMismatch, BlobError, DatasetError) as error:
                 # An update nobody serves, a dataset that cannot be fetched: retry; if the round's deadline passes
                 # first, the chain drops this worker from the task and the next look at it says so.
                 log.error("%s; retrying in 5 s", error)
@@ -225,6 +226,9 @@ class WorkerService:
         wanted = spec.determinism.instruction_set
         if wanted is not None and wanted != current_instruction_set():
             raise TaskUnfit(f"the task wants instruction set {wanted}, this process runs {current_instruction_set()}")
+        cores = os.cpu_count() or 1
+        if spec.determinism.threads > cores:
+            raise TaskUnfit(f"the task trains with {spec.determinism.threads} threads, this machine has {cores} cores")
         if summary["collateral"] > await self.market.balance():
             raise TaskUnfit(f"the collateral {summary['collateral']} utrl exceeds this worker's balance")
         return spec
