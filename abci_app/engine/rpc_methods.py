@@ -49,7 +49,8 @@ async def status(node) -> dict:
     def block_fields(block, prefix: str) -> dict:
         return {
             f"{prefix}_block_hash": rpc_encoding.hex_upper(block.block_hash) if block else "",
-            f"{prefix}_app_hash": rpc_encoding.hex_upper(store.app_hash_after(block.height) or b"") if block else "",
+            # As CometBFT: the app hash in that block's header (the state *before* it), not the one after it.
+            f"{prefix}_app_hash": block.header["app_hash"] if block else "",
             f"{prefix}_block_height": str(block.height if block else 0),
             f"{prefix}_block_time": format_time(block.time_ns) if block else "1970-01-01T00:00:00Z",
         }
