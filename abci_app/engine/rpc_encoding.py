@@ -138,11 +138,12 @@ def consensus_params_update_json(params) -> dict:
 
 
 def block_results_json(height: int, response: types_pb2.ResponseFinalizeBlock) -> dict:
+    """`block_results`: every key present; an empty list is null (a nil Go slice through cmtjson)."""
     return {
         "height": str(height),
         "txs_results": [exec_tx_result_json(r) for r in response.tx_results] or None,
-        "finalize_block_events": [event_json(e) for e in response.events],
-        "validator_updates": [validator_update_json(u) for u in response.validator_updates],
+        "finalize_block_events": [event_json(e) for e in response.events] or None,
+        "validator_updates": [validator_update_json(u) for u in response.validator_updates] or None,
         "consensus_param_updates": (
             consensus_params_update_json(response.consensus_param_updates)
             if response.HasField("consensus_param_updates")
@@ -153,15 +154,17 @@ def block_results_json(height: int, response: types_pb2.ResponseFinalizeBlock) -
 
 
 def finalize_block_json(response: types_pb2.ResponseFinalizeBlock) -> dict:
-    """`result_finalize_block` inside a NewBlock event."""
+    """`result_finalize_block` inside a NewBlock event: the ResponseFinalizeBlock through cmtjson, whose
+    `omitempty` tags leave out empty fields."""
     out = block_results_json(0, response)
-    return {
+    fields = {
         "events": out["finalize_block_events"],
-        "tx_results": out["txs_results"] or [],
+        "tx_results": out["txs_results"],
         "validator_updates": out["validator_updates"],
         "consensus_param_updates": out["consensus_param_updates"],
-        "app_hash": out["app_hash"],
+        "app_hash": out["app_hash"] if response.app_hash else None,
     }
+    return {key: value for key, value in fields.items() if value}
 
 
 def block_json(block) -> dict:
