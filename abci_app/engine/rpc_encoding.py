@@ -201,10 +201,10 @@ def tx_result_json(tx: bytes, height: int, index: int, result: types_pb2.ExecTxR
 
 def tx_event_value(tx: bytes, height: int, index: int, result: types_pb2.ExecTxResult) -> dict:
     """Data of a websocket `Tx` event: `{"type": "tendermint/event/Tx", "value": {"TxResult": ...}}`."""
-    return {
-        "type": "tendermint/event/Tx",
-        "value": {"TxResult": {"height": str(height), "index": index, "tx": b64(tx), "result": exec_tx_result_json(result)}},
-    }
+    inner: dict = {"height": str(height), "index": index, "tx": b64(tx), "result": exec_tx_result_json(result)}
+    if not index:
+        del inner["index"]  # abci.TxResult's `index,omitempty` through cmtjson
+    return {"type": "tendermint/event/Tx", "value": {"TxResult": inner}}
 
 
 def time_of(value) -> str:
