@@ -186,6 +186,17 @@ def test_block_by_hash(chain):
     assert missing["block"] is None
 
 
+def test_header_by_hash_block_search_and_genesis_chunked(chain):
+    chain.wait_for_height(3)
+    block_id = result(chain.url, "block", {"height": "3"})["block_id"]["hash"]
+    by_hash = result(chain.url, "header_by_hash", {"hash": base64.b64encode(bytes.fromhex(block_id)).decode()})
+    assert by_hash["header"]["height"] == "3"
+    found = result(chain.url, "block_search", {"query": "block.height >= 2 AND block.height <= 3"})
+    assert found["total_count"] == "2" and [b["block"]["header"]["height"] for b in found["blocks"]] == ["2", "3"]
+    chunk = result(chain.url, "genesis_chunked", {"chunk": "0"})
+    assert chunk["total"] == "1" and json.loads(base64.b64decode(chunk["data"])) == json.loads(chain.paths.genesis.read_text())
+
+
 def test_latest_block_by_default_and_over_get(chain):
     status, answer = rpc_get(chain.url, "block")
     assert status == 200 and int(answer["result"]["block"]["header"]["height"]) >= 1

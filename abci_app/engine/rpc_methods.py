@@ -8,11 +8,14 @@ ABCI and block methods are here; transaction methods in `rpc_txs`.
 
 from __future__ import annotations
 
+import json
+
 from ..home import COMETBFT_VERSION, format_time
 from ..proto.tendermint.abci import types_pb2
 from . import hashing, rpc_encoding
-from .blocks import BLOCK_PROTOCOL_VERSION, P2P_PROTOCOL_VERSION
+from .blocks import BLOCK_PROTOCOL_VERSION, P2P_PROTOCOL_VERSION, block_event_map
 from .producer import ABCI_VERSION
+from .query import QueryError, parse_query
 from .rpc_common import (
     DEFAULT_PER_PAGE,
     MAX_PER_PAGE,
@@ -81,6 +84,18 @@ async def status(node) -> dict:
 
 async def genesis(node) -> dict:
     return {"genesis": node.home.genesis}
+
+
+GENESIS_CHUNK_BYTES = 16 * 1024 * 1024
+
+
+async def genesis_chunked(node, chunk: int = 0) -> dict:
+    """The genesis JSON in 16 MB base64 chunks, as CometBFT serves big genesis files."""
+    data = json.dumps(node.home.genesis).encode()
+    chunks = [data[i:i + GENESIS_CHUNK_BYTES] for i in range(0, len(data), GENESIS_CHUNK_BYTES)] or [b""]
+    if not 0 <= chunk < len(chunks):
+        raise RpcError(f"there are {len(chunks)} chunks, {chunk} is invalid")
+    return {"chunk": str(chunk), "total": str(len(chunks)), "data": rpc_encoding.b64(chunks[chunk])}
 
 
 async def validators(node, height: int | None = None, page: int | None = None, per_page: int | None = None) -> dict:
@@ -163,6 +178,39 @@ async def header(node, height: int | None = None) -> dict:
     return {"header": node.blockstore.block(resolve_height(node, height)).header}
 
 
+async def header_by_hash(node, hash: bytes = b"") -> dict:
+    height = node.blockstore.height_of_block(hash)
+    if height is None or height > latest_height(node):
+        return {"header": None}
+    return {"header": node.blockstore.block(height).header}
+
+
+async def block_search(node, query: str = "", page: int | None = None, per_page: int | None = None, order_by: str = "") -> dict:
+    """Blocks whose FinalizeBlock events (and `block.height`) match the query. The solo engine keeps no
+    block-event index, so this scans the chain: fine for dev chains, linear in their length."""
+    try:
+        parsed = parse_query(query)
+    except QueryError as exc:
+        raise RpcError(str(exc)) from None
+    if order_by not in ("", "asc", "desc"):
+        raise RpcError("expected order_by to be either `asc` or `desc` or empty")
+    matching = []
+    for height in range(node.blockstore.earliest_height, latest_height(node) + 1):
+        events = block_event_map(node.blockstore.results(height))
+        events.pop("tm.event")
+        events["block.height"] = [str(height)]
+        if all(c.key == "tm.event" or (c.key in events and c.matches(events[c.key])) for c in parsed.conditions):
+            matching.append(height)
+    if order_by == "desc":
+        matching.reverse()
+    start, size = page_window(page, per_page, len(matching))
+    blocks = []
+    for height in matching[start:start + size]:
+        stored = node.blockstore.block(height)
+        blocks.append({"block_id": stored.block_id, "block": rpc_encoding.block_json(stored)})
+    return {"blocks": blocks, "total_count": str(len(matching))}
+
+
 async def blockchain(node, minHeight: int | None = None, maxHeight: int | None = None) -> dict:
     """Block metas for minHeight..maxHeight, highest first, at most 20 (CometBFT's filterMinMax)."""
     latest = latest_height(node)
@@ -237,6 +285,9 @@ METHODS: dict[str, Method] = {
     "abci_query": Method(abci_query, (("path", "str"), ("data", "hexbytes"), ("height", "int"), ("prove", "bool"))),
     "block": Method(block, (("height", "int"),)),
     "block_by_hash": Method(block_by_hash, (("hash", "bytes"),)),
+    "header_by_hash": Method(header_by_hash, (("hash", "bytes"),)),
+    "block_search": Method(block_search, (("query", "str"), ("page", "int"), ("per_page", "int"), ("order_by", "str"))),
+    "genesis_chunked": Method(genesis_chunked, (("chunk", "int"),)),
     "header": Method(header, (("height", "int"),)),
     "block_results": Method(block_results, (("height", "int"),)),
     "consensus_params": Method(consensus_params, (("height", "int"),)),
