@@ -26,13 +26,13 @@ from trolly.wallet.errors import InclusionTimeout, InsufficientBalance, NodeUnre
 from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import BlobError, BlobServer, BlobStore
-from ..checkpoints import encode_weights
+from ..checkpoints import TrainingState, encode_weights
 from ..data import Dataset
 from ..determinism import current_instruction_set
 from ..errors import DatasetError, SpecError
 from ..rounds import GlobalState
 from ..spec import TaskSpec, parse_spec
-from ..training import Trainer
+from ..training import Trainer, evaluate
 from . import plan
 from .cheats import resolve_strategy
 from .config import WorkerConfig
@@ -310,6 +310,19 @@ class WorkerService:
             self.state.save()
         return state
 
+    async def report_quality(self, context: TaskContext, state: GlobalState) -> None:
+        """Log the test loss and accuracy of the global weights W_r (the round's trainer is reloaded before
+        training, so evaluating with it changes nothing)."""
+        trainer = context.trainer
+
+        def evaluate_weights() -> tuple[float, float]:
+            trainer.load(TrainingState.fresh(state.weights))
+            return evaluate(trainer.model, context.dataset)
+
+        loss, accuracy = await asyncio.to_thread(evaluate_weights)
+        log.info("task %d: W_%d test loss %.4f, accuracy %.2f%%", context.progress.task_id, state.round, loss,
+                 100 * accuracy)
+
     def _seconds_left(self, view: dict) -> float | None:
         per_block = self.clock.seconds_per_block()
         if per_block is None or self.clock.last is None:
@@ -325,6 +338,7 @@ class WorkerService:
             return
         state = await self.global_state(context, view, round_index)
         if not round_progress.steps:
+            await self.report_quality(context, state)
             speed = await asyncio.to_thread(measure_trainer, context.trainer)
             batch = spec.training.batch_size
             # an emulated slow device (step delay) is as slow as it sleeps: plan with its real pace
@@ -367,6 +381,7 @@ class WorkerService:
             await self.committer.resend(progress.task_id, rounds)
             return
         state = await self.global_state(context, view, rounds)
+        await self.report_quality(context, state)
         digest = self.store.put(encode_weights(state.weights))
         with self.state.lock:
             progress.final_weights_hash = digest
