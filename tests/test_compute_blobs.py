@@ -192,3 +192,14 @@ def test_store_refuses_mismatched_bytes_and_leaves_nothing_behind(tmp_path):
     with pytest.raises(BlobHashMismatch):
         store.put(b"abc", expected="00" * 32)
     assert not any(path.is_file() for path in (tmp_path / "blobs").rglob("*"))
+
+
+def test_put_hashed_stores_under_the_given_digest_and_keeps_the_size_limit(tmp_path):
+    store = BlobStore(tmp_path, max_blob_size=10)
+    digest = hashlib.sha256(b"checkpoint").hexdigest()
+    assert store.put_hashed(b"checkpoint", digest) == digest
+    assert store.get(digest) == b"checkpoint"
+    with pytest.raises(BlobTooLarge):
+        store.put_hashed(b"x" * 11, hashlib.sha256(b"x" * 11).hexdigest())
+    with pytest.raises(InvalidBlobHash):
+        store.put_hashed(b"abc", "zz")

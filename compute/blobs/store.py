@@ -62,6 +62,17 @@ class BlobStore:
             _write_atomically(path, data)
         return digest
 
+    def put_hashed(self, data: bytes, digest: str) -> str:
+        """Store bytes this process has just hashed itself (e.g. a `HashedCheckpoint`), without hashing them
+        again. Only for digests computed from exactly these bytes; anything received from outside goes
+        through `put(data, expected=...)`."""
+        if len(data) > self.max_blob_size:
+            raise BlobTooLarge(f"blob of {len(data)} bytes exceeds the limit of {self.max_blob_size}")
+        path = self.path(digest)
+        if not path.is_file():
+            _write_atomically(path, data)
+        return digest
+
     def get(self, digest: str) -> bytes:
         path = self.path(digest)
         try:
