@@ -5,23 +5,26 @@
 1. Honest matrix. Child processes play honest workers under each determinism profile available here
    (threads 1 and 2; ATEN_CPU_CAPABILITY default, avx2 and the native one), each training several workers
    for several rounds (the rounds chained by the real outer step over codec-encoded updates) and writing
-   blobs and listings to a blob-store directory. This process, the verifier (threads 1, native
-   instruction set), checks every segment of every round through `verify_segment`: bitwise for the child
-   that runs its own profile, by the calibrated tolerance for the others. Any non-PASS is a false positive.
+   blobs and listings to a blob-store directory. This process, the verifier, checks every segment of every
+   round through `verify_segment` as the service does: the committed profile replayed exactly (thread count
+   set, other instruction sets in child processes). Any non-PASS is a false positive. Each segment is also
+   judged by a verifier that can only use the tolerance (as one whose CPU lacks the worker's instruction
+   set would): that gives the honest side of the tolerance calibration and its own false-positive count.
    It also recomputes each round's aggregate from the encoded updates and compares it with the start
    weights of the next round (and with stale weights, which it must reject).
 2. Cheat matrix. For every registered cheat (`verifier/cheats/`, plus `--cheat-module` files) and model,
-   cheating rounds are built with a random third of the segments faked; every faked segment is verified
-   twice, once claiming this verifier's own profile (bitwise) and once claiming another instruction set
-   (tolerance), and counts as caught only if both verdicts are non-PASS.
+   cheating rounds are built with a random third of the segments faked; every faked segment is verified by
+   the real verifier (`detection`) and by the tolerance-only one (`tolerance_fallback.detection`, and the
+   cheat side of the calibration).
 3. Cost. Seconds per trained step (honest `run_round`, checkpoints hashed) and seconds per verified segment
    (fetch, Merkle check, decode, replay, compare) on the same model, scaled to a reference task: 20 rounds of
    500 inner steps (DiLoCo's H), k = 5, 3 segments sampled per worker-round, i.e. 60 per worker per task.
 
 Last line, JSON: detection (per class), false_positive_rate, honest_segments, task_detection_at_f_0_1,
-verifier_compute_fraction, and calibration numbers (largest honest cross-profile error, smallest cheat
-error) that `verifier/tolerance.py` documents. Targets (issue 6): detection >= 0.999 for every class,
-0 false positives over >= 200 honest segments, task detection >= 0.99 at f = 0.1, compute <= 0.05.
+verifier_compute_fraction, tolerance_fallback, and calibration numbers (largest honest error, smallest cheat
+error, under the tolerance) that `verifier/tolerance.py` documents. Targets (issue 6): detection >= 0.999
+for every class, 0 false positives over >= 200 honest segments, task detection >= 0.99 at f = 0.1,
+compute <= 0.05 of training.
 """
 
 from __future__ import annotations
@@ -51,10 +54,10 @@ from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.verifier import sampling
 from trolly.verifier.aggregation import check_aggregation
-from trolly.verifier.cheats import CHEATS, CheatContext, get_cheat, load_cheat_module
+from trolly.verifier.cheats import CHEATS, CheatContext, choose_faked_segments, get_cheat, load_cheat_module
 from trolly.verifier.replay import PASSED, Replayer, SegmentClaim, verify_segment
 from trolly.verifier.sources import DirectorySource, MemorySource
-from trolly.verifier.tolerance import CROSS_PROFILE_THRESHOLD, TOLERANCE
+from trolly.verifier.tolerance import MOMENTS_THRESHOLD, TOLERANCE, WEIGHTS_THRESHOLD
 
 REPOSITORY = pathlib.Path(__file__).resolve().parent.parent
 REFERENCE_TASK = {"rounds": 20, "inner_steps": 500, "checkpoint_every": 5, "samples_per_worker_round": 3}
@@ -164,8 +167,11 @@ def _finish_child(process: subprocess.Popen, out: pathlib.Path):
     return json.loads((out / "records.json").read_text()), out
 
 
-def verify_honest(models, children, replayer: Replayer) -> dict:
-    segments = false_positives = 0
+def verify_honest(models, children, exact: Replayer, tolerant: Replayer) -> dict:
+    """Every segment of every honest round, by the real verifier (`exact`: the committed profile replayed
+    exactly, other instruction sets in child processes) and by one that can only compare within the tolerance
+    (`tolerant`, as a verifier whose CPU lacks the worker's instruction set would)."""
+    tally = {"segments": 0, "false_positives": 0, "tolerance_segments": 0, "tolerance_false_positives": 0}
     per_profile: dict[str, dict] = {}
     failures = []
     aggregation = {"rounds_checked": 0, "matches": 0, "stale_start_rejected": 0, "initial_weights_differ": 0}
@@ -175,8 +181,9 @@ def verify_honest(models, children, replayer: Replayer) -> dict:
             spec = make_spec(model, dataset.manifest_hash)
             mine = [r for r in records if r["model"] == model_index]
             for record in mine:
-                worker_dir = out / model.name / f"worker-{record['worker_index']}"
-                source = DirectorySource(worker_dir)
+                source = DirectorySource(out / model.name / f"worker-{record['worker_index']}")
+                stats = per_profile.setdefault(f"{record['profile']} ({model.name})", {
+                    "segments": 0, "exact_mode": "", "tolerance_max_weights_error": 0.0, "tolerance_max_moment_error": 0.0})
                 for segment in range(record["num_checkpoints"] - 1):
                     claim = SegmentClaim(
                         task_id=model_index, round=record["round"], worker=f"worker-{record['worker_index']}",
@@ -185,24 +192,29 @@ def verify_honest(models, children, replayer: Replayer) -> dict:
                         steps=record["steps"], samples_processed=record["samples_processed"],
                         start_weights_hash=bytes.fromhex(record["start_weights_hash"]),
                         determinism_profile=record["profile"])
-                    report = asyncio.run(verify_segment(claim, spec, dataset, source, replayer, spec_key=model.name))
-                    segments += 1
-                    stats = per_profile.setdefault(f"{record['profile']} ({model.name})", {
-                        "segments": 0, "mode": "", "max_weights_error": 0.0, "max_moment_error": 0.0})
                     stats["segments"] += 1
-                    if report.comparison is not None:
-                        stats["mode"] = report.comparison.mode
-                        stats["max_weights_error"] = max(stats["max_weights_error"], report.comparison.weights_error)
-                        stats["max_moment_error"] = max(stats["max_moment_error"], report.comparison.moment_error)
+                    report = asyncio.run(verify_segment(claim, spec, dataset, source, exact, spec_key=model.name))
+                    tally["segments"] += 1
+                    stats["exact_mode"] = report.comparison.mode if report.comparison else report.outcome
                     if report.outcome != PASSED:
-                        false_positives += 1
+                        tally["false_positives"] += 1
                         failures.append(report.to_json())
+                    if report.comparison is not None and report.comparison.mode == TOLERANCE:
+                        continue  # already a tolerance judgement (profile this CPU cannot run)
+                    fallback = asyncio.run(verify_segment(claim, spec, dataset, source, tolerant, spec_key=model.name))
+                    if fallback.comparison is None or fallback.comparison.mode != TOLERANCE:
+                        continue  # the verifier's own profile: bitwise either way
+                    tally["tolerance_segments"] += 1
+                    stats["tolerance_max_weights_error"] = max(stats["tolerance_max_weights_error"], fallback.comparison.weights_error)
+                    stats["tolerance_max_moment_error"] = max(stats["tolerance_max_moment_error"], fallback.comparison.moment_error)
+                    if fallback.outcome != PASSED:
+                        tally["tolerance_false_positives"] += 1
+                        failures.append(fallback.to_json())
             _check_child_aggregation(spec, dataset, mine, out / model.name, aggregation)
-    tolerance_stats = [s for s in per_profile.values() if s["mode"] == TOLERANCE]
     return {
-        "segments": segments, "false_positives": false_positives, "per_profile": per_profile,
-        "max_cross_profile_weights_error": max((s["max_weights_error"] for s in tolerance_stats), default=None),
-        "max_cross_profile_moment_error": max((s["max_moment_error"] for s in tolerance_stats), default=None),
+        **tally, "per_profile": per_profile,
+        "max_weights_error": max((s["tolerance_max_weights_error"] for s in per_profile.values()), default=None),
+        "max_moment_error": max((s["tolerance_max_moment_error"] for s in per_profile.values()), default=None),
         "failures": failures[:5], "aggregation": aggregation,
     }
 
@@ -244,10 +256,11 @@ def foreign_profile() -> str:
     return f"torch-{torch.__version__}/threads-1/isa-{other}/deterministic"
 
 
-def verify_cheats(models, names, trials: int, replayer: Replayer) -> dict:
+def verify_cheats(models, names, trials: int, exact: Replayer, tolerant: Replayer) -> dict:
+    """Each faked segment judged by the real verifier under the profile the round was made with (bitwise) and,
+    separately, within the tolerance (claiming an instruction set the tolerant verifier cannot run)."""
     own = DeterminismProfile(threads=1).id
     detection: dict[str, dict] = {}
-    min_error: dict[str, float] = {}
     for model in models:
         dataset = dataset_for(model.dataset)
         spec = make_spec(model, dataset.manifest_hash)
@@ -257,11 +270,11 @@ def verify_cheats(models, names, trials: int, replayer: Replayer) -> dict:
         round1 = {n: t + 1e-3 * torch.randn(t.shape, generator=noise) for n, t in round0.items()}
         segments = spec.num_checkpoints(spec.training.inner_steps) - 1
         for name in names:
-            tally = detection.setdefault(name, {"faked_segments": 0, "caught": 0})
+            tally = detection.setdefault(name, {"faked_segments": 0, "caught": 0, "caught_under_tolerance": 0,
+                                                "min_weights_error": math.inf, "min_moment_error": math.inf})
             for trial in range(trials):
                 generator = torch.Generator().manual_seed(1000 * trial + len(name))
-                count = max(1, round(segments / 3))
-                faked = frozenset(torch.randperm(segments, generator=generator)[:count].tolist())
+                faked = choose_faked_segments(segments, 1 / 3, generator)
                 worker = trial % 3
 
                 def base(worker_index, round_index, weights):
@@ -277,23 +290,23 @@ def verify_cheats(models, names, trials: int, replayer: Replayer) -> dict:
                 source = MemorySource()
                 source.add_round(1, 1, published.listing, published.blobs)
                 for segment in sorted(cheated.faked_segments):
-                    caught = True
-                    for profile in (own, foreign_profile()):
+                    verdicts = []
+                    for profile, replayer in ((own, exact), (foreign_profile(), tolerant)):
                         claim = SegmentClaim(
-                            task_id=1, round=1, worker=f"worker-{worker}",
-                            worker_index=worker, segment=segment, checkpoint_root=published.checkpoint_root,
-                            num_checkpoints=len(published.listing), steps=cheated.steps,
-                            samples_processed=cheated.samples_processed, start_weights_hash=cheated.start_weights_hash,
-                            determinism_profile=profile)
+                            task_id=1, round=1, worker=f"worker-{worker}", worker_index=worker, segment=segment,
+                            checkpoint_root=published.checkpoint_root, num_checkpoints=len(published.listing),
+                            steps=cheated.steps, samples_processed=cheated.samples_processed,
+                            start_weights_hash=cheated.start_weights_hash, determinism_profile=profile)
                         report = asyncio.run(verify_segment(claim, spec, dataset, source, replayer,
                                                             expected_start_hash=weights_hash(round1), spec_key=model.name))
-                        caught = caught and report.outcome != PASSED
+                        verdicts.append(report.outcome != PASSED)
                         if report.comparison is not None and report.comparison.mode == TOLERANCE:
-                            error = max(report.comparison.weights_error, report.comparison.moment_error)
-                            min_error[name] = min(min_error.get(name, math.inf), error)
+                            tally["min_weights_error"] = min(tally["min_weights_error"], report.comparison.weights_error)
+                            tally["min_moment_error"] = min(tally["min_moment_error"], report.comparison.moment_error)
                     tally["faked_segments"] += 1
-                    tally["caught"] += int(caught)
-    return {"detection": detection, "min_tolerance_error": min_error}
+                    tally["caught"] += int(verdicts[0])
+                    tally["caught_under_tolerance"] += int(verdicts[1])
+    return detection
 
 
 # ---- cost -------------------------------------------------------------------------------------------------
@@ -363,20 +376,27 @@ def main(argv: list[str] | None = None) -> None:
     if not options.quick:
         profiles += [(1, "default"), (2, "avx2")]
     profiles = list(dict.fromkeys(profiles))
-    replayer = Replayer()
+    exact, tolerant = Replayer(), Replayer(children=False)
     began = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="trolly-verification-") as directory:
-        children = run_honest_children(models, profiles, workers, rounds, pathlib.Path(directory))
-        print(f"honest workers trained in {time.perf_counter() - began:.1f}s", file=sys.stderr)
-        honest = verify_honest(models, children, replayer)
-    print(f"honest segments verified: {honest['segments']}, false positives {honest['false_positives']}", file=sys.stderr)
-    names = [name for name in CHEATS if name != "honest"]
-    cheats = verify_cheats(models, names, 3 if options.quick else 6, replayer)
-    detection = {name: (t["caught"] / t["faked_segments"] if t["faked_segments"] else None)
-                 for name, t in cheats["detection"].items()}
-    print(f"cheats: {json.dumps(cheats['detection'])}", file=sys.stderr)
-    cost = measure_cost(models[0], replayer, 2 if options.quick else 5)
-    weakest = min(d for d in detection.values() if d is not None)
+    try:
+        with tempfile.TemporaryDirectory(prefix="trolly-verification-") as directory:
+            children = run_honest_children(models, profiles, workers, rounds, pathlib.Path(directory))
+            print(f"honest workers trained in {time.perf_counter() - began:.1f}s", file=sys.stderr)
+            honest = verify_honest(models, children, exact, tolerant)
+        print(f"honest segments verified: {honest['segments']}, false positives {honest['false_positives']} "
+              f"(under tolerance only: {honest['tolerance_false_positives']} of {honest['tolerance_segments']})",
+              file=sys.stderr)
+        names = [name for name in CHEATS if name != "honest"]
+        cheats = verify_cheats(models, names, 3 if options.quick else 6, exact, tolerant)
+        cost = measure_cost(models[0], exact, 2 if options.quick else 5)
+    finally:
+        exact.close()
+        tolerant.close()
+    detection = {name: t["caught"] / t["faked_segments"] for name, t in cheats.items() if t["faked_segments"]}
+    under_tolerance = {name: t["caught_under_tolerance"] / t["faked_segments"] for name, t in cheats.items()
+                       if t["faked_segments"]}
+    print(f"cheats: {json.dumps(cheats, default=str)}", file=sys.stderr)
+    weakest = min(detection.values())
     samples = cost["samples_per_worker_per_task"]
     result = {
         "detection": detection,
@@ -385,17 +405,24 @@ def main(argv: list[str] | None = None) -> None:
         "task_detection_at_f_0_1": sampling.task_detection(FRACTION_FAKED, samples, weakest),
         "samples_needed_for_0_99_at_f_0_1": sampling.samples_for_detection(FRACTION_FAKED, TARGET, weakest),
         "verifier_compute_fraction": cost["fraction"],
+        "tolerance_fallback": {
+            "detection": under_tolerance,
+            "false_positive_rate": (honest["tolerance_false_positives"] / honest["tolerance_segments"]
+                                    if honest["tolerance_segments"] else None),
+            "honest_segments": honest["tolerance_segments"],
+        },
         "cost": cost,
         "reference_task": REFERENCE_TASK,
         "calibration": {
-            "threshold": CROSS_PROFILE_THRESHOLD,
-            "max_honest_cross_profile_weights_error": honest["max_cross_profile_weights_error"],
-            "max_honest_cross_profile_moment_error": honest["max_cross_profile_moment_error"],
-            "min_cheat_error": cheats["min_tolerance_error"],
+            "weights_threshold": WEIGHTS_THRESHOLD, "moments_threshold": MOMENTS_THRESHOLD,
+            "max_honest_weights_error": honest["max_weights_error"],
+            "max_honest_moment_error": honest["max_moment_error"],
+            "min_cheat_weights_error": {n: t["min_weights_error"] for n, t in cheats.items()},
+            "min_cheat_moment_error": {n: t["min_moment_error"] for n, t in cheats.items()},
             "per_profile": honest["per_profile"],
         },
         "aggregation": honest["aggregation"],
-        "faked_segments": {name: t["faked_segments"] for name, t in cheats["detection"].items()},
+        "faked_segments": {name: t["faked_segments"] for name, t in cheats.items()},
         "honest_failures": honest["failures"],
         "profiles": [f"threads-{t}/isa-{i}" for t, i in profiles],
         "models": [m.name for m in models],

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from trolly.compute.blobs import BlobStore
 from trolly.verifier.cli import EXIT_FAIL_VERDICT, main_group
 
-from verifier_helpers import build_round, claim_for, digits, foreign_profile, tiny_spec, tiny_spec_document
+from verifier_helpers import build_round, claim_for, digits, own_profile, tiny_spec, tiny_spec_document
 
 
 def write_round(tmp_path, cheat: str):
@@ -24,7 +24,7 @@ def write_round(tmp_path, cheat: str):
     for data in published.blobs.values():
         store.put(data)
     store.set_checkpoints(1, 1, list(published.listing))
-    claim = claim_for(cheated, published, 1, foreign_profile())
+    claim = claim_for(cheated, published, 1, own_profile())
     (tmp_path / "claim.json").write_text(json.dumps(claim.to_json()))
     (tmp_path / "spec.json").write_text(json.dumps(tiny_spec_document(digits().manifest_hash)))
     return tmp_path / "claim.json", tmp_path / "spec.json", tmp_path / "blobs"
@@ -40,7 +40,7 @@ def test_replay_explains_an_honest_segment_with_its_numbers(tmp_path):
     claim, spec, blobs = write_round(tmp_path, "honest")
     result = CliRunner().invoke(main_group, ["replay", "--claim", str(claim), "--spec", str(spec), "--checkpoints", str(blobs)])
     assert result.exit_code == 0, result.output
-    assert "verdict: PASS" in result.output and "mode:    tolerance" in result.output
+    assert "verdict: PASS" in result.output and "mode:    bitwise" in result.output
     assert "errors:  weights" in result.output and "evidence hash:" in result.output
 
 

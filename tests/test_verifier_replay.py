@@ -37,7 +37,18 @@ def trainer(spec):
 
 @pytest.fixture(scope="module")
 def replayer():
-    return Replayer()
+    replayer = Replayer()
+    yield replayer
+    replayer.close()
+
+
+@pytest.fixture(scope="module")
+def tolerant():
+    """A verifier that cannot run other instruction sets: `foreign_profile()` segments go to the tolerance.
+    (Claiming the foreign profile for a round trained here is exactly what a CPU lacking ours would see.)"""
+    replayer = Replayer(children=False)
+    yield replayer
+    replayer.close()
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +74,10 @@ def verify(claim, spec, source, replayer, **options):
 
 
 @pytest.mark.parametrize("profile", ["own", "foreign"])
-def test_every_honest_segment_passes_under_the_same_and_another_profile(spec, honest, replayer, profile):
+def test_every_honest_segment_passes_under_the_same_and_another_profile(spec, honest, replayer, tolerant, profile):
     cheated, published = honest
     claimed_profile = own_profile() if profile == "own" else foreign_profile()
+    replayer = replayer if profile == "own" else tolerant
     for segment in range(len(published.listing) - 1):
         report = verify(claim_for(cheated, published, segment, claimed_profile), spec, source_of(published), replayer,
                         expected_start_hash=expected_start(spec))
@@ -75,12 +87,20 @@ def test_every_honest_segment_passes_under_the_same_and_another_profile(spec, ho
         assert report.comparison.weights_error <= report.comparison.threshold
 
 
-@pytest.mark.parametrize("cheat", CHEAT_NAMES)
-@pytest.mark.parametrize("profile", ["own", "foreign"])
-def test_every_cheat_class_fails_on_its_faked_segments(spec, trainer, replayer, cheat, profile):
+TOLERANCE_BLIND_SPOT = pytest.mark.xfail(strict=True, reason=(
+    "fp16 autocast changes a short segment by ~1e-4 of its update, as much as honest drift across instruction "
+    "sets: only an exact replay (this verifier's own or a child's instruction set) catches it; see tolerance.py"))
+CHEAT_CASES = [pytest.param(cheat, profile, id=f"{profile}-{cheat}",
+                            marks=[TOLERANCE_BLIND_SPOT] if (cheat, profile) == ("fp16", "foreign") else [])
+               for cheat in CHEAT_NAMES for profile in ("own", "foreign")]
+
+
+@pytest.mark.parametrize("cheat, profile", CHEAT_CASES)
+def test_every_cheat_class_fails_on_its_faked_segments(spec, trainer, replayer, tolerant, cheat, profile):
     cheated, published = build_round(spec, cheat, trainer=trainer)
     assert cheated.faked_segments, "a cheat must fake at least one segment"
     claimed_profile = own_profile() if profile == "own" else foreign_profile()
+    replayer = replayer if profile == "own" else tolerant
     for segment in sorted(cheated.faked_segments):
         report = verify(claim_for(cheated, published, segment, claimed_profile), spec, source_of(published), replayer,
                         expected_start_hash=expected_start(spec))
@@ -178,7 +198,7 @@ def test_a_committed_checkpoint_that_does_not_decode_fails(spec, trainer, replay
     assert report.outcome == FAILED and "does not decode" in report.reason
 
 
-def test_same_profile_requires_identical_bytes_even_when_numbers_are_close(spec, honest, replayer):
+def test_same_profile_requires_identical_bytes_even_when_numbers_are_close(spec, honest, replayer, tolerant):
     cheated, _ = honest
     states = list(cheated.checkpoints)
     end = states[2]
@@ -188,7 +208,7 @@ def test_same_profile_requires_identical_bytes_even_when_numbers_are_close(spec,
     states[2] = dataclasses.replace(end, weights=nudged)
     tweaked = dataclasses.replace(cheated, checkpoints=tuple(states)).publish()
     same = verify(claim_for(cheated, tweaked, 1, own_profile()), spec, source_of(tweaked), replayer)
-    other = verify(claim_for(cheated, tweaked, 1, foreign_profile()), spec, source_of(tweaked), replayer)
+    other = verify(claim_for(cheated, tweaked, 1, foreign_profile()), spec, source_of(tweaked), tolerant)
     assert same.outcome == FAILED and same.comparison.mode == BITWISE
     assert other.outcome == PASSED and other.comparison.mode == TOLERANCE  # one ulp is honest drift
 
@@ -215,11 +235,61 @@ def test_profile_ids_are_parsed_strictly():
         assert parse_profile(bad) is None
 
 
-def test_replayer_matches_the_committed_thread_count_when_it_can(spec):
+def test_replayer_runs_the_committed_profile_exactly_when_it_can(spec):
     replayer = Replayer()
-    profile, same = replayer.profile_for(spec, own_profile().replace("threads-1", "threads-2"))
-    assert profile.threads == 2 and same
-    profile, same = replayer.profile_for(spec, foreign_profile())
-    assert profile.threads == spec.determinism.threads and not same
-    profile, same = replayer.profile_for(spec, "garbage")
-    assert not same
+    plan = replayer.plan(spec, own_profile().replace("threads-1", "threads-2"))
+    assert (plan.where, plan.threads) == ("process", 2)
+    weaker = "avx2" if replayer.instruction_set == "avx512" else "default"
+    if replayer.instruction_set != "default":
+        assert replayer.plan(spec, own_profile().replace(f"isa-{replayer.instruction_set}", f"isa-{weaker}")).where == "child"
+    exact_only_here = Replayer(children=False)
+    assert exact_only_here.plan(spec, foreign_profile()).where == "tolerance"
+
+
+@pytest.mark.parametrize("profile, message", [
+    ("garbage", "not a profile id"),
+    ("torch-1.0.0/threads-1/isa-avx2/deterministic", "torch 1.0.0"),
+    (f"torch-{torch.__version__}/threads-1/isa-neon/deterministic", "unknown instruction set"),
+])
+def test_profiles_no_honest_worker_can_commit_fail(spec, honest, replayer, profile, message):
+    cheated, published = honest
+    report = verify(claim_for(cheated, published, 1, profile), spec, source_of(published), replayer)
+    assert report.outcome == FAILED and message in report.reason
+
+
+@pytest.mark.skipif(len(__import__("trolly.verifier.isa_replay", fromlist=["x"]).supported_instruction_sets(
+    __import__("trolly.compute.determinism", fromlist=["x"]).current_instruction_set())) < 2,
+    reason="this CPU supports no instruction set but its own (needs AVX2 or better)")
+def test_a_worker_on_another_instruction_set_is_replayed_bitwise_in_a_child(spec):
+    """Honest under ATEN_CPU_CAPABILITY=default (trained in a child), replayed bitwise in a verifier's child."""
+    import json
+    import subprocess
+    import sys
+
+    from trolly.compute.determinism import DeterminismProfile, child_environment
+
+    script = (
+        "import sys, json\n"
+        "sys.path.insert(0, 'tests')\n"
+        "from verifier_helpers import build_round, tiny_spec\n"
+        "from trolly.compute.determinism import DeterminismProfile\n"
+        "cheated, published = build_round(tiny_spec())\n"
+        "sys.stdout.write(json.dumps({'listing': published.listing, 'root': published.checkpoint_root.hex(),\n"
+        "  'blobs': {k: v.hex() for k, v in published.blobs.items()}, 'profile': DeterminismProfile(threads=1).id,\n"
+        "  'steps': cheated.steps, 'samples': cheated.samples_processed, 'start': cheated.start_weights_hash.hex()}))\n")
+    environment = child_environment(DeterminismProfile(threads=1, instruction_set="default"))
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
+                               timeout=300, check=True, cwd=str(__import__("pathlib").Path(__file__).parent.parent))
+    played = json.loads(completed.stdout)
+    assert "isa-default" in played["profile"]
+    source = MemorySource({k: bytes.fromhex(v) for k, v in played["blobs"].items()}, {(1, 1): played["listing"]})
+    replayer = Replayer()
+    try:
+        for segment in range(len(played["listing"]) - 1):
+            claim = SegmentClaim(1, 1, "w", 1, segment, bytes.fromhex(played["root"]), len(played["listing"]),
+                                 played["steps"], played["samples"], bytes.fromhex(played["start"]), played["profile"])
+            report = verify(claim, spec, source, replayer)
+            assert report.outcome == PASSED and report.comparison.mode == BITWISE, report.reason
+            assert report.details["replay_profile"] == played["profile"]
+    finally:
+        replayer.close()

@@ -8,7 +8,7 @@ import math
 import torch
 
 from trolly.compute.checkpoints import TrainingState, checkpoint_hash
-from trolly.verifier.tolerance import (BITWISE, CROSS_PROFILE_THRESHOLD, TOLERANCE, compare_states, relative_error)
+from trolly.verifier.tolerance import (BITWISE, MOMENTS_THRESHOLD, TOLERANCE, WEIGHTS_THRESHOLD, compare_states, relative_error)
 
 
 def state(step: int, scale: float, seed: int = 0) -> TrainingState:
@@ -49,17 +49,17 @@ def test_drift_far_below_the_threshold_passes_only_across_profiles():
     direction = state(0, 1.0, seed=3)
     update = relative_error(START.weights.values(), END.weights.values(), END.weights.values())[1]
     size = float(torch.cat([t.reshape(-1) for t in direction.weights.values()]).norm())
-    drift = shifted(END, direction, CROSS_PROFILE_THRESHOLD * 0.05 * update / size)
+    drift = shifted(END, direction, WEIGHTS_THRESHOLD * 0.05 * update / size)
     assert not compare(START, END, drift, True).passed
     result = compare(START, END, drift, False)
-    assert result.passed and 0 < result.weights_error < CROSS_PROFILE_THRESHOLD
+    assert result.passed and 0 < result.weights_error < WEIGHTS_THRESHOLD
 
 
 def test_an_error_of_a_percent_of_the_update_fails():
     update_size = 1e-3
     wrong = shifted(END, state(0, 1.0, seed=4), update_size * 0.01)
     result = compare(START, END, wrong, False)
-    assert not result.passed and result.weights_error > 50 * CROSS_PROFILE_THRESHOLD
+    assert not result.passed and result.weights_error > 5 * WEIGHTS_THRESHOLD
     assert "beyond tolerance" in result.reason
 
 
@@ -88,3 +88,9 @@ def test_other_tensors_cannot_be_compared():
     extra = dict(END.weights, c=torch.zeros(2))
     result = compare(START, dataclasses.replace(END, weights=extra), END, False)
     assert not result.passed and "other tensors" in result.reason
+
+
+def test_moments_far_off_fail_even_when_the_weights_agree():
+    moments = {n: {**s, "exp_avg": s["exp_avg"] * 2} for n, s in END.optimizer.items()}
+    result = compare(START, END, dataclasses.replace(END, optimizer=moments), False)
+    assert result.weights_error == 0.0 and result.moment_error > MOMENTS_THRESHOLD and not result.passed

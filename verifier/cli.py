@@ -35,6 +35,7 @@ from .errors import VerifierError
 from .replay import Replayer, SegmentClaim, SegmentReport, verify_segment
 from .service import ServiceConfig, VerifierService
 from .sources import DirectorySource
+from .tolerance import MOMENTS_THRESHOLD, WEIGHTS_THRESHOLD
 
 HOME_ENVIRONMENT_VARIABLE = "TROLLY_VERIFIER_HOME"
 DEFAULT_HOME = "~/.trolly-verifier"
@@ -160,14 +161,18 @@ async def _replay(node, task_id, round_index, worker, segment, claim_file, spec_
     spec = parse_spec(spec_bytes)
     retry = RetryPolicy(attempts=2, initial_delay=0.5, max_delay=2.0, request_timeout=30.0)
     dataset = await task_dataset(spec, [claim.blob_url], retry)
-    if checkpoint_dir:
-        return await verify_segment(claim, spec, dataset, DirectorySource(checkpoint_dir), Replayer(),
-                                    expected_start_hash=expected_start, expected_start_source="--expected-start")
-    if not claim.blob_url:
+    if not checkpoint_dir and not claim.blob_url:
         raise VerifierError("the claim names no blob URL; pass --checkpoints DIR")
-    async with BlobClient([claim.blob_url], retry=retry) as blobs:
-        return await verify_segment(claim, spec, dataset, blobs, Replayer(), expected_start_hash=expected_start,
-                                    expected_start_source="--expected-start")
+    replayer = Replayer()
+    try:
+        if checkpoint_dir:
+            return await verify_segment(claim, spec, dataset, DirectorySource(checkpoint_dir), replayer,
+                                        expected_start_hash=expected_start, expected_start_source="--expected-start")
+        async with BlobClient([claim.blob_url], retry=retry) as blobs:
+            return await verify_segment(claim, spec, dataset, blobs, replayer, expected_start_hash=expected_start,
+                                        expected_start_source="--expected-start")
+    finally:
+        replayer.close()
 
 
 def explain(report: SegmentReport) -> str:
@@ -186,8 +191,8 @@ def explain(report: SegmentReport) -> str:
         lines.append(f"errors:  weights {comparison.weights_error:.3e}, optimizer moments {comparison.moment_error:.3e} "
                      f"(relative to the segment's update norm {comparison.update_norm:.3e})")
         if comparison.mode == "tolerance":
-            lines.append(f"limit:   {comparison.threshold:.1e} (verifier/tolerance.py: honest cross-profile drift stays "
-                         f"far below, every cheat class far above)")
+            lines.append(f"limits:  weights {WEIGHTS_THRESHOLD:.1e}, moments {MOMENTS_THRESHOLD:.1e} (this CPU cannot run "
+                         f"the committed instruction set; calibration in verifier/tolerance.py)")
     for key in ("start_step", "end_step", "fetch_seconds", "replay_seconds"):
         if key in report.details:
             lines.append(f"{key.replace('_', ' ')}: {report.details[key]}")

@@ -139,6 +139,7 @@ class VerifierService:
 
     async def close(self) -> None:
         self._executor.shutdown(wait=True)
+        self.replayer.close()
         self.record.close()
         await self.client.close()
 
@@ -218,11 +219,16 @@ class VerifierService:
             self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
             return None
         loop = asyncio.get_running_loop()
-        async with BlobClient([claim.blob_url], retry=self.config.blob_retry) as blobs:
-            report = await verify_segment(
-                claim, context.spec, context.dataset, blobs, self.replayer, expected_start_hash=expected,
-                expected_start_source=source, spec_key=context.spec_key,
-                run_replay=lambda function: loop.run_in_executor(self._executor, function))
+        try:
+            async with BlobClient([claim.blob_url], retry=self.config.blob_retry) as blobs:
+                report = await verify_segment(
+                    claim, context.spec, context.dataset, blobs, self.replayer, expected_start_hash=expected,
+                    expected_start_source=source, spec_key=context.spec_key,
+                    run_replay=lambda function: loop.run_in_executor(self._executor, function))
+        except VerifierError as error:  # our own replay machinery failed (a child died): not the worker's fault
+            log.warning("%s: replay failed here, will retry: %s", _name(claim), error)
+            self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
+            return None
         self.progress.verified += 1
         return report
 
