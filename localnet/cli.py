@@ -51,17 +51,19 @@ def network_options(function):
         click.option("--base-port", type=click.IntRange(1024, 65000), default=26657, show_default=True,
                      help="First port: RPC of node 0; others are offsets from it."),
         click.option("--block-time", default="500ms", show_default=True, help="Block interval of the solo engine."),
+        click.option("--cheat", default="", metavar="STRATEGY",
+                     help="TEST SWITCH: worker-0 cheats with this strategy (e.g. skip-steps) to show it is caught."),
     ]
     for option in reversed(options):
         function = option(function)
     return function
 
 
-def config_from(engine, validators, workers, slow_workers, base_port, block_time) -> LocalnetConfig:
+def config_from(engine, validators, workers, slow_workers, base_port, block_time, cheat) -> LocalnetConfig:
     if slow_workers > workers:
         raise click.BadParameter("cannot have more slow workers than workers", param_hint="--slow-workers")
     return LocalnetConfig(engine=engine, validators=validators, workers=workers, slow_workers=slow_workers,
-                          base_port=base_port, block_time=block_time)
+                          base_port=base_port, block_time=block_time, cheat=cheat)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -198,6 +200,32 @@ def reset(home, yes) -> None:
         click.confirm(f"Delete {net.layout.home} and everything in it?", abort=True)
     net.reset()
     console.print(f"removed {net.layout.home}")
+
+
+@main.command()
+@home_option
+@network_options
+@click.option("--rounds", type=click.IntRange(1, 50), default=4, show_default=True, help="Training rounds of the task.")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds to wait for the task to settle.")
+@click.option("--keep", is_flag=True, help="Leave the localnet running afterwards (`down` stops it).")
+def demo(home, rounds, timeout, keep, **options) -> None:
+    """Start a fresh localnet, pay for a real training task, follow it to settlement, evaluate the model.
+
+    The last line printed (on stdout) is JSON: task id, rounds, final accuracy, paid per worker, seconds.
+    """
+    import json
+
+    from .demo import ACCURACY_FLOOR, DemoOptions, run_demo
+
+    try:
+        summary = run_demo(home, config_from(**options), DemoOptions(rounds=rounds, timeout=timeout), console, keep)
+    except (LocalnetError, WalletError, OSError) as exc:
+        _fail(str(exc))
+    if summary["final_accuracy"] < ACCURACY_FLOOR:
+        console.print(f"[red]accuracy {summary['final_accuracy']} is below the floor {ACCURACY_FLOOR}[/red]")
+    click.echo(json.dumps(summary, sort_keys=True))
+    if summary["final_accuracy"] < ACCURACY_FLOOR:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,8 @@ class LocalnetConfig:
     base_port: int = 26657
     block_time: str = "500ms"
     chain_id: str = CHAIN_ID
+    cheat: str = ""
+    """Test switch: worker-0 trains dishonestly with this cheat strategy (empty: everyone is honest)."""
 
     def rpc_port(self, index: int = 0) -> int:
         return self.base_port + 10 * index
