@@ -210,6 +210,8 @@ def test_worker_killed_mid_round_resumes_commits_once_and_the_task_settles(node,
         weights = wait_until(lambda: fetch_blob(blob_url, digest), 30, "the final weights to be served", worker, log_path)
         assert hashlib.sha256(weights).hexdigest() == digest
         assert set(decode_weights(weights)) == set(initial_weights(parse_spec(spec_bytes), dataset_from_blobs(dataset_blobs).shape))
+        wait_until(lambda: "serving blobs for" in log_path.read_text(), 60, "the worker to finish the task", worker,
+                   log_path)
         os.killpg(worker.pid, signal.SIGTERM)  # ends the linger at once
         assert worker.wait(30) == 0, log_path.read_text()[-4000:]
     finally:
