@@ -112,6 +112,7 @@ class VerifierService:
         self._send_lock = asyncio.Lock()
         self._semaphore = asyncio.Semaphore(config.concurrency)
         self._fee: int | None = config.fee
+        self._last_progress: tuple = ()
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
 
@@ -351,7 +352,11 @@ class VerifierService:
 
     def _log_progress(self) -> None:
         counts = self.record.counts()
-        log.info("height %d: %d segments awaiting this validator, %d in flight; votes: %d pass, %d fail, "
+        snapshot = (self.progress.pending, len(self._in_flight), tuple(sorted(counts.items())))
+        # One line per change, not per poll: an idle verifier stays quiet (debug level shows every pass).
+        level = logging.INFO if snapshot != self._last_progress else logging.DEBUG
+        self._last_progress = snapshot
+        log.log(level, "height %d: %d segments awaiting this validator, %d in flight; votes: %d pass, %d fail, "
                  "%d unavailable (%d included, %d in mempool, %d refused)", self.progress.height, self.progress.pending,
                  len(self._in_flight), counts.get("pass", 0), counts.get("fail", 0),
                  counts.get("unavailable", 0) + counts.get("tampered", 0), counts.get(INCLUDED, 0),
