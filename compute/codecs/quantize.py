@@ -81,6 +81,14 @@ class Int8Codec(Codec):
 SIGN_CHUNK = 1024
 
 
+def fixed_tree_sum(rows: np.ndarray) -> np.ndarray:
+    """Row sums of a (n, 2**m) array by pairwise addition in a fixed tree: element-wise adds only, so the
+    rounding is the same on every CPU (a library reduction may reorder its additions per instruction set)."""
+    while rows.shape[1] > 1:
+        rows = rows[:, 0::2] + rows[:, 1::2]
+    return rows[:, 0]
+
+
 class SignCodec(Codec):
     """One bit per value: its sign, times the chunk's mean magnitude (scaled sign, as in EF-signSGD).
 
@@ -100,10 +108,7 @@ class SignCodec(Codec):
         lengths = np.full(chunks, SIGN_CHUNK, dtype=np.float64)
         if chunks:
             lengths[-1] = len(flat) - (chunks - 1) * SIGN_CHUNK
-        # A running (left to right) float64 sum: unlike a pairwise/SIMD reduction its order is fixed, so the
-        # scale is the same on every CPU. It is rounded to float32 once, at the end.
-        totals = np.cumsum(magnitudes, axis=1)[:, -1] if chunks else np.zeros(0)
-        scales = (totals / lengths).astype(np.float32)
+        scales = (fixed_tree_sum(magnitudes) / lengths).astype(np.float32)
         bits = np.packbits(flat < 0, bitorder="little")
         return scales.astype("<f4").tobytes() + bits.tobytes()
 
@@ -117,5 +122,6 @@ class SignCodec(Codec):
         negative = np.unpackbits(packed, bitorder="little")[:size].astype(bool)
         if size % 8 and np.unpackbits(packed[-1:], bitorder="little")[size % 8:].any():
             raise CodecError("sign payload has stray bits after the last value")
-        magnitude = np.repeat(scales.astype(np.float32), SIGN_CHUNK)[:size]
-        return np.where(negative, -magnitude, magnitude).astype(np.float32)
+        values = np.repeat(scales.astype(np.float32), SIGN_CHUNK)[:size]
+        np.negative(values, out=values, where=negative)
+        return values
