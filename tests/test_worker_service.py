@@ -287,3 +287,20 @@ def test_the_worker_registers_once_and_joins_only_a_task_it_fits(make_chain, dat
     assert service.unfit == set(task_ids[:2])
     assert list(service.state.tasks) == [task_ids[2]] and service.state.task(task_ids[2]).worker_index == 0
     assert market.task(task_ids[2])["status"] == "running"
+
+
+def test_a_task_joined_just_before_a_kill_is_adopted_from_the_chain(make_chain, dataset_blobs, tmp_path):
+    chain = make_chain(accounts=2, validators=1, params={"market": MARKET_PARAMS})
+    market = Market(chain)
+    market.register(market.workers[:1])
+    spec = spec_document(dataset_blobs.manifest_hash)
+    task_id = market.submit(spec=spec, spec_hash=hashlib.sha256(spec).digest(), workers=1, rounds=ROUNDS,
+                            samples_per_worker=1, round_blocks=20)
+    market.join(task_id, market.workers[:1])  # included, but the worker died before saving it
+    service = new_service(tmp_path, chain, market.workers[0])
+    assert service.state.tasks == {}
+    run(service.adopt_joined_tasks())
+    progress = WorkerState.load(tmp_path).task(task_id)
+    assert progress.worker_index == 0 and progress.spec_hash == hashlib.sha256(spec).hexdigest()
+    assert run(drive(service, chain, market, task_id))
+    assert market.task(task_id)["status"] == "completed"

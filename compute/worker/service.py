@@ -165,6 +165,7 @@ class WorkerService:
     # ---- the main loop ------------------------------------------------------------------------------------
 
     async def run(self) -> None:
+        adopted = False
         while not self._stopping.is_set():
             if self.options.max_tasks and self.finished_this_run >= self.options.max_tasks:
                 if self.options.linger:
@@ -174,6 +175,9 @@ class WorkerService:
                 log.info("finished %d task(s); stopping", self.finished_this_run)
                 return
             try:
+                if not adopted:
+                    await self.adopt_joined_tasks()
+                    adopted = True
                 active = self.state.active_tasks()
                 if active:
                     await self.work_on(active[0])
@@ -190,6 +194,20 @@ class WorkerService:
                 # first, the chain drops this worker from the task and the next look at it says so.
                 log.error("%s; retrying in 5 s", error)
                 await self._sleep(5.0)
+
+    async def adopt_joined_tasks(self) -> None:
+        """Take up tasks the chain says this worker belongs to but the saved state does not know: a worker
+        killed between its join being included and the state being saved must still train them."""
+        record = await self.market.worker()
+        for task_id in (record or {}).get("tasks", []):
+            if task_id in self.state.tasks:
+                continue
+            view = await self.market.task(task_id)
+            member = plan.find_member(view, self.address)
+            if member is not None and member["status"] == plan.ACTIVE:
+                self.state.add_task(task_id, view["spec_hash"], member["index"])
+                log.info("task %d: found on chain as worker %d (joined before the last restart)", task_id,
+                         member["index"])
 
     async def find_and_join(self) -> bool:
         """Join one open task this worker fits; True if it joined one."""
