@@ -369,6 +369,9 @@ class WorkerService:
                 self.state.save()
             log.info("task %d round %d: training %d of %d inner steps (%.0f samples/s measured)", task_id,
                      round_index, steps, spec.training.inner_steps, speed.samples_per_second)
+        elif round_progress.start_weights_hash != state.weights_hash().hex():
+            raise WeightsMismatch(f"task {task_id} round {round_index} was started from {round_progress.start_weights_hash}"
+                                  f" but W_{round_index} is now {state.weights_hash().hex()}: the saved state is damaged")
         elif round_progress.checkpoints:
             log.info("task %d round %d: resuming from checkpoint %d of %d", task_id, round_index,
                      len(round_progress.checkpoints) - 1, spec.num_checkpoints(round_progress.steps) - 1)
