@@ -269,7 +269,8 @@ def test_many_random_kills_under_load(processes):
 
 def test_kill_engine_between_finalize_and_commit_then_restart(processes):
     """The other side: the engine dies with a decided block the app has not committed; the running app gets
-    it replayed (FinalizeBlock again, then Commit) by the restarted engine's handshake."""
+    it replayed (FinalizeBlock again, then Commit) by the restarted engine's handshake. Txs that were only in
+    the engine's mempool are lost with it, as in CometBFT, and the client resends them."""
     processes.start_app()
     processes.start_engine(pause="after_finalize:txs")
     accepted: set[bytes] = set()
@@ -282,6 +283,14 @@ def test_kill_engine_between_finalize_and_commit_then_restart(processes):
         processes.engine.wait()
         marker.unlink()
         processes.start_engine()
+        # The decided block is replayed; what was only in the dead engine's mempool is gone (as with
+        # CometBFT, whose mempool is not persisted), so the client resends what is not in a block yet.
+        wait_until(lambda: (processes.account(DEV.address) or {}).get("nonce", 0) > 0, 60, what="replay")
+        for tx in sorted(accepted, key=lambda raw: decode_tx(raw).body.nonce):
+            found = processes.call("tx", {"hash": base64.b64encode(hashlib.sha256(tx).digest()).decode()})
+            if "error" in found:
+                answer = processes.broadcast(tx)
+                assert answer and answer["result"]["code"] == 0, answer
         wait_until(lambda: (processes.account(DEV.address) or {}).get("nonce") == 10, 60, what="recovery")
         height = check_no_loss_no_double(processes, accepted)
         check_replay_into_fresh_app(processes, height)
