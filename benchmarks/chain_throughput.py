@@ -1,6 +1,6 @@
 """Chain throughput: signed `send` transactions through execution, app hash and the LevelDB commit.
 
-    python -m benchmarks.chain_throughput [--quick] [--profile]
+    python -m benchmarks.chain_throughput [--quick] [--profile] [--accounts N] [--blocks N] [--block-size N]
 
 Genesis funds `--accounts` accounts (100,000 by default) and one validator. Transactions are built and
 signed before any timing starts (signing is the client's cost): each is a `MsgSend` of 1 utrl with a fee
@@ -17,7 +17,9 @@ warms caches and is not timed. Then the same blocks are measured two ways:
 The ceiling is single-core ed25519 verification with PyNaCl, measured in the same run on the same signed
 bytes: each transaction needs one verification, so no single-threaded app can beat it. The targets are
 half of it in process (10,000 tx/s on a machine verifying 20,000/s) and 5,000 tx/s over the socket.
-`--profile` prints the top cProfile entries of the in-process run to stderr. The last line is JSON:
+Every rate is also given per CPU second (stderr): on a machine shared with other work the wall-clock figures
+fall with the load, which is reported too. `--profile` prints the top cProfile entries (CPU time) of the
+in-process run to stderr. The last line is JSON:
 `{"tx_per_s_in_process": N, "tx_per_s_socket": N, "ed25519_verify_per_s": N, "accounts": N}`
 (`tx_per_s_socket` is null, with the reason on stderr, when the server cannot be started).
 """
