@@ -93,7 +93,8 @@ def test_the_loop_trains_commits_aggregates_verified_updates_and_reports_the_fin
     progress = WorkerState.load(home).task(task_id)
     assert progress.status == "finished" and progress.outcome == "task completed"
     assert all(progress.rounds[r].committed for r in range(ROUNDS + 1))
-    assert service.store.has(view["final_weights_hash"])
+    assert service.store.has(view["final_weights_hash"])  # served after the task, the rest is deleted:
+    assert not any(service.store.has(h) for r in range(ROUNDS) for h in progress.rounds[r].checkpoints)
 
 
 def test_killed_after_signing_the_restart_sends_the_same_bytes_once(world):

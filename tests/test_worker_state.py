@@ -90,3 +90,25 @@ def test_measured_throughput_is_positive_and_declared_as_an_integer():
     profile = hardware_profile(Throughput(1234.9, 3, 1.0), slowdown=2.0)
     assert profile.samples_per_second == 617 and profile.device == "cpu" and profile.threads == 1
     assert Throughput(0.5, 1, 1.0).declared() == 1  # the chain refuses 0
+
+
+def test_pruning_a_finished_task_keeps_final_weights_and_blobs_other_tasks_name(tmp_path):
+    from trolly.compute.blobs import BlobStore
+    from trolly.compute.worker.housekeeping import prune_task
+
+    store = BlobStore(tmp_path / "blobs")
+    shared, own, update, final, dataset = (store.put(f"blob {name}".encode()) for name in
+                                           ("shared", "own", "update", "final", "dataset"))
+    state = WorkerState.load(tmp_path)
+    done = state.add_task(1, "aa" * 32, 0)
+    done.round(0).checkpoints = [shared, own]
+    done.round(0).update_hash = update
+    done.final_weights_hash = final
+    other = state.add_task(2, "bb" * 32, 0)
+    other.round(0).checkpoints = [shared]
+    store.set_checkpoints(1, 0, [shared, own])
+    deleted, freed = prune_task(store, state, 1)
+    assert (deleted, freed) == (2, len(b"blob own") + len(b"blob update"))
+    assert not store.has(own) and not store.has(update)
+    assert store.has(shared) and store.has(final) and store.has(dataset)
+    assert not (store.root / "tasks" / "1").exists()

@@ -114,6 +114,7 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
 @click.option("--task", "task_id", type=click.IntRange(0), default=0, help="Join only this task id.")
 @click.option("--linger", type=click.FloatRange(0.0), default=0.0, show_default=True,
               help="With --max-tasks: keep serving blobs (final weights) this many seconds before exiting.")
+@click.option("--keep-blobs", is_flag=True, help="Keep finished tasks' checkpoints and updates (default: delete them).")
 @click.option("--declare-slowdown", type=click.FloatRange(1.0), default=1.0, show_default=True,
               help="Present this machine as X times slower: declares fewer inner steps and samples/s.")
 @click.option("--step-delay", type=click.FloatRange(0.0), default=0.0, show_default=True,
@@ -129,7 +130,7 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.option("--progress/--no-progress", "progress", default=None,
               help="Live progress bar (default: when stderr is a terminal).")
-def start(home, max_tasks, task_id, linger, declare_slowdown, step_delay, cheat, node, password_file, poll_interval,
+def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_delay, cheat, node, password_file, poll_interval,
           log_level, progress) -> None:
     """Run the worker: serve blobs, register, join tasks, train and commit rounds, until stopped."""
     import uvloop
@@ -143,7 +144,8 @@ def start(home, max_tasks, task_id, linger, declare_slowdown, step_delay, cheat,
     keyring = Keyring(wallet_home(root, config), config.keyring_backend, PasswordSource(password_file))
     key = keyring.signer(config.key_name)
     use_rich = configure_logging(log_level, progress)
-    options = ServiceOptions(max_tasks=max_tasks, task_id=task_id, linger=linger, declare_slowdown=declare_slowdown,
+    options = ServiceOptions(max_tasks=max_tasks, task_id=task_id, linger=linger, keep_blobs=keep_blobs,
+                             declare_slowdown=declare_slowdown,
                              step_delay=step_delay, cheat=cheat or "", poll_interval=poll_interval,
                              rich_output=use_rich)
 

@@ -39,6 +39,7 @@ from .config import WorkerConfig
 from .data import obtain_dataset
 from .display import RoundDisplay
 from .errors import TaskUnfit, WeightsMismatch, WorkerError
+from .housekeeping import prune_task
 from .commits import Committer
 from .market import MarketClient
 from .rounds import RoundInterrupted, commitment, encode_update, final_report, previous_residual, train_round
@@ -65,6 +66,8 @@ class ServiceOptions:
     poll_interval: float = 0.5
     linger: float = 0.0
     """Seconds to keep serving blobs (final weights...) after the last of `max_tasks` tasks ends."""
+    keep_blobs: bool = False
+    """Keep a finished task's checkpoints, updates and round weights (default: delete them, `housekeeping.py`)."""
     rich_output: bool = False
 
     def __post_init__(self) -> None:
@@ -297,6 +300,10 @@ class WorkerService:
             log.info("task %d: final weights %s", progress.task_id, view["final_weights_hash"])
         self.state.finish_task(progress.task_id, reason)
         self.finished_this_run += 1
+        if not self.options.keep_blobs:
+            deleted, freed = prune_task(self.store, self.state, progress.task_id)
+            log.info("task %d: deleted %d round blob(s), %.1f MB (final weights kept)", progress.task_id, deleted,
+                     freed / 1e6)
 
     # ---- rounds -------------------------------------------------------------------------------------------
 
