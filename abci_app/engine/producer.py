@@ -106,7 +106,8 @@ class Producer:
                 self.client = await _until_stopped(AbciClient.connect_with_retry(self.config.proxy_app, stop), stop)
                 if self.client is None:
                     return
-                await self.handshake(self.client)
+                if not await _finish_unless_stopped(self.handshake(self.client), stop, grace=0.0):
+                    return  # stopped mid-replay: every replayed block was committed, the rest waits
                 self.connected.set()
                 await self._wait_for_genesis_time(stop)
                 log.info("handshake done: app at height %d, producing blocks every %.2fs", self.blockstore.last_height, self.config.block_interval)
@@ -356,16 +357,16 @@ STOP_GRACE_SECONDS = 5.0
 """How long a stop waits for the block in progress before abandoning it (the handshake repairs either way)."""
 
 
-async def _finish_unless_stopped(coroutine, stop: asyncio.Event) -> bool:
-    """Run one block; if `stop` comes meanwhile, give it a grace period, then cancel. True if it finished."""
+async def _finish_unless_stopped(coroutine, stop: asyncio.Event, grace: float = STOP_GRACE_SECONDS) -> bool:
+    """Run one step; if `stop` comes meanwhile, give it `grace` seconds, then cancel. True if it finished."""
     task = asyncio.ensure_future(coroutine)
     stopper = asyncio.ensure_future(stop.wait())
     done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
     stopper.cancel()
     if task not in done:
-        done, _ = await asyncio.wait({task}, timeout=STOP_GRACE_SECONDS)
+        done, _ = await asyncio.wait({task}, timeout=grace) if grace > 0 else (set(), None)
         if task not in done:
-            log.warning("stopping in the middle of a block; the next start's handshake completes it")
+            log.warning("stopping in the middle of a step; the next start's handshake completes it")
             task.cancel()
             try:
                 await task
