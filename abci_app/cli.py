@@ -97,9 +97,9 @@ def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, p2p_laddr) -
         paths = homelib.init_home(root, chain_id, moniker=moniker, dev=dev, config=config, force=force)
     except AbciAppError as exc:
         _fail(exc)
-    key = homelib.load_home(root).validator_key
+    written = homelib.load_home(root)
     click.echo(f"Initialized node home {paths.root} for chain {chain_id}")
-    click.echo(f"  validator address {key.address.hex().upper()}, node id {homelib.load_home(root).node_key.node_id}")
+    click.echo(f"  validator address {written.validator_key.address.hex().upper()}, node id {written.node_key.node_id}")
 
 
 # ----------------------------------------------------------------------------------------------- start
