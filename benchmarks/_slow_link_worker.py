@@ -1,0 +1,154 @@
+"""One worker process of `benchmarks.slow_link` (run inside its network namespace when shaped).
+
+Reads control messages (JSON lines) on stdin, writes its own on stdout; the data itself (updates or
+gradients) goes over HTTP through `compute/blobs`, with the configured one-way latency added around every
+fetch and, for the simulated link, the bytes paced at the configured rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import torch
+
+from trolly.compute.blobs import BlobClient, BlobServer, BlobStore, RetryPolicy
+from trolly.compute.codecs import ErrorFeedback, get_codec
+from trolly.compute.data import build_dataset, dataset_from_blobs
+from trolly.compute.data.dataset import sample_batch
+from trolly.compute.pipeline import train_and_encode
+from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.training import Trainer, evaluate, initial_weights
+
+from .compression import MLP_SETTINGS, make_spec
+
+RETRY = RetryPolicy(attempts=5, initial_delay=0.05, max_delay=1.0, request_timeout=120)
+
+
+class LinkClient(BlobClient):
+    """A blob client whose transport adds one-way latency (and, simulated, paces bytes at a rate)."""
+
+    def __init__(self, urls, latency: float, rate_mbit: float) -> None:
+        super().__init__(urls, retry=RETRY)
+        self.latency = latency
+        self.rate_mbit = rate_mbit
+
+    async def fetch(self, digest: str) -> bytes:
+        await asyncio.sleep(self.latency)  # the request travels
+        data = await super().fetch(digest)
+        delay = self.latency
+        if self.rate_mbit:
+            delay += len(data) * 8 / (self.rate_mbit * 1e6)
+        await asyncio.sleep(delay)  # the response travels
+        return data
+
+
+def emit(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+async def read_command(loop) -> dict:
+    line = await loop.run_in_executor(None, sys.stdin.readline)
+    if not line:
+        raise SystemExit(0)
+    return json.loads(line)
+
+
+async def main(config: dict) -> None:
+    loop = asyncio.get_running_loop()
+    index = config["index"]
+    blobs = build_dataset("digits")
+    dataset = dataset_from_blobs(blobs)
+    settings = dict(MLP_SETTINGS, codec=config["codec"], inner_steps=config["inner_steps"])
+    spec = make_spec(blobs.manifest_hash, {"arch": "mlp", "config": {"hidden": [1024, 1024]}}, "digits", settings,
+                     rounds=config["max_rounds"] + 1)
+    trainer = Trainer(spec, dataset)
+    store = BlobStore(config["store"])
+    server = BlobServer(store, host=config["host"], port=config["port"])
+    await server.start()
+    peers = [url for number, url in enumerate(config["peers"]) if number != index]
+    client = LinkClient(peers, config["latency"], config["simulated_rate_mbit"])
+    published_bytes = 0
+    own_digests: list[str] = []
+    emit({"ready": True})
+    await read_command(loop)
+
+    async def exchange(own_data: bytes) -> list[bytes] | None:
+        """Publish, wait for everyone's hashes, fetch the peers' blobs (own one locally), in worker order."""
+        nonlocal published_bytes
+        digest = store.put(own_data)
+        published_bytes += len(own_data)
+        own_digests.append(digest)
+        if config["mode"] == "dense" and len(own_digests) > 2:
+            # everyone has published the exchange after it, so everyone has fetched it: free the disk
+            stale = own_digests.pop(0)
+            if stale not in own_digests:
+                store.path(stale).unlink(missing_ok=True)
+        emit({"hash": digest, "bytes_published": published_bytes})
+        command = await read_command(loop)
+        if "stop" in command:
+            return None
+        hashes = command["hashes"]
+        fetched = await asyncio.gather(*(
+            asyncio.sleep(0, result=own_data) if number == index else fetch_from(number, digest)
+            for number, digest in enumerate(hashes)))
+        return list(fetched)
+
+    async def fetch_from(number: int, digest: str) -> bytes:
+        url = config["peers"][number]
+        single = LinkClient([url], config["latency"], config["simulated_rate_mbit"])
+        single._session = client._client()
+        single._owns_session = False
+        return await single.fetch(digest)
+
+    codec = get_codec(spec.codec) if config["mode"] == "ours" else get_codec("fp32")
+    if config["mode"] == "ours":
+        state = GlobalState.initial(initial_weights(spec, dataset.shape))
+        feedback = ErrorFeedback(codec)
+        for round_index in range(config["max_rounds"] + 1):
+            encoded = await loop.run_in_executor(None, lambda: train_and_encode(
+                trainer, feedback, state.weights, worker_index=index, round_index=round_index,
+                steps=spec.training.inner_steps, sink=lambda record, data: store.put_hashed(data, record.digest.hex())))
+            everyone = await exchange(encoded.encoded_update)
+            if everyone is None:
+                break
+            updates = [WorkerUpdate(number, encoded.result.samples_processed, codec.decode(data))
+                       for number, data in enumerate(everyone)]
+            state = outer_step(state, updates, spec.training.outer_optimizer)
+            if index == 0:
+                trainer.model.load_state_dict(state.weights)
+                emit({"accuracy": evaluate(trainer.model, dataset)[1]})
+    else:
+        model = trainer.model
+        inner = spec.training.inner_optimizer
+        optimizer = torch.optim.AdamW(model.parameters(), lr=inner.lr, weight_decay=inner.weight_decay, foreach=False)
+        names = [name for name, _ in model.named_parameters()]
+        for step in range(config["max_steps"] + 1):
+            def compute_gradient():
+                inputs, targets = sample_batch(dataset, spec.training.batch_size, spec.training.seed, index, 0, step)
+                loss = trainer.loss(inputs, targets)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                return codec.encode({name: parameter.grad for name, parameter in model.named_parameters()})
+            everyone = await exchange(await loop.run_in_executor(None, compute_gradient))
+            if everyone is None:
+                break
+            gradients = [codec.decode(data) for data in everyone]
+            with torch.no_grad():
+                for name, parameter in model.named_parameters():
+                    total = gradients[0][name].clone()
+                    for other in gradients[1:]:
+                        total += other[name]
+                    parameter.grad = total / len(gradients)
+            optimizer.step()
+            if index == 0:
+                due = (step + 1) % config["eval_every"] == 0
+                emit({"accuracy": evaluate(model, dataset)[1] if due else None})
+    await client.close()
+    await server.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(json.loads(sys.argv[1])))

@@ -1,0 +1,171 @@
+"""Slow link: time to a target accuracy over 100 Mbit/s links with 20 ms latency, against plain loopback.
+
+Four worker processes train the 1.1M-parameter MLP on digits and exchange what they must over HTTP (the blob
+service of `compute/blobs`), in two modes:
+
+- ours:  DiLoCo. Each round a worker runs H inner steps with checkpoints (`compute.pipeline`), publishes
+         its encoded update, fetches the other three, and computes the outer step itself (bit for bit the
+         same in every worker, `compute.rounds`).
+- dense: synchronous data parallel. Every step each worker publishes its fp32 gradient, fetches the other
+         three and applies the mean with AdamW.
+
+Each mode runs twice: on plain loopback (no shaping, no added latency), then with every worker in its own
+network namespace, joined by veth pairs to a bridge in a switch namespace, each veth end shaped with
+`tc qdisc ... tbf rate 100mbit` (both directions), and 20 ms one-way latency added by the transport (before
+each request and after each response: `netem` is not available in this kernel). Control messages (the round
+barrier) go over pipes, as they would go over the chain. Without the rights to create namespaces the shaped
+runs use a simulated link on loopback (a transport that paces bytes at 100 Mbit/s) and the JSON says so.
+
+    python -m benchmarks.slow_link [--quick]
+
+Needs root (ip netns, tc). Prints one JSON object last: slowdown_ours and slowdown_dense, the shaped over the
+unshaped time to the target test accuracy. Target: slowdown_ours <= 1.10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import _slow_link_network as network
+
+WORKERS = 4
+TARGET_QUICK = 0.90
+TARGET_FULL = 0.95
+ONE_WAY_LATENCY = 0.020
+RATE_MBIT = 100
+
+
+def start_workers(mode: str, hosts: list[str], namespaces: list[str] | None, options, shaped_simulated: bool,
+                  latency: float, workdir: str) -> list[subprocess.Popen]:
+    ports = [8700 if namespaces else 18700 + index for index in range(WORKERS)]
+    urls = [f"http://{host}:{port}" for host, port in zip(hosts, ports)]
+    processes = []
+    for index in range(WORKERS):
+        config = {
+            "index": index, "workers": WORKERS, "mode": mode, "host": hosts[index], "port": ports[index],
+            "peers": urls, "latency": latency, "simulated_rate_mbit": RATE_MBIT if shaped_simulated else 0,
+            "inner_steps": options.inner_steps, "codec": options.codec, "max_rounds": options.max_rounds,
+            "max_steps": options.max_steps, "eval_every": options.eval_every,
+            "store": os.path.join(workdir, f"{mode}-{index}"),
+        }
+        command = [sys.executable, "-m", "benchmarks._slow_link_worker", json.dumps(config)]
+        if namespaces:
+            command = ["ip", "netns", "exec", namespaces[index], *command]
+        environment = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        processes.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                                          env=environment, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    return processes
+
+
+def read_message(process: subprocess.Popen) -> dict:
+    line = process.stdout.readline()
+    if not line:
+        raise RuntimeError(f"worker exited with code {process.wait()}")
+    return json.loads(line)
+
+
+def send(process: subprocess.Popen, message: dict) -> None:
+    process.stdin.write(json.dumps(message) + "\n")
+    process.stdin.flush()
+
+
+def run_mode(mode: str, target: float, hosts, namespaces, options, simulated: bool, latency: float, workdir: str) -> dict:
+    """Start the workers, drive the exchange barrier, return the time to `target` accuracy.
+
+    Per exchange (a round for ours, a step for dense) every worker reports the hash it published; the
+    parent hands all hashes to all workers; worker 0 reports the test accuracy of the new global weights.
+    """
+    processes = start_workers(mode, hosts, namespaces, options, simulated, latency, workdir)
+    limit = options.max_rounds if mode == "ours" else options.max_steps
+    result = {"seconds_to_target": None}
+    try:
+        for process in processes:
+            if not read_message(process).get("ready"):
+                raise RuntimeError("worker did not start")
+        began = time.perf_counter()
+        for process in processes:
+            send(process, {"go": True})
+        for exchange in range(1, limit + 1):
+            published = [read_message(process) for process in processes]
+            hashes = [message["hash"] for message in published]
+            for process in processes:
+                send(process, {"hashes": hashes})
+            accuracy = read_message(processes[0]).get("accuracy")
+            result = {"seconds_to_target": None, "exchanges": exchange, "accuracy": accuracy,
+                      "bytes_published_per_worker": published[0]["bytes_published"]}
+            if accuracy is not None and accuracy >= target:
+                result["seconds_to_target"] = round(time.perf_counter() - began, 3)
+                break
+        return result
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help=f"target accuracy {TARGET_QUICK} instead of {TARGET_FULL}")
+    parser.add_argument("--inner-steps", type=int, default=50)
+    parser.add_argument("--codec", default="sign")
+    parser.add_argument("--simulate", action="store_true", help="use the simulated link even with namespace rights")
+    parser.add_argument("--repeats", type=int, default=2, help="loopback/shaped pairs of the DiLoCo run")
+    options = parser.parse_args(argv)
+    options.max_rounds = 12
+    options.max_steps = 400
+    options.eval_every = 5
+    target = TARGET_QUICK if options.quick else TARGET_FULL
+
+    results: dict = {"benchmark": "slow_link", "workers": WORKERS, "target_accuracy": target, "codec": options.codec,
+                     "inner_steps": options.inner_steps, "rate_mbit": RATE_MBIT, "one_way_latency_ms": ONE_WAY_LATENCY * 1000}
+    reason = None if not options.simulate else "--simulate given"
+    if reason is None:
+        reason = network.namespace_support_problem()
+    timings: dict[tuple[str, str], list[dict]] = {}
+    with tempfile.TemporaryDirectory(prefix="trolly-slow-link-") as workdir, contextlib.ExitStack() as stack:
+        if reason is None:
+            shaped = stack.enter_context(network.ShapedNetwork(WORKERS, RATE_MBIT))
+            results["link"] = "namespaces+veth+tbf"
+            results["measured_mbit"] = shaped.measured_mbit
+            shaped_setup = (shaped.addresses, shaped.worker_namespaces, False)
+        else:
+            results["link"] = "simulated"
+            results["simulated_because"] = reason
+            shaped_setup = (["127.0.0.1"] * WORKERS, None, True)
+        loopback_setup = (["127.0.0.1"] * WORKERS, None, False)
+        # ours alternates loopback and shaped runs, twice, and keeps the fastest of each: the machine is shared
+        # and the difference we measure is small, so interference must not decide it.
+        plan = [("ours", "loopback"), ("ours", "shaped")] * options.repeats + [("dense", "loopback"), ("dense", "shaped")]
+        for mode, link in plan:
+            hosts, namespaces, simulated = loopback_setup if link == "loopback" else shaped_setup
+            latency = 0.0 if link == "loopback" else ONE_WAY_LATENCY
+            print(f"{mode} on {link}", file=sys.stderr)
+            outcome = run_mode(mode, target, hosts, namespaces, options, simulated, latency, workdir)
+            print(f"  {outcome}", file=sys.stderr)
+            timings.setdefault((mode, link), []).append(outcome)
+    for mode in ("ours", "dense"):
+        best = {}
+        for link in ("loopback", "shaped"):
+            runs = timings[(mode, link)]
+            reached = [run for run in runs if run["seconds_to_target"] is not None]
+            best[link] = min(reached, key=lambda run: run["seconds_to_target"]) if reached else runs[0]
+            results[f"{mode}_{link}"] = best[link]
+            results[f"{mode}_{link}_seconds_all_runs"] = [run["seconds_to_target"] for run in runs]
+        if best["loopback"]["seconds_to_target"] and best["shaped"]["seconds_to_target"]:
+            results[f"slowdown_{mode}"] = round(best["shaped"]["seconds_to_target"] / best["loopback"]["seconds_to_target"], 4)
+        else:
+            results[f"slowdown_{mode}"] = None
+    results["target_slowdown_ours"] = 1.10
+    print(json.dumps(results))
+    return results
+
+
+if __name__ == "__main__":
+    main()

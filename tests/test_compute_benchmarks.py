@@ -1,0 +1,31 @@
+"""The compute benchmarks run end to end and end with one JSON object (tiny settings: a smoke test only;
+the figures themselves come from running the benchmarks)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def last_json_line(arguments):
+    completed = subprocess.run([sys.executable, "-m", *arguments], cwd=ROOT, capture_output=True, text=True,
+                               timeout=600, check=True)
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_worker_overhead_reports_a_ratio():
+    result = last_json_line(["benchmarks.worker_overhead", "--rounds", "1", "--steps", "10"])
+    assert result["benchmark"] == "worker_overhead" and result["ratio"] > 0
+    assert result["checkpoint_bytes_written"] > 0
+
+
+@pytest.mark.slow
+def test_compression_reports_bytes_ratio_and_loss_gap():
+    result = last_json_line(["benchmarks.compression", "--rounds", "1", "--skip-transformer"])
+    assert result["bytes_ratio"] > 1000  # one round of the sign codec against 50 dense fp32 gradients
+    assert set(result) >= {"loss_gap_rel", "accuracy_dense", "accuracy_ours"}
