@@ -1,7 +1,8 @@
 """`trolly-worker`: the compute provider's command line, thin over `config`, `state` and `service`.
 
     trolly-worker init   --home H --key NAME [--keyring-backend test] [--create-key] [--blob-port P] [--node URL]
-    trolly-worker start  --home H [--max-tasks N] [--task ID] [--declare-slowdown X] [--cheat NAME]
+    trolly-worker start  --home H [--max-tasks N [--linger S]] [--task ID] [--declare-slowdown X]
+                         [--step-delay S] [--keep-blobs] [--cheat NAME (TEST SWITCH)]
     trolly-worker status --home H [-o json]
 
 The home defaults to `$TROLLY_WORKER_HOME`, else `~/.trolly-worker`. The key lives in a wallet keyring: the
@@ -37,7 +38,8 @@ from .state import WorkerState
 
 
 class WorkerGroup(click.Group):
-    """Expected failures become `Error: <reason>` and exit code 1."""
+    """Expected failures become `Error: <reason>` and a non-zero exit code (the wallet's codes for wallet
+    errors, e.g. 3 when the node is unreachable; 1 otherwise)."""
 
     def invoke(self, ctx: click.Context):
         try:
