@@ -4,6 +4,7 @@
     trolly-localnet up -d     start in the background; `down` stops it
     trolly-localnet status    what runs, the chain height
     trolly-localnet logs NAME one service's log (-f to follow)
+    trolly-localnet restart NAME  stop one service (if it runs) and start it again
     trolly-localnet down      stop every process of this localnet
     trolly-localnet reset     stop and delete the localnet's state
     trolly-localnet demo      up, then train and settle a real task, then down
@@ -24,8 +25,8 @@ from rich.table import Table
 from trolly.wallet.errors import WalletError
 from trolly.wallet.rpc import RpcClient
 
-from .layout import LocalnetConfig, LocalnetError
-from .network import Localnet
+from .layout import MAX_VALIDATORS, MAX_WORKERS, LocalnetConfig, LocalnetError
+from .network import START_TIMEOUT, Localnet
 
 console = Console(stderr=True)
 
@@ -43,10 +44,10 @@ def network_options(function):
     options = [
         click.option("--engine", type=click.Choice(["solo", "cometbft"]), default="solo", show_default=True,
                      help="Consensus: the built-in solo engine (one validator) or real CometBFT processes."),
-        click.option("--validators", type=click.IntRange(1, 16), default=1, show_default=True,
+        click.option("--validators", type=click.IntRange(1, MAX_VALIDATORS), default=1, show_default=True,
                      help="Validators (more than one needs --engine cometbft)."),
-        click.option("--workers", type=click.IntRange(0, 16), default=3, show_default=True, help="Worker processes."),
-        click.option("--slow-workers", type=click.IntRange(0, 16), default=1, show_default=True,
+        click.option("--workers", type=click.IntRange(0, MAX_WORKERS), default=3, show_default=True, help="Worker processes."),
+        click.option("--slow-workers", type=click.IntRange(0, MAX_WORKERS), default=1, show_default=True,
                      help="How many of the workers declare themselves slower (heterogeneous hardware)."),
         click.option("--base-port", type=click.IntRange(1024, 65000), default=26657, show_default=True,
                      help="First port: RPC of node 0; others are offsets from it."),
@@ -83,11 +84,13 @@ def _fail(message: str) -> None:
 @home_option
 @network_options
 @click.option("-d", "--detach", is_flag=True, help="Start in the background and return; `down` stops it.")
-def up(home, detach, **options) -> None:
+@click.option("--timeout", type=click.FloatRange(1, 3600), default=START_TIMEOUT, show_default=True,
+              help="Seconds to wait for the first block.")
+def up(home, detach, timeout, **options) -> None:
     """Start the localnet (initializing it on first use) and supervise it until Ctrl-C."""
     net = Localnet(home, config_from(**options))
     try:
-        config = net.up()
+        config = net.up(timeout)
     except (LocalnetError, WalletError, OSError) as exc:
         _fail(str(exc))
     _print_summary(net, config)
@@ -188,6 +191,20 @@ def logs(home, name, follow, lines) -> None:
                 click.echo(line, nl=False)
             else:
                 time.sleep(0.2)
+
+
+@main.command()
+@home_option
+@click.argument("names", nargs=-1, required=True)
+def restart(home, names) -> None:
+    """Stop the named services (if they run) and start them again, e.g. `restart app-0 engine-0`."""
+    net = Localnet(home)
+    try:
+        for name in names:
+            net.restart(name)
+            console.print(f"restarted {name}")
+    except (LocalnetError, OSError) as exc:
+        _fail(str(exc))
 
 
 @main.command()

@@ -24,31 +24,46 @@ def is_slow(config: LocalnetConfig, index: int) -> bool:
 
 
 def init_workers(layout: Layout, config: LocalnetConfig) -> None:
-    """`trolly-worker init` for each worker that has no home yet."""
+    """`trolly-worker init` for each worker that has no home yet, all at once.
+
+    Each init is a separate process that imports torch, several seconds on a loaded machine; run one after
+    the other they were most of a localnet's start-up time.
+    """
     worker = console_script("trolly-worker")
+    running: dict[int, subprocess.Popen] = {}
     for i in range(config.workers):
-        home = layout.worker_home(i)
-        if (home / "worker.json").exists():
+        if (layout.worker_home(i) / "worker.json").exists():
             continue
-        argv = [worker, "init", "--home", str(home), "--key", f"worker-{i}", "--keyring-backend", "test",
-                "--wallet-home", str(layout.wallet_home), "--node", config.rpc_url(0),
+        argv = [worker, "init", "--home", str(layout.worker_home(i)), "--key", f"worker-{i}",
+                "--keyring-backend", "test", "--wallet-home", str(layout.wallet_home), "--node", config.rpc_url(0),
                 "--blob-port", str(config.blob_port(i))]
-        done = subprocess.run(argv, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise LocalnetError(f"trolly-worker init for worker-{i} failed: {done.stderr.strip() or done.stdout.strip()}")
+        running[i] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      stdin=subprocess.DEVNULL)
+    failures = []
+    for i, process in running.items():
+        output, _ = process.communicate()
+        if process.returncode != 0:
+            failures.append(f"trolly-worker init for worker-{i} failed: {output.strip()}")
+    if failures:
+        raise LocalnetError("; ".join(failures))
 
 
-def client_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpec]:
+def verifier_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpec]:
     verifier = console_script("trolly-verifier")
-    worker = console_script("trolly-worker")
-    specs = []
-    for i in range(config.validators):
-        specs.append(ServiceSpec(f"verifier-{i}", (
+    return [
+        ServiceSpec(f"verifier-{i}", (
             verifier, "start", "--home", str(layout.verifier_home(i)), "--node", config.rpc_url(i),
             "--key", f"validator-{i}", "--wallet-home", str(layout.wallet_home), "--keyring-backend", "test",
             "--poll-interval", "0.5", "--retry-delay", "1", "--unavailable-attempts", "3",
-        )))
-    init_workers(layout, config)
+        ))
+        for i in range(config.validators)
+    ]
+
+
+def worker_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpec]:
+    """The workers' start commands (their homes must exist: `init_workers` first)."""
+    worker = console_script("trolly-worker")
+    specs = []
     for i in range(config.workers):
         argv = [worker, "start", "--home", str(layout.worker_home(i)), "--no-progress", "--poll-interval", "0.3"]
         if is_slow(config, i):

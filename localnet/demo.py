@@ -55,7 +55,6 @@ class DemoOptions:
     rounds: int = DEMO_ROUNDS
     budget: int = DEMO_BUDGET
     timeout: float = 300.0
-    data_port_offset: int = 90
 
 
 def demo_spec(manifest_hash: str, data_url: str, rounds: int) -> bytes:
@@ -87,8 +86,7 @@ class Demo:
             store = BlobStore(scratch)
             for blob in [dataset_blobs.manifest, *dataset_blobs.shards.values()]:
                 store.put(blob)
-            port = self.config.base_port + self.options.data_port_offset
-            async with BlobServer(store, port=port) as data_server, AsyncRpcClient(self.config.rpc_url(0)) as client:
+            async with BlobServer(store, port=self.config.data_port()) as data_server, AsyncRpcClient(self.config.rpc_url(0)) as client:
                 spec = demo_spec(dataset_blobs.manifest_hash, data_server.url, self.options.rounds)
                 await self.wait_for_workers(client)
                 balances_before = await self.balances(client)
@@ -155,7 +153,16 @@ class Demo:
         deadline = time.monotonic() + self.options.timeout
         last_line = ""
         while time.monotonic() < deadline:
-            view = await client.query_json(f"/market/task/{task_id}")
+            try:
+                view = await client.query_json(f"/market/task/{task_id}")
+            except (WalletError, OSError) as exc:
+                # The node may be restarting (a crash, or a developer restarting it): keep following.
+                line = f"node not answering ({exc}); still following task {task_id}"
+                if line != last_line:
+                    self.console.print(f"[yellow]{line}[/yellow]")
+                    last_line = line
+                await asyncio.sleep(1.0)
+                continue
             line = progress_line(view)
             if line != last_line:
                 self.console.print(line)
@@ -169,7 +176,9 @@ class Demo:
     async def evaluate_final(self, view: dict, spec: bytes, store: BlobStore) -> tuple[float, float]:
         if view["status"] != "completed" or not view["final_weights_hash"]:
             raise LocalnetError(f"task {view['id']} ended {view['status']} without final weights")
-        urls = [m["blob_url"] for m in view["members"] if m["blob_url"]]
+        # Members that finished the task first: a dropped or slashed worker may have gone away.
+        members = sorted(view["members"], key=lambda m: m["status"] != "finished")
+        urls = [m["blob_url"] for m in members if m["blob_url"]]
         async with BlobClient(urls) as blobs:
             weights_bytes = await blobs.fetch(view["final_weights_hash"])  # hash-checked by the client
         task_spec = parse_spec(spec)

@@ -15,6 +15,7 @@ reproducible and its accounts are known in advance. They are for local testing o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from dataclasses import asdict, dataclass
@@ -42,10 +43,16 @@ VALIDATOR_INDEX_BASE = 0
 ACCOUNT_BALANCE = 1_000_000_000_000  # 1,000,000 TRL each
 VALIDATOR_STAKE = 10_000_000  # 10 TRL = 10 power
 
+VERIFICATION_WINDOW = 60
+"""Blocks (30s at 500ms) a round's sampled segments wait for verdicts. The market's localnet preset has 20, but
+a verifier's first replay (cold imports, the dataset, the model) took 15s on a loaded 2-core machine, which
+left the demo's round 0 unverified and unpaid. A round settles as soon as every segment is decided, so a
+longer window costs time only when verdicts are missing."""
+
 LOCALNET_PARAMS = {
     "auth": {"min_fee": 0},
     "staking": params_to_json(StakingParams.localnet()),
-    "market": params_to_json(MarketParams.localnet()),
+    "market": params_to_json(dataclasses.replace(MarketParams.localnet(), verification_window=VERIFICATION_WINDOW)),
 }
 """The modules' localnet presets: short periods so a developer sees unbonding and deadlines within seconds."""
 
@@ -56,6 +63,13 @@ class LocalnetError(Exception):
 
 @dataclass(frozen=True)
 class LocalnetConfig:
+    """What `up` needs to know; saved as `<home>/localnet.json`.
+
+    Ports, all on 127.0.0.1, are offsets from `base_port`: node i uses base + 10i (RPC), + 1 (ABCI, when the
+    app listens on TCP), + 2 (CometBFT p2p); the demo serves its dataset on base + 90; worker i serves its
+    blobs on base + 100 + i. Two localnets with base ports 200 apart never collide.
+    """
+
     engine: str = "solo"
     validators: int = 1
     workers: int = 3
@@ -77,6 +91,15 @@ class LocalnetConfig:
 
     def blob_port(self, worker: int) -> int:
         return self.base_port + 100 + worker
+
+    def data_port(self) -> int:
+        """Where `demo` serves the task's dataset."""
+        return self.base_port + 90
+
+    def ports(self) -> list[int]:
+        """Every port this localnet may listen on."""
+        nodes = [port for i in range(self.validators) for port in (self.rpc_port(i), self.abci_port(i), self.p2p_port(i))]
+        return nodes + [self.data_port()] + [self.blob_port(i) for i in range(self.workers)]
 
     def rpc_url(self, index: int = 0) -> str:
         return f"http://127.0.0.1:{self.rpc_port(index)}"
@@ -148,12 +171,31 @@ def localnet_genesis(config: LocalnetConfig, validator_keys: list[ValidatorKey])
     return build_genesis(config.chain_id, app_state, validators)
 
 
+MAX_VALIDATORS = 8
+"""Node i's ports are base + 10i .. base + 10i + 2; the ninth node would reach the demo's data port (base + 90)."""
+MAX_WORKERS = 16
+
+
+def check_config(config: LocalnetConfig) -> None:
+    """Refuse a configuration that cannot run, before anything is written."""
+    if config.engine not in ("solo", "cometbft"):
+        raise LocalnetError(f"unknown engine {config.engine!r}: use solo or cometbft")
+    if config.engine == "solo" and config.validators != 1:
+        raise LocalnetError("the solo engine runs exactly one validator; use --engine cometbft for more")
+    if not 1 <= config.validators <= MAX_VALIDATORS:
+        raise LocalnetError(f"a localnet has 1 to {MAX_VALIDATORS} validators, not {config.validators}")
+    if not 0 <= config.slow_workers <= config.workers <= MAX_WORKERS:
+        raise LocalnetError(f"a localnet has 0 to {MAX_WORKERS} workers, at most all of them slow "
+                            f"(got {config.workers} workers, {config.slow_workers} slow)")
+    if not 1024 <= config.base_port or max(config.ports()) > 65535:
+        raise LocalnetError(f"base port {config.base_port} puts this localnet's ports outside 1024..65535")
+
+
 def init_localnet(layout: Layout, config: LocalnetConfig) -> None:
     """Write every file of a fresh localnet (refuses an existing one: `reset` first)."""
     if layout.exists():
         raise LocalnetError(f"{layout.home} already holds a localnet; use `trolly-localnet reset` for a clean one")
-    if config.engine == "solo" and config.validators != 1:
-        raise LocalnetError("the solo engine runs exactly one validator; use --engine cometbft for more")
+    check_config(config)
     layout.home.mkdir(parents=True, exist_ok=True)
     validator_keys = [ValidatorKey.generate() for _ in range(config.validators)]
     node_keys = [ValidatorKey.generate() for _ in range(config.validators)]

@@ -1,4 +1,9 @@
-"""A running localnet: bring it up, wait until it makes blocks, watch it, take it down."""
+"""A running localnet: bring it up, wait until it makes blocks, watch it, restart a service, take it down.
+
+Start order: the node processes; once the chain makes blocks, the verifiers (they only follow the chain);
+then the workers, whose homes are initialized in parallel on first use (each `trolly-worker init` is a
+process that imports torch). `down` stops them in reverse order.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,15 @@ from pathlib import Path
 from trolly.wallet.errors import WalletError
 from trolly.wallet.rpc import RpcClient
 
+from .clients import init_workers, verifier_services, worker_services
 from .layout import Layout, LocalnetConfig, LocalnetError, init_localnet
 from .services import node_services
 from .supervisor import ServiceSpec, Supervisor
 
 log = logging.getLogger("trolly.localnet")
+
+START_TIMEOUT = 60.0
+"""Seconds `up` waits for the first block before it gives up and stops what it started."""
 
 
 class Localnet:
@@ -40,7 +49,11 @@ class Localnet:
     def running_services(self) -> list[str]:
         return [name for name in self.supervisor.records() if self.supervisor.is_running(name)]
 
-    def up(self, timeout: float = 60.0) -> LocalnetConfig:
+    def up(self, timeout: float = START_TIMEOUT) -> LocalnetConfig:
+        """Initialize on first use, start every service, return once the chain makes blocks and all started.
+
+        On any failure everything started so far is stopped again (the files written stay, for inspection).
+        """
         config = self.ensure_initialized()
         if self.running_services():
             raise LocalnetError(
@@ -49,19 +62,32 @@ class Localnet:
         try:
             for spec in node_services(self.layout, config):
                 self.supervisor.start(spec)
+                self.supervisor.wait_ready(spec, timeout)
             self.wait_for_blocks(config, timeout)
-            for spec in self.client_services(config):
+            for spec in verifier_services(self.layout, config):
+                self.supervisor.start(spec)
+            init_workers(self.layout, config)
+            for spec in worker_services(self.layout, config):
                 self.supervisor.start(spec)
         except BaseException:
             self.down()
             raise
         return config
 
-    def client_services(self, config: LocalnetConfig) -> list[ServiceSpec]:
-        """Verifiers and workers: added by `trolly.localnet.clients` once those services exist."""
-        from .clients import client_services
+    def service_specs(self, config: LocalnetConfig) -> dict[str, ServiceSpec]:
+        """Every service of this localnet by name, as `up` starts them."""
+        specs = node_services(self.layout, config) + verifier_services(self.layout, config)
+        specs += worker_services(self.layout, config)
+        return {spec.name: spec for spec in specs}
 
-        return client_services(self.layout, config)
+    def restart(self, name: str) -> None:
+        """Stop one service if it still runs, and start it again with the same command (its log is appended)."""
+        specs = self.service_specs(self.config)
+        if name not in specs:
+            raise LocalnetError(f"no service {name!r} in this localnet; services: {', '.join(specs)}")
+        self.supervisor.stop(name)
+        self.supervisor.start(specs[name])
+        self.supervisor.wait_ready(specs[name], START_TIMEOUT)
 
     def wait_for_blocks(self, config: LocalnetConfig, timeout: float, min_height: int = 1) -> int:
         deadline = time.monotonic() + timeout

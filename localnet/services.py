@@ -39,12 +39,17 @@ def node_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpec]:
     cometbft = shutil.which("cometbft")
     if cometbft is None:
         raise LocalnetError(
-            "--engine cometbft needs a `cometbft` v0.38 binary on PATH, and none was found. Install it from "
-            "https://github.com/cometbft/cometbft/releases (v0.38.x) or build it with `go install "
-            "github.com/cometbft/cometbft/cmd/cometbft@v0.38.17`, or use the default solo engine."
+            f"--engine cometbft needs a `cometbft` v0.38 binary on PATH, and none was found. The {config.validators} "
+            f"node homes are ready in {layout.home / 'nodes'}. Install CometBFT from "
+            "https://github.com/cometbft/cometbft/releases (a v0.38.x archive; put `cometbft` on PATH) or build it "
+            "with Go >= 1.22: `go install github.com/cometbft/cometbft/cmd/cometbft@v0.38.17`; then run `up` "
+            "again. Or use the default solo engine (`--engine solo`, one validator)."
         )
+    # Every app first, each listening before its CometBFT starts: CometBFT connects to its app once at start-up.
     for i in range(config.validators):
         home = str(layout.node_home(i))
-        specs.append(ServiceSpec(f"app-{i}", (node, "start", "--home", home, "--abci", f"tcp://127.0.0.1:{config.abci_port(i)}")))
-        specs.append(ServiceSpec(f"cometbft-{i}", (cometbft, "node", "--home", home)))
+        specs.append(ServiceSpec(f"app-{i}", (node, "start", "--home", home, "--abci",
+                                              f"tcp://127.0.0.1:{config.abci_port(i)}"), ready_port=config.abci_port(i)))
+    for i in range(config.validators):
+        specs.append(ServiceSpec(f"cometbft-{i}", (cometbft, "node", "--home", str(layout.node_home(i)))))
     return specs

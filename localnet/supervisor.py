@@ -1,8 +1,8 @@
 """Child processes of a localnet: start, watch, stop, with nothing left behind.
 
 Every service is a real process started in its own session (so it and anything it spawns can be signalled as
-one process group), its output appended to `<home>/logs/<name>.log`, its pid recorded in
-`<home>/run/<name>.pid`. `stop_all` sends SIGTERM to each group, waits, then SIGKILLs what is left; it also
+one session), its output appended to `<home>/logs/<name>.log`, its pid recorded in `<home>/run/<name>.pid`.
+`stop_all` sends SIGTERM to every process of each session, waits, then SIGKILLs what is left; it also
 works from another process (`trolly-localnet down`) through the pid files, checking that a recorded pid still
 belongs to the process we started (its start time is recorded too) before signalling it.
 """
@@ -13,12 +13,19 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .layout import LocalnetError
+
 log = logging.getLogger("trolly.localnet")
+
+
+class ServiceError(LocalnetError):
+    """A service could not be started, or did not become ready."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,9 @@ class ServiceSpec:
     name: str
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+    ready_port: int = 0
+    """A 127.0.0.1 TCP port the service listens on once ready (0: none); `wait_ready` waits for it, so that a
+    service that connects to it once at start-up (CometBFT to its app) is not started too early."""
 
 
 def _process_start_time(pid: int) -> str | None:
@@ -67,7 +77,7 @@ class Supervisor:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         if self.is_running(spec.name):
-            raise RuntimeError(f"service {spec.name} is already running (pid file {self.pid_file(spec.name)})")
+            raise ServiceError(f"service {spec.name} is already running (pid file {self.pid_file(spec.name)})")
         env = {**os.environ, **spec.env, "PYTHONUNBUFFERED": "1"}
         with open(self.log_file(spec.name), "ab") as out:
             proc = subprocess.Popen(
@@ -82,6 +92,24 @@ class Supervisor:
         self.procs[spec.name] = proc
         log.info("started %s (pid %d): %s", spec.name, proc.pid, " ".join(spec.argv))
         return proc
+
+    def wait_ready(self, spec: ServiceSpec, timeout: float) -> None:
+        """Return once `spec.ready_port` accepts connections; fail if the service exits or time runs out."""
+        deadline = time.monotonic() + timeout
+        while spec.ready_port:
+            try:
+                socket.create_connection(("127.0.0.1", spec.ready_port), timeout=1.0).close()
+                return
+            except OSError:
+                pass
+            proc = self.procs.get(spec.name)
+            if proc is not None and proc.poll() is not None:
+                raise ServiceError(f"{spec.name} exited with code {proc.returncode} during start-up; "
+                                   f"see {self.log_file(spec.name)}")
+            if time.monotonic() > deadline:
+                raise ServiceError(f"{spec.name} did not listen on port {spec.ready_port} within {timeout:.0f}s; "
+                                   f"see {self.log_file(spec.name)}")
+            time.sleep(0.1)
 
     def records(self) -> dict[str, dict]:
         out = {}
@@ -111,23 +139,19 @@ class Supervisor:
         self._stop_records(dict(ordered), timeout)
 
     def _stop_records(self, records: dict[str, dict | None], timeout: float) -> None:
-        live = {}
-        for name, record in records.items():
-            if record and _alive(record["pid"], record.get("start_time")):
-                live[name] = record["pid"]
-                _signal_group(record["pid"], signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while live and time.monotonic() < deadline:
-            for name, pid in list(live.items()):
-                proc = self.procs.get(name)
-                if proc is not None:
-                    proc.poll()
-                if not _alive(pid, records[name].get("start_time")):
-                    del live[name]
-            time.sleep(0.05)
-        for name, pid in live.items():
-            log.warning("%s (pid %d) ignored SIGTERM for %.0fs; killing it", name, pid, timeout)
-            _signal_group(pid, signal.SIGKILL)
+        """SIGTERM each service's whole session, wait for all of it to end, SIGKILL what is left after `timeout`.
+
+        The session, not just the recorded process: a service's children (a verifier's replay processes)
+        must not outlive it, and a service that was SIGKILLed may have left children behind.
+        """
+        live = {name: record for name, record in records.items() if record and _session_alive(record)}
+        for record in live.values():
+            _signal_session(record, signal.SIGTERM)
+        self._wait_sessions(live, timeout)
+        for name, record in live.items():
+            log.warning("%s (pid %d) did not stop within %.1fs of SIGTERM; killing it", name, record["pid"], timeout)
+            _signal_session(record, signal.SIGKILL)
+        self._wait_sessions(live, 5.0)  # SIGKILL is delivered asynchronously
         for name in records:
             proc = self.procs.pop(name, None)
             if proc is not None:
@@ -137,11 +161,55 @@ class Supervisor:
                     pass
             self.pid_file(name).unlink(missing_ok=True)
 
+    def _wait_sessions(self, live: dict[str, dict], timeout: float) -> None:
+        """Wait until every session in `live` has ended, removing those that did from `live`."""
+        deadline = time.monotonic() + timeout
+        while live:
+            for name, record in list(live.items()):
+                proc = self.procs.get(name)
+                if proc is not None:
+                    proc.poll()  # reap our own child, or it stays a zombie
+                if not _session_alive(record):
+                    del live[name]
+            if not live or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
 
-def _signal_group(pid: int, sig: int) -> None:
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat after the command name: state [0], ppid [1], process group [2], session [3], start [19]."""
     try:
-        os.killpg(pid, sig)
-    except ProcessLookupError:
-        pass
-    except PermissionError:
-        os.kill(pid, sig)
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _session_members(record: dict) -> list[int]:
+    """Live processes of the session the service leads (its session id is its pid: started with setsid).
+
+    If the recorded pid now belongs to another process (reused after the service ended), that process leads a
+    session of its own that is none of ours: nothing is returned.
+    """
+    leader = record["pid"]
+    fields = _stat_fields(leader)
+    if fields is not None and record.get("start_time") not in (None, fields[19]):
+        return []
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat_fields(int(entry))
+            if fields is not None and fields[0] != "Z" and int(fields[3]) == leader:
+                members.append(int(entry))
+    return members
+
+
+def _session_alive(record: dict) -> bool:
+    return _alive(record["pid"], record.get("start_time")) or bool(_session_members(record))
+
+
+def _signal_session(record: dict, sig: int) -> None:
+    for pid in _session_members(record):
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -1,0 +1,152 @@
+"""Shared by the localnet tests: a free block of ports per localnet, the processes a localnet leaves, and
+the `trolly-localnet` command run as a user runs it.
+
+Ports: a localnet uses `LocalnetConfig.ports()` (offsets from its base port, all within base .. base + 115).
+Tests pick base ports from 20000..32000, below the kernel's ephemeral range (32768+), where other tests' port-0
+listeners cannot land, in blocks of 200, starting at a block chosen by the pytest-xdist worker so that two
+workers do not race for the same block; every port of the block is checked by binding it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from trolly.localnet.layout import LocalnetConfig
+from trolly.wallet.rpc import RpcClient
+
+PORT_RANGE = range(20_000, 32_000, 200)
+LOCALNET = str(Path(sys.executable).parent / "trolly-localnet")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+_handed_out: set[int] = set()
+
+
+def free_base_port(validators: int = 1, workers: int = 3) -> int:
+    """A base port whose every localnet port is free now (and not handed out before in this process)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    offset = (int(worker[2:]) if worker[2:].isdigit() else 0) * 13 + os.getpid() % 7
+    blocks = list(PORT_RANGE)
+    for i in range(len(blocks)):
+        base = blocks[(offset + i) % len(blocks)]
+        if base in _handed_out:
+            continue
+        ports = LocalnetConfig(engine="cometbft", validators=validators, workers=workers, base_port=base).ports()
+        if all(_bindable(port) for port in ports):
+            _handed_out.add(base)
+            return base
+    raise RuntimeError("no free block of localnet ports in 20000..32000")
+
+
+def localnet(*args: str, timeout: float = 120.0, check: bool = True, env: dict | None = None):
+    """Run `trolly-localnet ARGS...`; with `check`, fail the test with its output if it exits non-zero."""
+    done = subprocess.run([LOCALNET, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+    if check and done.returncode != 0:
+        raise AssertionError(f"trolly-localnet {' '.join(args)} exited {done.returncode}:\n"
+                             f"{done.stdout[-3000:]}\n{done.stderr[-5000:]}")
+    return done
+
+
+# ------------------------------------------------------------------------------------------- processes
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (state is [0], ppid [1], session [3], start [19])."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def live_processes() -> dict[int, list[str]]:
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat(int(entry))
+            if fields is not None and fields[0] != "Z":
+                out[int(entry)] = fields
+    return out
+
+
+def process_family(pids: set[int]) -> dict[int, str]:
+    """The given processes, everything in their sessions, and all their descendants: pid -> start time."""
+    processes = live_processes()
+    family = {pid for pid in pids if pid in processes}
+    sessions = set(pids)  # every service is started in its own session: session id == its pid
+    family |= {pid for pid, fields in processes.items() if int(fields[3]) in sessions}
+    grew = True
+    while grew:
+        children = {pid for pid, fields in processes.items() if int(fields[1]) in family} - family
+        family |= children
+        grew = bool(children)
+    return {pid: processes[pid][19] for pid in family}
+
+
+def survivors(family: dict[int, str]) -> list[str]:
+    """Members of `family` still alive (same pid and start time), with their command lines."""
+    left = []
+    for pid, start in family.items():
+        fields = _stat(pid)
+        if fields is not None and fields[0] != "Z" and fields[19] == start:
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                command = "?"
+            left.append(f"{pid}: {command}")
+    return left
+
+
+def recorded_pids(home: Path) -> dict[str, int]:
+    """Service name -> pid from the localnet's pid files."""
+    return {path.stem: json.loads(path.read_text())["pid"] for path in sorted((home / "run").glob("*.pid"))}
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Live processes whose command line contains `text` (every localnet service names its home)."""
+    found = []
+    for pid in live_processes():
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in command and pid != os.getpid():
+            found.append(f"{pid}: {command}")
+    return found
+
+
+# ------------------------------------------------------------------------------------------------ chain
+
+
+def query(rpc_url: str, path: str) -> dict:
+    with RpcClient(rpc_url, timeout=5.0) as client:
+        return client.query_json(path)
+
+
+def wait_until(condition, timeout: float, what: str, interval: float = 0.5):
+    """Poll `condition()` (errors count as not yet) until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+            if value:
+                return value
+        except Exception as exc:  # the node may be down or restarting: keep polling
+            last_error = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last error: {last_error})")

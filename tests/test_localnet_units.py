@@ -1,0 +1,382 @@
+"""Fast tests of the localnet's pieces: its configuration and ports, the files it generates (checked against
+CometBFT v0.38's formats), the supervisor's process handling (with tiny `sleep` processes), the progress line
+of the demo, and the help of every command."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import nacl.signing
+import pytest
+from click.testing import CliRunner
+
+from trolly.chain.crypto import encode_address
+from trolly.chain.hd import dev_key
+from trolly.localnet.cli import main
+from trolly.localnet.demo import progress_line
+from trolly.localnet.layout import (
+    ACCOUNT_BALANCE,
+    REQUESTER_INDEX,
+    VALIDATOR_STAKE,
+    VERIFICATION_WINDOW,
+    WORKER_INDEX_BASE,
+    Layout,
+    LocalnetConfig,
+    LocalnetError,
+    init_localnet,
+    key_names,
+)
+from trolly.localnet.supervisor import ServiceError, ServiceSpec, Supervisor
+from trolly.wallet.keyring import Keyring
+
+from localnet_helpers import process_family, survivors
+
+# ------------------------------------------------------------------------------------------ configuration
+
+
+def test_ports_are_distinct_within_the_largest_localnet():
+    config = LocalnetConfig(engine="cometbft", validators=8, workers=16, base_port=20_000)
+    ports = config.ports()
+    assert len(ports) == len(set(ports)) == 8 * 3 + 1 + 16
+    assert min(ports) == 20_000 and max(ports) == 20_115
+
+
+def test_localnets_200_ports_apart_never_share_a_port():
+    first = LocalnetConfig(engine="cometbft", validators=8, workers=16, base_port=20_000)
+    second = LocalnetConfig(engine="cometbft", validators=8, workers=16, base_port=20_200)
+    assert not set(first.ports()) & set(second.ports())
+
+
+@pytest.mark.parametrize(
+    "config, complaint",
+    [
+        (LocalnetConfig(validators=3), "solo engine runs exactly one validator"),
+        (LocalnetConfig(engine="cometbft", validators=9), "1 to 8 validators"),
+        (LocalnetConfig(workers=2, slow_workers=3), "at most all of them slow"),
+        (LocalnetConfig(base_port=65_500), "outside 1024..65535"),
+        (LocalnetConfig(engine="tendermint"), "unknown engine"),
+    ],
+)
+def test_init_refuses_a_configuration_that_cannot_run_and_writes_nothing(tmp_path, config, complaint):
+    with pytest.raises(LocalnetError, match=complaint):
+        init_localnet(Layout(tmp_path / "net"), config)
+    assert not (tmp_path / "net").exists()
+
+
+def test_init_refuses_an_existing_localnet(tmp_path):
+    layout = Layout(tmp_path)
+    init_localnet(layout, LocalnetConfig(workers=1))
+    with pytest.raises(LocalnetError, match="already holds a localnet"):
+        init_localnet(layout, LocalnetConfig(workers=1))
+
+
+def test_the_saved_configuration_loads_back_equal(tmp_path):
+    config = LocalnetConfig(workers=2, slow_workers=0, base_port=23_000, block_time="250ms", cheat="skip-steps")
+    layout = Layout(tmp_path)
+    init_localnet(layout, config)
+    assert layout.load() == config
+
+
+def test_keyring_and_genesis_fund_every_localnet_key(tmp_path):
+    config = LocalnetConfig(workers=2)
+    layout = Layout(tmp_path)
+    init_localnet(layout, config)
+    keyring = Keyring(layout.wallet_home, backend="test")
+    assert sorted(key_names(config)) == sorted(info.name for info in keyring.list())
+    assert keyring.get("requester").address == encode_address(dev_key(REQUESTER_INDEX).address)
+    assert keyring.get("worker-1").address == encode_address(dev_key(WORKER_INDEX_BASE + 1).address)
+    genesis = json.loads((layout.node_home(0) / "config" / "genesis.json").read_text())
+    accounts = {a["address"]: int(a["balance"]) for a in genesis["app_state"]["accounts"]}
+    assert accounts == {keyring.get(name).address: ACCOUNT_BALANCE for name in key_names(config)}
+    (bonded,) = genesis["app_state"]["validators"]
+    assert bonded["operator"] == keyring.get("validator-0").address and int(bonded["stake"]) == VALIDATOR_STAKE
+    # The localnet lengthens the market's verification window (a verifier's first replay is slow).
+    assert genesis["app_state"]["params"]["market"]["verification_window"] == VERIFICATION_WINDOW
+
+
+# ------------------------------------------------------------------- CometBFT v0.38 homes (--validators 3)
+
+VALIDATORS = 3
+BASE = 24_000
+
+
+@pytest.fixture(scope="module")
+def cometbft_net(tmp_path_factory):
+    layout = Layout(tmp_path_factory.mktemp("cometbft") / "net")
+    config = LocalnetConfig(engine="cometbft", validators=VALIDATORS, workers=2, base_port=BASE, block_time="700ms")
+    init_localnet(layout, config)
+    return layout, config
+
+
+def _home(layout, index) -> Path:
+    return layout.node_home(index) / "config"
+
+
+def _pubkey_of_private(value: str) -> bytes:
+    """CometBFT's ed25519 private key JSON value: base64 of the 64-byte Go key, seed || public key."""
+    raw = base64.b64decode(value, validate=True)
+    assert len(raw) == 64
+    public = bytes(nacl.signing.SigningKey(raw[:32]).verify_key)
+    assert raw[32:] == public, "the public half must be the seed's public key"
+    return public
+
+
+def test_every_node_has_the_same_genesis_naming_all_validators(cometbft_net):
+    layout, config = cometbft_net
+    texts = {(_home(layout, i) / "genesis.json").read_bytes() for i in range(VALIDATORS)}
+    assert len(texts) == 1, "genesis.json must be byte-identical on every node"
+    genesis = json.loads(texts.pop())
+    # types/genesis.go: GenesisDoc fields, int64 as JSON strings, ValidateAndComplete's rules.
+    assert set(genesis) == {"genesis_time", "chain_id", "initial_height", "consensus_params", "validators",
+                            "app_hash", "app_state"}
+    assert 0 < len(genesis["chain_id"]) <= 50 and genesis["chain_id"] == config.chain_id
+    assert genesis["initial_height"] == "1"
+    assert genesis["genesis_time"].endswith("Z") and "T" in genesis["genesis_time"]
+    assert genesis["app_hash"] == ""
+    assert genesis["consensus_params"]["block"]["max_bytes"].isdigit()
+    assert genesis["consensus_params"]["validator"]["pub_key_types"] == ["ed25519"]
+    validators = genesis["validators"]
+    assert len(validators) == VALIDATORS
+    for entry in validators:
+        assert set(entry) == {"address", "pub_key", "power", "name"}
+        pubkey = base64.b64decode(entry["pub_key"]["value"])
+        assert entry["pub_key"]["type"] == "tendermint/PubKeyEd25519" and len(pubkey) == 32
+        assert entry["address"] == hashlib.sha256(pubkey).digest()[:20].hex().upper()
+        assert isinstance(entry["power"], str) and int(entry["power"]) > 0
+    # The app's staking genesis bonds the same keys.
+    app_keys = {v["pub_key"] for v in genesis["app_state"]["validators"]}
+    assert app_keys == {v["pub_key"]["value"] for v in validators}
+
+
+def test_each_validator_key_file_is_in_the_genesis_and_well_formed(cometbft_net):
+    layout, _ = cometbft_net
+    genesis = json.loads((_home(layout, 0) / "genesis.json").read_text())
+    in_genesis = [v["pub_key"]["value"] for v in genesis["validators"]]
+    for i in range(VALIDATORS):
+        path = _home(layout, i) / "priv_validator_key.json"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        key = json.loads(path.read_text())  # privval/file.go FilePVKey
+        assert set(key) == {"address", "pub_key", "priv_key"}
+        assert key["pub_key"]["type"] == "tendermint/PubKeyEd25519"
+        assert key["priv_key"]["type"] == "tendermint/PrivKeyEd25519"
+        public = _pubkey_of_private(key["priv_key"]["value"])
+        assert base64.b64encode(public).decode() == key["pub_key"]["value"] == in_genesis[i]
+        assert key["address"] == hashlib.sha256(public).digest()[:20].hex().upper()
+        state = json.loads((layout.node_home(i) / "data" / "priv_validator_state.json").read_text())
+        assert state == {"height": "0", "round": 0, "step": 0}  # FilePVLastSignState: int64 as a string
+
+
+def _node_id(layout, index) -> str:
+    key = json.loads((_home(layout, index) / "node_key.json").read_text())  # p2p/key.go NodeKey
+    assert set(key) == {"priv_key"} and key["priv_key"]["type"] == "tendermint/PrivKeyEd25519"
+    return hashlib.sha256(_pubkey_of_private(key["priv_key"]["value"])).digest()[:20].hex()
+
+
+def test_config_toml_gives_each_node_distinct_loopback_ports_and_names_its_peers(cometbft_net):
+    layout, config = cometbft_net
+    node_ids = [_node_id(layout, i) for i in range(VALIDATORS)]
+    assert len(set(node_ids)) == VALIDATORS
+    seen_ports = []
+    for i in range(VALIDATORS):
+        document = tomllib.loads((_home(layout, i) / "config.toml").read_text())
+        # config/toml.go: base keys at the top level, then the [rpc], [p2p], [consensus] ... tables.
+        assert document["version"].startswith("0.38.")
+        assert document["moniker"] == f"validator-{i}"
+        assert document["abci"] == "socket"
+        assert document["genesis_file"] == "config/genesis.json"
+        assert document["priv_validator_key_file"] == "config/priv_validator_key.json"
+        assert document["node_key_file"] == "config/node_key.json"
+        assert document["proxy_app"] == f"tcp://127.0.0.1:{config.abci_port(i)}"
+        assert document["rpc"]["laddr"] == f"tcp://127.0.0.1:{config.rpc_port(i)}"
+        p2p = document["p2p"]
+        assert p2p["laddr"] == f"tcp://127.0.0.1:{config.p2p_port(i)}"
+        assert p2p["allow_duplicate_ip"] is True
+        assert p2p["addr_book_strict"] is False
+        peers = p2p["persistent_peers"].split(",")
+        expected = {f"{node_ids[j]}@127.0.0.1:{config.p2p_port(j)}" for j in range(VALIDATORS) if j != i}
+        assert set(peers) == expected and len(peers) == VALIDATORS - 1
+        assert document["consensus"]["timeout_commit"] == "700ms"
+        assert isinstance(document["mempool"]["size"], int) and isinstance(document["rpc"]["max_body_bytes"], int)
+        assert document["instrumentation"]["prometheus"] is False
+        seen_ports += [config.abci_port(i), config.rpc_port(i), config.p2p_port(i)]
+    assert len(seen_ports) == len(set(seen_ports))
+
+
+def _without_cometbft_path(tmp_path) -> str:
+    """PATH with only the interpreter's bin directory and the system's, none holding `cometbft`."""
+    directories = [str(Path(sys.executable).parent), "/usr/bin", "/bin"]
+    assert not any((Path(d) / "cometbft").exists() for d in directories), "a real cometbft is installed"
+    return os.pathsep.join(directories)
+
+
+def test_up_with_cometbft_but_no_binary_writes_the_homes_and_says_how_to_install(tmp_path):
+    home = tmp_path / "net"
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "trolly-localnet"), "up", "--home", str(home), "--engine", "cometbft",
+         "--validators", "3", "--base-port", str(BASE + 200), "-d"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "PATH": _without_cometbft_path(tmp_path)},
+    )
+    assert done.returncode != 0
+    message = " ".join(done.stderr.split())
+    assert "needs a `cometbft` v0.38 binary on PATH" in message
+    assert "github.com/cometbft/cometbft/releases" in message and "go install" in message
+    for i in range(3):
+        assert (home / "nodes" / f"node-{i}" / "config" / "genesis.json").is_file()
+    assert not list((home / "run").glob("*.pid")) if (home / "run").exists() else True
+
+
+# ------------------------------------------------------------------------------------------- supervisor
+
+
+def _sleeper(name: str, script: str) -> ServiceSpec:
+    return ServiceSpec(name, ("/bin/sh", "-c", script))
+
+
+def test_stop_all_ends_each_service_and_the_children_it_spawned(tmp_path):
+    supervisor = Supervisor(tmp_path)
+    first = supervisor.start(_sleeper("first", "sleep 60 & sleep 60 & echo ready; wait"))
+    second = supervisor.start(_sleeper("second", "sleep 60"))
+    time.sleep(0.3)
+    family = process_family({first.pid, second.pid})
+    assert len(family) >= 4, f"expected the shells and their sleeps, found {family}"
+    assert set(supervisor.records()) == {"first", "second"}
+    supervisor.stop_all(timeout=5)
+    assert survivors(family) == []
+    assert supervisor.records() == {}
+    assert "ready" in supervisor.log_file("first").read_text()
+
+
+def test_a_service_ignoring_sigterm_is_killed_after_the_timeout(tmp_path):
+    supervisor = Supervisor(tmp_path)
+    proc = supervisor.start(_sleeper("stubborn", "trap '' TERM; sleep 60; sleep 60"))
+    time.sleep(0.3)
+    family = process_family({proc.pid})
+    started = time.monotonic()
+    supervisor.stop_all(timeout=0.5)
+    assert time.monotonic() - started < 5
+    assert survivors(family) == []
+
+
+def test_down_from_another_supervisor_works_through_the_pid_files(tmp_path):
+    proc = Supervisor(tmp_path).start(_sleeper("service", "sleep 60"))
+    other = Supervisor(tmp_path)
+    assert other.is_running("service")
+    other.stop_all(timeout=5)
+    proc.wait(timeout=5)
+    assert proc.returncode == -signal.SIGTERM
+
+
+def test_a_reused_pid_is_not_taken_for_the_recorded_service(tmp_path):
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        supervisor = Supervisor(tmp_path)
+        supervisor.run_dir.mkdir(parents=True)
+        # A pid file naming a live process that started at another time: the pid was reused.
+        supervisor.pid_file("old").write_text(json.dumps({"pid": stranger.pid, "start_time": "1", "argv": []}))
+        assert not supervisor.is_running("old")
+        supervisor.stop_all(timeout=1)
+        assert stranger.poll() is None, "the supervisor signalled a process it did not start"
+        assert supervisor.records() == {}
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_starting_a_running_service_again_is_refused(tmp_path):
+    supervisor = Supervisor(tmp_path)
+    supervisor.start(_sleeper("once", "exec sleep 60"))
+    try:
+        with pytest.raises(ServiceError, match="already running"):
+            supervisor.start(_sleeper("once", "exec sleep 60"))
+    finally:
+        supervisor.stop_all(timeout=5)
+
+
+def test_wait_ready_reports_a_service_that_exits_before_listening(tmp_path):
+    supervisor = Supervisor(tmp_path)
+    spec = ServiceSpec("broken", ("/bin/sh", "-c", "echo cannot start; exit 3"), ready_port=BASE + 399)
+    supervisor.start(spec)
+    with pytest.raises(ServiceError, match="exited with code 3"):
+        supervisor.wait_ready(spec, timeout=10)
+    supervisor.stop_all(timeout=1)
+
+
+def test_wait_ready_returns_once_the_port_listens(tmp_path):
+    supervisor = Supervisor(tmp_path)
+    port = BASE + 398
+    spec = ServiceSpec("listener", (sys.executable, "-c", (
+        "import socket, time; time.sleep(0.3); s = socket.socket(); "
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+        f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(60)")), ready_port=port)
+    supervisor.start(spec)
+    try:
+        supervisor.wait_ready(spec, timeout=20)
+    finally:
+        supervisor.stop_all(timeout=5)
+
+
+# ----------------------------------------------------------------------------------------- progress line
+
+
+def _view(**changes) -> dict:
+    view = {"id": 7, "status": "running", "progress": "round 2 of 3", "workers_joined": 3, "workers_wanted": 3,
+            "phase": "verify", "paid_workers": 1200, "paid_fees": 60, "members": [], "round_details": []}
+    view.update(changes)
+    return view
+
+
+def test_progress_line_of_an_open_task_counts_the_workers_joined():
+    line = progress_line(_view(status="open", phase="join", workers_joined=1, progress="round 1 of 3"))
+    assert line.startswith("task 7 open | round 1 of 3 | 1/3 workers joined | phase join")
+
+
+def test_progress_line_counts_commits_and_verdicts_and_names_the_slashed():
+    commitments = [
+        {"outcome": "passed", "verdicts": [{}, {}]},
+        {"outcome": "pending", "verdicts": [{}]},
+        {"outcome": "failed", "verdicts": [{}, {}]},
+    ]
+    members = [{"worker": "trolly1cheater0000000000", "status": "slashed"},
+               {"worker": "trolly1honest00000000000", "status": "active"}]
+    line = progress_line(_view(round_details=[{"round": 1, "commitments": commitments, "final_report": False}],
+                               members=members))
+    assert "round 1: 3 commits, 5 verdicts, outcomes failed,passed,pending" in line
+    assert "paid 1200utrl to workers, 60utrl fees" in line
+    assert "dropped/slashed: trolly1cheat.. slashed" in line and "honest" not in line
+
+
+def test_progress_line_labels_the_final_report():
+    line = progress_line(_view(status="completed", phase="done",
+                               round_details=[{"round": 3, "commitments": [], "final_report": True}]))
+    assert "final weights: 0 commits, 0 verdicts, outcomes -" in line
+
+
+# ----------------------------------------------------------------------------------------------- help
+
+COMMANDS = ["up", "down", "status", "logs", "restart", "reset", "demo"]
+
+
+def test_the_command_list_is_complete():
+    assert sorted(main.commands) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("command", [[], *([c] for c in COMMANDS)])
+def test_every_command_has_help(command):
+    result = CliRunner().invoke(main, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output and len(result.output.splitlines()) > 3
+
+
+def test_status_of_a_missing_localnet_fails_clearly(tmp_path):
+    result = CliRunner().invoke(main, ["status", "--home", str(tmp_path / "none")])
+    assert result.exit_code == 1
