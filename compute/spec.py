@@ -14,8 +14,10 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
+from .codecs import CODEC_REGISTRY
 from .determinism import INSTRUCTION_SETS, DeterminismProfile
 from .errors import SpecError
+from .models import MODEL_REGISTRY
 
 SPEC_VERSION = 1
 MAX_CHECKPOINT_EVERY = 10  # DESIGN 5: replayed segments stay short so honest drift cannot hide a cheat
@@ -154,9 +156,6 @@ def _parse_training(value: Any) -> TrainingSpec:
 
 def spec_from_dict(document: Any) -> TaskSpec:
     """Validate a decoded spec document and build the TaskSpec."""
-    from .codecs import CODEC_REGISTRY
-    from .models import MODEL_REGISTRY
-
     fields = _object(document, "spec", {"version", "model", "dataset", "training", "codec"}, {"determinism"})
     if fields["version"] != SPEC_VERSION or isinstance(fields["version"], bool):
         raise SpecError(f"spec.version must be {SPEC_VERSION}, got {fields['version']!r}")

@@ -67,21 +67,29 @@ class Trainer:
         self.samples = 0  # samples trained since the last load()
 
     def load(self, state: TrainingState) -> None:
-        """Make the model and optimizer exactly `state` (copies, the state is not aliased)."""
+        """Make the model and optimizer exactly `state` (copies, the state is not aliased). Everything is
+        checked before anything is changed, so a refused state leaves the trainer as it was."""
         own = self.model.state_dict()
         if set(state.weights) != set(own):
             raise CheckpointError("checkpoint weights do not match the model's parameters")
         if set(state.optimizer) != set(self.parameters):
             raise CheckpointError("checkpoint optimizer state does not match the model's parameters")
+        for name, tensor in state.weights.items():
+            if tensor.shape != own[name].shape or tensor.dtype != own[name].dtype:
+                raise CheckpointError(f"checkpoint tensor {name!r} has shape {tuple(tensor.shape)} {tensor.dtype}, "
+                                      f"model has {tuple(own[name].shape)} {own[name].dtype}")
+        for name, parameter in self.parameters.items():
+            slots = state.optimizer[name]
+            if set(slots) != {"step", "exp_avg", "exp_avg_sq"} or slots["step"].numel() != 1 or any(
+                    slots[moment].shape != parameter.shape for moment in ("exp_avg", "exp_avg_sq")):
+                raise CheckpointError(f"optimizer state for {name!r} does not match the parameter")
         with torch.no_grad():
             for name, tensor in state.weights.items():
-                if tensor.shape != own[name].shape or tensor.dtype != own[name].dtype:
-                    raise CheckpointError(f"checkpoint tensor {name!r} has shape {tuple(tensor.shape)}, model has {tuple(own[name].shape)}")
                 own[name].copy_(tensor)
         for name, parameter in self.parameters.items():
             slots = state.optimizer[name]
             self.optimizer.state[parameter] = {
-                "step": slots["step"].detach().clone().to(torch.float32),
+                "step": slots["step"].detach().clone().to(torch.float32).reshape(()),
                 "exp_avg": slots["exp_avg"].detach().clone(),
                 "exp_avg_sq": slots["exp_avg_sq"].detach().clone(),
             }
