@@ -53,10 +53,12 @@ def fresh_round(tmp_path, steps=STEPS):
 def test_an_uninterrupted_round_matches_the_runtime_and_stores_every_checkpoint(setup, tmp_path):
     spec, dataset, start, reference = setup
     state, progress, store = fresh_round(tmp_path)
-    hashes = train_round(Trainer(spec, dataset), TrainingStrategy(), store, state, progress, worker_index=1,
-                         start_weights=start)
+    trained = train_round(Trainer(spec, dataset), TrainingStrategy(), store, state, progress, worker_index=1,
+                          start_weights=start)
+    hashes = trained.checkpoints
     assert hashes == [h.hex() for h in reference.checkpoint_hashes]
     assert all(store.has(h) for h in hashes)
+    assert all(torch.equal(trained.end_weights[n], reference.end_weights[n]) for n in reference.end_weights)
     saved = WorkerState.load(tmp_path).task(7).rounds[0]
     assert saved.checkpoints == hashes  # recorded on disk as they were hashed
 
@@ -84,7 +86,7 @@ def test_a_round_interrupted_and_resumed_in_a_new_trainer_is_byte_identical(setu
     trainer = Trainer(spec, dataset)
     trainer.train_step(0, 99)
     hashes = train_round(trainer, TrainingStrategy(), store, reloaded, resumed_progress, worker_index=1,
-                         start_weights=start)
+                         start_weights=start).checkpoints
     assert hashes == [h.hex() for h in reference.checkpoint_hashes]
 
 
@@ -97,7 +99,10 @@ def test_a_finished_round_is_not_trained_again(setup, tmp_path):
         def train_segment(self, *args, **kwargs):
             raise AssertionError("trained a finished round again")
 
-    again = train_round(Trainer(spec, dataset), Refuse(), store, state, progress, worker_index=1, start_weights=start)
+    again = train_round(Trainer(spec, dataset), Refuse(), store, state, progress, worker_index=1,
+                        start_weights=start)
+    assert again.end_weights is None  # nothing trained: the caller reads W_end from the store
+    again = again.checkpoints
     assert again == progress.checkpoints
 
 
@@ -145,7 +150,7 @@ def test_skip_steps_claims_every_step_and_any_replayed_segment_exposes_it(setup,
     assert resolve_strategy("skip-steps").name == "skip-steps" and not CHEATS["skip-steps"].honest
     assert type(resolve_strategy("skipped_steps")) is SkipSteps  # the verifier registry's name
     hashes = train_round(Trainer(spec, dataset), SkipSteps(), store, state, progress, worker_index=1,
-                         start_weights=start)
+                         start_weights=start).checkpoints
     assert len(hashes) == 4 and hashes[0] == reference.checkpoint_hashes[0].hex()
     checkpoints = [decode_checkpoint(store.get(h)) for h in hashes]
     assert [c.step for c in checkpoints] == [0, 5, 10, 12]  # claims the full round
@@ -161,7 +166,7 @@ def test_step_delay_changes_timing_not_bytes(setup, tmp_path):
     spec, dataset, start, reference = setup
     state, progress, store = fresh_round(tmp_path, steps=3)
     hashes = train_round(Trainer(spec, dataset), TrainingStrategy(step_delay=0.01), store, state, progress,
-                         worker_index=1, start_weights=start)
+                         worker_index=1, start_weights=start).checkpoints
     expected = run_round(Trainer(spec, dataset), start, worker_index=1, round_index=0, steps=3)
     assert hashes == [h.hex() for h in expected.checkpoint_hashes]
 

@@ -22,6 +22,7 @@ same bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 from collections.abc import Callable, Mapping
@@ -52,21 +53,30 @@ def load_checkpoint(store: BlobStore, digest: str) -> TrainingState:
     return decode_checkpoint(data)
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainedRound:
+    checkpoints: list[str]
+    """Hex hashes of checkpoints 0..n, all in the store."""
+    end_weights: Mapping[str, torch.Tensor] | None
+    """The weights of checkpoint n, when this call trained up to it (None: read them from the store)."""
+
+
 def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, state: WorkerState,
                 progress: RoundProgress, *, worker_index: int, start_weights: Mapping[str, torch.Tensor],
                 stop: threading.Event | None = None,
-                on_segment: Callable[[int, int], None] | None = None) -> list[str]:
+                on_segment: Callable[[int, int], None] | None = None) -> TrainedRound:
     """Train round `progress.round` for `progress.steps` steps from `start_weights`, or resume it from its
-    last saved checkpoint; returns the hex hashes of checkpoints 0..n (all stored in `store`)."""
+    last saved checkpoint."""
     steps = progress.steps
     every = trainer.spec.training.checkpoint_every
     expected = trainer.spec.num_checkpoints(steps)
     if len(progress.checkpoints) == expected:
-        return list(progress.checkpoints)
+        return TrainedRound(list(progress.checkpoints), None)
 
     def record(checkpoint: HashedCheckpoint, data: bytes) -> None:
-        # Runs in the hasher's thread: blob first, then the state that names it.
-        digest = store.put(data)
+        # Runs in the hasher's thread: blob first, then the state that names it. The hasher has just hashed
+        # exactly these bytes, so the store need not hash them again.
+        digest = store.put_hashed(data, checkpoint.digest.hex())
         with state.lock:
             if checkpoint.index != len(progress.checkpoints):
                 raise WorkerError(f"checkpoint {checkpoint.index} recorded out of order")
@@ -83,6 +93,7 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
             hasher.submit(0, start)
             trainer.load(start)
             segment = 0
+        snapshot = None
         while trainer.step < steps:
             if stop is not None and stop.is_set():
                 hasher.results()
@@ -97,14 +108,17 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
         hasher.results()
     if len(progress.checkpoints) != expected:
         raise WorkerError(f"round {progress.round} has {len(progress.checkpoints)} checkpoints, expected {expected}")
-    return list(progress.checkpoints)
+    return TrainedRound(list(progress.checkpoints), snapshot.weights if snapshot is not None else None)
 
 
 def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
-                  start_weights: Mapping[str, torch.Tensor], residual_hash: str = "") -> tuple[str, str]:
-    """Encode W_r - W_end (W_end from the round's last checkpoint) plus the residual stored as `residual_hash`
-    (none: zero); store the update and the new residual. Returns (update hash, new residual hash)."""
-    end_weights = load_checkpoint(store, progress.checkpoints[-1]).weights
+                  start_weights: Mapping[str, torch.Tensor], residual_hash: str = "",
+                  end_weights: Mapping[str, torch.Tensor] | None = None) -> tuple[str, str]:
+    """Encode W_r - W_end (W_end: the round's last checkpoint, read from the store unless given) plus the
+    residual stored as `residual_hash` (none: zero); store the update and the new residual. Returns
+    (update hash, new residual hash)."""
+    if end_weights is None:
+        end_weights = load_checkpoint(store, progress.checkpoints[-1]).weights
     pseudo_gradient = {name: start_weights[name] - end_weights[name] for name in end_weights}
     feedback = ErrorFeedback(get_codec(trainer.spec.codec))
     if residual_hash:

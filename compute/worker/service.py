@@ -385,16 +385,17 @@ class WorkerService:
         display = RoundDisplay(self.options.rich_output)
         display.begin(task_id, round_index, 0, round_progress.steps)
         try:
-            hashes = await asyncio.to_thread(
+            trained = await asyncio.to_thread(
                 train_round, context.trainer, self.strategy, self.store, self.state, round_progress,
                 worker_index=progress.worker_index, start_weights=state.weights, stop=self._stop_training,
                 on_segment=display.advance)
         finally:
             display.end()
+        hashes = trained.checkpoints
         if not round_progress.update_hash:
             update_hash, residual_hash = await asyncio.to_thread(
                 encode_update, context.trainer, self.store, round_progress, state.weights,
-                previous_residual(progress.rounds, round_index))
+                previous_residual(progress.rounds, round_index), trained.end_weights)
             with self.state.lock:
                 round_progress.update_hash, round_progress.residual_hash = update_hash, residual_hash
                 self.state.save()
