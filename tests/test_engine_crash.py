@@ -202,7 +202,7 @@ def test_kill_app_at_a_precise_step_then_handshake_recovers(processes, point):
         marker.unlink()
         time.sleep(0.5)  # the engine notices the dead app while it is down
         processes.start_app()
-        wait_until(lambda: (processes.account(DEV.address) or {}).get("nonce") == 15, 60, what="recovery")
+        wait_until(lambda: (processes.account(DEV.address) or {}).get("nonce") == 15, 120, what="recovery")
         submit(processes, 15, 5, accepted)
         wait_until(lambda: processes.account(DEV.address)["nonce"] == 20, 60, what="later txs")
         height = check_no_loss_no_double(processes, accepted)
@@ -291,7 +291,7 @@ def test_kill_engine_between_finalize_and_commit_then_restart(processes):
             if "error" in found:
                 answer = processes.broadcast(tx)
                 assert answer and answer["result"]["code"] == 0, answer
-        wait_until(lambda: (processes.account(DEV.address) or {}).get("nonce") == 10, 60, what="recovery")
+        wait_until(lambda: (processes.account(DEV.address) or {}).get("nonce") == 10, 120, what="recovery")
         height = check_no_loss_no_double(processes, accepted)
         check_replay_into_fresh_app(processes, height)
     except AssertionError:
