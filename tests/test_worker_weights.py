@@ -95,3 +95,25 @@ def test_updates_are_mirrored_from_another_member_when_their_maker_is_gone(tmp_p
             assert ours.get(update.update_hash) == good
 
     asyncio.run(scenario())
+
+
+def test_the_mirror_backs_off_from_an_update_nobody_serves_and_warns_once(tmp_path, caplog):
+    from trolly.compute.worker.weights import UpdateMirror
+
+    now = [100.0]
+    mirror = UpdateMirror(BlobStore(tmp_path), clock=lambda: now[0])
+    lost = committed(3, b"nobody has this", "pending", url="http://127.0.0.1:9")
+
+    async def look():
+        return await mirror.mirror([lost])
+
+    with caplog.at_level("WARNING", logger="trolly.worker"):
+        assert asyncio.run(look()) == [lost.update_hash]
+        first_retry = mirror.next_try[lost.update_hash]
+        assert first_retry == 101.0
+        now[0] = 100.5
+        assert asyncio.run(look()) == [lost.update_hash] and mirror.failures[lost.update_hash] == 1  # not tried
+        now[0] = 101.5
+        asyncio.run(look())
+        assert mirror.failures[lost.update_hash] == 2 and mirror.next_try[lost.update_hash] == 103.5
+    assert len([r for r in caplog.records if "cannot be fetched" in r.getMessage()]) == 1

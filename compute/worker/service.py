@@ -45,7 +45,7 @@ from .market import MarketClient
 from .rounds import RoundInterrupted, commitment, encode_update, final_report, previous_residual, train_round
 from .state import TaskProgress, WorkerState
 from .throughput import BlockClock, Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
-from .weights import check_agreed, initial_state, mirror_updates, next_state
+from .weights import UpdateMirror, check_agreed, initial_state, mirror_updates, next_state
 
 log = logging.getLogger("trolly.worker")
 
@@ -102,6 +102,7 @@ class WorkerService:
         self.market = market or MarketClient(AsyncRpcClient(config.node), key, home, config.fee)
         self.committer = Committer(self.market, self.state, self._sleep)
         self.clock = BlockClock()
+        self.mirror = UpdateMirror(self.store)
         self.throughput: Throughput | None = None
         self.finished_this_run = 0
         self.unfit: set[int] = set()
@@ -287,7 +288,7 @@ class WorkerService:
                 log.info("task %d: %s", task_id, action.reason)
                 context.last_reason = action.reason
             if action.mirror_round >= 0:
-                await mirror_updates(self.store, plan.round_updates(view, action.mirror_round))
+                await self.mirror.mirror(plan.round_updates(view, action.mirror_round))
             await self._sleep()
         return True
 
@@ -324,8 +325,12 @@ class WorkerService:
                 log.error("%s", error)
             updates = plan.round_updates(view, round_index - 1)
             for attempt in range(30):
-                if not await mirror_updates(self.store, updates, only_passed=True):
+                missing = await mirror_updates(self.store, updates, only_passed=True)
+                if not missing:
                     break
+                if attempt == 0:
+                    log.warning("task %d: %d verified update(s) of round %d not fetched yet; retrying",
+                                progress.task_id, len(missing), round_index - 1)
                 await self._sleep(1.0)
             state = next_state(context.spec, previous, updates, self.store)
             log.info("task %d: W_%d from %d verified update(s) of round %d", progress.task_id, round_index,

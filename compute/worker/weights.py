@@ -16,7 +16,8 @@ own W_r against it (`check_agreed`), so a divergence is reported plainly instead
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from ..blobs import BlobClient, BlobError, BlobStore, RetryPolicy
 from ..codecs import get_codec
@@ -57,19 +58,55 @@ def check_agreed(state: GlobalState, agreed_hash: str) -> None:
 
 
 async def mirror_updates(store: BlobStore, updates: Sequence[CommittedUpdate], *, only_passed: bool = False,
-                         retry: RetryPolicy = RetryPolicy(attempts=2, initial_delay=0.2, request_timeout=30.0)) -> list[str]:
+                         retry: RetryPolicy = RetryPolicy(attempts=2, initial_delay=0.2, request_timeout=30.0),
+                         skip: Callable[[str], bool] = lambda digest: False) -> list[str]:
     """Fetch every update of `updates` missing from `store` (hash-checked) and keep it; returns the hashes
-    that could not be fetched from any member (logged, retried by the next call)."""
+    that could not be fetched from any member (retried by the next call). `skip(hash)` leaves one out."""
     urls = sorted({u.blob_url for u in updates if u.blob_url})
     missing = []
     for update in updates:
         if (only_passed and update.outcome != PASSED) or store.has(update.update_hash):
+            continue
+        if skip(update.update_hash):
+            missing.append(update.update_hash)
             continue
         sources = [update.blob_url] + [url for url in urls if url != update.blob_url]
         try:
             async with BlobClient([s for s in sources if s], retry=retry) as client:
                 store.put(await client.fetch(update.update_hash), expected=update.update_hash)
         except BlobError as error:
-            log.warning("update %s of worker %d not fetched yet: %s", update.update_hash[:12], update.worker_index, error)
+            log.debug("update %s of worker %d not fetched: %s", update.update_hash[:12], update.worker_index, error)
             missing.append(update.update_hash)
     return missing
+
+
+class UpdateMirror:
+    """`mirror_updates` while waiting, with a growing pause (1 s doubling to 30 s) before trying an update that
+    could not be fetched again, and one warning per update rather than one per look at the chain."""
+
+    def __init__(self, store: BlobStore, clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.clock = clock
+        self.failures: dict[str, int] = {}
+        self.next_try: dict[str, float] = {}
+
+    async def mirror(self, updates: Sequence[CommittedUpdate]) -> list[str]:
+        now = self.clock()
+
+        def skip(digest: str) -> bool:
+            return self.next_try.get(digest, 0.0) > now
+
+        attempted = {u.update_hash for u in updates if not self.store.has(u.update_hash) and not skip(u.update_hash)}
+        missing = await mirror_updates(self.store, updates, skip=skip)
+        for digest in attempted:
+            if digest in missing:
+                count = self.failures[digest] = self.failures.get(digest, 0) + 1
+                self.next_try[digest] = now + min(2.0 ** (count - 1), 30.0)
+                if count == 1:
+                    worker = next(u.worker_index for u in updates if u.update_hash == digest)
+                    log.warning("update %s of worker %d cannot be fetched from any member yet; will keep trying",
+                                digest[:12], worker)
+            else:
+                self.failures.pop(digest, None)
+                self.next_try.pop(digest, None)
+        return missing
