@@ -35,7 +35,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import pathlib
 import subprocess
 import sys

@@ -41,7 +41,7 @@ def node(tmp_path):
     url = f"http://127.0.0.1:{unused_port()}"
     log_path = tmp_path / "node.log"
     with open(log_path, "wb") as log:
-        process = subprocess.Popen([str(NODE_SCRIPT), "dev", "--home", str(home), "--block-time", "200ms",
+        process = subprocess.Popen([str(NODE_SCRIPT), "dev", "--home", str(home), "--block-time", "500ms",
                                     "--rpc-laddr", url.replace("http://", "tcp://")],
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -80,10 +80,20 @@ def start_verifier(url: str, tmp_path: pathlib.Path, log_name: str) -> tuple[sub
     return process, log_path
 
 
+async def wait_until_following(process: subprocess.Popen, log_path: pathlib.Path) -> None:
+    """Until the verifier logged that it follows the node (its signal handlers are installed by then)."""
+    async def following():
+        if process.poll() is not None:
+            raise AssertionError(f"verifier exited {process.returncode}:\n{log_path.read_text()[-3000:]}")
+        return "following" in log_path.read_text()
+
+    await wait_for(following, timeout=120, what="the verifier to start")
+
+
 def stop(process: subprocess.Popen) -> int:
     process.send_signal(signal.SIGTERM)
     try:
-        return process.wait(30)
+        return process.wait(60)
     except subprocess.TimeoutExpired:
         process.kill()
         return process.wait(5)
@@ -93,13 +103,19 @@ def test_verifier_process_votes_on_a_real_node_and_never_twice(node, tmp_path):
     Keyring(tmp_path / "wallet", "test", PasswordSource.fixed("unused")).recover("validator", DEV_MNEMONIC)
 
     async def main():
-        scenario = await open_and_commit(node, tmp_path, fund=True)
+        # Started first, so that it is warm when the segments are sampled: the dev chain's verification window
+        # is 100 blocks (50 s at 500 ms), after which undecided workers settle as unverified.
         process, log_path = start_verifier(node, tmp_path, "verifier.log")
+        scenario = None
         try:
+            await wait_until_following(process, log_path)
+            scenario = await open_and_commit(node, tmp_path, fund=True)
             async def decided():
                 if process.poll() is not None:
                     raise AssertionError(f"verifier exited {process.returncode}:\n{log_path.read_text()[-3000:]}")
-                return "pending" not in (await scenario.outcomes()).values()
+                outcomes = (await scenario.outcomes()).values()
+                assert "unverified" not in outcomes, f"the window closed first:\n{log_path.read_text()[-3000:]}"
+                return "pending" not in outcomes
 
             await wait_for(decided, timeout=180, what="the verifier's votes to decide the round")
             await asyncio.sleep(2)  # let any votes still in flight land or be refused
@@ -111,13 +127,15 @@ def test_verifier_process_votes_on_a_real_node_and_never_twice(node, tmp_path):
             assert "subscribed to new blocks" in log_text
 
             again, again_log = start_verifier(node, tmp_path, "verifier-restart.log")
-            await asyncio.sleep(6)
+            await wait_until_following(again, again_log)
+            await asyncio.sleep(3)  # a few passes over the same chain
             assert stop(again) == 0, again_log.read_text()[-3000:]
             assert landed_verdicts(await scenario.task()) == landed_verdicts(task)
             assert "voted" not in again_log.read_text()
         finally:
             if process.poll() is None:
                 stop(process)
-            await scenario.close()
+            if scenario is not None:
+                await scenario.close()
 
     asyncio.run(main())

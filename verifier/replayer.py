@@ -1,0 +1,132 @@
+"""How a segment is replayed: exactly under the committed determinism profile whenever this machine can.
+
+`Replayer.plan` reads the committed profile id (docs/protocol.md 2a, `torch-<v>/threads-<n>/isa-<set>/
+deterministic`): the thread count is set per replay; an instruction set other than this process's runs in a
+child process (`isa_replay.py`) when this CPU supports it; only one this CPU lacks is replayed here and judged
+within the tolerance. Profiles no honest worker can have committed are refused (`ProfileRefused`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+
+from trolly.compute.checkpoints import TrainingState, decode_checkpoint
+from trolly.compute.data.dataset import Dataset
+from trolly.compute.determinism import INSTRUCTION_SETS, DeterminismProfile, apply_profile, current_instruction_set
+from trolly.compute.spec import TaskSpec
+from trolly.compute.training import Trainer, segment_bounds, train_segment
+
+from .isa_replay import IsaReplayPool, supported_instruction_sets
+
+MAX_REPLAY_THREADS = 64  # a profile claiming more threads than this is replayed with the spec's own count, in tolerance
+
+
+def parse_profile(profile_id: str) -> tuple[str, int, str] | None:
+    """(torch version, threads, instruction set) of a profile id, None if it is not one."""
+    parts = profile_id.split("/")
+    if len(parts) != 4 or not parts[0].startswith("torch-") or parts[3] != "deterministic":
+        return None
+    if not parts[1].startswith("threads-") or not parts[2].startswith("isa-"):
+        return None
+    threads = parts[1][len("threads-"):]
+    if not threads.isdigit() or int(threads) < 1:
+        return None
+    return parts[0][len("torch-"):], int(threads), parts[2][len("isa-"):]
+
+
+class ProfileRefused(Exception):
+    """The committed determinism profile is not one this protocol's software can produce (reason in args)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayPlan:
+    """How a segment is replayed: in this process, in a child under another instruction set, or (a profile
+    this CPU cannot run) in this process and compared within the tolerance."""
+
+    where: str  # "process", "child" or "tolerance"
+    threads: int
+    instruction_set: str
+
+
+class Replayer:
+    """Replays segments, exactly under the committed profile whenever this machine can run it.
+
+    The committed profile names torch's version, the thread count and the instruction set (docs/protocol.md
+    section 2a). The thread count is set per replay; an instruction set other than this process's is run in a
+    child process (`isa_replay.py`) when this CPU supports it. Only an instruction set this CPU lacks falls
+    back to a replay here compared within the tolerance. A profile naming another torch version, an unknown
+    instruction set, or one the spec rules out, is refused: no honest worker running this protocol's software
+    can have produced it, and accepting it would hand a cheater the tolerance's slack.
+
+    One `Trainer` per (spec, thread count) stays alive. Not thread-safe: the service runs every replay in one
+    thread (torch's thread count is a process-wide setting). `close()` ends the children.
+    """
+
+    def __init__(self, cache_size: int = 4, *, children: bool = True) -> None:
+        self._trainers: dict[tuple, Trainer] = {}
+        self._cache_size = cache_size
+        self.instruction_set = current_instruction_set()
+        self.exact_instruction_sets = (supported_instruction_sets(self.instruction_set) if children
+                                       else (self.instruction_set,))
+        self._pool = IsaReplayPool()
+        self.replayed_steps = 0
+        self.replay_seconds = 0.0
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def plan(self, spec: TaskSpec, committed_profile: str) -> ReplayPlan:
+        parsed = parse_profile(committed_profile)
+        if parsed is None:
+            raise ProfileRefused(f"the committed determinism profile {committed_profile!r} is not a profile id")
+        version, threads, instruction_set = parsed
+        if version != torch.__version__:
+            raise ProfileRefused(f"the committed profile names torch {version}; this protocol replays torch {torch.__version__}")
+        if instruction_set not in INSTRUCTION_SETS:
+            raise ProfileRefused(f"the committed profile names an unknown instruction set {instruction_set!r}")
+        if spec.determinism.instruction_set not in (None, instruction_set):
+            raise ProfileRefused(f"the spec requires instruction set {spec.determinism.instruction_set}, "
+                                 f"the commitment names {instruction_set}")
+        if threads > MAX_REPLAY_THREADS:
+            return ReplayPlan("tolerance", spec.determinism.threads, self.instruction_set)
+        if instruction_set == self.instruction_set:
+            return ReplayPlan("process", threads, instruction_set)
+        if instruction_set in self.exact_instruction_sets:
+            return ReplayPlan("child", threads, instruction_set)
+        return ReplayPlan("tolerance", spec.determinism.threads, self.instruction_set)
+
+    def trainer(self, spec: TaskSpec, dataset: Dataset, profile: DeterminismProfile, spec_key: str) -> Trainer:
+        key = (spec_key, dataset.manifest_hash, profile.threads)
+        trainer = self._trainers.get(key)
+        if trainer is None:
+            if len(self._trainers) >= self._cache_size:
+                self._trainers.pop(next(iter(self._trainers)))
+            trainer = Trainer(dataclasses.replace(spec, determinism=profile), dataset)
+            self._trainers[key] = trainer
+        apply_profile(trainer.spec.determinism)  # another trainer may have changed the thread count since
+        return trainer
+
+    def replay(self, spec: TaskSpec, dataset: Dataset, claim, start: TrainingState, start_bytes: bytes,
+               spec_key: str = "") -> tuple[TrainingState, bool, str]:
+        """(replayed end state, whether it ran exactly the committed profile, the profile id it ran under).
+
+        Raises ProfileRefused for a profile no honest worker can have committed."""
+        plan = self.plan(spec, claim.determinism_profile)
+        _, end_step = segment_bounds(claim.segment, claim.steps, spec.training.checkpoint_every)
+        began = time.perf_counter()
+        if plan.where == "child":
+            end_bytes, profile_id = self._pool.child(plan.instruction_set).replay(
+                spec, dataset, threads=plan.threads, worker_index=claim.worker_index, round_index=claim.round,
+                end_step=end_step, start_bytes=start_bytes, spec_key=spec_key or claim.spec_hash)
+            state = decode_checkpoint(end_bytes)
+        else:
+            trainer = self.trainer(spec, dataset, DeterminismProfile(threads=plan.threads), spec_key or claim.spec_hash)
+            state = train_segment(trainer, start, worker_index=claim.worker_index, round_index=claim.round,
+                                  end_step=end_step)
+            profile_id = trainer.profile_id
+        self.replay_seconds += time.perf_counter() - began
+        self.replayed_steps += end_step - start.step
+        return state, plan.where != "tolerance" and profile_id == claim.determinism_profile, profile_id
