@@ -17,7 +17,7 @@ from verifier_scenario import VALIDATOR, WORKERS, assert_decided_correctly, open
 from wallet_helpers import FakeNode, dev_app_state
 
 MARKET_PARAMS = {"min_worker_stake": 1_000_000, "min_collateral": 100_000, "worker_unbonding_blocks": 5,
-                 "verification_window": 500, "sampling_delay": 1, "min_round_blocks": 2}
+                 "verification_window": 5000, "sampling_delay": 1, "min_round_blocks": 2}
 
 
 @pytest.fixture
