@@ -333,16 +333,21 @@ def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
     source.add_round(1, 0, published.listing, published.blobs)
     segments = len(published.listing) - 1
     own = DeterminismProfile(threads=1).id
+
+    async def verify_all() -> int:  # one event loop, as in the service
+        count = 0
+        for _ in range(repeats):
+            for segment in range(segments):
+                claim = SegmentClaim(1, 0, "worker-0", 0, segment, published.checkpoint_root, len(published.listing),
+                                     honest.steps, honest.samples_processed, honest.start_weights_hash, own)
+                report = await verify_segment(claim, spec, dataset, source, replayer, spec_key="cost")
+                if report.outcome != PASSED:
+                    raise SystemExit(f"honest cost-measurement segment failed: {report.reason}")
+                count += 1
+        return count
+
     began = time.perf_counter()
-    verified = 0
-    for _ in range(repeats):
-        for segment in range(segments):
-            claim = SegmentClaim(1, 0, "worker-0", 0, segment, published.checkpoint_root, len(published.listing),
-                                 honest.steps, honest.samples_processed, honest.start_weights_hash, own)
-            report = asyncio.run(verify_segment(claim, spec, dataset, source, replayer, spec_key="cost"))
-            if report.outcome != PASSED:
-                raise SystemExit(f"honest cost-measurement segment failed: {report.reason}")
-            verified += 1
+    verified = asyncio.run(verify_all())
     seconds_per_segment = (time.perf_counter() - began) / verified
     task_steps = REFERENCE_TASK["rounds"] * REFERENCE_TASK["inner_steps"]
     samples = REFERENCE_TASK["rounds"] * REFERENCE_TASK["samples_per_worker_round"]
