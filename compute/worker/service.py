@@ -22,7 +22,7 @@ import pathlib
 import threading
 
 from trolly.chain.crypto import PrivateKey
-from trolly.wallet.errors import InclusionTimeout, InsufficientBalance, NodeUnreachable, TxRejected
+from trolly.wallet.errors import InclusionTimeout, InsufficientBalance, NodeUnreachable, RpcError, TxRejected
 from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import BlobError, BlobServer, BlobStore
@@ -49,6 +49,8 @@ from .weights import UpdateMirror, check_agreed, initial_state, mirror_updates, 
 
 log = logging.getLogger("trolly.worker")
 
+INTERNAL_RPC_ERROR = -32603
+"""JSON-RPC internal error: what a node answers while its ABCI app is down."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +193,13 @@ class WorkerService:
                 log.info("%s; progress saved", interrupted)
                 return
             except (NodeUnreachable, InclusionTimeout) as error:
+                log.warning("%s; retrying", error)
+                await self._sleep(2.0)
+            except RpcError as error:
+                # -32603 (internal error): the node answers but its app does not, e.g. the app process is being
+                # restarted under a running engine or CometBFT. Transient like an unreachable node.
+                if error.code != INTERNAL_RPC_ERROR:
+                    raise
                 log.warning("%s; retrying", error)
                 await self._sleep(2.0)
             except (WeightsMismatch, BlobError, DatasetError) as error:
