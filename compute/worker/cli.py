@@ -132,8 +132,8 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.option("--progress/--no-progress", "progress", default=None,
               help="Live progress bar (default: when stderr is a terminal).")
-def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_delay, cheat, node, password_file, poll_interval,
-          log_level, progress) -> None:
+def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_delay, cheat, node, password_file,
+          poll_interval, log_level, progress) -> None:
     """Run the worker: serve blobs, register, join tasks, train and commit rounds, until stopped."""
     import uvloop
 
