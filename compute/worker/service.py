@@ -192,7 +192,8 @@ class WorkerService:
             except RoundInterrupted as interrupted:
                 log.info("%s; progress saved", interrupted)
                 return
-            except (NodeUnreachable, InclusionTimeout) as error:
+            except (NodeUnreachable, InclusionTimeout, RpcError, QueryFailed) as error:
+                # The node restarting or catching up: nothing is lost, the saved progress carries on after it.
                 log.warning("%s; retrying", error)
                 await self._sleep(2.0)
             except RpcError as error:
