@@ -47,8 +47,9 @@ def network_options(function):
         click.option("--validators", type=click.IntRange(1, MAX_VALIDATORS), default=1, show_default=True,
                      help="Validators (more than one needs --engine cometbft)."),
         click.option("--workers", type=click.IntRange(0, MAX_WORKERS), default=3, show_default=True, help="Worker processes."),
-        click.option("--slow-workers", type=click.IntRange(0, MAX_WORKERS), default=1, show_default=True,
-                     help="How many of the workers declare themselves slower (heterogeneous hardware)."),
+        click.option("--slow-workers", type=click.IntRange(0, MAX_WORKERS), default=None,
+                     help="How many of the workers declare themselves slower (heterogeneous hardware) "
+                          "[default: 1, or 0 without workers]."),
         click.option("--base-port", type=click.IntRange(1024, 65000), default=26657, show_default=True,
                      help="First port: RPC of node 0; others are offsets from it."),
         click.option("--block-time", default="500ms", show_default=True, help="Block interval of the solo engine."),
@@ -61,6 +62,8 @@ def network_options(function):
 
 
 def config_from(engine, validators, workers, slow_workers, base_port, block_time, cheat) -> LocalnetConfig:
+    if slow_workers is None:
+        slow_workers = min(1, workers)
     if slow_workers > workers:
         raise click.BadParameter("cannot have more slow workers than workers", param_hint="--slow-workers")
     return LocalnetConfig(engine=engine, validators=validators, workers=workers, slow_workers=slow_workers,

@@ -62,7 +62,7 @@ class Localnet:
         try:
             for spec in node_services(self.layout, config):
                 self.supervisor.start(spec)
-                self.supervisor.wait_ready(spec, timeout)
+                self.supervisor.wait_ready(spec, START_TIMEOUT)
             self.wait_for_blocks(config, timeout)
             for spec in verifier_services(self.layout, config):
                 self.supervisor.start(spec)

@@ -1,0 +1,275 @@
+"""The localnet end to end, as a user runs it: real processes (node, verifier, workers), a real training task,
+and what must hold around it (issue 7): the demo settles and its model beats the floor; a worker killed
+mid-task is paid only for its verified rounds while the others finish; a node killed and restarted mid-task
+resumes its chain with nothing lost; a cheating worker is slashed; `down` leaves no process behind; `reset`
+then `up` starts a new chain. Each test has its own home and its own block of ports (xdist-safe).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from trolly.chain.crypto import encode_address
+from trolly.chain.hd import dev_key
+from trolly.localnet.demo import ACCURACY_FLOOR
+from trolly.localnet.layout import ACCOUNT_BALANCE, WORKER_INDEX_BASE, Layout, LocalnetConfig
+from trolly.localnet.network import Localnet
+from trolly.wallet.rpc import RpcClient
+
+from localnet_helpers import (
+    LOCALNET,
+    free_base_port,
+    localnet,
+    process_family,
+    processes_mentioning,
+    query,
+    recorded_pids,
+    survivors,
+    wait_until,
+)
+
+pytestmark = pytest.mark.slow
+
+ROUNDS = 3
+TASK_TIMEOUT = 300  # seconds the demo follows its task; a quiet machine needs about 40
+DEMO_ARGS = ("--rounds", str(ROUNDS), "--timeout", str(TASK_TIMEOUT))
+SERVICES = {"app-0", "engine-0", "verifier-0", "worker-0", "worker-1", "worker-2"}
+
+
+def worker_address(index: int) -> str:
+    return encode_address(dev_key(WORKER_INDEX_BASE + index).address)
+
+
+def last_json_line(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def member_of(view: dict, index: int) -> dict:
+    (member,) = [m for m in view["members"] if m["worker"] == worker_address(index)]
+    return member
+
+
+def commitments_of(view: dict, index: int) -> list[dict]:
+    return [dict(c, round=r["round"]) for r in view["round_details"] if not r["final_report"]
+            for c in r["commitments"] if c["worker"] == worker_address(index)]
+
+
+def assert_paid_exactly_for_passed_rounds(rpc: str, view: dict, index: int) -> dict:
+    """The member's pay is the sum over its passed rounds, and its balance on chain is what the genesis gave
+    it, less its worker stake, plus that pay, less its penalties (no other money moved: fees are zero)."""
+    member = member_of(view, index)
+    commitments = commitments_of(view, index)
+    passed = [c for c in commitments if c["outcome"] == "passed"]
+    assert member["paid"] == sum(c["paid"] for c in passed)
+    assert member["rounds_passed"] == len(passed)
+    assert all(c["paid"] == 0 for c in commitments if c["outcome"] != "passed")
+    worker = query(rpc, f"/market/worker/{worker_address(index)}")
+    balance = query(rpc, f"/account/{worker_address(index)}")["balance"]
+    assert balance == ACCOUNT_BALANCE - worker["stake"] + member["paid"] - member["penalized"] - member["slashed"]
+    assert worker["earned"] == member["paid"] and worker["slashed"] == member["slashed"]
+    return member
+
+
+# ------------------------------------------------------------------------------------------------ demo
+
+
+def test_demo_completes_settles_and_beats_the_accuracy_floor(tmp_path):
+    home = tmp_path / "net"
+    done = localnet("demo", "--home", str(home), "--base-port", str(free_base_port()), *DEMO_ARGS,
+                    timeout=TASK_TIMEOUT + 300)
+    summary = last_json_line(done.stdout)
+    assert {"task_id", "rounds", "final_accuracy", "paid_per_worker", "seconds"} <= set(summary)
+    assert summary["status"] == "completed" and summary["rounds"] == ROUNDS
+    assert summary["final_accuracy"] >= ACCURACY_FLOOR
+    paid = summary["paid_per_worker"]
+    assert set(paid) == {"worker-0", "worker-1", "worker-2"}
+    # worker-2 declares itself slower: fewer samples per round, so less pay (samples-weighted blending).
+    assert 0 < paid["worker-2"] < min(paid["worker-0"], paid["worker-1"])
+    assert summary["seconds"] > 0
+    # The demo checked its settlement table against the balances on chain.
+    assert "MISMATCH" not in done.stderr and "each worker's balance change = pay - penalties" in done.stderr
+    # It stopped everything it started, children included.
+    pids = {int(pid) for pid in re.findall(r"\(pid (\d+)\)", done.stderr)}
+    assert len(pids) == len(SERVICES)
+    assert process_family(pids) == {} and processes_mentioning(str(home)) == []
+
+
+# ------------------------------------------------------------------ worker killed, node restarted mid-task
+
+
+def chain_snapshot(client: RpcClient, top: int) -> dict[int, tuple[str, str, list[str]]]:
+    """height -> (block hash, app hash, hashes of its txs) for heights 1..top."""
+    blocks = {}
+    for high in range(top, 0, -20):
+        result = client.call("blockchain", minHeight=str(max(1, high - 19)), maxHeight=str(high))
+        for meta in result["block_metas"]:
+            height = int(meta["header"]["height"])
+            txs = []
+            if int(meta["num_txs"]):
+                raw = client.call("block", height=str(height))["block"]["data"]["txs"]
+                txs = [hashlib.sha256(base64.b64decode(tx)).hexdigest().upper() for tx in raw]
+            blocks[height] = (meta["block_id"]["hash"], meta["header"]["app_hash"], txs)
+    return blocks
+
+
+def task_round(rpc: str) -> tuple[int, str]:
+    view = query(rpc, "/market/task/1")
+    return (view["round"], view["phase"]) if view["status"] == "running" else (-1, view["status"])
+
+
+def kill_service(home: Path, name: str) -> dict[int, str]:
+    """SIGKILL a service's whole session, as a crash would; returns what was killed."""
+    family = process_family({recorded_pids(home)[name]})
+    for pid in family:
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not survivors(family), 10, f"{name} to die")
+    return family
+
+
+def test_a_killed_worker_is_paid_only_for_verified_rounds_and_a_restarted_node_loses_nothing(tmp_path):
+    home = tmp_path / "net"
+    base = free_base_port()
+    rpc = LocalnetConfig(base_port=base).rpc_url(0)
+    with open(tmp_path / "demo.out", "w") as out, open(tmp_path / "demo.err", "w") as err:
+        demo = subprocess.Popen([LOCALNET, "demo", "--keep", "--home", str(home), "--base-port", str(base), *DEMO_ARGS],
+                                stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+    net = Localnet(home)
+    try:
+        # 1. worker-0 crashes once round 1 has begun: round 0 is its last work.
+        wait_until(lambda: task_round(rpc)[0] >= 1, TASK_TIMEOUT, "round 1 of task 1")
+        kill_service(home, "worker-0")
+
+        # 2. The node crashes (app and engine at once) while the task runs, and comes back.
+        with RpcClient(rpc, timeout=5.0) as client:
+            height = client.status().latest_block_height
+            before = chain_snapshot(client, height)
+        kill_service(home, "app-0")
+        kill_service(home, "engine-0")
+        net.restart("app-0")
+        net.restart("engine-0")
+        with RpcClient(rpc, timeout=5.0) as client:
+            wait_until(lambda: client.status().latest_block_height >= height + 3, 60, "blocks after the restart")
+            after = chain_snapshot(client, height)
+            assert after == before, "blocks (hashes, app hashes, txs) up to the crash must survive it"
+            # The first block after the crash extends the last one from before it.
+            assert client.block(height + 1).last_block_hash == before[height][0]
+            transactions = [tx for _, _, txs in before.values() for tx in txs]
+            assert transactions and all(client.find_tx(tx) is not None for tx in transactions)
+
+        # 3. The task still completes, with the two workers left.
+        demo.wait(timeout=TASK_TIMEOUT + 120)
+        output = (tmp_path / "demo.out").read_text()
+        assert demo.returncode == 0, output + (tmp_path / "demo.err").read_text()[-5000:]
+        summary = last_json_line(output)
+        assert summary["status"] == "completed" and summary["final_accuracy"] >= ACCURACY_FLOOR
+        view = query(rpc, "/market/task/1")
+
+        killed = assert_paid_exactly_for_passed_rounds(rpc, view, 0)
+        assert killed["status"] in ("dropped", "slashed") and killed["left_round"] == 1
+        rounds_done = [c["round"] for c in commitments_of(view, 0)]
+        assert 0 in rounds_done and max(rounds_done) <= 1  # no work after the crash
+        assert [c["outcome"] for c in commitments_of(view, 0) if c["round"] == 0] == ["passed"]
+        assert killed["paid"] > 0 and summary["paid_per_worker"]["worker-0"] == killed["paid"]
+        for index in (1, 2):
+            member = assert_paid_exactly_for_passed_rounds(rpc, view, index)
+            assert member["status"] == "finished" and member["paid"] > killed["paid"]
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        net.down()
+    assert processes_mentioning(str(home)) == []
+
+
+# ------------------------------------------------------------------- a cheater; down; reset then up
+
+
+def test_a_cheating_worker_is_slashed_and_down_then_reset_leave_a_clean_localnet(tmp_path):
+    home = tmp_path / "net"
+    base = free_base_port()
+    rpc = LocalnetConfig(base_port=base).rpc_url(0)
+    try:
+        done = localnet("demo", "--keep", "--cheat", "skip-steps", "--home", str(home), "--base-port", str(base),
+                        *DEMO_ARGS, timeout=TASK_TIMEOUT + 300)
+        summary = last_json_line(done.stdout)
+        assert summary["status"] == "completed" and summary["final_accuracy"] >= ACCURACY_FLOOR
+        view = query(rpc, "/market/task/1")
+        cheater = assert_paid_exactly_for_passed_rounds(rpc, view, 0)
+        assert cheater["status"] == "slashed" and cheater["paid"] == 0
+        assert cheater["slashed"] == view["collateral"] > 0
+        (first,) = [c for c in commitments_of(view, 0) if c["round"] == 0]
+        assert first["outcome"] == "failed" and any(v["verdict"] == "fail" for v in first["verdicts"])
+        for index in (1, 2):
+            honest = assert_paid_exactly_for_passed_rounds(rpc, view, index)
+            assert honest["status"] == "finished" and honest["paid"] > 0 and honest["slashed"] == 0
+
+        # `down` ends every service and everything they started.
+        pids = recorded_pids(home)
+        assert set(pids) == SERVICES
+        family = process_family(set(pids.values()))
+        old_height = query_height(rpc)
+        localnet("down", "--home", str(home))
+        assert survivors(family) == [] and processes_mentioning(str(home)) == []
+        assert not list((home / "run").glob("*.pid"))
+        status = json.loads(localnet("status", "--home", str(home), "--output", "json").stdout)
+        assert status["height"] is None and status["services"] == {}
+
+        # `reset` then `up`: a new chain, without the old task.
+        localnet("reset", "--yes", "--home", str(home))
+        assert not home.exists()
+        localnet("up", "-d", "--workers", "0", "--home", str(home), "--base-port", str(base))
+        status = json.loads(localnet("status", "--home", str(home), "--output", "json").stdout)
+        assert set(status["services"]) == {"app-0", "engine-0", "verifier-0"}
+        assert all(service["running"] for service in status["services"].values())
+        assert 1 <= status["height"] < old_height
+        assert query(rpc, "/market/tasks")["tasks"] == []
+        assert Layout(home).load().workers == 0
+    finally:
+        localnet("down", "--home", str(home), check=False)
+    assert processes_mentioning(str(home)) == []
+
+
+def query_height(rpc: str) -> int:
+    with RpcClient(rpc, timeout=5.0) as client:
+        return client.status().latest_block_height
+
+
+# ---------------------------------------------------------------------- CometBFT, with a stand-in binary
+
+
+def test_up_with_cometbft_starts_an_app_and_a_cometbft_node_per_validator(tmp_path):
+    """A stand-in `cometbft` records how it is called and sleeps: the real-CometBFT path up to the binary.
+    It serves no RPC, so `up` ends waiting for the first block, and must stop everything it started."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    calls = tmp_path / "cometbft-calls"
+    (fake_bin / "cometbft").write_text(f'#!/bin/sh\necho "$$ $*" >> {calls}\nexec sleep 600\n')
+    (fake_bin / "cometbft").chmod(0o755)
+    home = tmp_path / "net"
+    base = free_base_port(validators=3, workers=0)
+    started = time.monotonic()
+    done = localnet("up", "-d", "--engine", "cometbft", "--validators", "3", "--workers", "0", "--home", str(home),
+                    "--base-port", str(base), "--timeout", "5", check=False,
+                    env={"PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}"})
+    assert done.returncode != 0 and "did not produce a block within 5s" in " ".join(done.stderr.split())
+    layout, config = Layout(home), LocalnetConfig(engine="cometbft", validators=3, workers=0, base_port=base)
+    recorded = [line.split(" ", 1) for line in calls.read_text().splitlines()]
+    assert sorted(argv for _, argv in recorded) == [f"node --home {layout.node_home(i)}" for i in range(3)]
+    for i in range(3):
+        app_log = (home / "logs" / f"app-{i}.log").read_text()
+        assert f"listening on tcp://127.0.0.1:{config.abci_port(i)}" in app_log
+    # Everything was stopped again: the stand-ins and the apps.
+    for pid, _ in recorded:
+        assert not Path(f"/proc/{pid}").exists() or b"sleep" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert processes_mentioning(str(home)) == []
+    assert time.monotonic() - started < 120
