@@ -11,6 +11,7 @@ import asyncio
 import json
 import sys
 
+import aiohttp
 import torch
 
 from trolly.compute.blobs import BlobClient, BlobServer, BlobStore, RetryPolicy
@@ -26,21 +27,37 @@ from .compression import MLP_SETTINGS, make_spec
 RETRY = RetryPolicy(attempts=5, initial_delay=0.05, max_delay=1.0, request_timeout=120)
 
 
-class LinkClient(BlobClient):
-    """A blob client whose transport adds one-way latency (and, simulated, paces bytes at a rate)."""
+class SimulatedDownlink:
+    """The worker's incoming link when namespaces are not available: transfers queue behind each other at
+    `rate_mbit` (the senders' uplinks are not modelled)."""
 
-    def __init__(self, urls, latency: float, rate_mbit: float) -> None:
-        super().__init__(urls, retry=RETRY)
-        self.latency = latency
+    def __init__(self, rate_mbit: float) -> None:
         self.rate_mbit = rate_mbit
+        self.free_at = 0.0
+
+    async def carry(self, size: int) -> None:
+        if not self.rate_mbit:
+            return
+        loop = asyncio.get_running_loop()
+        start = max(loop.time(), self.free_at)
+        self.free_at = start + size * 8 / (self.rate_mbit * 1e6)
+        await asyncio.sleep(self.free_at - loop.time())
+
+
+class LinkClient(BlobClient):
+    """A blob client whose transport adds one-way latency before each request and after each response
+    (and, on the simulated link, queues the bytes on the worker's downlink)."""
+
+    def __init__(self, urls, latency: float, downlink: SimulatedDownlink, session=None) -> None:
+        super().__init__(urls, retry=RETRY, session=session)
+        self.latency = latency
+        self.downlink = downlink
 
     async def fetch(self, digest: str) -> bytes:
         await asyncio.sleep(self.latency)  # the request travels
         data = await super().fetch(digest)
-        delay = self.latency
-        if self.rate_mbit:
-            delay += len(data) * 8 / (self.rate_mbit * 1e6)
-        await asyncio.sleep(delay)  # the response travels
+        await self.downlink.carry(len(data))
+        await asyncio.sleep(self.latency)  # the response travels
         return data
 
 
@@ -68,8 +85,8 @@ async def main(config: dict) -> None:
     store = BlobStore(config["store"])
     server = BlobServer(store, host=config["host"], port=config["port"])
     await server.start()
-    peers = [url for number, url in enumerate(config["peers"]) if number != index]
-    client = LinkClient(peers, config["latency"], config["simulated_rate_mbit"])
+    downlink = SimulatedDownlink(config["simulated_rate_mbit"])
+    session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=RETRY.request_timeout))
     published_bytes = 0
     own_digests: list[str] = []
     emit({"ready": True})
@@ -97,11 +114,7 @@ async def main(config: dict) -> None:
         return list(fetched)
 
     async def fetch_from(number: int, digest: str) -> bytes:
-        url = config["peers"][number]
-        single = LinkClient([url], config["latency"], config["simulated_rate_mbit"])
-        single._session = client._client()
-        single._owns_session = False
-        return await single.fetch(digest)
+        return await LinkClient([config["peers"][number]], config["latency"], downlink, session).fetch(digest)
 
     codec = get_codec(spec.codec) if config["mode"] == "ours" else get_codec("fp32")
     if config["mode"] == "ours":
@@ -146,7 +159,7 @@ async def main(config: dict) -> None:
             if index == 0:
                 due = (step + 1) % config["eval_every"] == 0
                 emit({"accuracy": evaluate(model, dataset)[1] if due else None})
-    await client.close()
+    await session.close()
     await server.stop()
 
 

@@ -116,8 +116,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--inner-steps", type=int, default=50)
     parser.add_argument("--codec", default="sign")
     parser.add_argument("--simulate", action="store_true", help="use the simulated link even with namespace rights")
-    parser.add_argument("--repeats", type=int, default=2, help="loopback/shaped pairs of the DiLoCo run")
+    parser.add_argument("--repeats", type=int, help="loopback/shaped pairs of the DiLoCo run (2 with --quick, else 3)")
     options = parser.parse_args(argv)
+    options.repeats = options.repeats or (2 if options.quick else 3)
     options.max_rounds = 12
     options.max_steps = 400
     options.eval_every = 5
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
             results["simulated_because"] = reason
             shaped_setup = (["127.0.0.1"] * WORKERS, None, True)
         loopback_setup = (["127.0.0.1"] * WORKERS, None, False)
-        # ours alternates loopback and shaped runs, twice, and keeps the fastest of each: the machine is shared
+        # ours alternates loopback and shaped runs and keeps the fastest of each: the machine is shared
         # and the difference we measure is small, so interference must not decide it.
         plan = [("ours", "loopback"), ("ours", "shaped")] * options.repeats + [("dense", "loopback"), ("dense", "shaped")]
         for mode, link in plan:
