@@ -305,3 +305,24 @@ def test_a_task_joined_just_before_a_kill_is_adopted_from_the_chain(make_chain, 
     assert progress.worker_index == 0 and progress.spec_hash == hashlib.sha256(spec).hexdigest()
     assert run(drive(service, chain, market, task_id))
     assert market.task(task_id)["status"] == "completed"
+
+
+def test_run_rides_out_a_node_outage_and_stops_after_max_tasks(world, caplog):
+    from trolly.compute.worker.config import WorkerConfig
+    from trolly.compute.worker.service import ServiceOptions, WorkerService
+    from worker_helpers import ChainMarket
+
+    chain, market, task_id, home, spec = world
+    worker = market.workers[0]
+    chain_market = ChainMarket(chain, worker)
+    chain_market.auto_blocks = True  # nobody votes: rounds settle unverified as blocks pass
+    chain_market.outages = 1
+    service = WorkerService(home, WorkerConfig(key_name="worker", blob_port=0), worker,
+                            ServiceOptions(poll_interval=0.01, max_tasks=1), market=chain_market)
+    with caplog.at_level("INFO", logger="trolly.worker"):
+        run(asyncio.wait_for(service.run(), 120))
+    assert market.task(task_id)["status"] == "completed"
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("connection refused" in m and "retrying" in m for m in messages)
+    assert messages[-1] == "finished 1 task(s); stopping"
+    assert chain.nonce(worker) == 2 + ROUNDS + 1

@@ -12,7 +12,7 @@ from trolly.chain.tx import decode_tx, tx_hash
 from trolly.compute.spec import example_spec
 from trolly.compute.worker.config import WorkerConfig
 from trolly.compute.worker.service import ServiceOptions, WorkerService
-from trolly.wallet.errors import TxRejected
+from trolly.wallet.errors import NodeUnreachable, TxRejected
 from trolly.wallet.rpc import TxResult
 from trolly.wallet.sender import SendOutcome
 
@@ -33,8 +33,15 @@ class ChainMarket:
         self.address = encode_address(key.address)
         self.broadcasts: list[bytes] = []
         self.kill = ""  # "before" or "after" (inclusion) on the next broadcast
+        self.outages = 0  # the next `outages` task queries find the node unreachable
+        self.auto_blocks = False  # a block passes before each task query (time goes by on its own)
 
     async def task(self, task_id):
+        if self.outages:
+            self.outages -= 1
+            raise NodeUnreachable("http://127.0.0.1:26657", "connection refused")
+        if self.auto_blocks:
+            self.chain.advance(1)
         return self.chain.query(f"/market/task/{task_id}")
 
     async def height(self):

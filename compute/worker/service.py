@@ -22,7 +22,8 @@ import pathlib
 import threading
 
 from trolly.chain.crypto import PrivateKey
-from trolly.wallet.errors import InclusionTimeout, InsufficientBalance, NodeUnreachable, RpcError, TxRejected
+from trolly.wallet.errors import (InclusionTimeout, InsufficientBalance, NodeUnreachable, QueryFailed, RpcError,
+                                  TxRejected)
 from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import BlobError, BlobServer, BlobStore
@@ -193,15 +194,10 @@ class WorkerService:
                 log.info("%s; progress saved", interrupted)
                 return
             except (NodeUnreachable, InclusionTimeout, RpcError, QueryFailed) as error:
-                # The node restarting or catching up: nothing is lost, the saved progress carries on after it.
-                log.warning("%s; retrying", error)
-                await self._sleep(2.0)
-            except RpcError as error:
-                # -32603 (internal error): the node answers but its app does not, e.g. the app process is being
-                # restarted under a running engine or CometBFT. Transient like an unreachable node.
-                if error.code != INTERNAL_RPC_ERROR:
-                    raise
-                log.warning("%s; retrying", error)
+                # The node restarting or catching up: unreachable, or answering JSON-RPC internal error -32603
+                # while its ABCI app is down under a running engine or CometBFT. The saved progress carries on.
+                unexpected = isinstance(error, RpcError) and error.code != INTERNAL_RPC_ERROR
+                log.log(logging.ERROR if unexpected else logging.WARNING, "%s; retrying", error)
                 await self._sleep(2.0)
             except (WeightsMismatch, BlobError, DatasetError) as error:
                 # An update nobody serves, a dataset that cannot be fetched: retry; if the round's deadline passes
