@@ -134,8 +134,8 @@ class WorkerService:
             try:
                 await self._register()
                 return
-            except (NodeUnreachable, InsufficientBalance) as error:
-                # A supervisor may start workers before the node is up or the account is funded: wait for it.
+            except (NodeUnreachable, InsufficientBalance, RpcError, QueryFailed) as error:
+                # A supervisor may start workers before the node (or its app) is up or the account is funded.
                 log.warning("cannot register yet: %s; retrying in 2 s", error)
                 await self._sleep(2.0)
 
