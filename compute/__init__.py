@@ -5,7 +5,8 @@ inner and outer optimizers, a codec (`codecs/`) and a determinism profile (`dete
 worker trains from the round's global weights with `training.train_segment`, saving a checkpoint every k
 steps (`checkpoints.py`) whose hashes are committed as a Merkle root (`merkle.py`); its pseudo-gradient is
 encoded by the codec and published through the blob service (`blobs/`). `rounds.py` turns a round's updates
-into the next global weights, bit for bit the same in every process.
+into the next global weights, bit for bit the same in every process; `pipeline.py` strings a worker's round
+together (train, checkpoint, encode with error feedback).
 
 The byte-level contract with the chain and the verifier is `docs/protocol.md`.
 """
