@@ -40,8 +40,12 @@ def test_init_creates_a_key_and_a_config_with_a_fixed_port(tmp_path):
     assert info.address in result.output
     again = invoke("init", "--home", home, "--key", "worker", "--keyring-backend", "test")
     assert again.exit_code != 0 and "exists" in again.output
-    forced = invoke("init", "--home", home, "--key", "worker", "--keyring-backend", "test", "--blob-port", 8123, "--force")
-    assert forced.exit_code == 0 and json.loads((home / "worker.json").read_text())["blob_port"] == 8123
+    forced = invoke("init", "--home", home, "--key", "worker", "--keyring-backend", "test", "--blob-port", 8123, "--force",
+                    "--public-url", "https://blobs.example:443")
+    assert forced.exit_code == 0, forced.output
+    config = json.loads((home / "worker.json").read_text())
+    assert config["blob_port"] == 8123 and config["public_url"] == "https://blobs.example:443"
+    assert "https://blobs.example:443" in invoke("status", "--home", home).output
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -10,6 +10,7 @@ start a fresh service on the same home, as a restarted process would.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 
 import pytest
@@ -268,6 +269,7 @@ def test_the_worker_registers_once_and_joins_only_a_task_it_fits(make_chain, dat
     worker = market.workers[0]
     service = new_service(tmp_path, chain, worker)
     service.throughput = Throughput(1000.0, 3, 1.0)
+    moved = dataclasses.replace(service.config, public_url="https://worker.example")
 
     async def scenario():
         await service.server.start()
@@ -278,6 +280,11 @@ def test_the_worker_registers_once_and_joins_only_a_task_it_fits(make_chain, dat
             assert chain.nonce(worker) == registered_nonce
             assert await service.find_and_join()
             assert not await service.find_and_join()  # nothing else fits
+            service.config = moved  # restarted with a public URL: the record follows
+            await service._register()
+            assert chain.query(f"/market/worker/{service.address}")["blob_url"] == "https://worker.example"
+            service.config = dataclasses.replace(moved, public_url="")
+            await service._register()  # and back
         finally:
             await service.server.stop()
 

@@ -63,6 +63,9 @@ def test_config_round_trip_and_refusals(tmp_path):
         WorkerConfig(key_name="w", blob_port=70000)
     with pytest.raises(WorkerHomeError):
         WorkerConfig(key_name="w", stake=-1)
+    with pytest.raises(WorkerHomeError, match="public URL"):
+        WorkerConfig(key_name="w", public_url="ftp://example")
+    assert WorkerConfig(key_name="w", blob_port=1, public_url="https://w.example/").blob_url == "https://w.example"
 
 
 @given(inner=st.integers(1, 500), batch=st.integers(1, 256), speed=st.floats(1.0, 1e6),

@@ -81,11 +81,12 @@ def _free_port(host: str) -> int:
 @click.option("--blob-host", default="127.0.0.1", show_default=True, help="Address the blob service listens on.")
 @click.option("--blob-port", type=click.IntRange(0, 65535), default=0,
               help="Port of the blob service (default: a free port, chosen now and kept).")
+@click.option("--public-url", default="", help="URL others reach the blob service at, if not http://HOST:PORT.")
 @click.option("--stake", default="0", help="Stake to register with, e.g. 10trl (default: the chain's minimum).")
 @click.option("--fee", default="0", show_default=True, help="Fee per transaction, e.g. 0 or 100utrl.")
 @click.option("--force", is_flag=True, help="Overwrite an existing worker configuration (progress is kept).")
-def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_file, node, blob_host, blob_port, stake,
-         fee, force) -> None:
+def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_file, node, blob_host, blob_port,
+         public_url, stake, fee, force) -> None:
     """Write the worker's configuration: its key, node, blob service port and stake."""
     root = resolve_home(home)
     if (root / CONFIG_FILE).exists() and not force:
@@ -93,6 +94,7 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
     config = WorkerConfig(
         key_name=key_name, keyring_backend=keyring_backend, wallet_home=str(wallet_home_dir or ""),
         node=normalize_node_url(node), blob_host=blob_host, blob_port=blob_port or _free_port(blob_host),
+        public_url=public_url,
         stake=parse_amount(stake, allow_zero=True, what="stake"), fee=parse_amount(fee, allow_zero=True, what="fee"),
     )
     keyring = Keyring(wallet_home(root, config), keyring_backend, PasswordSource(password_file))

@@ -38,6 +38,8 @@ class WorkerConfig:
     blob_host: str = "127.0.0.1"
     blob_port: int = 0
     """Port of the blob service; fixed at init, because the URL is registered on chain."""
+    public_url: str = ""
+    """The blob service's URL as others reach it (behind NAT, a proxy...); empty: http://blob_host:blob_port."""
     stake: int = 0
     """utrl staked when registering; 0 means the chain's `min_worker_stake`."""
     fee: int = 0
@@ -52,10 +54,14 @@ class WorkerConfig:
             raise WorkerHomeError(f"blob_port must be at most 65535, got {self.blob_port}")
         if not self.key_name:
             raise WorkerHomeError("a key name is required")
+        if self.public_url and (not self.public_url.startswith(("http://", "https://"))
+                                or any(c.isspace() for c in self.public_url)):
+            raise WorkerHomeError(f"the public URL must be an http(s) URL without spaces, got {self.public_url!r}")
 
     @property
     def blob_url(self) -> str:
-        return f"http://{self.blob_host}:{self.blob_port}"
+        """The URL registered on chain."""
+        return self.public_url.rstrip("/") or f"http://{self.blob_host}:{self.blob_port}"
 
 
 def resolve_home(home: str | os.PathLike | None) -> pathlib.Path:

@@ -116,6 +116,11 @@ class WorkerService:
     def address(self) -> str:
         return self.market.address
 
+    @property
+    def blob_url(self) -> str:
+        """What others fetch from: the configured public URL, else where the blob service listens."""
+        return self.config.public_url.rstrip("/") or self.server.url
+
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -124,7 +129,7 @@ class WorkerService:
         except OSError as error:
             raise WorkerError(f"cannot serve blobs on {self.server.url}: {error.strerror or error} "
                               f"(is another worker using this home's port? see worker.json)") from None
-        log.info("worker %s serving blobs at %s", self.address, self.server.url)
+        log.info("worker %s serving blobs at %s (registered as %s)", self.address, self.server.url, self.blob_url)
         if not self.strategy.honest:
             log.warning("TEST SWITCH --cheat %s: this worker trains dishonestly and will be slashed", self.strategy.name)
         self.throughput = await asyncio.to_thread(measure_reference)
@@ -161,11 +166,11 @@ class WorkerService:
         hardware = hardware_profile(self.throughput, self.options.declare_slowdown)
         if record is None:
             stake = self.config.stake or int((await self.market.params())["min_worker_stake"])
-            outcome = await self.market.register(stake, hardware, self.server.url)
+            outcome = await self.market.register(stake, hardware, self.blob_url)
             log.info("registered as a worker with stake %d utrl (block %d)", stake, outcome.included.height)
-        elif record["blob_url"] != self.server.url:
-            await self.market.update(hardware, self.server.url)
-            log.info("updated the registered blob URL to %s", self.server.url)
+        elif record["blob_url"] != self.blob_url:
+            await self.market.update(hardware, self.blob_url)
+            log.info("updated the registered blob URL to %s", self.blob_url)
         else:
             log.info("already registered (stake %s utrl, earned %s utrl)", record["stake"], record["earned"])
 
