@@ -186,8 +186,9 @@ def status(home, output) -> None:
         click.echo("  no tasks yet")
     for progress in state.tasks.values():
         committed = sorted(r for r, p in progress.rounds.items() if p.committed)
+        final = f", final weights {progress.final_weights_hash}" if progress.final_weights_hash else ""
         click.echo(f"  task {progress.task_id}: {progress.status} {progress.outcome} (worker {progress.worker_index}), "
-                   f"committed rounds {committed or 'none'}")
+                   f"committed rounds {committed or 'none'}{final}")
 
 
 if __name__ == "__main__":
