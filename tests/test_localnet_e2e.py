@@ -224,19 +224,29 @@ def test_a_cheating_worker_is_slashed_and_down_then_reset_leave_a_clean_localnet
         status = json.loads(localnet("status", "--home", str(home), "--output", "json").stdout)
         assert status["height"] is None and status["services"] == {}
 
-        # `reset` then `up`: a new chain, without the old task.
+        # `reset` then `up` (in the foreground, as a user runs it): a new chain, without the old task.
         localnet("reset", "--yes", "--home", str(home))
         assert not home.exists()
-        localnet("up", "-d", "--workers", "0", "--home", str(home), "--base-port", str(base))
-        status = json.loads(localnet("status", "--home", str(home), "--output", "json").stdout)
-        assert set(status["services"]) == {"app-0", "engine-0", "verifier-0"}
-        assert all(service["running"] for service in status["services"].values())
+        up = subprocess.Popen([LOCALNET, "up", "--workers", "0", "--home", str(home), "--base-port", str(base)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        status = wait_until(lambda: _all_running(home, {"app-0", "engine-0", "verifier-0"}), 120, "a fresh localnet")
         assert 1 <= status["height"] < old_height
         assert query(rpc, "/market/tasks")["tasks"] == []
         assert Layout(home).load().workers == 0
+        # Ctrl-C on `up` stops everything it started.
+        family = process_family(set(recorded_pids(home).values()))
+        up.send_signal(signal.SIGINT)
+        assert up.wait(timeout=60) == 0, up.stderr.read()
+        assert survivors(family) == []
     finally:
         localnet("down", "--home", str(home), check=False)
     assert processes_mentioning(str(home)) == []
+
+
+def _all_running(home: Path, services: set[str]) -> dict | None:
+    status = json.loads(localnet("status", "--home", str(home), "--output", "json").stdout)
+    running = {name for name, service in status["services"].items() if service["running"]}
+    return status if running == services and status["height"] else None
 
 
 def query_height(rpc: str) -> int:
