@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,7 +54,7 @@ def start_workers(mode: str, hosts: list[str], namespaces: list[str] | None, opt
             "peers": urls, "latency": latency, "simulated_rate_mbit": RATE_MBIT if shaped_simulated else 0,
             "inner_steps": options.inner_steps, "codec": options.codec, "max_rounds": options.max_rounds,
             "max_steps": options.max_steps, "eval_every": options.eval_every,
-            "store": os.path.join(workdir, f"{mode}-{index}"),
+            "store": os.path.join(workdir, f"worker-{index}"),
         }
         command = [sys.executable, "-m", "benchmarks._slow_link_worker", json.dumps(config)]
         if namespaces:
@@ -82,7 +83,9 @@ def run_mode(mode: str, target: float, hosts, namespaces, options, simulated: bo
     Per exchange (a round for ours, a step for dense) every worker reports the hash it published; the
     parent hands all hashes to all workers; worker 0 reports the test accuracy of the new global weights.
     """
-    processes = start_workers(mode, hosts, namespaces, options, simulated, latency, workdir)
+    # a fresh store per run: checkpoints are deterministic, so a reused store would skip writes a real worker pays
+    run_directory = tempfile.mkdtemp(dir=workdir)
+    processes = start_workers(mode, hosts, namespaces, options, simulated, latency, run_directory)
     limit = options.max_rounds if mode == "ours" else options.max_steps
     result = {"seconds_to_target": None}
     try:
@@ -108,6 +111,7 @@ def run_mode(mode: str, target: float, hosts, namespaces, options, simulated: bo
         for process in processes:
             process.kill()
             process.wait()
+        shutil.rmtree(run_directory, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> dict:

