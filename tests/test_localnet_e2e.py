@@ -175,9 +175,11 @@ def test_a_killed_worker_is_paid_only_for_verified_rounds_and_a_restarted_node_l
         view = query(rpc, "/market/task/1")
 
         killed = assert_paid_exactly_for_passed_rounds(rpc, view, 0)
-        assert killed["status"] in ("dropped", "slashed") and killed["left_round"] == 1
+        # It left in round 1 (missed it, or committed it and then served nothing to verify), or, if round 1 was
+        # verified in the second before the crash, in round 2; it did no work after the crash.
+        assert killed["status"] in ("dropped", "slashed") and killed["left_round"] in (1, 2)
         rounds_done = [c["round"] for c in commitments_of(view, 0)]
-        assert 0 in rounds_done and max(rounds_done) <= 1  # no work after the crash
+        assert 0 in rounds_done and max(rounds_done) <= 1
         assert [c["outcome"] for c in commitments_of(view, 0) if c["round"] == 0] == ["passed"]
         assert killed["paid"] > 0 and summary["paid_per_worker"]["worker-0"] == killed["paid"]
         for index in (1, 2):

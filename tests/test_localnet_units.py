@@ -380,3 +380,14 @@ def test_every_command_has_help(command):
 def test_status_of_a_missing_localnet_fails_clearly(tmp_path):
     result = CliRunner().invoke(main, ["status", "--home", str(tmp_path / "none")])
     assert result.exit_code == 1
+
+
+def test_restarting_an_unknown_service_names_the_real_ones(tmp_path):
+    from trolly.localnet.network import Localnet
+
+    init_localnet(Layout(tmp_path), LocalnetConfig(workers=1))
+    result = CliRunner().invoke(main, ["restart", "--home", str(tmp_path), "worker-7"])
+    output = " ".join(result.output.split())  # rich wraps long lines
+    assert result.exit_code == 1
+    assert "no service 'worker-7'" in output and "app-0, engine-0, verifier-0, worker-0" in output
+    assert Localnet(tmp_path).running_services() == []
