@@ -8,6 +8,7 @@ process that imports torch). `down` stops them in reverse order.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from pathlib import Path
 
@@ -54,11 +55,13 @@ class Localnet:
 
         On any failure everything started so far is stopped again (the files written stay, for inspection).
         """
-        config = self.ensure_initialized()
         if self.running_services():
             raise LocalnetError(
                 f"this localnet is already running ({', '.join(self.running_services())}); `down` it first"
             )
+        # Ports first: a fresh localnet refused for a taken port is not written, so `--base-port` can change.
+        check_ports_free(self.layout.load() if self.layout.exists() else self._requested or LocalnetConfig())
+        config = self.ensure_initialized()
         try:
             for spec in node_services(self.layout, config):
                 self.supervisor.start(spec)
@@ -117,3 +120,21 @@ class Localnet:
     def reset(self) -> None:
         self.down()
         self.layout.remove()
+
+
+def check_ports_free(config: LocalnetConfig) -> None:
+    """Fail before starting anything if a port of this localnet is taken (a `trolly-node dev`, another localnet)."""
+    taken = []
+    for port in config.ports():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is free to listen on
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                taken.append(port)
+    if taken:
+        raise LocalnetError(
+            f"port(s) {', '.join(map(str, taken))} on 127.0.0.1 are in use (another localnet, or `trolly-node dev`?); "
+            f"stop that, or choose other ports with --base-port (this localnet uses {config.base_port}.."
+            f"{max(config.ports())}; the base port is saved in localnet.json: `reset` to change it)"
+        )

@@ -391,3 +391,17 @@ def test_restarting_an_unknown_service_names_the_real_ones(tmp_path):
     assert result.exit_code == 1
     assert "no service 'worker-7'" in output and "app-0, engine-0, verifier-0, worker-0" in output
     assert Localnet(tmp_path).running_services() == []
+
+
+def test_up_refuses_ports_in_use_before_starting_anything(tmp_path):
+    import socket
+
+    from trolly.localnet.network import Localnet
+
+    config = LocalnetConfig(workers=1, base_port=BASE + 600)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", config.blob_port(0)))
+        squatter.listen()
+        with pytest.raises(LocalnetError, match=f"port\\(s\\) {config.blob_port(0)} on 127.0.0.1 are in use"):
+            Localnet(tmp_path / "net", config).up()
+    assert not (tmp_path / "net").exists(), "nothing is written: the next `up` may choose another --base-port"
