@@ -186,6 +186,8 @@ def verify_proof(root: bytes, key: bytes, value: bytes | None, proof: bytes) -> 
     """
     if not isinstance(root, (bytes, bytearray)) or len(root) != HASH_LENGTH:
         return False
+    if not isinstance(key, (bytes, bytearray)) or not (value is None or isinstance(value, (bytes, bytearray))):
+        return False
     try:
         decoded = decode_proof(bytes(proof))
     except (ProofFormatError, TypeError):

@@ -214,6 +214,14 @@ def test_verify_proof_never_raises_on_garbage(root, key, value, proof):
     assert verify_proof(root, key, value, proof) in (True, False)
 
 
+@pytest.mark.parametrize("key, value", [("x", None), (b"x", "text"), (None, None), (5, b"")])
+def test_arguments_of_the_wrong_type_are_false_not_an_exception(key, value):
+    assert verify_proof(EMPTY_ROOT, key, value, b"\x01\x00\x00") is False
+    assert verify_proof("root", b"x", None, b"\x01\x00\x00") is False
+    assert verify_proof(EMPTY_ROOT, b"x", None, "proof") is False
+    assert verify_proof(EMPTY_ROOT, b"x", None, b"\x01\x00\x00") is True
+
+
 @pytest.mark.parametrize("proof", [b"", b"\x01", b"\x02\x00\x00", b"\x01\x41\x00", b"\x01\x00\x02", b"\x01\x00\x00\x00"])
 def test_malformed_proofs_are_rejected(proof):
     assert not verify_proof(EMPTY_ROOT, b"x", None, proof)
