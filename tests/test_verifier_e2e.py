@@ -18,12 +18,13 @@ import time
 
 import pytest
 
+from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC
 from trolly.wallet.keyring import Keyring
 from trolly.wallet.passwords import PasswordSource
 from trolly.wallet.rpc import RpcClient
 
-from verifier_scenario import VALIDATOR, assert_decided_correctly, landed_verdicts, open_and_commit, unused_port, wait_for
+from verifier_scenario import VALIDATOR, WORKERS, assert_decided_correctly, landed_verdicts, open_and_commit, unused_port, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -125,6 +126,15 @@ def test_verifier_process_votes_on_a_real_node_and_never_twice(node, tmp_path):
             log_text = log_path.read_text()
             assert "voted PASS" in log_text and "voted FAIL" in log_text and "voted UNAVAILABLE" in log_text
             assert "subscribed to new blocks" in log_text
+
+            cheat = encode_address(WORKERS[1].address)
+            # Asynchronously: the workers' blob servers run on this event loop and must keep serving.
+            explain = await asyncio.create_subprocess_exec(
+                str(VERIFIER_SCRIPT), "replay", "--node", node, "--task", str(scenario.task_id), "--round", "0",
+                "--worker", cheat, "--segment", "1", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            output, errors = await asyncio.wait_for(explain.communicate(), 300)
+            assert explain.returncode == 3, errors.decode()
+            assert "verdict: FAIL" in output.decode() and "mode:    bitwise" in output.decode()
 
             again, again_log = start_verifier(node, tmp_path, "verifier-restart.log")
             await wait_until_following(again, again_log)
