@@ -176,7 +176,11 @@ class VerifierService:
         now = time.monotonic()
         due = []
         for item in work:
-            claim = SegmentClaim.from_query(item)
+            try:
+                claim = SegmentClaim.from_query(item)
+            except (KeyError, TypeError, ValueError) as error:
+                log.warning("skipping a malformed entry of /market/verify: %s (%r)", error, item)
+                continue
             if claim.key in voted or claim.key in self._in_flight or self._retry_at.get(claim.key, 0) > now:
                 continue
             due.append((claim, int(item.get("deadline", 0))))
