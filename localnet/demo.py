@@ -6,11 +6,13 @@ Phases, in order:
    locally instead; either way its manifest hash must match the spec);
 3. submit the task from the `requester` key: the spec, the budget, the reward per round and collateral the
    chain requires (the same planning the wallet's `task submit` does);
-4. follow it on chain, one line per change: round, commitments, verdicts, payouts;
+4. follow it on chain, one line per change: round, commitments, verdicts, payouts; and after each round the
+   global weights recomputed from the verified updates and their held-out loss (`observer.py`);
 5. download the final weights by the hash the chain recorded, from any worker, and evaluate them on the
    held-out split;
-6. print the settlement (each worker's pay, fees, refund), checked against account balances on chain, and one
-   JSON line last: task id, rounds, final accuracy, paid per worker, seconds.
+6. print the settlement (each worker's pay, fees, refund), checked against account balances on chain (and the
+   recomputed weights against the chain's hashes), and one JSON line last: task id, rounds, final accuracy,
+   paid per worker, seconds.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -40,6 +43,7 @@ from trolly.wallet.tasks import plan_task
 
 from .layout import LocalnetConfig, LocalnetError
 from .network import Localnet
+from .observer import TrainingObserver
 
 ACCURACY_FLOOR = 0.85
 """The demo's trained MLP must reach at least this accuracy on the held-out digits (chance is 0.10; the same
@@ -79,6 +83,7 @@ class Demo:
         self.options = options
         self.console = console
         self.keyring = Keyring(net.layout.wallet_home, backend="test")
+        self.observer: TrainingObserver | None = None  # set once the spec and dataset exist
 
     async def run(self, started: float) -> dict:
         dataset_blobs = build_dataset("digits")
@@ -88,11 +93,14 @@ class Demo:
                 store.put(blob)
             async with BlobServer(store, port=self.config.data_port()) as data_server, AsyncRpcClient(self.config.rpc_url(0)) as client:
                 spec = demo_spec(dataset_blobs.manifest_hash, data_server.url, self.options.rounds)
+                task_spec = parse_spec(spec)
+                dataset = load_dataset(task_spec.dataset.manifest_hash, store.get)
+                self.observer = TrainingObserver(task_spec, dataset, BlobStore(Path(scratch) / "observed"))
                 await self.wait_for_workers(client)
                 balances_before = await self.balances(client)
                 task_id = await self.submit(client, spec)
                 view = await self.follow(client, task_id)
-                accuracy, loss = await self.evaluate_final(view, spec, store)
+                accuracy, loss = await self.evaluate_final(view)
                 balances_after = await self.balances(client)
         return self.settle(view, accuracy, loss, balances_before, balances_after, started)
 
@@ -167,13 +175,15 @@ class Demo:
             if line != last_line:
                 self.console.print(line)
                 last_line = line
+            for weights_line in await self.observer.advance(view):
+                self.console.print(f"  [cyan]{weights_line}[/cyan]")
             if view["status"] in TERMINAL:
                 return view
             await asyncio.sleep(0.5)
         raise LocalnetError(f"task {task_id} did not settle within {self.options.timeout:.0f}s "
                             f"(see `trolly-localnet logs` for the workers and the verifier)")
 
-    async def evaluate_final(self, view: dict, spec: bytes, store: BlobStore) -> tuple[float, float]:
+    async def evaluate_final(self, view: dict) -> tuple[float, float]:
         if view["status"] != "completed" or not view["final_weights_hash"]:
             raise LocalnetError(f"task {view['id']} ended {view['status']} without final weights")
         # Members that finished the task first: a dropped or slashed worker may have gone away.
@@ -181,9 +191,8 @@ class Demo:
         urls = [m["blob_url"] for m in members if m["blob_url"]]
         async with BlobClient(urls) as blobs:
             weights_bytes = await blobs.fetch(view["final_weights_hash"])  # hash-checked by the client
-        task_spec = parse_spec(spec)
-        dataset = load_dataset(task_spec.dataset.manifest_hash, store.get)
-        model = build_model(task_spec.model.arch, task_spec.model.config, dataset.shape, task_spec.training.seed)
+        spec, dataset = self.observer.spec, self.observer.dataset
+        model = build_model(spec.model.arch, spec.model.config, dataset.shape, spec.training.seed)
         model.load_state_dict(decode_weights(weights_bytes))
         loss, accuracy = evaluate(model, dataset)
         self.console.print(
@@ -217,8 +226,13 @@ class Demo:
                 for m in view["members"]
             ),
         }
+        if not self.observer.stopped:
+            checks[f"W_1..W_{view['rounds']} recomputed here = the chain's agreed and final weights hashes"] = (
+                len(self.observer.hashes) == view["rounds"] + 1 and not self.observer.mismatches(view))
         for what, holds in checks.items():
             self.console.print(f"  {'[green]ok[/green]' if holds else '[red]MISMATCH[/red]'}  {what}")
+        for wrong in self.observer.mismatches(view):
+            self.console.print(f"     [red]{wrong}[/red]")
         if not all(checks.values()):
             raise LocalnetError("the settlement does not match the chain's balances")
         return {

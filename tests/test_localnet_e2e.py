@@ -96,8 +96,13 @@ def test_demo_completes_settles_and_beats_the_accuracy_floor(tmp_path):
     # worker-2 declares itself slower: fewer samples per round, so less pay (samples-weighted blending).
     assert 0 < paid["worker-2"] < min(paid["worker-0"], paid["worker-1"])
     assert summary["seconds"] > 0
-    # The demo checked its settlement table against the balances on chain.
-    assert "MISMATCH" not in done.stderr and "each worker's balance change = pay - penalties" in done.stderr
+    # The demo checked its settlement table against the balances on chain, and the weights it recomputed
+    # round by round (held-out loss shown live) against the chain's hashes.
+    report = " ".join(done.stderr.split())
+    assert "MISMATCH" not in report and "each worker's balance change = pay - penalties" in report
+    assert f"W_1..W_{ROUNDS} recomputed here = the chain's agreed and final weights hashes" in report
+    losses = [float(x) for x in re.findall(r"W_\d[^:]*: held-out loss ([0-9.]+)", report)]
+    assert len(losses) == ROUNDS + 1 and losses[-1] < losses[0]
     # It stopped everything it started, children included.
     pids = {int(pid) for pid in re.findall(r"\(pid (\d+)\)", done.stderr)}
     assert len(pids) == len(SERVICES)

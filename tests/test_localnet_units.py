@@ -405,3 +405,27 @@ def test_up_refuses_ports_in_use_before_starting_anything(tmp_path):
         with pytest.raises(LocalnetError, match=f"port\\(s\\) {config.blob_port(0)} on 127.0.0.1 are in use"):
             Localnet(tmp_path / "net", config).up()
     assert not (tmp_path / "net").exists(), "nothing is written: the next `up` may choose another --base-port"
+
+
+def test_the_observer_evaluates_w0_and_flags_weights_the_chain_disagrees_with(tmp_path):
+    import asyncio
+
+    from trolly.compute.blobs import BlobStore
+    from trolly.compute.data import build_dataset, dataset_from_blobs
+    from trolly.compute.spec import parse_spec
+    from trolly.localnet.demo import demo_spec
+    from trolly.localnet.observer import TrainingObserver
+
+    blobs = build_dataset("digits")
+    spec = parse_spec(demo_spec(blobs.manifest_hash, "http://127.0.0.1:1", rounds=2))
+    observer = TrainingObserver(spec, dataset_from_blobs(blobs), BlobStore(tmp_path))
+    view = {"status": "running", "round": 0, "rounds": 2, "final_weights_hash": "", "members": [],
+            "round_details": [{"round": 0, "start_weights_hash": "", "final_report": False, "commitments": []}]}
+    (line,) = asyncio.run(observer.advance(view))
+    loss = float(line.split("held-out loss ")[1].split(",")[0])
+    assert line.startswith("W_0") and 2.0 < loss < 2.6  # untrained: about ln(10)
+    assert asyncio.run(observer.advance(view)) == []  # nothing new until round 0 settles
+    assert observer.mismatches(view) == []
+    view["round_details"][0]["start_weights_hash"] = "ab" * 32
+    (wrong,) = observer.mismatches(view)
+    assert wrong.startswith("W_0: recomputed") and "chain abababab" in wrong
