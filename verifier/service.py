@@ -277,8 +277,12 @@ class VerifierService:
                                  members[c["worker"]]["blob_url"])
                     for c in details["commitments"] if c["outcome"] == "passed"]
 
+        # Workers mirror the round's updates (compute/worker/weights.py): any member may serve one whose maker left.
+        every_url = sorted({m["blob_url"] for m in members.values() if m.get("blob_url")})
+
         async def fetch(update: PassedUpdate) -> bytes:
-            async with BlobClient([update.blob_url], retry=self.config.blob_retry) as blobs:
+            sources = [update.blob_url] + [url for url in every_url if url != update.blob_url]
+            async with BlobClient([url for url in sources if url], retry=self.config.blob_retry) as blobs:
                 return await blobs.fetch(update.update_hash.hex())
 
         try:
