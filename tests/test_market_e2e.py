@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import pathlib
-import signal
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
+from dev_node import dev_node, free_port
 from click.testing import CliRunner
 
 from market_helpers import commit_message, digest, final_message, spec_bytes
@@ -33,49 +30,13 @@ from trolly.wallet.rpc import RpcClient
 
 pytestmark = pytest.mark.slow
 
-NODE_SCRIPT = pathlib.Path(sys.executable).parent / "trolly-node"
 TRL = 10**6
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    if not NODE_SCRIPT.exists():
-        pytest.skip(f"trolly-node console script not installed at {NODE_SCRIPT}")
-    home = tmp_path_factory.mktemp("market-node")
-    url = f"http://127.0.0.1:{free_port()}"
-    log_path = home.parent / f"{home.name}.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen([str(NODE_SCRIPT), "dev", "--home", str(home), "--block-time", "200ms",
-                                    "--rpc-laddr", url.replace("http://", "tcp://")],
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"trolly-node dev exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with RpcClient(url, timeout=2) as client:
-                    if client.status().latest_block_height >= 1:
-                        break
-            except Exception:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"trolly-node dev did not serve {url} within 60 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.2)
+    with dev_node(tmp_path_factory.mktemp("market-node")) as url:
         yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
 
 
 class Client:

@@ -9,13 +9,12 @@ import base64
 import json
 import os
 import pathlib
-import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
+from dev_node import dev_node, free_port
 from click.testing import CliRunner
 
 from trolly.chain.crypto import encode_address
@@ -26,53 +25,15 @@ from trolly.wallet.rpc import RpcClient
 pytestmark = pytest.mark.slow
 
 BIN = pathlib.Path(sys.executable).parent
-NODE_SCRIPT = BIN / "trolly-node"
 WALLET_SCRIPT = BIN / "trolly-wallet"
 PASSWORD = "e2e-password-1"
 DEV_ADDRESS = encode_address(dev_key(0).address)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    if not NODE_SCRIPT.exists():
-        pytest.skip(f"trolly-node console script not installed at {NODE_SCRIPT}")
-    home = tmp_path_factory.mktemp("node-home")
-    url = f"http://127.0.0.1:{free_port()}"
-    log_path = home.parent / f"{home.name}.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [str(NODE_SCRIPT), "dev", "--home", str(home), "--block-time", "200ms",
-             "--rpc-laddr", url.replace("http://", "tcp://")],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"trolly-node dev exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with RpcClient(url, timeout=2) as client:
-                    if client.status().latest_block_height >= 1:
-                        break
-            except Exception:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"trolly-node dev did not serve {url} within 60 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.2)
+    with dev_node(tmp_path_factory.mktemp("node-home")) as url:
         yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
 
 
 @pytest.fixture

@@ -1,0 +1,70 @@
+"""A real `trolly-node dev` process for end-to-end tests: started on a free loopback port, stopped afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Iterator
+
+import pytest
+
+from trolly.wallet.rpc import RpcClient
+
+BIN = pathlib.Path(sys.executable).parent
+NODE_SCRIPT = BIN / "trolly-node"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def stop_process_group(process: subprocess.Popen, timeout: float = 15.0) -> None:
+    """SIGTERM the process group, SIGKILL it if it does not exit in time."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(5)
+
+
+@contextlib.contextmanager
+def dev_node(home: pathlib.Path, block_time: str = "200ms", timeout: float = 60.0) -> Iterator[str]:
+    """Run `trolly-node dev --home HOME` (initializing HOME unless it already holds a home) until the block
+    at height 1 exists; yields the RPC URL; stops the node (and the app process it started) on exit."""
+    if not NODE_SCRIPT.exists():
+        pytest.skip(f"trolly-node console script not installed at {NODE_SCRIPT}")
+    url = f"http://127.0.0.1:{free_port()}"
+    log_path = home.parent / f"{home.name}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [str(NODE_SCRIPT), "dev", "--home", str(home), "--block-time", block_time,
+             "--rpc-laddr", url.replace("http://", "tcp://")],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"trolly-node dev exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
+            with contextlib.suppress(Exception):
+                with RpcClient(url, timeout=2) as client:
+                    if client.status().latest_block_height >= 1:
+                        break
+            if time.monotonic() > deadline:
+                pytest.fail(f"trolly-node dev did not serve {url} within {timeout:.0f}s:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        stop_process_group(process)
