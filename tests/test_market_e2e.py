@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import socket
 import time
 
 import pytest
