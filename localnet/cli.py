@@ -237,6 +237,10 @@ def demo(home, rounds, timeout, keep, **options) -> None:
 
     from .demo import ACCURACY_FLOOR, DemoOptions, run_demo
 
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt  # SIGTERM like Ctrl-C: the demo's cleanup stops every service it started
+
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         summary = run_demo(home, config_from(**options), DemoOptions(rounds=rounds, timeout=timeout), console, keep)
     except (LocalnetError, WalletError, OSError) as exc:

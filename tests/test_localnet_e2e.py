@@ -290,3 +290,19 @@ def test_up_with_cometbft_starts_an_app_and_a_cometbft_node_per_validator(tmp_pa
         assert not Path(f"/proc/{pid}").exists() or b"sleep" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     assert processes_mentioning(str(home)) == []
     assert time.monotonic() - started < 120
+
+
+def test_a_demo_terminated_midway_stops_everything_it_started(tmp_path):
+    home = tmp_path / "net"
+    demo = subprocess.Popen([LOCALNET, "demo", "--workers", "1", "--home", str(home), "--base-port",
+                             str(free_base_port(workers=1))], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        pids = wait_until(lambda: len(recorded_pids(home)) == 4 and recorded_pids(home), 120, "the demo's services")
+        family = process_family(set(pids.values()))
+        demo.send_signal(signal.SIGTERM)
+        assert demo.wait(timeout=60) != 0
+        assert survivors(family) == [] and processes_mentioning(str(home)) == []
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+        localnet("down", "--home", str(home), check=False)
