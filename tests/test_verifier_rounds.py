@@ -1,0 +1,134 @@
+"""The round's aggregation check in the service: round 1 must start from the outer step over round 0's passed
+updates, which the verifier recomputes itself. Workers that agree among themselves on other start weights
+(here: all of them reuse W_0, so the chain's agreement is on the stale hash) fail every sampled segment."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+
+import pytest
+import torch
+
+from trolly.chain.crypto import encode_address
+from trolly.chain.proto import market_pb2 as pb
+from trolly.compute.blobs import BlobServer, BlobStore
+from trolly.compute.checkpoints import weights_hash
+from trolly.compute.codecs import ErrorFeedback, get_codec
+from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.spec import parse_spec
+from trolly.compute.training import Trainer, initial_weights
+from trolly.verifier.cheats import CheatContext, get_cheat
+from trolly.verifier.service import ServiceConfig, VerifierService
+from trolly.wallet.rpc import AsyncRpcClient
+
+from verifier_helpers import digits, own_profile, tiny_spec_document
+from verifier_scenario import REWARD, VALIDATOR, WORKER_STAKE, send, wait_for
+from wallet_helpers import FakeNode, dev_app_state
+
+from trolly.chain.hd import dev_key
+
+WORKERS = [dev_key(4), dev_key(5)]
+MARKET_PARAMS = {"min_worker_stake": 1_000_000, "min_collateral": 100_000, "worker_unbonding_blocks": 5,
+                 "verification_window": 5000, "sampling_delay": 1, "min_round_blocks": 2}
+
+
+@pytest.fixture
+def node():
+    state = dev_app_state({"staking": {"unbonding_blocks": 3}, "market": MARKET_PARAMS})
+    state["accounts"] += [{"address": encode_address(k.address), "balance": str(100_000_000)} for k in WORKERS]
+    fake = FakeNode(state, block_interval=0.05).start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+async def play_round(client, spec, trainer, servers, task_id: int, round_index: int, start) -> list[tuple[int, int, bytes]]:
+    """Both workers train honestly from `start`, serve and commit; returns (index, samples, encoded update)."""
+    encoded = []
+    for index, key in enumerate(WORKERS):
+        played = get_cheat("honest")(CheatContext(trainer, start, index, round_index, spec.training.inner_steps,
+                                                  frozenset(), torch.Generator()))
+        published = played.publish()
+        update, _ = ErrorFeedback(get_codec(spec.codec)).encode(
+            {n: start[n] - played.checkpoints[-1].weights[n] for n in start})
+        store = servers[index].store
+        for data in (*published.blobs.values(), update):
+            store.put(data)
+        store.set_checkpoints(task_id, round_index, list(published.listing))
+        await send(client, key, pb.MsgCommitRound(
+            task_id=task_id, round=round_index, update_hash=hashlib.sha256(update).digest(),
+            samples_processed=played.samples_processed, steps=played.steps, checkpoint_root=published.checkpoint_root,
+            num_checkpoints=len(published.listing), start_weights_hash=played.start_weights_hash,
+            determinism_profile=own_profile()))
+        encoded.append((index, played.samples_processed, update))
+    return encoded
+
+
+async def wait_sampled(client, task_id: int, round_index: int) -> None:
+    async def sampled():
+        work = (await client.query_json(f"/market/verify/{encode_address(VALIDATOR.address)}"))["segments"]
+        return len([s for s in work if s["task_id"] == task_id and s["round"] == round_index]) == 6
+
+    await wait_for(sampled, what=f"sampling of round {round_index}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("round_one_start", ["aggregate", "stale"])
+def test_round_start_weights_are_checked_against_the_verifiers_own_aggregate(node, tmp_path, round_one_start):
+    async def main():
+        client = AsyncRpcClient(node.url)
+        servers = [BlobServer(BlobStore(tmp_path / f"worker-{i}")) for i in range(2)]
+        for server in servers:
+            await server.start()
+        service = VerifierService(ServiceConfig(home=tmp_path / "verifier", node=node.url, websocket=False,
+                                                retry_delay=0.0), VALIDATOR, AsyncRpcClient(node.url))
+        try:
+            spec_bytes = json.dumps(tiny_spec_document(digits().manifest_hash, rounds=2)).encode()
+            spec = parse_spec(spec_bytes)
+            for server, key in zip(servers, WORKERS):
+                await send(client, key, pb.MsgRegisterWorker(stake=WORKER_STAKE, blob_url=server.url,
+                                                             hardware=pb.HardwareProfile(device="cpu", samples_per_second=100, memory_mb=1024, threads=1)))
+            await send(client, VALIDATOR, pb.MsgSubmitTask(
+                spec=spec_bytes, spec_hash=hashlib.sha256(spec_bytes).digest(), budget=10 * REWARD, workers=2,
+                rounds=2, reward_per_round=REWARD, collateral=4 * REWARD, join_blocks=500, round_blocks=500,
+                samples_per_worker=3))
+            task_id = max(t["id"] for t in (await client.query_json("/market/tasks"))["tasks"])
+            for key in WORKERS:
+                await send(client, key, pb.MsgJoinTask(task_id=task_id))
+            trainer = Trainer(spec, digits())
+            w0 = GlobalState.initial(initial_weights(spec, digits().shape))
+
+            encoded = await play_round(client, spec, trainer, servers, task_id, 0, dict(w0.weights))
+            await wait_sampled(client, task_id, 0)
+            assert {r.outcome for r in await service.run_once()} == {"pass"}
+
+            async def round_one_open():
+                task = await client.query_json(f"/market/task/{task_id}")
+                return task["round"] == 1 and task["phase"] == "commit"
+
+            await wait_for(round_one_open, what="round 1")
+            codec = get_codec(spec.codec)
+            w1 = outer_step(w0, [WorkerUpdate(i, s, codec.decode(d)) for i, s, d in encoded], spec.training.outer_optimizer)
+            start = dict(w1.weights) if round_one_start == "aggregate" else dict(w0.weights)
+            await play_round(client, spec, trainer, servers, task_id, 1, start)
+            await wait_sampled(client, task_id, 1)
+            task = await client.query_json(f"/market/task/{task_id}")
+            assert task["round_details"][1]["start_weights_hash"] == weights_hash(start).hex()  # the chain agreed
+
+            reports = await service.run_once()
+            assert len(reports) >= 1
+            if round_one_start == "aggregate":
+                assert {r.outcome for r in reports} == {"pass"} and len(reports) == 6
+            else:
+                assert {r.outcome for r in reports} == {"fail"}
+                assert all("this verifier's aggregate" in r.reason for r in reports)
+        finally:
+            await service.close()
+            for server in servers:
+                await server.stop()
+            await client.close()
+
+    asyncio.run(main())
