@@ -23,11 +23,11 @@ def is_slow(config: LocalnetConfig, index: int) -> bool:
     return index >= config.workers - config.slow_workers
 
 
-def init_workers(layout: Layout, config: LocalnetConfig) -> None:
-    """`trolly-worker init` for each worker that has no home yet, all at once.
+def begin_worker_init(layout: Layout, config: LocalnetConfig) -> dict[int, subprocess.Popen]:
+    """Start `trolly-worker init` for each worker that has no home yet, all at once, and return at once.
 
-    Each init is a separate process that imports torch, several seconds on a loaded machine; run one after
-    the other they were most of a localnet's start-up time.
+    Each init is a process that imports torch: seconds on a loaded machine. They only write the worker's home
+    (no node needed), so they run while the node starts; `finish_worker_init` waits for them.
     """
     worker = console_script("trolly-worker")
     running: dict[int, subprocess.Popen] = {}
@@ -39,13 +39,29 @@ def init_workers(layout: Layout, config: LocalnetConfig) -> None:
                 "--blob-port", str(config.blob_port(i))]
         running[i] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                       stdin=subprocess.DEVNULL)
+    return running
+
+
+def finish_worker_init(running: dict[int, subprocess.Popen], timeout: float = 300.0) -> None:
     failures = []
     for i, process in running.items():
-        output, _ = process.communicate()
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output, _ = process.communicate()
         if process.returncode != 0:
             failures.append(f"trolly-worker init for worker-{i} failed: {output.strip()}")
     if failures:
         raise LocalnetError("; ".join(failures))
+
+
+def abandon_worker_init(running: dict[int, subprocess.Popen]) -> None:
+    """Stop inits still running (start-up failed elsewhere)."""
+    for process in running.values():
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
 
 
 def verifier_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpec]:
@@ -61,7 +77,7 @@ def verifier_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpe
 
 
 def worker_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpec]:
-    """The workers' start commands (their homes must exist: `init_workers` first)."""
+    """The workers' start commands (their homes must exist: `begin_worker_init` first)."""
     worker = console_script("trolly-worker")
     specs = []
     for i in range(config.workers):

@@ -1,8 +1,8 @@
 """A running localnet: bring it up, wait until it makes blocks, watch it, restart a service, take it down.
 
 Start order: the node processes; once the chain makes blocks, the verifiers (they only follow the chain);
-then the workers, whose homes are initialized in parallel on first use (each `trolly-worker init` is a
-process that imports torch). `down` stops them in reverse order.
+then the workers. On first use the workers' homes are initialized meanwhile, all in parallel with the node's
+start (each `trolly-worker init` is a process that imports torch). `down` stops them in reverse order.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from trolly.wallet.errors import WalletError
 from trolly.wallet.rpc import RpcClient
 
-from .clients import init_workers, verifier_services, worker_services
+from .clients import abandon_worker_init, begin_worker_init, finish_worker_init, verifier_services, worker_services
 from .layout import Layout, LocalnetConfig, LocalnetError, init_localnet
 from .services import node_services
 from .supervisor import ServiceSpec, Supervisor
@@ -62,6 +62,7 @@ class Localnet:
         # Ports first: a fresh localnet refused for a taken port is not written, so `--base-port` can change.
         check_ports_free(self.layout.load() if self.layout.exists() else self._requested or LocalnetConfig())
         config = self.ensure_initialized()
+        inits = begin_worker_init(self.layout, config)
         try:
             for spec in node_services(self.layout, config):
                 self.supervisor.start(spec)
@@ -69,10 +70,11 @@ class Localnet:
             self.wait_for_blocks(config, timeout)
             for spec in verifier_services(self.layout, config):
                 self.supervisor.start(spec)
-            init_workers(self.layout, config)
+            finish_worker_init(inits)
             for spec in worker_services(self.layout, config):
                 self.supervisor.start(spec)
         except BaseException:
+            abandon_worker_init(inits)
             self.down()
             raise
         return config
