@@ -145,9 +145,18 @@ class Layout:
         return self.config_file.is_file()
 
     def load(self) -> LocalnetConfig:
+        """The saved configuration; a file this version cannot read is an error that says to `reset`."""
         if not self.exists():
             raise LocalnetError(f"no localnet at {self.home}: run `trolly-localnet up` first")
-        return LocalnetConfig(**json.loads(self.config_file.read_text()))
+        try:
+            saved = json.loads(self.config_file.read_text())
+            unknown = set(saved) - {f.name for f in dataclasses.fields(LocalnetConfig)}
+            if unknown:
+                raise ValueError(f"unknown setting(s) {', '.join(sorted(unknown))}")
+            return LocalnetConfig(**saved)
+        except (ValueError, TypeError) as exc:
+            raise LocalnetError(f"{self.config_file} cannot be read by this version ({exc}); "
+                                f"`trolly-localnet reset` makes a fresh localnet") from None
 
     def save(self, config: LocalnetConfig) -> None:
         self.config_file.write_text(json.dumps(asdict(config), indent=2) + "\n")

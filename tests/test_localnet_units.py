@@ -429,3 +429,11 @@ def test_the_observer_evaluates_w0_and_flags_weights_the_chain_disagrees_with(tm
     view["round_details"][0]["start_weights_hash"] = "ab" * 32
     (wrong,) = observer.mismatches(view)
     assert wrong.startswith("W_0: recomputed") and "chain abababab" in wrong
+
+
+@pytest.mark.parametrize("text", ['{"engine": "solo", "gpus": 2}', "{not json", '["solo"]'])
+def test_a_localnet_json_this_version_cannot_read_says_to_reset(tmp_path, text):
+    layout = Layout(tmp_path)
+    layout.config_file.write_text(text)
+    with pytest.raises(LocalnetError, match="cannot be read by this version .*`trolly-localnet reset`"):
+        layout.load()
