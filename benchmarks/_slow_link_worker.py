@@ -89,6 +89,7 @@ async def main(config: dict) -> None:
     session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=RETRY.request_timeout))
     published_bytes = 0
     own_digests: list[str] = []
+    last_fetch_seconds = [0.0]  # wall time of the latest exchange's fetches: what the link costs
     emit({"ready": True})
     await read_command(loop)
 
@@ -108,9 +109,11 @@ async def main(config: dict) -> None:
         if "stop" in command:
             return None
         hashes = command["hashes"]
+        began = loop.time()
         fetched = await asyncio.gather(*(
             asyncio.sleep(0, result=own_data) if number == index else fetch_from(number, digest)
             for number, digest in enumerate(hashes)))
+        last_fetch_seconds[0] = loop.time() - began
         return list(fetched)
 
     async def fetch_from(number: int, digest: str) -> bytes:
@@ -132,7 +135,7 @@ async def main(config: dict) -> None:
             state = outer_step(state, updates, spec.training.outer_optimizer)
             if index == 0:
                 trainer.model.load_state_dict(state.weights)
-                emit({"accuracy": evaluate(trainer.model, dataset)[1]})
+                emit({"accuracy": evaluate(trainer.model, dataset)[1], "fetch_seconds": last_fetch_seconds[0]})
     else:
         model = trainer.model
         inner = spec.training.inner_optimizer
@@ -158,7 +161,7 @@ async def main(config: dict) -> None:
             optimizer.step()
             if index == 0:
                 due = (step + 1) % config["eval_every"] == 0
-                emit({"accuracy": evaluate(model, dataset)[1] if due else None})
+                emit({"accuracy": evaluate(model, dataset)[1] if due else None, "fetch_seconds": last_fetch_seconds[0]})
     await session.close()
     await server.stop()
 
