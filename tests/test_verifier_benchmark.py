@@ -1,0 +1,50 @@
+"""The verification benchmark's cheat matrix, on a small scale: built-in classes and a cheat loaded from a
+`--cheat-module` file are caught by the exact path, and a harmless "cheat" is not (so the matrix can fail)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import verification  # noqa: E402
+from trolly.verifier.cheats import CHEATS, load_cheat_module  # noqa: E402
+from trolly.verifier.replay import Replayer  # noqa: E402
+
+MODULE = '''
+import dataclasses
+from trolly.verifier.cheats import register_cheat, segment_cheat
+from trolly.verifier.cheats.training import cheat_steps
+from trolly.compute.training import segment_bounds
+
+def _one_step_short(context, segment, start):
+    begin, end = segment_bounds(segment, context.steps, context.spec.training.checkpoint_every)
+    return cheat_steps(context, begin, end, train_steps=end - begin - 1)
+
+register_cheat("bench_test_one_step_short", "faked segments skip their last step")(segment_cheat(_one_step_short))
+register_cheat("bench_test_relabelled_honest", "honest work labelled as faked (must not be caught)")(
+    lambda context: dataclasses.replace(CHEATS["honest"].function(context), faked_segments=frozenset({0, 1})))
+'''
+
+
+@pytest.mark.slow
+def test_cheat_matrix_catches_builtin_and_module_cheats_and_only_those(tmp_path):
+    path = tmp_path / "more_cheats.py"
+    path.write_text("from trolly.verifier.cheats import CHEATS\n" + MODULE)
+    added = load_cheat_module(path)
+    exact, tolerant = Replayer(), Replayer(children=False)
+    try:
+        result = verification.verify_cheats(verification.QUICK_MODELS, ["bf16", *added], 1, exact, tolerant)
+    finally:
+        exact.close()
+        tolerant.close()
+        for name in added:
+            CHEATS.pop(name, None)
+    assert result["bf16"]["caught"] == result["bf16"]["faked_segments"] > 0
+    assert result["bench_test_one_step_short"]["caught"] == result["bench_test_one_step_short"]["faked_segments"] > 0
+    assert result["bench_test_relabelled_honest"]["caught"] == 0  # honest work is never "caught"
+    assert result["bench_test_relabelled_honest"]["caught_under_tolerance"] == 0
