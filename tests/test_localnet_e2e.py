@@ -240,6 +240,10 @@ def test_a_cheating_worker_is_slashed_and_down_then_reset_leave_a_clean_localnet
         assert 1 <= status["height"] < old_height
         assert query(rpc, "/market/tasks")["tasks"] == []
         assert Layout(home).load().workers == 0
+        # A running localnet is neither started twice nor wiped by a demo.
+        for command in (["up", "-d"], ["demo"]):
+            refused = localnet(*command, "--home", str(home), "--base-port", str(base), check=False)
+            assert refused.returncode != 0 and "already running" in " ".join(refused.stderr.split())
         # Ctrl-C on `up` stops everything it started.
         family = process_family(set(recorded_pids(home).values()))
         up.send_signal(signal.SIGINT)
