@@ -126,6 +126,7 @@ def test_verifier_process_votes_on_a_real_node_and_never_twice(node, tmp_path):
             log_text = log_path.read_text()
             assert "voted PASS" in log_text and "voted FAIL" in log_text and "voted UNAVAILABLE" in log_text
             assert "subscribed to new blocks" in log_text
+            assert "loaded (spec, dataset, initial weights)" in log_text  # warmed up before the sampling
 
             cheat = encode_address(WORKERS[1].address)
             # Asynchronously: the workers' blob servers run on this event loop and must keep serving.

@@ -7,7 +7,8 @@ Lifecycle of one pass (on every new block; a websocket `NewBlock` subscription w
 websocket is not available it polls `status` every `poll_interval` seconds):
 
 1. Confirm earlier votes: broadcast ones are looked up (`tx`), reserved ones (a crash between reserving and
-   broadcasting) are re-sent as the exact stored bytes.
+   broadcasting) are re-sent as the exact stored bytes. On a pass with nothing due, running tasks are loaded
+   ahead (spec, dataset, W_0), so the first votes of a round are not late for its verification window.
 2. Ask `/market/verify/<operator address>` for the segments this validator has not voted on, skip those in
    the vote record or already in flight, and verify up to `concurrency` at a time: spec from
    `/market/spec/<id>` (its hash checked), dataset from the spec's URLs and the worker's blob service (every
@@ -83,6 +84,7 @@ class TaskContext:
     spec_key: str
     dataset: object
     weights: GlobalWeights | None  # None when this verifier cannot reproduce W_0 (then the chain's agreement is used)
+    initial_hash: bytes  # this verifier's W_0
 
 
 @dataclasses.dataclass
@@ -185,6 +187,8 @@ class VerifierService:
                 continue
             due.append((claim, int(item.get("deadline", 0))))
         self.progress.pending = len(work)
+        if not due:
+            await self._warm_up()
         results = await asyncio.gather(*(self._verify_and_vote(claim, deadline) for claim, deadline in due))
         reports = [report for report in results if report is not None]
         self._log_progress()
@@ -240,33 +244,52 @@ class VerifierService:
     # ---- what a segment needs ------------------------------------------------------------------------------
 
     async def _task_context(self, claim: SegmentClaim) -> TaskContext:
-        context = self._tasks.get(claim.task_id)
+        return await self._load_task(claim.task_id, [claim.blob_url])
+
+    async def _load_task(self, task_id: int, extra_urls: list[str]) -> TaskContext:
+        """Spec (hash-checked), dataset and W_0 of a task, loaded once and kept."""
+        context = self._tasks.get(task_id)
         if context is not None:
             return context
-        answer = await self.client.query_json(f"/market/spec/{claim.task_id}")
+        answer = await self.client.query_json(f"/market/spec/{task_id}")
         spec_bytes = answer["spec"].encode("utf-8")
         if hashlib.sha256(spec_bytes).hexdigest() != answer["spec_hash"]:
-            raise WorkUnavailable(f"task {claim.task_id}'s spec does not hash to its recorded spec_hash")
+            raise WorkUnavailable(f"task {task_id}'s spec does not hash to its recorded spec_hash")
         spec = parse_spec(spec_bytes)
-        dataset = await task_dataset(spec, [claim.blob_url], self.config.blob_retry)
+        dataset = await task_dataset(spec, extra_urls, self.config.blob_retry)
         loop = asyncio.get_running_loop()
         initial = await loop.run_in_executor(self._executor, initial_weights, spec, dataset.shape)
-        task = await self.client.query_json(f"/market/task/{claim.task_id}")
-        agreed = _agreed_start(task, 0)
-        weights = None
-        if agreed is None or agreed == weights_hash(initial):
-            weights = GlobalWeights(spec, initial, self.config.home / "weights" / str(claim.task_id))
-        else:
-            log.warning("task %d: this verifier's W_0 differs from the one the workers agreed on; "
-                        "round start weights are checked against the chain's agreement only", claim.task_id)
-        context = TaskContext(spec, answer["spec_hash"], dataset, weights)
-        self._tasks[claim.task_id] = context
+        weights = GlobalWeights(spec, initial, self.config.home / "weights" / str(task_id))
+        context = TaskContext(spec, answer["spec_hash"], dataset, weights, weights_hash(initial))
+        self._tasks[task_id] = context
         return context
+
+    async def _warm_up(self) -> None:
+        """Load running tasks before their segments are sampled, so votes are not late for the window."""
+        try:
+            tasks = (await self.client.query_json("/market/tasks/open") or {}).get("tasks", [])
+        except WalletError as error:
+            log.debug("no task listing: %s", error)
+            return
+        for summary in tasks:
+            if summary.get("status") != "running" or summary["id"] in self._tasks:
+                continue
+            try:
+                task = await self.client.query_json(f"/market/task/{summary['id']}")
+                await self._load_task(summary["id"], [m.get("blob_url", "") for m in task.get("members", [])])
+                log.info("task %d loaded (spec, dataset, initial weights)", summary["id"])
+            except (VerifierError, ComputeError, WalletError) as error:
+                log.info("task %d not loaded yet: %s", summary["id"], error)
 
     async def _expected_start(self, claim: SegmentClaim, context: TaskContext) -> tuple[bytes | None, str]:
         """The round's global weights hash: recomputed here when possible, else the chain's agreed one."""
         task = await self.client.query_json(f"/market/task/{claim.task_id}")
         agreed = _agreed_start(task, claim.round)
+        agreed_initial = _agreed_start(task, 0)
+        if context.weights is not None and agreed_initial is not None and agreed_initial != context.initial_hash:
+            log.warning("task %d: this verifier's W_0 differs from the one the workers agreed on; round start "
+                        "weights are checked against the chain's agreement only", claim.task_id)
+            context.weights = None
         if context.weights is None:
             return agreed, "the chain's agreement"
         members = {m["worker"]: m for m in task.get("members", [])}
