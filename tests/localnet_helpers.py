@@ -150,3 +150,31 @@ def wait_until(condition, timeout: float, what: str, interval: float = 0.5):
             last_error = exc
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last error: {last_error})")
+
+
+def listening_sockets(pids) -> set[tuple[str, int]]:
+    """(address, port) of every TCP socket in LISTEN state held by the given processes (IPv4 and IPv6)."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state != "0A" or inode not in inodes:  # 0A: LISTEN
+                continue
+            address, port = local.split(":")
+            if len(address) == 8:  # IPv4, little-endian bytes
+                text = socket.inet_ntop(socket.AF_INET, bytes.fromhex(address)[::-1])
+            else:  # IPv6: four little-endian 32-bit words
+                raw = b"".join(bytes.fromhex(address[i:i + 8])[::-1] for i in range(0, 32, 8))
+                text = socket.inet_ntop(socket.AF_INET6, raw)
+            found.add((text, int(port, 16)))
+    return found

@@ -29,6 +29,7 @@ from trolly.wallet.rpc import RpcClient
 from localnet_helpers import (
     LOCALNET,
     free_base_port,
+    listening_sockets,
     localnet,
     process_family,
     processes_mentioning,
@@ -220,10 +221,17 @@ def test_a_cheating_worker_is_slashed_and_down_then_reset_leave_a_clean_localnet
             honest = assert_paid_exactly_for_passed_rounds(rpc, view, index)
             assert honest["status"] == "finished" and honest["paid"] > 0 and honest["slashed"] == 0
 
-        # `down` ends every service and everything they started.
+        # Every service listens on 127.0.0.1 only, on the localnet's own ports.
         pids = recorded_pids(home)
         assert set(pids) == SERVICES
         family = process_family(set(pids.values()))
+        listening = listening_sockets(family)
+        config = LocalnetConfig(base_port=base)
+        assert {address for address, _ in listening} == {"127.0.0.1"}
+        assert {port for _, port in listening} >= {config.rpc_port(0)} | {config.blob_port(i) for i in range(3)}
+        assert {port for _, port in listening} <= set(config.ports())
+
+        # `down` ends every service and everything they started.
         old_height = query_height(rpc)
         localnet("down", "--home", str(home))
         assert survivors(family) == [] and processes_mentioning(str(home)) == []
