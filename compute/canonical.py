@@ -81,6 +81,20 @@ def encode_tensors(tensors: Mapping[str, torch.Tensor]) -> bytes:
     return b"".join(iter_chunks(tensors))
 
 
+def encode_tensors_into_buffer(tensors: Mapping[str, torch.Tensor]) -> bytearray:
+    """The canonical bytes in a bytearray, assembled with numpy copies that release the GIL, so that a
+    background thread building a checkpoint does not hold up the training thread for the whole copy."""
+    chunks = list(iter_chunks(tensors))
+    buffer = bytearray(sum(len(chunk) for chunk in chunks))
+    target = np.frombuffer(buffer, dtype=np.uint8)
+    offset = 0
+    for chunk in chunks:
+        size = len(chunk)
+        target[offset:offset + size] = np.frombuffer(chunk, dtype=np.uint8)
+        offset += size
+    return buffer
+
+
 def hash_tensors(tensors: Mapping[str, torch.Tensor]) -> bytes:
     """sha256 of the canonical bytes, computed without building them in one piece."""
     digest = hashlib.sha256()

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from .canonical import decode_tensors, encode_tensors, hash_tensors, iter_chunks
+from .canonical import decode_tensors, encode_tensors, encode_tensors_into_buffer, hash_tensors, iter_chunks
 from .errors import CheckpointError, EncodingError
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
@@ -127,7 +127,7 @@ class CheckpointHasher:
     """Encode and hash checkpoints in a background thread, in submission order.
 
     `submit` takes a snapshot the caller will not modify again (see `Trainer.snapshot`). `sink`, if given, is
-    called in the background thread with each (HashedCheckpoint, bytes), e.g. to store the blob. `results()`
+    called in the background thread with each (HashedCheckpoint, bytes-like: a bytearray), e.g. to store the blob. `results()`
     waits for everything submitted and re-raises any error from the background thread.
     """
 
@@ -156,7 +156,7 @@ class CheckpointHasher:
                 index, state = item
                 needs_bytes = self._keep_bytes or self._sink is not None
                 if needs_bytes:
-                    data = encode_checkpoint(state)
+                    data = encode_tensors_into_buffer(checkpoint_tensors(state))
                     digest = hashlib.sha256(data).digest()
                 else:
                     data = None
@@ -164,7 +164,7 @@ class CheckpointHasher:
                     for chunk in iter_chunks(checkpoint_tensors(state)):
                         digest.update(chunk)
                     digest = digest.digest()
-                record = HashedCheckpoint(index, state.step, digest, data if self._keep_bytes else None)
+                record = HashedCheckpoint(index, state.step, digest, bytes(data) if self._keep_bytes else None)
                 if self._sink is not None:
                     self._sink(record, data)
                 self._results.append(record)

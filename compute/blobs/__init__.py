@@ -12,7 +12,8 @@ from .errors import (BlobError, BlobHashMismatch, BlobNotFound, BlobRejected, Bl
                      InvalidBlobHash)
 from .server import BlobServer, build_app
 from .store import BlobStore, DEFAULT_MAX_BLOB_SIZE
+from .writer import BlobWriter
 
-__all__ = ["BlobClient", "RetryPolicy", "fetch_dataset", "BlobServer", "build_app", "BlobStore",
+__all__ = ["BlobWriter", "BlobClient", "RetryPolicy", "fetch_dataset", "BlobServer", "build_app", "BlobStore",
            "DEFAULT_MAX_BLOB_SIZE", "BlobError", "BlobHashMismatch", "BlobNotFound", "BlobRejected", "BlobTooLarge",
            "BlobUnavailable", "InvalidBlobHash"]
