@@ -14,7 +14,7 @@ import sys
 import aiohttp
 import torch
 
-from trolly.compute.blobs import BlobClient, BlobServer, BlobStore, RetryPolicy
+from trolly.compute.blobs import BlobClient, BlobServer, BlobStore, BlobWriter, RetryPolicy
 from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.data.dataset import sample_batch
@@ -83,6 +83,7 @@ async def main(config: dict) -> None:
                      rounds=config["max_rounds"] + 1)
     trainer = Trainer(spec, dataset)
     store = BlobStore(config["store"])
+    writer = BlobWriter(store)  # checkpoints reach the disk while training goes on, as in a worker
     server = BlobServer(store, host=config["host"], port=config["port"])
     await server.start()
     downlink = SimulatedDownlink(config["simulated_rate_mbit"])
@@ -126,7 +127,7 @@ async def main(config: dict) -> None:
         for round_index in range(config["max_rounds"] + 1):
             encoded = await loop.run_in_executor(None, lambda: train_and_encode(
                 trainer, feedback, state.weights, worker_index=index, round_index=round_index,
-                steps=spec.training.inner_steps, sink=lambda record, data: store.put_hashed(data, record.digest.hex())))
+                steps=spec.training.inner_steps, sink=lambda record, data: writer.write(record.digest.hex(), data)))
             everyone = await exchange(encoded.encoded_update)
             if everyone is None:
                 break

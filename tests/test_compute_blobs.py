@@ -203,3 +203,23 @@ def test_put_hashed_stores_under_the_given_digest_and_keeps_the_size_limit(tmp_p
         store.put_hashed(b"x" * 11, hashlib.sha256(b"x" * 11).hexdigest())
     with pytest.raises(InvalidBlobHash):
         store.put_hashed(b"abc", "zz")
+
+
+def test_blob_writer_writes_everything_by_flush_and_reports_failures(tmp_path):
+    from trolly.compute.blobs import BlobError, BlobWriter
+    store = BlobStore(tmp_path, max_blob_size=100)
+    payloads = [bytes([i]) * 50 for i in range(5)]
+    writer = BlobWriter(store)
+    try:
+        for data in payloads:
+            writer.write(hashlib.sha256(data).hexdigest(), data)
+        writer.flush()
+        assert all(store.get(hashlib.sha256(d).hexdigest()) == d for d in payloads)
+        writer.write(hashlib.sha256(b"x" * 101).hexdigest(), b"x" * 101)  # over the limit
+        with pytest.raises(BlobError, match="exceeds"):
+            writer.flush()
+        with pytest.raises(BlobError):
+            writer.write("00" * 32, b"late")
+    finally:
+        with pytest.raises(BlobError):
+            writer.close()
