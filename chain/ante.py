@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .accounts import get_account, move_funds, increment_nonce
+from .accounts import Account, add_balance, get_account, set_account
 from .codec import U64_MAX
 from .crypto import module_address, verify_signature
 from .errors import InsufficientFee, InsufficientFunds, InvalidAmount, InvalidNonce, InvalidRequest, InvalidSignature
@@ -73,5 +73,6 @@ def charge_fee_and_nonce(state: State, tx: SignedTx, params: AuthParams) -> None
         raise InsufficientFee(f"fee {tx.body.fee}utrl is below the minimum {params.min_fee}utrl")
     if account.balance < tx.body.fee:
         raise InsufficientFunds(f"balance {account.balance}utrl cannot pay the fee {tx.body.fee}utrl")
-    move_funds(state, signer, FEE_COLLECTOR, tx.body.fee)
-    increment_nonce(state, signer)
+    # One read and one write of the signer's account: fee out and nonce up together.
+    set_account(state, signer, Account(account.balance - tx.body.fee, account.nonce + 1))
+    add_balance(state, FEE_COLLECTOR, tx.body.fee)
