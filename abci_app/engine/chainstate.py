@@ -88,24 +88,31 @@ def params_to_proto(params: dict) -> params_pb2.ConsensusParams:
     )
 
 
-def merge_params(current: dict, update: params_pb2.ConsensusParams) -> dict:
-    """Apply a consensus params update (from InitChain or FinalizeBlock) to the JSON form; unset parts stay."""
-    merged = json.loads(json.dumps(current))
+def consensus_params_update_json(update: params_pb2.ConsensusParams) -> dict:
+    """The parts a consensus params update sets, in CometBFT's JSON form (64-bit integers as strings)."""
+    out: dict = {}
     if update.HasField("block"):
-        merged["block"] = {"max_bytes": str(update.block.max_bytes), "max_gas": str(update.block.max_gas)}
+        out["block"] = {"max_bytes": str(update.block.max_bytes), "max_gas": str(update.block.max_gas)}
     if update.HasField("evidence"):
         duration = update.evidence.max_age_duration
-        merged["evidence"] = {
+        out["evidence"] = {
             "max_age_num_blocks": str(update.evidence.max_age_num_blocks),
             "max_age_duration": str(duration.seconds * 1_000_000_000 + duration.nanos),
             "max_bytes": str(update.evidence.max_bytes),
         }
     if update.HasField("validator"):
-        merged["validator"] = {"pub_key_types": list(update.validator.pub_key_types)}
+        out["validator"] = {"pub_key_types": list(update.validator.pub_key_types)}
     if update.HasField("version"):
-        merged["version"] = {"app": str(update.version.app)}
+        out["version"] = {"app": str(update.version.app)}
     if update.HasField("abci"):
-        merged["abci"] = {"vote_extensions_enable_height": str(update.abci.vote_extensions_enable_height)}
+        out["abci"] = {"vote_extensions_enable_height": str(update.abci.vote_extensions_enable_height)}
+    return out
+
+
+def merge_params(current: dict, update: params_pb2.ConsensusParams) -> dict:
+    """Apply a consensus params update (from InitChain or FinalizeBlock) to the JSON form; unset parts stay."""
+    merged = json.loads(json.dumps(current))
+    merged.update(consensus_params_update_json(update))
     return merged
 
 

@@ -16,7 +16,7 @@ import base64
 
 from ..home import PUBKEY_TYPE, format_time
 from ..proto.tendermint.abci import types_pb2
-from .chainstate import consensus_address, timestamp_ns
+from .chainstate import consensus_address, consensus_params_update_json, timestamp_ns
 
 
 def hex_upper(data: bytes) -> str:
@@ -114,26 +114,6 @@ def validator_update_json(update: types_pb2.ValidatorUpdate) -> dict:
     out: dict = {"pub_key": {"Sum": {"type": "tendermint.crypto.PublicKey_Ed25519", "value": {"ed25519": b64(update.pub_key.ed25519)}}}}
     if update.power:
         out["power"] = str(update.power)
-    return out
-
-
-def consensus_params_update_json(params) -> dict:
-    out: dict = {}
-    if params.HasField("block"):
-        out["block"] = {"max_bytes": str(params.block.max_bytes), "max_gas": str(params.block.max_gas)}
-    if params.HasField("evidence"):
-        duration = params.evidence.max_age_duration
-        out["evidence"] = {
-            "max_age_num_blocks": str(params.evidence.max_age_num_blocks),
-            "max_age_duration": str(duration.seconds * 1_000_000_000 + duration.nanos),
-            "max_bytes": str(params.evidence.max_bytes),
-        }
-    if params.HasField("validator"):
-        out["validator"] = {"pub_key_types": list(params.validator.pub_key_types)}
-    if params.HasField("version"):
-        out["version"] = {"app": str(params.version.app)}
-    if params.HasField("abci"):
-        out["abci"] = {"vote_extensions_enable_height": str(params.abci.vote_extensions_enable_height)}
     return out
 
 
