@@ -38,6 +38,7 @@ from .conversions import add_events, decode_misbehavior, decode_votes, encode_va
 from .conversions import timestamp_ns
 from .errors import AbciAppError
 from .proto.tendermint.abci import types_pb2 as abci
+from .signature_checker import execute_block
 
 log = logging.getLogger("trolly.abci.app")
 
@@ -245,7 +246,7 @@ class TrollyApplication:
             misbehavior=decode_misbehavior(request.misbehavior),
         )
         state = self._execution_base()
-        output = chain_app.apply_block(state, env, list(request.txs))
+        output = execute_block(state, env, list(request.txs))
         self._pending = self.store.prepare(state.changes(), request.height)
         self._last_block_time_ns = env.time_ns
         response = abci.ResponseFinalizeBlock(

@@ -31,9 +31,11 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+
 from .errors import AbciAppError
 from .framing import MAX_MESSAGE_BYTES, FrameReader, FramingError, encode_frame
 from .proto.tendermint.abci import types_pb2 as abci
+from .signature_checker import start_checker
 
 log = logging.getLogger("trolly.abci.server")
 
@@ -252,6 +254,7 @@ async def run_until_signalled(app: Any, address: str) -> None:
         loop.add_signal_handler(signum, stopping.set)
     server = AbciServer(app, address)
     await server.start()
+    start_checker()  # now, so that the first large block finds it ready (chain/signature_checker.py)
     print(f"ABCI server listening on {server.bound_address}", flush=True)
     serving = asyncio.create_task(server.serve_forever())
     await stopping.wait()

@@ -5,10 +5,14 @@
 Genesis funds `--accounts` accounts (100,000 by default) and one validator. Transactions are built and
 signed before any timing starts (signing is the client's cost): each is a `MsgSend` of 1 utrl with a fee
 of 1 utrl from a distinct sender, so every one must succeed (the run fails if one does not). A first block
-warms caches and is not timed. Then the same blocks are measured two ways:
+warms caches and is not timed. Then the same blocks are measured three ways:
 
-(a) in process: `apply_block` on a `State` over the store, `store.prepare(changes)` (the app hash) and
-    `store.commit` (one synced LevelDB write batch), exactly what FinalizeBlock + Commit do;
+(a) in process: `execute_block` (`apply_block` with the signature checker) on a `State` over the store,
+    `store.prepare(changes)` (the app hash) and `store.commit` (one synced LevelDB write batch), exactly what FinalizeBlock + Commit do; once on one
+    core (`tx_per_s_in_process_one_core`: every signature checked in this process) and once as a node runs
+    by default (`tx_per_s_in_process`: the signature checker process, `abci_app/signature_checker.py`, checks
+    most of each block's signatures on the second core while the block executes); both give the same app
+    hashes, and the CPU time of the checker process is counted in the per-CPU-second figure;
 (b) over the ABCI socket: `python -m trolly.abci_app.server` runs in its own process with its own database,
     and this process plays CometBFT on four connections: Info, InitChain, then FinalizeBlock, Flush,
     Commit, Flush per block; the clock covers the whole exchange, protobuf and the socket included. Every
@@ -16,12 +20,13 @@ warms caches and is not timed. Then the same blocks are measured two ways:
 
 The ceiling is single-core ed25519 verification with PyNaCl, measured in the same run on the same signed
 bytes, in samples taken between the timed blocks (so under the same load): each transaction needs one
-verification, so no single-threaded app can beat it. The targets are
-half of it in process (10,000 tx/s on a machine verifying 20,000/s) and 5,000 tx/s over the socket.
+verification, so no app checking signatures on one core can beat it. The targets are half of it in
+process (10,000 tx/s on a machine verifying 20,000/s) and 5,000 tx/s over the socket.
 Every rate is also given per CPU second (stderr): on a machine shared with other work the wall-clock figures
 fall with the load, which is reported too. `--profile` prints the top cProfile entries (CPU time) of the
 in-process run to stderr. The last line is JSON:
-`{"tx_per_s_in_process": N, "tx_per_s_socket": N, "ed25519_verify_per_s": N, "accounts": N}`
+`{"tx_per_s_in_process": N, "tx_per_s_socket": N, "tx_per_s_in_process_one_core": N,
+"ed25519_verify_per_s": N, "accounts": N}`
 (`tx_per_s_socket` is null, with the reason on stderr, when the server cannot be started).
 """
 
@@ -41,13 +46,15 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import nacl.signing
 
 from trolly.abci_app.store import Store
-from trolly.chain.app import apply_block, init_chain
+from trolly.chain.app import init_chain
 from trolly.chain.bech32_fast import bech32_encode_bytes
 from trolly.chain.block import BlockEnv
+from trolly.abci_app.signature_checker import checker_pid, execute_block, start_checker, use_checker
 from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.proto.bank_pb2 import MsgSend
 from trolly.chain.state import State
@@ -124,22 +131,36 @@ class Rate:
     per_cpu_second: float
 
 
-class Stopwatch:
-    """Wall and CPU time summed over start/stop intervals; CPU of this process plus, optionally, of another
-    process (by pid, read from /proc)."""
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of a running process, from /proc (0 once it has gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    def __init__(self, other_pid: int | None = None) -> None:
-        self.other_pid = other_pid
+
+def child_pids(pid: int) -> list[int]:
+    """The running children of `pid` (the ABCI server's signature checker)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            return [int(child) for child in children.read().split()]
+    except FileNotFoundError:
+        return []
+
+
+class Stopwatch:
+    """Wall and CPU time summed over start/stop intervals; CPU of this process plus that of the processes
+    `others()` names at each reading (the signature checker, the ABCI server and its children)."""
+
+    def __init__(self, others: Callable[[], list[int]] = list) -> None:
+        self.others = others
         self.wall = self.cpu = 0.0
         self._started: tuple[float, float] | None = None
 
     def _cpu(self) -> float:
-        cpu = time.process_time()
-        if self.other_pid is not None:
-            with open(f"/proc/{self.other_pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-        return cpu
+        return time.process_time() + sum(process_cpu_seconds(pid) for pid in self.others())
 
     def start(self) -> None:
         self._started = (time.perf_counter(), self._cpu())
@@ -182,8 +203,14 @@ class Ceiling:
 
 # -- (a) in process ----------------------------------------------------------------------------------------------
 def run_in_process(db_path: str, app_state: bytes, blocks: list[list[bytes]], ceiling: Ceiling,
-                   profile: bool) -> tuple[Rate, list[bytes]]:
-    """Returns (tx/s over the timed blocks, app hash after every block)."""
+                   profile: bool, checker: bool) -> tuple[Rate, list[bytes]]:
+    """Returns (tx/s over the timed blocks, app hash after every block). `checker`: with the signature
+    checker process (the product's default), else every signature checked in this process."""
+    use_checker(checker)
+    if checker and not start_checker(wait=30):
+        raise SystemExit("the signature checker process did not start")
+    for phase in PHASES:
+        PHASES[phase] = 0.0
     store = Store(db_path)
     try:
         genesis = State(store.reader())
@@ -196,7 +223,7 @@ def run_in_process(db_path: str, app_state: bytes, blocks: list[list[bytes]], ce
         profiler = cProfile.Profile(time.process_time) if profile else None
         if profiler:
             profiler.enable()
-        watch = Stopwatch()
+        watch = Stopwatch(lambda: [pid] if checker and (pid := checker_pid()) else [])
         for offset, txs in enumerate(blocks[1:]):
             ceiling.sample()
             watch.start()
@@ -220,7 +247,7 @@ PHASES = {"apply_block": 0.0, "changes+prepare": 0.0, "commit": 0.0}
 def execute(store: Store, height: int, txs: list[bytes]) -> bytes:
     started = time.perf_counter()
     state = State(store.reader())
-    output = apply_block(state, block_env(height), txs)
+    output = execute_block(state, block_env(height), txs)
     executed = time.perf_counter()
     failed = [r for r in output.tx_results if not r.ok]
     if failed:
@@ -320,7 +347,7 @@ def run_over_socket(db_path: str, app_state: bytes, blocks: list[list[bytes]], e
             consensus.call("commit", abci.RequestCommit())
 
         finalize_and_commit(1, blocks[0])
-        watch = Stopwatch(other_pid=server.pid)
+        watch = Stopwatch(lambda: [server.pid] + child_pids(server.pid))
         for offset, txs in enumerate(blocks[1:]):
             ceiling.sample()
             watch.start()
@@ -369,28 +396,39 @@ def main(argv: list[str] | None = None) -> None:
     ceiling.sample(1000)
     log(f"ed25519 verify (PyNaCl, one core): {ceiling.rate().per_wall_second:,.0f}/s at the start "
         f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    timed = sum(len(b) for b in blocks[1:])
     with tempfile.TemporaryDirectory(prefix="trolly-bench-") as workdir:
-        in_process, hashes = run_in_process(os.path.join(workdir, "in-process"), app_state, blocks, ceiling,
-                                            arguments.profile)
-        timed = sum(len(b) for b in blocks[1:])
-        log(f"in process (apply_block + prepare + synced commit): {in_process.per_wall_second:,.0f} tx/s "
-            f"({in_process.per_cpu_second:,.0f} per CPU second)")
+        one_core, hashes = run_in_process(os.path.join(workdir, "one-core"), app_state, blocks, ceiling,
+                                          profile=False, checker=False)
+        log(f"in process, every signature checked in this process (one core): {one_core.per_wall_second:,.0f} "
+            f"tx/s ({one_core.per_cpu_second:,.0f} per CPU second)")
+        log("  wall time per transaction: "
+            + ", ".join(f"{name} {seconds / timed * 1e6:.0f} us" for name, seconds in PHASES.items()))
+        bech32_encode_bytes.cache_clear()  # the second run starts as cold as the first
+        in_process, checked_hashes = run_in_process(os.path.join(workdir, "in-process"), app_state, blocks,
+                                                    ceiling, arguments.profile, checker=True)
+        if checked_hashes != hashes:
+            raise SystemExit("the app hashes with the signature checker differ from those without it")
+        log(f"in process, with the signature checker process (the default): {in_process.per_wall_second:,.0f} "
+            f"tx/s ({in_process.per_cpu_second:,.0f} per CPU second of both processes)")
         log("  wall time per transaction: "
             + ", ".join(f"{name} {seconds / timed * 1e6:.0f} us" for name, seconds in PHASES.items()))
         over_socket = run_over_socket(os.path.join(workdir, "socket"), app_state, blocks, hashes, ceiling)
         if over_socket is not None:
             log(f"over the ABCI socket (FinalizeBlock + Commit, app hashes equal in-process): "
                 f"{over_socket.per_wall_second:,.0f} tx/s ({over_socket.per_cpu_second:,.0f} per CPU second of "
-                f"client and server)")
+                f"client, server and its signature checker)")
     verify = ceiling.rate()
     log(f"ed25519 verify over {ceiling.count:,} checks sampled between the blocks: {verify.per_wall_second:,.0f}/s "
         f"({verify.per_cpu_second:,.0f} per CPU second); in process reaches "
-        f"{in_process.per_wall_second / verify.per_wall_second:.0%} of it by the wall clock, "
+        f"{in_process.per_wall_second / verify.per_wall_second:.0%} of it by the wall clock "
+        f"({one_core.per_wall_second / verify.per_wall_second:.0%} on one core), "
         f"{in_process.per_cpu_second / verify.per_cpu_second:.0%} by CPU time "
         f"(targets: 50% in process, 5,000 tx/s over the socket); load average {os.getloadavg()[0]:.1f}")
     print(json.dumps({
         "tx_per_s_in_process": round(in_process.per_wall_second),
         "tx_per_s_socket": None if over_socket is None else round(over_socket.per_wall_second),
+        "tx_per_s_in_process_one_core": round(one_core.per_wall_second),
         "ed25519_verify_per_s": round(verify.per_wall_second),
         "accounts": config.accounts,
     }))

@@ -7,7 +7,7 @@ can never be replayed. Total supply is tracked under its own key and changes onl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import keys
 from .codec import U64_MAX, decode_u64, encode_u64
@@ -15,8 +15,9 @@ from .errors import InsufficientFunds, InvalidAmount
 from .state import State
 
 
-@dataclass(frozen=True)
-class Account:
+class Account(NamedTuple):
+    """Immutable; a named tuple rather than a dataclass because every transaction builds several."""
+
     balance: int = 0
     nonce: int = 0
 
@@ -30,17 +31,22 @@ def decode_account(raw: bytes) -> Account:
     return Account(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"))
 
 
+_EMPTY = Account()
+# get_account and set_account inline account_key, decode_account and encode_account: they run several
+# times per transaction (tests hold the stored form to encode_account).
+
+
 def get_account(state: State, address: bytes) -> Account:
-    raw = state.get(keys.account_key(address))
-    return Account() if raw is None else decode_account(raw)
+    raw = state.get(keys.ACCOUNT + address)
+    return _EMPTY if raw is None else Account(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"))
 
 
 def set_account(state: State, address: bytes, account: Account) -> None:
-    key = keys.account_key(address)
+    key = keys.ACCOUNT + address
     if account.balance == 0 and account.nonce == 0:
         state.delete(key)
     else:
-        state.set(key, encode_account(account))
+        state.set(key, account.balance.to_bytes(8, "big") + account.nonce.to_bytes(8, "big"))
 
 
 def get_balance(state: State, address: bytes) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .ante import check_tx_stateless, charge_fee_and_nonce
 from .block import BlockContext, BlockEnv, BlockOutput, Event, TxResult, ValidatorUpdate
-from .crypto import encode_address
+from .crypto import answers_ahead, encode_address
 from .errors import ChainError, InvalidRequest, UnknownQueryPath
 from .module import MessageRoute, Module, QueryResult, QueryRoute
 from .market.module import MARKET
@@ -18,6 +18,7 @@ from .modules.distribution import DISTRIBUTION
 from .modules.slashing import SLASHING
 from .modules.staking import STAKING
 from .params import AuthParams, get_params, params_from_json, params_to_json, set_params
+from .signature_cache import AnswersAhead
 from .state import State
 from .tx import decode_tx
 
@@ -75,7 +76,9 @@ def init_chain(state: State, env: BlockEnv, app_state: dict) -> list[ValidatorUp
 
 def apply_tx(state: State, ctx: BlockContext, raw: bytes) -> TxResult:
     """Execute one transaction. Failed ante: no effect. Failed message: fee and nonce stay charged."""
-    params = get_params(state, AuthParams)
+    params = ctx.auth_params
+    if params is None:  # no message changes params, so one read serves the whole block
+        params = ctx.auth_params = get_params(state, AuthParams)
     try:
         tx = decode_tx(raw, params.max_tx_bytes)
         messages = check_tx_stateless(tx, ctx.env.chain_id, params, MESSAGE_ROUTES)
@@ -106,16 +109,23 @@ def apply_tx(state: State, ctx: BlockContext, raw: bytes) -> TxResult:
     return TxResult(events=events)
 
 
-def apply_block(state: State, env: BlockEnv, txs: list[bytes]) -> BlockOutput:
-    """Execute a whole block against `state` (mutated in place); nothing is persisted here."""
+def apply_block(state: State, env: BlockEnv, txs: list[bytes], signatures: AnswersAhead | None = None) -> BlockOutput:
+    """Execute a whole block against `state` (mutated in place); nothing is persisted here.
+
+    `signatures`, if given, holds answers to the block's signature checks computed elsewhere (the ABCI
+    adapter's signature checker process); told which transaction runs next, it answers or says it cannot,
+    and the check happens here as always. Results never depend on it."""
     ctx = BlockContext(env)
     for module in MODULES:
         if module.begin_block is not None:
             module.begin_block(state, ctx)
     tx_results = []
-    for raw in txs:
-        tx_results.append(apply_tx(state, ctx, raw))
-        state.discard_journal()
+    with answers_ahead(signatures):
+        for index, raw in enumerate(txs):
+            if signatures is not None:
+                signatures.at(index)
+            tx_results.append(apply_tx(state, ctx, raw))
+            state.discard_journal()
     for module in MODULES:
         if module.end_block is not None:
             module.end_block(state, ctx)

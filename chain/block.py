@@ -50,7 +50,7 @@ class Event:
 
     @staticmethod
     def of(type_: str, **attributes: object) -> "Event":
-        return Event(type_, tuple((k, str(v)) for k, v in attributes.items()))
+        return Event(type_, tuple([(k, v if type(v) is str else str(v)) for k, v in attributes.items()]))
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,7 @@ class BlockContext:
     events: list[Event] = field(default_factory=list)
     validator_updates: dict[bytes, int] = field(default_factory=dict)  # consensus pubkey -> power
     tx_events: list[Event] | None = None  # events of the tx being executed, None outside a tx
+    auth_params: object | None = None  # AuthParams, read once per block by the first transaction (app.apply_tx)
 
     def emit(self, event: Event) -> None:
         (self.tx_events if self.tx_events is not None else self.events).append(event)

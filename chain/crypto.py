@@ -4,7 +4,9 @@ Accounts use ed25519 (PyNaCl). An address is the first 20 bytes of sha256(public
 CometBFT uses for validator addresses, shown to people as bech32 with the human-readable prefix `trolly`.
 """
 
+import contextlib
 import hashlib
+from typing import Iterator
 
 import bech32
 import nacl.exceptions
@@ -12,7 +14,7 @@ import nacl.signing
 
 from .bech32_fast import bech32_encode_bytes
 from .errors import InvalidAddress
-from .signature_cache import VerifiedSignatures
+from .signature_cache import AnswersAhead, VerifiedSignatures
 
 ADDRESS_PREFIX = "trolly"
 """Human-readable part of every bech32 account address."""
@@ -92,6 +94,17 @@ def verify_signature_reference(pubkey: bytes, message: bytes, signature: bytes) 
 
 
 _VERIFIED = VerifiedSignatures(verify_signature_reference)
+
+
+@contextlib.contextmanager
+def answers_ahead(ahead: AnswersAhead | None) -> Iterator[None]:
+    """While the block executes, `verify_signature` asks `ahead` (answers computed elsewhere, e.g. by the ABCI
+    adapter's signature checker process) before checking on the spot; see `signature_cache`."""
+    _VERIFIED.ahead = ahead
+    try:
+        yield
+    finally:
+        _VERIFIED.ahead = None
 
 
 class PrivateKey:

@@ -10,13 +10,27 @@ An ed25519 verification (~60 us) is the largest single cost of a transaction, so
   the check it stands for; a result never depends on what the cache holds, only its speed does.
 - Bounded, oldest first out; each operation is a single call on an `OrderedDict`, so threads (the ABCI
   connections) may share it.
+
+While a block executes, `ahead` may hold answers computed elsewhere: the ABCI adapter's helper process
+checks most of a block's signatures on another core while the block executes
+(`trolly.abci_app.signature_checker`); a miss in the memo asks it before checking on the spot.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from typing import Callable
+from typing import Callable, Protocol
+
+
+class AnswersAhead(Protocol):
+    """Signature answers for a block, computed outside the executing thread."""
+
+    def at(self, index: int) -> None:
+        """The block's transaction `index` executes next."""
+
+    def answer(self, pubkey: bytes, message_hash: bytes, signature: bytes) -> bool | None:
+        """The answer for this check if known (waiting for it if it is on its way), else None."""
 
 CAPACITY = 100_000
 """Successful checks remembered (about 20 MB): more than a full mempool plus the blocks being decided."""
@@ -29,6 +43,7 @@ class VerifiedSignatures:
         self._check = check
         self._capacity = capacity
         self._remembered: OrderedDict[tuple[bytes, bytes, bytes], None] = OrderedDict()
+        self.ahead: AnswersAhead | None = None
 
     def verify(self, pubkey: bytes, message: bytes, signature: bytes) -> bool:
         key = (pubkey, hashlib.sha256(message).digest(), signature)
@@ -38,7 +53,10 @@ class VerifiedSignatures:
             return self._check(pubkey, message, signature)
         if key in self._remembered:
             return True
-        if not self._check(pubkey, message, signature):
+        answer = None if self.ahead is None else self.ahead.answer(*key)
+        if answer is None:
+            answer = self._check(pubkey, message, signature)
+        if not answer:
             return False
         self._remembered[key] = None
         if len(self._remembered) > self._capacity:

@@ -84,10 +84,12 @@ class State:
 
     # -- writes ------------------------------------------------------------------------------------------
     def set(self, key: bytes, value: bytes) -> None:
-        if not isinstance(value, (bytes, bytearray)):
-            raise TypeError("state values are bytes")
+        if type(value) is not bytes:
+            if not isinstance(value, (bytes, bytearray)):
+                raise TypeError("state values are bytes")
+            value = bytes(value)
         self._journal.append((key, self._overlay.get(key, _MISSING)))
-        self._overlay[key] = bytes(value)
+        self._overlay[key] = value
 
     def delete(self, key: bytes) -> None:
         self._journal.append((key, self._overlay.get(key, _MISSING)))

@@ -8,8 +8,10 @@ CometBFT (shown as upper-case hex).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
+from typing import Iterator
 
 from google.protobuf.message import DecodeError, Message
 
@@ -34,7 +36,7 @@ class SignedTx:
     pubkey: bytes
     signature: bytes
 
-    @property
+    @functools.cached_property
     def signer(self) -> bytes:
         return address_from_pubkey(self.pubkey)
 
@@ -69,6 +71,20 @@ def decode_tx(raw: bytes, max_bytes: int = MAX_TX_BYTES) -> SignedTx:
     if not is_canonical(envelope, raw) or not is_canonical(body, envelope.body_bytes):
         raise TxDecodeError("tx is not canonically encoded (unknown fields, over-long varints or integers beyond 64 bits)")
     return SignedTx(raw, body, envelope.body_bytes, envelope.pubkey, envelope.signature)
+
+
+def signed_payloads(txs: list[bytes], max_bytes: int = MAX_TX_BYTES) -> Iterator[tuple[bytes, bytes, bytes]]:
+    """(pubkey, signed bytes, signature) of each transaction that parses, in block order: what
+    `check_tx_stateless` will verify, for checking ahead. Transactions that do not parse are skipped (they fail
+    before their signature is looked at)."""
+    for raw in txs:
+        if not raw or len(raw) > max_bytes:
+            continue
+        try:
+            envelope = tx_pb2.Tx.FromString(raw)
+        except (DecodeError, ValueError, RuntimeError):
+            continue
+        yield envelope.pubkey, sign_bytes(envelope.body_bytes), envelope.signature
 
 
 def is_canonical(message: Message, raw: bytes) -> bool:
