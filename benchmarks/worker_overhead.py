@@ -1,11 +1,13 @@
 """Worker overhead: samples/s of the worker's full training path against a plain PyTorch loop.
 
-The worker path is `compute.pipeline.train_and_encode`, what `trolly-worker` runs each round: batches drawn
-from per-step generators, a snapshot every k steps that a background thread encodes, hashes and writes to the
-blob store on disk, the Merkle root, and the pseudo-gradient encoded with the task's codec and error
-feedback. The baseline is the loop anyone would write: same model, data, batch size, AdamW and thread count,
-batches from the global RNG, nothing else. Rounds of the two alternate so that load from other processes on
-the machine hits both alike.
+"Ours" is exactly what `trolly-worker` runs for a round once it has the global weights (`compute.worker.service`
+`work_round`, minus the chain): `compute.worker.rounds.train_round` (batches from per-step generators, a
+checkpoint every k steps encoded, hashed, stored as a blob and recorded in the worker's saved state, in the
+background beside training), then `encode_update` (pseudo-gradient plus error-feedback residual through the
+task's codec, update and residual stored as blobs), the state saved and the round's checkpoint list written.
+The baseline is the loop anyone would write: same model, data, batch size, AdamW and thread count, batches
+from the global RNG, nothing else. Rounds of the two alternate so that load from other processes on the
+machine hits both alike.
 
     python -m benchmarks.worker_overhead [--quick]
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import sys
 import tempfile
 import time
@@ -24,13 +27,17 @@ import time
 import torch
 from torch.nn import functional
 
-from trolly.compute.blobs import BlobStore, BlobWriter
-from trolly.compute.codecs import ErrorFeedback, get_codec
+from trolly.compute.blobs import BlobStore
+from trolly.compute.checkpoints import weights_hash
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.models import build_model
-from trolly.compute.pipeline import train_and_encode
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights
+from trolly.compute.worker.rounds import encode_update, previous_residual, train_round
+from trolly.compute.worker.state import WorkerState
+from trolly.compute.worker.strategies import TrainingStrategy
+
+TASK_ID = 1
 
 
 def plain_round(model, optimizer, inputs, targets, steps: int, batch_size: int) -> None:
@@ -40,6 +47,31 @@ def plain_round(model, optimizer, inputs, targets, steps: int, batch_size: int) 
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+
+
+def worker_round(trainer: Trainer, store: BlobStore, state: WorkerState, round_index: int, steps: int,
+                 start_weights) -> dict:
+    """One round as the worker service runs it after fetching W_r; returns the round's end weights."""
+    task = state.task(TASK_ID)
+    progress = task.round(round_index)
+    with state.lock:
+        progress.steps = steps
+        progress.start_weights_hash = weights_hash(start_weights).hex()
+        state.save()
+    encoded = []
+
+    def encode_beside_storing(end_weights) -> None:  # as the service does
+        encoded.append(encode_update(trainer, store, progress, start_weights,
+                                     previous_residual(task.rounds, round_index), end_weights))
+
+    trained = train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=task.worker_index,
+                          start_weights=start_weights, while_storing=encode_beside_storing)
+    update_hash, residual_hash = encoded[0]
+    with state.lock:
+        progress.update_hash, progress.residual_hash = update_hash, residual_hash
+        state.save()
+    store.set_checkpoints(TASK_ID, round_index, trained.checkpoints)
+    return trained.end_weights
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -54,13 +86,12 @@ def main(argv: list[str] | None = None) -> dict:
     blobs = build_dataset("digits")
     dataset = dataset_from_blobs(blobs)
     document = example_spec(blobs.manifest_hash, codec=options.codec)
-    document["training"].update(inner_steps=options.steps, rounds=rounds)
+    document["training"].update(inner_steps=options.steps, rounds=rounds + 1)
     spec = spec_from_dict(document)
     batch_size = spec.training.batch_size
 
     trainer = Trainer(spec, dataset)  # applies the determinism profile: 1 thread, deterministic algorithms
     weights = initial_weights(spec, dataset.shape)
-    feedback = ErrorFeedback(get_codec(spec.codec))
 
     plain_model = build_model(spec.model.arch, spec.model.config, dataset.shape, spec.training.seed)
     inner = spec.training.inner_optimizer
@@ -69,36 +100,31 @@ def main(argv: list[str] | None = None) -> dict:
 
     ours_rounds: list[float] = []
     plain_rounds: list[float] = []
-    checkpoint_bytes = 0
     with tempfile.TemporaryDirectory(prefix="trolly-overhead-") as directory:
-        store = BlobStore(directory)
-        writer = BlobWriter(store)  # checkpoints reach the disk while the next segments train
-
-        def sink(record, data):
-            nonlocal checkpoint_bytes
-            writer.write(record.digest.hex(), data)
-            checkpoint_bytes += len(data)
+        home = pathlib.Path(directory)
+        store = BlobStore(home / "blobs")
+        state = WorkerState.load(home)
+        state.add_task(TASK_ID, spec_hash="00" * 32, worker_index=0)
 
         # one warm-up round of each (allocations, first-touch of the pages)
         plain_round(plain_model, plain_optimizer, dataset.train_inputs, dataset.train_targets, options.steps, batch_size)
-        train_and_encode(trainer, feedback, weights, worker_index=0, round_index=0, steps=options.steps, sink=sink)
+        weights = worker_round(trainer, store, state, 0, options.steps, weights)
         for round_index in range(1, rounds + 1):
             began = time.perf_counter()
             plain_round(plain_model, plain_optimizer, dataset.train_inputs, dataset.train_targets, options.steps, batch_size)
             plain_rounds.append(time.perf_counter() - began)
             began = time.perf_counter()
-            encoded = train_and_encode(trainer, feedback, weights, worker_index=0, round_index=round_index,
-                                       steps=options.steps, sink=sink)
-            if round_index == rounds:
-                writer.close()  # the last round pays for every write still queued
+            weights = worker_round(trainer, store, state, round_index, options.steps, weights)
             ours_rounds.append(time.perf_counter() - began)
-            weights = encoded.result.end_weights
             print(f"round {round_index}: plain {plain_rounds[-1]:.2f}s ours {ours_rounds[-1]:.2f}s", file=sys.stderr)
+        checkpoint_bytes = sum(store.path(digest).stat().st_size for r in range(1, rounds + 1)
+                               for digest in store.get_checkpoints(TASK_ID, r))
 
     samples_per_round = options.steps * batch_size
     plain_seconds, ours_seconds = sum(plain_rounds), sum(ours_rounds)
     result = {
         "benchmark": "worker_overhead",
+        "path": "compute.worker.rounds: train_round + encode_update + saved state",
         "model": "mlp 64-1024-1024-10",
         "codec": spec.codec,
         "inner_steps": options.steps,

@@ -54,23 +54,38 @@ def _as_little_endian_array(tensor: torch.Tensor) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=NUMPY_DTYPES[DTYPE_CODES[tensor.dtype]])
 
 
+def canonical_names(tensors: Mapping[str, torch.Tensor]) -> list[str]:
+    return sorted(tensors, key=lambda name: name.encode("utf-8"))
+
+
+def file_header(count: int) -> bytes:
+    return MAGIC + struct.pack("<BI", VERSION, count)
+
+
+def entry_header(name: str, tensor: torch.Tensor) -> bytes:
+    """Name, dtype and shape of one entry, checked."""
+    if not isinstance(tensor, torch.Tensor):
+        raise EncodingError(f"{name!r} is not a tensor")
+    if tensor.dtype not in DTYPE_CODES:
+        raise EncodingError(f"dtype {tensor.dtype} has no canonical code")
+    name_bytes = name.encode("utf-8")
+    if len(name_bytes) > MAX_NAME_BYTES:
+        raise EncodingError(f"tensor name longer than {MAX_NAME_BYTES} bytes: {name[:40]!r}...")
+    if tensor.dim() > MAX_DIMS:
+        raise EncodingError(f"{name!r} has {tensor.dim()} dimensions, at most {MAX_DIMS} are allowed")
+    header = struct.pack("<H", len(name_bytes)) + name_bytes
+    header += struct.pack("<BB", DTYPE_CODES[tensor.dtype], tensor.dim())
+    return header + b"".join(struct.pack("<Q", size) for size in tensor.shape)
+
+
 def iter_chunks(tensors: Mapping[str, torch.Tensor]) -> Iterator[bytes | memoryview]:
     """Yield the canonical encoding of `tensors` piece by piece (views share the tensors' memory)."""
-    names = sorted(tensors, key=lambda name: name.encode("utf-8"))
-    yield MAGIC + struct.pack("<BI", VERSION, len(names))
+    names = canonical_names(tensors)
+    yield file_header(len(names))
     for name in names:
         tensor = tensors[name]
-        if not isinstance(tensor, torch.Tensor):
-            raise EncodingError(f"{name!r} is not a tensor")
-        name_bytes = name.encode("utf-8")
-        if len(name_bytes) > MAX_NAME_BYTES:
-            raise EncodingError(f"tensor name longer than {MAX_NAME_BYTES} bytes: {name[:40]!r}...")
-        if tensor.dim() > MAX_DIMS:
-            raise EncodingError(f"{name!r} has {tensor.dim()} dimensions, at most {MAX_DIMS} are allowed")
+        header = entry_header(name, tensor)
         array = _as_little_endian_array(tensor)
-        header = struct.pack("<H", len(name_bytes)) + name_bytes
-        header += struct.pack("<BB", DTYPE_CODES[tensor.dtype], tensor.dim())
-        header += b"".join(struct.pack("<Q", size) for size in tensor.shape)
         yield header
         if array.size:
             yield memoryview(array).cast("B")

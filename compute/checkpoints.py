@@ -12,21 +12,23 @@ Checkpoint 0 carries a fresh optimizer as zeros, which is exactly the state PyTo
 first step, so loading it and training is bitwise the same as training from scratch. `start_weights_hash` and
 the final weights' hash are over the canonical bytes of the weights alone (names without a prefix).
 
-`CheckpointHasher` takes snapshots from the training loop and encodes/hashes them in a background thread:
-the loop only pays for copying the tensors.
+`capture` is how the training loop takes a checkpoint: one copy of the live tensors straight into their
+canonical bytes (`canonical_copy.py`), kept with the state as `encoded`, so that hashing and storing it read
+those bytes without encoding them again. `CheckpointHasher` hashes (and hands to a sink, e.g. the blob store)
+checkpoints in a background thread: the loop only pays for that one copy.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import queue
-import threading
 from collections.abc import Callable, Mapping
 
 import torch
 
-from .canonical import decode_tensors, encode_tensors, encode_tensors_into_buffer, hash_tensors, iter_chunks
+from .background import BackgroundQueue
+from .canonical import decode_tensors, encode_tensors, encode_tensors_into_buffer, hash_tensors
+from .canonical_copy import copy_into_canonical
 from .errors import CheckpointError, EncodingError
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
@@ -39,16 +41,54 @@ class TrainingState:
     step: int
     weights: Mapping[str, torch.Tensor]
     optimizer: Mapping[str, Mapping[str, torch.Tensor]]  # parameter -> {"step", "exp_avg", "exp_avg_sq"}
+    encoded: "EncodedCheckpoint | None" = dataclasses.field(default=None, compare=False, repr=False)
+    """The checkpoint bytes this state's tensors are views of (set by `capture`); ignored unless it still
+    describes the state (see `EncodedCheckpoint.describes`)."""
 
     @classmethod
     def fresh(cls, weights: Mapping[str, torch.Tensor]) -> "TrainingState":
-        """Round start: the given weights, step 0, an optimizer that has not stepped yet."""
-        optimizer = {
-            name: {"step": torch.zeros((), dtype=torch.float32), "exp_avg": torch.zeros_like(tensor),
-                   "exp_avg_sq": torch.zeros_like(tensor)}
-            for name, tensor in weights.items() if tensor.is_floating_point()
-        }
-        return cls(step=0, weights={n: t.detach().clone() for n, t in weights.items()}, optimizer=optimizer)
+        """Round start: the given weights (copied), step 0, an optimizer that has not stepped yet."""
+        zero = torch.zeros((), dtype=torch.float32)
+        optimizer = {name: {"step": zero, "exp_avg": zero.expand(tensor.shape), "exp_avg_sq": zero.expand(tensor.shape)}
+                     for name, tensor in weights.items() if tensor.is_floating_point()}
+        return capture(0, weights, optimizer)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class EncodedCheckpoint:
+    data: memoryview  # canonical bytes, page-aligned
+    step: int
+    tensors: Mapping[str, torch.Tensor]  # checkpoint name -> the view of `data` the state holds
+
+    def describes(self, state: TrainingState) -> bool:
+        """True when `state` still holds exactly these views and this step. Writing into the views in place
+        keeps the bytes right (they are the bytes); a state built with other tensors or another step (a
+        forged checkpoint, `dataclasses.replace`) does not match and is encoded from scratch."""
+        if state.step != self.step:
+            return False
+        current = checkpoint_tensors(state)
+        del current["step"]
+        return len(current) + 1 == len(self.tensors) and all(self.tensors.get(name) is tensor
+                                                              for name, tensor in current.items())
+
+
+def capture(step: int, weights: Mapping[str, torch.Tensor],
+            optimizer: Mapping[str, Mapping[str, torch.Tensor]]) -> TrainingState:
+    """A copy of (step, weights, optimizer state) written straight into checkpoint bytes."""
+    live = checkpoint_tensors(TrainingState(step=step, weights=weights, optimizer=optimizer))
+    data, views = copy_into_canonical(live)
+    copied_weights = {name: views[f"weights/{name}"] for name in weights}
+    copied_optimizer = {name: {slot: views[f"adamw/{name}/{slot}"] for slot in ("step", *MOMENTS)}
+                        for name in optimizer}
+    return TrainingState(step=step, weights=copied_weights, optimizer=copied_optimizer,
+                         encoded=EncodedCheckpoint(data=data, step=step, tensors=views))
+
+
+def checkpoint_bytes(state: TrainingState) -> bytes | bytearray | memoryview:
+    """The canonical checkpoint bytes: the captured ones when they still describe the state."""
+    if state.encoded is not None and state.encoded.describes(state):
+        return state.encoded.data
+    return encode_tensors_into_buffer(checkpoint_tensors(state))
 
 
 def checkpoint_tensors(state: TrainingState) -> dict[str, torch.Tensor]:
@@ -66,6 +106,8 @@ def encode_checkpoint(state: TrainingState) -> bytes:
 
 
 def checkpoint_hash(state: TrainingState) -> bytes:
+    if state.encoded is not None and state.encoded.describes(state):
+        return hashlib.sha256(state.encoded.data).digest()
     return hash_tensors(checkpoint_tensors(state))
 
 
@@ -124,64 +166,42 @@ class HashedCheckpoint:
 
 
 class CheckpointHasher:
-    """Encode and hash checkpoints in a background thread, in submission order.
+    """Hash checkpoints in a background thread, in submission order.
 
-    `submit` takes a snapshot the caller will not modify again (see `Trainer.snapshot`). `sink`, if given, is
-    called in the background thread with each (HashedCheckpoint, bytes-like: a bytearray), e.g. to store the blob. `results()`
-    waits for everything submitted and re-raises any error from the background thread.
+    `submit` takes a state the caller will not modify again (see `Trainer.snapshot`). `sink`, if given, is
+    called in the background thread with each (HashedCheckpoint, bytes-like), e.g. to store the blob.
+    `results()` waits for everything submitted and re-raises any error from the background thread.
     """
 
     def __init__(self, sink: Callable[[HashedCheckpoint, bytes], None] | None = None, keep_bytes: bool = False) -> None:
         self._sink = sink
         self._keep_bytes = keep_bytes
-        self._queue: queue.Queue = queue.Queue()
         self._results: list[HashedCheckpoint] = []
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="checkpoint-hasher", daemon=True)
-        self._thread.start()
+        self._queue: BackgroundQueue[tuple[int, TrainingState]] = BackgroundQueue(
+            self._hash, name="checkpoint-hasher",
+            failure=lambda error: CheckpointError(f"checkpoint hashing failed: {error}"))
 
     def submit(self, index: int, state: TrainingState) -> None:
-        if self._error is not None:
-            raise CheckpointError(f"checkpoint hashing failed: {self._error}") from self._error
         self._queue.put((index, state))
 
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            try:
-                if item is None:
-                    return
-                if self._error is not None:
-                    continue
-                index, state = item
-                needs_bytes = self._keep_bytes or self._sink is not None
-                if needs_bytes:
-                    data = encode_tensors_into_buffer(checkpoint_tensors(state))
-                    digest = hashlib.sha256(data).digest()
-                else:
-                    data = None
-                    digest = hashlib.sha256()
-                    for chunk in iter_chunks(checkpoint_tensors(state)):
-                        digest.update(chunk)
-                    digest = digest.digest()
-                record = HashedCheckpoint(index, state.step, digest, bytes(data) if self._keep_bytes else None)
-                if self._sink is not None:
-                    self._sink(record, data)
-                self._results.append(record)
-            except BaseException as error:  # reported to the training thread by results()/submit()
-                self._error = error
-            finally:
-                self._queue.task_done()
+    def _hash(self, item: tuple[int, TrainingState]) -> None:
+        index, state = item
+        if self._keep_bytes or self._sink is not None:
+            data = checkpoint_bytes(state)
+            digest = hashlib.sha256(data).digest()
+        else:
+            data, digest = None, checkpoint_hash(state)  # streams the tensors when there are no bytes yet
+        record = HashedCheckpoint(index, state.step, digest, bytes(data) if self._keep_bytes else None)
+        if self._sink is not None:
+            self._sink(record, data)
+        self._results.append(record)
 
     def results(self) -> list[HashedCheckpoint]:
         self._queue.join()
-        if self._error is not None:
-            raise CheckpointError(f"checkpoint hashing failed: {self._error}") from self._error
         return list(self._results)
 
     def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
+        self._queue.close()
 
     def __enter__(self) -> "CheckpointHasher":
         return self

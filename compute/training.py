@@ -20,10 +20,11 @@ from collections.abc import Callable, Mapping
 import torch
 from torch.nn import functional
 
-from .checkpoints import CheckpointHasher, HashedCheckpoint, TrainingState, weights_hash
+from .checkpoints import CheckpointHasher, HashedCheckpoint, TrainingState, capture, weights_hash
 from .data.dataset import Dataset, sample_batch
 from .determinism import apply_profile
 from .errors import CheckpointError, SpecError
+from .memory import retain_freed_memory
 from .merkle import merkle_root
 from .models import build_model
 from .spec import TaskSpec
@@ -47,13 +48,15 @@ class Trainer:
     """A model and its AdamW built from a spec, kept alive so consecutive segments need no rebuild.
 
     Applies the spec's determinism profile when constructed (thread count, deterministic algorithms; refuses
-    a mismatched instruction set).
+    a mismatched instruction set), and keeps freed memory for reuse (`memory.retain_freed_memory`): both are
+    process-wide.
     """
 
     def __init__(self, spec: TaskSpec, dataset: Dataset) -> None:
         self.spec = spec
         self.dataset = dataset
         self.profile_id = apply_profile(spec.determinism)
+        retain_freed_memory()
         self.model = build_model(spec.model.arch, spec.model.config, dataset.shape, spec.training.seed)
         self.model.train()
         self.parameters = dict(self.model.named_parameters())
@@ -86,19 +89,30 @@ class Trainer:
         with torch.no_grad():
             for name, tensor in state.weights.items():
                 own[name].copy_(tensor)
+            self._load_optimizer(state)
+        self.step = state.step
+        self.samples = 0
+
+    def _load_optimizer(self, state: TrainingState) -> None:
         for name, parameter in self.parameters.items():
             slots = state.optimizer[name]
+            own_slots = self.optimizer.state.get(parameter)
+            if own_slots and all(own_slots[m].dtype == slots[m].dtype for m in ("exp_avg", "exp_avg_sq")):
+                # Overwrite the tensors AdamW already has: the same values as fresh clones, without
+                # allocating (and page-faulting) 13 MB at the start of every round.
+                own_slots["step"].copy_(slots["step"].reshape(()))
+                own_slots["exp_avg"].copy_(slots["exp_avg"])
+                own_slots["exp_avg_sq"].copy_(slots["exp_avg_sq"])
+                continue
             self.optimizer.state[parameter] = {
                 "step": slots["step"].detach().clone().to(torch.float32).reshape(()),
                 "exp_avg": slots["exp_avg"].detach().clone(),
                 "exp_avg_sq": slots["exp_avg_sq"].detach().clone(),
             }
-        self.step = state.step
-        self.samples = 0
 
     def snapshot(self) -> TrainingState:
-        """A copy of the current state, safe to hand to another thread while training goes on."""
-        weights = {name: tensor.detach().clone() for name, tensor in self.model.state_dict().items()}
+        """A copy of the current state, safe to hand to another thread while training goes on. The copy is
+        written straight into the checkpoint's canonical bytes (`checkpoints.capture`)."""
         optimizer = {}
         for name, parameter in self.parameters.items():
             slots = self.optimizer.state.get(parameter)
@@ -106,8 +120,8 @@ class Trainer:
                 optimizer[name] = {"step": torch.zeros((), dtype=torch.float32), "exp_avg": torch.zeros_like(parameter),
                                    "exp_avg_sq": torch.zeros_like(parameter)}
             else:
-                optimizer[name] = {slot: slots[slot].detach().clone() for slot in ("step", "exp_avg", "exp_avg_sq")}
-        return TrainingState(step=self.step, weights=weights, optimizer=optimizer)
+                optimizer[name] = {slot: slots[slot] for slot in ("step", "exp_avg", "exp_avg_sq")}
+        return capture(self.step, self.model.state_dict(), optimizer)
 
     def loss(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         logits = self.model(inputs)

@@ -13,6 +13,7 @@ import os
 import pathlib
 import tempfile
 
+from .direct import DIRECT_MINIMUM, write_direct
 from .errors import BlobHashMismatch, BlobNotFound, BlobTooLarge, InvalidBlobHash
 
 DEFAULT_MAX_BLOB_SIZE = 256 * 1024 * 1024
@@ -30,7 +31,10 @@ def _write_atomically(path: pathlib.Path, data: bytes) -> None:
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
     try:
         with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
+            # Large blobs (checkpoints) go past the page cache: far less CPU, see direct.py.
+            if not (memoryview(data).nbytes >= DIRECT_MINIMUM and write_direct(temporary, (data,))):
+                handle.truncate(0)  # whatever a refused direct write left
+                handle.write(data)
         os.replace(temporary, path)
     except BaseException:
         pathlib.Path(temporary).unlink(missing_ok=True)

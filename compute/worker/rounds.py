@@ -64,9 +64,14 @@ class TrainedRound:
 def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, state: WorkerState,
                 progress: RoundProgress, *, worker_index: int, start_weights: Mapping[str, torch.Tensor],
                 stop: threading.Event | None = None,
-                on_segment: Callable[[int, int], None] | None = None) -> TrainedRound:
+                on_segment: Callable[[int, int], None] | None = None,
+                while_storing: Callable[[Mapping[str, torch.Tensor]], None] | None = None) -> TrainedRound:
     """Train round `progress.round` for `progress.steps` steps from `start_weights`, or resume it from its
-    last saved checkpoint."""
+    last saved checkpoint.
+
+    `while_storing(end_weights)`, if given, runs on this thread as soon as the last segment is trained, while
+    the last checkpoint is still being hashed and stored in the background: the worker encodes its update
+    there, so that the two overlap. It is not called when every checkpoint was already stored."""
     steps = progress.steps
     every = trainer.spec.training.checkpoint_every
     expected = trainer.spec.num_checkpoints(steps)
@@ -105,6 +110,8 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
             hasher.submit(segment, snapshot)
             if on_segment is not None:
                 on_segment(trainer.step, steps)
+        if snapshot is not None and while_storing is not None:
+            while_storing(snapshot.weights)
         hasher.results()
     if len(progress.checkpoints) != expected:
         raise WorkerError(f"round {progress.round} has {len(progress.checkpoints)} checkpoints, expected {expected}")

@@ -400,16 +400,23 @@ class WorkerService:
                      len(round_progress.checkpoints) - 1, spec.num_checkpoints(round_progress.steps) - 1)
         display = RoundDisplay(self.options.rich_output)
         display.begin(task_id, round_index, 0, round_progress.steps)
+        encoded: list[tuple[str, str]] = []
+
+        def encode_beside_storing(end_weights) -> None:  # overlaps the last checkpoint's hashing and storing
+            if not round_progress.update_hash:
+                encoded.append(encode_update(context.trainer, self.store, round_progress, state.weights,
+                                             previous_residual(progress.rounds, round_index), end_weights))
+
         try:
             trained = await asyncio.to_thread(
                 train_round, context.trainer, self.strategy, self.store, self.state, round_progress,
                 worker_index=progress.worker_index, start_weights=state.weights, stop=self._stop_training,
-                on_segment=display.advance)
+                on_segment=display.advance, while_storing=encode_beside_storing)
         finally:
             display.end()
         hashes = trained.checkpoints
         if not round_progress.update_hash:
-            update_hash, residual_hash = await asyncio.to_thread(
+            update_hash, residual_hash = encoded[0] if encoded else await asyncio.to_thread(
                 encode_update, context.trainer, self.store, round_progress, state.weights,
                 previous_residual(progress.rounds, round_index), trained.end_weights)
             with self.state.lock:
