@@ -14,6 +14,9 @@ PyTorch's CPU kernels do not need aligned data, and elementwise results do not d
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import math
 import threading
 import weakref
 from collections.abc import Mapping
@@ -22,6 +25,7 @@ import numpy as np
 import torch
 
 from .canonical import canonical_names, entry_header, file_header
+from .errors import EncodingError
 
 PAGE = 4096
 
@@ -61,35 +65,64 @@ class _BufferPool:
 _pool = _BufferPool()
 
 
+@dataclasses.dataclass(frozen=True)
+class CanonicalLayout:
+    """Where the headers and the data of a fixed set of (name, dtype, shape) go in their canonical bytes."""
+
+    size: int
+    headers: tuple[tuple[int, bytes], ...]  # (offset, bytes): the file header and each entry's header
+    entries: tuple[tuple[str, torch.dtype, torch.Size, int], ...]  # (name, dtype, shape, data offset)
+
+    def allocate(self) -> tuple[memoryview, dict[str, torch.Tensor]]:
+        """A page-aligned buffer with the headers written, and a view of each entry's (unset) data."""
+        buffer = _pool.take(self.size)
+        for where, header in self.headers:
+            buffer[where:where + len(header)] = np.frombuffer(header, dtype=np.uint8)
+        views: dict[str, torch.Tensor] = {}
+        for name, dtype, shape, where in self.entries:
+            count = math.prod(shape)
+            views[name] = (torch.frombuffer(buffer, dtype=dtype, count=count, offset=where).view(shape) if count
+                           else torch.empty(shape, dtype=dtype))
+        return memoryview(buffer), views
+
+
+def layout_of(tensors: Mapping[str, torch.Tensor]) -> CanonicalLayout:
+    """The layout of `tensors` (same checks and errors as `encode_tensors`); cached by names, dtypes, shapes."""
+    for name, tensor in tensors.items():
+        if not isinstance(tensor, torch.Tensor):
+            raise EncodingError(f"{name!r} is not a tensor")
+    key = tuple((name, tensor.dtype, tensor.shape) for name, tensor in tensors.items())
+    return _layout(key)
+
+
+@functools.lru_cache(maxsize=16)
+def _layout(key: tuple[tuple[str, torch.dtype, torch.Size], ...]) -> CanonicalLayout:
+    shapes = {name: torch.empty(shape, dtype=dtype, device="meta")  # dtype and shape, no memory
+              for name, dtype, shape in key}
+    names = canonical_names(shapes)
+    start = file_header(len(names))
+    headers = [(0, start)]
+    entries = []
+    offset = len(start)
+    for name in names:
+        header = entry_header(name, shapes[name])
+        headers.append((offset, header))
+        offset += len(header)
+        dtype, shape = shapes[name].dtype, shapes[name].shape
+        entries.append((name, dtype, shape, offset))
+        offset += math.prod(shape) * shapes[name].element_size()
+    return CanonicalLayout(size=offset, headers=tuple(headers), entries=tuple(entries))
+
+
+def copy_tensors(targets: Mapping[str, torch.Tensor], sources: Mapping[str, torch.Tensor]) -> None:
+    """targets[name] = sources[name] for every name, in one call that releases the GIL for all the copies."""
+    names = [name for name, target in targets.items() if target.numel()]
+    torch._foreach_copy_([targets[n] for n in names], [sources[n].detach() for n in names])
+
+
 def copy_into_canonical(tensors: Mapping[str, torch.Tensor]) -> tuple[memoryview, dict[str, torch.Tensor]]:
     """The canonical bytes of `tensors` and, for each name, a view of its data inside those bytes, holding a
     copy of the tensor as it is now. Same checks and errors as `encode_tensors`."""
-    names = canonical_names(tensors)
-    pieces: list[tuple[int, bytes]] = []  # (offset, header bytes)
-    entries: list[tuple[str, int]] = []  # (name, data offset)
-    offset = 0
-    start = file_header(len(names))
-    pieces.append((0, start))
-    offset += len(start)
-    for name in names:
-        tensor = tensors[name]
-        header = entry_header(name, tensor)
-        pieces.append((offset, header))
-        offset += len(header)
-        entries.append((name, offset))
-        offset += tensor.numel() * tensor.element_size()
-    buffer = _pool.take(offset)
-    for where, header in pieces:
-        buffer[where:where + len(header)] = np.frombuffer(header, dtype=np.uint8)
-    views: dict[str, torch.Tensor] = {}
-    for name, where in entries:
-        tensor = tensors[name]
-        if tensor.numel():
-            view = torch.frombuffer(buffer, dtype=tensor.dtype, count=tensor.numel(), offset=where)
-            view = view.view(tensor.shape)
-            view.copy_(tensor.detach())  # native order is the canonical little-endian: torch runs on no other CPU
-        else:
-            view = torch.empty(tensor.shape, dtype=tensor.dtype)
-        views[name] = view
-    return memoryview(buffer), views
-
+    data, views = layout_of(tensors).allocate()
+    copy_tensors(views, tensors)
+    return data, views

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import queue
+import threading
 from collections.abc import Callable, Mapping
 
 import torch
 
 from .background import BackgroundQueue
 from .canonical import decode_tensors, encode_tensors, encode_tensors_into_buffer, hash_tensors
-from .canonical_copy import copy_into_canonical
+from .canonical_copy import copy_tensors, layout_of
 from .errors import CheckpointError, EncodingError
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
@@ -75,13 +77,81 @@ class EncodedCheckpoint:
 def capture(step: int, weights: Mapping[str, torch.Tensor],
             optimizer: Mapping[str, Mapping[str, torch.Tensor]]) -> TrainingState:
     """A copy of (step, weights, optimizer state) written straight into checkpoint bytes."""
+    state, fill = prepare_capture(step, weights, optimizer)
+    fill()
+    return state
+
+
+def prepare_capture(step: int, weights: Mapping[str, torch.Tensor], optimizer: Mapping[str, Mapping[str, torch.Tensor]]
+                    ) -> tuple[TrainingState, Callable[[], None]]:
+    """`capture` in two halves: the state, whose tensors are views of checkpoint bytes not yet filled in, and
+    the function that copies the data (one call that releases the GIL, meant for another thread)."""
     live = checkpoint_tensors(TrainingState(step=step, weights=weights, optimizer=optimizer))
-    data, views = copy_into_canonical(live)
+    data, views = layout_of(live).allocate()
     copied_weights = {name: views[f"weights/{name}"] for name in weights}
     copied_optimizer = {name: {slot: views[f"adamw/{name}/{slot}"] for slot in ("step", *MOMENTS)}
                         for name in optimizer}
-    return TrainingState(step=step, weights=copied_weights, optimizer=copied_optimizer,
-                         encoded=EncodedCheckpoint(data=data, step=step, tensors=views))
+    state = TrainingState(step=step, weights=copied_weights, optimizer=copied_optimizer,
+                          encoded=EncodedCheckpoint(data=data, step=step, tensors=views))
+    return state, lambda: copy_tensors(views, live)
+
+
+class DeferredSnapshot:
+    """A snapshot whose data is being copied on its own thread while the training thread goes on
+    (`Trainer.snapshot_soon`).
+
+    The trainer waits for the copy before it changes anything (its optimizer step, a load); consumers call
+    `result()`, which waits for the copy and raises CheckpointError if it failed.
+    """
+
+    def __init__(self, state: TrainingState, fill: Callable[[], None]) -> None:
+        self._state = state
+        self._fill = fill
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+        _copier.put(self)
+
+    def _copy(self) -> None:
+        try:
+            self._fill()
+        except BaseException as error:  # reported by result()
+            self._error = error
+        finally:
+            self._done.set()
+
+    def wait(self) -> None:
+        """Wait until the copy is over (done or failed)."""
+        self._done.wait()
+
+    def result(self) -> TrainingState:
+        self._done.wait()
+        if self._error is not None:
+            raise CheckpointError(f"taking the snapshot failed: {self._error}") from self._error
+        return self._state
+
+
+class _Copier:
+    """The one thread that fills deferred snapshots, started on first use. A thread started per snapshot
+    would cost the training thread a hand-over of the GIL each time (up to the 5 ms switch interval)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[DeferredSnapshot] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def put(self, snapshot: DeferredSnapshot) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="checkpoint-copy", daemon=True)
+                self._thread.start()
+        self._queue.put(snapshot)
+
+    def _run(self) -> None:
+        while True:
+            self._queue.get()._copy()  # never raises: errors are kept for result()
+
+
+_copier = _Copier()
 
 
 def checkpoint_bytes(state: TrainingState) -> bytes | bytearray | memoryview:
@@ -168,7 +238,8 @@ class HashedCheckpoint:
 class CheckpointHasher:
     """Hash checkpoints in a background thread, in submission order.
 
-    `submit` takes a state the caller will not modify again (see `Trainer.snapshot`). `sink`, if given, is
+    `submit` takes a state the caller will not modify again (see `Trainer.snapshot`), or a snapshot still
+    being copied (`DeferredSnapshot`: the hashing thread waits for the copy). `sink`, if given, is
     called in the background thread with each (HashedCheckpoint, bytes-like), e.g. to store the blob.
     `results()` waits for everything submitted and re-raises any error from the background thread.
     """
@@ -181,11 +252,13 @@ class CheckpointHasher:
             self._hash, name="checkpoint-hasher",
             failure=lambda error: CheckpointError(f"checkpoint hashing failed: {error}"))
 
-    def submit(self, index: int, state: TrainingState) -> None:
+    def submit(self, index: int, state: TrainingState | DeferredSnapshot) -> None:
         self._queue.put((index, state))
 
-    def _hash(self, item: tuple[int, TrainingState]) -> None:
+    def _hash(self, item: tuple[int, TrainingState | DeferredSnapshot]) -> None:
         index, state = item
+        if isinstance(state, DeferredSnapshot):
+            state = state.result()
         if self._keep_bytes or self._sink is not None:
             data = checkpoint_bytes(state)
             digest = hashlib.sha256(data).digest()

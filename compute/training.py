@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 import torch
 from torch.nn import functional
 
-from .checkpoints import CheckpointHasher, HashedCheckpoint, TrainingState, capture, weights_hash
+from .checkpoints import (CheckpointHasher, DeferredSnapshot, HashedCheckpoint, TrainingState, prepare_capture,
+                          weights_hash)
 from .data.dataset import Dataset, sample_batch
 from .determinism import apply_profile
 from .errors import CheckpointError, SpecError
@@ -68,19 +69,15 @@ class Trainer:
         )
         self.step = 0
         self.samples = 0  # samples trained since the last load()
+        self._copying: DeferredSnapshot | None = None  # a snapshot still reading the model and optimizer
 
     def load(self, state: TrainingState) -> None:
         """Make the model and optimizer exactly `state` (copies, the state is not aliased). Everything is
         checked before anything is changed, so a refused state leaves the trainer as it was."""
-        own = self.model.state_dict()
-        if set(state.weights) != set(own):
-            raise CheckpointError("checkpoint weights do not match the model's parameters")
+        self._wait_for_copy()
+        own = self._checked_model_weights(state.weights)
         if set(state.optimizer) != set(self.parameters):
             raise CheckpointError("checkpoint optimizer state does not match the model's parameters")
-        for name, tensor in state.weights.items():
-            if tensor.shape != own[name].shape or tensor.dtype != own[name].dtype:
-                raise CheckpointError(f"checkpoint tensor {name!r} has shape {tuple(tensor.shape)} {tensor.dtype}, "
-                                      f"model has {tuple(own[name].shape)} {own[name].dtype}")
         for name, parameter in self.parameters.items():
             slots = state.optimizer[name]
             if set(slots) != {"step", "exp_avg", "exp_avg_sq"} or slots["step"].numel() != 1 or any(
@@ -92,6 +89,38 @@ class Trainer:
             self._load_optimizer(state)
         self.step = state.step
         self.samples = 0
+
+    def start_round(self, weights: Mapping[str, torch.Tensor]) -> None:
+        """Round start: `weights`, step 0 and an AdamW that has not stepped, exactly what loading
+        `TrainingState.fresh(weights)` gives, without building that state (checkpoint 0 is then taken with
+        `snapshot_soon`, beside the first step)."""
+        self._wait_for_copy()
+        own = self._checked_model_weights(weights)
+        with torch.no_grad():
+            for name, tensor in weights.items():
+                own[name].copy_(tensor)
+            for parameter in self.parameters.values():
+                slots = self.optimizer.state.get(parameter)
+                if slots:
+                    for slot in ("step", "exp_avg", "exp_avg_sq"):
+                        slots[slot].zero_()
+                else:
+                    self.optimizer.state[parameter] = {"step": torch.zeros((), dtype=torch.float32),
+                                                       "exp_avg": torch.zeros_like(parameter),
+                                                       "exp_avg_sq": torch.zeros_like(parameter)}
+        self.step = 0
+        self.samples = 0
+
+    def _checked_model_weights(self, weights: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The model's state_dict, after checking that `weights` has the same names, shapes and dtypes."""
+        own = self.model.state_dict()
+        if set(weights) != set(own):
+            raise CheckpointError("checkpoint weights do not match the model's parameters")
+        for name, tensor in weights.items():
+            if tensor.shape != own[name].shape or tensor.dtype != own[name].dtype:
+                raise CheckpointError(f"checkpoint tensor {name!r} has shape {tuple(tensor.shape)} {tensor.dtype}, "
+                                      f"model has {tuple(own[name].shape)} {own[name].dtype}")
+        return own
 
     def _load_optimizer(self, state: TrainingState) -> None:
         for name, parameter in self.parameters.items():
@@ -113,6 +142,25 @@ class Trainer:
     def snapshot(self) -> TrainingState:
         """A copy of the current state, safe to hand to another thread while training goes on. The copy is
         written straight into the checkpoint's canonical bytes (`checkpoints.capture`)."""
+        self._wait_for_copy()
+        state, fill = self._prepare_snapshot()
+        fill()
+        return state
+
+    def snapshot_soon(self) -> DeferredSnapshot:
+        """The same snapshot, its data copied on another thread while this one goes on with the next step's
+        batch, forward and backward passes, which change nothing in it: the copy costs the training thread
+        nothing unless it is not over by the next optimizer step, where `train_step` waits for it."""
+        self._wait_for_copy()
+        self._copying = DeferredSnapshot(*self._prepare_snapshot())
+        return self._copying
+
+    def _wait_for_copy(self) -> None:
+        if self._copying is not None:
+            self._copying.wait()
+            self._copying = None
+
+    def _prepare_snapshot(self) -> tuple[TrainingState, Callable[[], None]]:
         optimizer = {}
         for name, parameter in self.parameters.items():
             slots = self.optimizer.state.get(parameter)
@@ -121,7 +169,7 @@ class Trainer:
                                    "exp_avg_sq": torch.zeros_like(parameter)}
             else:
                 optimizer[name] = {slot: slots[slot] for slot in ("step", "exp_avg", "exp_avg_sq")}
-        return capture(self.step, self.model.state_dict(), optimizer)
+        return prepare_capture(self.step, self.model.state_dict(), optimizer)
 
     def loss(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         logits = self.model(inputs)
@@ -134,6 +182,7 @@ class Trainer:
         loss = self.loss(inputs, targets)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        self._wait_for_copy()  # the first change to the weights and AdamW state since the last snapshot
         self.optimizer.step()
         self.step += 1
         self.samples += training.batch_size
@@ -141,11 +190,12 @@ class Trainer:
 
 
 def train_segment(trainer: Trainer, start: TrainingState | None, *, worker_index: int, round_index: int,
-                  end_step: int) -> TrainingState:
+                  end_step: int, soon: bool = False) -> TrainingState | DeferredSnapshot:
     """Train from `start` (or from where `trainer` stands, if None) up to `end_step` and return the state.
 
     The verifier passes the decoded checkpoint i and `end_step` = the end of segment i, then compares
-    `checkpoint_hash(result)` with the committed hash of checkpoint i + 1.
+    `checkpoint_hash(result)` with the committed hash of checkpoint i + 1. With `soon`, the state comes as a
+    `DeferredSnapshot` copied beside the next steps (the worker's rounds, which hand it to the hasher).
     """
     if start is not None:
         trainer.load(start)
@@ -153,7 +203,7 @@ def train_segment(trainer: Trainer, start: TrainingState | None, *, worker_index
         raise SpecError(f"end_step {end_step} is before the current step {trainer.step}")
     while trainer.step < end_step:
         trainer.train_step(worker_index, round_index)
-    return trainer.snapshot()
+    return trainer.snapshot_soon() if soon else trainer.snapshot()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,23 +234,26 @@ def run_round(trainer: Trainer, start_weights: Mapping[str, torch.Tensor], *, wo
     if steps < 1:
         raise SpecError(f"a round needs at least one step, got {steps}")
     every = trainer.spec.training.checkpoint_every
-    start = TrainingState.fresh(start_weights)
+    start = {name: tensor.detach().clone() for name, tensor in start_weights.items()}  # W_r as it is now
     with CheckpointHasher(sink=sink, keep_bytes=keep_bytes) as hasher:
-        hasher.submit(0, start)
-        trainer.load(start)
-        state = start
+        trainer.start_round(start)
+        state = trainer.snapshot_soon()  # checkpoint 0: W_r and a fresh AdamW, copied beside the first step
+        hasher.submit(0, state)
         segment = 0
         while trainer.step < steps:
             _, end = segment_bounds(segment, steps, every)
-            state = train_segment(trainer, None, worker_index=worker_index, round_index=round_index, end_step=end)
+            state = train_segment(trainer, None, worker_index=worker_index, round_index=round_index, end_step=end,
+                                  soon=True)
             segment += 1
             hasher.submit(segment, state)
             if on_step is not None:
                 on_step(trainer.step)
+        if isinstance(state, DeferredSnapshot):
+            state = state.result()
         checkpoints = hasher.results()
-    pseudo_gradient = {name: (start.weights[name] - state.weights[name]) for name in state.weights}
+    pseudo_gradient = {name: (start[name] - state.weights[name]) for name in state.weights}
     return RoundResult(
-        steps=steps, samples_processed=trainer.samples, start_weights_hash=weights_hash(start.weights),
+        steps=steps, samples_processed=trainer.samples, start_weights_hash=weights_hash(start),
         checkpoints=checkpoints, checkpoint_root=merkle_root([c.digest for c in checkpoints]),
         end_weights=dict(state.weights), pseudo_gradient=pseudo_gradient,
     )

@@ -154,3 +154,32 @@ def test_background_queue_handles_items_in_order_and_reports_the_first_error():
 def test_retaining_freed_memory_is_idempotent():
     first = memory.retain_freed_memory()
     assert memory.retain_freed_memory() == first
+
+
+def test_start_round_is_loading_a_fresh_state(digits):
+    spec = small_spec(digits.manifest_hash)
+    weights = initial_weights(spec, digits.shape)
+    used = Trainer(spec, digits)
+    train_segment(used, TrainingState.fresh(weights), worker_index=0, round_index=0, end_step=3)
+    moved = {name: tensor + 0.01 for name, tensor in weights.items()}
+    used.start_round(moved)
+    assert checkpoint_hash(used.snapshot()) == checkpoint_hash(TrainingState.fresh(moved))
+    after_start = train_segment(used, None, worker_index=2, round_index=1, end_step=4)
+    after_load = train_segment(Trainer(spec, digits), TrainingState.fresh(moved), worker_index=2, round_index=1,
+                               end_step=4)
+    assert checkpoint_hash(after_start) == checkpoint_hash(after_load)
+    with pytest.raises(Exception):
+        used.start_round({name: tensor for name, tensor in list(moved.items())[1:]})
+
+
+def test_a_snapshot_taken_soon_is_the_state_at_that_step(digits):
+    """The copy runs beside the next steps; training waits for it before changing anything."""
+    spec = small_spec(digits.manifest_hash)
+    start = TrainingState.fresh(initial_weights(spec, digits.shape))
+    trainer, reference = Trainer(spec, digits), Trainer(spec, digits)
+    soon = train_segment(trainer, start, worker_index=0, round_index=0, end_step=5, soon=True)
+    now = train_segment(reference, start, worker_index=0, round_index=0, end_step=5)
+    for _ in range(3):
+        trainer.train_step(0, 0)
+    state = soon.result()
+    assert state.step == 5 and checkpoint_hash(state) == checkpoint_hash(now)

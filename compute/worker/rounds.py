@@ -32,8 +32,10 @@ import torch
 from trolly.chain.proto.market_pb2 import MsgCommitRound
 
 from ..blobs import BlobStore
-from ..checkpoints import CheckpointHasher, HashedCheckpoint, TrainingState, decode_checkpoint, weights_hash
-from ..canonical import decode_tensors, encode_tensors
+from ..checkpoints import (CheckpointHasher, DeferredSnapshot, HashedCheckpoint, TrainingState, decode_checkpoint,
+                           weights_hash)
+from ..canonical import decode_tensors
+from ..canonical_copy import copy_into_canonical
 from ..codecs import ErrorFeedback, get_codec
 from ..merkle import merkle_root
 from ..training import Trainer, segment_bounds
@@ -94,9 +96,8 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
             trainer.load(resumed)
             segment = len(progress.checkpoints) - 1
         else:
-            start = TrainingState.fresh(start_weights)
-            hasher.submit(0, start)
-            trainer.load(start)
+            trainer.start_round(start_weights)
+            hasher.submit(0, trainer.snapshot_soon())  # checkpoint 0, copied beside the first step
             segment = 0
         snapshot = None
         while trainer.step < steps:
@@ -110,6 +111,8 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
             hasher.submit(segment, snapshot)
             if on_segment is not None:
                 on_segment(trainer.step, steps)
+        if isinstance(snapshot, DeferredSnapshot):
+            snapshot = snapshot.result()
         if snapshot is not None and while_storing is not None:
             while_storing(snapshot.weights)
         hasher.results()
@@ -129,9 +132,33 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
     pseudo_gradient = {name: start_weights[name] - end_weights[name] for name in end_weights}
     feedback = ErrorFeedback(get_codec(trainer.spec.codec))
     if residual_hash:
-        feedback.load_state(decode_tensors(store.get(residual_hash)))
+        feedback.load_state(_last_residual.get(residual_hash) or decode_tensors(store.get(residual_hash)))
     data, _ = feedback.encode(pseudo_gradient)
-    return store.put(data), store.put(encode_tensors(feedback.state()))
+    residual_bytes, residual = copy_into_canonical(feedback.residual)  # canonical bytes in one copy
+    new_residual_hash = store.put(residual_bytes)
+    _last_residual.set(new_residual_hash, residual)
+    return store.put(data), new_residual_hash
+
+
+class _LastResidual:
+    """The residual this process stored last, by blob hash: the next round starts from it, and need not read
+    back from disk the 4 bytes per parameter it has just written. A blob hash names one content forever, so
+    whichever store the hash came from, the tensors are the same."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entry: tuple[str, dict[str, torch.Tensor]] | None = None
+
+    def get(self, digest: str) -> dict[str, torch.Tensor] | None:
+        with self._lock:
+            return self._entry[1] if self._entry is not None and self._entry[0] == digest else None
+
+    def set(self, digest: str, residual: dict[str, torch.Tensor]) -> None:
+        with self._lock:
+            self._entry = (digest, residual)
+
+
+_last_residual = _LastResidual()
 
 
 def previous_residual(rounds: Mapping[int, RoundProgress], round_index: int) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from ..checkpoints import TrainingState
+from ..checkpoints import DeferredSnapshot, TrainingState
 from ..training import Trainer, train_segment
 
 
@@ -30,10 +30,13 @@ class TrainingStrategy:
             raise ValueError("step_delay must be >= 0")
         self.step_delay = step_delay
 
-    def advance(self, trainer: Trainer, *, worker_index: int, round_index: int, end_step: int) -> TrainingState:
-        """Honest steps up to `end_step` (one at a time when emulating a slow device)."""
+    def advance(self, trainer: Trainer, *, worker_index: int, round_index: int, end_step: int,
+                soon: bool = False) -> TrainingState | DeferredSnapshot:
+        """Honest steps up to `end_step` (one at a time when emulating a slow device); with `soon`, the state
+        is copied beside the next steps (`Trainer.snapshot_soon`)."""
         if not self.step_delay:
-            return train_segment(trainer, None, worker_index=worker_index, round_index=round_index, end_step=end_step)
+            return train_segment(trainer, None, worker_index=worker_index, round_index=round_index, end_step=end_step,
+                                 soon=soon)
         state = None
         while trainer.step < end_step:
             state = train_segment(trainer, None, worker_index=worker_index, round_index=round_index,
@@ -41,5 +44,6 @@ class TrainingStrategy:
             time.sleep(self.step_delay)
         return state if state is not None else trainer.snapshot()
 
-    def train_segment(self, trainer: Trainer, *, worker_index: int, round_index: int, end_step: int) -> TrainingState:
-        return self.advance(trainer, worker_index=worker_index, round_index=round_index, end_step=end_step)
+    def train_segment(self, trainer: Trainer, *, worker_index: int, round_index: int,
+                      end_step: int) -> TrainingState | DeferredSnapshot:
+        return self.advance(trainer, worker_index=worker_index, round_index=round_index, end_step=end_step, soon=True)
