@@ -155,3 +155,18 @@ def test_sign_keeps_signs_and_chunk_mean_magnitudes():
     values = torch.tensor([3.0, -1.0, 0.0, -2.0])
     decoded = get_codec("sign").decode(get_codec("sign").encode({"w": values}))["w"]
     assert decoded.tolist() == [1.5, -1.5, 1.5, -1.5]
+
+
+@pytest.mark.parametrize("name", sorted(CODEC_REGISTRY))
+@settings(max_examples=30, deadline=None)
+@given(flat=arrays)
+def test_encode_and_decode_is_decode_of_encode_bit_for_bit(name, flat):
+    codec = get_codec(name)
+    update = as_update(flat)
+    data, decoded = codec.encode_and_decode(update)
+    assert data == codec.encode(update)
+    reference = codec.decode(data)
+    assert set(decoded) == set(reference)
+    for tensor_name, tensor in reference.items():
+        assert decoded[tensor_name].dtype == tensor.dtype and decoded[tensor_name].shape == tensor.shape
+        assert decoded[tensor_name].numpy().tobytes() == tensor.numpy().tobytes()

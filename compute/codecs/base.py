@@ -34,10 +34,22 @@ class Codec(abc.ABC):
     name: str
 
     def encode(self, tensors: Mapping[str, torch.Tensor]) -> bytes:
+        header, flat, _ = self.flatten(tensors)
+        return header + self.encode_flat(flat)
+
+    def encode_and_decode(self, tensors: Mapping[str, torch.Tensor]) -> tuple[bytes, dict[str, torch.Tensor]]:
+        """The encoded bytes and what they decode to (what every receiver applies), as error feedback needs
+        both. A codec may override this with a quicker way to the very same result (the tests compare)."""
+        data = self.encode(tensors)
+        return data, self.decode(data)
+
+    def flatten(self, tensors: Mapping[str, torch.Tensor]) -> tuple[bytes, np.ndarray, list[tuple[str, tuple[int, ...]]]]:
+        """The framing header, the flat little-endian float32 vector in canonical order, and the layout."""
         names = sorted(tensors, key=lambda n: n.encode("utf-8"))
         if len(names) > MAX_TENSORS:
             raise CodecError(f"too many tensors ({len(names)})")
         arrays = []
+        layout = []
         header = [MAGIC, struct.pack("<BB", VERSION, len(self.name)), self.name.encode("ascii"), struct.pack("<I", len(names))]
         for name in names:
             tensor = tensors[name]
@@ -47,11 +59,12 @@ class Codec(abc.ABC):
             if not np.isfinite(array).all():
                 raise CodecError(f"{name!r} has NaN or infinite values")
             arrays.append(array)
+            layout.append((name, tuple(tensor.shape)))
             name_bytes = name.encode("utf-8")
             header.append(struct.pack("<H", len(name_bytes)) + name_bytes + struct.pack("<B", tensor.dim()))
             header.append(b"".join(struct.pack("<Q", d) for d in tensor.shape))
         flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.float32)
-        return b"".join(header) + self.encode_flat(flat.astype("<f4", copy=False))
+        return b"".join(header), flat.astype("<f4", copy=False), layout
 
     def decode(self, data: bytes) -> dict[str, torch.Tensor]:
         view = memoryview(data).cast("B")
@@ -89,12 +102,7 @@ class Codec(abc.ABC):
         flat = self.decode_flat(view[offset:], total)
         if flat.shape != (total,):
             raise CodecError("payload does not match the declared sizes")  # pragma: no cover - decode_flat checks
-        result: dict[str, torch.Tensor] = {}
-        begin = 0
-        for (name, shape), size in zip(layout, sizes):
-            result[name] = torch.from_numpy(flat[begin:begin + size].astype(np.float32).reshape(shape))
-            begin += size
-        return result
+        return unflatten(flat, layout)
 
     @abc.abstractmethod
     def encode_flat(self, flat: np.ndarray) -> bytes:
@@ -103,6 +111,17 @@ class Codec(abc.ABC):
     @abc.abstractmethod
     def decode_flat(self, payload: memoryview, size: int) -> np.ndarray:
         """The flat float32 vector of `size` elements; CodecError if the payload does not fit."""
+
+
+def unflatten(flat: np.ndarray, layout: list[tuple[str, tuple[int, ...]]]) -> dict[str, torch.Tensor]:
+    """Named float32 tensors (copies) from a flat vector laid out as `layout` says."""
+    result: dict[str, torch.Tensor] = {}
+    begin = 0
+    for name, shape in layout:
+        size = math.prod(shape)
+        result[name] = torch.from_numpy(flat[begin:begin + size].astype(np.float32).reshape(shape))
+        begin += size
+    return result
 
 
 def take(payload: memoryview, offset: int, dtype: str, count: int) -> tuple[np.ndarray, int]:

@@ -24,8 +24,7 @@ class ErrorFeedback:
         """Encode update + residual; returns the bytes and what they decode to (the update as sent)."""
         corrected = {name: tensor.detach().to(torch.float32) + self.residual[name] if name in self.residual
                      else tensor.detach().to(torch.float32).clone() for name, tensor in update.items()}
-        data = self.codec.encode(corrected)
-        sent = self.codec.decode(data)
+        data, sent = self.codec.encode_and_decode(corrected)
         self.residual = {name: corrected[name] - sent[name] for name in corrected}
         return data, sent
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CodecError
-from .base import Codec, finish, take
+from .base import Codec, finish, take, unflatten
 
 CHUNK = 4096
 FP16_MAX = 65504.0
@@ -101,6 +101,21 @@ class SignCodec(Codec):
     name = "sign"
 
     def encode_flat(self, flat: np.ndarray) -> bytes:
+        scales, negative = self._scales_and_signs(flat)
+        return scales.astype("<f4").tobytes() + np.packbits(negative, bitorder="little").tobytes()
+
+    def encode_and_decode(self, tensors):
+        """What `decode(encode(...))` gives, read straight off the scales and signs instead of the bytes."""
+        header, flat, layout = self.flatten(tensors)
+        scales, negative = self._scales_and_signs(flat)
+        payload = scales.astype("<f4").tobytes() + np.packbits(negative, bitorder="little").tobytes()
+        values = np.repeat(scales, SIGN_CHUNK)[:len(flat)]
+        values *= np.float32(1) - np.float32(2) * negative  # as decode_flat does, with the unpacked bits
+        return header + payload, unflatten(values, layout)
+
+    @staticmethod
+    def _scales_and_signs(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per chunk the mean magnitude (float32, summed in float64 by a fixed tree), and x < 0 per value."""
         chunks = -(-len(flat) // SIGN_CHUNK)
         padded = np.zeros(chunks * SIGN_CHUNK, dtype=np.float32)
         padded[:len(flat)] = flat
@@ -109,8 +124,7 @@ class SignCodec(Codec):
         if chunks:
             lengths[-1] = len(flat) - (chunks - 1) * SIGN_CHUNK
         scales = (fixed_tree_sum(magnitudes) / lengths).astype(np.float32)
-        bits = np.packbits(flat < 0, bitorder="little")
-        return scales.astype("<f4").tobytes() + bits.tobytes()
+        return scales, flat < 0
 
     def decode_flat(self, payload, size: int) -> np.ndarray:
         chunks = -(-size // SIGN_CHUNK)
