@@ -76,12 +76,12 @@ def worker_round(trainer: Trainer, store: BlobStore, state: WorkerState, round_i
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds (about a minute)")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (about 15 seconds)")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--steps", type=int, default=50, help="inner steps per round (H)")
     parser.add_argument("--codec", default="sign", help="the codec of the compression benchmark by default")
     options = parser.parse_args(argv)
-    rounds = options.rounds or (3 if options.quick else 8)
+    rounds = options.rounds or (5 if options.quick else 10)
 
     blobs = build_dataset("digits")
     dataset = dataset_from_blobs(blobs)
