@@ -2,8 +2,10 @@
 
 An ed25519 check (~70 us in libsodium) costs about as much as everything else a transfer does together, and
 a block's checks do not depend on its execution. So FinalizeBlock (`execute_block`) hands the block to this
-helper process first and then executes it (`chain.app.apply_block` with the answers): by the time a transaction's ante handler asks for its signature, the
-answer is usually waiting in the pipe. A thread would not do: PyNaCl releases the GIL inside libsodium, but
+helper process first and then executes it (`chain.app.apply_block` with the answers): by the time a
+transaction's ante handler asks for its signature, the answer is usually waiting in the pipe. The executor
+checks a small interleaved share itself, sized from the last batch's timings so that both sides finish
+together (`SignatureChecker.rebalance`). A thread would not do: PyNaCl releases the GIL inside libsodium, but
 each check must take it back, and the executing thread holds it for milliseconds at a time (a check beside
 a busy Python thread runs ~50 times slower).
 
@@ -55,8 +57,9 @@ Payload = tuple[bytes, bytes, bytes]  # (public key, signed bytes, signature)
 
 
 def answer_digest(pubkey: bytes, message_hash: bytes, signature: bytes) -> bytes:
-    """What a check is known by on the wire: it binds the key, the signed bytes and the signature."""
-    return hashlib.sha256(pubkey + message_hash + signature).digest()
+    """What a check is known by on the wire: it binds the key, the signed bytes and the signature (the key's
+    length is part of it, so no split of the same bytes into other parts can share a digest)."""
+    return hashlib.sha256(len(pubkey).to_bytes(4, "big") + pubkey + message_hash + signature).digest()
 
 
 # -- the helper process -----------------------------------------------------------------------------------------
