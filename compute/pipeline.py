@@ -1,8 +1,9 @@
 """A worker's whole round in one call: train with checkpoints, then encode the pseudo-gradient.
 
-This is the path `trolly-worker` runs each round and what `benchmarks/worker_overhead.py` times against a
-plain PyTorch loop; `simulate_diloco` strings rounds of it together for several workers in one process
-(benchmarks, tests, demos), with the same outer step every party computes.
+The same training, checkpoints and encoding as `trolly-worker`'s round (`compute.worker.rounds`, which adds
+the blob store, the saved progress and resuming; that is what `benchmarks/worker_overhead.py` times), without
+any files: `simulate_diloco` strings rounds of it together for several workers in one process (benchmarks,
+tests, demos), with the same outer step every party computes.
 """
 
 from __future__ import annotations
