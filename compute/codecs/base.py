@@ -113,13 +113,14 @@ class Codec(abc.ABC):
         """The flat float32 vector of `size` elements; CodecError if the payload does not fit."""
 
 
-def unflatten(flat: np.ndarray, layout: list[tuple[str, tuple[int, ...]]]) -> dict[str, torch.Tensor]:
-    """Named float32 tensors (copies) from a flat vector laid out as `layout` says."""
+def unflatten(flat: np.ndarray, layout: list[tuple[str, tuple[int, ...]]], copy: bool = True) -> dict[str, torch.Tensor]:
+    """Named float32 tensors from a flat vector laid out as `layout` says: copies, or (`copy=False`, for a
+    float32 vector nobody else holds) views of it."""
     result: dict[str, torch.Tensor] = {}
     begin = 0
     for name, shape in layout:
         size = math.prod(shape)
-        result[name] = torch.from_numpy(flat[begin:begin + size].astype(np.float32).reshape(shape))
+        result[name] = torch.from_numpy(flat[begin:begin + size].astype(np.float32, copy=copy).reshape(shape))
         begin += size
     return result
 

@@ -110,8 +110,8 @@ class SignCodec(Codec):
         scales, negative = self._scales_and_signs(flat)
         payload = scales.astype("<f4").tobytes() + np.packbits(negative, bitorder="little").tobytes()
         values = np.repeat(scales, SIGN_CHUNK)[:len(flat)]
-        values *= np.float32(1) - np.float32(2) * negative  # as decode_flat does, with the unpacked bits
-        return header + payload, unflatten(values, layout)
+        np.negative(values, out=values, where=negative)  # exactly decode_flat's multiplication by -1
+        return header + payload, unflatten(values, layout, copy=False)
 
     @staticmethod
     def _scales_and_signs(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
