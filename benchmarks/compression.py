@@ -50,9 +50,9 @@ WORKERS = 4
 # H = 60 (+3.5%, the closest) do not close it, nor does an uncompressed fp32 update (the lag is DiLoCo's,
 # not the codec's). After 10 rounds (500 steps) the gap is -21%, +5%, -14%, -5% (mean -9%). So the quick
 # run trains 10 rounds; the full run 16. Beyond that both runs sit on a plateau (test loss 0.055-0.09,
-# moving by +-15% from one evaluation to the next, ours about as often above dense as below): the full
-# run's single endpoint (800 steps, seed 1234) has ours +35% (0.074 against 0.055), 0.8 points of accuracy
-# behind; evaluated every 50 steps from 450 to 800, ours averages 0.071 (outer lr 0.7: 0.068), dense 0.070.
+# moving by +-15% from one evaluation to the next): the full run's single endpoint (800 steps, seed 1234)
+# has ours +35% (0.074 against 0.055), 0.8 points of accuracy behind; evaluated every 50 steps from 450 to
+# 800, ours averages 0.071 (+7%; with outer lr 0.7, 0.068: +3%), dense 0.066.
 QUICK_ROUNDS, FULL_ROUNDS = 10, 16
 MLP_SETTINGS = {"codec": "sign", "inner_steps": 50, "lr": 0.001, "weight_decay": 1.0, "eps": 1e-8,
                 "outer_lr": 1.0, "outer_momentum": 0.3, "batch_size": 32}
