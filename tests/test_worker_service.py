@@ -34,8 +34,8 @@ def dataset_blobs():
     return build_dataset("digits")
 
 
-@pytest.fixture
-def world(make_chain, dataset_blobs, tmp_path):
+def joined_task(make_chain, dataset_blobs):
+    """A chain with one registered worker that has joined a fresh task: (chain, market, task_id, spec)."""
     chain = make_chain(accounts=2, validators=1, params={"market": MARKET_PARAMS})
     market = Market(chain)
     market.register(market.workers[:1])
@@ -43,6 +43,12 @@ def world(make_chain, dataset_blobs, tmp_path):
     task_id = market.submit(spec=spec, spec_hash=hashlib.sha256(spec).digest(), workers=1, rounds=ROUNDS,
                             samples_per_worker=1, round_blocks=20)
     market.join(task_id, market.workers[:1])
+    return chain, market, task_id, spec
+
+
+@pytest.fixture
+def world(make_chain, dataset_blobs, tmp_path):
+    chain, market, task_id, spec = joined_task(make_chain, dataset_blobs)
     home = tmp_path / "worker"
     home.mkdir()
     WorkerState.load(home).add_task(task_id, hashlib.sha256(spec).hexdigest(), 0)  # as after a successful join
@@ -298,13 +304,7 @@ def test_the_worker_registers_once_and_joins_only_a_task_it_fits(make_chain, dat
 
 
 def test_a_task_joined_just_before_a_kill_is_adopted_from_the_chain(make_chain, dataset_blobs, tmp_path):
-    chain = make_chain(accounts=2, validators=1, params={"market": MARKET_PARAMS})
-    market = Market(chain)
-    market.register(market.workers[:1])
-    spec = spec_document(dataset_blobs.manifest_hash)
-    task_id = market.submit(spec=spec, spec_hash=hashlib.sha256(spec).digest(), workers=1, rounds=ROUNDS,
-                            samples_per_worker=1, round_blocks=20)
-    market.join(task_id, market.workers[:1])  # included, but the worker died before saving it
+    chain, market, task_id, spec = joined_task(make_chain, dataset_blobs)  # joined, but the worker died before saving it
     service = new_service(tmp_path, chain, market.workers[0])
     assert service.state.tasks == {}
     run(service.adopt_joined_tasks())
