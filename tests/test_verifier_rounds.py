@@ -24,25 +24,17 @@ from trolly.verifier.service import ServiceConfig, VerifierService
 from trolly.wallet.rpc import AsyncRpcClient
 
 from verifier_helpers import digits, own_profile, tiny_spec_document
-from verifier_scenario import REWARD, VALIDATOR, WORKER_STAKE, send, wait_for
-from wallet_helpers import FakeNode, dev_app_state
+from verifier_scenario import REWARD, VALIDATOR, WORKER_STAKE, market_node, send, wait_for
 
 from trolly.chain.hd import dev_key
 
 WORKERS = [dev_key(4), dev_key(5)]
-MARKET_PARAMS = {"min_worker_stake": 1_000_000, "min_collateral": 100_000, "worker_unbonding_blocks": 5,
-                 "verification_window": 5000, "sampling_delay": 1, "min_round_blocks": 2}
 
 
 @pytest.fixture
 def node():
-    state = dev_app_state({"staking": {"unbonding_blocks": 3}, "market": MARKET_PARAMS})
-    state["accounts"] += [{"address": encode_address(k.address), "balance": str(100_000_000)} for k in WORKERS]
-    fake = FakeNode(state, block_interval=0.05).start()
-    try:
+    with market_node(WORKERS) as fake:
         yield fake
-    finally:
-        fake.stop()
 
 
 async def play_round(client, spec, trainer, servers, task_id: int, round_index: int, start) -> list[tuple[int, int, bytes]]:

@@ -13,22 +13,14 @@ from trolly.verifier.service import ServiceConfig, VerifierService
 from trolly.verifier.votes import VoteRecord
 from trolly.wallet.rpc import AsyncRpcClient
 
-from verifier_scenario import VALIDATOR, WORKERS, assert_decided_correctly, open_and_commit, wait_for
-from wallet_helpers import FakeNode, dev_app_state
+from verifier_scenario import VALIDATOR, WORKERS, assert_decided_correctly, market_node, open_and_commit, wait_for
 
-MARKET_PARAMS = {"min_worker_stake": 1_000_000, "min_collateral": 100_000, "worker_unbonding_blocks": 5,
-                 "verification_window": 5000, "sampling_delay": 1, "min_round_blocks": 2}
 
 
 @pytest.fixture
 def node():
-    state = dev_app_state({"staking": {"unbonding_blocks": 3}, "market": MARKET_PARAMS})
-    state["accounts"] += [{"address": encode_address(k.address), "balance": str(100_000_000)} for k in WORKERS]
-    fake = FakeNode(state, block_interval=0.05).start()
-    try:
+    with market_node(WORKERS) as fake:
         yield fake
-    finally:
-        fake.stop()
 
 
 def config_for(node, tmp_path, attempts: int) -> ServiceConfig:

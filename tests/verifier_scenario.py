@@ -9,11 +9,13 @@ service tests: against the wallet tests' FakeNode and against a real `trolly-nod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
 import socket
 import time
+from typing import Iterator
 
 import torch
 
@@ -30,6 +32,7 @@ from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.sender import TxSender
 
 from verifier_helpers import digits, own_profile, tiny_spec_document
+from wallet_helpers import FakeNode, dev_app_state
 
 WORKERS = [dev_key(1), dev_key(2), dev_key(3)]  # join order = worker index: honest, cheat, offline
 STRATEGIES = ["honest", "bf16", "honest"]
@@ -37,6 +40,23 @@ VALIDATOR = dev_key(0)
 REWARD = 1_000_000
 WORKER_STAKE = 10_000_000
 COLLATERAL = 4 * REWARD
+
+
+MARKET_PARAMS = {"min_worker_stake": 1_000_000, "min_collateral": 100_000, "worker_unbonding_blocks": 5,
+                 "verification_window": 5000, "sampling_delay": 1, "min_round_blocks": 2}
+"""Market params of the verifier tests' in-process node: short periods, sampling one block after a commit."""
+
+
+@contextlib.contextmanager
+def market_node(workers) -> Iterator[FakeNode]:
+    """An in-process node (50 ms blocks) with MARKET_PARAMS and 100 TRL for each of `workers`."""
+    state = dev_app_state({"staking": {"unbonding_blocks": 3}, "market": MARKET_PARAMS})
+    state["accounts"] += [{"address": encode_address(k.address), "balance": str(100_000_000)} for k in workers]
+    fake = FakeNode(state, block_interval=0.05).start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
 
 
 def unused_port() -> int:
