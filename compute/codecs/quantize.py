@@ -110,7 +110,7 @@ class SignCodec(Codec):
         scales, negative = self._scales_and_signs(flat)
         payload = scales.astype("<f4").tobytes() + np.packbits(negative, bitorder="little").tobytes()
         values = np.repeat(scales, SIGN_CHUNK)[:len(flat)]
-        np.negative(values, out=values, where=negative)  # exactly decode_flat's multiplication by -1
+        _set_sign_bits(values, negative)
         return header + payload, unflatten(values, layout, copy=False)
 
     @staticmethod
@@ -137,5 +137,12 @@ class SignCodec(Codec):
         if size % 8 and np.unpackbits(packed[-1:], bitorder="little")[size % 8:].any():
             raise CodecError("sign payload has stray bits after the last value")
         values = np.repeat(scales.astype(np.float32), SIGN_CHUNK)[:size]
-        values *= np.float32(1) - np.float32(2) * negative  # times +1 or -1: exact
+        _set_sign_bits(values, negative)
         return values
+
+
+def _set_sign_bits(values: np.ndarray, negative: np.ndarray) -> None:
+    """values[i] = -values[i] where negative[i], for float32 values >= 0: setting the IEEE sign bit is exactly
+    what multiplying by -1 gives, in one integer pass (a masked `np.negative` takes ten times longer)."""
+    bits = values.view(np.uint32)
+    bits |= negative.astype(np.uint32) << np.uint32(31)

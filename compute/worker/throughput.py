@@ -57,7 +57,7 @@ def measure_reference(duration: float = 0.5, min_steps: int = 3, threads: int = 
     torch.set_num_threads(threads)
     try:
         model = build_model("mlp", {}, REFERENCE_SHAPE, seed=0)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False, fused=False)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False, fused=True)  # as `Trainer`
         generator = torch.Generator().manual_seed(0)
         inputs = torch.rand((REFERENCE_BATCH, REFERENCE_SHAPE.input_size), generator=generator)
         targets = torch.randint(0, REFERENCE_SHAPE.num_classes, (REFERENCE_BATCH,), generator=generator)
