@@ -123,6 +123,12 @@ def copy_tensors(targets: Mapping[str, torch.Tensor], sources: Mapping[str, torc
 def copy_into_canonical(tensors: Mapping[str, torch.Tensor]) -> tuple[memoryview, dict[str, torch.Tensor]]:
     """The canonical bytes of `tensors` and, for each name, a view of its data inside those bytes, holding a
     copy of the tensor as it is now. Same checks and errors as `encode_tensors`."""
-    data, views = layout_of(tensors).allocate()
+    data, views = allocate_canonical(tensors)
     copy_tensors(views, tensors)
     return data, views
+
+
+def allocate_canonical(like: Mapping[str, torch.Tensor]) -> tuple[memoryview, dict[str, torch.Tensor]]:
+    """Canonical bytes for tensors of the names, dtypes and shapes of `like`, with their data not yet set,
+    and the view of each one's data there: whatever is written into the views is the encoding's data."""
+    return layout_of(like).allocate()

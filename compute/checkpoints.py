@@ -104,8 +104,12 @@ class DeferredSnapshot:
     `result()`, which waits for the copy and raises CheckpointError if it failed.
     """
 
-    def __init__(self, state: TrainingState, fill: Callable[[], None]) -> None:
+    def __init__(self, state: TrainingState, fill: Callable[[], None],
+                 source_weights: Mapping[str, torch.Tensor]) -> None:
         self._state = state
+        self.source_weights = source_weights
+        """The weights being copied, as the trainer holds them: the same values as the snapshot's until the
+        trainer's next change (its next optimizer step or load), readable without waiting for the copy."""
         self._fill = fill
         self._done = threading.Event()
         self._error: BaseException | None = None
@@ -239,13 +243,17 @@ class CheckpointHasher:
     """Hash checkpoints in a background thread, in submission order.
 
     `submit` takes a state the caller will not modify again (see `Trainer.snapshot`), or a snapshot still
-    being copied (`DeferredSnapshot`: the hashing thread waits for the copy). `sink`, if given, is
-    called in the background thread with each (HashedCheckpoint, bytes-like), e.g. to store the blob.
-    `results()` waits for everything submitted and re-raises any error from the background thread.
+    being copied (`DeferredSnapshot`: the hashing thread waits for the copy). With `store` (a
+    `blobs.BlobStore`), each checkpoint is stored as a blob, written while it is hashed (`put_hashing`).
+    `sink`, if given, is then called in the background thread with each (HashedCheckpoint, bytes-like), e.g.
+    to record the stored blob. `results()` waits for everything submitted and re-raises any error from the
+    background thread.
     """
 
-    def __init__(self, sink: Callable[[HashedCheckpoint, bytes], None] | None = None, keep_bytes: bool = False) -> None:
+    def __init__(self, sink: Callable[[HashedCheckpoint, bytes], None] | None = None, keep_bytes: bool = False,
+                 store=None) -> None:
         self._sink = sink
+        self._store = store
         self._keep_bytes = keep_bytes
         self._results: list[HashedCheckpoint] = []
         self._queue: BackgroundQueue[tuple[int, TrainingState]] = BackgroundQueue(
@@ -259,7 +267,10 @@ class CheckpointHasher:
         index, state = item
         if isinstance(state, DeferredSnapshot):
             state = state.result()
-        if self._keep_bytes or self._sink is not None:
+        if self._store is not None:
+            data = checkpoint_bytes(state)
+            digest = bytes.fromhex(self._store.put_hashing(data))
+        elif self._keep_bytes or self._sink is not None:
             data = checkpoint_bytes(state)
             digest = hashlib.sha256(data).digest()
         else:

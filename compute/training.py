@@ -145,7 +145,7 @@ class Trainer:
         """A copy of the current state, safe to hand to another thread while training goes on. The copy is
         written straight into the checkpoint's canonical bytes (`checkpoints.capture`)."""
         self._wait_for_copy()
-        state, fill = self._prepare_snapshot()
+        state, fill, _ = self._prepare_snapshot()
         fill()
         return state
 
@@ -154,7 +154,8 @@ class Trainer:
         batch, forward and backward passes, which change nothing in it: the copy costs the training thread
         nothing unless it is not over by the next optimizer step, where `train_step` waits for it."""
         self._wait_for_copy()
-        self._copying = DeferredSnapshot(*self._prepare_snapshot())
+        state, fill, weights = self._prepare_snapshot()
+        self._copying = DeferredSnapshot(state, fill, source_weights=weights)
         return self._copying
 
     def _wait_for_copy(self) -> None:
@@ -162,7 +163,8 @@ class Trainer:
             self._copying.wait()
             self._copying = None
 
-    def _prepare_snapshot(self) -> tuple[TrainingState, Callable[[], None]]:
+    def _prepare_snapshot(self) -> tuple[TrainingState, Callable[[], None], dict[str, torch.Tensor]]:
+        """The snapshot's state (not yet filled in), the copy that fills it, and the live weights it copies."""
         optimizer = {}
         for name, parameter in self.parameters.items():
             slots = self.optimizer.state.get(parameter)
@@ -171,7 +173,8 @@ class Trainer:
                                    "exp_avg_sq": torch.zeros_like(parameter)}
             else:
                 optimizer[name] = {slot: slots[slot] for slot in ("step", "exp_avg", "exp_avg_sq")}
-        return prepare_capture(self.step, self.model.state_dict(), optimizer)
+        weights = self.model.state_dict()
+        return (*prepare_capture(self.step, weights, optimizer), weights)
 
     def loss(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         logits = self.model(inputs)

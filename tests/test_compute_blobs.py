@@ -223,3 +223,42 @@ def test_blob_writer_writes_everything_by_flush_and_reports_failures(tmp_path):
     finally:
         with pytest.raises(BlobError):
             writer.close()
+
+
+def test_put_hashing_stores_under_the_hash_of_the_bytes(tmp_path):
+    store = BlobStore(tmp_path, max_blob_size=3 * 1024 * 1024)
+    data = bytes(range(256)) * (2 * 1024 * 4 + 3)  # over the direct-I/O minimum, not a whole number of blocks
+    digest = store.put_hashing(memoryview(data))
+    assert digest == hashlib.sha256(data).hexdigest() and store.get(digest) == data
+    assert store.put_hashing(data) == digest  # already there: the second copy is dropped
+    assert incoming_files(tmp_path) == []
+    with pytest.raises(BlobTooLarge):
+        store.put_hashing(b"x" * (3 * 1024 * 1024 + 1))
+
+
+def test_put_hashing_leaves_nothing_behind_when_the_write_or_the_hash_fails(tmp_path, monkeypatch):
+    from trolly.compute.blobs import store as store_module
+    store = BlobStore(tmp_path)
+
+    def full_disk(directory, data):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store_module, "_write_temporary", full_disk)
+        with pytest.raises(OSError, match="No space"):
+            store.put_hashing(b"checkpoint")
+
+    class BrokenHash:
+        def sha256(self, data):
+            raise MemoryError("hashing failed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store_module, "hashlib", BrokenHash())
+        with pytest.raises(MemoryError):
+            store.put_hashing(b"checkpoint")
+    store_module._stager.submit(lambda: None).result()  # the write and its clean-up are over
+    assert incoming_files(tmp_path) == [] and not any(p.is_file() for p in (tmp_path / "blobs").rglob("*"))
+
+
+def incoming_files(root) -> list:
+    return [path for path in root.rglob(".incoming-*")]

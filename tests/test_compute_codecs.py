@@ -140,6 +140,48 @@ def test_error_feedback_eventually_sends_everything():
     assert float(feedback.residual["w"].abs().max()) < 2 * float(update["w"].abs().max()) / float(codec.density)
 
 
+@pytest.mark.parametrize("name", ["sign", "topk-int8"])
+def test_error_feedback_in_place_gives_the_same_bytes_and_residual(name):
+    """`consume`, `residual_into` and `load_state(copy=False)` only change where the arithmetic writes."""
+    from trolly.compute.canonical import decode_tensors
+    from trolly.compute.canonical_copy import allocate_canonical
+    generator = torch.Generator().manual_seed(5)
+    updates = [{"b": torch.randn(3000, generator=generator), "a": torch.randn(40, 70, generator=generator)}
+               for _ in range(3)]
+    plain, in_place = ErrorFeedback(get_codec(name)), ErrorFeedback(get_codec(name))
+    for update in updates:
+        expected, expected_sent = plain.encode(update)
+        residual_bytes, residual = allocate_canonical(update)
+        owned = {key: tensor.clone() for key, tensor in update.items()}
+        previous = in_place.residual
+        in_place.load_state(previous, copy=False)
+        data, sent = in_place.encode(owned, consume=True, residual_into=residual)
+        assert data == expected
+        assert all(torch.equal(sent[key], expected_sent[key]) for key in update)
+        stored = decode_tensors(bytes(residual_bytes))  # the residual is its canonical bytes
+        assert all(plain.residual[key].numpy().tobytes() == stored[key].numpy().tobytes() for key in update)
+        assert all(in_place.residual[key] is residual[key] for key in update)
+    untouched = {key: tensor.clone() for key, tensor in updates[0].items()}
+    in_place.encode(untouched)  # without `consume` the caller's tensors are left alone
+    assert all(torch.equal(untouched[key], updates[0][key]) for key in untouched)
+
+
+@settings(max_examples=40, deadline=None)
+@given(flat=hnp.arrays(np.float32, st.integers(1, 5 * SIGN_CHUNK + 7), elements=finite))
+def test_sign_scales_are_the_float64_tree_sums_of_each_padded_chunk(flat):
+    """The chunk means against a plain reference: the whole padded vector in float64, summed pairwise."""
+    chunks = -(-len(flat) // SIGN_CHUNK)
+    rows = np.zeros(chunks * SIGN_CHUNK, np.float64)
+    rows[:len(flat)] = np.abs(flat)
+    rows = rows.reshape(chunks, SIGN_CHUNK)
+    while rows.shape[1] > 1:
+        rows = rows[:, 0::2] + rows[:, 1::2]
+    lengths = np.minimum(SIGN_CHUNK, len(flat) - SIGN_CHUNK * np.arange(chunks)).astype(np.float64)
+    scales, negative = get_codec("sign")._scales_and_signs(flat)
+    assert scales.tobytes() == (rows[:, 0] / lengths).astype(np.float32).tobytes()
+    assert (negative == (flat < 0)).all()
+
+
 def test_compression_ratios_match_the_registry_description():
     update = {"w": torch.randn(1024 * 1024, generator=torch.Generator().manual_seed(0))}
     dense = len(get_codec("fp32").encode(update))

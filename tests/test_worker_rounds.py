@@ -58,6 +58,9 @@ def test_an_uninterrupted_round_matches_the_runtime_and_stores_every_checkpoint(
     hashes = trained.checkpoints
     assert hashes == [h.hex() for h in reference.checkpoint_hashes]
     assert all(store.has(h) for h in hashes)
+    # the start weights' hash, left empty by the caller, was filled in and saved with checkpoint 0
+    assert progress.start_weights_hash == reference.start_weights_hash.hex()
+    assert WorkerState.load(tmp_path).task(7).round(0).start_weights_hash == progress.start_weights_hash
     assert all(torch.equal(trained.end_weights[n], reference.end_weights[n]) for n in reference.end_weights)
     saved = WorkerState.load(tmp_path).task(7).rounds[0]
     assert saved.checkpoints == hashes  # recorded on disk as they were hashed
@@ -118,7 +121,7 @@ def test_the_update_is_the_codec_of_start_minus_end_and_the_commitment_is_valid(
     residual = decode_tensors(store.get(progress.residual_hash))
     assert all(torch.equal(residual[n], reference.pseudo_gradient[n] - sent[n]) for n in sent)
     assert any(residual[n].abs().max() > 0 for n in residual)  # int8 is lossy: something was left over
-    progress.start_weights_hash = reference.start_weights_hash.hex()
+    assert progress.start_weights_hash == reference.start_weights_hash.hex()
 
     message = commitment(7, progress, spec.training.batch_size, trainer.profile_id)
     validate_commit_round(message)

@@ -86,11 +86,17 @@ def expected_final_weights(spec_bytes: bytes, dataset) -> str:
     return state.weights_hash().hex()
 
 
-def test_the_loop_trains_commits_aggregates_verified_updates_and_reports_the_final_weights(world, dataset_blobs):
+def test_the_loop_trains_commits_aggregates_verified_updates_and_reports_the_final_weights(world, dataset_blobs,
+                                                                                            monkeypatch):
+    from trolly.compute.worker import service as service_module
+    measured = []
+    measure = service_module.measure_trainer
+    monkeypatch.setattr(service_module, "measure_trainer", lambda trainer: measured.append(trainer) or measure(trainer))
     chain, market, task_id, home, spec = world
     worker = market.workers[0]
     service = new_service(home, chain, worker)
     assert run(drive(service, chain, market, task_id))
+    assert len(measured) == 1  # only before the first round: later rounds plan with the pace of the one before
     view = market.task(task_id)
     assert view["status"] == "completed"
     assert view["final_weights_hash"] == expected_final_weights(spec, dataset_from_blobs(dataset_blobs))

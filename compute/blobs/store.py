@@ -7,6 +7,7 @@ are renamed into place, so a crash never leaves a partial blob under a valid nam
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -28,17 +29,37 @@ def check_blob_hash(digest: str) -> str:
 
 def _write_atomically(path: pathlib.Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
+    temporary = _write_temporary(path.parent, data)
+    try:
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _write_temporary(directory: pathlib.Path, data: bytes) -> pathlib.Path:
+    """`data` in a new temporary file in `directory` (removed again if writing fails)."""
+    descriptor, name = tempfile.mkstemp(dir=directory, prefix=".incoming-")
+    temporary = pathlib.Path(name)
     try:
         with os.fdopen(descriptor, "wb") as handle:
             # Large blobs (checkpoints) go past the page cache: far less CPU, see direct.py.
             if not (memoryview(data).nbytes >= DIRECT_MINIMUM and write_direct(temporary, (data,))):
                 handle.truncate(0)  # whatever a refused direct write left
                 handle.write(data)
-        os.replace(temporary, path)
     except BaseException:
-        pathlib.Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
+    return temporary
+
+
+def _remove_written(staged: concurrent.futures.Future) -> None:
+    if staged.exception() is None:
+        staged.result().unlink(missing_ok=True)
+
+
+# Writes `put_hashing` overlaps with its hash: one thread, as a disk takes writes one after another anyway.
+_stager = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="blob-stage")
 
 
 class BlobStore:
@@ -75,6 +96,31 @@ class BlobStore:
         path = self.path(digest)
         if not path.is_file():
             _write_atomically(path, data)
+        return digest
+
+    def put_hashing(self, data: bytes | bytearray | memoryview) -> str:
+        """`put(data)` with the write overlapping the hash: the bytes go to a temporary file on another
+        thread while this one hashes them, and the file takes its name once both are over. For large blobs
+        of our own making (checkpoints: 13.5 MB is about 10 ms of hashing and 12 ms of direct I/O here)."""
+        if len(data) > self.max_blob_size:
+            raise BlobTooLarge(f"blob of {len(data)} bytes exceeds the limit of {self.max_blob_size}")
+        staged = _stager.submit(_write_temporary, self.root / "blobs", data)
+        try:
+            digest = hashlib.sha256(data).hexdigest()
+        except BaseException:
+            staged.add_done_callback(_remove_written)
+            raise
+        temporary = staged.result()  # the write's error, if it failed (it has removed its file then)
+        try:
+            path = self.path(digest)
+            if path.is_file():
+                temporary.unlink()
+            else:
+                path.parent.mkdir(exist_ok=True)
+                os.replace(temporary, path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
         return digest
 
     def get(self, digest: str) -> bytes:

@@ -116,14 +116,19 @@ class SignCodec(Codec):
     @staticmethod
     def _scales_and_signs(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per chunk the mean magnitude (float32, summed in float64 by a fixed tree), and x < 0 per value."""
-        chunks = -(-len(flat) // SIGN_CHUNK)
-        padded = np.zeros(chunks * SIGN_CHUNK, dtype=np.float32)
-        padded[:len(flat)] = flat
-        magnitudes = np.abs(padded.reshape(chunks, SIGN_CHUNK)).astype(np.float64)
-        lengths = np.full(chunks, SIGN_CHUNK, dtype=np.float64)
-        if chunks:
-            lengths[-1] = len(flat) - (chunks - 1) * SIGN_CHUNK
-        scales = (fixed_tree_sum(magnitudes) / lengths).astype(np.float32)
+        full, tail = divmod(len(flat), SIGN_CHUNK)
+        magnitudes = np.abs(flat)
+        rows = magnitudes[:full * SIGN_CHUNK].reshape(full, SIGN_CHUNK)
+        if tail:  # the last chunk, padded with zeros
+            rows = np.concatenate([rows, np.zeros((1, SIGN_CHUNK), dtype=np.float32)])
+            rows[-1, :tail] = magnitudes[full * SIGN_CHUNK:]
+        # The tree's first level straight into float64 (each float32 converted exactly, then added): the
+        # same sums as converting the whole array first, without writing it out twice as large.
+        pairs = np.add(rows[:, 0::2], rows[:, 1::2], dtype=np.float64)
+        lengths = np.full(len(rows), SIGN_CHUNK, dtype=np.float64)
+        if tail:
+            lengths[-1] = tail
+        scales = (fixed_tree_sum(pairs) / lengths).astype(np.float32)
         return scales, flat < 0
 
     def decode_flat(self, payload, size: int) -> np.ndarray:

@@ -35,7 +35,7 @@ from ..blobs import BlobStore
 from ..checkpoints import (CheckpointHasher, DeferredSnapshot, HashedCheckpoint, TrainingState, decode_checkpoint,
                            weights_hash)
 from ..canonical import decode_tensors
-from ..canonical_copy import copy_into_canonical
+from ..canonical_copy import allocate_canonical
 from ..codecs import ErrorFeedback, get_codec
 from ..merkle import merkle_root
 from ..training import Trainer, segment_bounds
@@ -69,7 +69,8 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
                 on_segment: Callable[[int, int], None] | None = None,
                 while_storing: Callable[[Mapping[str, torch.Tensor]], None] | None = None) -> TrainedRound:
     """Train round `progress.round` for `progress.steps` steps from `start_weights`, or resume it from its
-    last saved checkpoint.
+    last saved checkpoint. An empty `progress.start_weights_hash` is filled in (in the background, saved with
+    checkpoint 0).
 
     `while_storing(end_weights)`, if given, runs on this thread as soon as the last segment is trained, while
     the last checkpoint is still being hashed and stored in the background: the worker encodes its update
@@ -81,16 +82,20 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
         return TrainedRound(list(progress.checkpoints), None)
 
     def record(checkpoint: HashedCheckpoint, data: bytes) -> None:
-        # Runs in the hasher's thread: blob first, then the state that names it. The hasher has just hashed
-        # exactly these bytes, so the store need not hash them again.
-        digest = store.put_hashed(data, checkpoint.digest.hex())
+        # Runs in the hasher's thread once the blob is stored (it was written while it was hashed): the state
+        # that names it comes after it. Checkpoint 0 also brings the start weights' hash, when the caller
+        # left it to this thread (hashing W_r costs the training thread nothing here).
+        digest = checkpoint.digest.hex()
+        start_hash = weights_hash(start_weights).hex() if checkpoint.index == 0 and not progress.start_weights_hash else ""
         with state.lock:
+            if start_hash:
+                progress.start_weights_hash = start_hash
             if checkpoint.index != len(progress.checkpoints):
                 raise WorkerError(f"checkpoint {checkpoint.index} recorded out of order")
             progress.checkpoints.append(digest)
             state.save()
 
-    with CheckpointHasher(sink=record) as hasher:
+    with CheckpointHasher(sink=record, store=store) as hasher:
         if progress.checkpoints:
             resumed = load_checkpoint(store, progress.checkpoints[-1])
             trainer.load(resumed)
@@ -111,10 +116,12 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
             hasher.submit(segment, snapshot)
             if on_segment is not None:
                 on_segment(trainer.step, steps)
+        if while_storing is not None and snapshot is not None:
+            # The end weights as the trainer holds them: nothing changes them before the next round, and
+            # reading them need not wait for the snapshot's copy.
+            while_storing(snapshot.source_weights if isinstance(snapshot, DeferredSnapshot) else snapshot.weights)
         if isinstance(snapshot, DeferredSnapshot):
             snapshot = snapshot.result()
-        if snapshot is not None and while_storing is not None:
-            while_storing(snapshot.weights)
         hasher.results()
     if len(progress.checkpoints) != expected:
         raise WorkerError(f"round {progress.round} has {len(progress.checkpoints)} checkpoints, expected {expected}")
@@ -131,11 +138,12 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
         end_weights = load_checkpoint(store, progress.checkpoints[-1]).weights
     pseudo_gradient = {name: start_weights[name] - end_weights[name] for name in end_weights}
     feedback = ErrorFeedback(get_codec(trainer.spec.codec))
-    if residual_hash:
-        feedback.load_state(_last_residual.get(residual_hash) or decode_tensors(store.get(residual_hash)))
-    data, _ = feedback.encode(pseudo_gradient)
-    residual_bytes, residual = copy_into_canonical(feedback.residual)  # canonical bytes in one copy
-    new_residual_hash = store.put(residual_bytes)
+    if residual_hash:  # read only: encode replaces it
+        feedback.load_state(_last_residual.get(residual_hash) or decode_tensors(store.get(residual_hash)), copy=False)
+    # The residual is written straight into its canonical bytes, the sum into the fresh pseudo-gradient.
+    residual_bytes, residual = allocate_canonical(pseudo_gradient)
+    data, _ = feedback.encode(pseudo_gradient, consume=True, residual_into=residual)
+    new_residual_hash = store.put_hashing(residual_bytes)
     _last_residual.set(new_residual_hash, residual)
     return store.put(data), new_residual_hash
 

@@ -20,6 +20,7 @@ import logging
 import os
 import pathlib
 import threading
+import time
 
 from trolly.chain.crypto import PrivateKey
 from trolly.wallet.errors import (InclusionTimeout, InsufficientBalance, NodeUnreachable, QueryFailed, RpcError,
@@ -89,6 +90,8 @@ class TaskContext:
     dataset: Dataset
     trainer: Trainer
     last_reason: str = ""
+    samples_per_second: float | None = None
+    """This task's training pace on this machine as the last round measured it (step delay included)."""
 
 
 class WorkerService:
@@ -380,19 +383,20 @@ class WorkerService:
         state = await self.global_state(context, view, round_index)
         if not round_progress.steps:
             await self.report_quality(context, state)
-            speed = await asyncio.to_thread(measure_trainer, context.trainer)
             batch = spec.training.batch_size
-            # an emulated slow device (step delay) is as slow as it sleeps: plan with its real pace
-            samples_per_second = batch / (batch / speed.samples_per_second + self.options.step_delay)
+            samples_per_second = context.samples_per_second
+            if samples_per_second is None:  # no round trained yet: a short measurement of the task's own step
+                speed = await asyncio.to_thread(measure_trainer, context.trainer)
+                # an emulated slow device (step delay) is as slow as it sleeps: plan with its real pace
+                samples_per_second = batch / (batch / speed.samples_per_second + self.options.step_delay)
             steps = plan_steps(spec.training.inner_steps, batch, samples_per_second, self._seconds_left(view),
                                self.options.declare_slowdown)
             with self.state.lock:
-                round_progress.steps = steps
-                round_progress.start_weights_hash = state.weights_hash().hex()
+                round_progress.steps = steps  # the start weights' hash is train_round's, saved with checkpoint 0
                 self.state.save()
             log.info("task %d round %d: training %d of %d inner steps (%.0f samples/s measured)", task_id,
-                     round_index, steps, spec.training.inner_steps, speed.samples_per_second)
-        elif round_progress.start_weights_hash != state.weights_hash().hex():
+                     round_index, steps, spec.training.inner_steps, samples_per_second)
+        elif round_progress.start_weights_hash and round_progress.start_weights_hash != state.weights_hash().hex():
             raise WeightsMismatch(f"task {task_id} round {round_index} was started from {round_progress.start_weights_hash}"
                                   f" but W_{round_index} is now {state.weights_hash().hex()}: the saved state is damaged")
         elif round_progress.checkpoints:
@@ -407,6 +411,7 @@ class WorkerService:
                 encoded.append(encode_update(context.trainer, self.store, round_progress, state.weights,
                                              previous_residual(progress.rounds, round_index), end_weights))
 
+        began = time.perf_counter()
         try:
             trained = await asyncio.to_thread(
                 train_round, context.trainer, self.strategy, self.store, self.state, round_progress,
@@ -414,6 +419,8 @@ class WorkerService:
                 on_segment=display.advance, while_storing=encode_beside_storing)
         finally:
             display.end()
+        if context.trainer.samples:  # the next round plans with this one's pace, checkpoints and encoding included
+            context.samples_per_second = context.trainer.samples / (time.perf_counter() - began)
         hashes = trained.checkpoints
         if not round_progress.update_hash:
             update_hash, residual_hash = encoded[0] if encoded else await asyncio.to_thread(
