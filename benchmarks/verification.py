@@ -258,7 +258,7 @@ def _check_child_aggregation(spec, dataset, records, directory: pathlib.Path, ta
 def foreign_profile() -> str:
     """A profile id this process cannot run exactly: forces the tolerance rule."""
     other = "default" if current_instruction_set() != "default" else "avx2"
-    return f"torch-{torch.__version__}/threads-1/isa-{other}/deterministic"
+    return f"torch-{torch.__version__}/threads-1/isa-{other}/deterministic-ftz"
 
 
 def verify_cheats(models, names, trials: int, exact: Replayer, tolerant: Replayer) -> dict:

@@ -6,9 +6,10 @@ checkpoint every k steps encoded, hashed, stored as a blob and recorded in the w
 background beside training), then `encode_update` (pseudo-gradient plus error-feedback residual through the
 task's codec, update and residual stored as blobs), the state saved and the round's checkpoint list written.
 The baseline is the loop anyone would write: same model, data, batch size, AdamW and thread count, batches
-from the global RNG, nothing else. It runs the worker's AdamW kernel (fused), so that the ratio is what the
-worker adds around training; the same loop with PyTorch's default AdamW on CPU (not fused, about 1.8x slower
-a step here) is timed too and reported as `ratio_vs_default_adamw`. Rounds alternate so that load from other
+from the global RNG, nothing else. It runs the worker's AdamW kernel (fused) and arithmetic (subnormals flushed to zero, see
+`compute.determinism`), so that the ratio is what the worker adds around training; the same loop with
+PyTorch's defaults (AdamW not fused on CPU: about 1.8x slower a step here) is timed too and reported as
+`ratio_vs_default_adamw`. Rounds alternate so that load from other
 processes on the machine hits all alike.
 
     python -m benchmarks.worker_overhead [--quick]
@@ -20,6 +21,7 @@ Prints one JSON object last: {"ratio": ours / plain samples per second, ...}, fr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import pathlib
 import sys
@@ -31,6 +33,7 @@ from torch.nn import functional
 
 from trolly.compute.blobs import BlobStore
 from trolly.compute.data import build_dataset, dataset_from_blobs
+from trolly.compute.determinism import flushing_subnormals
 from trolly.compute.models import build_model
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights
@@ -100,8 +103,9 @@ def main(argv: list[str] | None = None) -> dict:
         return model, torch.optim.AdamW(model.parameters(), lr=inner.lr, weight_decay=inner.weight_decay,
                                         **implementation)
 
-    # The baseline runs the worker's AdamW kernel (fused), so that the ratio measures what the worker adds
-    # around training; the loop with PyTorch's default AdamW on CPU (not fused) is timed too, for the record.
+    # The baseline runs the worker's AdamW kernel (fused) and arithmetic (subnormals flushed), so that the
+    # ratio measures what the worker adds around training; the loop with PyTorch's defaults (AdamW not fused,
+    # IEEE subnormals) is timed too, for the record.
     plain_model, plain_optimizer = plain_loop(fused=True)
     default_model, default_optimizer = plain_loop()
     torch.manual_seed(0)
@@ -116,16 +120,17 @@ def main(argv: list[str] | None = None) -> dict:
         state.add_task(TASK_ID, spec_hash="00" * 32, worker_index=0)
 
         # one warm-up round of each (allocations, first-touch of the pages)
-        def plain(model, optimizer) -> float:
+        def plain(model, optimizer, arithmetic=contextlib.nullcontext) -> float:
             began = time.perf_counter()
-            plain_round(model, optimizer, dataset.train_inputs, dataset.train_targets, options.steps, batch_size)
+            with arithmetic():
+                plain_round(model, optimizer, dataset.train_inputs, dataset.train_targets, options.steps, batch_size)
             return time.perf_counter() - began
 
-        plain(plain_model, plain_optimizer)
+        plain(plain_model, plain_optimizer, flushing_subnormals)
         plain(default_model, default_optimizer)
         weights = worker_round(trainer, store, state, 0, options.steps, weights)
         for round_index in range(1, rounds + 1):
-            plain_rounds.append(plain(plain_model, plain_optimizer))
+            plain_rounds.append(plain(plain_model, plain_optimizer, flushing_subnormals))
             began = time.perf_counter()
             weights = worker_round(trainer, store, state, round_index, options.steps, weights)
             ours_rounds.append(time.perf_counter() - began)

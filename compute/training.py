@@ -23,7 +23,7 @@ from torch.nn import functional
 from .checkpoints import (CheckpointHasher, DeferredSnapshot, HashedCheckpoint, TrainingState, prepare_capture,
                           weights_hash)
 from .data.dataset import Dataset, sample_batch
-from .determinism import apply_profile
+from .determinism import apply_profile, flushing_subnormals
 from .errors import CheckpointError, SpecError
 from .memory import retain_freed_memory
 from .merkle import merkle_root
@@ -206,8 +206,9 @@ def train_segment(trainer: Trainer, start: TrainingState | None, *, worker_index
         trainer.load(start)
     if end_step < trainer.step:
         raise SpecError(f"end_step {end_step} is before the current step {trainer.step}")
-    while trainer.step < end_step:
-        trainer.train_step(worker_index, round_index)
+    with flushing_subnormals():  # part of the determinism profile: the same steps, the same bytes, anywhere
+        while trainer.step < end_step:
+            trainer.train_step(worker_index, round_index)
     return trainer.snapshot_soon() if soon else trainer.snapshot()
 
 

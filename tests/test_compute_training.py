@@ -143,7 +143,7 @@ def test_hasher_reports_a_failing_sink(digits):
 
 def test_profile_id_names_torch_threads_and_instruction_set():
     profile = DeterminismProfile(threads=2, instruction_set="avx2")
-    assert profile.id == f"torch-{torch.__version__}/threads-2/isa-avx2/deterministic"
+    assert profile.id == f"torch-{torch.__version__}/threads-2/isa-avx2/deterministic-ftz"
     assert child_environment(profile, {})["ATEN_CPU_CAPABILITY"] == "avx2"
     with pytest.raises(DeterminismError):
         DeterminismProfile(threads=0)
@@ -193,3 +193,17 @@ def test_one_and_two_threads_differ_only_within_the_documented_tolerance():
         difference = float((one.weights[name] - two.weights[name]).norm())
         scale = float(one.weights[name].norm())
         assert difference <= REPLAY_TOLERANCE * scale, name
+
+
+def test_training_steps_flush_subnormals_and_leave_the_thread_as_it_was():
+    from trolly.compute.determinism import flushing_subnormals
+    tiny = torch.tensor([1e-39, -3e-40, 2e-38], dtype=torch.float32)  # two subnormals and a normal float
+    assert (tiny * 1.0).tolist()[:2] != [0.0, 0.0]  # IEEE: subnormals survive
+    with flushing_subnormals():
+        flushed = (tiny * 1.0).tolist()
+    assert flushed[:2] == [0.0, 0.0] and flushed[2] == pytest.approx(2e-38)
+    assert (tiny * 1.0).tolist()[:2] != [0.0, 0.0]  # back to IEEE afterwards
+    with pytest.raises(RuntimeError):
+        with flushing_subnormals():
+            raise RuntimeError("a failing step")
+    assert (tiny * 1.0).tolist()[:2] != [0.0, 0.0]

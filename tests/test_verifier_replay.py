@@ -229,9 +229,10 @@ def test_claims_round_trip_through_the_chain_query_shape(spec, honest):
 
 
 def test_profile_ids_are_parsed_strictly():
-    assert parse_profile("torch-2.13.0+cpu/threads-2/isa-avx2/deterministic") == ("2.13.0+cpu", 2, "avx2")
-    for bad in ("", "torch-x/threads-0/isa-avx2/deterministic", "torch-x/threads-a/isa-avx2/deterministic",
-                "torch-x/threads-1/avx2/deterministic", "torch-x/threads-1/isa-avx2"):
+    assert parse_profile("torch-2.13.0+cpu/threads-2/isa-avx2/deterministic-ftz") == ("2.13.0+cpu", 2, "avx2")
+    for bad in ("", "torch-x/threads-0/isa-avx2/deterministic-ftz", "torch-x/threads-a/isa-avx2/deterministic-ftz",
+                "torch-x/threads-1/avx2/deterministic-ftz", "torch-x/threads-1/isa-avx2",
+                "torch-x/threads-1/isa-avx2/deterministic"):  # the mode before subnormals were flushed
         assert parse_profile(bad) is None
 
 
@@ -248,8 +249,8 @@ def test_replayer_runs_the_committed_profile_exactly_when_it_can(spec):
 
 @pytest.mark.parametrize("profile, message", [
     ("garbage", "not a profile id"),
-    ("torch-1.0.0/threads-1/isa-avx2/deterministic", "torch 1.0.0"),
-    (f"torch-{torch.__version__}/threads-1/isa-neon/deterministic", "unknown instruction set"),
+    ("torch-1.0.0/threads-1/isa-avx2/deterministic-ftz", "torch 1.0.0"),
+    (f"torch-{torch.__version__}/threads-1/isa-neon/deterministic-ftz", "unknown instruction set"),
 ])
 def test_profiles_no_honest_worker_can_commit_fail(spec, honest, replayer, profile, message):
     cheated, published = honest

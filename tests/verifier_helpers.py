@@ -38,7 +38,7 @@ def own_profile() -> str:
 
 def foreign_profile() -> str:
     other = "default" if current_instruction_set() != "default" else "avx2"
-    return f"torch-{torch.__version__}/threads-1/isa-{other}/deterministic"
+    return f"torch-{torch.__version__}/threads-1/isa-{other}/deterministic-ftz"
 
 
 def round_weights(spec, round_index: int):

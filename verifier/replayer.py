@@ -15,7 +15,7 @@ import torch
 
 from trolly.compute.checkpoints import TrainingState, decode_checkpoint
 from trolly.compute.data.dataset import Dataset
-from trolly.compute.determinism import INSTRUCTION_SETS, DeterminismProfile, apply_profile, current_instruction_set
+from trolly.compute.determinism import INSTRUCTION_SETS, MODE, DeterminismProfile, apply_profile, current_instruction_set
 from trolly.compute.spec import TaskSpec
 from trolly.compute.training import Trainer, segment_bounds, train_segment
 
@@ -27,7 +27,7 @@ MAX_REPLAY_THREADS = 64  # a profile claiming more threads than this is replayed
 def parse_profile(profile_id: str) -> tuple[str, int, str] | None:
     """(torch version, threads, instruction set) of a profile id, None if it is not one."""
     parts = profile_id.split("/")
-    if len(parts) != 4 or not parts[0].startswith("torch-") or parts[3] != "deterministic":
+    if len(parts) != 4 or not parts[0].startswith("torch-") or parts[3] != MODE:
         return None
     if not parts[1].startswith("threads-") or not parts[2].startswith("isa-"):
         return None

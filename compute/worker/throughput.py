@@ -23,6 +23,7 @@ from torch.nn import functional
 from trolly.chain.proto.market_pb2 import HardwareProfile
 
 from ..models import DataShape, build_model
+from ..determinism import flushing_subnormals
 from ..training import Trainer
 
 REFERENCE_SHAPE = DataShape(kind="classification", input_size=64, num_classes=10)
@@ -78,7 +79,8 @@ def measure_trainer(trainer: Trainer, duration: float = 0.3, min_steps: int = 3)
     """Samples per second of the task's own training step. Leaves the trainer dirty: the round loads its
     start state afterwards anyway."""
     round_index = 2**32 - 1  # a round no task reaches: the batches drawn here are never part of real work
-    steps, seconds = _timed_steps(lambda: trainer.train_step(0, round_index), duration, min_steps)
+    with flushing_subnormals():  # as training runs (`training.train_segment`)
+        steps, seconds = _timed_steps(lambda: trainer.train_step(0, round_index), duration, min_steps)
     return Throughput(steps * trainer.spec.training.batch_size / seconds, steps, seconds)
 
 
