@@ -3,9 +3,10 @@
 On CPU, PyTorch is bitwise reproducible for a fixed thread count and instruction set (the kernels it
 dispatches to, `ATEN_CPU_CAPABILITY`), with deterministic algorithms on, and with the same treatment of
 subnormal floats: training steps run with them flushed to zero (`flushing_subnormals`; the `-ftz` of the
-profile's mode). A model that has nearly fitted its data has gradients and second moments below 1e-38, and
-arithmetic on subnormals is slow on x86: the 1.1M-parameter MLP on digits went from 4 to 10 ms a step after
-about 600 steps here. Flushed, those values become exact zeros, the same on every machine. Change either and float sums are
+profile's mode). Once a model has nearly fitted its data, many parameters get zero gradients and their AdamW
+first moments decay by 0.9 a step into the subnormal range, where x86 arithmetic is slow: measured on the
+1.1M-parameter MLP on digits, about 206,000 subnormal first moments after 750 steps, and steps going from
+4 to 10 ms. Flushed, those values become exact zeros, the same on every machine. Change either and float sums are
 reassociated: 1 vs 2 threads already differ by about 1e-7 relative after 200 MLP steps (DESIGN 5). So a
 worker records its profile's `id` in every commitment, and a verifier replays bitwise only under the same id
 (otherwise it compares within `REPLAY_TOLERANCE`).
