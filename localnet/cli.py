@@ -237,14 +237,23 @@ def demo(home, rounds, timeout, keep, **options) -> None:
 
     from .demo import ACCURACY_FLOOR, DemoOptions, run_demo
 
+    received: list[int] = []
+
     def interrupt(signum, frame):
+        received.append(signum)
         raise KeyboardInterrupt  # SIGTERM like Ctrl-C: the demo's cleanup stops every service it started
 
     signal.signal(signal.SIGTERM, interrupt)
     try:
         summary = run_demo(home, config_from(**options), DemoOptions(rounds=rounds, timeout=timeout), console, keep)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM through `interrupt`
+        if not received:
+            received.append(signal.SIGINT)
     except (LocalnetError, WalletError, OSError) as exc:
         _fail(str(exc))
+    if received:  # whatever was under way when the signal came, the demo did not finish: say so in the status
+        console.print("[yellow]interrupted: the services the demo started are stopped[/yellow]")
+        sys.exit(128 + received[0])
     if summary["final_accuracy"] < ACCURACY_FLOOR:
         console.print(f"[red]accuracy {summary['final_accuracy']} is below the floor {ACCURACY_FLOOR}[/red]")
     click.echo(json.dumps(summary, sort_keys=True))
