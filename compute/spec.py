@@ -37,6 +37,19 @@ class DatasetSpec:
     urls: tuple[str, ...]
 
 
+SCHEDULE_NAMES = ("constant", "linear", "cosine")
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleSpec:
+    """The inner lr over the task's nominal steps (`compute.schedule.inner_lr`): a linear warm-up over
+    `warmup_steps`, then constant, or a linear or cosine decay from `lr` to `final_lr` at the last step."""
+
+    name: str = "constant"
+    warmup_steps: int = 0
+    final_lr: float = 0.0  # cosine and linear only
+
+
 @dataclasses.dataclass(frozen=True)
 class InnerOptimizerSpec:
     name: str = "adamw"
@@ -45,6 +58,7 @@ class InnerOptimizerSpec:
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
+    schedule: ScheduleSpec = ScheduleSpec()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,16 +128,35 @@ def _string(value: Any, where: str, choices: tuple[str, ...] | None = None) -> s
     return value
 
 
-def _parse_inner(value: Any) -> InnerOptimizerSpec:
-    fields = _object(value, "training.inner_optimizer", {"name"}, {"lr", "weight_decay", "beta1", "beta2", "eps"})
+def _parse_schedule(value: Any, lr: float, total_steps: int) -> ScheduleSpec:
+    where = "training.inner_optimizer.schedule"
+    name = _string(_object(value, where, {"name"}, {"warmup_steps", "final_lr"})["name"], f"{where}.name",
+                   SCHEDULE_NAMES)
+    if name == "constant" and "final_lr" in value:
+        raise SpecError(f"{where}.final_lr is only for a decaying schedule (linear, cosine), not constant")
+    warmup_steps = _positive_int(value.get("warmup_steps", 0), f"{where}.warmup_steps", allow_zero=True)
+    if warmup_steps > total_steps:
+        raise SpecError(f"{where}.warmup_steps must be at most the task's {total_steps} steps (rounds x inner_steps), "
+                        f"got {warmup_steps}")
+    final_lr = _number(value.get("final_lr", 0.0), f"{where}.final_lr", 0.0, 10.0)
+    if final_lr > lr:
+        raise SpecError(f"{where}.final_lr must be at most training.inner_optimizer.lr ({lr!r}), got {final_lr!r}")
+    return ScheduleSpec(name=name, warmup_steps=warmup_steps, final_lr=final_lr)
+
+
+def _parse_inner(value: Any, total_steps: int) -> InnerOptimizerSpec:
+    fields = _object(value, "training.inner_optimizer", {"name"},
+                     {"lr", "weight_decay", "beta1", "beta2", "eps", "schedule"})
     defaults = InnerOptimizerSpec()
+    lr = _number(fields.get("lr", defaults.lr), "training.inner_optimizer.lr", 0.0, 10.0, low_open=True)
     return InnerOptimizerSpec(
         name=_string(fields["name"], "training.inner_optimizer.name", ("adamw",)),
-        lr=_number(fields.get("lr", defaults.lr), "training.inner_optimizer.lr", 0.0, 10.0, low_open=True),
+        lr=lr,
         weight_decay=_number(fields.get("weight_decay", defaults.weight_decay), "training.inner_optimizer.weight_decay", 0.0, 10.0),
         beta1=_number(fields.get("beta1", defaults.beta1), "training.inner_optimizer.beta1", 0.0, 1.0),
         beta2=_number(fields.get("beta2", defaults.beta2), "training.inner_optimizer.beta2", 0.0, 1.0),
         eps=_number(fields.get("eps", defaults.eps), "training.inner_optimizer.eps", 0.0, 1.0, low_open=True),
+        schedule=_parse_schedule(fields.get("schedule", {"name": "constant"}), lr, total_steps),
     )
 
 
@@ -143,13 +176,15 @@ def _parse_training(value: Any) -> TrainingSpec:
     checkpoint_every = _positive_int(fields["checkpoint_every"], "training.checkpoint_every")
     if checkpoint_every > MAX_CHECKPOINT_EVERY:
         raise SpecError(f"training.checkpoint_every must be at most {MAX_CHECKPOINT_EVERY}, got {checkpoint_every}")
+    rounds = _positive_int(fields["rounds"], "training.rounds")
+    inner_steps = _positive_int(fields["inner_steps"], "training.inner_steps")
     return TrainingSpec(
-        rounds=_positive_int(fields["rounds"], "training.rounds"),
-        inner_steps=_positive_int(fields["inner_steps"], "training.inner_steps"),
+        rounds=rounds,
+        inner_steps=inner_steps,
         batch_size=_positive_int(fields["batch_size"], "training.batch_size"),
         checkpoint_every=checkpoint_every,
         seed=_positive_int(fields["seed"], "training.seed", allow_zero=True),
-        inner_optimizer=_parse_inner(fields.get("inner_optimizer", {"name": "adamw"})),
+        inner_optimizer=_parse_inner(fields.get("inner_optimizer", {"name": "adamw"}), rounds * inner_steps),
         outer_optimizer=_parse_outer(fields.get("outer_optimizer", {"name": "nesterov"})),
     )
 

@@ -181,13 +181,19 @@ class Trainer:
         return functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
     def train_step(self, worker_index: int, round_index: int) -> float:
-        """One inner AdamW step on the batch of (seed, worker, round, self.step)."""
+        """One inner AdamW step on the batch of (seed, worker, round, self.step), with the spec's lr for that
+        step (`compute.schedule`), set on every step so that a replay from any checkpoint uses the same."""
+        from .schedule import inner_lr  # local: the schedule's only user in this module (could move to the top)
+
         training = self.spec.training
         inputs, targets = sample_batch(self.dataset, training.batch_size, training.seed, worker_index, round_index, self.step)
         loss = self.loss(inputs, targets)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self._wait_for_copy()  # the first change to the weights and AdamW state since the last snapshot
+        lr = inner_lr(training, round_index, self.step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
         self.optimizer.step()
         self.step += 1
         self.samples += training.batch_size

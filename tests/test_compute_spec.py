@@ -21,6 +21,7 @@ def test_the_protocol_example_parses_with_its_values():
     assert spec.training.outer_optimizer.lr == 0.7 and spec.training.outer_optimizer.momentum == 0.9
     assert spec.codec == "topk-int8" and spec.determinism.threads == 1
     assert spec.dataset.urls == ("http://127.0.0.1:8600",)
+    assert spec.training.inner_optimizer.schedule.name == "constant"  # no schedule field: the lr at every step
     assert spec_hash(data) == __import__("hashlib").sha256(data).hexdigest()
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.codec = "fp32"
@@ -53,6 +54,7 @@ def edit(path, value):
     (("training", "batch_size"), True, "training.batch_size"),
     (("training", "inner_optimizer", "lr"), 0, "lr"),
     (("training", "inner_optimizer", "name"), "sgd", "inner_optimizer.name"),
+    (("training", "inner_optimizer", "schedule"), {"name": "step"}, "inner_optimizer.schedule.name"),
     (("training", "outer_optimizer", "momentum"), 1.0, "momentum"),
     (("training", "surprise"), 1, "unknown field"),
     (("codec",), "gzip", "codec"),
