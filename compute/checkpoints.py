@@ -25,12 +25,16 @@ import hashlib
 import queue
 import threading
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import torch
 
 from .background import BackgroundQueue
 from .canonical import decode_tensors, encode_tensors, encode_tensors_into_buffer, hash_tensors
 from .canonical_copy import copy_tensors, layout_of
+
+if TYPE_CHECKING:  # the store is only passed in: no import at run time
+    from .blobs import BlobStore
 from .errors import CheckpointError, EncodingError
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
@@ -101,15 +105,15 @@ class DeferredSnapshot:
     (`Trainer.snapshot_soon`).
 
     The trainer waits for the copy before it changes anything (its optimizer step, a load); consumers call
-    `result()`, which waits for the copy and raises CheckpointError if it failed.
+    `result()`, which waits for the copy and raises CheckpointError if it failed. `source_weights` are the
+    weights being copied, as the trainer holds them: the snapshot's values until the trainer's next change
+    (its next optimizer step or load), and readable without waiting for the copy.
     """
 
     def __init__(self, state: TrainingState, fill: Callable[[], None],
                  source_weights: Mapping[str, torch.Tensor]) -> None:
         self._state = state
         self.source_weights = source_weights
-        """The weights being copied, as the trainer holds them: the same values as the snapshot's until the
-        trainer's next change (its next optimizer step or load), readable without waiting for the copy."""
         self._fill = fill
         self._done = threading.Event()
         self._error: BaseException | None = None
@@ -251,7 +255,7 @@ class CheckpointHasher:
     """
 
     def __init__(self, sink: Callable[[HashedCheckpoint, bytes], None] | None = None, keep_bytes: bool = False,
-                 store=None) -> None:
+                 store: BlobStore | None = None) -> None:
         self._sink = sink
         self._store = store
         self._keep_bytes = keep_bytes
