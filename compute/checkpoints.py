@@ -32,10 +32,10 @@ import torch
 from .background import BackgroundQueue
 from .canonical import decode_tensors, encode_tensors, encode_tensors_into_buffer, hash_tensors
 from .canonical_copy import copy_tensors, layout_of
+from .errors import CheckpointError, EncodingError
 
 if TYPE_CHECKING:  # the store is only passed in: no import at run time
     from .blobs import BlobStore
-from .errors import CheckpointError, EncodingError
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
 
