@@ -8,10 +8,12 @@ Four workers, scikit-learn's digits, the 64-1024-1024-10 MLP (1.1M parameters), 
   pseudo-gradient encoded with error feedback), H inner AdamW steps per round, the outer step of
   `compute.rounds` on what the bytes decode to.
 
-Both use the same AdamW settings. `bytes_ratio` is dense bytes sent per worker over ours (encoded bytes,
-framing included); `loss_gap_rel` is (our test loss - dense test loss) / dense test loss. The dense run
-without weight decay is reported too, so the baseline is not only the one that suits us. A small character
-transformer on the Python standard library's source is reported as well.
+Both use the same AdamW settings and the same inner lr schedule (the spec's, `compute.schedule`, looked up
+by the step's place in the task). Both are run under several task seeds. `bytes_ratio` is dense bytes sent
+per worker over ours (encoded bytes, framing included); `loss_gap_rel` is (our test loss - dense test loss)
+/ dense test loss, each the mean over the seeds (every seed's own figures are in `mlp.per_seed`). The dense
+run without weight decay is reported too, so the baseline is not only the one that suits us. A small
+character transformer on the Python standard library's source is reported as well (one seed).
 
     python -m benchmarks.compression [--quick]
 
@@ -34,37 +36,53 @@ from trolly.compute.data.dataset import sample_batch
 from trolly.compute.models import build_model, count_parameters
 from trolly.compute.pipeline import simulate_diloco
 from trolly.compute.rounds import GlobalState
+from trolly.compute.schedule import inner_lr
 from trolly.compute.spec import TaskSpec, example_spec, spec_from_dict
 from trolly.compute.training import Trainer, evaluate, initial_weights
 
 WORKERS = 4
 
-# The settings we compare with, chosen on this benchmark (see the report): the 1-bit sign codec with error
-# feedback, H = 50, a light outer Nesterov (lr 1, momentum 0.3: DiLoCo's 0.7/0.9 overshoots
-# into over-confident weights on this small problem) and AdamW weight decay 1.0 for both runs.
+# The settings we compare with, chosen on this benchmark: the 1-bit sign codec with error feedback, H = 50,
+# AdamW weight decay 1.0 for both runs, and since the schedule became part of the spec, one inner lr schedule
+# for both runs (`compute.schedule`): linear warm-up over 50 steps, then cosine decay from 1e-3 to 1e-4 at the
+# task's last step, as DiLoCo does; dense uses the lr of the same step of the task. The outer step is plain
+# averaging (Nesterov lr 1, momentum 0).
 #
-# Rounds: DiLoCo needs about ten outer steps here to catch up with dense training. Measured with the task
-# seed varied (1234, 1, 2, 3; the test loss of either run moves by +-15% from one endpoint to the next, so
-# one seed says little): after 6 rounds (300 steps) ours trails dense by +6%, +9%, +29%, +3% (mean +11%).
-# Over the same 300 steps, outer lr 0.8 (mean +14%) or 0.7 with momentum 0.5 (+18%), H = 100 (+12%) and
-# H = 60 (+3.5%, the closest) do not close it, nor does an uncompressed fp32 update (the lag is DiLoCo's,
-# not the codec's). After 10 rounds (500 steps) the gap is -21%, +5%, -14%, -5% (mean -9%). So the quick
-# run trains 10 rounds; the full run 16. Beyond that both runs sit on a plateau (test loss 0.055-0.09,
-# moving by +-15% from one evaluation to the next): the full run's single endpoint (800 steps, seed 1234)
-# has ours +35% (0.074 against 0.055), 0.8 points of accuracy behind; evaluated every 50 steps from 450 to
-# 800, ours averages 0.071 (+7%; with outer lr 0.7, 0.068: +3%), dense 0.066.
+# Why: with a constant lr both runs end on a plateau where the test loss moves by +-15% from one evaluation
+# to the next, so one endpoint says little (the history, all 4 seeds 1234/1/2/3, 16 rounds of 50 = 800
+# steps, fused AdamW since b4c9202: ours +99%, +43%, -17%, +69%, mean +49%). The decayed lr makes both
+# endpoints steadier and the comparison repeatable. Measured the same way (mean of the 4 per-seed gaps):
+#   cosine, outer lr 1 momentum 0.3 (the old outer setting)     +11%, +17%, +9%, +21%: mean +14.5%
+#   cosine, outer lr 1 momentum 0                                +11%, +9%, +6%, +21%:  mean +11.6% (chosen)
+#   cosine, outer lr 0.7 momentum 0.3                            mean +13.6%; lr 0.7 momentum 0.6: +27.6%
+#   cosine, H = 40 (20 rounds) +25%; H = 100 (8 rounds) +18.7%; AdamW eps 1e-6: +11%, +18% (2 seeds)
+#   cosine, topk-int8 at H = 20 (40 rounds, about the same bytes): +178%, far behind (underfits)
+#   cosine, no compression (fp32 updates, the same DiLoCo): +2%, +6%, +0.2%, +9%: mean +4.4%
+# So under a stable endpoint DiLoCo itself costs about 4% of test loss here and the sign codec about 7% more;
+# accuracy stays within a point (ours is often ahead: a higher loss at the same accuracy). The
+# 2% target is not met by any setting measured. The headline compares the mean test loss over the seeds
+# (FULL_SEEDS; QUICK_SEEDS for --quick), and reports every seed's own figures beside it. This benchmark with
+# these settings: full bytes_ratio 1549.5, loss_gap_rel +0.1145 (mean test loss 0.0713 against 0.0639),
+# accuracy 0.9826 against 0.9813; --quick (10 rounds, seeds 1234 and 1) +0.1567, 0.9778 against 0.9792.
+# (Measured from b4c9202 on; the flush-to-zero profile of d347735 arrived midway and moved no dense figure.)
 QUICK_ROUNDS, FULL_ROUNDS = 10, 16
+QUICK_SEEDS, FULL_SEEDS = (1234, 1), (1234, 1, 2, 3)
+TRANSFORMER_SEED = 1234
 MLP_SETTINGS = {"codec": "sign", "inner_steps": 50, "lr": 0.001, "weight_decay": 1.0, "eps": 1e-8,
-                "outer_lr": 1.0, "outer_momentum": 0.3, "batch_size": 32}
+                "schedule": {"name": "cosine", "warmup_steps": 50, "final_lr": 0.0001},
+                "outer_lr": 1.0, "outer_momentum": 0.0, "batch_size": 32}
 TRANSFORMER_SETTINGS = {"codec": "sign", "inner_steps": 25, "lr": 0.002, "weight_decay": 0.1, "eps": 1e-8,
                         "outer_lr": 1.0, "outer_momentum": 0.0, "batch_size": 16}
 
 
-def make_spec(manifest_hash: str, model: dict, dataset_name: str, settings: dict, rounds: int) -> TaskSpec:
+def make_spec(manifest_hash: str, model: dict, dataset_name: str, settings: dict, rounds: int, seed: int) -> TaskSpec:
     document = example_spec(manifest_hash, model=model, codec=settings["codec"])
     document["dataset"]["name"] = dataset_name
-    document["training"].update(rounds=rounds, inner_steps=settings["inner_steps"], batch_size=settings["batch_size"])
+    document["training"].update(rounds=rounds, inner_steps=settings["inner_steps"], batch_size=settings["batch_size"],
+                                seed=seed)
     document["training"]["inner_optimizer"].update(lr=settings["lr"], weight_decay=settings["weight_decay"], eps=settings["eps"])
+    if "schedule" in settings:
+        document["training"]["inner_optimizer"]["schedule"] = dict(settings["schedule"])
     document["training"]["outer_optimizer"].update(lr=settings["outer_lr"], momentum=settings["outer_momentum"])
     return spec_from_dict(document)
 
@@ -77,7 +95,11 @@ def run_dense(spec: TaskSpec, dataset, total_steps: int, weight_decay: float) ->
                                   weight_decay=weight_decay, foreach=False)
     gradient_bytes = len(get_codec("fp32").encode(dict(model.named_parameters())))
     began = time.perf_counter()
+    steps_per_round = spec.training.inner_steps
     for step in range(total_steps):
+        # the lr ours uses at the same point of the task (the schedule counts the task's nominal steps)
+        for group in optimizer.param_groups:
+            group["lr"] = inner_lr(spec.training, step // steps_per_round, step % steps_per_round)
         # the four workers' batches of this step; the mean of their gradients is the gradient of the union
         batches = [sample_batch(dataset, spec.training.batch_size, spec.training.seed, worker, 0, step) for worker in range(WORKERS)]
         inputs = torch.cat([b[0] for b in batches])
@@ -108,25 +130,41 @@ def run_ours(spec: TaskSpec, dataset, rounds: int) -> dict:
             "seconds": round(time.perf_counter() - began, 2)}
 
 
-def compare(spec: TaskSpec, dataset, rounds: int, settings: dict) -> dict:
-    total_steps = rounds * spec.training.inner_steps
-    print(f"dense, {total_steps} steps", file=sys.stderr)
-    dense = run_dense(spec, dataset, total_steps, settings["weight_decay"])
-    print(f"ours, {rounds} rounds of {spec.training.inner_steps}", file=sys.stderr)
-    ours = run_ours(spec, dataset, rounds)
-    model = build_model(spec.model.arch, spec.model.config, dataset.shape, spec.training.seed)
+def mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def compare(specs: list[TaskSpec], dataset, rounds: int, settings: dict) -> dict:
+    """Dense and ours on each spec (the same task under different seeds); the headline figures compare the
+    mean final test loss and accuracy over the seeds, and every seed's own figures are reported beside them."""
+    total_steps = rounds * specs[0].training.inner_steps
+    per_seed = []
+    for spec in specs:
+        print(f"seed {spec.training.seed}: dense, {total_steps} steps", file=sys.stderr)
+        dense = run_dense(spec, dataset, total_steps, settings["weight_decay"])
+        print(f"seed {spec.training.seed}: ours, {rounds} rounds of {spec.training.inner_steps}", file=sys.stderr)
+        ours = run_ours(spec, dataset, rounds)
+        per_seed.append({"seed": spec.training.seed, "loss_dense": round(dense["loss"], 5),
+                         "loss_ours": round(ours["loss"], 5),
+                         "loss_gap_rel": round((ours["loss"] - dense["loss"]) / dense["loss"], 4),
+                         "accuracy_dense": round(dense["accuracy"], 4), "accuracy_ours": round(ours["accuracy"], 4),
+                         "dense": dense, "ours": ours})
+    loss_dense = mean(s["dense"]["loss"] for s in per_seed)
+    loss_ours = mean(s["ours"]["loss"] for s in per_seed)
+    model = build_model(specs[0].model.arch, specs[0].model.config, dataset.shape, specs[0].training.seed)
     return {
         "parameters": count_parameters(model),
-        "bytes_ratio": round(dense["bytes_per_worker"] / ours["bytes_per_worker"], 1),
-        "loss_gap_rel": round((ours["loss"] - dense["loss"]) / dense["loss"], 4),
-        "accuracy_dense": round(dense["accuracy"], 4),
-        "accuracy_ours": round(ours["accuracy"], 4),
-        "loss_dense": round(dense["loss"], 5),
-        "loss_ours": round(ours["loss"], 5),
+        "bytes_ratio": round(per_seed[0]["dense"]["bytes_per_worker"] / max(s["ours"]["bytes_per_worker"] for s in per_seed), 1),
+        "loss_gap_rel": round((loss_ours - loss_dense) / loss_dense, 4),
+        "accuracy_dense": round(mean(s["dense"]["accuracy"] for s in per_seed), 4),
+        "accuracy_ours": round(mean(s["ours"]["accuracy"] for s in per_seed), 4),
+        "loss_dense": round(loss_dense, 5),
+        "loss_ours": round(loss_ours, 5),
+        "seeds": [s["seed"] for s in per_seed],
         "total_steps": total_steps,
         "rounds": rounds,
-        "dense": dense,
-        "ours": ours,
+        "per_seed": per_seed,
         "settings": settings,
     }
 
@@ -136,19 +174,27 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quick", action="store_true", help="fewer rounds, a smaller transformer run")
     parser.add_argument("--skip-transformer", action="store_true")
     parser.add_argument("--rounds", type=int, help="override the MLP's number of rounds (smoke tests)")
+    parser.add_argument("--seeds", type=int, nargs="+", help="override the MLP's task seeds (smoke tests)")
     options = parser.parse_args(argv)
 
     digits_blobs = build_dataset("digits")
     digits = dataset_from_blobs(digits_blobs)
     rounds = options.rounds or (QUICK_ROUNDS if options.quick else FULL_ROUNDS)
-    mlp_spec = make_spec(digits_blobs.manifest_hash, {"arch": "mlp", "config": {"hidden": [1024, 1024]}}, "digits",
-                         MLP_SETTINGS, rounds)
-    result = {"benchmark": "compression", "workers": WORKERS, "model": "mlp 64-1024-1024-10", "codec": mlp_spec.codec}
-    mlp = compare(mlp_spec, digits, rounds, MLP_SETTINGS)
-    print("dense without weight decay", file=sys.stderr)
-    without = run_dense(mlp_spec, digits, mlp["total_steps"], 0.0)
-    mlp["dense_without_weight_decay"] = without
-    mlp["loss_gap_rel_vs_dense_without_weight_decay"] = round((mlp["loss_ours"] - without["loss"]) / without["loss"], 4)
+    seeds = options.seeds or (QUICK_SEEDS if options.quick else FULL_SEEDS)
+    mlp_specs = [make_spec(digits_blobs.manifest_hash, {"arch": "mlp", "config": {"hidden": [1024, 1024]}}, "digits",
+                           MLP_SETTINGS, rounds, seed) for seed in seeds]
+    result = {"benchmark": "compression", "workers": WORKERS, "model": "mlp 64-1024-1024-10",
+              "codec": mlp_specs[0].codec, "seeds": list(seeds)}
+    mlp = compare(mlp_specs, digits, rounds, MLP_SETTINGS)
+    without = []
+    for spec in mlp_specs:
+        print(f"seed {spec.training.seed}: dense without weight decay", file=sys.stderr)
+        without.append(run_dense(spec, digits, mlp["total_steps"], 0.0))
+    loss_without = mean(run["loss"] for run in without)
+    mlp["dense_without_weight_decay"] = {"loss": round(loss_without, 5),
+                                         "accuracy": round(mean(run["accuracy"] for run in without), 4),
+                                         "per_seed": without}
+    mlp["loss_gap_rel_vs_dense_without_weight_decay"] = round((mlp["loss_ours"] - loss_without) / loss_without, 4)
     result.update({key: mlp[key] for key in ("bytes_ratio", "loss_gap_rel", "accuracy_dense", "accuracy_ours")})
     result["mlp"] = mlp
 
@@ -157,9 +203,9 @@ def main(argv: list[str] | None = None) -> dict:
         corpus = dataset_from_blobs(corpus_blobs)
         text_rounds = 3 if options.quick else 8
         text_spec = make_spec(corpus_blobs.manifest_hash, {"arch": "transformer", "config": {"layers": 2, "width": 64}},
-                              "pycorpus", TRANSFORMER_SETTINGS, text_rounds)
+                              "pycorpus", TRANSFORMER_SETTINGS, text_rounds, TRANSFORMER_SEED)
         print("transformer", file=sys.stderr)
-        result["transformer"] = compare(text_spec, corpus, text_rounds, TRANSFORMER_SETTINGS)
+        result["transformer"] = compare([text_spec], corpus, text_rounds, TRANSFORMER_SETTINGS)
     result["targets"] = {"bytes_ratio": ">= 1000", "loss_gap_rel": "<= 0.02", "accuracy": "within 0.01"}
     print(json.dumps(result))
     return result

@@ -26,6 +26,12 @@ def test_worker_overhead_reports_a_ratio():
 
 @pytest.mark.slow
 def test_compression_reports_bytes_ratio_and_loss_gap():
-    result = last_json_line(["benchmarks.compression", "--rounds", "1", "--skip-transformer"])
+    result = last_json_line(["benchmarks.compression", "--rounds", "1", "--seeds", "1234", "7", "--skip-transformer"])
     assert result["bytes_ratio"] > 1000  # one round of the sign codec against 50 dense fp32 gradients
     assert set(result) >= {"loss_gap_rel", "accuracy_dense", "accuracy_ours"}
+    mlp = result["mlp"]
+    assert [run["seed"] for run in mlp["per_seed"]] == [1234, 7] == result["seeds"]
+    # the headline compares the seeds' mean losses; each seed's own comparison is reported beside it
+    assert mlp["loss_dense"] == pytest.approx(sum(run["loss_dense"] for run in mlp["per_seed"]) / 2, abs=1e-4)
+    assert mlp["loss_gap_rel"] == pytest.approx((mlp["loss_ours"] - mlp["loss_dense"]) / mlp["loss_dense"], abs=1e-3)
+    assert mlp["per_seed"][0]["loss_dense"] != mlp["per_seed"][1]["loss_dense"]  # the seed reaches the task
