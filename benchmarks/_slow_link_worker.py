@@ -22,7 +22,7 @@ from trolly.compute.pipeline import train_and_encode
 from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.training import Trainer, evaluate, initial_weights
 
-from .compression import MLP_SETTINGS, make_spec
+from .compression import FULL_SEEDS, MLP_SETTINGS, make_spec
 
 RETRY = RetryPolicy(attempts=5, initial_delay=0.05, max_delay=1.0, request_timeout=120)
 
@@ -80,7 +80,7 @@ async def main(config: dict) -> None:
     dataset = dataset_from_blobs(blobs)
     settings = dict(MLP_SETTINGS, codec=config["codec"], inner_steps=config["inner_steps"])
     spec = make_spec(blobs.manifest_hash, {"arch": "mlp", "config": {"hidden": [1024, 1024]}}, "digits", settings,
-                     rounds=config["max_rounds"] + 1)
+                     rounds=config["max_rounds"] + 1, seed=FULL_SEEDS[0])
     trainer = Trainer(spec, dataset)
     store = BlobStore(config["store"])
     writer = BlobWriter(store)  # checkpoints reach the disk while training goes on, as in a worker
