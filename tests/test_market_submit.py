@@ -97,6 +97,13 @@ def mutated(path: list[str], value) -> bytes:
     mutated(["training", "inner_optimizer", "name"], "sgd"),
     mutated(["training", "inner_optimizer", "lr"], 1e400),
     mutated(["training", "inner_optimizer", "beta3"], 0.5),
+    mutated(["training", "inner_optimizer", "schedule"], {"name": "step"}),
+    mutated(["training", "inner_optimizer", "schedule"], {"warmup_steps": 5}),
+    mutated(["training", "inner_optimizer", "schedule"], {"name": "cosine", "warmup_steps": 10**6}),
+    mutated(["training", "inner_optimizer", "schedule"], {"name": "cosine", "warmup_steps": 1.5}),
+    mutated(["training", "inner_optimizer", "schedule"], {"name": "cosine", "final_lr": 0.5}),
+    mutated(["training", "inner_optimizer", "schedule"], {"name": "constant", "final_lr": 0.0}),
+    mutated(["training", "inner_optimizer", "schedule"], {"name": "linear", "period": 3}),
     mutated(["codec"], 7),
     mutated(["codec"], "gzip"),
     mutated(["determinism"], {"threads": 0}),
@@ -117,7 +124,11 @@ def test_optional_sections_may_be_left_out_as_in_compute(market):
 
 def test_the_chain_accepts_exactly_what_compute_parses(market):
     compute_spec = pytest.importorskip("trolly.compute.spec", reason="needs trolly.compute.spec (compute package)")
-    for raw in [spec_bytes(), mutated(["training", "inner_optimizer", "lr"], 20), mutated(["codec"], "zip")]:
+    schedules = [{"name": "cosine", "warmup_steps": 4, "final_lr": 0.0001}, {"name": "linear"},
+                 {"name": "constant", "warmup_steps": 2}, {"name": "cosine", "final_lr": 0.5},
+                 {"name": "cosine", "warmup_steps": 10**6}, {"name": "constant", "final_lr": 0.0}]
+    for raw in [spec_bytes(), mutated(["training", "inner_optimizer", "lr"], 20), mutated(["codec"], "zip"),
+                *(mutated(["training", "inner_optimizer", "schedule"], schedule) for schedule in schedules)]:
         try:
             compute_spec.parse_spec(raw)
             compute_ok = True

@@ -33,6 +33,10 @@ MAX_INTEGER = (1 << 63) - 1
 INNER_OPTIMIZER = {"lr": (0, True, 10), "weight_decay": (0, False, 10), "beta1": (0, False, 1),
                    "beta2": (0, False, 1), "eps": (0, True, 1)}
 OUTER_OPTIMIZER = {"lr": (0, True, 10), "momentum": (0, False, 1)}
+SCHEDULES = ("constant", "cosine", "linear")
+"""The inner learning-rate schedules of docs/protocol.md section 1 (`compute/schedule.py`)."""
+DEFAULT_INNER_LR = Decimal("0.001")
+"""compute's AdamW lr when a spec names none (a schedule's final_lr may not exceed it)."""
 
 
 @dataclass(frozen=True)
@@ -98,21 +102,42 @@ def _choice(value: Any, where: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-def _hyperparameters(value: Any, where: str, name: str, ranges: dict[str, tuple[int, bool, int]]) -> None:
-    fields = _object(value, where, {"name"}, set(ranges))
+def _hyperparameters(value: Any, where: str, name: str, ranges: dict[str, tuple[int, bool, int]],
+                     optional: frozenset[str] = frozenset()) -> dict:
+    fields = _object(value, where, {"name"}, set(ranges) | optional)
     _choice(fields["name"], f"{where}.name", (name,))
     for field, (low, low_open, high) in ranges.items():
-        if field not in fields:
-            continue
-        number = fields[field]
-        if isinstance(number, bool) or not isinstance(number, (int, Decimal)):
-            raise InvalidSpec(f"{where}.{field} must be a number, got {number!r}")
-        try:
-            inside = (low < number if low_open else low <= number) and number < high
-        except decimal.InvalidOperation:
-            inside = False
-        if not inside:
-            raise InvalidSpec(f"{where}.{field} must be in {'(' if low_open else '['}{low}, {high}), got {number}")
+        if field in fields:
+            _number(fields[field], f"{where}.{field}", low, low_open, high)
+    return fields
+
+
+def _number(number: Any, where: str, low: int, low_open: bool, high: int) -> Decimal | int:
+    if isinstance(number, bool) or not isinstance(number, (int, Decimal)):
+        raise InvalidSpec(f"{where} must be a number, got {number!r}")
+    try:
+        inside = (low < number if low_open else low <= number) and number < high
+    except decimal.InvalidOperation:
+        inside = False
+    if not inside:
+        raise InvalidSpec(f"{where} must be in {'(' if low_open else '['}{low}, {high}), got {number}")
+    return number
+
+
+def _schedule(value: Any, lr: Decimal | int, total_steps: int) -> None:
+    """The optional inner lr schedule, checked as `compute.spec` parses it."""
+    where = "training.inner_optimizer.schedule"
+    fields = _object(value, where, {"name"}, {"warmup_steps", "final_lr"})
+    name = _choice(fields["name"], f"{where}.name", SCHEDULES)
+    if name == "constant" and "final_lr" in fields:
+        raise InvalidSpec(f"{where}.final_lr is only for a decaying schedule (linear, cosine), not constant")
+    if "warmup_steps" in fields:
+        warmup = _integer(fields["warmup_steps"], f"{where}.warmup_steps", 0)
+        if warmup > total_steps:
+            raise InvalidSpec(f"{where}.warmup_steps must be at most the task's {total_steps} steps, got {warmup}")
+    if "final_lr" in fields and _number(fields["final_lr"], f"{where}.final_lr", 0, False, 10) > lr:
+        raise InvalidSpec(f"{where}.final_lr must be at most training.inner_optimizer.lr ({lr}), "
+                          f"got {fields['final_lr']}")
 
 
 def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
@@ -146,8 +171,10 @@ def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
     )
     if summary.rounds != rounds:
         raise InvalidSpec(f"training.rounds is {summary.rounds} but the message asks for {rounds} rounds")
-    _hyperparameters(training.get("inner_optimizer", {"name": "adamw"}), "training.inner_optimizer", "adamw",
-                     INNER_OPTIMIZER)
+    inner = _hyperparameters(training.get("inner_optimizer", {"name": "adamw"}), "training.inner_optimizer", "adamw",
+                             INNER_OPTIMIZER, frozenset({"schedule"}))
+    if "schedule" in inner:
+        _schedule(inner["schedule"], inner.get("lr", DEFAULT_INNER_LR), summary.rounds * summary.inner_steps)
     _hyperparameters(training.get("outer_optimizer", {"name": "nesterov"}), "training.outer_optimizer", "nesterov",
                      OUTER_OPTIMIZER)
 
