@@ -5,11 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trolly.compute.training import Trainer, run_round
+from trolly.compute.checkpoints import checkpoint_hash
+from trolly.compute.spec import spec_from_dict
+from trolly.compute.training import Trainer, run_round, train_segment
 from trolly.verifier.cheats import CHEATS, get_cheat, load_cheat_module, register_cheat
+from trolly.verifier.cheats.registry import CheatContext
+from trolly.verifier.cheats.training import cheat_steps
 from trolly.verifier.errors import CheatError
 
-from verifier_helpers import build_round, digits, round_weights, tiny_spec
+from verifier_helpers import build_round, digits, round_weights, tiny_spec, tiny_spec_document
 
 ISSUE_CLASSES = {"skipped_steps", "interpolated", "fewer_steps", "half_batch", "other_data", "bf16", "fp16",
                  "changed_lr", "copied_update", "replayed_round", "random_weights", "withheld"}
@@ -93,3 +97,23 @@ def test_a_worker_chooses_a_fraction_of_its_segments_to_fake():
     assert len(choose_faked_segments(3, 0.01, torch.Generator().manual_seed(1))) == 1
     with pytest.raises(CheatError):
         choose_faked_segments(3, 0.0, torch.Generator())
+
+
+def test_the_cheats_loop_undistorted_is_the_honest_loop_schedule_included():
+    """`cheat_steps` with no distortion gives the honest segment's bytes, on a spec with an lr schedule: only
+    a cheat's distortion sets it apart (and `lr_scale` scales the scheduled lr of each step)."""
+    document = tiny_spec_document(digits().manifest_hash, rounds=2, inner_steps=10)
+    document["training"]["inner_optimizer"]["schedule"] = {"name": "cosine", "warmup_steps": 3, "final_lr": 0.0001}
+    spec = spec_from_dict(document)
+    trainer = Trainer(spec, digits())
+    start = round_weights(spec, 1)
+
+    def play(**distortion) -> bytes:
+        trainer.start_round(start)
+        context = CheatContext(trainer, start, 1, 1, 10, frozenset(), torch.Generator().manual_seed(0))
+        return checkpoint_hash(cheat_steps(context, 0, 5, **distortion))
+
+    trainer.start_round(start)
+    honest = checkpoint_hash(train_segment(trainer, None, worker_index=1, round_index=1, end_step=5))
+    assert play() == honest
+    assert play(lr_scale=2.0) != honest

@@ -14,6 +14,8 @@ import torch
 
 from trolly.compute.checkpoints import TrainingState
 from trolly.compute.data.dataset import batch_indices
+from trolly.compute.determinism import flushing_subnormals
+from trolly.compute.schedule import inner_lr
 
 from .registry import CheatContext
 
@@ -27,9 +29,7 @@ def cheat_steps(context: CheatContext, begin: int, end: int, *, train_steps: int
     training = context.spec.training
     dataset = trainer.dataset
     count = end - begin if train_steps is None else train_steps
-    for group in trainer.optimizer.param_groups:
-        group["lr"] = training.inner_optimizer.lr * lr_scale
-    try:
+    with flushing_subnormals():  # the honest arithmetic (`training.train_segment`): only the distortion differs
         for step in range(begin, begin + count):
             indices = batch_indices(dataset.train_size, training.batch_size, training.seed, context.worker_index,
                                     context.round_index, step)
@@ -45,10 +45,9 @@ def cheat_steps(context: CheatContext, begin: int, end: int, *, train_steps: int
                 loss = trainer.loss(inputs, targets)
             trainer.optimizer.zero_grad(set_to_none=True)
             loss.float().backward()
+            for group in trainer.optimizer.param_groups:  # the spec's lr of this step (its schedule), scaled
+                group["lr"] = inner_lr(training, context.round_index, step) * lr_scale
             trainer.optimizer.step()
-    finally:
-        for group in trainer.optimizer.param_groups:
-            group["lr"] = training.inner_optimizer.lr
     trainer.step = end
     return forge_counters(trainer.snapshot(), end)
 
