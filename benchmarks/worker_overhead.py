@@ -6,11 +6,11 @@ checkpoint every k steps encoded, hashed, stored as a blob and recorded in the w
 background beside training), then `encode_update` (pseudo-gradient plus error-feedback residual through the
 task's codec, update and residual stored as blobs), the state saved and the round's checkpoint list written.
 The baseline is the loop anyone would write: same model, data, batch size, AdamW and thread count, batches
-from the global RNG, nothing else. It runs the worker's AdamW kernel (fused) and arithmetic (subnormals flushed to zero, see
-`compute.determinism`), so that the ratio is what the worker adds around training; the same loop with
-PyTorch's defaults (AdamW not fused on CPU: about 1.8x slower a step here) is timed too and reported as
-`ratio_vs_default_adamw`. Rounds alternate so that load from other
-processes on the machine hits all alike.
+from the global RNG, nothing else. It runs the worker's AdamW kernel (fused) and arithmetic (subnormals
+flushed to zero, see `compute.determinism`), so that the ratio is what the worker adds around training; the
+same loop with PyTorch's defaults (AdamW not fused on CPU: about 1.8x slower a step here) is timed too and
+reported as `ratio_vs_default_adamw`. Rounds alternate so that load from other processes on the machine hits
+all alike.
 
     python -m benchmarks.worker_overhead [--quick]
 
