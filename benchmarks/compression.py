@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 
@@ -143,11 +144,6 @@ def run_ours(spec: TaskSpec, dataset, rounds: int) -> dict:
             "seconds": round(time.perf_counter() - began, 2)}
 
 
-def mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values)
-
-
 def compare(specs: list[TaskSpec], dataset, rounds: int, settings: dict) -> dict:
     """Dense and ours on each spec (the same task under different seeds); the headline figures compare the
     mean final test loss and accuracy over the seeds, and every seed's own figures are reported beside them."""
@@ -163,15 +159,15 @@ def compare(specs: list[TaskSpec], dataset, rounds: int, settings: dict) -> dict
                          "loss_gap_rel": round((ours["loss"] - dense["loss"]) / dense["loss"], 4),
                          "accuracy_dense": round(dense["accuracy"], 4), "accuracy_ours": round(ours["accuracy"], 4),
                          "dense": dense, "ours": ours})
-    loss_dense = mean(s["dense"]["loss"] for s in per_seed)
-    loss_ours = mean(s["ours"]["loss"] for s in per_seed)
+    loss_dense = statistics.fmean(s["dense"]["loss"] for s in per_seed)
+    loss_ours = statistics.fmean(s["ours"]["loss"] for s in per_seed)
     model = build_model(specs[0].model.arch, specs[0].model.config, dataset.shape, specs[0].training.seed)
     return {
         "parameters": count_parameters(model),
         "bytes_ratio": round(per_seed[0]["dense"]["bytes_per_worker"] / max(s["ours"]["bytes_per_worker"] for s in per_seed), 1),
         "loss_gap_rel": round((loss_ours - loss_dense) / loss_dense, 4),
-        "accuracy_dense": round(mean(s["dense"]["accuracy"] for s in per_seed), 4),
-        "accuracy_ours": round(mean(s["ours"]["accuracy"] for s in per_seed), 4),
+        "accuracy_dense": round(statistics.fmean(s["dense"]["accuracy"] for s in per_seed), 4),
+        "accuracy_ours": round(statistics.fmean(s["ours"]["accuracy"] for s in per_seed), 4),
         "loss_dense": round(loss_dense, 5),
         "loss_ours": round(loss_ours, 5),
         "seeds": [s["seed"] for s in per_seed],
@@ -207,10 +203,10 @@ def main(argv: list[str] | None = None) -> dict:
         for spec in mlp_specs:
             print(f"seed {spec.training.seed}: dense with weight decay {weight_decay}", file=sys.stderr)
             runs.append(run_dense(spec, digits, mlp["total_steps"], weight_decay))
-        loss = mean(run["loss"] for run in runs)
+        loss = statistics.fmean(run["loss"] for run in runs)
         dense_losses[weight_decay] = round(loss, 5)
         mlp[f"dense_weight_decay_{weight_decay}"] = {"loss": round(loss, 5),
-                                                      "accuracy": round(mean(run["accuracy"] for run in runs), 4),
+                                                      "accuracy": round(statistics.fmean(run["accuracy"] for run in runs), 4),
                                                       "per_seed": runs}
         mlp[f"loss_gap_rel_vs_dense_weight_decay_{weight_decay}"] = round((mlp["loss_ours"] - loss) / loss, 4)
     best = min(dense_losses, key=dense_losses.get)

@@ -28,6 +28,7 @@ from .errors import CheckpointError, SpecError
 from .memory import retain_freed_memory
 from .merkle import merkle_root
 from .models import build_model
+from .schedule import inner_lr
 from .spec import TaskSpec
 
 
@@ -183,8 +184,6 @@ class Trainer:
     def train_step(self, worker_index: int, round_index: int) -> float:
         """One inner AdamW step on the batch of (seed, worker, round, self.step), with the spec's lr for that
         step (`compute.schedule`), set on every step so that a replay from any checkpoint uses the same."""
-        from .schedule import inner_lr  # local: the schedule's only user in this module (could move to the top)
-
         training = self.spec.training
         inputs, targets = sample_batch(self.dataset, training.batch_size, training.seed, worker_index, round_index, self.step)
         loss = self.loss(inputs, targets)
