@@ -14,14 +14,16 @@ background, the Merkle root, the pseudo-gradient.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import torch
 from torch.nn import functional
 
-from .checkpoints import (CheckpointHasher, DeferredSnapshot, HashedCheckpoint, TrainingState, prepare_capture,
-                          weights_hash)
+from .checkpoints import (CheckpointHasher, DeferredSnapshot, HashedCheckpoint, TrainingState, checkpoint_tensors,
+                          prepare_capture, weights_hash)
 from .data.dataset import Dataset, sample_batch
 from .determinism import apply_profile, flushing_subnormals
 from .errors import CheckpointError, SpecError
@@ -30,6 +32,9 @@ from .merkle import merkle_root
 from .models import build_model
 from .schedule import inner_lr
 from .spec import TaskSpec
+
+if TYPE_CHECKING:
+    from .checkpoint_process import CheckpointProcess, RemoteSnapshot, StateArena
 
 
 def initial_weights(spec: TaskSpec, shape) -> dict[str, torch.Tensor]:
@@ -72,7 +77,10 @@ class Trainer:
         )
         self.step = 0
         self.samples = 0  # samples trained since the last load()
-        self._copying: DeferredSnapshot | None = None  # a snapshot still reading the model and optimizer
+        self._copying: DeferredSnapshot | RemoteSnapshot | None = None  # a snapshot still reading the model and optimizer
+        self._arena: StateArena | None = None  # shared memory holding the weights and AdamW state, once moved
+        self.checkpoint_process: CheckpointProcess | None = None  # the worker's, see compute.checkpoint_process
+        self._snapshot_taker: CheckpointProcess | None = None  # set by snapshots_by()
 
     def load(self, state: TrainingState) -> None:
         """Make the model and optimizer exactly `state` (copies, the state is not aliased). Everything is
@@ -129,7 +137,8 @@ class Trainer:
         for name, parameter in self.parameters.items():
             slots = state.optimizer[name]
             own_slots = self.optimizer.state.get(parameter)
-            if own_slots and all(own_slots[m].dtype == slots[m].dtype for m in ("exp_avg", "exp_avg_sq")):
+            same_dtypes = all(own_slots[m].dtype == slots[m].dtype for m in ("exp_avg", "exp_avg_sq")) if own_slots else False
+            if own_slots and (same_dtypes or self._arena is not None):  # the arena's tensors stay where they are
                 # Overwrite the tensors AdamW already has: the same values as fresh clones, without
                 # allocating (and page-faulting) 13 MB at the start of every round.
                 own_slots["step"].copy_(slots["step"].reshape(()))
@@ -142,6 +151,66 @@ class Trainer:
                 "exp_avg_sq": slots["exp_avg_sq"].detach().clone(),
             }
 
+    def optimizer_tensors(self) -> dict[str, dict[str, torch.Tensor]]:
+        """The live AdamW state by parameter name ("step", "exp_avg", "exp_avg_sq"), created as the zeros of an
+        optimizer that has not stepped (what AdamW itself creates on its first step) where it is missing."""
+        self._wait_for_copy()
+        tensors = {}
+        for name, parameter in self.parameters.items():
+            slots = self.optimizer.state.get(parameter)
+            if not slots:
+                slots = self.optimizer.state[parameter] = {"step": torch.zeros((), dtype=torch.float32),
+                                                           "exp_avg": torch.zeros_like(parameter),
+                                                           "exp_avg_sq": torch.zeros_like(parameter)}
+            tensors[name] = {slot: slots[slot] for slot in ("step", "exp_avg", "exp_avg_sq")}
+        return tensors
+
+    def shared_state_arena(self) -> StateArena:
+        """Move the weights and AdamW state into one shared memory file (values unchanged; on first call) and
+        return it: a checkpoint process reads them there (`compute.checkpoint_process`). Every tensor keeps
+        the 64-byte alignment PyTorch's allocator gives, so the kernels, and the bytes, are the same."""
+        if self._arena is not None:
+            return self._arena
+        from .checkpoint_process import StateArena  # Linux only; the verifier never needs it
+
+        weights = self.model.state_dict()
+        if set(weights) != set(self.parameters):
+            raise CheckpointError("the model has buffers besides its parameters: its state cannot be shared")
+        live = checkpoint_tensors(TrainingState(step=0, weights=weights, optimizer=self.optimizer_tensors()))
+        del live["step"]
+        arena = StateArena(live)
+        with torch.no_grad():
+            for name, tensor in live.items():
+                arena.tensors[name].copy_(tensor)
+            for name, parameter in self.parameters.items():
+                parameter.data = arena.tensors[f"weights/{name}"]
+                slots = self.optimizer.state[parameter]
+                for slot in ("step", "exp_avg", "exp_avg_sq"):
+                    slots[slot] = arena.tensors[f"adamw/{name}/{slot}"]
+        self._arena = arena
+        return arena
+
+    def set_checkpoint_process(self, process: CheckpointProcess) -> None:
+        if self.checkpoint_process is not None and self.checkpoint_process is not process:
+            self.checkpoint_process.close()
+        self.checkpoint_process = process
+
+    @contextlib.contextmanager
+    def snapshots_by(self, process: CheckpointProcess | None) -> Iterator[None]:
+        """Within: `snapshot_soon` asks `process` for the checkpoint (a `RemoteSnapshot`), if one is given."""
+        self._snapshot_taker = process
+        try:
+            yield
+        finally:
+            self._snapshot_taker = None
+
+    def close(self) -> None:
+        """End the checkpoint process, if one was started (the trainer stays usable)."""
+        self._wait_for_copy()
+        if self.checkpoint_process is not None:
+            self.checkpoint_process.close()
+            self.checkpoint_process = None
+
     def snapshot(self) -> TrainingState:
         """A copy of the current state, safe to hand to another thread while training goes on. The copy is
         written straight into the checkpoint's canonical bytes (`checkpoints.capture`)."""
@@ -150,11 +219,15 @@ class Trainer:
         fill()
         return state
 
-    def snapshot_soon(self) -> DeferredSnapshot:
+    def snapshot_soon(self) -> DeferredSnapshot | RemoteSnapshot:
         """The same snapshot, its data copied on another thread while this one goes on with the next step's
         batch, forward and backward passes, which change nothing in it: the copy costs the training thread
-        nothing unless it is not over by the next optimizer step, where `train_step` waits for it."""
+        nothing unless it is not over by the next optimizer step, where `train_step` waits for it. Within
+        `snapshots_by(process)` the process takes it instead (`checkpoint_process.RemoteSnapshot`)."""
         self._wait_for_copy()
+        if self._snapshot_taker is not None:
+            self._copying = self._snapshot_taker.snapshot(self.step, self.model.state_dict())
+            return self._copying
         state, fill, weights = self._prepare_snapshot()
         self._copying = DeferredSnapshot(state, fill, source_weights=weights)
         return self._copying

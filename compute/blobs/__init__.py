@@ -5,14 +5,29 @@ bytes. The server (`BlobServer`) lets anyone `GET /blobs/<hex>` and only its own
 `POST`; it also serves a round's checkpoint listing (docs/protocol.md section 3). The client (`BlobClient`)
 checks the hash of everything it fetches, retries transient failures with exponential backoff across the
 given base URLs, and raises a typed `BlobError` that says what went wrong.
+
+The store and the errors import nothing heavy; the client, server and writer (aiohttp, torch) are imported
+on first use, so that the checkpoint writer process (`compute.checkpoint_process_main`) can use the store
+without loading torch.
 """
 
-from .client import BlobClient, RetryPolicy, fetch_dataset
+from __future__ import annotations
+
+import importlib
+
 from .errors import (BlobError, BlobHashMismatch, BlobNotFound, BlobRejected, BlobTooLarge, BlobUnavailable,
                      InvalidBlobHash)
-from .server import BlobServer, build_app
 from .store import BlobStore, DEFAULT_MAX_BLOB_SIZE
-from .writer import BlobWriter
+
+_LAZY = {"BlobClient": ".client", "RetryPolicy": ".client", "fetch_dataset": ".client", "BlobServer": ".server",
+         "build_app": ".server", "BlobWriter": ".writer"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["BlobWriter", "BlobClient", "RetryPolicy", "fetch_dataset", "BlobServer", "build_app", "BlobStore",
            "DEFAULT_MAX_BLOB_SIZE", "BlobError", "BlobHashMismatch", "BlobNotFound", "BlobRejected", "BlobTooLarge",

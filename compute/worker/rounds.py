@@ -32,6 +32,7 @@ import torch
 from trolly.chain.proto.market_pb2 import MsgCommitRound
 
 from ..blobs import BlobStore
+from ..checkpoint_process import RemoteCheckpoints, RemoteSnapshot, checkpoint_process_for
 from ..checkpoints import (CheckpointHasher, DeferredSnapshot, HashedCheckpoint, TrainingState, decode_checkpoint,
                            weights_hash)
 from ..canonical import decode_tensors
@@ -95,7 +96,11 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
             progress.checkpoints.append(digest)
             state.save()
 
-    with CheckpointHasher(sink=record, store=store) as hasher:
+    # Checkpoints are copied, hashed and stored by the trainer's checkpoint process where there is one
+    # (`compute.checkpoint_process`: the training thread only says when), else by threads of this process.
+    process = checkpoint_process_for(trainer, store)
+    hasher = RemoteCheckpoints(store, sink=record) if process is not None else CheckpointHasher(sink=record, store=store)
+    with hasher, trainer.snapshots_by(process):
         if progress.checkpoints:
             resumed = load_checkpoint(store, progress.checkpoints[-1])
             trainer.load(resumed)
@@ -116,16 +121,20 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
             hasher.submit(segment, snapshot)
             if on_segment is not None:
                 on_segment(trainer.step, steps)
+        deferred = isinstance(snapshot, (DeferredSnapshot, RemoteSnapshot))
         if while_storing is not None and snapshot is not None:
             # The end weights as the trainer holds them: nothing changes them before the next round, and
             # reading them need not wait for the snapshot's copy.
-            while_storing(snapshot.source_weights if isinstance(snapshot, DeferredSnapshot) else snapshot.weights)
-        if isinstance(snapshot, DeferredSnapshot):
-            snapshot = snapshot.result()
+            while_storing(snapshot.source_weights if deferred else snapshot.weights)
+        end_weights = None
+        if isinstance(snapshot, RemoteSnapshot):  # the checkpoint's bytes are the process's: copy the weights
+            end_weights = {name: tensor.clone() for name, tensor in snapshot.source_weights.items()}
+        elif snapshot is not None:
+            end_weights = (snapshot.result() if deferred else snapshot).weights
         hasher.results()
     if len(progress.checkpoints) != expected:
         raise WorkerError(f"round {progress.round} has {len(progress.checkpoints)} checkpoints, expected {expected}")
-    return TrainedRound(list(progress.checkpoints), snapshot.weights if snapshot is not None else None)
+    return TrainedRound(list(progress.checkpoints), end_weights)
 
 
 def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,

@@ -272,8 +272,11 @@ class WorkerService:
     async def work_on(self, progress: TaskProgress) -> None:
         """Work on one task until this worker is done with it (or the service stops)."""
         context = await self.prepare(progress)
-        while not self._stopping.is_set() and await self.step(context):
-            pass
+        try:
+            while not self._stopping.is_set() and await self.step(context):
+                pass
+        finally:
+            await asyncio.to_thread(context.trainer.close)  # its checkpoint process, once what it stores is stored
 
     async def prepare(self, progress: TaskProgress) -> TaskContext:
         """Spec (as on chain), dataset and trainer of a task this worker belongs to."""

@@ -1,0 +1,308 @@
+"""Checkpoints taken by a helper process, for the worker's rounds: the training thread only says when.
+
+The worker's trainer keeps its live weights and AdamW state in one shared memory file (the state arena,
+`Trainer.move_state`). `CheckpointProcess` starts `compute.checkpoint_process_main` on it: for each
+checkpoint the training thread sends (sequence, step) and goes on with the next step's batch, forward and
+backward passes; the process copies the arena into canonical checkpoint bytes meanwhile and says so (the
+trainer waits for that before its optimizer step changes the arena, as it does for a `DeferredSnapshot`),
+then hashes the bytes and stores them as a blob, on its own core and under its own GIL. Why a process and
+not threads: see that module's docstring.
+
+The bytes are those of `checkpoints.capture` (the tests compare them), so nothing a verifier sees changes.
+
+    process = checkpoint_process_for(trainer, store)     # None: use threads (CheckpointHasher)
+    with RemoteCheckpoints(process, sink=record) as checkpoints, trainer.snapshots_by(process):
+        checkpoints.submit(0, trainer.snapshot_soon())   # a RemoteSnapshot
+        ...
+
+The process is started once per trainer and store, and ends with the trainer (`Trainer.close`) or with the
+worker: it exits when its input closes, so a worker killed with SIGKILL leaves no orphan behind.
+`TROLLY_CHECKPOINT_PROCESS=off` keeps checkpoints in threads of the worker itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import mmap
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import torch
+
+from .background import BackgroundQueue
+from .canonical_copy import layout_of
+from .checkpoint_process_main import ANSWER, COMMAND, COPIED, FAILED, READY, SNAPSHOT, STORED, read_exactly
+from .checkpoints import HashedCheckpoint, TrainingState, checkpoint_bytes, checkpoint_tensors
+from .errors import CheckpointError
+
+if TYPE_CHECKING:
+    from .blobs import BlobStore
+    from .training import Trainer
+
+log = logging.getLogger(__name__)
+
+ENVIRONMENT_SWITCH = "TROLLY_CHECKPOINT_PROCESS"
+ALIGNMENT = 64  # the start of every arena tensor: what PyTorch's own CPU allocator gives, so kernels see the same
+START_TIMEOUT = 30.0
+
+
+def enabled() -> bool:
+    """True where a checkpoint process can run: Linux shared memory files, and not switched off."""
+    return hasattr(os, "memfd_create") and os.environ.get(ENVIRONMENT_SWITCH, "on").lower() not in ("off", "0", "no")
+
+
+class StateArena:
+    """One shared memory file holding tensors (each at a 64-byte boundary), mapped into this process."""
+
+    def __init__(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        offsets: dict[str, int] = {}
+        size = 0
+        for name, tensor in tensors.items():
+            size = -(-size // ALIGNMENT) * ALIGNMENT
+            offsets[name] = size
+            size += tensor.numel() * tensor.element_size()
+        self.size = max(size, 1)
+        self.descriptor = os.memfd_create("trolly-training-state", os.MFD_CLOEXEC)
+        os.ftruncate(self.descriptor, self.size)
+        self._map = mmap.mmap(self.descriptor, self.size)
+        self.offsets = offsets
+        self.tensors: dict[str, torch.Tensor] = {}
+        for name, tensor in tensors.items():
+            view = torch.frombuffer(self._map, dtype=tensor.dtype, count=tensor.numel(), offset=offsets[name]) \
+                if tensor.numel() else torch.empty(0, dtype=tensor.dtype)
+            self.tensors[name] = view.view(tensor.shape)
+
+    def nbytes(self, name: str) -> int:
+        tensor = self.tensors[name]
+        return tensor.numel() * tensor.element_size()
+
+    def close(self) -> None:
+        """Forget the descriptor (the mapping lives as long as tensors use it)."""
+        if self.descriptor >= 0:
+            os.close(self.descriptor)
+            self.descriptor = -1
+
+
+class RemoteSnapshot:
+    """A checkpoint being taken by the process: `wait()` until it is copied, `digest()` once stored.
+
+    `source_weights` are the trainer's live weights, which the checkpoint holds until the trainer's next change
+    (as for `checkpoints.DeferredSnapshot`)."""
+
+    def __init__(self, sequence: int, step: int, source_weights: Mapping[str, torch.Tensor]) -> None:
+        self.sequence = sequence
+        self.step = step
+        self.source_weights = source_weights
+        self._copied = threading.Event()
+        self._stored = threading.Event()
+        self._digest: bytes | None = None
+        self._error: str | None = None
+
+    def wait(self) -> None:
+        """Until the arena has been copied (or the process failed: `digest` then raises)."""
+        self._copied.wait()
+
+    def digest(self) -> bytes:
+        self._stored.wait()
+        if self._error is not None:
+            raise CheckpointError(self._error)
+        return self._digest
+
+    def _set_copied(self) -> None:
+        self._copied.set()
+
+    def _set_stored(self, digest: bytes) -> None:
+        self._digest = digest
+        self._copied.set()
+        self._stored.set()
+
+    def _set_failed(self, error: str) -> None:
+        if self._error is None and not self._stored.is_set():
+            self._error = error
+        self._copied.set()
+        self._stored.set()
+
+
+class CheckpointProcess:
+    """The helper process of one trainer's state arena and one blob store."""
+
+    def __init__(self, arena: StateArena, layout_tensors: Mapping[str, torch.Tensor], blob_root: os.PathLike) -> None:
+        self.blob_root = os.fspath(blob_root)
+        layout = layout_of(layout_tensors)
+        copies = []
+        step_offset = None
+        for name, dtype, shape, offset in layout.entries:
+            if name == "step":
+                step_offset = offset
+            elif arena.nbytes(name):
+                copies.append([arena.offsets[name], offset, arena.nbytes(name)])
+        if step_offset is None:
+            raise CheckpointError("a checkpoint layout without its step count")
+        setup = {"blob_root": self.blob_root, "arena_size": arena.size, "checkpoint_size": layout.size,
+                 "headers": [[offset, header.hex()] for offset, header in layout.headers],
+                 "copies": copies, "step_offset": step_offset}
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "trolly.compute.checkpoint_process_main", str(arena.descriptor)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(arena.descriptor,), bufsize=0)
+        self._lock = threading.Lock()
+        self._pending: dict[int, RemoteSnapshot] = {}
+        self._next = 0
+        self._failure: str | None = None
+        self._ready = threading.Event()
+        self._process.stdin.write(json.dumps(setup).encode() + b"\n")
+        self._reader = threading.Thread(target=self._read_answers, name="checkpoint-process-answers", daemon=True)
+        self._reader.start()
+        if not self._ready.wait(START_TIMEOUT) or self._failure is not None:
+            self.close()
+            raise CheckpointError(f"the checkpoint process did not start: {self._failure or 'no answer'}")
+
+    @property
+    def alive(self) -> bool:
+        return self._failure is None and self._process.poll() is None
+
+    def snapshot(self, step: int, source_weights: Mapping[str, torch.Tensor]) -> RemoteSnapshot:
+        """Ask for a checkpoint of the arena as it is now, at `step`."""
+        with self._lock:
+            snapshot = RemoteSnapshot(self._next, step, source_weights)
+            self._next += 1
+            if self._failure is not None:
+                snapshot._set_failed(self._failure)
+                return snapshot
+            self._pending[snapshot.sequence] = snapshot
+        try:
+            self._process.stdin.write(COMMAND.pack(SNAPSHOT, snapshot.sequence, step))
+        except OSError as error:
+            self._fail(f"the checkpoint process is gone: {error}")
+        return snapshot
+
+    def _read_answers(self) -> None:
+        answers = self._process.stdout
+        try:
+            while True:
+                header = read_exactly(answers, ANSWER.size)
+                if not header:
+                    break
+                kind, sequence, length = ANSWER.unpack(header)
+                payload = read_exactly(answers, length) if length else b""
+                if kind == READY:
+                    self._ready.set()
+                    continue
+                with self._lock:
+                    snapshot = self._pending.get(sequence)
+                    if kind != COPIED:
+                        self._pending.pop(sequence, None)
+                if snapshot is None:
+                    continue
+                if kind == COPIED:
+                    snapshot._set_copied()
+                elif kind == STORED and len(payload) == 32:
+                    snapshot._set_stored(payload)
+                elif kind == FAILED:
+                    snapshot._set_failed(f"checkpoint process: {payload.decode(errors='replace')}")
+                else:
+                    raise CheckpointError(f"unexpected answer {kind!r} from the checkpoint process")
+        except (OSError, EOFError, CheckpointError) as error:
+            self._fail(f"the checkpoint process's answers broke off: {error}")
+        self._fail(f"the checkpoint process exited (code {self._process.wait()})")
+
+    def _fail(self, reason: str) -> None:
+        with self._lock:
+            if self._failure is None:
+                self._failure = reason
+            pending, self._pending = list(self._pending.values()), {}
+        for snapshot in pending:
+            snapshot._set_failed(reason)
+        self._ready.set()
+
+    def close(self) -> None:
+        """End the process once what it was asked is stored."""
+        if self._process.stdin and not self._process.stdin.closed:
+            try:
+                self._process.stdin.close()
+            except OSError:
+                pass
+        try:
+            self._process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._reader.join(timeout=5)
+
+
+@dataclasses.dataclass
+class _Submitted:
+    index: int
+    snapshot: RemoteSnapshot
+
+
+class RemoteCheckpoints:
+    """`checkpoints.CheckpointHasher`'s contract for checkpoints taken by a `CheckpointProcess`.
+
+    `submit(index, snapshot)` takes a `RemoteSnapshot` (stored by the process) or a plain `TrainingState`
+    (the test cheats forge those: stored here, after everything before it). `sink(HashedCheckpoint, None)` is
+    called on a background thread for each, in index order, once its blob is stored; `results()` waits for
+    all and raises the first failure as CheckpointError.
+    """
+
+    def __init__(self, store: BlobStore, sink: Callable[[HashedCheckpoint, None], None] | None = None) -> None:
+        self._store = store
+        self._sink = sink
+        self._results: list[HashedCheckpoint] = []
+        self._queue: BackgroundQueue[tuple[int, RemoteSnapshot | TrainingState]] = BackgroundQueue(
+            self._finish, name="checkpoint-records",
+            failure=lambda error: error if isinstance(error, CheckpointError)
+            else CheckpointError(f"checkpoint failed: {error}"))
+
+    def submit(self, index: int, snapshot: RemoteSnapshot | TrainingState) -> None:
+        self._queue.put((index, snapshot))
+
+    def _finish(self, item: tuple[int, RemoteSnapshot | TrainingState]) -> None:
+        index, snapshot = item
+        if isinstance(snapshot, RemoteSnapshot):
+            record = HashedCheckpoint(index, snapshot.step, snapshot.digest(), None)
+        else:
+            digest = self._store.put_hashing(checkpoint_bytes(snapshot))
+            record = HashedCheckpoint(index, snapshot.step, bytes.fromhex(digest), None)
+        if self._sink is not None:
+            self._sink(record, None)
+        self._results.append(record)
+
+    def results(self) -> list[HashedCheckpoint]:
+        self._queue.join()
+        return list(self._results)
+
+    def close(self) -> None:
+        self._queue.close()
+
+    def __enter__(self) -> "RemoteCheckpoints":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def checkpoint_process_for(trainer: Trainer, store: BlobStore) -> CheckpointProcess | None:
+    """The trainer's checkpoint process for `store`, started (and its state moved into an arena) on first use;
+    None where there can be none (`enabled()`), or when it cannot start (logged; threads take over)."""
+    if not enabled():
+        return None
+    root = os.fspath(store.root)
+    current = trainer.checkpoint_process
+    if current is not None and current.alive and current.blob_root == root:
+        return current
+    try:
+        arena = trainer.shared_state_arena()
+        tensors = checkpoint_tensors(TrainingState(step=0, weights=trainer.model.state_dict(),
+                                                   optimizer=trainer.optimizer_tensors()))
+        process = CheckpointProcess(arena, tensors, root)
+    except (OSError, CheckpointError) as error:
+        log.warning("checkpoints stay in this process's threads: %s", error)
+        return None
+    trainer.set_checkpoint_process(process)
+    return process

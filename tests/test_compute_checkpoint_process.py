@@ -1,0 +1,163 @@
+"""The checkpoint process (`compute/checkpoint_process.py`): the same bytes as the threads, and its failures.
+
+A worker's rounds hand their checkpoints to a helper process that reads the trainer's state from shared
+memory. Nothing a verifier sees may change because of it, and when the process dies or cannot store, the
+round fails with a clear error and the next attempt resumes from what was recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from trolly.compute import checkpoint_process
+from trolly.compute.blobs import BlobStore
+from trolly.compute.checkpoints import checkpoint_bytes
+from trolly.compute.data import build_dataset, dataset_from_blobs
+from trolly.compute.errors import CheckpointError
+from trolly.compute.spec import example_spec, spec_from_dict
+from trolly.compute.training import Trainer, initial_weights, run_round, train_segment
+from trolly.compute.worker.rounds import train_round
+from trolly.compute.worker.state import WorkerState
+from trolly.compute.worker.strategies import TrainingStrategy
+
+STEPS = 12  # checkpoints every 5: 0..3
+
+needs_memfd = pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="needs Linux shared memory files (memfd)")
+
+
+@pytest.fixture(scope="module")
+def setup():
+    blobs = build_dataset("digits")
+    spec = spec_from_dict(example_spec(
+        blobs.manifest_hash, model={"arch": "mlp", "config": {"hidden": [32]}}, codec="int8",
+        training={"rounds": 2, "inner_steps": STEPS, "batch_size": 8, "checkpoint_every": 5, "seed": 11}))
+    dataset = dataset_from_blobs(blobs)
+    start = initial_weights(spec, dataset.shape)
+    reference = run_round(Trainer(spec, dataset), start, worker_index=0, round_index=0, steps=STEPS)
+    return spec, dataset, start, reference
+
+
+def fresh_round(home: pathlib.Path):
+    state = WorkerState.load(home)
+    progress = state.add_task(3, "00" * 32, worker_index=0).round(0)
+    progress.steps = STEPS
+    return state, progress, BlobStore(home / "blobs")
+
+
+def run(trainer, home, start, **options):
+    state, progress, store = fresh_round(home)
+    return train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=0, start_weights=start,
+                       **options), progress, store
+
+
+@needs_memfd
+@pytest.mark.parametrize("switch", ["on", "off"])
+def test_the_process_and_the_threads_store_the_runtimes_checkpoints(setup, tmp_path, monkeypatch, switch):
+    spec, dataset, start, reference = setup
+    monkeypatch.setenv(checkpoint_process.ENVIRONMENT_SWITCH, switch)
+    trainer = Trainer(spec, dataset)
+    try:
+        trained, _, store = run(trainer, tmp_path, start)
+        assert (trainer.checkpoint_process is not None) == (switch == "on")
+        assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]
+        for digest in trained.checkpoints:  # each blob holds exactly the bytes its name says
+            assert store.has(digest)
+        assert all(torch.equal(trained.end_weights[n], reference.end_weights[n]) for n in reference.end_weights)
+    finally:
+        trainer.close()
+
+
+@needs_memfd
+def test_training_in_the_shared_arena_gives_the_same_bytes(setup):
+    spec, dataset, start, _ = setup
+    plain, shared = Trainer(spec, dataset), Trainer(spec, dataset)
+    arena = shared.shared_state_arena()
+    # the parameters now live in the arena, each on a 64-byte boundary, with their values kept
+    for name, parameter in shared.parameters.items():
+        assert parameter.data_ptr() == arena.tensors[f"weights/{name}"].data_ptr()
+        assert parameter.data_ptr() % checkpoint_process.ALIGNMENT == 0
+    for trainer in (plain, shared):
+        trainer.start_round(start)
+    states = [train_segment(t, None, worker_index=1, round_index=0, end_step=7) for t in (plain, shared)]
+    assert bytes(checkpoint_bytes(states[0])) == bytes(checkpoint_bytes(states[1]))
+    assert shared.shared_state_arena() is arena  # moved once
+
+
+@needs_memfd
+def test_a_killed_process_fails_the_round_clearly_and_the_next_attempt_resumes(setup, tmp_path):
+    spec, dataset, start, reference = setup
+    trainer = Trainer(spec, dataset)
+    killed = []
+
+    def kill_after_first_segment(step, steps):
+        if not killed:
+            killed.append(trainer.checkpoint_process._process.pid)
+            os.kill(killed[0], signal.SIGKILL)
+
+    try:
+        with pytest.raises(CheckpointError, match="checkpoint process"):
+            run(trainer, tmp_path, start, on_segment=kill_after_first_segment)
+        recorded = WorkerState.load(tmp_path).task(3).round(0).checkpoints
+        assert recorded == [h.hex() for h in reference.checkpoint_hashes[:len(recorded)]]
+        trained, _, _ = run(trainer, tmp_path, start)  # a new process, resuming from what was recorded
+        assert trainer.checkpoint_process._process.pid != killed[0]
+        assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]
+    finally:
+        trainer.close()
+
+
+@needs_memfd
+def test_a_storage_failure_fails_that_checkpoint_and_every_later_one(setup, tmp_path):
+    spec, dataset, start, _ = setup
+    trainer = Trainer(spec, dataset)
+
+    def break_the_store(step, steps):
+        blobs = tmp_path / "blobs" / "blobs"
+        if blobs.is_dir():
+            for path in sorted(blobs.rglob("*"), reverse=True):
+                path.rmdir() if path.is_dir() else path.unlink()
+            blobs.rmdir()
+            blobs.write_bytes(b"not a directory")  # every later write fails
+
+    try:
+        with pytest.raises(CheckpointError, match="storing checkpoint failed"):
+            run(trainer, tmp_path, start, on_segment=break_the_store)
+    finally:
+        trainer.close()
+
+
+@needs_memfd
+def test_closing_the_trainer_ends_the_process(setup, tmp_path):
+    spec, dataset, start, _ = setup
+    trainer = Trainer(spec, dataset)
+    run(trainer, tmp_path, start)
+    process = trainer.checkpoint_process._process
+    trainer.close()
+    assert process.returncode == 0
+    assert trainer.checkpoint_process is None
+
+
+@needs_memfd
+def test_a_process_that_cannot_start_leaves_checkpoints_to_threads(setup, tmp_path, caplog):
+    spec, dataset, start, reference = setup
+    trainer = Trainer(spec, dataset)
+    (tmp_path / "blobs").mkdir()
+    store = BlobStore(tmp_path / "blobs")
+    (tmp_path / "not-a-directory").write_bytes(b"")
+    store.root = tmp_path / "not-a-directory"  # the process cannot create its blobs folder there
+    assert checkpoint_process.checkpoint_process_for(trainer, store) is None
+    assert "checkpoints stay in this process's threads" in caplog.text
+
+
+def test_the_process_main_refuses_to_run_without_its_arena():
+    result = subprocess.run([sys.executable, "-m", "trolly.compute.checkpoint_process_main"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "ARENA_FD" in result.stderr
