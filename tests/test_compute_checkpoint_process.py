@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -120,10 +121,9 @@ def test_a_storage_failure_fails_that_checkpoint_and_every_later_one(setup, tmp_
 
     def break_the_store(step, steps):
         blobs = tmp_path / "blobs" / "blobs"
-        if blobs.is_dir():
-            for path in sorted(blobs.rglob("*"), reverse=True):
-                path.rmdir() if path.is_dir() else path.unlink()
-            blobs.rmdir()
+        while blobs.is_dir():  # the process may be writing in it meanwhile
+            shutil.rmtree(blobs, ignore_errors=True)
+        if not blobs.exists():
             blobs.write_bytes(b"not a directory")  # every later write fails
 
     try:

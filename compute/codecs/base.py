@@ -45,26 +45,32 @@ class Codec(abc.ABC):
 
     def flatten(self, tensors: Mapping[str, torch.Tensor]) -> tuple[bytes, np.ndarray, list[tuple[str, tuple[int, ...]]]]:
         """The framing header, the flat little-endian float32 vector in canonical order, and the layout."""
+        header, layout = self.frame(tensors)
+        arrays = []
+        for name, _ in layout:
+            array = tensors[name].detach().cpu().to(torch.float32).contiguous().numpy().reshape(-1)
+            if not np.isfinite(array).all():
+                raise CodecError(f"{name!r} has NaN or infinite values")
+            arrays.append(array)
+        flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.float32)
+        return header, flat.astype("<f4", copy=False), layout
+
+    def frame(self, tensors: Mapping[str, torch.Tensor]) -> tuple[bytes, list[tuple[str, tuple[int, ...]]]]:
+        """The framing header of an update of these tensors, and their layout (canonical order), checked."""
         names = sorted(tensors, key=lambda n: n.encode("utf-8"))
         if len(names) > MAX_TENSORS:
             raise CodecError(f"too many tensors ({len(names)})")
-        arrays = []
         layout = []
         header = [MAGIC, struct.pack("<BB", VERSION, len(self.name)), self.name.encode("ascii"), struct.pack("<I", len(names))]
         for name in names:
             tensor = tensors[name]
             if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
                 raise CodecError(f"{name!r} is not a floating-point tensor")
-            array = tensor.detach().cpu().to(torch.float32).contiguous().numpy().reshape(-1)
-            if not np.isfinite(array).all():
-                raise CodecError(f"{name!r} has NaN or infinite values")
-            arrays.append(array)
             layout.append((name, tuple(tensor.shape)))
             name_bytes = name.encode("utf-8")
             header.append(struct.pack("<H", len(name_bytes)) + name_bytes + struct.pack("<B", tensor.dim()))
             header.append(b"".join(struct.pack("<Q", d) for d in tensor.shape))
-        flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.float32)
-        return b"".join(header), flat.astype("<f4", copy=False), layout
+        return b"".join(header), layout
 
     def decode(self, data: bytes) -> dict[str, torch.Tensor]:
         view = memoryview(data).cast("B")

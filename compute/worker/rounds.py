@@ -37,7 +37,8 @@ from ..checkpoints import (CheckpointHasher, DeferredSnapshot, HashedCheckpoint,
                            weights_hash)
 from ..canonical import decode_tensors
 from ..canonical_copy import allocate_canonical
-from ..codecs import ErrorFeedback, get_codec
+from ..codecs import get_codec
+from ..codecs.fused import encode_with_feedback
 from ..merkle import merkle_root
 from ..training import Trainer, segment_bounds
 from .errors import WorkerError
@@ -145,13 +146,11 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
     (update hash, new residual hash)."""
     if end_weights is None:
         end_weights = load_checkpoint(store, progress.checkpoints[-1]).weights
-    pseudo_gradient = {name: start_weights[name] - end_weights[name] for name in end_weights}
-    feedback = ErrorFeedback(get_codec(trainer.spec.codec))
-    if residual_hash:  # read only: encode replaces it
-        feedback.load_state(_last_residual.get(residual_hash) or decode_tensors(store.get(residual_hash)), copy=False)
-    # The residual is written straight into its canonical bytes, the sum into the fresh pseudo-gradient.
-    residual_bytes, residual = allocate_canonical(pseudo_gradient)
-    data, _ = feedback.encode(pseudo_gradient, consume=True, residual_into=residual)
+    previous = (_last_residual.get(residual_hash) or decode_tensors(store.get(residual_hash))) if residual_hash else None
+    # The new residual is written straight into its canonical bytes (`ErrorFeedback.encode`'s result, fused
+    # for the sign codec: `codecs.fused`).
+    residual_bytes, residual = allocate_canonical(end_weights)
+    data = encode_with_feedback(get_codec(trainer.spec.codec), start_weights, end_weights, previous, residual)
     new_residual_hash = store.put_hashing(residual_bytes)
     _last_residual.set(new_residual_hash, residual)
     return store.put(data), new_residual_hash
