@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -161,3 +162,45 @@ def test_the_process_main_refuses_to_run_without_its_arena():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "ARENA_FD" in result.stderr
+
+
+@needs_memfd
+def test_a_worker_killed_with_sigkill_leaves_no_checkpoint_process_behind(tmp_path):
+    """The process reads its commands from the worker: when the worker dies, its input ends and it exits."""
+    script = tmp_path / "worker.py"
+    script.write_text(
+        "import sys, time\n"
+        "from trolly.compute.blobs import BlobStore\n"
+        "from trolly.compute.checkpoint_process import checkpoint_process_for\n"
+        "from trolly.compute.data import build_dataset, dataset_from_blobs\n"
+        "from trolly.compute.spec import example_spec, spec_from_dict\n"
+        "from trolly.compute.training import Trainer\n"
+        "blobs = build_dataset('digits')\n"
+        "spec = spec_from_dict(example_spec(blobs.manifest_hash, model={'arch': 'mlp', 'config': {'hidden': [8]}}))\n"
+        "trainer = Trainer(spec, dataset_from_blobs(blobs))\n"
+        "process = checkpoint_process_for(trainer, BlobStore(sys.argv[1]))\n"
+        "print(process._process.pid, flush=True)\n"
+        "time.sleep(600)\n")
+    worker = subprocess.Popen([sys.executable, str(script), str(tmp_path / "blobs")], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(worker.stdout.readline())
+        os.kill(child, 0)  # running
+        worker.kill()
+        worker.wait(timeout=30)
+        for _ in range(200):
+            if not _running(child):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"checkpoint process {child} outlived its worker")
+    finally:
+        worker.kill()
+
+
+def _running(pid: int) -> bool:
+    """True while `pid` runs (an exited process that its new parent has not collected yet does not count)."""
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
