@@ -2,9 +2,10 @@
 
 "Ours" is exactly what `trolly-worker` runs for a round once it has the global weights (`compute.worker.service`
 `work_round`, minus the chain): `compute.worker.rounds.train_round` (batches from per-step generators, a
-checkpoint every k steps encoded, hashed, stored as a blob and recorded in the worker's saved state, in the
-background beside training), then `encode_update` (pseudo-gradient plus error-feedback residual through the
-task's codec, update and residual stored as blobs), the state saved and the round's checkpoint list written.
+checkpoint every k steps copied, hashed and stored as a blob by the trainer's checkpoint process, and recorded
+in the worker's saved state), then `encode_update` (pseudo-gradient plus error-feedback residual through the
+task's codec, fused for the sign codec; update and residual stored as blobs), the state saved and the round's
+checkpoint list written. `TROLLY_CHECKPOINT_PROCESS=off` times the same with the checkpoints in threads.
 The baseline is the loop anyone would write: same model, data, batch size, AdamW and thread count, batches
 from the global RNG, nothing else. It runs the worker's AdamW kernel (fused) and arithmetic (subnormals
 flushed to zero, see `compute.determinism`), so that the ratio is what the worker adds around training; the
@@ -139,12 +140,15 @@ def main(argv: list[str] | None = None) -> dict:
                   f"(plain with default AdamW {default_rounds[-1]:.3f}s)", file=sys.stderr)
         checkpoint_bytes = sum(store.path(digest).stat().st_size for r in range(1, rounds + 1)
                                for digest in store.get_checkpoints(TASK_ID, r))
+        checkpoints_by = "process" if trainer.checkpoint_process is not None else "threads"
+        trainer.close()
 
     samples_per_round = options.steps * batch_size
     plain_seconds, ours_seconds = sum(plain_rounds), sum(ours_rounds)
     result = {
         "benchmark": "worker_overhead",
         "path": "compute.worker.rounds: train_round + encode_update + saved state",
+        "checkpoints_by": checkpoints_by,
         "model": "mlp 64-1024-1024-10",
         "codec": spec.codec,
         "inner_steps": options.steps,
