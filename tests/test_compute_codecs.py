@@ -11,6 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 from trolly.compute.codecs import CODEC_REGISTRY, ErrorFeedback, get_codec
 from trolly.compute.codecs.quantize import CHUNK as INT8_CHUNK, SIGN_CHUNK
+from trolly.compute.codecs.ternary import TERNARY_CHUNK
 from trolly.compute.codecs.topk import CHUNK as TOPK_CHUNK, kept_per_chunk, select_top
 from trolly.compute.errors import CodecError
 
@@ -48,6 +49,21 @@ def error_bound(name: str, flat: np.ndarray) -> np.ndarray:
         means = np.array([magnitude[i * SIGN_CHUNK:(i + 1) * SIGN_CHUNK].astype(np.float64).mean() for i in range(chunks)])
         scale = np.repeat(means, SIGN_CHUNK)[:len(flat)]
         return np.abs(magnitude - scale) * (1 + 1e-5) + scale * 1e-6 + 1e-30
+    if name == "ternary":
+        # a value above its chunk's mean magnitude m decodes to +-s (s: the mean magnitude of those values),
+        # any other to 0: the error is | |x| - s | or |x|. Values within rounding of m may go either way, so
+        # both candidates for s (with and without them) are allowed.
+        bound = np.zeros(len(flat), np.float64)
+        for start in range(0, len(flat), TERNARY_CHUNK):
+            chunk = magnitude[start:start + TERNARY_CHUNK].astype(np.float64)
+            m = chunk.mean()
+            above, near = chunk > m * (1 + 1e-6), np.abs(chunk - m) <= m * 1e-6
+            candidates = [chunk[above].mean()] if above.any() else []
+            candidates += [chunk[above | near].mean()] if near.any() else []
+            sent_error = np.max([np.abs(chunk - c) for c in candidates], axis=0) if candidates else chunk * 0
+            bound[start:start + TERNARY_CHUNK] = (np.where(above, sent_error, np.where(near, np.maximum(chunk, sent_error), chunk))
+                                                  * (1 + 1e-5) + chunk.max() * 1e-6 + 1e-30)
+        return bound
     # top-k: a dropped value is at most the k-th largest magnitude in its chunk; a kept one is exact or
     # quantized (fp16 relative, int8 by the chunk's largest kept magnitude / 254).
     codec = get_codec(name)
@@ -140,7 +156,7 @@ def test_error_feedback_eventually_sends_everything():
     assert float(feedback.residual["w"].abs().max()) < 2 * float(update["w"].abs().max()) / float(codec.density)
 
 
-@pytest.mark.parametrize("name", ["sign", "topk-int8"])
+@pytest.mark.parametrize("name", ["sign", "ternary", "topk-int8"])
 def test_error_feedback_in_place_gives_the_same_bytes_and_residual(name):
     """`consume`, `residual_into` and `load_state(copy=False)` only change where the arithmetic writes."""
     from trolly.compute.canonical import decode_tensors
@@ -191,6 +207,7 @@ def test_compression_ratios_match_the_registry_description():
     assert dense / sizes["topk-int8"] > 60
     assert dense / sizes["topk-int8-sparse"] > 250
     assert dense / sizes["sign"] > 31
+    assert 21 < dense / sizes["ternary"] < 23  # about 1.46 bits a value for normal values
 
 
 def test_sign_keeps_signs_and_chunk_mean_magnitudes():
@@ -212,3 +229,41 @@ def test_encode_and_decode_is_decode_of_encode_bit_for_bit(name, flat):
     for tensor_name, tensor in reference.items():
         assert decoded[tensor_name].dtype == tensor.dtype and decoded[tensor_name].shape == tensor.shape
         assert decoded[tensor_name].numpy().tobytes() == tensor.numpy().tobytes()
+
+
+def test_ternary_sends_values_above_the_chunk_mean_magnitude_at_their_mean():
+    values = torch.tensor([3.0, -1.0, 0.0, -2.0, 0.5, -4.0])  # mean magnitude 1.75: 3, -2 and -4 are sent
+    codec = get_codec("ternary")
+    data = codec.encode({"w": values})
+    assert codec.decode(data)["w"].tolist() == [3.0, 0.0, 0.0, -3.0, 0.0, -3.0]
+    header = len(codec.encode({"w": torch.zeros(0)}))
+    # one scale, the sent bitmap 0b101001, and the signs of the three sent values 0b110
+    assert data[header:] == np.float32(3.0).tobytes() + bytes([0b101001, 0b110])
+
+
+def test_ternary_refuses_stray_bits_and_missing_signs():
+    codec = get_codec("ternary")
+    data = codec.encode({"w": torch.tensor([3.0, -1.0, 0.0, -2.0, 0.5, -4.0])})
+    with pytest.raises(CodecError):
+        codec.decode(data[:-2] + bytes([0b11101001]) + data[-1:])  # a bit for a seventh value
+    with pytest.raises(CodecError):
+        codec.decode(data[:-1] + bytes([0b1110]))  # a fourth sign bit
+    with pytest.raises(CodecError):
+        codec.decode(data[:-1])  # no signs
+
+
+def test_error_feedback_with_ternary_sends_every_value_eventually():
+    """Values below the threshold wait in the residual; they are not dropped for good, and the residual stays
+    smaller than the sign codec's under the same updates (a constant update grows both, sign's faster)."""
+    generator = torch.Generator().manual_seed(4)
+    update = {"w": torch.randn(4096, generator=generator)}
+    feedbacks = {name: ErrorFeedback(get_codec(name)) for name in ("ternary", "sign")}
+    sent_total = torch.zeros(4096)
+    rounds = 200
+    for _ in range(rounds):
+        _, sent = feedbacks["ternary"].encode(update)
+        sent_total += sent["w"]
+        feedbacks["sign"].encode(update)
+    residual = feedbacks["ternary"].residual["w"]
+    assert torch.allclose(sent_total + residual, update["w"] * rounds, rtol=1e-4, atol=1e-2)
+    assert float(residual.norm()) < 0.7 * float(feedbacks["sign"].residual["w"].norm())

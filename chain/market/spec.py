@@ -22,7 +22,7 @@ from .errors import InvalidSpec
 SPEC_VERSION = 1
 MODEL_ARCHS = ("cnn", "mlp", "transformer")
 DATASETS = ("digits", "pycorpus")
-CODECS = ("fp16", "fp32", "int8", "sign", "topk", "topk-fp16", "topk-int8", "topk-int8-sparse")
+CODECS = ("fp16", "fp32", "int8", "sign", "ternary", "topk", "topk-fp16", "topk-int8", "topk-int8-sparse")
 """The fixed codec names of docs/protocol.md section 2a (`compute/codecs`)."""
 INSTRUCTION_SETS = ("avx2", "avx512", "default")
 MAX_CHECKPOINT_EVERY = 10
