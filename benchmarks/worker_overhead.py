@@ -42,6 +42,8 @@ from trolly.compute.worker.rounds import encode_update, previous_residual, train
 from trolly.compute.worker.state import WorkerState
 from trolly.compute.worker.strategies import TrainingStrategy
 
+from .compression import MLP_SETTINGS
+
 TASK_ID = 1
 
 
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quick", action="store_true", help="fewer rounds (about 15 seconds)")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--steps", type=int, default=50, help="inner steps per round (H)")
-    parser.add_argument("--codec", default="sign", help="the codec of the compression benchmark by default")
+    parser.add_argument("--codec", default=MLP_SETTINGS["codec"], help="the compression benchmark's (default: %(default)s)")
     options = parser.parse_args(argv)
     rounds = options.rounds or (5 if options.quick else 10)
 

@@ -56,27 +56,29 @@ def updates(draw):
             None if residual is None else split(residual, cuts))
 
 
+@pytest.mark.parametrize("codec_name", ["sign", "ternary"])
 @pytest.mark.parametrize("block_chunks", [1, 2, fused.BLOCK_CHUNKS])
 @settings(max_examples=40, deadline=None)
 @given(update=updates())
-def test_the_fused_sign_update_is_the_reference_bit_for_bit(block_chunks, update):
+def test_the_fused_update_is_the_reference_bit_for_bit(codec_name, block_chunks, update):
     start, end, residual = update
-    expected, expected_residual = reference("sign", start, end, residual)
+    expected, expected_residual = reference(codec_name, start, end, residual)
     residual_bytes, residual_out = allocate_canonical(end)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(fused, "BLOCK_CHUNKS", block_chunks)
-        assert fused.encode_with_feedback(get_codec("sign"), start, end, residual, residual_out) == expected
+        assert fused.encode_with_feedback(get_codec(codec_name), start, end, residual, residual_out) == expected
     stored = decode_tensors(bytes(residual_bytes))  # written straight into its canonical bytes
     for name in end:
         assert stored[name].numpy().tobytes() == expected_residual[name].numpy().tobytes()
 
 
-def test_negative_zero_is_sent_as_positive_as_in_the_reference():
-    start = {"w": torch.tensor([-0.0, 0.0, -0.0, 2.0])}
-    end = {"w": torch.tensor([0.0, 0.0, -0.0, 1.0])}  # pseudo-gradient -0.0, 0.0, 0.0, 1.0
-    expected, expected_residual = reference("sign", start, end, None)
+@pytest.mark.parametrize("codec_name", ["sign", "ternary"])
+def test_negative_zero_is_sent_as_positive_as_in_the_reference(codec_name):
+    start = {"w": torch.tensor([-0.0, 0.0, -0.0, 2.0, -3.0])}
+    end = {"w": torch.tensor([0.0, 0.0, -0.0, 1.0, 0.0])}  # pseudo-gradient -0.0, 0.0, 0.0, 1.0, -3.0
+    expected, expected_residual = reference(codec_name, start, end, None)
     _, residual_out = allocate_canonical(end)
-    assert fused.encode_with_feedback(get_codec("sign"), start, end, None, residual_out) == expected
+    assert fused.encode_with_feedback(get_codec(codec_name), start, end, None, residual_out) == expected
     assert residual_out["w"].numpy().tobytes() == expected_residual["w"].numpy().tobytes()
 
 
@@ -92,14 +94,16 @@ def test_other_codecs_take_the_reference_path(codec_name):
     assert all(torch.equal(residual_out[name], expected_residual[name]) for name in end)
 
 
-def test_non_finite_values_are_refused_with_the_tensors_name():
-    start = {"a": torch.zeros(3000), "b": torch.tensor([1.0, float("nan"), 2.0])}
+@pytest.mark.parametrize("codec_name", ["sign", "ternary"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_values_are_refused_with_the_tensors_name(codec_name, bad):
+    start = {"a": torch.zeros(3000), "b": torch.tensor([1.0, bad, 2.0])}
     end = {"a": torch.zeros(3000), "b": torch.zeros(3)}
     _, residual_out = allocate_canonical(end)
     with pytest.raises(CodecError, match="'b' has NaN or infinite values"):
-        fused.encode_with_feedback(get_codec("sign"), start, end, None, residual_out)
+        fused.encode_with_feedback(get_codec(codec_name), start, end, None, residual_out)
     with pytest.raises(CodecError, match="'b' has NaN or infinite values"):  # the reference says the same
-        reference("sign", start, end, None)
+        reference(codec_name, start, end, None)
 
 
 def test_mismatched_names_or_shapes_are_refused():
