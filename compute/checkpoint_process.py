@@ -22,7 +22,6 @@ worker: it exits when its input closes, so a worker killed with SIGKILL leaves n
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import mmap
@@ -35,10 +34,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .background import BackgroundQueue
 from .canonical_copy import layout_of
 from .checkpoint_process_main import ANSWER, COMMAND, COPIED, FAILED, READY, SNAPSHOT, STORED, read_exactly
-from .checkpoints import HashedCheckpoint, TrainingState, checkpoint_bytes, checkpoint_tensors
+from .checkpoints import CheckpointQueue, HashedCheckpoint, TrainingState, checkpoint_bytes, checkpoint_tensors
 from .errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -235,13 +233,7 @@ class CheckpointProcess:
         self._reader.join(timeout=5)
 
 
-@dataclasses.dataclass
-class _Submitted:
-    index: int
-    snapshot: RemoteSnapshot
-
-
-class RemoteCheckpoints:
+class RemoteCheckpoints(CheckpointQueue):
     """`checkpoints.CheckpointHasher`'s contract for checkpoints taken by a `CheckpointProcess`.
 
     `submit(index, snapshot)` takes a `RemoteSnapshot` (stored by the process) or a plain `TrainingState`
@@ -251,16 +243,11 @@ class RemoteCheckpoints:
     """
 
     def __init__(self, store: BlobStore, sink: Callable[[HashedCheckpoint, None], None] | None = None) -> None:
+        super().__init__(self._finish, name="checkpoint-records",
+                         failure=lambda error: error if isinstance(error, CheckpointError)
+                         else CheckpointError(f"checkpoint failed: {error}"))
         self._store = store
         self._sink = sink
-        self._results: list[HashedCheckpoint] = []
-        self._queue: BackgroundQueue[tuple[int, RemoteSnapshot | TrainingState]] = BackgroundQueue(
-            self._finish, name="checkpoint-records",
-            failure=lambda error: error if isinstance(error, CheckpointError)
-            else CheckpointError(f"checkpoint failed: {error}"))
-
-    def submit(self, index: int, snapshot: RemoteSnapshot | TrainingState) -> None:
-        self._queue.put((index, snapshot))
 
     def _finish(self, item: tuple[int, RemoteSnapshot | TrainingState]) -> None:
         index, snapshot = item
@@ -272,19 +259,6 @@ class RemoteCheckpoints:
         if self._sink is not None:
             self._sink(record, None)
         self._results.append(record)
-
-    def results(self) -> list[HashedCheckpoint]:
-        self._queue.join()
-        return list(self._results)
-
-    def close(self) -> None:
-        self._queue.close()
-
-    def __enter__(self) -> "RemoteCheckpoints":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
 
 
 def checkpoint_process_for(trainer: Trainer, store: BlobStore) -> CheckpointProcess | None:

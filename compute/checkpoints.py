@@ -243,7 +243,33 @@ class HashedCheckpoint:
     data: bytes | None  # kept only when the hasher was asked to keep bytes
 
 
-class CheckpointHasher:
+class CheckpointQueue:
+    """What every taker of a round's checkpoints shares: each submitted checkpoint is finished (hashed,
+    stored, recorded) by `handle` on a background thread, in submission order; `results()` waits for all of
+    them and raises the first failure (as `failure` words it); `close()` ends the thread."""
+
+    def __init__(self, handle: Callable, *, name: str, failure: Callable[[BaseException], Exception]) -> None:
+        self._results: list[HashedCheckpoint] = []
+        self._queue: BackgroundQueue = BackgroundQueue(handle, name=name, failure=failure)
+
+    def submit(self, index: int, state) -> None:
+        self._queue.put((index, state))
+
+    def results(self) -> list[HashedCheckpoint]:
+        self._queue.join()
+        return list(self._results)
+
+    def close(self) -> None:
+        self._queue.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+class CheckpointHasher(CheckpointQueue):
     """Hash checkpoints in a background thread, in submission order.
 
     `submit` takes a state the caller will not modify again (see `Trainer.snapshot`), or a snapshot still
@@ -256,16 +282,11 @@ class CheckpointHasher:
 
     def __init__(self, sink: Callable[[HashedCheckpoint, bytes], None] | None = None, keep_bytes: bool = False,
                  store: BlobStore | None = None) -> None:
+        super().__init__(self._hash, name="checkpoint-hasher",
+                         failure=lambda error: CheckpointError(f"checkpoint hashing failed: {error}"))
         self._sink = sink
         self._store = store
         self._keep_bytes = keep_bytes
-        self._results: list[HashedCheckpoint] = []
-        self._queue: BackgroundQueue[tuple[int, TrainingState]] = BackgroundQueue(
-            self._hash, name="checkpoint-hasher",
-            failure=lambda error: CheckpointError(f"checkpoint hashing failed: {error}"))
-
-    def submit(self, index: int, state: TrainingState | DeferredSnapshot) -> None:
-        self._queue.put((index, state))
 
     def _hash(self, item: tuple[int, TrainingState | DeferredSnapshot]) -> None:
         index, state = item
@@ -283,16 +304,3 @@ class CheckpointHasher:
         if self._sink is not None:
             self._sink(record, data)
         self._results.append(record)
-
-    def results(self) -> list[HashedCheckpoint]:
-        self._queue.join()
-        return list(self._results)
-
-    def close(self) -> None:
-        self._queue.close()
-
-    def __enter__(self) -> "CheckpointHasher":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
