@@ -115,3 +115,24 @@ def test_pruning_a_finished_task_keeps_final_weights_and_blobs_other_tasks_name(
     assert not store.has(own) and not store.has(update)
     assert store.has(shared) and store.has(final) and store.has(dataset)
     assert not (store.root / "tasks" / "1").exists()
+
+
+def test_the_saved_state_follows_every_change_of_a_round_the_cache_included(tmp_path):
+    """Each round's JSON is cached between saves; an appended checkpoint or any changed field must reach disk."""
+    state = WorkerState.load(tmp_path)
+    task = state.add_task(4, "ab" * 32, worker_index=2)
+    for index in range(3):
+        round_progress = task.round(index)
+        round_progress.steps = 10 + index
+        round_progress.checkpoints.append(f"{index:064x}")
+    task.global_states[1] = "cd" * 32
+    state.save()
+    changes = [lambda p: p.checkpoints.append("ee" * 32), lambda p: setattr(p, "update_hash", "12" * 32),
+               lambda p: setattr(p, "committed", True), lambda p: setattr(p, "commit_tx", "00ff"),
+               lambda p: p.checkpoints.clear()]
+    for change in changes:
+        change(task.round(1))
+        state.save()
+        on_disk = json.loads((tmp_path / "state.json").read_text())
+        assert on_disk == {"version": 1, "tasks": {"4": task.to_json()}}
+        assert WorkerState.load(tmp_path).task(4) == task
