@@ -6,8 +6,8 @@ A task spec names its codec; every name here is fixed forever (the chain validat
     fp16        IEEE half                                            2 bytes / value
     int8        int8, one float32 scale per 4,096 values             ~1 byte / value
     sign        sign bit times the mean magnitude of each 1,024      ~1 bit / value
-    ternary     -s, 0 or +s: a bitmap of the values above each        ~1.4 bits / value
-                1,024-chunk's mean magnitude, and their signs
+    ternary     -s, 0 or +s: a bitmap of the values above 3/4 of       ~1.6 bits / value
+                each 1,024-chunk's mean magnitude, and their signs
     topk        top 1/64 by magnitude, fp32 values, u16 indices      6 bytes / kept value
     topk-fp16   top 1/64, fp16 values                                4 bytes / kept value
     topk-int8   top 1/64, int8 values, a scale per 65,536-chunk      3 bytes / kept value

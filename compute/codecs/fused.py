@@ -24,7 +24,7 @@ from ..errors import CodecError
 from .base import Codec
 from .feedback import ErrorFeedback
 from .quantize import SIGN_CHUNK, SignCodec, _set_sign_bits, _workspace, fixed_tree_sum
-from .ternary import TERNARY_CHUNK, TernaryCodec
+from .ternary import TERNARY_CHUNK, THRESHOLD as TERNARY_THRESHOLD, TernaryCodec
 
 BLOCK_CHUNKS = 64  # 65,536 values a block: its scratch arrays, about 1.3 MB together, fit a 2 MB L2 cache
 
@@ -179,7 +179,7 @@ class _SignBlocks(_Blocks):
 
 
 class _TernaryBlocks(_Blocks):
-    """`ternary.TernaryCodec`: values above their chunk's mean magnitude are sent as sign times the mean
+    """`ternary.TernaryCodec`: values above 3/4 of their chunk's mean magnitude are sent as sign times the mean
     magnitude of those sent; the signs of the sent values follow the bitmap, packed across all blocks."""
 
     chunk = TERNARY_CHUNK
@@ -197,7 +197,7 @@ class _TernaryBlocks(_Blocks):
         _, _, lengths = self.shape(count)
         first = low // self.chunk
         magnitudes = np.abs(values, out=self.scratch[:count])
-        thresholds = (self.chunk_sums(magnitudes) / lengths).astype(np.float32)
+        thresholds = (self.chunk_sums(magnitudes) * TERNARY_THRESHOLD / lengths).astype(np.float32)
         self.thresholds[first:first + len(thresholds)] = thresholds
         sent = np.greater(magnitudes, self.spread(thresholds, count), out=self.flags[:count])
         # Masked numpy copies take ~15x longer than arithmetic here: a magnitude (>= 0, finite) times 1.0 or 0.0
