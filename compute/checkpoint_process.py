@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -67,6 +68,9 @@ class StateArena:
             size += tensor.numel() * tensor.element_size()
         self.size = max(size, 1)
         self.descriptor = os.memfd_create("trolly-training-state", os.MFD_CLOEXEC)
+        # Kept open while the arena lives (a restarted process attaches to it again); closed with the arena,
+        # so a finished task's trainer leaves neither a descriptor nor its shared memory behind.
+        weakref.finalize(self, os.close, self.descriptor)
         os.ftruncate(self.descriptor, self.size)
         self._map = mmap.mmap(self.descriptor, self.size)
         self.offsets = offsets
@@ -79,12 +83,6 @@ class StateArena:
     def nbytes(self, name: str) -> int:
         tensor = self.tensors[name]
         return tensor.numel() * tensor.element_size()
-
-    def close(self) -> None:
-        """Forget the descriptor (the mapping lives as long as tensors use it)."""
-        if self.descriptor >= 0:
-            os.close(self.descriptor)
-            self.descriptor = -1
 
 
 class RemoteSnapshot:
@@ -153,7 +151,7 @@ class CheckpointProcess:
         self._next = 0
         self._failure: str | None = None
         self._ready = threading.Event()
-        self._process.stdin.write(json.dumps(setup).encode() + b"\n")
+        self._send(json.dumps(setup).encode() + b"\n")
         self._reader = threading.Thread(target=self._read_answers, name="checkpoint-process-answers", daemon=True)
         self._reader.start()
         if not self._ready.wait(START_TIMEOUT) or self._failure is not None:
@@ -174,10 +172,15 @@ class CheckpointProcess:
                 return snapshot
             self._pending[snapshot.sequence] = snapshot
         try:
-            self._process.stdin.write(COMMAND.pack(SNAPSHOT, snapshot.sequence, step))
+            self._send(COMMAND.pack(SNAPSHOT, snapshot.sequence, step))
         except OSError as error:
             self._fail(f"the checkpoint process is gone: {error}")
         return snapshot
+
+    def _send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # a raw pipe may take a long message in parts
+            view = view[self._process.stdin.write(view):]
 
     def _read_answers(self) -> None:
         answers = self._process.stdout

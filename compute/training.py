@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -192,8 +193,10 @@ class Trainer:
 
     def set_checkpoint_process(self, process: CheckpointProcess) -> None:
         if self.checkpoint_process is not None and self.checkpoint_process is not process:
-            self.checkpoint_process.close()
+            self.close()
         self.checkpoint_process = process
+        # A trainer dropped without close() still ends its process (its input closes, it exits).
+        self._process_finalizer = weakref.finalize(self, process.close)
 
     @contextlib.contextmanager
     def snapshots_by(self, process: CheckpointProcess | None) -> Iterator[None]:
@@ -208,6 +211,7 @@ class Trainer:
         """End the checkpoint process, if one was started (the trainer stays usable)."""
         self._wait_for_copy()
         if self.checkpoint_process is not None:
+            self._process_finalizer.detach()
             self.checkpoint_process.close()
             self.checkpoint_process = None
 

@@ -204,3 +204,27 @@ def _running(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state not in ("Z", "X")
+
+
+@needs_memfd
+def test_a_dropped_trainer_releases_its_shared_memory(setup):
+    import gc
+    spec, dataset, _, _ = setup
+    trainer = Trainer(spec, dataset)
+    link = pathlib.Path(f"/proc/self/fd/{trainer.shared_state_arena().descriptor}")
+    assert "trolly-training-state" in os.readlink(link)  # open while the trainer lives
+    del trainer
+    gc.collect()
+    assert not link.exists() or "trolly-training-state" not in os.readlink(link)
+
+
+@needs_memfd
+def test_a_trainer_dropped_without_close_ends_its_process(setup, tmp_path):
+    import gc
+    spec, dataset, start, _ = setup
+    trainer = Trainer(spec, dataset)
+    run(trainer, tmp_path, start)
+    process = trainer.checkpoint_process._process
+    del trainer
+    gc.collect()
+    assert process.wait(timeout=30) == 0
