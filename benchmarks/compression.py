@@ -48,7 +48,8 @@ WORKERS = 4
 # 1.5 for both runs (dense is also run at 0, 0.5, 1 and 2), and since the schedule became part of the spec,
 # one inner lr schedule for both runs (`compute.schedule`): linear warm-up over 50 steps, then cosine decay
 # from 1e-3 to 1e-4 at the task's last step, as DiLoCo does; dense uses the lr of the same step of the task.
-# The outer step is plain averaging (Nesterov lr 1, momentum 0).
+# The outer step is the workers' mean update times 1.3 (Nesterov lr 1.3, momentum 0; plain averaging, lr 1,
+# until the held-out paragraph below).
 #
 # Why (measured with the sign codec, up to the ternary paragraph): with a constant lr both runs end on a
 # plateau where the test loss moves by +-15% from one evaluation to the next, so one endpoint says little
