@@ -39,6 +39,7 @@ import tempfile
 import time
 
 from . import _slow_link_network as network
+from .compression import MLP_SETTINGS
 
 WORKERS = 4
 TARGET_QUICK = 0.90
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"target accuracy {TARGET_QUICK} instead of {TARGET_FULL}")
     parser.add_argument("--inner-steps", type=int, default=50)
-    parser.add_argument("--codec", default="sign")
+    parser.add_argument("--codec", default=MLP_SETTINGS["codec"], help="the compression benchmark's (default: %(default)s)")
     parser.add_argument("--simulate", action="store_true", help="use the simulated link even with namespace rights")
     parser.add_argument("--repeats", type=int, help="loopback/shaped pairs of the DiLoCo run (3 with --quick, else 5)")
     options = parser.parse_args(argv)
