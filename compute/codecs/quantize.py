@@ -7,8 +7,6 @@ fp16 payload: IEEE half precision (round to nearest even); values beyond +-65504
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from ..errors import CodecError
@@ -101,26 +99,6 @@ def fixed_tree_sum(rows: np.ndarray, scratch: np.ndarray | None = None) -> np.nd
     return rows[:, 0].copy() if scratch is not None else rows[:, 0]
 
 
-class _Workspace:
-    """Scratch arrays by purpose, per thread, grown to the largest size asked for and reused: a worker encodes
-    an update of the same size every round, and fresh multi-megabyte temporaries each cost page faults on
-    first touch (measured inside the worker's round: the sign codec took 6-28 ms instead of 4; see
-    `compute.memory`). Only for values that do not outlive the call that asks for them."""
-
-    def __init__(self) -> None:
-        self._local = threading.local()
-
-    def array(self, purpose: str, dtype, size: int) -> np.ndarray:
-        arrays = self._local.__dict__.setdefault("arrays", {})
-        current = arrays.get(purpose)
-        if current is None or current.dtype != dtype or len(current) < size:
-            current = arrays[purpose] = np.empty(size, dtype=dtype)
-        return current[:size]
-
-
-_workspace = _Workspace()
-
-
 class SignCodec(Codec):
     """One bit per value: its sign, times the chunk's mean magnitude (scaled sign, as in EF-signSGD).
 
@@ -141,34 +119,27 @@ class SignCodec(Codec):
         header, flat, layout = self.flatten(tensors)
         scales, negative = self._scales_and_signs(flat)
         payload = scales.astype("<f4").tobytes() + np.packbits(negative, bitorder="little").tobytes()
-        values = np.repeat(scales, SIGN_CHUNK)[:len(flat)]  # fresh: the caller keeps what it decodes to
-        _set_sign_bits(values, negative, _workspace.array("sign bits", np.uint32, len(flat)))
+        values = np.repeat(scales, SIGN_CHUNK)[:len(flat)]
+        _set_sign_bits(values, negative)
         return header + payload, unflatten(values, layout, copy=False)
 
     @staticmethod
     def _scales_and_signs(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per chunk the mean magnitude (float32, summed in float64 by a fixed tree), and x < 0 per value (a
-        scratch array of this thread's: used before the next call)."""
-        size = len(flat)
-        full, tail = divmod(size, SIGN_CHUNK)
-        chunks = full + (1 if tail else 0)
-        magnitudes = np.abs(flat, out=_workspace.array("magnitudes", np.float32, size))
-        # The tree's first level straight into float64 (each float32 converted exactly, then added): the
-        # same sums as converting the whole array first, without writing it out twice as large. The last,
-        # partial chunk is padded with zeros on its own, not by copying the whole vector.
-        level = _workspace.array("tree", np.float64, chunks * SIGN_CHUNK // 2).reshape(chunks, SIGN_CHUNK // 2)
+        """Per chunk the mean magnitude (float32, summed in float64 by a fixed tree), and x < 0 per value."""
+        full, tail = divmod(len(flat), SIGN_CHUNK)
+        magnitudes = np.abs(flat)
         rows = magnitudes[:full * SIGN_CHUNK].reshape(full, SIGN_CHUNK)
-        np.add(rows[:, 0::2], rows[:, 1::2], out=level[:full], dtype=np.float64)
-        if tail:
-            last = np.zeros(SIGN_CHUNK, dtype=np.float32)
-            last[:tail] = magnitudes[full * SIGN_CHUNK:]
-            np.add(last[0::2], last[1::2], out=level[full], dtype=np.float64)
-        lengths = np.full(chunks, SIGN_CHUNK, dtype=np.float64)
+        if tail:  # the last chunk, padded with zeros
+            rows = np.concatenate([rows, np.zeros((1, SIGN_CHUNK), dtype=np.float32)])
+            rows[-1, :tail] = magnitudes[full * SIGN_CHUNK:]
+        # The tree's first level straight into float64 (each float32 converted exactly, then added): the
+        # same sums as converting the whole array first, without writing it out twice as large.
+        pairs = np.add(rows[:, 0::2], rows[:, 1::2], dtype=np.float64)
+        lengths = np.full(len(rows), SIGN_CHUNK, dtype=np.float64)
         if tail:
             lengths[-1] = tail
-        scales = (fixed_tree_sum(level, _workspace.array("tree level", np.float64, chunks * SIGN_CHUNK // 4))
-                  / lengths).astype(np.float32)
-        return scales, np.less(flat, 0, out=_workspace.array("negative", np.bool_, size))
+        scales = (fixed_tree_sum(pairs) / lengths).astype(np.float32)
+        return scales, flat < 0
 
     def decode_flat(self, payload, size: int) -> np.ndarray:
         chunks = -(-size // SIGN_CHUNK)
