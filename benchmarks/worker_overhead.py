@@ -4,7 +4,7 @@
 `work_round`, minus the chain): `compute.worker.rounds.train_round` (batches from per-step generators, a
 checkpoint every k steps copied, hashed and stored as a blob by the trainer's checkpoint process, and recorded
 in the worker's saved state), then `encode_update` (pseudo-gradient plus error-feedback residual through the
-task's codec, fused for the sign codec; update and residual stored as blobs), the state saved and the round's
+task's codec, fused for sign and ternary; update and residual stored as blobs), the state saved and the round's
 checkpoint list written. `TROLLY_CHECKPOINT_PROCESS=off` times the same with the checkpoints in threads.
 The baseline is the loop anyone would write: same model, data, batch size, AdamW and thread count, batches
 from the global RNG, nothing else. It runs the worker's AdamW kernel (fused) and arithmetic (subnormals

@@ -37,7 +37,7 @@ import torch
 
 from .canonical_copy import layout_of
 from .checkpoint_process_main import ANSWER, COMMAND, COPIED, FAILED, READY, SNAPSHOT, STORED, read_exactly
-from .checkpoints import CheckpointQueue, HashedCheckpoint, TrainingState, checkpoint_bytes, checkpoint_tensors
+from .checkpoints import CheckpointQueue, HashedCheckpoint, TrainingState, checkpoint_bytes
 from .errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -128,9 +128,10 @@ class RemoteSnapshot:
 class CheckpointProcess:
     """The helper process of one trainer's state arena and one blob store."""
 
-    def __init__(self, arena: StateArena, layout_tensors: Mapping[str, torch.Tensor], blob_root: os.PathLike) -> None:
+    def __init__(self, arena: StateArena, blob_root: os.PathLike) -> None:
         self.blob_root = os.fspath(blob_root)
-        layout = layout_of(layout_tensors)
+        # The checkpoint holds the arena's tensors and the step count, which each command brings.
+        layout = layout_of({"step": torch.zeros((), dtype=torch.int64), **arena.tensors})
         copies = []
         step_offset = None
         for name, dtype, shape, offset in layout.entries:
@@ -274,10 +275,7 @@ def checkpoint_process_for(trainer: Trainer, store: BlobStore) -> CheckpointProc
     if current is not None and current.alive and current.blob_root == root:
         return current
     try:
-        arena = trainer.shared_state_arena()
-        tensors = checkpoint_tensors(TrainingState(step=0, weights=trainer.model.state_dict(),
-                                                   optimizer=trainer.optimizer_tensors()))
-        process = CheckpointProcess(arena, tensors, root)
+        process = CheckpointProcess(trainer.shared_state_arena(), root)
     except (OSError, CheckpointError) as error:
         log.warning("checkpoints stay in this process's threads: %s", error)
         return None

@@ -82,6 +82,7 @@ class Trainer:
         self._arena: StateArena | None = None  # shared memory holding the weights and AdamW state, once moved
         self.checkpoint_process: CheckpointProcess | None = None  # the worker's, see compute.checkpoint_process
         self._snapshot_taker: CheckpointProcess | None = None  # set by snapshots_by()
+        self._process_finalizer: weakref.finalize | None = None  # ends the process of a trainer never closed
 
     def load(self, state: TrainingState) -> None:
         """Make the model and optimizer exactly `state` (copies, the state is not aliased). Everything is
@@ -138,8 +139,9 @@ class Trainer:
         for name, parameter in self.parameters.items():
             slots = state.optimizer[name]
             own_slots = self.optimizer.state.get(parameter)
-            same_dtypes = all(own_slots[m].dtype == slots[m].dtype for m in ("exp_avg", "exp_avg_sq")) if own_slots else False
-            if own_slots and (same_dtypes or self._arena is not None):  # the arena's tensors stay where they are
+            # The arena's tensors stay where they are whatever the checkpoint's dtypes (copy_ converts).
+            if own_slots and (self._arena is not None or all(own_slots[m].dtype == slots[m].dtype
+                                                             for m in ("exp_avg", "exp_avg_sq"))):
                 # Overwrite the tensors AdamW already has: the same values as fresh clones, without
                 # allocating (and page-faulting) 13 MB at the start of every round.
                 own_slots["step"].copy_(slots["step"].reshape(()))
@@ -152,7 +154,7 @@ class Trainer:
                 "exp_avg_sq": slots["exp_avg_sq"].detach().clone(),
             }
 
-    def optimizer_tensors(self) -> dict[str, dict[str, torch.Tensor]]:
+    def _optimizer_tensors(self) -> dict[str, dict[str, torch.Tensor]]:
         """The live AdamW state by parameter name ("step", "exp_avg", "exp_avg_sq"), created as the zeros of an
         optimizer that has not stepped (what AdamW itself creates on its first step) where it is missing."""
         self._wait_for_copy()
@@ -177,7 +179,7 @@ class Trainer:
         weights = self.model.state_dict()
         if set(weights) != set(self.parameters):
             raise CheckpointError("the model has buffers besides its parameters: its state cannot be shared")
-        live = checkpoint_tensors(TrainingState(step=0, weights=weights, optimizer=self.optimizer_tensors()))
+        live = checkpoint_tensors(TrainingState(step=0, weights=weights, optimizer=self._optimizer_tensors()))
         del live["step"]
         arena = StateArena(live)
         with torch.no_grad():

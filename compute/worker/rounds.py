@@ -148,7 +148,7 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
         end_weights = load_checkpoint(store, progress.checkpoints[-1]).weights
     previous = (_last_residual.get(residual_hash) or decode_tensors(store.get(residual_hash))) if residual_hash else None
     # The new residual is written straight into its canonical bytes (`ErrorFeedback.encode`'s result, fused
-    # for the sign codec: `codecs.fused`).
+    # for the sign and ternary codecs: `codecs.fused`).
     residual_bytes, residual = allocate_canonical(end_weights)
     data = encode_with_feedback(get_codec(trainer.spec.codec), start_weights, end_weights, previous, residual)
     new_residual_hash = store.put_hashing(residual_bytes)
