@@ -52,15 +52,16 @@ class RoundProgress:
         """This round as JSON text, kept until a field changes: a worker saves its state at every checkpoint,
         and re-encoding every round of a long task each time grew to 20 ms (500 rounds), held under the GIL
         beside the training thread."""
-        key = (self.round, self.steps, self.start_weights_hash, tuple(self.checkpoints), self.update_hash,
-               self.residual_hash, self.commit_tx, self.committed)
+        key = tuple(tuple(value) if isinstance(value, list) else value
+                    for value in (getattr(self, name) for name in _ROUND_FIELDS))
         cached = self.__dict__.get("_text")
         if cached is None or cached[0] != key:
-            document = {"round": self.round, "steps": self.steps, "start_weights_hash": self.start_weights_hash,
-                        "checkpoints": list(self.checkpoints), "update_hash": self.update_hash,
-                        "residual_hash": self.residual_hash, "commit_tx": self.commit_tx, "committed": self.committed}
-            cached = self.__dict__["_text"] = (key, json.dumps(document, sort_keys=True, separators=(",", ":")))
+            text = json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"))
+            cached = self.__dict__["_text"] = (key, text)
         return cached[1]
+
+
+_ROUND_FIELDS = tuple(field.name for field in dataclasses.fields(RoundProgress))
 
 
 @dataclasses.dataclass
