@@ -53,6 +53,14 @@ def fresh_round(home: pathlib.Path):
     return state, progress, BlobStore(home / "blobs")
 
 
+@pytest.fixture
+def trainer(setup):
+    spec, dataset, _, _ = setup
+    trainer = Trainer(spec, dataset)
+    yield trainer
+    trainer.close()
+
+
 def run(trainer, home, start, **options):
     state, progress, store = fresh_round(home)
     return train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=0, start_weights=start,
@@ -61,19 +69,15 @@ def run(trainer, home, start, **options):
 
 @needs_memfd
 @pytest.mark.parametrize("switch", ["on", "off"])
-def test_the_process_and_the_threads_store_the_runtimes_checkpoints(setup, tmp_path, monkeypatch, switch):
-    spec, dataset, start, reference = setup
+def test_the_process_and_the_threads_store_the_runtimes_checkpoints(setup, trainer, tmp_path, monkeypatch, switch):
+    _, _, start, reference = setup
     monkeypatch.setenv(checkpoint_process.ENVIRONMENT_SWITCH, switch)
-    trainer = Trainer(spec, dataset)
-    try:
-        trained, _, store = run(trainer, tmp_path, start)
-        assert (trainer.checkpoint_process is not None) == (switch == "on")
-        assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]
-        for digest in trained.checkpoints:  # each blob holds exactly the bytes its name says
-            assert store.has(digest)
-        assert all(torch.equal(trained.end_weights[n], reference.end_weights[n]) for n in reference.end_weights)
-    finally:
-        trainer.close()
+    trained, _, store = run(trainer, tmp_path, start)
+    assert (trainer.checkpoint_process is not None) == (switch == "on")
+    assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]
+    for digest in trained.checkpoints:  # each blob holds exactly the bytes its name says
+        assert store.has(digest)
+    assert all(torch.equal(trained.end_weights[n], reference.end_weights[n]) for n in reference.end_weights)
 
 
 @needs_memfd
@@ -93,9 +97,8 @@ def test_training_in_the_shared_arena_gives_the_same_bytes(setup):
 
 
 @needs_memfd
-def test_a_killed_process_fails_the_round_clearly_and_the_next_attempt_resumes(setup, tmp_path):
-    spec, dataset, start, reference = setup
-    trainer = Trainer(spec, dataset)
+def test_a_killed_process_fails_the_round_clearly_and_the_next_attempt_resumes(setup, trainer, tmp_path):
+    _, _, start, reference = setup
     killed = []
 
     def kill_after_first_segment(step, steps):
@@ -103,22 +106,18 @@ def test_a_killed_process_fails_the_round_clearly_and_the_next_attempt_resumes(s
             killed.append(trainer.checkpoint_process._process.pid)
             os.kill(killed[0], signal.SIGKILL)
 
-    try:
-        with pytest.raises(CheckpointError, match="checkpoint process"):
-            run(trainer, tmp_path, start, on_segment=kill_after_first_segment)
-        recorded = WorkerState.load(tmp_path).task(3).round(0).checkpoints
-        assert recorded == [h.hex() for h in reference.checkpoint_hashes[:len(recorded)]]
-        trained, _, _ = run(trainer, tmp_path, start)  # a new process, resuming from what was recorded
-        assert trainer.checkpoint_process._process.pid != killed[0]
-        assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]
-    finally:
-        trainer.close()
+    with pytest.raises(CheckpointError, match="checkpoint process"):
+        run(trainer, tmp_path, start, on_segment=kill_after_first_segment)
+    recorded = WorkerState.load(tmp_path).task(3).round(0).checkpoints
+    assert recorded == [h.hex() for h in reference.checkpoint_hashes[:len(recorded)]]
+    trained, _, _ = run(trainer, tmp_path, start)  # a new process, resuming from what was recorded
+    assert trainer.checkpoint_process._process.pid != killed[0]
+    assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]
 
 
 @needs_memfd
-def test_a_storage_failure_fails_that_checkpoint_and_every_later_one(setup, tmp_path):
-    spec, dataset, start, _ = setup
-    trainer = Trainer(spec, dataset)
+def test_a_storage_failure_fails_that_checkpoint_and_every_later_one(setup, trainer, tmp_path):
+    start = setup[2]
 
     def break_the_store(step, steps):
         blobs = tmp_path / "blobs" / "blobs"
@@ -127,18 +126,13 @@ def test_a_storage_failure_fails_that_checkpoint_and_every_later_one(setup, tmp_
         if not blobs.exists():
             blobs.write_bytes(b"not a directory")  # every later write fails
 
-    try:
-        with pytest.raises(CheckpointError, match="storing checkpoint failed"):
-            run(trainer, tmp_path, start, on_segment=break_the_store)
-    finally:
-        trainer.close()
+    with pytest.raises(CheckpointError, match="storing checkpoint failed"):
+        run(trainer, tmp_path, start, on_segment=break_the_store)
 
 
 @needs_memfd
-def test_closing_the_trainer_ends_the_process(setup, tmp_path):
-    spec, dataset, start, _ = setup
-    trainer = Trainer(spec, dataset)
-    run(trainer, tmp_path, start)
+def test_closing_the_trainer_ends_the_process(setup, trainer, tmp_path):
+    run(trainer, tmp_path, setup[2])
     process = trainer.checkpoint_process._process
     trainer.close()
     assert process.returncode == 0
@@ -146,9 +140,7 @@ def test_closing_the_trainer_ends_the_process(setup, tmp_path):
 
 
 @needs_memfd
-def test_a_process_that_cannot_start_leaves_checkpoints_to_threads(setup, tmp_path, caplog):
-    spec, dataset, start, reference = setup
-    trainer = Trainer(spec, dataset)
+def test_a_process_that_cannot_start_leaves_checkpoints_to_threads(trainer, tmp_path, caplog):
     (tmp_path / "blobs").mkdir()
     store = BlobStore(tmp_path / "blobs")
     (tmp_path / "not-a-directory").write_bytes(b"")
