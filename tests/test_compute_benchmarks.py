@@ -26,10 +26,11 @@ def test_worker_overhead_reports_a_ratio():
 
 @pytest.mark.slow
 def test_compression_reports_bytes_ratio_and_loss_gap():
-    result = last_json_line(["benchmarks.compression", "--rounds", "1", "--seeds", "1234", "7", "--skip-transformer"])
-    # one round of the ternary codec against 50 dense fp32 gradients: about 1.63 bits a value in the first
-    # round (ratio ~980); over the benchmark's 16 rounds the updates' heavier tails bring it to ~1.55 (~1036)
-    assert result["bytes_ratio"] > 900
+    # Four rounds: the ternary codec sends about 1.63 bits a value in a task's first round (ratio ~980 for one
+    # round against 50 dense fp32 gradients); later updates have heavier tails, fewer values sent (4 rounds:
+    # 1010.7, the benchmark's 16: 1035.7). Training is deterministic, so the figure is too.
+    result = last_json_line(["benchmarks.compression", "--rounds", "4", "--seeds", "1234", "7", "--skip-transformer"])
+    assert result["bytes_ratio"] > 1000
     assert set(result) >= {"loss_gap_rel", "accuracy_dense", "accuracy_ours"}
     mlp = result["mlp"]
     assert [run["seed"] for run in mlp["per_seed"]] == [1234, 7] == result["seeds"]
