@@ -99,6 +99,23 @@ def fixed_tree_sum(rows: np.ndarray, scratch: np.ndarray | None = None) -> np.nd
     return rows[:, 0].copy() if scratch is not None else rows[:, 0]
 
 
+def chunk_sums(values: np.ndarray, chunk: int) -> np.ndarray:
+    """Per-chunk sums (float64) of float32 values >= 0, the last chunk padded with zeros: the tree's first level
+    straight into float64 (each float32 converted exactly, then added), then `fixed_tree_sum`. The same bits on
+    every CPU."""
+    chunks = -(-len(values) // chunk)
+    padded = np.zeros(chunks * chunk, dtype=np.float32)
+    padded[:len(values)] = values
+    rows = padded.reshape(chunks, chunk)
+    return fixed_tree_sum(np.add(rows[:, 0::2], rows[:, 1::2], dtype=np.float64))
+
+
+def chunk_lengths(size: int, chunk: int) -> np.ndarray:
+    """How many of `size` values each chunk holds (the last one may hold fewer)."""
+    chunks = -(-size // chunk)
+    return np.minimum(chunk, size - chunk * np.arange(chunks, dtype=np.int64))
+
+
 class SignCodec(Codec):
     """One bit per value: its sign, times the chunk's mean magnitude (scaled sign, as in EF-signSGD).
 
@@ -126,20 +143,8 @@ class SignCodec(Codec):
     @staticmethod
     def _scales_and_signs(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per chunk the mean magnitude (float32, summed in float64 by a fixed tree), and x < 0 per value."""
-        full, tail = divmod(len(flat), SIGN_CHUNK)
-        magnitudes = np.abs(flat)
-        rows = magnitudes[:full * SIGN_CHUNK].reshape(full, SIGN_CHUNK)
-        if tail:  # the last chunk, padded with zeros
-            rows = np.concatenate([rows, np.zeros((1, SIGN_CHUNK), dtype=np.float32)])
-            rows[-1, :tail] = magnitudes[full * SIGN_CHUNK:]
-        # The tree's first level straight into float64 (each float32 converted exactly, then added): the
-        # same sums as converting the whole array first, without writing it out twice as large.
-        pairs = np.add(rows[:, 0::2], rows[:, 1::2], dtype=np.float64)
-        lengths = np.full(len(rows), SIGN_CHUNK, dtype=np.float64)
-        if tail:
-            lengths[-1] = tail
-        scales = (fixed_tree_sum(pairs) / lengths).astype(np.float32)
-        return scales, flat < 0
+        scales = chunk_sums(np.abs(flat), SIGN_CHUNK) / chunk_lengths(len(flat), SIGN_CHUNK)
+        return scales.astype(np.float32), flat < 0
 
     def decode_flat(self, payload, size: int) -> np.ndarray:
         chunks = -(-size // SIGN_CHUNK)

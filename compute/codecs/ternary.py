@@ -25,25 +25,10 @@ import numpy as np
 
 from ..errors import CodecError
 from .base import Codec, finish, take, unflatten
-from .quantize import _set_sign_bits, fixed_tree_sum
+from .quantize import _set_sign_bits, chunk_lengths, chunk_sums
 
 TERNARY_CHUNK = 1024
 THRESHOLD = 0.75  # of the chunk's mean magnitude; exact in binary, so t = float32(sum * 0.75 / length)
-
-
-def _chunk_sums(values: np.ndarray, chunk: int) -> np.ndarray:
-    """Per-chunk sums (float64) of float32 values >= 0, the last chunk padded with zeros, added in a fixed
-    tree: the same bits on every CPU."""
-    chunks = -(-len(values) // chunk)
-    padded = np.zeros(chunks * chunk, dtype=np.float32)
-    padded[:len(values)] = values
-    rows = padded.reshape(chunks, chunk)
-    return fixed_tree_sum(np.add(rows[:, 0::2], rows[:, 1::2], dtype=np.float64))
-
-
-def _chunk_lengths(size: int, chunk: int) -> np.ndarray:
-    chunks = -(-size // chunk)
-    return np.minimum(chunk, size - chunk * np.arange(chunks, dtype=np.int64))
 
 
 class TernaryCodec(Codec):
@@ -65,11 +50,11 @@ class TernaryCodec(Codec):
         if size == 0:
             return np.zeros(0, np.float32), np.zeros(0, np.bool_), np.zeros(0, np.bool_)
         magnitudes = np.abs(flat)
-        lengths = _chunk_lengths(size, TERNARY_CHUNK)
-        thresholds = (_chunk_sums(magnitudes, TERNARY_CHUNK) * THRESHOLD / lengths).astype(np.float32)
+        lengths = chunk_lengths(size, TERNARY_CHUNK)
+        thresholds = (chunk_sums(magnitudes, TERNARY_CHUNK) * THRESHOLD / lengths).astype(np.float32)
         sent = magnitudes > np.repeat(thresholds, TERNARY_CHUNK)[:size]
-        counts = _chunk_sums(sent.astype(np.float32), TERNARY_CHUNK)  # integers below 2**24: exact
-        sums = _chunk_sums(np.where(sent, magnitudes, np.float32(0)), TERNARY_CHUNK)
+        counts = chunk_sums(sent.astype(np.float32), TERNARY_CHUNK)  # integers below 2**24: exact
+        sums = chunk_sums(np.where(sent, magnitudes, np.float32(0)), TERNARY_CHUNK)
         scales = np.where(counts > 0, sums / np.maximum(counts, 1.0), 0.0).astype(np.float32)
         return scales, sent, flat < 0
 
