@@ -1,7 +1,7 @@
 """`codecs.fused.encode_with_feedback` against its reference, `ErrorFeedback(codec).encode(start - end)`.
 
-The fused path works block by block; blocks are made tiny here (one or two chunks) so that hypothesis's
-small vectors still cross block and tensor boundaries in every way.
+The fused path runs one compiled loop over 1,024-value chunks of the flattened update; hypothesis's vectors
+of up to five chunks cross chunk and tensor boundaries in every way, with a partial last chunk or none.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from trolly.compute.canonical import decode_tensors
 from trolly.compute.canonical_copy import allocate_canonical
 from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.codecs import fused
-from trolly.compute.codecs.quantize import SIGN_CHUNK
+from trolly.compute.codecs.quantize import SIGN_CHUNK, fixed_tree_sum
 from trolly.compute.errors import CodecError
 
 finite = st.floats(min_value=-1000, max_value=1000, allow_nan=False, allow_infinity=False, width=32)
@@ -57,16 +57,13 @@ def updates(draw):
 
 
 @pytest.mark.parametrize("codec_name", ["sign", "ternary"])
-@pytest.mark.parametrize("block_chunks", [1, 2, fused.BLOCK_CHUNKS])
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(update=updates())
-def test_the_fused_update_is_the_reference_bit_for_bit(codec_name, block_chunks, update):
+def test_the_fused_update_is_the_reference_bit_for_bit(codec_name, update):
     start, end, residual = update
     expected, expected_residual = reference(codec_name, start, end, residual)
     residual_bytes, residual_out = allocate_canonical(end)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fused, "BLOCK_CHUNKS", block_chunks)
-        assert fused.encode_with_feedback(get_codec(codec_name), start, end, residual, residual_out) == expected
+    assert fused.encode_with_feedback(get_codec(codec_name), start, end, residual, residual_out) == expected
     stored = decode_tensors(bytes(residual_bytes))  # written straight into its canonical bytes
     for name in end:
         assert stored[name].numpy().tobytes() == expected_residual[name].numpy().tobytes()
@@ -113,3 +110,47 @@ def test_mismatched_names_or_shapes_are_refused():
         fused.encode_with_feedback(get_codec("sign"), start, {"b": torch.zeros(4)}, None, residual_out)
     with pytest.raises(CodecError, match="different shapes"):
         fused.encode_with_feedback(get_codec("sign"), start, {"a": torch.zeros(2, 2)}, None, residual_out)
+
+
+@pytest.mark.parametrize("codec_name", ["sign", "ternary"])
+def test_chunk_sums_follow_the_fixed_tree_where_another_order_would_round_differently(codec_name):
+    # A chunk whose exact mean sits just above a float32 rounding midpoint: 511 ones and 1 + 2**-15 (mean
+    # 0.5 + 2**-25, the midpoint) plus 512 values of 2**-44, which the tree adds among themselves first
+    # (2**-35 in all) while a running sum drops each one (half an ulp of 512, rounded to even).
+    chunk = np.concatenate([np.ones(511), [1 + 2.0 ** -15], np.full(512, 2.0 ** -44)]).astype(np.float32)
+    running = np.float64(0.0)
+    for value in chunk.astype(np.float64):
+        running += value
+    tree = fixed_tree_sum(chunk.astype(np.float64)[None, :])[0]
+    assert np.float32(running / SIGN_CHUNK) != np.float32(tree / SIGN_CHUNK)  # so the order shows in the scale
+    values = np.concatenate([chunk, -chunk[::-1], chunk[:100]])
+    values[7::31] *= -1
+    start = {"w": torch.from_numpy(values)}
+    end = {"w": torch.zeros(len(values))}
+    expected, expected_residual = reference(codec_name, start, end, None)
+    _, residual_out = allocate_canonical(end)
+    assert fused.encode_with_feedback(get_codec(codec_name), start, end, None, residual_out) == expected
+    assert residual_out["w"].numpy().tobytes() == expected_residual["w"].numpy().tobytes()
+
+
+@pytest.mark.parametrize("codec_name", ["sign", "ternary"])
+def test_a_model_sized_update_is_the_reference(codec_name):
+    generator = torch.Generator().manual_seed(5)
+    shapes = {"0.weight": (1024, 64), "0.bias": (1024,), "2.weight": (1024, 1024), "2.bias": (1024,),
+              "4.weight": (10, 1024), "4.bias": (10,)}
+    start = {name: torch.randn(shape, generator=generator) for name, shape in shapes.items()}
+    end = {name: tensor - 1e-3 * torch.randn(tensor.shape, generator=generator) for name, tensor in start.items()}
+    residual = {name: 1e-4 * torch.randn(tensor.shape, generator=generator) for name, tensor in start.items()}
+    expected, expected_residual = reference(codec_name, start, end, residual)
+    _, residual_out = allocate_canonical(end)
+    assert fused.encode_with_feedback(get_codec(codec_name), start, end, residual, residual_out) == expected
+    assert all(torch.equal(residual_out[name], expected_residual[name]) for name in end)
+
+
+@pytest.mark.parametrize("codec_name", ["sign", "ternary"])
+def test_an_update_that_overflows_from_finite_weights_is_refused_with_the_tensors_name(codec_name):
+    start = {"a": torch.zeros(3000), "b": torch.tensor([3e38, 1.0, 2.0])}
+    end = {"a": torch.zeros(3000), "b": torch.tensor([-3e38, 0.0, 0.0])}  # 3e38 - -3e38 is inf in float32
+    _, residual_out = allocate_canonical(end)
+    with pytest.raises(CodecError, match="'b' has NaN or infinite values"):
+        fused.encode_with_feedback(get_codec(codec_name), start, end, None, residual_out)
