@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .canonical_copy import layout_of
-from .checkpoint_process_main import ANSWER, COMMAND, COPIED, FAILED, READY, SNAPSHOT, STORED, read_exactly
+from .checkpoint_process_main import ANSWER, COMMAND, COPIED, FAILED, FINAL, READY, SNAPSHOT, STORED, read_exactly
 from .checkpoints import CheckpointQueue, HashedCheckpoint, TrainingState, checkpoint_bytes
 from .errors import CheckpointError
 
@@ -130,20 +130,12 @@ class CheckpointProcess:
 
     def __init__(self, arena: StateArena, blob_root: os.PathLike) -> None:
         self.blob_root = os.fspath(blob_root)
-        # The checkpoint holds the arena's tensors and the step count, which each command brings.
-        layout = layout_of({"step": torch.zeros((), dtype=torch.int64), **arena.tensors})
-        copies = []
-        step_offset = None
-        for name, dtype, shape, offset in layout.entries:
-            if name == "step":
-                step_offset = offset
-            elif arena.nbytes(name):
-                copies.append([arena.offsets[name], offset, arena.nbytes(name)])
-        if step_offset is None:
-            raise CheckpointError("a checkpoint layout without its step count")
-        setup = {"blob_root": self.blob_root, "arena_size": arena.size, "checkpoint_size": layout.size,
-                 "headers": [[offset, header.hex()] for offset, header in layout.headers],
-                 "copies": copies, "step_offset": step_offset}
+        # A checkpoint holds the arena's tensors and the step count, which each command brings; a round's last
+        # checkpoint holds the weights and the step count only (`checkpoints.final_state`).
+        weights = {name: tensor for name, tensor in arena.tensors.items() if name.startswith("weights/")}
+        setup = {"blob_root": self.blob_root, "arena_size": arena.size,
+                 "layouts": {SNAPSHOT.decode(): _copy_plan(arena, arena.tensors),
+                             FINAL.decode(): _copy_plan(arena, weights)}}
         self._process = subprocess.Popen(
             [sys.executable, "-m", "trolly.compute.checkpoint_process_main", str(arena.descriptor)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(arena.descriptor,), bufsize=0)
@@ -163,8 +155,8 @@ class CheckpointProcess:
     def alive(self) -> bool:
         return self._failure is None and self._process.poll() is None
 
-    def snapshot(self, step: int, source_weights: Mapping[str, torch.Tensor]) -> RemoteSnapshot:
-        """Ask for a checkpoint of the arena as it is now, at `step`."""
+    def snapshot(self, step: int, source_weights: Mapping[str, torch.Tensor], final: bool = False) -> RemoteSnapshot:
+        """Ask for a checkpoint of the arena as it is now, at `step` (`final`: a round's last, weights only)."""
         with self._lock:
             snapshot = RemoteSnapshot(self._next, step, source_weights)
             self._next += 1
@@ -173,7 +165,7 @@ class CheckpointProcess:
                 return snapshot
             self._pending[snapshot.sequence] = snapshot
         try:
-            self._send(COMMAND.pack(SNAPSHOT, snapshot.sequence, step))
+            self._send(COMMAND.pack(FINAL if final else SNAPSHOT, snapshot.sequence, step))
         except OSError as error:
             self._fail(f"the checkpoint process is gone: {error}")
         return snapshot
@@ -235,6 +227,23 @@ class CheckpointProcess:
             self._process.kill()
             self._process.wait()
         self._reader.join(timeout=5)
+
+
+def _copy_plan(arena: StateArena, tensors: Mapping[str, torch.Tensor]) -> dict:
+    """How the process turns the arena into the checkpoint of `tensors` (arena tensors) and the step count: the
+    checkpoint's size, its fixed headers, and the copies of each tensor's data."""
+    layout = layout_of({"step": torch.zeros((), dtype=torch.int64), **tensors})
+    copies = []
+    step_offset = None
+    for name, dtype, shape, offset in layout.entries:
+        if name == "step":
+            step_offset = offset
+        elif arena.nbytes(name):
+            copies.append([arena.offsets[name], offset, arena.nbytes(name)])
+    if step_offset is None:
+        raise CheckpointError("a checkpoint layout without its step count")
+    return {"checkpoint_size": layout.size, "headers": [[offset, header.hex()] for offset, header in layout.headers],
+            "copies": copies, "step_offset": step_offset}
 
 
 class RemoteCheckpoints(CheckpointQueue):

@@ -13,11 +13,12 @@ checkpoint and waits for a 9-byte answer before its next optimizer step.
 
 Protocol (all integers little-endian), on the process's stdin and stdout:
 
-    setup    one JSON line: {"blob_root", "arena_size", "checkpoint_size", "headers": [[offset, hex]],
-             "copies": [[arena offset, checkpoint offset, length]], "step_offset"}; answered by READY
-    command  SNAPSHOT (b"S", sequence u32, step i64): copy the arena into a checkpoint (canonical bytes, with
-             `step` written at step_offset), answer COPIED as soon as the arena may change again, then hash
-             and store the checkpoint as a blob and answer STORED with its sha256
+    setup    one JSON line: {"blob_root", "arena_size", "layouts": {kind: {"checkpoint_size", "headers":
+             [[offset, hex]], "copies": [[arena offset, checkpoint offset, length]], "step_offset"}}};
+             answered by READY. Kinds: "S" a checkpoint, "F" a round's last checkpoint (weights only)
+    command  kind (b"S" or b"F"), sequence u32, step i64: copy the arena into that kind of checkpoint
+             (canonical bytes, with `step` written at step_offset), answer COPIED as soon as the arena may
+             change again, then hash and store the checkpoint as a blob and answer STORED with its sha256
     answer   kind (1 byte), sequence u32, payload length u32, payload: READY, COPIED, STORED (32-byte
              digest) or FAILED (a UTF-8 message)
 
@@ -39,10 +40,10 @@ from .blobs.store import BlobStore
 
 COMMAND = struct.Struct("<cIq")
 ANSWER = struct.Struct("<cII")
-SNAPSHOT = b"S"
+SNAPSHOT, FINAL = b"S", b"F"
 READY, COPIED, STORED, FAILED = b"R", b"C", b"D", b"E"
 STEP = struct.Struct("<q")
-BUFFERS = 3  # checkpoint buffers: one being copied into while up to two are hashed and written
+BUFFERS = {SNAPSHOT: 3, FINAL: 1}  # checkpoint buffers by kind: one being copied into while others are stored
 
 
 def read_exactly(stream, size: int) -> bytes:
@@ -74,14 +75,14 @@ class Answers:
 
 
 class CheckpointCopier:
-    """Turns the arena into checkpoint bytes: the fixed headers, each tensor's data, the step count."""
+    """Turns the arena into checkpoint bytes of one kind: the fixed headers, each tensor's data, the step count."""
 
-    def __init__(self, arena: mmap.mmap, setup: dict) -> None:
+    def __init__(self, arena: mmap.mmap, layout: dict) -> None:
         self._arena = memoryview(arena)
-        self.size = int(setup["checkpoint_size"])
-        self._headers = [(int(offset), bytes.fromhex(data)) for offset, data in setup["headers"]]
-        self._copies = [(int(source), int(target), int(length)) for source, target, length in setup["copies"]]
-        self._step_offset = int(setup["step_offset"])
+        self.size = int(layout["checkpoint_size"])
+        self._headers = [(int(offset), bytes.fromhex(data)) for offset, data in layout["headers"]]
+        self._copies = [(int(source), int(target), int(length)) for source, target, length in layout["copies"]]
+        self._step_offset = int(layout["step_offset"])
         for source, target, length in self._copies:
             if source < 0 or length < 0 or source + length > len(self._arena) or target + length > self.size:
                 raise ValueError("a copy lies outside the arena or the checkpoint")
@@ -100,11 +101,13 @@ class CheckpointCopier:
         STEP.pack_into(buffer, self._step_offset, step)
 
 
-def serve(commands, answers: Answers, copier: CheckpointCopier, store: BlobStore) -> None:
+def serve(commands, answers: Answers, copiers: dict[bytes, CheckpointCopier], store: BlobStore) -> None:
     """Copy on this thread (the worker waits for COPIED), hash and store on another (it does not)."""
-    free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
-    for _ in range(BUFFERS):
-        free.put(copier.new_buffer())
+    free: dict[bytes, queue.SimpleQueue[memoryview]] = {}
+    for kind, copier in copiers.items():
+        free[kind] = queue.SimpleQueue()
+        for _ in range(BUFFERS[kind]):
+            free[kind].put(copier.new_buffer())
     to_store: queue.SimpleQueue = queue.SimpleQueue()
     failed: list[str] = []
 
@@ -113,7 +116,7 @@ def serve(commands, answers: Answers, copier: CheckpointCopier, store: BlobStore
             item = to_store.get()
             if item is None:
                 return
-            sequence, buffer = item
+            kind, sequence, buffer = item
             if not failed:
                 try:
                     digest = store.put_hashing(buffer)
@@ -123,7 +126,7 @@ def serve(commands, answers: Answers, copier: CheckpointCopier, store: BlobStore
                     answers.send(STORED, sequence, bytes.fromhex(digest))
             if failed:
                 answers.send(FAILED, sequence, failed[0].encode())
-            free.put(buffer)
+            free[kind].put(buffer)
 
     storer = threading.Thread(target=store_loop, name="checkpoint-store", daemon=True)
     storer.start()
@@ -133,12 +136,12 @@ def serve(commands, answers: Answers, copier: CheckpointCopier, store: BlobStore
             if not message:
                 return
             kind, sequence, step = COMMAND.unpack(message)
-            if kind != SNAPSHOT:
+            if kind not in copiers:
                 raise ValueError(f"unknown command {kind!r}")
-            buffer = free.get()
-            copier.fill(buffer, step)
+            buffer = free[kind].get()
+            copiers[kind].fill(buffer, step)
             answers.send(COPIED, sequence)
-            to_store.put((sequence, buffer))
+            to_store.put((kind, sequence, buffer))
     finally:
         to_store.put(None)
         storer.join()
@@ -153,10 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     answers = Answers(sys.stdout.fileno())
     setup = json.loads(commands.readline())
     arena = mmap.mmap(int(argv[0]), int(setup["arena_size"]))
-    copier = CheckpointCopier(arena, setup)
+    copiers = {kind.encode(): CheckpointCopier(arena, layout) for kind, layout in setup["layouts"].items()}
+    if set(copiers) != set(BUFFERS):
+        raise ValueError(f"the setup must give the layouts {sorted(k.decode() for k in BUFFERS)}")
     store = BlobStore(setup["blob_root"])
     answers.send(READY, 0)
-    serve(commands, answers, copier, store)
+    serve(commands, answers, copiers, store)
     return 0
 
 

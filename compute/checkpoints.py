@@ -9,7 +9,10 @@ A checkpoint (docs/protocol.md section 2) is the canonical tensor encoding (`can
     "adamw/<parameter>/exp_avg_sq" float32, second moment
 
 Checkpoint 0 carries a fresh optimizer as zeros, which is exactly the state PyTorch's AdamW creates on its
-first step, so loading it and training is bitwise the same as training from scratch. `start_weights_hash` and
+first step, so loading it and training is bitwise the same as training from scratch. The round's last
+checkpoint (after all its steps) holds "step" and the weights only: nothing ever continues from it (the next
+round starts from W_{r+1} with a fresh optimizer), so its AdamW state would be a third of every round's last
+blob, hashed and stored at the very end of the round, for nothing (`final_state`). `start_weights_hash` and
 the final weights' hash are over the canonical bytes of the weights alone (names without a prefix).
 
 `capture` is how the training loop takes a checkpoint: one copy of the live tensors straight into their
@@ -50,6 +53,11 @@ class TrainingState:
     encoded: "EncodedCheckpoint | None" = dataclasses.field(default=None, compare=False, repr=False)
     """The checkpoint bytes this state's tensors are views of (set by `capture`); ignored unless it still
     describes the state (see `EncodedCheckpoint.describes`)."""
+
+    @property
+    def final(self) -> bool:
+        """True for the form of a round's last checkpoint: no optimizer state."""
+        return not self.optimizer
 
     @classmethod
     def fresh(cls, weights: Mapping[str, torch.Tensor]) -> "TrainingState":
@@ -179,6 +187,11 @@ def checkpoint_tensors(state: TrainingState) -> dict[str, torch.Tensor]:
     return tensors
 
 
+def final_state(state: TrainingState) -> TrainingState:
+    """The state as a round's last checkpoint holds it: step and weights, no optimizer state."""
+    return TrainingState(step=state.step, weights=state.weights, optimizer={})
+
+
 def encode_checkpoint(state: TrainingState) -> bytes:
     return encode_tensors(checkpoint_tensors(state))
 
@@ -190,7 +203,8 @@ def checkpoint_hash(state: TrainingState) -> bytes:
 
 
 def decode_checkpoint(data: bytes) -> TrainingState:
-    """Parse checkpoint bytes; CheckpointError when they are not a well-formed checkpoint."""
+    """Parse checkpoint bytes; CheckpointError when they are not a well-formed checkpoint. A round's last
+    checkpoint decodes to a state without optimizer state (`TrainingState.final`)."""
     try:
         tensors = decode_tensors(data)
     except EncodingError as error:

@@ -217,24 +217,25 @@ class Trainer:
             self.checkpoint_process.close()
             self.checkpoint_process = None
 
-    def snapshot(self) -> TrainingState:
+    def snapshot(self, final: bool = False) -> TrainingState:
         """A copy of the current state, safe to hand to another thread while training goes on. The copy is
-        written straight into the checkpoint's canonical bytes (`checkpoints.capture`)."""
+        written straight into the checkpoint's canonical bytes (`checkpoints.capture`). `final`: the form of a
+        round's last checkpoint, without the optimizer state (`checkpoints.final_state`)."""
         self._wait_for_copy()
-        state, fill, _ = self._prepare_snapshot()
+        state, fill, _ = self._prepare_snapshot(final)
         fill()
         return state
 
-    def snapshot_soon(self) -> DeferredSnapshot | RemoteSnapshot:
+    def snapshot_soon(self, final: bool = False) -> DeferredSnapshot | RemoteSnapshot:
         """The same snapshot, its data copied on another thread while this one goes on with the next step's
         batch, forward and backward passes, which change nothing in it: the copy costs the training thread
         nothing unless it is not over by the next optimizer step, where `train_step` waits for it. Within
         `snapshots_by(process)` the process takes it instead (`checkpoint_process.RemoteSnapshot`)."""
         self._wait_for_copy()
         if self._snapshot_taker is not None:
-            self._copying = self._snapshot_taker.snapshot(self.step, self.model.state_dict())
+            self._copying = self._snapshot_taker.snapshot(self.step, self.model.state_dict(), final=final)
             return self._copying
-        state, fill, weights = self._prepare_snapshot()
+        state, fill, weights = self._prepare_snapshot(final)
         self._copying = DeferredSnapshot(state, fill, source_weights=weights)
         return self._copying
 
@@ -243,10 +244,10 @@ class Trainer:
             self._copying.wait()
             self._copying = None
 
-    def _prepare_snapshot(self) -> tuple[TrainingState, Callable[[], None], dict[str, torch.Tensor]]:
+    def _prepare_snapshot(self, final: bool) -> tuple[TrainingState, Callable[[], None], dict[str, torch.Tensor]]:
         """The snapshot's state (not yet filled in), the copy that fills it, and the live weights it copies."""
         optimizer = {}
-        for name, parameter in self.parameters.items():
+        for name, parameter in ({} if final else self.parameters).items():
             slots = self.optimizer.state.get(parameter)
             if not slots:  # never stepped: the zeros AdamW would create
                 optimizer[name] = {"step": torch.zeros((), dtype=torch.float32), "exp_avg": torch.zeros_like(parameter),
@@ -279,12 +280,13 @@ class Trainer:
 
 
 def train_segment(trainer: Trainer, start: TrainingState | None, *, worker_index: int, round_index: int,
-                  end_step: int, soon: bool = False) -> TrainingState | DeferredSnapshot:
+                  end_step: int, soon: bool = False, final: bool = False) -> TrainingState | DeferredSnapshot:
     """Train from `start` (or from where `trainer` stands, if None) up to `end_step` and return the state.
 
     The verifier passes the decoded checkpoint i and `end_step` = the end of segment i, then compares
-    `checkpoint_hash(result)` with the committed hash of checkpoint i + 1. With `soon`, the state comes as a
-    `DeferredSnapshot` copied beside the next steps (the worker's rounds, which hand it to the hasher).
+    `checkpoint_hash(result)` with the committed hash of checkpoint i + 1 (of `final_state(result)` for a
+    round's last segment). With `soon`, the state comes as a `DeferredSnapshot` copied beside the next steps
+    (the worker's rounds, which hand it to the hasher); with `final`, in the form of a round's last checkpoint.
     """
     if start is not None:
         trainer.load(start)
@@ -293,7 +295,7 @@ def train_segment(trainer: Trainer, start: TrainingState | None, *, worker_index
     with flushing_subnormals():  # part of the determinism profile: the same steps, the same bytes, anywhere
         while trainer.step < end_step:
             trainer.train_step(worker_index, round_index)
-    return trainer.snapshot_soon() if soon else trainer.snapshot()
+    return trainer.snapshot_soon(final) if soon else trainer.snapshot(final)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -316,7 +318,8 @@ class RoundResult:
 def run_round(trainer: Trainer, start_weights: Mapping[str, torch.Tensor], *, worker_index: int, round_index: int,
               steps: int, sink: Callable[[HashedCheckpoint, bytes], None] | None = None,
               keep_bytes: bool = False, on_step: Callable[[int], None] | None = None) -> RoundResult:
-    """A worker's round: checkpoints 0..n every k steps through `train_segment`, hashed in the background.
+    """A worker's round: checkpoints 0..n every k steps through `train_segment`, hashed in the background; the
+    last one (after `steps`) without the optimizer state.
 
     `sink(record, bytes)` receives each checkpoint's bytes in the hashing thread (to store them as blobs);
     `on_step(step)` is called after each segment (progress display).
@@ -333,7 +336,7 @@ def run_round(trainer: Trainer, start_weights: Mapping[str, torch.Tensor], *, wo
         while trainer.step < steps:
             _, end = segment_bounds(segment, steps, every)
             state = train_segment(trainer, None, worker_index=worker_index, round_index=round_index, end_step=end,
-                                  soon=True)
+                                  soon=True, final=end == steps)
             segment += 1
             hasher.submit(segment, state)
             if on_step is not None:

@@ -20,7 +20,7 @@ import torch
 
 from trolly.compute import checkpoint_process
 from trolly.compute.blobs import BlobStore
-from trolly.compute.checkpoints import checkpoint_bytes
+from trolly.compute.checkpoints import checkpoint_bytes, decode_checkpoint
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.errors import CheckpointError
 from trolly.compute.spec import example_spec, spec_from_dict
@@ -77,6 +77,9 @@ def test_the_process_and_the_threads_store_the_runtimes_checkpoints(setup, train
     assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]
     for digest in trained.checkpoints:  # each blob holds exactly the bytes its name says
         assert store.has(digest)
+    stored = [decode_checkpoint(store.get(digest)) for digest in trained.checkpoints]
+    assert [state.final for state in stored] == [False] * (len(stored) - 1) + [True]  # the round's end: weights only
+    assert stored[-1].step == STEPS
     assert all(torch.equal(trained.end_weights[n], reference.end_weights[n]) for n in reference.end_weights)
 
 

@@ -140,7 +140,7 @@ def test_replaying_every_scheduled_segment_gives_the_next_checkpoint_byte_for_by
     for segment in reversed(range(len(result.checkpoints) - 1)):  # out of order, as a verifier samples them
         _, end = segment_bounds(segment, 12, spec.training.checkpoint_every)
         replayed = train_segment(verifier, decode_checkpoint(result.checkpoints[segment].data), worker_index=2,
-                                 round_index=1, end_step=end)
+                                 round_index=1, end_step=end, final=end == 12)
         assert encode_checkpoint(replayed) == result.checkpoints[segment + 1].data
 
 

@@ -71,8 +71,11 @@ def test_replaying_every_segment_from_its_checkpoint_gives_the_next_checkpoint(d
     for segment in range(len(result.checkpoints) - 1):
         start = decode_checkpoint(result.checkpoints[segment].data)
         _, end = segment_bounds(segment, 12, spec.training.checkpoint_every)
-        replayed = train_segment(verifier, start, worker_index=2, round_index=1, end_step=end)
+        replayed = train_segment(verifier, start, worker_index=2, round_index=1, end_step=end, final=end == 12)
         assert encode_checkpoint(replayed) == result.checkpoints[segment + 1].data
+    last = decode_checkpoint(result.checkpoints[-1].data)  # the round's end: weights and step, no optimizer
+    assert last.final and last.step == 12 and set(last.weights) == set(start.weights)
+    assert not any(decode_checkpoint(c.data).final for c in result.checkpoints[:-1])
 
 
 def test_replay_with_the_wrong_worker_index_does_not_match(digits):

@@ -12,7 +12,7 @@ import torch
 
 from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS, VERDICT_UNAVAILABLE
 from trolly.compute.blobs import BlobClient, RetryPolicy
-from trolly.compute.checkpoints import decode_checkpoint, encode_checkpoint
+from trolly.compute.checkpoints import decode_checkpoint, encode_checkpoint, final_state
 from trolly.compute.training import Trainer
 from trolly.verifier.cheats import CHEATS
 from trolly.verifier.replay import (FAILED, PASSED, TAMPERED, UNAVAILABLE, Replayer, SegmentClaim, parse_profile,
@@ -181,6 +181,36 @@ def test_a_checkpoint_labelled_at_the_wrong_step_fails(spec, trainer, replayer):
     relabelled = dataclasses.replace(cheated, checkpoints=tuple(states)).publish()
     report = verify(claim_for(cheated, relabelled, 1), spec, source_of(relabelled), replayer)
     assert report.outcome == FAILED and "labelled step" in report.reason
+
+
+def publish_as_is(states):
+    """A round's checkpoints published exactly as given (the last one too keeps whatever optimizer state it has)."""
+    from trolly.compute.merkle import merkle_root
+    from trolly.verifier.cheats import PublishedRound
+    import hashlib
+
+    blobs = {hashlib.sha256(encode_checkpoint(state)).hexdigest(): encode_checkpoint(state) for state in states}
+    listing = tuple(hashlib.sha256(encode_checkpoint(state)).hexdigest() for state in states)
+    return PublishedRound(blobs, listing, merkle_root([bytes.fromhex(h) for h in listing]))
+
+
+def test_only_the_rounds_last_checkpoint_leaves_out_the_optimizer_state(spec, honest, replayer):
+    cheated, published = honest
+    last = len(published.listing) - 2
+    assert decode_checkpoint(published.blobs[published.listing[-1]]).final  # as an honest worker publishes it
+    report = verify(claim_for(cheated, published, last), spec, source_of(published), replayer)
+    assert report.outcome == PASSED and report.comparison.moment_error == 0.0, report.reason
+
+    with_optimizer = publish_as_is(cheated.checkpoints)  # the last one keeps its AdamW state
+    report = verify(claim_for(cheated, with_optimizer, last), spec, source_of(with_optimizer), replayer)
+    assert report.outcome == FAILED and "is the round's last and must hold no optimizer state" in report.reason
+
+    states = list(cheated.checkpoints)
+    states[2] = final_state(states[2])
+    stripped = dataclasses.replace(cheated, checkpoints=tuple(states)).publish()
+    for segment in (1, 2):  # checkpoint 2 ends segment 1 and starts segment 2
+        report = verify(claim_for(cheated, stripped, segment), spec, source_of(stripped), replayer)
+        assert report.outcome == FAILED and "only the round's last checkpoint may leave it out" in report.reason
 
 
 def test_a_committed_checkpoint_that_does_not_decode_fails(spec, trainer, replayer):

@@ -34,8 +34,14 @@ def check_commitment(spec: TaskSpec, *, steps: int, samples_processed: int, num_
 
 
 def check_positions(spec: TaskSpec, *, steps: int, segment: int, start: TrainingState, end: TrainingState) -> str:
-    """Checkpoint i is at step i * k and checkpoint i + 1 at the segment's end; AdamW counters agree."""
+    """Checkpoint i is at step i * k and checkpoint i + 1 at the segment's end; AdamW counters agree; each holds
+    the optimizer state except the round's last, which holds none (docs/protocol.md section 2)."""
     begin, finish = segment_bounds(segment, steps, spec.training.checkpoint_every)
+    if start.final:
+        return f"checkpoint {segment} holds no optimizer state; only the round's last checkpoint may leave it out"
+    if end.final != (finish == steps):
+        return (f"checkpoint {segment + 1} is the round's last and must hold no optimizer state" if finish == steps
+                else f"checkpoint {segment + 1} holds no optimizer state; only the round's last checkpoint may leave it out")
     if start.step != begin:
         return f"checkpoint {segment} is labelled step {start.step}, the protocol puts it at step {begin}"
     if end.step != finish:

@@ -15,7 +15,8 @@ The steps, in order (each failure ends the check with its reason):
 3. Committed checkpoints that do not decode, sit at the wrong step, or (segment 0) do not hold the committed
    start weights with a fresh optimizer: FAIL. The start weights must also be the round's global weights
    when the caller knows them (`expected_start_hash`, from the aggregation check).
-4. Replay with `train_segment` from checkpoint i and compare with checkpoint i + 1 (`tolerance.py`): bit for
+4. Replay with `train_segment` from checkpoint i and compare with checkpoint i + 1 (`tolerance.py`; for the
+   round's last segment, the replay's step and weights, as that checkpoint holds no optimizer state): bit for
    bit under the committed profile (its thread count here, another instruction set in a child process,
    `isa_replay.py`), within the calibrated tolerance only when this CPU lacks the committed instruction set.
    A profile that no honest worker can have committed (another torch version, an unknown instruction set)
@@ -38,7 +39,7 @@ from typing import Protocol
 from trolly.chain.crypto import decode_address
 from trolly.chain.market.records import VERDICT_FAIL, VERDICT_NAMES, VERDICT_PASS, VERDICT_UNAVAILABLE
 from trolly.compute.blobs.errors import BlobError, BlobHashMismatch, BlobNotFound
-from trolly.compute.checkpoints import checkpoint_hash, decode_checkpoint
+from trolly.compute.checkpoints import checkpoint_hash, decode_checkpoint, final_state
 from trolly.compute.data.dataset import Dataset
 from trolly.compute.errors import ComputeError
 from trolly.compute.merkle import merkle_root
@@ -186,6 +187,8 @@ def judge_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, start_b
         return SegmentReport(claim, FAILED, str(refusal))
     except ComputeError as error:  # the checkpoint does not fit the spec's model
         return SegmentReport(claim, FAILED, f"the start checkpoint cannot be replayed: {error}")
+    if end.final:  # the round's last segment: its checkpoint holds the weights and step only
+        replayed = final_state(replayed)
     comparison = compare_states(start, end, replayed, same_profile=same_profile,
                                 claimed_hash=hashlib.sha256(end_bytes).digest(), replayed_hash=checkpoint_hash(replayed))
     details = {"replay_profile": profile_id, "committed_profile": claim.determinism_profile,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from ..checkpoints import TrainingState
+from ..checkpoints import TrainingState, final_state
 from ..training import Trainer
 from .errors import WorkerError
 from .strategies import TrainingStrategy
@@ -29,13 +29,14 @@ class SkipSteps(TrainingStrategy):
     name = "skip-steps"
     honest = False
 
-    def train_segment(self, trainer: Trainer, *, worker_index: int, round_index: int, end_step: int) -> TrainingState:
+    def train_segment(self, trainer: Trainer, *, worker_index: int, round_index: int, end_step: int,
+                      final: bool = False) -> TrainingState:
         begin = trainer.step
         self.advance(trainer, worker_index=worker_index, round_index=round_index,
                      end_step=begin + (end_step - begin) // 2)
         forged = forge_counters(trainer.snapshot(), end_step)  # the lie: steps that were never run
         trainer.load(forged)  # carry on from the checkpoint as published
-        return forged
+        return final_state(forged) if final else forged
 
 
 def forge_counters(state: TrainingState, step: int) -> TrainingState:

@@ -7,9 +7,10 @@
                      codec; the update and the new residual stored as blobs
     commitment       the `MsgCommitRound` that names all of it
 
-Resuming is exact: a checkpoint holds the weights, the AdamW state and the step count, and the batch of a
-step depends only on (seed, worker, round, step), so a round interrupted at checkpoint j and resumed gives
-the same checkpoints j+1..n, byte for byte, as one that never stopped. That is the property the verifier
+Resuming is exact: a checkpoint holds the weights, the AdamW state and the step count (the last one, n, only
+the weights and step count: once it is stored the round is trained), and the batch of a step depends only on
+(seed, worker, round, step), so a round interrupted at checkpoint j < n and resumed gives the same checkpoints
+j+1..n, byte for byte, as one that never stopped. That is the property the verifier
 relies on too (it replays a segment from its first checkpoint).
 
 Error feedback (`compute.codecs.ErrorFeedback`, as in `compute.pipeline.train_and_encode`): what the codec
@@ -117,7 +118,7 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
                 raise RoundInterrupted(f"stopped in round {progress.round} at step {trainer.step} of {steps}")
             _, end = segment_bounds(segment, steps, every)
             snapshot = strategy.train_segment(trainer, worker_index=worker_index, round_index=progress.round,
-                                              end_step=end)
+                                              end_step=end, final=end == steps)
             segment += 1
             hasher.submit(segment, snapshot)
             if on_segment is not None:

@@ -31,19 +31,21 @@ class TrainingStrategy:
         self.step_delay = step_delay
 
     def advance(self, trainer: Trainer, *, worker_index: int, round_index: int, end_step: int,
-                soon: bool = False) -> TrainingState | DeferredSnapshot:
+                soon: bool = False, final: bool = False) -> TrainingState | DeferredSnapshot:
         """Honest steps up to `end_step` (one at a time when emulating a slow device); with `soon`, the state
-        is copied beside the next steps (`Trainer.snapshot_soon`)."""
+        is copied beside the next steps (`Trainer.snapshot_soon`); with `final`, it is a round's last
+        checkpoint (no optimizer state)."""
         if not self.step_delay:
             return train_segment(trainer, None, worker_index=worker_index, round_index=round_index, end_step=end_step,
-                                 soon=soon)
+                                 soon=soon, final=final)
         state = None
         while trainer.step < end_step:
             state = train_segment(trainer, None, worker_index=worker_index, round_index=round_index,
-                                  end_step=trainer.step + 1)
+                                  end_step=trainer.step + 1, final=final and trainer.step + 1 == end_step)
             time.sleep(self.step_delay)
-        return state if state is not None else trainer.snapshot()
+        return state if state is not None else trainer.snapshot(final)
 
     def train_segment(self, trainer: Trainer, *, worker_index: int, round_index: int,
-                      end_step: int) -> TrainingState | DeferredSnapshot:
-        return self.advance(trainer, worker_index=worker_index, round_index=round_index, end_step=end_step, soon=True)
+                      end_step: int, final: bool = False) -> TrainingState | DeferredSnapshot:
+        return self.advance(trainer, worker_index=worker_index, round_index=round_index, end_step=end_step, soon=True,
+                            final=final)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from trolly.compute.checkpoints import TrainingState, encode_checkpoint, weights_hash
+from trolly.compute.checkpoints import TrainingState, encode_checkpoint, final_state, weights_hash
 from trolly.compute.merkle import merkle_root
 from trolly.compute.training import Trainer, segment_bounds, train_segment
 
@@ -62,10 +62,11 @@ class CheatedRound:
     withheld: frozenset[int] = frozenset()  # checkpoint indices listed but never served
 
     def publish(self) -> PublishedRound:
+        """The checkpoints' bytes, the last in the form of a round's last checkpoint (`final_state`)."""
         blobs: dict[str, bytes] = {}
         listing = []
         for index, state in enumerate(self.checkpoints):
-            data = encode_checkpoint(state)
+            data = encode_checkpoint(final_state(state) if index == len(self.checkpoints) - 1 else state)
             digest = hashlib.sha256(data).hexdigest()
             listing.append(digest)
             if index not in self.withheld:
