@@ -4,8 +4,8 @@
 `work_round`, minus the chain): `compute.worker.rounds.train_round` (batches from per-step generators, a
 checkpoint every k steps copied, hashed and stored as a blob by the trainer's checkpoint process, and recorded
 in the worker's saved state), then `encode_update` (pseudo-gradient plus error-feedback residual through the
-task's codec, fused for sign and ternary; update and residual stored as blobs), the state saved and the round's
-checkpoint list written. `TROLLY_CHECKPOINT_PROCESS=off` times the same with the checkpoints in threads.
+task's codec, fused for sign and ternary; the update stored as a blob, the residual too, in the background),
+the state saved and the round's checkpoint list written. `TROLLY_CHECKPOINT_PROCESS=off` times the same with the checkpoints in threads.
 The baseline is the loop anyone would write: same model, data, batch size, AdamW and thread count, batches
 from the global RNG, nothing else. It runs the worker's AdamW kernel (fused) and arithmetic (subnormals
 flushed to zero, see `compute.determinism`), so that the ratio is what the worker adds around training; the
@@ -38,7 +38,8 @@ from trolly.compute.determinism import flushing_subnormals
 from trolly.compute.models import build_model
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights
-from trolly.compute.worker.rounds import encode_update, previous_residual, train_round
+from trolly.compute.worker.rounds import (encode_update, previous_residual, residual_recorder, train_round,
+                                          wait_for_residuals)
 from trolly.compute.worker.state import WorkerState
 from trolly.compute.worker.strategies import TrainingStrategy
 
@@ -61,20 +62,20 @@ def worker_round(trainer: Trainer, store: BlobStore, state: WorkerState, round_i
     """One round as the worker service runs it after fetching W_r; returns the round's end weights."""
     task = state.task(TASK_ID)
     progress = task.round(round_index)
-    with state.lock:
-        progress.steps = steps  # train_round hashes the start weights in the background
-        state.save()
+    progress.steps = steps  # saved with checkpoint 0, with the start weights' hash train_round takes beside it
     encoded = []
+    record_residual = residual_recorder(state, progress)
 
     def encode_beside_storing(end_weights) -> None:  # as the service does
         encoded.append(encode_update(trainer, store, progress, start_weights,
-                                     previous_residual(task.rounds, round_index), end_weights))
+                                     previous_residual(task.rounds, round_index), end_weights,
+                                     record_residual=record_residual))
 
     trained = train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=task.worker_index,
                           start_weights=start_weights, while_storing=encode_beside_storing)
-    update_hash, residual_hash = encoded[0]
+    update_hash, _ = encoded[0]  # the residual is stored and recorded in the background, as in the service
     with state.lock:
-        progress.update_hash, progress.residual_hash = update_hash, residual_hash
+        progress.update_hash = update_hash
         state.save()
     store.set_checkpoints(TASK_ID, round_index, trained.checkpoints)
     return trained.end_weights
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
             default_rounds.append(plain(default_model, default_optimizer))
             print(f"round {round_index}: plain {plain_rounds[-1]:.3f}s ours {ours_rounds[-1]:.3f}s "
                   f"(plain with default AdamW {default_rounds[-1]:.3f}s)", file=sys.stderr)
+        wait_for_residuals()
         checkpoint_bytes = sum(store.path(digest).stat().st_size for r in range(1, rounds + 1)
                                for digest in store.get_checkpoints(TASK_ID, r))
         checkpoints_by = "process" if trainer.checkpoint_process is not None else "threads"

@@ -6,6 +6,7 @@ interrupted at any checkpoint and resumed in a fresh trainer must give exactly i
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
@@ -24,7 +25,7 @@ from trolly.compute.training import Trainer, initial_weights, run_round, train_s
 from trolly.compute.worker.cheats import CHEATS, SkipSteps, resolve_strategy
 from trolly.compute.worker.errors import WorkerError
 from trolly.compute.worker.rounds import (RoundInterrupted, commitment, encode_update, final_report, previous_residual,
-                                          train_round)
+                                          residual_recorder, train_round)
 from trolly.compute.worker.state import WorkerState
 from trolly.compute.worker.strategies import TrainingStrategy
 
@@ -114,7 +115,10 @@ def test_the_update_is_the_codec_of_start_minus_end_and_the_commitment_is_valid(
     state, progress, store = fresh_round(tmp_path)
     trainer = Trainer(spec, dataset)
     train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=1, start_weights=start)
-    progress.update_hash, progress.residual_hash = encode_update(trainer, store, progress, start)
+    progress.update_hash, residual_stored = encode_update(trainer, store, progress, start,
+                                                          record_residual=residual_recorder(state, progress))
+    assert residual_stored.result() == progress.residual_hash  # recorded once stored, in the background
+    assert WorkerState.load(tmp_path).task(7).round(0).residual_hash == progress.residual_hash  # and saved
     codec = get_codec("int8")
     assert store.get(progress.update_hash) == codec.encode(reference.pseudo_gradient)  # first round: no residual
     sent = codec.decode(store.get(progress.update_hash))
@@ -185,17 +189,39 @@ def test_error_feedback_carries_the_residual_to_the_next_round_and_resumes_ident
     state, first, store = fresh_round(tmp_path)
     trainer = Trainer(spec, dataset)
     train_round(trainer, TrainingStrategy(), store, state, first, worker_index=1, start_weights=start)
-    first.update_hash, first.residual_hash = encode_update(trainer, store, first, start)
+    first.update_hash, _ = encode_update(trainer, store, first, start, record_residual=residual_recorder(state, first))
     second = state.task(7).round(1)
     second.steps = STEPS
     train_round(trainer, TrainingStrategy(), store, state, second, worker_index=1, start_weights=start)
-    assert previous_residual(state.task(7).rounds, 1) == first.residual_hash
+    assert previous_residual(state.task(7).rounds, 1) == first.residual_hash != ""  # waits for it to be recorded
     assert previous_residual(state.task(7).rounds, 0) == ""
     update, residual = encode_update(trainer, store, second, start, first.residual_hash)
-    assert encode_update(trainer, store, second, start, first.residual_hash) == (update, residual)  # a restart
+    again, residual_again = encode_update(trainer, store, second, start, first.residual_hash)  # a restart
+    assert (again, residual_again.result()) == (update, residual.result())
+    rounds = {0: dataclasses.replace(first, residual_hash=""), 1: second}  # killed before the residual was recorded
+    assert previous_residual(rounds, 2) == ""  # zero, not an older residual that round 0's update already carried
 
     feedback = ErrorFeedback(get_codec(spec.codec))  # the runtime's own error feedback, round after round
     feedback.encode(reference.pseudo_gradient)
     round_one = run_round(Trainer(spec, dataset), start, worker_index=1, round_index=1, steps=STEPS)
     expected, _ = feedback.encode(round_one.pseudo_gradient)
     assert store.get(update) == expected != get_codec(spec.codec).encode(round_one.pseudo_gradient)
+
+
+def test_a_residual_that_cannot_be_stored_is_logged_and_the_next_update_starts_from_zero(setup, tmp_path,
+                                                                                         monkeypatch, caplog):
+    spec, dataset, start, _ = setup
+    state, first, store = fresh_round(tmp_path)
+    trainer = Trainer(spec, dataset)
+    train_round(trainer, TrainingStrategy(), store, state, first, worker_index=1, start_weights=start)
+
+    def disk_full(data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store, "put_hashing", disk_full)
+    first.update_hash, stored = encode_update(trainer, store, first, start, record_residual=residual_recorder(state, first))
+    with pytest.raises(OSError):
+        stored.result()
+    assert store.has(first.update_hash)  # the update, which is committed, was stored all the same
+    assert previous_residual(state.task(7).rounds, 1) == "" and first.residual_hash == ""
+    assert "the error-feedback residual was not stored" in caplog.text and "No space left" in caplog.text

@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 
 from ..blobs import BlobStore
+from .rounds import wait_for_residuals
 from .state import TaskProgress, WorkerState
 
 
@@ -27,6 +28,7 @@ def round_blobs(progress: TaskProgress) -> set[str]:
 
 def prune_task(store: BlobStore, state: WorkerState, task_id: int) -> tuple[int, int]:
     """Delete a finished task's round blobs and checkpoint listings; returns (blobs deleted, bytes freed)."""
+    wait_for_residuals()  # every residual stored is recorded first, so the progress names all that must stay
     progress = state.task(task_id)
     keep = {progress.final_weights_hash}
     for other in state.tasks.values():

@@ -4,7 +4,7 @@
                      progress as soon as it is hashed (in the background, beside training); after a restart
                      it loads the last recorded checkpoint and carries on from there
     encode_update    the pseudo-gradient W_r - W_end plus the error-feedback residual, encoded by the spec's
-                     codec; the update and the new residual stored as blobs
+                     codec; the update stored as a blob, the new residual too, in the background
     commitment       the `MsgCommitRound` that names all of it
 
 Resuming is exact: a checkpoint holds the weights, the AdamW state and the step count (the last one, n, only
@@ -17,14 +17,16 @@ Error feedback (`compute.codecs.ErrorFeedback`, as in `compute.pipeline.train_an
 dropped from this worker's update in round r is added to its pseudo-gradient of its next round, so a top-k
 codec still delivers the whole update over time. The residual starts at zero in a task's first round and is a
 function of the worker's own earlier pseudo-gradients (each one W_r - W_end of committed checkpoints), so the
-update stays recomputable from what the worker serves; it is saved with the update, so a restart encodes the
-same bytes.
+update stays recomputable from what the worker serves; it is stored as a blob and recorded in the saved
+progress beside the training of the next round, so a restart encodes the same bytes.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import hashlib
+import logging
 import threading
 from collections.abc import Callable, Mapping
 
@@ -45,6 +47,9 @@ from ..training import Trainer, segment_bounds
 from .errors import WorkerError
 from .state import RoundProgress, WorkerState
 from .strategies import TrainingStrategy
+
+
+log = logging.getLogger("trolly.worker")
 
 
 class RoundInterrupted(WorkerError):
@@ -141,10 +146,16 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
 
 def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
                   start_weights: Mapping[str, torch.Tensor], residual_hash: str = "",
-                  end_weights: Mapping[str, torch.Tensor] | None = None) -> tuple[str, str]:
+                  end_weights: Mapping[str, torch.Tensor] | None = None, *,
+                  record_residual: Callable[[str], None] | None = None) -> tuple[str, concurrent.futures.Future]:
     """Encode W_r - W_end (W_end: the round's last checkpoint, read from the store unless given) plus the
-    residual stored as `residual_hash` (none: zero); store the update and the new residual. Returns
-    (update hash, new residual hash)."""
+    residual stored as `residual_hash` (none: zero); store the update, and start storing the new residual.
+    Returns (update hash, the residual's storing: a future of its blob hash).
+
+    Only the update is on the round's critical path: it is committed. The residual (what the codec left out,
+    added to this worker's next update) is hashed and written on a background thread while the worker goes
+    on; `record_residual(hash)` runs there once it is stored, and `previous_residual` waits for it. A worker
+    killed before it is recorded starts its next update from a zero residual (see `previous_residual`)."""
     if end_weights is None:
         end_weights = load_checkpoint(store, progress.checkpoints[-1]).weights
     previous = (_last_residual.get(residual_hash) or decode_tensors(store.get(residual_hash))) if residual_hash else None
@@ -152,9 +163,30 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
     # for the sign and ternary codecs: `codecs.fused`).
     residual_bytes, residual = allocate_canonical(end_weights)
     data = encode_with_feedback(get_codec(trainer.spec.codec), start_weights, end_weights, previous, residual)
-    new_residual_hash = store.put_hashing(residual_bytes)
-    _last_residual.set(new_residual_hash, residual)
-    return store.put(data), new_residual_hash
+    stored = _residuals.submit(_store_residual, store, residual_bytes, residual, record_residual)
+    return store.put(data), stored
+
+
+def _store_residual(store: BlobStore, data, residual: dict[str, torch.Tensor],
+                    record: Callable[[str], None] | None) -> str:
+    try:
+        digest = store.put_hashing(data)
+        _last_residual.set(digest, residual)
+        if record is not None:
+            record(digest)
+    except Exception as error:
+        log.warning("the error-feedback residual was not stored (the next update starts from zero): %s", error)
+        raise
+    return digest
+
+
+# One thread: residuals are stored in the order their rounds made them.
+_residuals = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="residual-store")
+
+
+def wait_for_residuals() -> None:
+    """Until every residual submitted so far is stored and recorded (or has failed: logged)."""
+    _residuals.submit(lambda: None).result()
 
 
 class _LastResidual:
@@ -178,10 +210,22 @@ class _LastResidual:
 _last_residual = _LastResidual()
 
 
+def residual_recorder(state: WorkerState, progress: RoundProgress) -> Callable[[str], None]:
+    """`encode_update`'s `record_residual` for a round of the saved progress: its residual's hash, saved."""
+    def record(digest: str) -> None:
+        with state.lock:
+            progress.residual_hash = digest
+            state.save()
+    return record
+
+
 def previous_residual(rounds: Mapping[int, RoundProgress], round_index: int) -> str:
-    """The residual left by this worker's latest encoded round before `round_index` ('' if none)."""
-    earlier = [r for r, p in rounds.items() if r < round_index and p.residual_hash]
-    return rounds[max(earlier)].residual_hash if earlier else ""
+    """The residual left by this worker's latest encoded round before `round_index` ('' if none, or if that
+    round's residual was never recorded: then the next update starts from zero rather than from an older
+    residual, which that round's update already carried). Waits for residuals still being stored."""
+    wait_for_residuals()
+    encoded = [r for r, p in rounds.items() if r < round_index and p.update_hash]
+    return rounds[max(encoded)].residual_hash if encoded else ""
 
 
 def commitment(task_id: int, progress: RoundProgress, batch_size: int, profile_id: str) -> MsgCommitRound:

@@ -44,7 +44,8 @@ from .errors import TaskUnfit, WeightsMismatch, WorkerError
 from .housekeeping import prune_task
 from .commits import Committer
 from .market import MarketClient
-from .rounds import RoundInterrupted, commitment, encode_update, final_report, previous_residual, train_round
+from .rounds import (RoundInterrupted, commitment, encode_update, final_report, previous_residual, residual_recorder,
+                     train_round)
 from .state import TaskProgress, WorkerState
 from .throughput import BlockClock, Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
 from .weights import UpdateMirror, check_agreed, initial_state, mirror_updates, next_state
@@ -394,9 +395,9 @@ class WorkerService:
                 samples_per_second = batch / (batch / speed.samples_per_second + self.options.step_delay)
             steps = plan_steps(spec.training.inner_steps, batch, samples_per_second, self._seconds_left(view),
                                self.options.declare_slowdown)
-            with self.state.lock:
-                round_progress.steps = steps  # the start weights' hash is train_round's, saved with checkpoint 0
-                self.state.save()
+            # Saved with checkpoint 0's record, beside the first steps, with the start weights' hash: a restart
+            # before that finds no checkpoint and plans the round anew, which loses nothing.
+            round_progress.steps = steps
             log.info("task %d round %d: training %d of %d inner steps (%.0f samples/s measured)", task_id,
                      round_index, steps, spec.training.inner_steps, samples_per_second)
         elif round_progress.start_weights_hash and round_progress.start_weights_hash != state.weights_hash().hex():
@@ -409,10 +410,13 @@ class WorkerService:
         display.begin(task_id, round_index, 0, round_progress.steps)
         encoded: list[tuple[str, str]] = []
 
+        record_residual = residual_recorder(self.state, round_progress)
+
         def encode_beside_storing(end_weights) -> None:  # overlaps the last checkpoint's hashing and storing
             if not round_progress.update_hash:
                 encoded.append(encode_update(context.trainer, self.store, round_progress, state.weights,
-                                             previous_residual(progress.rounds, round_index), end_weights))
+                                             previous_residual(progress.rounds, round_index), end_weights,
+                                             record_residual=record_residual))
 
         began = time.perf_counter()
         try:
@@ -426,11 +430,11 @@ class WorkerService:
             context.samples_per_second = context.trainer.samples / (time.perf_counter() - began)
         hashes = trained.checkpoints
         if not round_progress.update_hash:
-            update_hash, residual_hash = encoded[0] if encoded else await asyncio.to_thread(
+            update_hash, _ = encoded[0] if encoded else await asyncio.to_thread(
                 encode_update, context.trainer, self.store, round_progress, state.weights,
-                previous_residual(progress.rounds, round_index), trained.end_weights)
-            with self.state.lock:
-                round_progress.update_hash, round_progress.residual_hash = update_hash, residual_hash
+                previous_residual(progress.rounds, round_index), trained.end_weights, record_residual=record_residual)
+            with self.state.lock:  # the residual's hash is recorded once it is stored (`encode_update`)
+                round_progress.update_hash = update_hash
                 self.state.save()
         self.store.set_checkpoints(task_id, round_index, hashes)
         message = commitment(task_id, round_progress, spec.training.batch_size, context.trainer.profile_id)
