@@ -118,7 +118,8 @@ def test_the_update_is_the_codec_of_start_minus_end_and_the_commitment_is_valid(
     progress.update_hash, residual_stored = encode_update(trainer, store, progress, start,
                                                           record_residual=residual_recorder(state, progress))
     assert residual_stored.result() == progress.residual_hash  # recorded once stored, in the background
-    assert WorkerState.load(tmp_path).task(7).round(0).residual_hash == progress.residual_hash  # and saved
+    state.save()  # the worker's next save (the next round's checkpoint 0, or the update's hash) carries it
+    assert WorkerState.load(tmp_path).task(7).round(0).residual_hash == progress.residual_hash
     codec = get_codec("int8")
     assert store.get(progress.update_hash) == codec.encode(reference.pseudo_gradient)  # first round: no residual
     sent = codec.decode(store.get(progress.update_hash))

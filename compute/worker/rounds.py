@@ -211,11 +211,12 @@ _last_residual = _LastResidual()
 
 
 def residual_recorder(state: WorkerState, progress: RoundProgress) -> Callable[[str], None]:
-    """`encode_update`'s `record_residual` for a round of the saved progress: its residual's hash, saved."""
+    """`encode_update`'s `record_residual` for a round of the saved progress: its residual's hash, saved with
+    the worker's next save (the next round's first checkpoint record, or the update's hash if that comes
+    later): a save of its own would be one more file write and fsync beside the next round's first steps."""
     def record(digest: str) -> None:
         with state.lock:
             progress.residual_hash = digest
-            state.save()
     return record
 
 
