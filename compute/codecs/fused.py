@@ -98,13 +98,13 @@ def _encode_fused(codec: Codec, start, end, residual, residual_out) -> bytes:
     if isinstance(codec, SignCodec):
         signs = np.empty(-(-total // 8), dtype=np.uint8)
         _sign_chunks(corrected, scales, signs)  # `corrected` becomes the new residual
-        limits, payload = scales, (scales, signs)
+        limits, payload = scales, scales.astype("<f4").tobytes() + signs.tobytes()
     else:
         thresholds = np.empty(chunks, dtype=np.float32)
         sent = np.empty(-(-total // 8), dtype=np.uint8)
         signs = np.empty(-(-total // 8), dtype=np.uint8)
         used = _ternary_chunks(corrected, TERNARY_THRESHOLD, scales, thresholds, sent, signs)
-        limits, payload = thresholds, (scales, sent, signs[:used])
+        limits, payload = thresholds, scales.astype("<f4").tobytes() + sent.tobytes() + signs[:used].tobytes()
     if not np.isfinite(limits).all():  # a chunk's sum is finite exactly when all its values are: find which
         for name, _ in layout:
             corrected_tensor = start[name].detach() - end[name].detach()
@@ -112,9 +112,10 @@ def _encode_fused(codec: Codec, start, end, residual, residual_out) -> bytes:
                 corrected_tensor += residual[name].detach()
             if not torch.isfinite(corrected_tensor).all():
                 raise CodecError(f"{name!r} has NaN or infinite values")
+        raise CodecError("the update has NaN or infinite values")
     for (name, _), offset, size in zip(layout, offsets, sizes):
         residual_out[name].detach().reshape(-1).numpy()[:] = corrected[offset:offset + size]
-    return header + b"".join(part.astype(part.dtype.newbyteorder("<"), copy=False).tobytes() for part in payload)
+    return header + payload
 
 
 CHUNK = SIGN_CHUNK
