@@ -25,7 +25,7 @@ from trolly.compute.training import Trainer, initial_weights, run_round, train_s
 from trolly.compute.worker.cheats import CHEATS, SkipSteps, resolve_strategy
 from trolly.compute.worker.errors import WorkerError
 from trolly.compute.worker.rounds import (RoundInterrupted, commitment, encode_update, final_report, previous_residual,
-                                          residual_recorder, train_round)
+                                          train_round)
 from trolly.compute.worker.state import WorkerState
 from trolly.compute.worker.strategies import TrainingStrategy
 
@@ -115,10 +115,10 @@ def test_the_update_is_the_codec_of_start_minus_end_and_the_commitment_is_valid(
     state, progress, store = fresh_round(tmp_path)
     trainer = Trainer(spec, dataset)
     train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=1, start_weights=start)
-    progress.update_hash, residual_stored = encode_update(trainer, store, progress, start,
-                                                          record_residual=residual_recorder(state, progress))
+    update_hash, residual_stored = encode_update(trainer, store, progress, start, state=state)
+    assert WorkerState.load(tmp_path).task(7).round(0).update_hash == update_hash == progress.update_hash  # saved
     assert residual_stored.result() == progress.residual_hash  # recorded once stored, in the background
-    state.save()  # the worker's next save (the next round's checkpoint 0, or the update's hash) carries it
+    state.save()  # the worker's next save (the next round's checkpoint 0) carries it
     assert WorkerState.load(tmp_path).task(7).round(0).residual_hash == progress.residual_hash
     codec = get_codec("int8")
     assert store.get(progress.update_hash) == codec.encode(reference.pseudo_gradient)  # first round: no residual
@@ -190,7 +190,7 @@ def test_error_feedback_carries_the_residual_to_the_next_round_and_resumes_ident
     state, first, store = fresh_round(tmp_path)
     trainer = Trainer(spec, dataset)
     train_round(trainer, TrainingStrategy(), store, state, first, worker_index=1, start_weights=start)
-    first.update_hash, _ = encode_update(trainer, store, first, start, record_residual=residual_recorder(state, first))
+    encode_update(trainer, store, first, start, state=state)
     second = state.task(7).round(1)
     second.steps = STEPS
     train_round(trainer, TrainingStrategy(), store, state, second, worker_index=1, start_weights=start)
@@ -220,7 +220,7 @@ def test_a_residual_that_cannot_be_stored_is_logged_and_the_next_update_starts_f
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(store, "put_hashing", disk_full)
-    first.update_hash, stored = encode_update(trainer, store, first, start, record_residual=residual_recorder(state, first))
+    _, stored = encode_update(trainer, store, first, start, state=state)
     with pytest.raises(OSError):
         stored.result()
     assert store.has(first.update_hash)  # the update, which is committed, was stored all the same

@@ -147,15 +147,16 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
 def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
                   start_weights: Mapping[str, torch.Tensor], residual_hash: str = "",
                   end_weights: Mapping[str, torch.Tensor] | None = None, *,
-                  record_residual: Callable[[str], None] | None = None) -> tuple[str, concurrent.futures.Future]:
+                  state: WorkerState | None = None) -> tuple[str, concurrent.futures.Future]:
     """Encode W_r - W_end (W_end: the round's last checkpoint, read from the store unless given) plus the
     residual stored as `residual_hash` (none: zero); store the update, and start storing the new residual.
     Returns (update hash, the residual's storing: a future of its blob hash).
 
-    Only the update is on the round's critical path: it is committed. The residual (what the codec left out,
-    added to this worker's next update) is hashed and written on a background thread while the worker goes
-    on; `record_residual(hash)` runs there once it is stored, and `previous_residual` waits for it. A worker
-    killed before it is recorded starts its next update from a zero residual (see `previous_residual`)."""
+    With `state`, the round's progress records both: the update's hash at once (saved before the residual's
+    write starts, so that the save's fsync does not wait behind it), the residual's once it is stored, on a
+    background thread while the worker goes on (saved with the worker's next save; `previous_residual` waits
+    for it). Only the update is on the round's critical path: it is committed. A worker killed before the
+    residual is recorded starts its next update from a zero residual (see `previous_residual`)."""
     if end_weights is None:
         end_weights = load_checkpoint(store, progress.checkpoints[-1]).weights
     previous = (_last_residual.get(residual_hash) or decode_tensors(store.get(residual_hash))) if residual_hash else None
@@ -163,20 +164,26 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
     # for the sign and ternary codecs: `codecs.fused`).
     residual_bytes, residual = allocate_canonical(end_weights)
     data = encode_with_feedback(get_codec(trainer.spec.codec), start_weights, end_weights, previous, residual)
-    stored = _residuals.submit(_store_residual, store, residual_bytes, residual, record_residual)
-    return store.put(data), stored
+    update_hash = store.put(data)
+    if state is not None:
+        with state.lock:
+            progress.update_hash = update_hash
+            state.save()
+    return update_hash, _residuals.submit(_store_residual, store, residual_bytes, residual,
+                                          progress if state is not None else None, state)
 
 
-def _store_residual(store: BlobStore, data, residual: dict[str, torch.Tensor],
-                    record: Callable[[str], None] | None) -> str:
+def _store_residual(store: BlobStore, data, residual: dict[str, torch.Tensor], progress: RoundProgress | None,
+                    state: WorkerState | None) -> str:
     try:
         digest = store.put_hashing(data)
-        _last_residual.set(digest, residual)
-        if record is not None:
-            record(digest)
     except Exception as error:
         log.warning("the error-feedback residual was not stored (the next update starts from zero): %s", error)
         raise
+    _last_residual.set(digest, residual)
+    if state is not None:  # saved with the worker's next save: one of its own would be one more fsync
+        with state.lock:
+            progress.residual_hash = digest
     return digest
 
 
@@ -208,16 +215,6 @@ class _LastResidual:
 
 
 _last_residual = _LastResidual()
-
-
-def residual_recorder(state: WorkerState, progress: RoundProgress) -> Callable[[str], None]:
-    """`encode_update`'s `record_residual` for a round of the saved progress: its residual's hash, saved with
-    the worker's next save (the next round's first checkpoint record, or the update's hash if that comes
-    later): a save of its own would be one more file write and fsync beside the next round's first steps."""
-    def record(digest: str) -> None:
-        with state.lock:
-            progress.residual_hash = digest
-    return record
 
 
 def previous_residual(rounds: Mapping[int, RoundProgress], round_index: int) -> str:

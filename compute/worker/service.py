@@ -44,8 +44,7 @@ from .errors import TaskUnfit, WeightsMismatch, WorkerError
 from .housekeeping import prune_task
 from .commits import Committer
 from .market import MarketClient
-from .rounds import (RoundInterrupted, commitment, encode_update, final_report, previous_residual, residual_recorder,
-                     train_round)
+from .rounds import RoundInterrupted, commitment, encode_update, final_report, previous_residual, train_round
 from .state import TaskProgress, WorkerState
 from .throughput import BlockClock, Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
 from .weights import UpdateMirror, check_agreed, initial_state, mirror_updates, next_state
@@ -408,15 +407,11 @@ class WorkerService:
                      len(round_progress.checkpoints) - 1, spec.num_checkpoints(round_progress.steps) - 1)
         display = RoundDisplay(self.options.rich_output)
         display.begin(task_id, round_index, 0, round_progress.steps)
-        encoded: list[tuple[str, str]] = []
-
-        record_residual = residual_recorder(self.state, round_progress)
 
         def encode_beside_storing(end_weights) -> None:  # overlaps the last checkpoint's hashing and storing
             if not round_progress.update_hash:
-                encoded.append(encode_update(context.trainer, self.store, round_progress, state.weights,
-                                             previous_residual(progress.rounds, round_index), end_weights,
-                                             record_residual=record_residual))
+                encode_update(context.trainer, self.store, round_progress, state.weights,
+                              previous_residual(progress.rounds, round_index), end_weights, state=self.state)
 
         began = time.perf_counter()
         try:
@@ -429,13 +424,10 @@ class WorkerService:
         if context.trainer.samples:  # the next round plans with this one's pace, checkpoints and encoding included
             context.samples_per_second = context.trainer.samples / (time.perf_counter() - began)
         hashes = trained.checkpoints
-        if not round_progress.update_hash:
-            update_hash, _ = encoded[0] if encoded else await asyncio.to_thread(
-                encode_update, context.trainer, self.store, round_progress, state.weights,
-                previous_residual(progress.rounds, round_index), trained.end_weights, record_residual=record_residual)
-            with self.state.lock:  # the residual's hash is recorded once it is stored (`encode_update`)
-                round_progress.update_hash = update_hash
-                self.state.save()
+        if not round_progress.update_hash:  # recorded and saved by encode_update (the residual's hash once stored)
+            await asyncio.to_thread(encode_update, context.trainer, self.store, round_progress, state.weights,
+                                    previous_residual(progress.rounds, round_index), trained.end_weights,
+                                    state=self.state)
         self.store.set_checkpoints(task_id, round_index, hashes)
         message = commitment(task_id, round_progress, spec.training.batch_size, context.trainer.profile_id)
         await self.committer.commit(task_id, round_index, message)
