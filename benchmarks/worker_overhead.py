@@ -58,8 +58,9 @@ def plain_round(model, optimizer, inputs, targets, steps: int, batch_size: int) 
 
 def worker_round(trainer: Trainer, store: BlobStore, state: WorkerState, round_index: int, steps: int,
                  start_weights) -> tuple[dict, dict]:
-    """One round as the worker service runs it after fetching W_r; returns the round's end weights and when
-    (perf_counter) its last step was over, its update encoded and stored, and the round done."""
+    """One round as the worker service runs it after fetching W_r; returns the round's end weights (for the
+    next round, copied after `times["done"]`) and when (perf_counter) its last step was over, its update
+    encoded and stored, and the round done."""
     task = state.task(TASK_ID)
     progress = task.round(round_index)
     progress.steps = steps  # saved with checkpoint 0, with the start weights' hash train_round takes beside it
@@ -76,7 +77,9 @@ def worker_round(trainer: Trainer, store: BlobStore, state: WorkerState, round_i
                           start_weights=start_weights, while_storing=encode_beside_storing)
     store.set_checkpoints(TASK_ID, round_index, trained.checkpoints)
     times["done"] = time.perf_counter()
-    return trained.end_weights, times
+    # The next round's start weights: the service aggregates W_{r+1} from the round's updates (not timed
+    # here); this benchmark takes the round's end weights, which the trainer still holds.
+    return {name: tensor.detach().clone() for name, tensor in trainer.model.state_dict().items()}, times
 
 
 def main(argv: list[str] | None = None) -> dict:

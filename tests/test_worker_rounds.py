@@ -226,3 +226,18 @@ def test_a_residual_that_cannot_be_stored_is_logged_and_the_next_update_starts_f
     assert store.has(first.update_hash)  # the update, which is committed, was stored all the same
     assert previous_residual(state.task(7).rounds, 1) == "" and first.residual_hash == ""
     assert "the error-feedback residual was not stored" in caplog.text and "No space left" in caplog.text
+
+
+def test_while_storing_gets_the_end_weights_while_the_last_checkpoint_is_stored(setup, tmp_path):
+    spec, dataset, start, reference = setup
+    state, progress, store = fresh_round(tmp_path)
+    seen = []
+
+    def while_storing(end_weights):
+        seen.append({name: tensor.clone() for name, tensor in end_weights.items()})
+
+    trained = train_round(Trainer(spec, dataset), TrainingStrategy(), store, state, progress, worker_index=1,
+                          start_weights=start, while_storing=while_storing)
+    assert len(seen) == 1 and all(torch.equal(seen[0][n], reference.end_weights[n]) for n in reference.end_weights)
+    assert trained.end_weights is None  # handed over: not copied again
+    assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]

@@ -68,7 +68,8 @@ class TrainedRound:
     checkpoints: list[str]
     """Hex hashes of checkpoints 0..n, all in the store."""
     end_weights: Mapping[str, torch.Tensor] | None
-    """The weights of checkpoint n, when this call trained up to it (None: read them from the store)."""
+    """The weights of checkpoint n, when this call trained up to it and did not hand them to `while_storing`
+    (None: read them from the store)."""
 
 
 def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, state: WorkerState,
@@ -129,12 +130,12 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
             if on_segment is not None:
                 on_segment(trainer.step, steps)
         deferred = isinstance(snapshot, (DeferredSnapshot, RemoteSnapshot))
+        end_weights = None
         if while_storing is not None and snapshot is not None:
             # The end weights as the trainer holds them: nothing changes them before the next round, and
-            # reading them need not wait for the snapshot's copy.
+            # reading them need not wait for the snapshot's copy. The caller has what it needed of them.
             while_storing(snapshot.source_weights if deferred else snapshot.weights)
-        end_weights = None
-        if isinstance(snapshot, RemoteSnapshot):  # the checkpoint's bytes are the process's: copy the weights
+        elif isinstance(snapshot, RemoteSnapshot):  # the checkpoint's bytes are the process's: copy the weights
             end_weights = {name: tensor.clone() for name, tensor in snapshot.source_weights.items()}
         elif snapshot is not None:
             end_weights = (snapshot.result() if deferred else snapshot).weights
