@@ -126,12 +126,18 @@ _compiled = numba.njit(cache=True, nogil=True, boundscheck=False)  # nogil: othe
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, inline="always")
-def _fill(values, base, count, chunk):
-    """chunk[:] = values[base:base + count], then zeros: a partial last chunk is padded as the reference pads it."""
+def _load(values, c, chunk, magnitudes):
+    """Chunk c of `values` into `chunk`, a partial last chunk padded with zeros as the reference pads it, and
+    the magnitudes into `magnitudes`; returns (the chunk's first position, how many values it holds)."""
+    base = c * CHUNK
+    count = min(CHUNK, values.shape[0] - base)
     for i in range(count):
         chunk[i] = values[base + i]
     for i in range(count, CHUNK):
         chunk[i] = np.float32(0.0)
+    for i in range(CHUNK):
+        magnitudes[i] = abs(chunk[i])
+    return base, count
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, inline="always")
@@ -168,11 +174,8 @@ def _sign_chunks(values, scales, signs):
     level = np.empty(HALF, np.float64)
     negative = np.empty(CHUNK, np.uint8)
     for c in range((total + CHUNK - 1) // CHUNK):
-        base = c * CHUNK
-        count = min(CHUNK, total - base)
-        _fill(values, base, count, chunk)
+        base, count = _load(values, c, chunk, magnitudes)
         for i in range(CHUNK):
-            magnitudes[i] = abs(chunk[i])
             negative[i] = chunk[i] < 0
         scale = np.float32(_tree_sum(magnitudes, level) / np.float64(count))
         scales[c] = scale
@@ -196,11 +199,7 @@ def _ternary_chunks(values, ratio, scales, thresholds, sent_bits, signs):
     pending_count = 0
     used = 0
     for c in range((total + CHUNK - 1) // CHUNK):
-        base = c * CHUNK
-        count = min(CHUNK, total - base)
-        _fill(values, base, count, chunk)
-        for i in range(CHUNK):
-            magnitudes[i] = abs(chunk[i])
+        base, count = _load(values, c, chunk, magnitudes)
         threshold = np.float32(_tree_sum(magnitudes, level) * ratio / np.float64(count))
         thresholds[c] = threshold
         taken = 0
