@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from .affinity import keep_off_training_core
+
 Item = TypeVar("Item")
 
 _STOP = object()
@@ -54,6 +56,7 @@ class BackgroundQueue(Generic[Item]):
             raise self._failure(self._error) from self._error
 
     def _run(self) -> None:
+        keep_off_training_core()  # beside training, not on its core (`compute.affinity`)
         while True:
             item = self._queue.get()
             try:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .affinity import keep_off_training_core, keep_process_off_training_core
 from .canonical_copy import layout_of
 from .checkpoint_process_main import ANSWER, COMMAND, COPIED, FAILED, FINAL, READY, SNAPSHOT, STORED, read_exactly
 from .checkpoints import CheckpointQueue, HashedCheckpoint, TrainingState, checkpoint_bytes
@@ -139,6 +140,7 @@ class CheckpointProcess:
         self._process = subprocess.Popen(
             [sys.executable, "-m", "trolly.compute.checkpoint_process_main", str(arena.descriptor)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(arena.descriptor,), bufsize=0)
+        keep_process_off_training_core(self._process.pid)  # before its setup: the threads it starts follow
         self._lock = threading.Lock()
         self._pending: dict[int, RemoteSnapshot] = {}
         self._next = 0
@@ -176,6 +178,7 @@ class CheckpointProcess:
             view = view[self._process.stdin.write(view):]
 
     def _read_answers(self) -> None:
+        keep_off_training_core()
         answers = self._process.stdout
         try:
             while True:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .affinity import keep_off_training_core
 from .background import BackgroundQueue
 from .canonical import decode_tensors, encode_tensors, encode_tensors_into_buffer, hash_tensors
 from .canonical_copy import copy_tensors, layout_of
@@ -163,6 +164,7 @@ class _Copier:
         self._queue.put(snapshot)
 
     def _run(self) -> None:
+        keep_off_training_core()
         while True:
             self._queue.get()._copy()  # never raises: errors are kept for result()
 

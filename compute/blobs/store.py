@@ -14,6 +14,7 @@ import os
 import pathlib
 import tempfile
 
+from ..affinity import keep_off_training_core
 from .direct import DIRECT_MINIMUM, write_direct
 from .errors import BlobHashMismatch, BlobNotFound, BlobTooLarge, InvalidBlobHash
 
@@ -59,7 +60,8 @@ def _remove_written(staged: concurrent.futures.Future) -> None:
 
 
 # Writes `put_hashing` overlaps with its hash: one thread, as a disk takes writes one after another anyway.
-_stager = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="blob-stage")
+_stager = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="blob-stage",
+                                                initializer=keep_off_training_core)
 
 
 class BlobStore:

@@ -34,6 +34,7 @@ import torch
 
 from trolly.chain.proto.market_pb2 import MsgCommitRound
 
+from ..affinity import keep_off_training_core, training_core
 from ..blobs import BlobStore
 from ..checkpoint_process import RemoteCheckpoints, RemoteSnapshot, checkpoint_process_for
 from ..checkpoints import (CheckpointHasher, DeferredSnapshot, HashedCheckpoint, TrainingState, decode_checkpoint,
@@ -108,7 +109,9 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
     # (`compute.checkpoint_process`: the training thread only says when), else by threads of this process.
     process = checkpoint_process_for(trainer, store)
     hasher = RemoteCheckpoints(store, sink=record) if process is not None else CheckpointHasher(sink=record, store=store)
-    with hasher, trainer.snapshots_by(process):
+    # The training thread keeps a core to itself for the round, the checkpoint process and every background
+    # thread use the others (`compute.affinity`).
+    with hasher, trainer.snapshots_by(process), training_core(trainer.spec.determinism.threads):
         if progress.checkpoints:
             resumed = load_checkpoint(store, progress.checkpoints[-1])
             trainer.load(resumed)
@@ -189,7 +192,8 @@ def _store_residual(store: BlobStore, data, residual: dict[str, torch.Tensor], p
 
 
 # One thread: residuals are stored in the order their rounds made them.
-_residuals = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="residual-store")
+_residuals = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="residual-store",
+                                                   initializer=keep_off_training_core)
 
 
 def wait_for_residuals() -> None:

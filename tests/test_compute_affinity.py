@@ -1,0 +1,120 @@
+"""`compute.affinity`: the training thread gets a core to itself for a round, everything beside it the others."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from trolly.compute import affinity, checkpoint_process
+from trolly.compute.blobs import BlobStore
+from trolly.compute.data import build_dataset, dataset_from_blobs
+from trolly.compute.spec import example_spec, spec_from_dict
+from trolly.compute.training import Trainer, initial_weights
+from trolly.compute.worker.rounds import train_round
+from trolly.compute.worker.state import WorkerState
+from trolly.compute.worker.strategies import TrainingStrategy
+
+CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+needs_two_cpus = pytest.mark.skipif(len(CPUS) < 2, reason="needs a process allowed on at least 2 CPUs (sched_setaffinity)")
+
+
+@pytest.fixture(autouse=True)
+def switched_on(monkeypatch):
+    monkeypatch.delenv(affinity.ENVIRONMENT_SWITCH, raising=False)
+
+
+def in_thread(function):
+    """function() run on a fresh thread; its result or its error."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = function()
+        except BaseException as error:  # re-raised below, on the test's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+@needs_two_cpus
+def test_the_training_thread_runs_alone_on_the_first_cpu_within_and_as_before_after():
+    training, background = affinity.split()
+    assert training == {CPUS[0]} and background == set(CPUS[1:])
+
+    def pinned_then_restored():
+        before = os.sched_getaffinity(0)
+        with affinity.training_core(1):
+            within = os.sched_getaffinity(0)
+        return before, within, os.sched_getaffinity(0)
+
+    before, within, after = in_thread(pinned_then_restored)
+    assert within == training and after == before == set(CPUS)
+
+
+@needs_two_cpus
+def test_background_threads_keep_off_the_training_cpu():
+    def keep_off():
+        affinity.keep_off_training_core()
+        return os.sched_getaffinity(0)
+
+    assert in_thread(keep_off) == set(CPUS[1:])
+
+
+@needs_two_cpus
+def test_a_multithreaded_profile_or_the_switch_leaves_the_cpus_alone(monkeypatch):
+    assert in_thread(lambda: _within(2)) == set(CPUS)  # PyTorch's intra-op threads would share one CPU
+    monkeypatch.setenv(affinity.ENVIRONMENT_SWITCH, "off")
+    assert affinity.split() is None
+    assert in_thread(lambda: _within(1)) == set(CPUS)
+
+
+def _within(threads: int) -> set[int]:
+    with affinity.training_core(threads):
+        return os.sched_getaffinity(0)
+
+
+def test_one_cpu_is_no_cpu_to_spare(monkeypatch):
+    monkeypatch.setattr(affinity, "_CPUS", (0,))
+    assert affinity.split() is None
+    with affinity.training_core(1):  # nothing to do, nothing refused
+        pass
+
+
+@needs_two_cpus
+def test_in_a_round_the_checkpoint_process_and_the_background_threads_are_off_the_training_cpu(tmp_path):
+    blobs = build_dataset("digits")
+    spec = spec_from_dict(example_spec(
+        blobs.manifest_hash, model={"arch": "mlp", "config": {"hidden": [32]}}, codec="ternary",
+        training={"rounds": 2, "inner_steps": 12, "batch_size": 8, "checkpoint_every": 5, "seed": 11}))
+    dataset = dataset_from_blobs(blobs)
+    trainer = Trainer(spec, dataset)
+    state = WorkerState.load(tmp_path)
+    progress = state.add_task(3, "00" * 32, worker_index=0).round(0)
+    progress.steps = 12
+    seen = []
+
+    def look(step, steps):  # on the training thread, between segments
+        threads = {t.name: os.sched_getaffinity(t.native_id) for t in threading.enumerate()
+                   if t.name in ("checkpoint-records", "checkpoint-process-answers")}
+        process = trainer.checkpoint_process
+        helper = os.sched_getaffinity(process._process.pid) if process is not None else None
+        seen.append((os.sched_getaffinity(0), threads, helper))
+
+    try:
+        in_thread(lambda: train_round(trainer, TrainingStrategy(), BlobStore(tmp_path / "blobs"), state, progress,
+                                      worker_index=0, start_weights=initial_weights(spec, dataset.shape),
+                                      on_segment=look))
+    finally:
+        trainer.close()
+    assert seen
+    for training, threads, helper in seen:
+        assert training == {CPUS[0]}
+        assert threads and all(cpus == set(CPUS[1:]) for cpus in threads.values()), threads
+        assert helper == set(CPUS[1:]) if checkpoint_process.enabled() else helper is None
