@@ -57,10 +57,9 @@ def plain_round(model, optimizer, inputs, targets, steps: int, batch_size: int) 
 
 
 def worker_round(trainer: Trainer, store: BlobStore, state: WorkerState, round_index: int, steps: int,
-                 start_weights) -> tuple[dict, dict]:
-    """One round as the worker service runs it after fetching W_r; returns the round's end weights (for the
-    next round, copied after `times["done"]`) and when (perf_counter) its last step was over, its update
-    encoded and stored, and the round done."""
+                 start_weights) -> dict:
+    """One round as the worker service runs it after fetching W_r; returns when (perf_counter) its last step
+    was over, its update encoded and stored, and the round done."""
     task = state.task(TASK_ID)
     progress = task.round(round_index)
     progress.steps = steps  # saved with checkpoint 0, with the start weights' hash train_round takes beside it
@@ -77,9 +76,13 @@ def worker_round(trainer: Trainer, store: BlobStore, state: WorkerState, round_i
                           start_weights=start_weights, while_storing=encode_beside_storing)
     store.set_checkpoints(TASK_ID, round_index, trained.checkpoints)
     times["done"] = time.perf_counter()
-    # The next round's start weights: the service aggregates W_{r+1} from the round's updates (not timed
-    # here); this benchmark takes the round's end weights, which the trainer still holds.
-    return {name: tensor.detach().clone() for name, tensor in trainer.model.state_dict().items()}, times
+    return times
+
+
+def next_start_weights(trainer: Trainer) -> dict:
+    """The next round's start weights. The service aggregates W_{r+1} from the round's updates (not timed
+    here); this benchmark takes the round's end weights, which the trainer still holds, after the timed round."""
+    return {name: tensor.detach().clone() for name, tensor in trainer.model.state_dict().items()}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -133,13 +136,15 @@ def main(argv: list[str] | None = None) -> dict:
 
         plain(plain_model, plain_optimizer, flushing_subnormals)
         plain(default_model, default_optimizer)
-        weights, _ = worker_round(trainer, store, state, 0, options.steps, weights)
+        worker_round(trainer, store, state, 0, options.steps, weights)
+        weights = next_start_weights(trainer)
         phases = []
         for round_index in range(1, rounds + 1):
             plain_rounds.append(plain(plain_model, plain_optimizer, flushing_subnormals))
             began = time.perf_counter()
-            weights, times = worker_round(trainer, store, state, round_index, options.steps, weights)
+            times = worker_round(trainer, store, state, round_index, options.steps, weights)
             ours_rounds.append(time.perf_counter() - began)
+            weights = next_start_weights(trainer)
             phases.append({"start_and_training": times["trained"] - began, "encoding": times["encoded"] - times["trained"],
                            "finishing": times["done"] - times["encoded"]})
             default_rounds.append(plain(default_model, default_optimizer))

@@ -22,6 +22,9 @@ def test_worker_overhead_reports_a_ratio():
     result = last_json_line(["benchmarks.worker_overhead", "--rounds", "1", "--steps", "10"])
     assert result["benchmark"] == "worker_overhead" and result["ratio"] > 0
     assert result["checkpoint_bytes_written"] > 0
+    phases = result["fastest_round_ms"]  # where the fastest round went adds up to that round
+    assert set(phases) == {"start_and_training", "encoding", "finishing"} and min(phases.values()) >= 0
+    assert abs(sum(phases.values()) - 1000 * min(result["round_seconds_ours"])) < 1.5
 
 
 @pytest.mark.slow
