@@ -44,6 +44,12 @@ def initial_weights(spec: TaskSpec, shape) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
 
 
+def fresh_adamw_slots(parameter: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The state PyTorch's AdamW creates for `parameter` on its first step: a zero step count and zero moments."""
+    return {"step": torch.zeros((), dtype=torch.float32), "exp_avg": torch.zeros_like(parameter),
+            "exp_avg_sq": torch.zeros_like(parameter)}
+
+
 def segment_bounds(segment: int, steps: int, checkpoint_every: int) -> tuple[int, int]:
     """Step range [start, end) of segment i of a round of `steps` steps."""
     start = segment * checkpoint_every
@@ -118,9 +124,7 @@ class Trainer:
                     for slot in ("step", "exp_avg", "exp_avg_sq"):
                         slots[slot].zero_()
                 else:
-                    self.optimizer.state[parameter] = {"step": torch.zeros((), dtype=torch.float32),
-                                                       "exp_avg": torch.zeros_like(parameter),
-                                                       "exp_avg_sq": torch.zeros_like(parameter)}
+                    self.optimizer.state[parameter] = fresh_adamw_slots(parameter)
         self.step = 0
         self.samples = 0
 
@@ -162,9 +166,7 @@ class Trainer:
         for name, parameter in self.parameters.items():
             slots = self.optimizer.state.get(parameter)
             if not slots:
-                slots = self.optimizer.state[parameter] = {"step": torch.zeros((), dtype=torch.float32),
-                                                           "exp_avg": torch.zeros_like(parameter),
-                                                           "exp_avg_sq": torch.zeros_like(parameter)}
+                slots = self.optimizer.state[parameter] = fresh_adamw_slots(parameter)
             tensors[name] = {slot: slots[slot] for slot in ("step", "exp_avg", "exp_avg_sq")}
         return tensors
 
@@ -250,8 +252,7 @@ class Trainer:
         for name, parameter in ({} if final else self.parameters).items():
             slots = self.optimizer.state.get(parameter)
             if not slots:  # never stepped: the zeros AdamW would create
-                optimizer[name] = {"step": torch.zeros((), dtype=torch.float32), "exp_avg": torch.zeros_like(parameter),
-                                   "exp_avg_sq": torch.zeros_like(parameter)}
+                optimizer[name] = fresh_adamw_slots(parameter)
             else:
                 optimizer[name] = {slot: slots[slot] for slot in ("step", "exp_avg", "exp_avg_sq")}
         weights = self.model.state_dict()

@@ -10,8 +10,8 @@
 Resuming is exact: a checkpoint holds the weights, the AdamW state and the step count (the last one, n, only
 the weights and step count: once it is stored the round is trained), and the batch of a step depends only on
 (seed, worker, round, step), so a round interrupted at checkpoint j < n and resumed gives the same checkpoints
-j+1..n, byte for byte, as one that never stopped. That is the property the verifier
-relies on too (it replays a segment from its first checkpoint).
+j+1..n, byte for byte, as one that never stopped. That is the property the verifier relies on too (it
+replays a segment from its first checkpoint).
 
 Error feedback (`compute.codecs.ErrorFeedback`, as in `compute.pipeline.train_and_encode`): what the codec
 dropped from this worker's update in round r is added to its pseudo-gradient of its next round, so a top-k
@@ -173,11 +173,10 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
         with state.lock:
             progress.update_hash = update_hash
             state.save()
-    return update_hash, _residuals.submit(_store_residual, store, residual_bytes, residual,
-                                          progress if state is not None else None, state)
+    return update_hash, _residuals.submit(_store_residual, store, residual_bytes, residual, progress, state)
 
 
-def _store_residual(store: BlobStore, data, residual: dict[str, torch.Tensor], progress: RoundProgress | None,
+def _store_residual(store: BlobStore, data, residual: dict[str, torch.Tensor], progress: RoundProgress,
                     state: WorkerState | None) -> str:
     try:
         digest = store.put_hashing(data)
