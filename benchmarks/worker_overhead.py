@@ -4,8 +4,11 @@
 `work_round`, minus the chain): `compute.worker.rounds.train_round` (batches from per-step generators, a
 checkpoint every k steps copied, hashed and stored as a blob by the trainer's checkpoint process, and recorded
 in the worker's saved state), then `encode_update` (pseudo-gradient plus error-feedback residual through the
-task's codec, fused for sign and ternary; the update stored as a blob, the residual too, in the background),
-the state saved and the round's checkpoint list written. `TROLLY_CHECKPOINT_PROCESS=off` times the same with the checkpoints in threads.
+task's codec, fused for sign and ternary; the update stored as a blob), the state saved and the round's
+checkpoint list written. The residual is stored in the background once the round's checkpoints are, as in the
+service, where the worker commits and waits for the other workers' updates meanwhile; here it runs beside the
+default-AdamW round that comes next, which is not part of `ratio`. `TROLLY_CHECKPOINT_PROCESS=off` times the
+same with the checkpoints in threads.
 The baseline is the loop anyone would write: same model, data, batch size, AdamW and thread count, batches
 from the global RNG, nothing else. It runs the worker's AdamW kernel (fused) and arithmetic (subnormals
 flushed to zero, see `compute.determinism`), so that the ratio is what the worker adds around training; the
@@ -67,11 +70,12 @@ def worker_round(trainer: Trainer, store: BlobStore, state: WorkerState, round_i
     progress.steps = steps  # saved with checkpoint 0, with the start weights' hash train_round takes beside it
     times = {}
 
-    def encode_beside_storing(end_weights) -> None:  # as the service does
+    def encode_beside_storing(end_weights, checkpoints_stored) -> None:  # as the service does
         times["trained"] = time.perf_counter()
-        # the update's hash recorded and saved; the residual stored and recorded in the background
+        # the update's hash recorded and saved; the residual stored and recorded in the background once the
+        # round's checkpoints are (the service commits meanwhile; here the default-AdamW round is next)
         encode_update(trainer, store, progress, start_weights, previous_residual(task.rounds, round_index),
-                      end_weights, state=state)
+                      end_weights, state=state, residual_after=checkpoints_stored)
         times["encoded"] = time.perf_counter()
 
     trained = train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=task.worker_index,

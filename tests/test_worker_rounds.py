@@ -231,13 +231,46 @@ def test_a_residual_that_cannot_be_stored_is_logged_and_the_next_update_starts_f
 def test_while_storing_gets_the_end_weights_while_the_last_checkpoint_is_stored(setup, tmp_path):
     spec, dataset, start, reference = setup
     state, progress, store = fresh_round(tmp_path)
-    seen = []
+    seen, events = [], []
 
-    def while_storing(end_weights):
+    def while_storing(end_weights, checkpoints_stored):
         seen.append({name: tensor.clone() for name, tensor in end_weights.items()})
+        events.append(checkpoints_stored)
 
     trained = train_round(Trainer(spec, dataset), TrainingStrategy(), store, state, progress, worker_index=1,
                           start_weights=start, while_storing=while_storing)
     assert len(seen) == 1 and all(torch.equal(seen[0][n], reference.end_weights[n]) for n in reference.end_weights)
     assert trained.end_weights is None  # handed over: not copied again
     assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]
+    assert events[0].is_set() and all(store.has(h) for h in trained.checkpoints)  # set once they are stored
+
+
+def test_a_round_that_fails_beside_its_last_checkpoint_still_says_its_checkpoints_are_done(setup, tmp_path):
+    spec, dataset, start, _ = setup
+    state, progress, store = fresh_round(tmp_path)
+    events = []
+
+    def while_storing(end_weights, checkpoints_stored):
+        events.append(checkpoints_stored)
+        raise WorkerError("encoding failed")
+
+    with pytest.raises(WorkerError, match="encoding failed"):
+        train_round(Trainer(spec, dataset), TrainingStrategy(), store, state, progress, worker_index=1,
+                    start_weights=start, while_storing=while_storing)
+    assert events[0].is_set()  # a residual store waiting for it is not left waiting forever
+
+
+def test_the_residual_is_stored_once_the_rounds_checkpoints_are_and_the_update_at_once(setup, tmp_path):
+    spec, dataset, start, _ = setup
+    state, progress, store = fresh_round(tmp_path)
+    trainer = Trainer(spec, dataset)
+    train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=1, start_weights=start)
+    checkpoints_stored = threading.Event()
+    update_hash, residual_stored = encode_update(trainer, store, progress, start, state=state,
+                                                 residual_after=checkpoints_stored)
+    assert store.has(update_hash) and progress.update_hash == update_hash  # committed: not held back
+    with pytest.raises(TimeoutError):
+        residual_stored.result(timeout=0.5)
+    assert progress.residual_hash == ""
+    checkpoints_stored.set()
+    assert residual_stored.result(timeout=30) == progress.residual_hash and store.has(progress.residual_hash)

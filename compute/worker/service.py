@@ -408,10 +408,11 @@ class WorkerService:
         display = RoundDisplay(self.options.rich_output)
         display.begin(task_id, round_index, 0, round_progress.steps)
 
-        def encode_beside_storing(end_weights) -> None:  # overlaps the last checkpoint's hashing and storing
+        def encode_beside_storing(end_weights, checkpoints_stored) -> None:  # beside the last checkpoint's storing
             if not round_progress.update_hash:
                 encode_update(context.trainer, self.store, round_progress, state.weights,
-                              previous_residual(progress.rounds, round_index), end_weights, state=self.state)
+                              previous_residual(progress.rounds, round_index), end_weights, state=self.state,
+                              residual_after=checkpoints_stored)
 
         began = time.perf_counter()
         try:
