@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import uvloop
 
 from trolly.abci_app.engine import AppConnectionLost
 from trolly.abci_app.engine.abci_client import AbciClient, AbciConnection, AppProtocolError, parse_address
@@ -117,6 +118,42 @@ def test_misbehaving_app_fails_every_pending_request(tmp_path, misbehaviour, err
             await connection.close()
 
     run(scenario())
+
+
+@pytest.mark.parametrize("write_error", [
+    RuntimeError("unable to perform operation on <UnixTransport closed=True>; the handler is closed"),  # uvloop
+    BrokenPipeError(32, "Broken pipe"),
+])
+def test_a_write_to_an_app_that_went_away_unnoticed_is_a_lost_connection(tmp_path, write_error):
+    # The app dies between the reader's last read and the engine's next write: uvloop then refuses the write
+    # with RuntimeError, before the reader has seen the end of input. That used to end the whole engine.
+    async def scenario():
+        async with ScriptedApp(str(tmp_path / "s")):
+            connection = await AbciConnection.open("mempool", f"unix://{tmp_path}/s")
+
+            def refuse(data):
+                raise write_error
+
+            connection._writer.write = refuse
+            with pytest.raises(AppConnectionLost, match="failed during flush"):
+                await connection.barrier()
+            with pytest.raises(AppConnectionLost):
+                connection.send("check_tx", types_pb2.RequestCheckTx(tx=b"c"))  # and it stays down
+            await connection.close()
+
+    uvloop.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_a_write_after_the_transport_closed_is_a_lost_connection(tmp_path):
+    async def scenario():
+        async with ScriptedApp(str(tmp_path / "s")):
+            connection = await AbciConnection.open("mempool", f"unix://{tmp_path}/s")
+            connection._writer.transport.close()
+            with pytest.raises(AppConnectionLost):
+                connection.send("check_tx", types_pb2.RequestCheckTx(tx=b"c"))
+            await connection.close()
+
+    uvloop.run(asyncio.wait_for(scenario(), 30))
 
 
 def test_connecting_to_nothing_is_a_lost_connection(tmp_path):

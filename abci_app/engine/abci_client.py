@@ -81,8 +81,7 @@ class AbciConnection:
         future.add_done_callback(_consume_exception)
         self._pending.append((method, future, on_response))
         self._pending.append(("flush", None, None))
-        self._writer.write(encode_frame(types_pb2.Request(**{method: request}).SerializeToString()))
-        self._writer.write(_FLUSH_FRAME)
+        self._write(encode_frame(types_pb2.Request(**{method: request}).SerializeToString()) + _FLUSH_FRAME, method)
         return future
 
     async def call(self, method: str, request) -> object:
@@ -104,9 +103,22 @@ class AbciConnection:
         future = asyncio.get_running_loop().create_future()
         future.add_done_callback(_consume_exception)
         self._pending.append(("flush", future, None))
-        self._writer.write(_FLUSH_FRAME)
+        self._write(_FLUSH_FRAME, "flush")
         await self._drain("flush")
         await future
+
+    def _write(self, data: bytes, method: str) -> None:
+        # The app can die between the reader's last read and this write: the transport is then closed before
+        # the reader has seen the end of input. uvloop raises RuntimeError for a write to a closed transport
+        # (asyncio's own transports drop it silently); either way the connection is lost, not the engine.
+        try:
+            if self._writer.is_closing():
+                raise OSError("the transport is closed")
+            self._writer.write(data)
+        except (OSError, RuntimeError) as exc:
+            lost = AppConnectionLost(f"{self.name} connection failed during {method}: {exc}")
+            self._fail(lost)
+            raise lost from None
 
     async def _drain(self, method: str) -> None:
         try:
