@@ -274,3 +274,39 @@ def test_the_residual_is_stored_once_the_rounds_checkpoints_are_and_the_update_a
     assert progress.residual_hash == ""
     checkpoints_stored.set()
     assert residual_stored.result(timeout=30) == progress.residual_hash and store.has(progress.residual_hash)
+
+
+def test_beside_the_last_checkpoint_the_update_is_saved_by_that_checkpoints_record(setup, tmp_path):
+    spec, dataset, start, _ = setup
+    state, progress, store = fresh_round(tmp_path)
+    trainer = Trainer(spec, dataset)
+    train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=1, start_weights=start)
+    last = progress.checkpoints.pop()  # as while the round's last checkpoint is still being stored
+    state.save()
+    update_hash, residual_stored = encode_update(trainer, store, progress, start, state=state)
+    residual_stored.result(timeout=30)
+    assert progress.update_hash == update_hash and store.has(update_hash)
+    assert WorkerState.load(tmp_path).task(7).round(0).update_hash == ""  # not saved a second time here
+    with state.lock:  # what the last checkpoint's record does
+        progress.checkpoints.append(last)
+        state.save()
+    saved = WorkerState.load(tmp_path).task(7).round(0)
+    assert saved.update_hash == update_hash and saved.checkpoints == progress.checkpoints
+
+
+def test_an_update_encoded_beside_the_last_checkpoint_is_saved_when_the_round_returns(setup, tmp_path):
+    spec, dataset, start, _ = setup
+    state, progress, store = fresh_round(tmp_path)
+    trainer = Trainer(spec, dataset)
+    encoded = []
+
+    def while_storing(end_weights, checkpoints_stored):
+        encoded.append(encode_update(trainer, store, progress, start, end_weights=end_weights, state=state,
+                                     residual_after=checkpoints_stored))
+
+    trained = train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=1, start_weights=start,
+                          while_storing=while_storing)
+    (update_hash, residual_stored), = encoded
+    residual_stored.result(timeout=30)
+    saved = WorkerState.load(tmp_path).task(7).round(0)  # whichever came first, the encoding or the record
+    assert saved.update_hash == update_hash and saved.checkpoints == trained.checkpoints

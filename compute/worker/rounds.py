@@ -166,10 +166,12 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
     residual stored as `residual_hash` (none: zero); store the update, and start storing the new residual.
     Returns (update hash, the residual's storing: a future of its blob hash).
 
-    With `state`, the round's progress records both: the update's hash at once (saved before the residual's
-    write starts, so that the save's fsync does not wait behind it), the residual's once it is stored, on a
-    background thread while the worker goes on (saved with the worker's next save; `previous_residual` waits
-    for it). Only the update is on the round's critical path: it is committed. A worker killed before the
+    With `state`, the round's progress records both: the update's hash at once, the residual's once it is
+    stored, on a background thread while the worker goes on (saved with the worker's next save;
+    `previous_residual` waits for it). The update's hash is saved here when every checkpoint of the round is
+    recorded; beside the round's last checkpoint (`train_round`'s `while_storing`), that checkpoint's record
+    comes later and saves it: one fsync at the round's end instead of two (the end of the benchmark's round
+    is the last checkpoint's record: from the last step, 7.1 ms to it, 9.3 ms to the round's end). Only the update is on the round's critical path: it is committed. A worker killed before the
     residual is recorded starts its next update from a zero residual (see `previous_residual`).
 
     `residual_after`: the residual's store waits until it is set (`train_round`'s `checkpoints_stored`).
@@ -189,7 +191,10 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
     if state is not None:
         with state.lock:
             progress.update_hash = update_hash
-            state.save()
+            # Beside the round's last checkpoint (`train_round`'s `while_storing`), that checkpoint's record
+            # saves the state after this, the update's hash with it: one save at the round's end, not two.
+            if len(progress.checkpoints) >= trainer.spec.num_checkpoints(progress.steps):
+                state.save()
     return update_hash, _residuals.submit(_store_residual, store, residual_bytes, residual, progress, state,
                                           residual_after)
 
