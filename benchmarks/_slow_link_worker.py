@@ -66,11 +66,39 @@ def emit(message: dict) -> None:
     sys.stdout.flush()
 
 
-async def read_command(loop) -> dict:
-    line = await loop.run_in_executor(None, sys.stdin.readline)
-    if not line:
-        raise SystemExit(0)
-    return json.loads(line)
+class Commands:
+    """The parent's messages, read on their own thread so that they arrive while this worker trains.
+
+    A peer's hash (`{"peer", "hash"}`) starts fetching that peer's blob at once, as the worker service's
+    `UpdateMirror` fetches updates as their commitments appear; everything else (the start, the exchange's
+    barrier with all hashes, stop) is queued for `next()`. Each exchange's fetches are taken by `fetches()`."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fetch) -> None:
+        self._queue: asyncio.Queue[dict] = asyncio.Queue()
+        self._fetch = fetch
+        self._fetching: dict[tuple[int, str], asyncio.Task] = {}
+        self._reader = loop.create_task(self._read(loop))
+
+    async def _read(self, loop) -> None:
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            if not line:
+                await self._queue.put({"stop": True})
+                return
+            message = json.loads(line)
+            if "peer" in message:
+                key = (message["peer"], message["hash"])
+                self._fetching[key] = asyncio.ensure_future(self._fetch(*key))
+            else:
+                await self._queue.put(message)
+
+    async def next(self) -> dict:
+        return await self._queue.get()
+
+    def fetches(self, hashes: list[str], own: int) -> list:
+        """Awaitables of every peer's blob of this exchange (started early where its hash came early)."""
+        return [self._fetching.pop((peer, digest), None) or self._fetch(peer, digest)
+                for peer, digest in enumerate(hashes) if peer != own]
 
 
 async def main(config: dict) -> None:
@@ -91,8 +119,14 @@ async def main(config: dict) -> None:
     published_bytes = 0
     own_digests: list[str] = []
     last_fetch_seconds = [0.0]  # wall time of the latest exchange's fetches: what the link costs
+
+    async def fetch_from(number: int, digest: str) -> bytes:
+        return await LinkClient([config["peers"][number]], config["latency"], downlink, session).fetch(digest)
+
+    commands = Commands(loop, fetch_from)
     emit({"ready": True})
-    await read_command(loop)
+    if "stop" in await commands.next():
+        return
 
     async def exchange(own_data: bytes) -> list[bytes] | None:
         """Publish, wait for everyone's hashes, fetch the peers' blobs (own one locally), in worker order."""
@@ -106,19 +140,14 @@ async def main(config: dict) -> None:
             if stale not in own_digests:
                 store.path(stale).unlink(missing_ok=True)
         emit({"hash": digest, "bytes_published": published_bytes})
-        command = await read_command(loop)
+        command = await commands.next()
         if "stop" in command:
             return None
         hashes = command["hashes"]
-        began = loop.time()
-        fetched = await asyncio.gather(*(
-            asyncio.sleep(0, result=own_data) if number == index else fetch_from(number, digest)
-            for number, digest in enumerate(hashes)))
+        began = loop.time()  # from the barrier: what the link still costs once everyone has published
+        others = iter(await asyncio.gather(*commands.fetches(hashes, index)))
         last_fetch_seconds[0] = loop.time() - began
-        return list(fetched)
-
-    async def fetch_from(number: int, digest: str) -> bytes:
-        return await LinkClient([config["peers"][number]], config["latency"], downlink, session).fetch(digest)
+        return [own_data if number == index else next(others) for number in range(len(hashes))]
 
     codec = get_codec(spec.codec) if config["mode"] == "ours" else get_codec("fp32")
     if config["mode"] == "ours":
@@ -131,12 +160,17 @@ async def main(config: dict) -> None:
             everyone = await exchange(encoded.encoded_update)
             if everyone is None:
                 break
-            updates = [WorkerUpdate(number, encoded.result.samples_processed, codec.decode(data))
-                       for number, data in enumerate(everyone)]
-            state = outer_step(state, updates, spec.training.outer_optimizer)
+
+            def aggregate(state=state, everyone=everyone, samples=encoded.result.samples_processed) -> GlobalState:
+                updates = [WorkerUpdate(number, samples, codec.decode(data)) for number, data in enumerate(everyone)]
+                return outer_step(state, updates, spec.training.outer_optimizer)
+
+            # off the event loop, which serves this worker's update to the others meanwhile
+            state = await loop.run_in_executor(None, aggregate)
             if index == 0:
                 trainer.model.load_state_dict(state.weights)
-                emit({"accuracy": evaluate(trainer.model, dataset)[1], "fetch_seconds": last_fetch_seconds[0]})
+                accuracy = (await loop.run_in_executor(None, evaluate, trainer.model, dataset))[1]
+                emit({"accuracy": accuracy, "fetch_seconds": last_fetch_seconds[0]})
     else:
         model = trainer.model
         inner = spec.training.inner_optimizer

@@ -12,8 +12,10 @@ service of `compute/blobs`), in two modes:
 Each mode runs twice: on plain loopback (no shaping, no added latency), then with every worker in its own
 network namespace, joined by veth pairs to a bridge in a switch namespace, each veth end shaped with
 `tc qdisc ... tbf rate 100mbit` (both directions), and 20 ms one-way latency added by the transport (before
-each request and after each response: `netem` is not available in this kernel). Control messages (the round
-barrier) go over pipes, as they would go over the chain. Without the rights to create namespaces the shaped
+each request and after each response: `netem` is not available in this kernel). Control messages go over
+pipes, as they would go over the chain: each worker's published hash is passed on to the others at once, and
+they fetch that blob while the slower ones still train (the worker service's `UpdateMirror` does the same as
+commitments appear on chain); the round's barrier comes once all have published. Without the rights to create namespaces the shaped
 runs use a simulated link on loopback (a transport that paces bytes at 100 Mbit/s) and the JSON says so.
 
     python -m benchmarks.slow_link [--quick]
@@ -29,13 +31,16 @@ machine in the training time. Target: slowdown_ours <= 1.10.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from . import _slow_link_network as network
@@ -70,11 +75,42 @@ def start_workers(mode: str, hosts: list[str], namespaces: list[str] | None, opt
     return processes
 
 
-def read_message(process: subprocess.Popen) -> dict:
-    line = process.stdout.readline()
-    if not line:
-        raise RuntimeError(f"worker exited with code {process.wait()}")
-    return json.loads(line)
+class Messages:
+    """The workers' messages (JSON lines on their stdout), each read on its own thread as it comes: in one
+    worker's order, and from whichever worker is first when the parent waits for all."""
+
+    def __init__(self, processes: list[subprocess.Popen]) -> None:
+        self._processes = processes
+        self._inbox: queue.SimpleQueue[tuple[int, dict | None]] = queue.SimpleQueue()
+        self._held: dict[int, collections.deque] = {number: collections.deque() for number in range(len(processes))}
+        for number, process in enumerate(processes):
+            threading.Thread(target=self._read, args=(number, process.stdout), daemon=True).start()
+
+    def _read(self, number: int, stream) -> None:
+        for line in stream:
+            self._inbox.put((number, json.loads(line)))
+        self._inbox.put((number, None))
+
+    def _take(self, number: int, message: dict | None) -> dict:
+        if message is None:
+            raise RuntimeError(f"worker {number} exited with code {self._processes[number].wait()}")
+        return message
+
+    def next_from(self, number: int) -> dict:
+        while not self._held[number]:
+            sender, message = self._inbox.get()
+            self._held[sender].append(message)
+        return self._take(number, self._held[number].popleft())
+
+    def next_from_any(self, numbers: set[int]) -> tuple[int, dict]:
+        for number in sorted(numbers):
+            if self._held[number]:
+                return number, self._take(number, self._held[number].popleft())
+        while True:
+            sender, message = self._inbox.get()
+            if sender in numbers:
+                return sender, self._take(sender, message)
+            self._held[sender].append(message)
 
 
 def send(process: subprocess.Popen, message: dict) -> None:
@@ -82,20 +118,36 @@ def send(process: subprocess.Popen, message: dict) -> None:
     process.stdin.flush()
 
 
+def gather_published(processes: list[subprocess.Popen], messages: Messages) -> list[dict]:
+    """Every worker's report of the hash it published, in worker order. Each hash goes on to the other workers
+    as soon as it comes, and they start fetching that blob while the slower ones still train: the worker
+    service does the same as commitments appear on chain (`compute.worker.weights.UpdateMirror`)."""
+    published: dict[int, dict] = {}
+    while len(published) < len(processes):
+        number, message = messages.next_from_any(set(range(len(processes))) - set(published))
+        published[number] = message
+        for other, process in enumerate(processes):
+            if other != number:
+                send(process, {"peer": number, "hash": message["hash"]})
+    return [published[number] for number in range(len(processes))]
+
+
 def run_mode(mode: str, target: float, hosts, namespaces, options, simulated: bool, latency: float, workdir: str) -> dict:
     """Start the workers, drive the exchange barrier, return the time to `target` accuracy.
 
-    Per exchange (a round for ours, a step for dense) every worker reports the hash it published; the
-    parent hands all hashes to all workers; worker 0 reports the test accuracy of the new global weights.
+    Per exchange (a round for ours, a step for dense) every worker reports the hash it published, which the
+    parent passes on to the others at once (they start fetching it); once all are in, the parent hands all
+    hashes to all workers (the barrier); worker 0 reports the test accuracy of the new global weights.
     """
     # a fresh store per run: checkpoints are deterministic, so a reused store would skip writes a real worker pays
     run_directory = tempfile.mkdtemp(dir=workdir)
     processes = start_workers(mode, hosts, namespaces, options, simulated, latency, run_directory)
+    messages = Messages(processes)
     limit = options.max_rounds if mode == "ours" else options.max_steps
     result = {"seconds_to_target": None}
     try:
-        for process in processes:
-            if not read_message(process).get("ready"):
+        for number in range(len(processes)):
+            if not messages.next_from(number).get("ready"):
                 raise RuntimeError("worker did not start")
         began = time.perf_counter()
         for process in processes:
@@ -103,12 +155,12 @@ def run_mode(mode: str, target: float, hosts, namespaces, options, simulated: bo
         phase_start = began
         training_seconds = exchange_seconds = fetch_seconds = 0.0
         for exchange in range(1, limit + 1):
-            published = [read_message(process) for process in processes]
+            published = gather_published(processes, messages)
             all_published = time.perf_counter()
             hashes = [message["hash"] for message in published]
             for process in processes:
                 send(process, {"hashes": hashes})
-            report = read_message(processes[0])
+            report = messages.next_from(0)
             accuracy = report.get("accuracy")
             fetch_seconds += report["fetch_seconds"]
             evaluated = time.perf_counter()
