@@ -349,7 +349,7 @@ class WorkerService:
                     log.warning("task %d: %d verified update(s) of round %d not fetched yet; retrying",
                                 progress.task_id, len(missing), round_index - 1)
                 await self._sleep(1.0)
-            # in a thread: the blob service shares this event loop, and peers fetch this worker's update now
+            # in a thread: the blob service shares this event loop, and peers and verifiers fetch from it meanwhile
             state = await asyncio.to_thread(next_state, context.spec, previous, updates, self.store)
             log.info("task %d: W_%d from %d verified update(s) of round %d", progress.task_id, round_index,
                      sum(1 for u in updates if u.outcome == plan.PASSED), round_index - 1)
