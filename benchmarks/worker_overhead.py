@@ -1,11 +1,11 @@
 """Worker overhead: samples/s of the worker's full training path against a plain PyTorch loop.
 
 "Ours" is exactly what `trolly-worker` runs for a round once it has the global weights (`compute.worker.service`
-`work_round`, minus the chain): `compute.worker.rounds.train_round` (batches from per-step generators, a
-checkpoint every k steps copied, hashed and stored as a blob by the trainer's checkpoint process, and recorded
-in the worker's saved state), then `encode_update` (pseudo-gradient plus error-feedback residual through the
-task's codec, fused for sign and ternary; the update stored as a blob), the state saved and the round's
-checkpoint list written. The residual is stored in the background once the round's checkpoints are, as in the
+`work_round`, minus the chain): `compute.worker.rounds.train_round` (batches from per-step generators, drawn
+ahead on the other core, a checkpoint every k steps copied, hashed and stored as a blob by the trainer's
+checkpoint process, and recorded in the worker's saved state), then `encode_update` (pseudo-gradient plus
+error-feedback residual through the task's codec, fused for sign and ternary; the update stored as a blob),
+the state saved and the round's checkpoint list written. The residual is stored in the background once the round's checkpoints are, as in the
 service, where the worker commits and waits for the other workers' updates meanwhile; here it runs beside the
 default-AdamW round that comes next, which is not part of `ratio`. `TROLLY_CHECKPOINT_PROCESS=off` times the
 same with the checkpoints in threads.

@@ -14,6 +14,7 @@ background, the Merkle root, the pseudo-gradient.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import weakref
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch.nn import functional
 
+from .affinity import keep_off_training_core
 from .checkpoints import (CheckpointHasher, DeferredSnapshot, HashedCheckpoint, TrainingState, checkpoint_tensors,
                           prepare_capture, weights_hash)
 from .data.dataset import Dataset, sample_batch
@@ -36,6 +38,12 @@ from .spec import TaskSpec
 
 if TYPE_CHECKING:
     from .checkpoint_process import CheckpointProcess, RemoteSnapshot, StateArena
+
+
+AHEAD_BYTES = 64 * 1024 * 1024  # batches drawn ahead of the training thread at most (the MLP's: 8.4 KB each)
+# One thread draws batches ahead for every trainer of the process, in order (`Trainer.draw_batches_ahead`).
+_batch_drawer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="batches-ahead",
+                                                      initializer=keep_off_training_core)
 
 
 def initial_weights(spec: TaskSpec, shape) -> dict[str, torch.Tensor]:
@@ -85,6 +93,7 @@ class Trainer:
         self.step = 0
         self.samples = 0  # samples trained since the last load()
         self._copying: DeferredSnapshot | RemoteSnapshot | None = None  # a snapshot still reading the model and optimizer
+        self._ahead: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor]] = {}  # see draw_batches_ahead
         self._arena: StateArena | None = None  # shared memory holding the weights and AdamW state, once moved
         self.checkpoint_process: CheckpointProcess | None = None  # the worker's, see compute.checkpoint_process
         self._snapshot_taker: CheckpointProcess | None = None  # set by snapshots_by()
@@ -262,11 +271,39 @@ class Trainer:
         logits = self.model(inputs)
         return functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
+    def draw_batches_ahead(self, worker_index: int, round_index: int, steps: range) -> concurrent.futures.Future:
+        """Draw the batches of `steps` (`sample_batch`, the same tensors) on a background thread, off the
+        training core, for `train_step` to take; a step whose batch is not drawn yet draws it itself. At
+        most `AHEAD_BYTES` of batches are drawn. Returns the drawing's future (its number of batches).
+
+        Drawing a batch in the training thread (a generator seeded for the step, `randint`, two gathers)
+        made each step of the reference MLP 2.5-3% slower than the plain loop's `randint` on the global
+        generator (medians over 50 alternating rounds each way in the worker_overhead benchmark's setting:
+        4.72 against 4.59 ms and 4.28 against 4.16 ms a step), far more than its 15 us measured alone."""
+        training = self.spec.training
+        inputs, targets = self.dataset.train_inputs, self.dataset.train_targets
+        per_batch = training.batch_size * (inputs[0].numel() * inputs.element_size()
+                                           + targets[0].numel() * targets.element_size())
+        steps = steps[:max(1, AHEAD_BYTES // max(per_batch, 1))]
+        ahead = self._ahead = {}
+
+        def draw() -> int:
+            for step in steps:
+                if ahead is not self._ahead:  # a later call took over
+                    break
+                ahead[(worker_index, round_index, step)] = sample_batch(
+                    self.dataset, training.batch_size, training.seed, worker_index, round_index, step)
+            return len(ahead)
+
+        return _batch_drawer.submit(draw)
+
     def train_step(self, worker_index: int, round_index: int) -> float:
         """One inner AdamW step on the batch of (seed, worker, round, self.step), with the spec's lr for that
         step (`compute.schedule`), set on every step so that a replay from any checkpoint uses the same."""
         training = self.spec.training
-        inputs, targets = sample_batch(self.dataset, training.batch_size, training.seed, worker_index, round_index, self.step)
+        batch = self._ahead.pop((worker_index, round_index, self.step), None)
+        inputs, targets = batch if batch is not None else sample_batch(
+            self.dataset, training.batch_size, training.seed, worker_index, round_index, self.step)
         loss = self.loss(inputs, targets)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

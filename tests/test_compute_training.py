@@ -210,3 +210,52 @@ def test_training_steps_flush_subnormals_and_leave_the_thread_as_it_was():
         with flushing_subnormals():
             raise RuntimeError("a failing step")
     assert (tiny * 1.0).tolist()[:2] != [0.0, 0.0]
+
+
+def test_batches_drawn_ahead_are_the_steps_own_and_give_the_same_bytes(digits):
+    from trolly.compute.data.dataset import sample_batch
+    spec = small_spec(digits.manifest_hash)
+    start = initial_weights(spec, digits.shape)
+    inline = Trainer(spec, digits)
+    inline.start_round(start)
+    expected = train_segment(inline, None, worker_index=1, round_index=2, end_step=12)
+    ahead = Trainer(spec, digits)
+    ahead.start_round(start)
+    assert ahead.draw_batches_ahead(1, 2, range(0, 12)).result(timeout=30) == 12
+    drawn = dict(ahead._ahead)
+    for step in (0, 11):
+        own = sample_batch(digits, spec.training.batch_size, spec.training.seed, 1, 2, step)
+        assert all(torch.equal(a, b) for a, b in zip(drawn[(1, 2, step)], own))
+    replayed = train_segment(ahead, None, worker_index=1, round_index=2, end_step=12)
+    assert ahead._ahead == {}  # every step took its batch from those drawn
+    assert checkpoint_hash(replayed) == checkpoint_hash(expected)
+
+
+def test_batches_drawn_ahead_stop_at_the_memory_bound_and_the_rest_are_drawn_in_step(digits, monkeypatch):
+    from trolly.compute import training
+    spec = small_spec(digits.manifest_hash)
+    start = initial_weights(spec, digits.shape)
+    expected = train_segment(Trainer(spec, digits), TrainingState.fresh(start), worker_index=0, round_index=0,
+                             end_step=12)
+    per_batch = spec.training.batch_size * (digits.train_inputs[0].numel() * 4 + 8)
+    monkeypatch.setattr(training, "AHEAD_BYTES", 3 * per_batch)
+    trainer = Trainer(spec, digits)
+    trainer.start_round(start)
+    assert trainer.draw_batches_ahead(0, 0, range(0, 12)).result(timeout=30) == 3
+    assert sorted(step for _, _, step in trainer._ahead) == [0, 1, 2]
+    assert checkpoint_hash(train_segment(trainer, None, worker_index=0, round_index=0, end_step=12)) == \
+        checkpoint_hash(expected)
+
+
+def test_a_later_drawing_takes_over_and_batches_of_another_round_are_not_used(digits):
+    spec = small_spec(digits.manifest_hash)
+    start = initial_weights(spec, digits.shape)
+    trainer = Trainer(spec, digits)
+    trainer.draw_batches_ahead(0, 5, range(0, 12)).result(timeout=30)
+    assert trainer.draw_batches_ahead(0, 6, range(0, 12)).result(timeout=30) == 12
+    assert {round_index for _, round_index, _ in trainer._ahead} == {6}
+    trainer.start_round(start)  # round 7's steps find nothing drawn for them and draw their own
+    trained = train_segment(trainer, None, worker_index=0, round_index=7, end_step=12)
+    reference = train_segment(Trainer(spec, digits), TrainingState.fresh(start), worker_index=0, round_index=7,
+                              end_step=12)
+    assert checkpoint_hash(trained) == checkpoint_hash(reference)

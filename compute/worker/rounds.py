@@ -117,6 +117,8 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
     # The training thread keeps a core to itself for the round, the checkpoint process and every background
     # thread use the others (`compute.affinity`).
     checkpoints_stored = threading.Event()
+    # The round's batches are drawn on another core, ahead of the steps (from where a resumed round resumes).
+    trainer.draw_batches_ahead(worker_index, progress.round, range(max(0, len(progress.checkpoints) - 1) * every, steps))
     try:
         with hasher, trainer.snapshots_by(process), training_core(trainer.spec.determinism.threads):
             if progress.checkpoints:
