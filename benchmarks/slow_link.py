@@ -15,8 +15,9 @@ network namespace, joined by veth pairs to a bridge in a switch namespace, each 
 each request and after each response: `netem` is not available in this kernel). Control messages go over
 pipes, as they would go over the chain: each worker's published hash is passed on to the others at once, and
 they fetch that blob while the slower ones still train (the worker service's `UpdateMirror` does the same as
-commitments appear on chain); the round's barrier comes once all have published. Without the rights to create namespaces the shaped
-runs use a simulated link on loopback (a transport that paces bytes at 100 Mbit/s) and the JSON says so.
+commitments appear on chain); the round's barrier comes once all have published. Without the rights to create
+namespaces the shaped runs use a simulated link on loopback (a transport that paces bytes at 100 Mbit/s) and the
+JSON says so.
 
     python -m benchmarks.slow_link [--quick]
 

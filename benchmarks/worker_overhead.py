@@ -5,10 +5,10 @@
 ahead on the other core, a checkpoint every k steps copied, hashed and stored as a blob by the trainer's
 checkpoint process, and recorded in the worker's saved state), then `encode_update` (pseudo-gradient plus
 error-feedback residual through the task's codec, fused for sign and ternary; the update stored as a blob),
-the state saved and the round's checkpoint list written. The residual is stored in the background once the round's checkpoints are, as in the
-service, where the worker commits and waits for the other workers' updates meanwhile; here it runs beside the
-default-AdamW round that comes next, which is not part of `ratio`. `TROLLY_CHECKPOINT_PROCESS=off` times the
-same with the checkpoints in threads.
+the state saved and the round's checkpoint list written. The residual is stored in the background once the
+round's checkpoints are, as in the service, where the worker commits and waits for the other workers' updates
+meanwhile; here it runs beside the default-AdamW round that comes next, which is not part of `ratio`.
+`TROLLY_CHECKPOINT_PROCESS=off` times the same with the checkpoints in threads.
 The baseline is the loop anyone would write: same model, data, batch size, AdamW and thread count, batches
 from the global RNG, nothing else. It runs the worker's AdamW kernel (fused) and arithmetic (subnormals
 flushed to zero, see `compute.determinism`), so that the ratio is what the worker adds around training; the

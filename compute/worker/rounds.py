@@ -117,18 +117,16 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
     # The training thread keeps a core to itself for the round, the checkpoint process and every background
     # thread use the others (`compute.affinity`).
     checkpoints_stored = threading.Event()
-    # The round's batches are drawn on another core, ahead of the steps (from where a resumed round resumes).
-    trainer.draw_batches_ahead(worker_index, progress.round, range(max(0, len(progress.checkpoints) - 1) * every, steps))
+    segment = max(0, len(progress.checkpoints) - 1)  # where the round starts or resumes
+    # The round's batches are drawn on another core, ahead of the steps.
+    trainer.draw_batches_ahead(worker_index, progress.round, range(segment * every, steps))
     try:
         with hasher, trainer.snapshots_by(process), training_core(trainer.spec.determinism.threads):
             if progress.checkpoints:
-                resumed = load_checkpoint(store, progress.checkpoints[-1])
-                trainer.load(resumed)
-                segment = len(progress.checkpoints) - 1
+                trainer.load(load_checkpoint(store, progress.checkpoints[-1]))
             else:
                 trainer.start_round(start_weights)
                 hasher.submit(0, trainer.snapshot_soon())  # checkpoint 0, copied beside the first step
-                segment = 0
             snapshot = None
             while trainer.step < steps:
                 if stop is not None and stop.is_set():
