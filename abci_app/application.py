@@ -29,7 +29,7 @@ from trolly.chain import app as chain_app
 from trolly.chain import keys
 from trolly.chain.block import BlockEnv
 from trolly.chain.codec import canonical_json
-from trolly.chain.errors import ChainError, InvalidRequest
+from trolly.chain.errors import ChainError, InvalidRequest, UnexpectedFailure
 from trolly.chain.merkle import PROOF_OP_TYPE
 from trolly.chain.state import State
 
@@ -62,6 +62,17 @@ class InvalidGenesis(AbciAppError):
 
 class ProtocolViolation(AbciAppError):
     """The consensus engine called the app out of order (e.g. Commit with no FinalizeBlock before it)."""
+
+
+def _as_chain_error(exc: Exception, where: str) -> ChainError:
+    """A failure a client's request caused, as a ChainError: itself if it is one, else `UnexpectedFailure`.
+
+    An ABCI `exception` answer makes CometBFT stop the node, so nothing a transaction or a query contains may
+    produce one; a bug reached this way is logged in full and answered as a failed request."""
+    if isinstance(exc, ChainError):
+        return exc
+    log.error("%s reached a bug; answered as a failure", where, exc_info=exc)
+    return UnexpectedFailure.from_exception(exc, where)
 
 
 def _software_version() -> str:
@@ -142,8 +153,8 @@ class TrollyApplication:
                                      f"not {request.height}")
             result = chain_app.query(State(self.store.reader()), request.path, request.data)
             value = canonical_json(result.value)
-        except ChainError as error:
-            failure = error_code(error)
+        except Exception as exc:  # noqa: BLE001 - an exception answer would stop CometBFT (see below)
+            failure = error_code(_as_chain_error(exc, f"query {request.path[:64]!r}"))
             return abci.ResponseQuery(code=failure.code, codespace=failure.codespace, log=failure.log,
                                       height=height)
         response = abci.ResponseQuery(value=value, height=height)
@@ -159,7 +170,12 @@ class TrollyApplication:
     def check_tx(self, request: abci.RequestCheckTx) -> abci.ResponseCheckTx:
         """NEW and RECHECK both apply the tx to the mempool overlay; a failing tx leaves it unchanged."""
         mempool = self._mempool_state()
-        result = chain_app.check_tx(mempool, self._next_env(), request.tx)
+        marker = mempool.snapshot()
+        try:
+            result = chain_app.check_tx(mempool, self._next_env(), request.tx)
+        except Exception as exc:  # noqa: BLE001 - chain.check_tx fails txs itself; this guards the overlay too
+            mempool.rollback(marker)
+            result = chain_app.error_result(_as_chain_error(exc, "CheckTx"))
         mempool.discard_journal()  # an admitted tx stays until Commit: no need to keep its undo history
         return fill_tx_result(abci.ResponseCheckTx(), result)
 

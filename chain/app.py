@@ -7,10 +7,12 @@ of the state handed in and the block; the caller (the ABCI adapter) decides what
 
 from __future__ import annotations
 
+import logging
+
 from .ante import check_tx_stateless, charge_fee_and_nonce
 from .block import BlockContext, BlockEnv, BlockOutput, Event, TxResult, ValidatorUpdate
 from .crypto import answers_ahead, encode_address
-from .errors import ChainError, InvalidRequest, UnknownQueryPath
+from .errors import ChainError, InvalidRequest, UnexpectedFailure, UnknownQueryPath
 from .module import MessageRoute, Module, QueryResult, QueryRoute
 from .market.module import MARKET
 from .modules.bank import BANK
@@ -21,6 +23,8 @@ from .params import AuthParams, get_params, params_from_json, params_to_json, se
 from .signature_cache import AnswersAhead
 from .state import State
 from .tx import decode_tx
+
+log = logging.getLogger("trolly.chain")
 
 MODULES: tuple[Module, ...] = (BANK, MARKET, SLASHING, STAKING, DISTRIBUTION)
 """Every module, in hook order. Begin-block hooks run in this order, end-block hooks too. The task market
@@ -75,21 +79,25 @@ def init_chain(state: State, env: BlockEnv, app_state: dict) -> list[ValidatorUp
 
 
 def apply_tx(state: State, ctx: BlockContext, raw: bytes) -> TxResult:
-    """Execute one transaction. Failed ante: no effect. Failed message: fee and nonce stay charged."""
+    """Execute one transaction. Failed ante: no effect. Failed message: fee and nonce stay charged.
+
+    A transaction can only fail, never raise: a ChainError is its expected failure; anything else that checking
+    or running it raises (a bug its bytes reached) fails it with `UnexpectedFailure`, rolled back the same way,
+    so every node records the same result and no transaction can stop a node."""
     params = ctx.auth_params
     if params is None:  # no message changes params, so one read serves the whole block
         params = ctx.auth_params = get_params(state, AuthParams)
+    before_ante = state.snapshot()
     try:
         tx = decode_tx(raw, params.max_tx_bytes)
         messages = check_tx_stateless(tx, ctx.env.chain_id, params, MESSAGE_ROUTES)
-        before_ante = state.snapshot()
-        try:
-            charge_fee_and_nonce(state, tx, params)
-        except ChainError:
-            state.rollback(before_ante)
-            raise
+        charge_fee_and_nonce(state, tx, params)
     except ChainError as error:
+        state.rollback(before_ante)
         return error_result(error)
+    except Exception as exc:  # noqa: BLE001 - see the docstring: a tx must not raise
+        state.rollback(before_ante)
+        return error_result(_unexpected(exc, "checking the transaction"))
 
     signer = tx.signer
     sender = encode_address(signer)
@@ -104,9 +112,18 @@ def apply_tx(state: State, ctx: BlockContext, raw: bytes) -> TxResult:
     except ChainError as error:
         state.rollback(before_messages)
         return error_result(error, charged)
+    except Exception as exc:  # noqa: BLE001 - see the docstring: a tx must not raise
+        state.rollback(before_messages)
+        return error_result(_unexpected(exc, "running the transaction's messages"), charged)
     finally:
         ctx.tx_events = None
     return TxResult(events=events)
+
+
+def _unexpected(exc: Exception, where: str) -> UnexpectedFailure:
+    log.error("a transaction reached a bug while %s; it fails with code %d", where, UnexpectedFailure.code,
+              exc_info=exc)
+    return UnexpectedFailure.from_exception(exc, where)
 
 
 def apply_block(state: State, env: BlockEnv, txs: list[bytes], signatures: AnswersAhead | None = None) -> BlockOutput:
@@ -151,6 +168,8 @@ def check_tx_stateless_only(raw: bytes, chain_id: str, state: State) -> TxResult
         check_tx_stateless(decode_tx(raw, params.max_tx_bytes), chain_id, params, MESSAGE_ROUTES)
     except ChainError as error:
         return error_result(error)
+    except Exception as exc:  # noqa: BLE001 - a tx must not raise (see apply_tx)
+        return error_result(_unexpected(exc, "checking the transaction"))
     return TxResult()
 
 

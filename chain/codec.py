@@ -1,11 +1,38 @@
-"""Canonical encodings for state values: fixed-width integers and canonical JSON (sorted keys, no floats)."""
+"""Canonical encodings for state values (fixed-width integers, canonical JSON) and the bounded JSON reader.
+
+Anything a transaction carries as JSON (a task spec) is read with `load_untrusted_json`, whose every limit is
+written here: nesting depth, the length of a number, the size of an exponent, duplicate keys, NaN/Infinity,
+lone surrogates. None comes from the interpreter's settings (recursion limit, `sys.set_int_max_str_digits`),
+so differently configured nodes accept and refuse exactly the same documents, and no document makes the reader
+raise anything but `JsonRejected`.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+from decimal import Decimal
 from typing import Any
 
 U64_MAX = (1 << 64) - 1
+
+MAX_JSON_DEPTH = 16
+"""Deepest nesting of arrays and objects accepted; checked before parsing, so the parser never recurses deeper."""
+
+MAX_JSON_NUMBER_CHARS = 40
+"""Longest number token (digits, sign, point, exponent) accepted: every integer that fits in 64 bits and every
+hyperparameter a spec needs, far below the smallest digit limit an interpreter can be set to (640)."""
+
+MAX_JSON_EXPONENT = 38
+"""Largest magnitude of a non-integer number's decimal exponent: such values stay normal in float32 and float64
+on every worker, so a value the chain accepts is the value workers train with."""
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+class JsonRejected(ValueError):
+    """A JSON document broke one of this module's limits or is not JSON; the message says which."""
 
 
 def canonical_json(value: Any) -> bytes:
@@ -16,6 +43,88 @@ def canonical_json(value: Any) -> bytes:
 
 def load_json(raw: bytes) -> Any:
     return json.loads(raw)
+
+
+def json_depth(raw: bytes) -> int:
+    """Deepest nesting of `[`/`{` in `raw`, brackets inside strings ignored; no parsing, no recursion."""
+    depth = deepest = 0
+    for bracket in _BRACKET.findall(_STRING.sub(b'""', raw)):
+        if bracket in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def _integer(token: str) -> int:
+    if len(token) > MAX_JSON_NUMBER_CHARS:
+        raise JsonRejected(f"number {token[:20]}... is longer than {MAX_JSON_NUMBER_CHARS} characters")
+    return int(token)
+
+
+def _decimal(token: str) -> Decimal:
+    if len(token) > MAX_JSON_NUMBER_CHARS:
+        raise JsonRejected(f"number {token[:20]}... is longer than {MAX_JSON_NUMBER_CHARS} characters")
+    value = Decimal(token)
+    if value and abs(value.adjusted()) > MAX_JSON_EXPONENT:
+        raise JsonRejected(f"number {token} is outside 1e-{MAX_JSON_EXPONENT}..1e{MAX_JSON_EXPONENT}")
+    return value
+
+
+def _constant(name: str) -> None:
+    raise JsonRejected(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        duplicated = sorted({key for key, _ in pairs if key in seen or seen.add(key)})
+        raise JsonRejected(f"duplicate keys: {', '.join(duplicated)}")
+    return value
+
+
+def _check_strings(value: Any) -> None:
+    """Refuse strings that are not valid Unicode (a `\\ud800` escape parses to a lone surrogate, which no
+    UTF-8 encoder accepts later). Iterative, so depth costs no stack."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise JsonRejected("a string holds a lone surrogate (not valid Unicode)") from None
+
+
+def load_untrusted_json(raw: bytes) -> Any:
+    """Parse JSON a transaction carries, within this module's explicit limits: integers as `int`, numbers with
+    a fraction or exponent as exact `Decimal` (never float). Raises `JsonRejected`, and nothing else, for any
+    input."""
+    if not isinstance(raw, (bytes, bytearray)):
+        raise JsonRejected("JSON must be given as bytes")
+    try:
+        text = bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        raise JsonRejected("not UTF-8") from None
+    depth = json_depth(bytes(raw))
+    if depth > MAX_JSON_DEPTH:
+        raise JsonRejected(f"nested {depth} deep, limit {MAX_JSON_DEPTH}")
+    try:
+        value = json.loads(text, parse_int=_integer, parse_float=_decimal, parse_constant=_constant,
+                           object_pairs_hook=_unique_keys)
+    except JsonRejected:
+        raise
+    except ValueError as exc:  # json.JSONDecodeError, and int()/Decimal() on a token json.loads let through
+        raise JsonRejected(f"not valid JSON: {exc}") from None
+    _check_strings(value)
+    return value
 
 
 def _reject_floats(value: Any) -> None:

@@ -105,3 +105,19 @@ class UnknownQueryPath(ChainError):
     """No query handler serves this path."""
 
     code = 15
+
+
+class UnexpectedFailure(ChainError):
+    """Checking or running a message raised something other than a ChainError: a bug the transaction's contents
+    reached. The transaction fails like any other (its messages' writes rolled back, the fee kept when the ante
+    checks had passed), so a hostile transaction can never stop a node; the node logs the bug in full."""
+
+    code = 16
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, where: str) -> "UnexpectedFailure":
+        """The log names only the exception's type, never its message, which may differ between nodes."""
+        failure = cls(f"{where} failed unexpectedly ({type(exc).__name__}); the transaction has no effect "
+                      f"beyond its fee")
+        failure.__cause__ = exc
+        return failure

@@ -27,9 +27,15 @@ from .store import find_commitment, find_member, find_task, find_vote, find_work
 from .store import iterate_unbonding, live_task_ids, pending_segments, round_commitments, segment_votes
 
 
+def _is_small_number(text: str) -> bool:
+    """ASCII digits only (`str.isdigit` also takes '²' and other scripts' digits, which `int` refuses) and few
+    enough of them that `int` never meets the interpreter's digit limit."""
+    return 0 < len(text) <= 20 and text.isascii() and text.isdigit()
+
+
 def _task_id(arg: str) -> int:
-    if not arg.isdigit():
-        raise InvalidRequest(f"task id must be a positive integer, got {arg!r}")
+    if not _is_small_number(arg):
+        raise InvalidRequest(f"task id must be a positive integer, got {arg[:40]!r}")
     return int(arg)
 
 
@@ -114,8 +120,8 @@ def query_task(state: State, arg: str, data: bytes) -> QueryResult:
         raise NotFound(f"no task {task_id}")
     if not round_arg and "/" not in task_arg:
         return QueryResult(task_view(state, task), proof_key=keys.market_task_key(task_id))
-    if not round_arg.isdigit() or int(round_arg) > min(task.round, task.rounds) or not task.started_height:
-        raise NotFound(f"task {task_id} has no round {round_arg!r} yet")
+    if not _is_small_number(round_arg) or int(round_arg) > min(task.round, task.rounds) or not task.started_height:
+        raise NotFound(f"task {task_id} has no round {round_arg[:40]!r} yet")
     return QueryResult(round_view(state, task, int(round_arg)))
 
 

@@ -5,18 +5,18 @@ Here we check its structure with the same schema `compute/spec.py` applies befor
 optional fields, unknown ones refused, names from the fixed registries, integers where integers are required,
 hyperparameters within their ranges), so that a spec the chain accepts is one every worker can run.
 Numbers with a fraction or exponent are parsed as `Decimal` and only compared against exact decimal bounds:
-nothing on chain computes with a float. Duplicate keys and NaN/Infinity are refused, because two readers
-could take different values from them. `training.rounds` must equal the message's `rounds`.
+nothing on chain computes with a float. The bytes are read by `load_untrusted_json`, whose limits are explicit
+(duplicate keys and NaN/Infinity refused, because two readers could take different values from them). `training.rounds` must equal the message's `rounds`.
 """
 
 from __future__ import annotations
 
 import decimal
-import json
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from ..codec import JsonRejected, load_untrusted_json
 from .errors import InvalidSpec
 
 SPEC_VERSION = 1
@@ -50,32 +50,13 @@ class SpecSummary:
     seed: int
 
 
-def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict:
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
-        duplicated = sorted({k for k in keys if keys.count(k) > 1})
-        raise InvalidSpec(f"spec has duplicate keys: {', '.join(duplicated)}")
-    return dict(pairs)
-
-
-def _reject_constant(name: str) -> None:
-    raise InvalidSpec(f"spec contains {name}, which is not JSON")
-
-
 def parse_spec(raw: bytes) -> dict:
-    """The spec as a dict with `Decimal` for every non-integer number; raises InvalidSpec."""
+    """The spec as a dict with `Decimal` for every non-integer number; raises InvalidSpec, and only that, for any
+    bytes (limits in `trolly.chain.codec`: depth, number length and exponent, duplicate keys, NaN, surrogates)."""
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidSpec("spec is not UTF-8") from None
-    try:
-        value = json.loads(text, parse_float=Decimal, parse_constant=_reject_constant,
-                           object_pairs_hook=_reject_duplicates)
-    except json.JSONDecodeError as exc:
-        raise InvalidSpec(f"spec is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise InvalidSpec("spec is nested too deeply") from None
-    return value
+        return load_untrusted_json(raw)
+    except JsonRejected as exc:
+        raise InvalidSpec(f"spec is not acceptable JSON: {exc}") from None
 
 
 def _object(value: Any, where: str, required: set[str], optional: set[str] = frozenset()) -> dict:
