@@ -13,7 +13,11 @@ $(STAMP): pyproject.toml setup.py
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# CometBFT (the consensus engine of every network of several validators) into the venv's bin: the release is
+# pinned once, in trolly.abci_app.cometbft. Skipped when that release is already there or a v0.38 `cometbft` is on
+# PATH; without Go it says how to get CometBFT and succeeds (the built-in solo engine serves one validator).
 setup: $(STAMP)
+	$(PY) -m trolly.abci_app.cometbft install --gobin $(VENV)/bin
 
 # The main job: a local network that trains and settles a real task.
 demo: setup

@@ -4,6 +4,7 @@
     trolly-node start  --home H [--abci tcp://127.0.0.1:26658 | unix://PATH]   the app alone, for CometBFT
     trolly-node engine --home H [--proxy-app ADDR] [--block-time 1s]          the solo engine alone
     trolly-node dev    [--home H] [--block-time 1s] [--reset]                 app + solo engine, dev chain
+    trolly-node version                                                       app version, CometBFT binary found
 
 The home defaults to `$TROLLY_NODE_HOME`, else `~/.trolly-node`. `dev` runs two processes: the app
 (`trolly-node start`, a child process) and the solo engine (this process), talking over a unix socket in
@@ -205,6 +206,26 @@ def engine(home, proxy_app, rpc_laddr, block_time) -> None:
         uvloop.run(_run_engine(root, proxy_app, rpc_laddr, interval))
     except AbciAppError as exc:
         _fail(exc)
+
+
+# --------------------------------------------------------------------------------------------- version
+
+
+@main.command()
+def version() -> None:
+    """Print the app's version and the CometBFT binary found (venv's bin, then PATH) with its version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+
+    from .cometbft import COMETBFT_VERSION, describe_cometbft
+
+    try:
+        app_version = package_version("trolly")
+    except PackageNotFoundError:
+        app_version = "unknown (not installed as a package)"
+    click.echo(f"trolly-node {app_version}")
+    click.echo(f"CometBFT wanted: v{COMETBFT_VERSION} (any v0.38.x runs)")
+    click.echo(describe_cometbft())
 
 
 # ------------------------------------------------------------------------------------------------- dev

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
 
+from .cometbft import COMETBFT_VERSION  # noqa: F401  (re-exported: config.toml and /status name it)
 from .errors import AbciAppError
 
-COMETBFT_VERSION = "0.38.17"
-"""The CometBFT release whose file formats and RPC shapes this node follows."""
 
 DEFAULT_POWER_REDUCTION = 1_000_000
 """utrl per unit of consensus power (the staking module's default `power_reduction`)."""
