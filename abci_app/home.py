@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import tomli_w
 
 from trolly.chain.crypto import PrivateKey, encode_address
+from trolly.wallet.files import write_atomically  # the one leaf of wallet abci_app may import
 
 from .home_config import NodeConfig, config_toml
 from .home_genesis import (  # noqa: F401  (re-exported: the public face of home generation)
@@ -168,15 +169,9 @@ class HomePaths:
 
 
 def _write_file(path: pathlib.Path, text: str, secret: bool = False) -> None:
-    """Write via a temporary file and rename, so a crash never leaves a half-written file; secrets are 0600."""
-    temporary = path.with_name(path.name + ".tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    descriptor = os.open(temporary, flags, 0o600 if secret else 0o644)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    """Write atomically and durably (`trolly.wallet.files`): a crash or power loss never leaves a half-written
+    file; secrets are 0600, the rest 0644."""
+    write_atomically(path, text.encode(), mode=0o600 if secret else 0o644)
 
 
 def write_json(path: pathlib.Path, document: dict, secret: bool = False) -> None:

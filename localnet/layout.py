@@ -34,6 +34,7 @@ from trolly.chain.market.params import MarketParams
 from trolly.chain.params import params_to_json
 from trolly.chain.validators import StakingParams
 from trolly.chain.hd import COIN_TYPE, DEV_MNEMONIC, dev_key
+from trolly.wallet.files import write_atomically
 
 CHAIN_ID = "trolly-localnet"
 REQUESTER_INDEX = 100
@@ -159,7 +160,7 @@ class Layout:
                                 f"`trolly-localnet reset` makes a fresh localnet") from None
 
     def save(self, config: LocalnetConfig) -> None:
-        self.config_file.write_text(json.dumps(asdict(config), indent=2) + "\n")
+        write_atomically(self.config_file, (json.dumps(asdict(config), indent=2) + "\n").encode(), mode=0o644)
 
     def remove(self) -> None:
         if self.home.exists():

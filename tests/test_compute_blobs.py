@@ -2,6 +2,7 @@
 
 import asyncio
 import hashlib
+import os
 
 import pytest
 from aiohttp import web
@@ -260,4 +261,38 @@ def test_put_hashing_leaves_nothing_behind_when_the_write_or_the_hash_fails(tmp_
 
 
 def incoming_files(root) -> list:
-    return [path for path in root.rglob(".incoming-*")]
+    return [path for path in root.rglob(".incoming*")]
+
+
+@pytest.mark.parametrize("how", ["put", "put_hashing"])
+@pytest.mark.parametrize("size", [1000, 2 * 1024 * 1024 + 5], ids=["small", "direct-io"])
+def test_a_blob_is_fsynced_before_its_rename_and_its_directory_after(tmp_path, monkeypatch, how, size):
+    from test_wallet_files import CallLog
+    store = BlobStore(tmp_path)
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    log = CallLog(monkeypatch)
+    digest = getattr(store, how)(data)
+    monkeypatch.undo()
+    target = str(store.path(digest))
+    created = [call for call in log.calls if call[0] == "open" and call[2] & os.O_EXCL]
+    assert len(created) == 1 and created[0][3] == 0o600
+    temporary = created[0][1]
+    file_synced = log.calls.index(("fsync", temporary))
+    renamed = log.calls.index(("replace", temporary, target))
+    directory_synced = log.calls.index(("fsync", str(store.path(digest).parent)), renamed)
+    assert file_synced < renamed < directory_synced
+    assert not [call for call in log.calls[file_synced:] if call[0] == "write"]  # nothing written after the fsync
+    assert store.get(digest) == data and incoming_files(tmp_path) == []
+
+
+def test_a_blob_whose_fsync_fails_is_not_stored_and_leaves_no_temporary(tmp_path, monkeypatch):
+    store = BlobStore(tmp_path)
+
+    def failing_fsync(descriptor):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(OSError, match="Input/output"):
+        store.put(b"checkpoint bytes")
+    monkeypatch.undo()
+    assert not store.has(hashlib.sha256(b"checkpoint bytes").hexdigest()) and incoming_files(tmp_path) == []

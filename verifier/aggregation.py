@@ -23,6 +23,7 @@ from trolly.compute.codecs import get_codec
 from trolly.compute.errors import ComputeError
 from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import TaskSpec
+from trolly.wallet.files import write_atomically
 
 from .errors import WorkUnavailable
 
@@ -101,10 +102,7 @@ class GlobalWeights:
         self._states[state.round] = state
         path = self._path(state.round)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_suffix(".tmp")
-            temporary.write_bytes(state.encode())
-            temporary.replace(path)
+            write_atomically(path, state.encode())
 
     async def weights_for(self, round_index: int, passed: Callable[[int], Sequence[PassedUpdate]], fetch: Fetch) -> GlobalState:
         """W_round, computing the missing rounds from `passed(r)` (round r's verified updates) and `fetch`.

@@ -44,6 +44,7 @@ from trolly.compute.errors import ComputeError
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import initial_weights
 from trolly.wallet.errors import WalletError
+from trolly.wallet.files import write_atomically
 from trolly.wallet.nonces import NonceCache
 from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
 from trolly.wallet.sender import CHAIN_CODESPACE, INVALID_NONCE_CODE, TxSender
@@ -374,12 +375,9 @@ class VerifierService:
         return self._fee
 
     def _save_evidence(self, evidence_hash: bytes, report: SegmentReport) -> None:
-        directory = self.config.home / "evidence"
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{evidence_hash.hex()}.json"
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps({"evidence": json.loads(report.evidence()), "report": report.to_json()}, indent=2))
-        temporary.replace(path)
+        path = self.config.home / "evidence" / f"{evidence_hash.hex()}.json"
+        document = {"evidence": json.loads(report.evidence()), "report": report.to_json()}
+        write_atomically(path, json.dumps(document, indent=2).encode())
 
     def _log_progress(self) -> None:
         counts = self.record.counts()

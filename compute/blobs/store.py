@@ -1,8 +1,9 @@
 """A content-addressed blob store on the local filesystem.
 
 Layout under the root: `blobs/<first two hex>/<hex>` and
-`tasks/<task_id>/rounds/<round>/checkpoints.json`. Writes go to a temporary file in the same directory and
-are renamed into place, so a crash never leaves a partial blob under a valid name.
+`tasks/<task_id>/rounds/<round>/checkpoints.json`. Writes go to a temporary file (created exclusively, mode
+0600), which is fsynced before it is renamed into place and its directory fsynced after
+(`trolly.wallet.files`), so neither a crash nor a power loss leaves a partial blob under a valid name.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import hashlib
 import json
 import os
 import pathlib
-import tempfile
+
+from trolly.wallet.files import create_temporary, install, make_directories, write_all
 
 from ..affinity import keep_off_training_core
 from .direct import DIRECT_MINIMUM, write_direct
@@ -29,25 +31,23 @@ def check_blob_hash(digest: str) -> str:
 
 
 def _write_atomically(path: pathlib.Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = _write_temporary(path.parent, data)
-    try:
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    make_directories(path.parent)
+    install(_write_temporary(path.parent, data), path)
 
 
 def _write_temporary(directory: pathlib.Path, data: bytes) -> pathlib.Path:
-    """`data` in a new temporary file in `directory` (removed again if writing fails)."""
-    descriptor, name = tempfile.mkstemp(dir=directory, prefix=".incoming-")
-    temporary = pathlib.Path(name)
+    """`data` in a new temporary file in `directory`, on the disk (fsynced) before it is given a name by
+    `install` (which fsyncs the directory after the rename); removed again if writing fails."""
+    descriptor, temporary = create_temporary(directory, "incoming")
     try:
-        with os.fdopen(descriptor, "wb") as handle:
+        try:
             # Large blobs (checkpoints) go past the page cache: far less CPU, see direct.py.
             if not (memoryview(data).nbytes >= DIRECT_MINIMUM and write_direct(temporary, (data,))):
-                handle.truncate(0)  # whatever a refused direct write left
-                handle.write(data)
+                os.ftruncate(descriptor, 0)  # whatever a refused direct write left
+                write_all(descriptor, data)
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
@@ -67,7 +67,7 @@ class BlobStore:
     def __init__(self, root: str | os.PathLike, max_blob_size: int = DEFAULT_MAX_BLOB_SIZE) -> None:
         self.root = pathlib.Path(root)
         self.max_blob_size = max_blob_size
-        (self.root / "blobs").mkdir(parents=True, exist_ok=True)
+        make_directories(self.root / "blobs")
 
     def path(self, digest: str) -> pathlib.Path:
         check_blob_hash(digest)
@@ -122,8 +122,8 @@ class BlobStore:
             if path.is_file():
                 temporary.unlink()
             else:
-                path.parent.mkdir(exist_ok=True)
-                os.replace(temporary, path)
+                make_directories(path.parent)
+                install(temporary, path)
         except BaseException:
             temporary.unlink(missing_ok=True)
             raise
