@@ -103,7 +103,7 @@ def build_app_state(
     params: dict | None = None,
 ) -> dict:
     """The `app_state` object: params, funded accounts, and validators bonded from their operators' balances."""
-    params = params if params is not None else {"auth": {"min_fee": 0}, "staking": {"unbonding_blocks": 10}}
+    params = params if params is not None else {"staking": {"unbonding_blocks": 10}}  # fees: the defaults
     return {
         "params": params,
         "accounts": [{"address": address, "balance": str(balance)} for address, balance in (accounts or {}).items()],

@@ -2,7 +2,7 @@
 
 Stateless part (`check_tx_stateless`): size, chain id, signature, message count, known message types, each
 message's own validation. Stateful part (`charge_fee_and_nonce`): the nonce must be the signer's next one,
-and the fee moves to the fee collector. Both run before any message; if they fail the tx changes nothing.
+and the fee, at least `min_fee + fee_per_byte x the tx's size`, moves to the fee collector. Both run before any message; if they fail the tx changes nothing.
 """
 
 from __future__ import annotations
@@ -69,8 +69,10 @@ def charge_fee_and_nonce(state: State, tx: SignedTx, params: AuthParams) -> None
     account = get_account(state, signer)
     if tx.body.nonce != account.nonce:
         raise InvalidNonce(f"nonce {tx.body.nonce} is not the account's next nonce {account.nonce}")
-    if tx.body.fee < params.min_fee:
-        raise InsufficientFee(f"fee {tx.body.fee}utrl is below the minimum {params.min_fee}utrl")
+    required = params.minimum_fee(len(tx.raw))
+    if tx.body.fee < required:
+        raise InsufficientFee(f"fee {tx.body.fee}utrl is below the minimum {required}utrl = {params.min_fee}utrl + "
+                              f"{params.fee_per_byte}utrl x {len(tx.raw)} bytes")
     if account.balance < tx.body.fee:
         raise InsufficientFunds(f"balance {account.balance}utrl cannot pay the fee {tx.body.fee}utrl")
     # One read and one write of the signer's account: fee out and nonce up together.

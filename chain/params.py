@@ -28,14 +28,23 @@ class AuthParams:
     max_tx_bytes: int = 65536
     """Largest accepted transaction, in bytes (task specs travel inline, so this is generous)."""
 
-    min_fee: int = 0
-    """Smallest fee, in utrl, that a transaction must pay; zero on localnet, set by operators otherwise."""
+    min_fee: int = 1_000
+    """The fixed part of the smallest fee a transaction must pay, in utrl: sending costs something, so a flood
+    of transactions costs its sender in proportion to its count."""
+
+    fee_per_byte: int = 10
+    """The part of the smallest fee that grows with the transaction's encoded size, in utrl per byte: a task
+    spec or a long memo costs what it weighs, so filling blocks and every node's state costs in proportion."""
 
     max_messages_per_tx: int = 32
     """Upper bound on messages in one transaction, to bound the work of a single tx."""
 
     max_memo_bytes: int = 256
     """Longest memo, in bytes."""
+
+    def minimum_fee(self, tx_bytes: int) -> int:
+        """The smallest fee a transaction of `tx_bytes` encoded bytes must carry: `min_fee + fee_per_byte x size`."""
+        return self.min_fee + self.fee_per_byte * tx_bytes
 
 
 def params_to_json(params: Any) -> dict:

@@ -142,7 +142,7 @@ class Demo:
         )
         requester = self.keyring.get("requester").address
         sender = TxSender(client)
-        tx_plan = await sender.plan(requester, [message], 0)
+        tx_plan = await sender.plan(requester, [message])
         outcome = await sender.send(self.keyring.signer("requester"), tx_plan, timeout=30.0)
         tasks = (await client.query_json("/market/tasks"))["tasks"]
         spec_hash = hashlib.sha256(spec).hexdigest()

@@ -51,7 +51,6 @@ left the demo's round 0 unverified and unpaid. A round settles as soon as every 
 longer window costs time only when verdicts are missing."""
 
 LOCALNET_PARAMS = {
-    "auth": {"min_fee": 0},
     "staking": params_to_json(StakingParams.localnet()),
     "market": params_to_json(dataclasses.replace(MarketParams.localnet(), verification_window=VERIFICATION_WINDOW)),
 }

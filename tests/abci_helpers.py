@@ -92,7 +92,8 @@ def key_for(index: int) -> PrivateKey:
 
 
 def genesis_app_state(funded: dict[PrivateKey, int]) -> dict:
-    return {"accounts": [{"address": encode_address(key.address), "balance": str(balance)}
+    return {"params": {"auth": {"min_fee": 0, "fee_per_byte": 0}},
+            "accounts": [{"address": encode_address(key.address), "balance": str(balance)}
                          for key, balance in funded.items()]}
 
 

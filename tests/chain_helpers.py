@@ -39,6 +39,9 @@ GENESIS_BALANCE = 10**12
 VALIDATOR_STAKE = 10 * 10**6
 """Default genesis stake per validator: power 10 with the default power_reduction."""
 BLOCK_SECONDS = 1
+FREE_AUTH = {"min_fee": 0, "fee_per_byte": 0}
+"""Auth params of the harness unless a test gives its own: most tests are about something other than fees,
+which tests of the fee rule set explicitly."""
 
 
 def test_key(name: str) -> PrivateKey:
@@ -59,8 +62,10 @@ def genesis_app_state(
     params: dict | None = None,
 ) -> dict:
     """The `app_state` JSON: accounts as (address, balance), validators as (operator, pubkey, stake, moniker)."""
+    params = dict(params or {})
+    params.setdefault("auth", dict(FREE_AUTH))
     return {
-        "params": params or {},
+        "params": params,
         "accounts": [{"address": encode_address(a), "balance": str(b)} for a, b in accounts],
         "validators": [
             {"operator": encode_address(o), "pub_key": base64.b64encode(k).decode(), "stake": str(s), "moniker": m}

@@ -138,7 +138,7 @@ def test_a_message_whose_validation_raises_fails_without_charging_anything(make_
 def started_app() -> TrollyApplication:
     app = TrollyApplication(FakeStore())
     genesis = json.loads(genesis_bytes({ALICE: 10**12}))
-    genesis["params"] = {"market": MARKET_PARAMS}
+    genesis["params"]["market"] = MARKET_PARAMS
     app.init_chain(abci.RequestInitChain(chain_id=CHAIN_ID, initial_height=1,
                                          app_state_bytes=json.dumps(genesis).encode()))
     return app

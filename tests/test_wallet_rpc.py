@@ -20,7 +20,7 @@ from trolly.wallet.rpc import AsyncRpcClient, RpcClient, normalize_node_url
 from trolly.wallet.sender import TxSender, fetch_account
 from trolly.wallet.txbuilder import send_message
 
-from wallet_helpers import CHAIN_ID, DEV_BALANCE, fake_node  # noqa: F401  (fixture)
+from wallet_helpers import CHAIN_ID, DEV_BALANCE, FakeNode, dev_app_state, fake_node  # noqa: F401  (fixture)
 
 DEV = dev_key(0)
 DEV_ADDRESS = encode_address(DEV.address)
@@ -104,9 +104,9 @@ def test_two_quick_sends_both_succeed_while_the_node_lags(fake_node, tmp_path):
     fake_node.producing = False  # the node's committed nonce stays 0 until both are in the mempool
     with RpcClient(fake_node.url) as client:
         sender = TxSender(client.async_client, NonceCache(tmp_path))
-        first = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 5)], 0))
+        first = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 5)]))
         client.run(sender.send(DEV, first, wait=False))
-        second = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 7)], 0))
+        second = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 7)]))
         assert (first.nonce, second.nonce) == (0, 1)
         sent = client.run(sender.send(DEV, second, wait=False))
         fake_node.producing = True
@@ -120,7 +120,7 @@ def test_stale_remembered_nonce_is_forgotten_and_the_tx_resigned(fake_node, tmp_
     cache.remember(DEV_ADDRESS, 9)  # as if nine earlier transactions had been dropped from the mempool
     with RpcClient(fake_node.url) as client:
         sender = TxSender(client.async_client, cache)
-        plan = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 3)], 0))
+        plan = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 3)]))
         assert plan.nonce == 9
         outcome = client.run(sender.send(DEV, plan, timeout=5))
     assert outcome.nonce == 0 and outcome.included.code == 0
@@ -131,9 +131,9 @@ def test_insufficient_funds_is_caught_before_signing(fake_node, tmp_path):
     with RpcClient(fake_node.url) as client:
         sender = TxSender(client.async_client, NonceCache(tmp_path))
         with pytest.raises(InsufficientBalance, match="insufficient funds"):
-            client.run(sender.plan(BOB_ADDRESS, [send_message(DEV.address, 1)], 0))
+            client.run(sender.plan(BOB_ADDRESS, [send_message(DEV.address, 1)]))
         # and reported the same way when CheckTx finds it (planning skipped the check)
-        plan = client.run(sender.plan(BOB_ADDRESS, [send_message(DEV.address, 1)], 0, check_funds=False))
+        plan = client.run(sender.plan(BOB_ADDRESS, [send_message(DEV.address, 1)], check_funds=False))
         with pytest.raises(InsufficientBalance, match="CheckTx"):
             client.run(sender.send(BOB, plan))
     assert fake_node.account(DEV.address).balance == DEV_BALANCE
@@ -144,7 +144,7 @@ def test_message_refused_by_check_tx_is_typed_and_charges_nothing(fake_node, tmp
 
     with RpcClient(fake_node.url) as client:
         sender = TxSender(client.async_client, NonceCache(tmp_path))
-        send_to_bob = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 10**6)], 0))
+        send_to_bob = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 10**6)]))
         client.run(sender.send(DEV, send_to_bob, timeout=5))
         plan = client.run(sender.plan(BOB_ADDRESS, [bond_message(1000)], 1))  # bob runs no validator
         with pytest.raises(TxRejected) as caught:
@@ -159,7 +159,7 @@ def test_message_failing_in_the_block_raises_with_height_and_charges_the_fee(fak
 
     with RpcClient(fake_node.url) as client:
         sender = TxSender(client.async_client, NonceCache(tmp_path))
-        client.run(sender.send(DEV, client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 10**6)], 0))))
+        client.run(sender.send(DEV, client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 10**6)]))))
         fake_node.skip_check_tx = True
         plan = client.run(sender.plan(BOB_ADDRESS, [bond_message(1000)], 1))
         with pytest.raises(TxRejected) as caught:
@@ -246,20 +246,20 @@ def test_plans_made_before_sending_get_consecutive_nonces_and_unsent_ones_are_gi
         sender = TxSender(client, cache)
         # a service doing two things at once: both plans are made before either is broadcast
         first, second = await asyncio.gather(
-            sender.plan(DEV_ADDRESS, [send_message(BOB.address, 1)], 0),
-            sender.plan(DEV_ADDRESS, [send_message(BOB.address, 2)], 0),
+            sender.plan(DEV_ADDRESS, [send_message(BOB.address, 1)]),
+            sender.plan(DEV_ADDRESS, [send_message(BOB.address, 2)]),
         )
         assert sorted([first.nonce, second.nonce]) == [0, 1]
-        third = await sender.plan(DEV_ADDRESS, [send_message(BOB.address, 3)], 0)
+        third = await sender.plan(DEV_ADDRESS, [send_message(BOB.address, 3)])
         sender.release(DEV_ADDRESS, third)  # not sent after all: nonce 2 is free again
-        dry = await sender.plan(DEV_ADDRESS, [send_message(BOB.address, 4)], 0, reserve=False)
+        dry = await sender.plan(DEV_ADDRESS, [send_message(BOB.address, 4)], reserve=False)
         assert third.nonce == dry.nonce == 2
         outcomes = await asyncio.gather(sender.send(DEV, second, timeout=5), sender.send(DEV, first, timeout=5))
         assert all(o.included.code == 0 for o in outcomes)
         with pytest.raises(InsufficientBalance):  # a refused plan reserves nothing
-            await sender.plan(BOB_ADDRESS, [send_message(DEV.address, 10**9)], 0)
+            await sender.plan(BOB_ADDRESS, [send_message(DEV.address, 10**9)])
         assert cache.next_nonce(BOB_ADDRESS, 0) == 0
-        return await sender.plan(DEV_ADDRESS, [send_message(BOB.address, 5)], 0)
+        return await sender.plan(DEV_ADDRESS, [send_message(BOB.address, 5)])
 
     async def run():
         async with AsyncRpcClient(fake_node.url) as client:
@@ -297,3 +297,27 @@ def test_describe_tx_survives_garbage_inside_a_valid_envelope(messages):
     described = describe_tx(raw)
     assert [m["type"] for m in described["messages"]] == [t for t, _ in messages]
     assert described["total_spend"] >= 2
+
+
+def test_a_plan_without_a_fee_pays_exactly_the_chains_minimum_for_its_size(tmp_path):
+    """On a chain with the default fee params the sender prices a transaction by its bytes: a task spec costs
+    more than a send, the chain accepts the computed fee, and one utrl less is refused."""
+    node = FakeNode(dev_app_state({"staking": {"unbonding_blocks": 3}})).start()
+    try:
+        with RpcClient(node.url) as client:
+            sender = TxSender(client.async_client, NonceCache(tmp_path))
+            auth = client.query_json("/params/auth")
+            assert auth["min_fee"] > 0 and auth["fee_per_byte"] > 0  # the default genesis charges
+            small = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 5)], reserve=False))
+            large = client.run(sender.plan(DEV_ADDRESS, [send_message(BOB.address, 5)], memo="m" * 200,
+                                           reserve=False))
+            for plan in (small, large):
+                assert plan.fee == auth["min_fee"] + auth["fee_per_byte"] * len(plan.sign(DEV))
+            assert large.fee - small.fee >= 200 * auth["fee_per_byte"]
+            short_by_one = small.with_fee(small.fee - 1)
+            with pytest.raises(TxRejected, match="below the minimum"):
+                client.run(sender.send(DEV, short_by_one, wait=False))
+            sent = client.run(sender.send(DEV, small))
+            assert sent.included.code == 0
+    finally:
+        node.stop()

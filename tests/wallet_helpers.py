@@ -256,10 +256,11 @@ DEV_BALANCE = DEV_GENESIS_BALANCE - DEV_STAKE
 
 
 def dev_app_state(params: dict | None = None) -> dict:
-    """Genesis: dev_key(0) funded and operating the one validator (its consensus key is dev_key(9)'s)."""
+    """Genesis: dev_key(0) funded and operating the one validator (its consensus key is dev_key(9)'s). Free
+    transactions unless `params` say otherwise, so that tests can reason about exact balances."""
     operator, consensus = dev_key(0), dev_key(9)
     return {
-        "params": params or {"staking": {"unbonding_blocks": 3}},
+        "params": params or {"staking": {"unbonding_blocks": 3}, "auth": {"min_fee": 0, "fee_per_byte": 0}},
         "accounts": [{"address": encode_address(operator.address), "balance": str(DEV_GENESIS_BALANCE)}],
         "validators": [{"operator": encode_address(operator.address),
                         "pub_key": base64.b64encode(consensus.pubkey).decode(),

@@ -22,7 +22,7 @@ A service (worker, verifier) uses it like this, with the in-process nonce memory
 
     async with AsyncRpcClient(node_url) as client:
         sender = TxSender(client, MemoryNonceCache())
-        plan = await sender.plan(encode_address(key.address), [message], fee=0)
+        plan = await sender.plan(encode_address(key.address), [message])  # the chain's minimum fee
         outcome = await sender.send(key, plan, timeout=30)   # outcome.included.height, .code, .log
 """
 
@@ -98,9 +98,17 @@ class TxSender:
         self.client = client
         self.nonce_cache = nonce_cache
         self._chain_id: str | None = None
+        self._fee_params: tuple[int, int] | None = None
         # Held from reading the nonce to reserving it, so concurrent plans in one process get distinct nonces.
         self._nonce_lock = asyncio.Lock()
         self._reserved: dict[tuple[str, int], float] = {}  # (signer, nonce) reserved by plans -> loop time
+
+    async def fee_params(self) -> tuple[int, int]:
+        """The chain's `(min_fee, fee_per_byte)`, read once per sender (params change only at genesis)."""
+        if self._fee_params is None:
+            auth = await self.client.query_json("/params/auth") or {}
+            self._fee_params = (int(auth.get("min_fee", 0)), int(auth.get("fee_per_byte", 0)))
+        return self._fee_params
 
     async def chain_id(self, given: str | None = None) -> str:
         if given:
@@ -115,7 +123,7 @@ class TxSender:
         self,
         signer: str,
         messages: list[Message],
-        fee: int,
+        fee: int | None = None,
         *,
         chain_id: str | None = None,
         memo: str = "",
@@ -124,6 +132,9 @@ class TxSender:
         reserve: bool = True,
     ) -> TxPlan:
         """The transaction body to sign, after checking that `signer` can pay for it.
+
+        `fee` None pays the chain's minimum for this transaction (`min_fee + fee_per_byte x its size`, from the
+        node's auth params); a given fee is used as it is (the chain refuses one below the minimum).
 
         With `reserve` (and a nonce cache), the nonce is remembered as used at once, so the next plan for the
         same signer gets the following one even if this transaction has not been broadcast yet. A reserved
@@ -138,7 +149,9 @@ class TxSender:
                     nonce = self.nonce_cache.next_nonce(signer, account.nonce)
             else:
                 reserve = False  # the caller chose the nonce: nothing of ours to reserve
-            plan = TxPlan(chain_id, nonce, fee, tuple(messages), memo)
+            plan = TxPlan(chain_id, nonce, 0 if fee is None else fee, tuple(messages), memo)
+            if fee is None:
+                plan = plan.with_minimum_fee(*await self.fee_params())
             if check_funds and plan.spend > account.balance:
                 raise InsufficientBalance(
                     f"insufficient funds: {signer} has {format_amount_both(account.balance)}, "
@@ -171,6 +184,9 @@ class TxSender:
                 node_nonce = (await fetch_account(self.client, signer)).nonce
                 if node_nonce != plan.nonce:
                     plan = TxPlan(plan.chain_id, node_nonce, plan.fee, plan.messages, plan.memo)
+                    min_fee, fee_per_byte = await self.fee_params()
+                    if plan.fee < min_fee + fee_per_byte * plan.encoded_size():  # a longer nonce, a longer tx
+                        plan = plan.with_minimum_fee(min_fee, fee_per_byte)
                     accepted = await self.client.broadcast_tx_sync(plan.sign(key), check=False)
             if accepted.code != 0:
                 self.release(signer, plan)  # the nonce was not used: the next transaction may take it

@@ -119,6 +119,10 @@ def unbond_message(amount: int) -> staking_pb2.MsgUnbond:
 # ---- plans, signing, description ----------------------------------------------------------------------------
 
 
+_SIZING_KEY = PrivateKey(bytes(32))
+"""Signs throw-away copies of a plan only to measure their length (`TxPlan.encoded_size`)."""
+
+
 @dataclass(frozen=True)
 class TxPlan:
     """The body of a transaction before it is signed."""
@@ -131,6 +135,25 @@ class TxPlan:
 
     def sign(self, key: PrivateKey) -> bytes:
         return build_tx(key, self.chain_id, self.nonce, self.fee, list(self.messages), self.memo)
+
+    def encoded_size(self) -> int:
+        """The signed transaction's size in bytes, known before signing: a public key and a signature have fixed
+        lengths, so signing with any key gives bytes of the same length."""
+        return len(build_tx(_SIZING_KEY, self.chain_id, self.nonce, self.fee, list(self.messages), self.memo))
+
+    def with_fee(self, fee: int) -> "TxPlan":
+        return TxPlan(self.chain_id, self.nonce, fee, self.messages, self.memo)
+
+    def with_minimum_fee(self, min_fee: int, fee_per_byte: int) -> "TxPlan":
+        """This plan carrying the chain's smallest fee for it, `min_fee + fee_per_byte x its size`. The fee is
+        part of the body, so its own length counts: raise it until it covers the size it gives (the size only
+        grows with the fee, so this ends after a few steps)."""
+        plan = self.with_fee(min_fee)
+        while True:
+            needed = min_fee + fee_per_byte * plan.encoded_size()
+            if needed <= plan.fee:
+                return plan
+            plan = plan.with_fee(needed)
 
     @property
     def spend(self) -> int:

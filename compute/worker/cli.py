@@ -83,7 +83,7 @@ def _free_port(host: str) -> int:
               help="Port of the blob service (default: a free port, chosen now and kept).")
 @click.option("--public-url", default="", help="URL others reach the blob service at, if not http://HOST:PORT.")
 @click.option("--stake", default="0", help="Stake to register with, e.g. 10trl (default: the chain's minimum).")
-@click.option("--fee", default="0", show_default=True, help="Fee per transaction, e.g. 0 or 100utrl.")
+@click.option("--fee", default="0", help="Fee per transaction, e.g. 5000utrl (default: the chain's minimum for each).")
 @click.option("--force", is_flag=True, help="Overwrite an existing worker configuration (progress is kept).")
 def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_file, node, blob_host, blob_port,
          public_url, stake, fee, force) -> None:

@@ -43,7 +43,7 @@ class WorkerConfig:
     stake: int = 0
     """utrl staked when registering; 0 means the chain's `min_worker_stake`."""
     fee: int = 0
-    """utrl fee paid per transaction."""
+    """utrl fee paid per transaction; 0 means the chain's minimum for each (`min_fee + fee_per_byte x size`)."""
 
     def __post_init__(self) -> None:
         for name in ("blob_port", "stake", "fee"):

@@ -70,7 +70,7 @@ class MarketClient:
     # ---- transactions -------------------------------------------------------------------------------------
 
     async def send(self, *messages: Message, timeout: float = 60.0) -> SendOutcome:
-        plan = await self.sender.plan(self.address, list(messages), self.fee)
+        plan = await self.sender.plan(self.address, list(messages), self.fee or None)
         return await self.sender.send(self.key, plan, wait=True, timeout=timeout)
 
     async def register(self, stake: int, hardware: market_pb2.HardwareProfile, blob_url: str) -> SendOutcome:
@@ -84,7 +84,7 @@ class MarketClient:
 
     async def sign(self, message: Message) -> bytes:
         """Signed transaction bytes carrying `message`, with the next nonce (not broadcast)."""
-        plan = await self.sender.plan(self.address, [message], self.fee)
+        plan = await self.sender.plan(self.address, [message], self.fee or None)
         return plan.sign(self.key)
 
     async def broadcast(self, raw: bytes, timeout: float = 60.0) -> SendOutcome:

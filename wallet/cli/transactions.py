@@ -136,8 +136,6 @@ def run_transaction(flags: TransactionFlags, messages: list[Message]) -> None:
     else:
         client = options.client()
         sender = TxSender(client.async_client, options.nonce_cache())
-        if fee is None:
-            fee = int((client.query_json("/params/auth") or {}).get("min_fee", 0))
         plan = client.run(
             sender.plan(signer.address, messages, fee, chain_id=flags.chain_id, memo=flags.memo, nonce=flags.nonce,
                         reserve=not flags.dry_run)
