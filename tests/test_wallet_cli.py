@@ -2,6 +2,7 @@
 
 import base64
 import json
+import shutil
 
 import click
 import pytest
@@ -10,6 +11,8 @@ from click.testing import CliRunner
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
 from trolly.wallet.cli import cli
+from trolly.wallet.keyring import WEAKEST_ACCEPTED, Keyring
+from trolly.wallet.passwords import PasswordSource
 
 from wallet_helpers import DEV_BALANCE, fake_node  # noqa: F401  (fixture)
 
@@ -19,7 +22,12 @@ DEV_ADDRESS = encode_address(dev_key(0).address)
 
 @pytest.fixture
 def home(tmp_path):
-    return tmp_path / "wallet-home"
+    """A wallet home whose file keyring exists already, made with the weakest parameters a keyring may name
+    (libsodium INTERACTIVE, the former default): every command below opens it as it would open a keyring
+    from before, and each unlock costs a quarter of the MODERATE default's memory."""
+    home = tmp_path / "wallet-home"
+    Keyring(home, "file", PasswordSource.fixed(PASSWORD), WEAKEST_ACCEPTED).initialize()
+    return home
 
 
 @pytest.fixture
@@ -113,6 +121,7 @@ def test_keys_add_recover_derives_the_documented_path(wallet):
 
 
 def test_password_from_a_prompt_is_asked_once_per_command(wallet, home):
+    shutil.rmtree(home / "keyring-file")  # `keys add` creates the keyring (at the MODERATE default) and asks
     result = wallet("keys", "add", "alice", input=f"{PASSWORD}\n{PASSWORD}\n", password=None)
     assert result.exit_code == 0 and result.stderr.count("New password") == 1  # plus its confirmation
     password_file = home.parent / "password.txt"

@@ -177,8 +177,9 @@ def direct_writes(path: pathlib.Path) -> set[str]:
             owner = node.func.value
             if name in WRITERS or (name == "replace" and isinstance(owner, ast.Name) and owner.id == "os"):
                 found.add(name)
-            elif name == "replace" and len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Constant):
-                found.add("Path.replace")  # str.replace takes two arguments
+            elif (name == "replace" and len(node.args) == 1 and not node.keywords
+                  and not isinstance(node.args[0], ast.Constant)):
+                found.add("Path.replace")  # str.replace takes two arguments, dataclasses.replace keywords
     return found
 
 

@@ -2,8 +2,8 @@
 
     -----BEGIN TROLLY PRIVATE KEY-----
     kdf: argon2id
-    opslimit: 2
-    memlimit: 67108864
+    opslimit: 3
+    memlimit: 268435456
     salt: <base64>
     type: ed25519
     address: trolly1...
@@ -29,13 +29,16 @@ import nacl.utils
 from trolly.chain.crypto import PrivateKey, encode_address
 
 from .errors import KeyringError, WrongPassword
-from .keyring import KdfParams, MIN_PASSWORD_LENGTH, derive_encryption_key
+from .keyring import KdfParams, MIN_PASSWORD_LENGTH, check_kdf_params, derive_encryption_key
 
 BEGIN = "-----BEGIN TROLLY PRIVATE KEY-----"
 END = "-----END TROLLY PRIVATE KEY-----"
 
 
-def encrypt_armor(key: PrivateKey, password: str, params: KdfParams = KdfParams()) -> str:
+def encrypt_armor(key: PrivateKey, password: str, params: KdfParams = KdfParams(), *,
+                  weak_kdf_for_tests: bool = False) -> str:
+    """The armored, password-encrypted key (argon2id at `params`, MODERATE by default; see `keyring`)."""
+    check_kdf_params(params, "the armor's parameters", weak_for_tests=weak_kdf_for_tests)
     if len(password) < MIN_PASSWORD_LENGTH:
         raise KeyringError(f"the export password must be at least {MIN_PASSWORD_LENGTH} characters")
     salt = nacl.utils.random(argon2id.SALTBYTES)
@@ -53,15 +56,17 @@ def encrypt_armor(key: PrivateKey, password: str, params: KdfParams = KdfParams(
     return f"{BEGIN}\n{header_text}\n\n{body}\n{END}\n"
 
 
-def decrypt_armor(text: str, password: str) -> PrivateKey:
+def decrypt_armor(text: str, password: str, *, weak_kdf_for_tests: bool = False) -> PrivateKey:
+    """The key inside an armor; its KDF parameters are bounded (`keyring.check_kdf_params`) before any hashing."""
     headers, ciphertext = _parse(text)
     if headers.get("kdf") != "argon2id" or headers.get("type") != "ed25519":
         raise KeyringError("unsupported armor: expected kdf argon2id and type ed25519")
     try:
-        params = KdfParams(int(headers["opslimit"]), int(headers["memlimit"]))
+        params = KdfParams(_decimal(headers["opslimit"]), _decimal(headers["memlimit"]))
         salt = base64.b64decode(headers["salt"], validate=True)
     except (KeyError, ValueError) as exc:
         raise KeyringError(f"malformed armor header: {exc}") from None
+    check_kdf_params(params, "armor header", weak_for_tests=weak_kdf_for_tests)
     box = nacl.secret.SecretBox(derive_encryption_key(password, salt, params))
     try:
         seed = box.decrypt(ciphertext)
@@ -92,3 +97,11 @@ def _parse(text: str) -> tuple[dict[str, str], bytes]:
     except ValueError:
         raise KeyringError("malformed armor body: not base64") from None
     return headers, ciphertext
+
+
+def _decimal(text: str) -> int:
+    """A header's number: up to 20 decimal digits (int() alone would accept signs, spaces, underscores, and
+    digit strings long enough to take the interpreter's conversion limit)."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 20):
+        raise ValueError(f"expected a decimal number, got {text[:40]!r}")
+    return int(text)

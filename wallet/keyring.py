@@ -3,10 +3,13 @@
 Two backends, chosen per command (`--keyring-backend`):
 
 - `file` (default): every key's seed is encrypted with XSalsa20-Poly1305 (`nacl.secret.SecretBox`) under a
-  32-byte key derived from the keyring password by argon2id (`nacl.pwhash.argon2id`), with a random salt and
-  the cost parameters stored in `keyring.json`. The password is checked against an encrypted marker there, so
-  a wrong password fails before anything is read or written. The password-derived key is computed once per
-  keyring object, so a command asks for the password at most once and pays the argon2id cost once.
+  32-byte key derived from the keyring password by argon2id (`nacl.pwhash.argon2id`, libsodium's MODERATE
+  level for a new keyring), with a random salt and the cost parameters stored in `keyring.json`. Parameters
+  read from the file are bounded before use (INTERACTIVE, the former default, up to SENSITIVE), so a damaged
+  or hostile file cannot make a command allocate gigabytes or hash for hours. The password is checked
+  against an encrypted marker there, so a wrong password fails before anything is read or written. The
+  password-derived key is computed once per keyring object, so a command asks for the password at most once
+  and pays the argon2id cost once.
 - `test`: seeds stored unencrypted, each file labelled as such: for localnets and tests only.
 
 Layout under the wallet home (directories 0700, files 0600):
@@ -50,13 +53,45 @@ TEST_BACKEND_WARNING = "UNENCRYPTED TEST KEY: anyone who can read this file cont
 
 @dataclass(frozen=True)
 class KdfParams:
-    """argon2id cost: libsodium's "interactive" level (64 MiB, 2 passes), about 0.1 s on a laptop."""
+    """argon2id cost. The default for every new keyring and armored key is libsodium's MODERATE level
+    (3 passes over 256 MiB): a guess of the password costs an attacker that much memory and time."""
 
-    opslimit: int = argon2id.OPSLIMIT_INTERACTIVE
-    memlimit: int = argon2id.MEMLIMIT_INTERACTIVE
+    opslimit: int = argon2id.OPSLIMIT_MODERATE
+    memlimit: int = argon2id.MEMLIMIT_MODERATE
+
+
+WEAKEST_ACCEPTED = KdfParams(argon2id.OPSLIMIT_INTERACTIVE, argon2id.MEMLIMIT_INTERACTIVE)
+"""The weakest parameters a key file may name: libsodium's INTERACTIVE level (2 passes, 64 MiB), what keyrings
+and armors were written with before MODERATE became the default, so that they still open."""
+STRONGEST_ACCEPTED = KdfParams(argon2id.OPSLIMIT_SENSITIVE, argon2id.MEMLIMIT_SENSITIVE)
+"""The costliest parameters a key file may name: libsodium's SENSITIVE level (4 passes, 1 GiB). A file asking
+for more (64 GiB of memory, a billion passes) is damaged or hostile: it would stall or kill the command."""
+
+
+def check_kdf_params(params: KdfParams, source: str, *, weak_for_tests: bool = False) -> KdfParams:
+    """`params` if they are whole numbers between WEAKEST_ACCEPTED and STRONGEST_ACCEPTED, else KeyringError;
+    checked before anything is hashed or a password asked for. `weak_for_tests` lifts the lower bound only
+    (libsodium's own minimum still holds) so that tests stay fast: never set outside tests."""
+    for name in ("opslimit", "memlimit"):
+        value = getattr(params, name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise KeyringError(f"{source}: argon2id {name} must be an integer, got {value!r}")
+        weakest = getattr(KdfParams(argon2id.OPSLIMIT_MIN, argon2id.MEMLIMIT_MIN) if weak_for_tests
+                          else WEAKEST_ACCEPTED, name)
+        strongest = getattr(STRONGEST_ACCEPTED, name)
+        if value > strongest:
+            raise KeyringError(f"{source}: argon2id {name} {value} is more than the {strongest} this wallet accepts "
+                               f"(libsodium's SENSITIVE level); the file is damaged or was not written by Trolly")
+        if value < weakest:
+            raise KeyringError(f"{source}: argon2id {name} {value} is weaker than the {weakest} this wallet accepts; "
+                               f"the file was not written by Trolly: recover the keys from their mnemonics "
+                               f"(`keys add --recover`) into a new keyring")
+    return params
 
 
 def derive_encryption_key(password: str, salt: bytes, params: KdfParams) -> bytes:
+    if len(salt) != argon2id.SALTBYTES:
+        raise KeyringError(f"the argon2id salt must be {argon2id.SALTBYTES} bytes, got {len(salt)}")
     return argon2id.kdf(
         nacl.secret.SecretBox.KEY_SIZE, password.encode("utf-8"), salt, opslimit=params.opslimit, memlimit=params.memlimit
     )
@@ -100,9 +135,15 @@ class Keyring:
         backend: str = "file",
         passwords: PasswordSource | None = None,
         kdf: KdfParams = KdfParams(),
+        *,
+        weak_kdf_for_tests: bool = False,
     ) -> None:
+        """`kdf`: the argon2id cost of a new keyring (bounded like a file's). `weak_kdf_for_tests` lets a test
+        create and open keyrings weaker than WEAKEST_ACCEPTED, so that it runs fast; never set it elsewhere."""
         if backend not in BACKENDS:
             raise KeyringError(f"unknown keyring backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+        self._weak_for_tests = weak_kdf_for_tests
+        check_kdf_params(kdf, "the new keyring's parameters", weak_for_tests=weak_kdf_for_tests)
         self.home = pathlib.Path(home).expanduser()
         self.backend = backend
         self.directory = self.home / f"keyring-{backend}"
@@ -169,6 +210,12 @@ class Keyring:
         write_private_file(self._key_path(name), _dump(record), exclusive=True)
         return info
 
+    def initialize(self) -> None:
+        """Create the file keyring (asking for its new password) if it does not exist yet, else check the
+        password; adding the first key does this by itself. Nothing to do for the test backend."""
+        if self.backend == "file":
+            self._unlock(creating=True)
+
     # ---- using and removing keys --------------------------------------------------------------------------
 
     def signer(self, name: str) -> PrivateKey:
@@ -231,13 +278,16 @@ class Keyring:
             return self._box
         meta_path = self.directory / "keyring.json"
         if meta_path.exists():
-            meta = json.loads(meta_path.read_bytes())
-            params = KdfParams(int(meta["kdf"]["opslimit"]), int(meta["kdf"]["memlimit"]))
-            salt = base64.b64decode(meta["kdf"]["salt"])
+            try:
+                meta = json.loads(meta_path.read_bytes())
+                check = base64.b64decode(meta["check"], validate=True)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise KeyringError(f"cannot read {meta_path}: {type(exc).__name__}: {exc}") from None
+            params, salt = self._read_kdf(meta_path, meta)
             password = self._passwords.get(f"Password for the keyring in {self.home}")
             box = nacl.secret.SecretBox(derive_encryption_key(password, salt, params))
             try:
-                box.decrypt(base64.b64decode(meta["check"]))
+                box.decrypt(check)
             except nacl.exceptions.CryptoError:
                 raise WrongPassword("wrong keyring password") from None
         elif creating:
@@ -264,6 +314,21 @@ class Keyring:
             raise KeyringError(f"the file keyring in {self.home} is empty: add a key first")
         self._box = box
         return box
+
+    def _read_kdf(self, path: pathlib.Path, meta: object) -> tuple[KdfParams, bytes]:
+        """The KDF parameters and salt of `keyring.json`, bounded (`check_kdf_params`) before any use."""
+        kdf = meta.get("kdf") if isinstance(meta, dict) else None
+        if not isinstance(kdf, dict) or kdf.get("algorithm", "argon2id") != "argon2id":
+            raise KeyringError(f"{path} is malformed: expected an argon2id \"kdf\" section")
+        params = check_kdf_params(KdfParams(kdf.get("opslimit"), kdf.get("memlimit")), str(path),
+                                  weak_for_tests=self._weak_for_tests)
+        try:
+            salt = base64.b64decode(kdf.get("salt", ""), validate=True)
+        except (TypeError, ValueError):
+            raise KeyringError(f"{path} is malformed: the salt is not base64") from None
+        if len(salt) != argon2id.SALTBYTES:
+            raise KeyringError(f"{path} is malformed: the salt must be {argon2id.SALTBYTES} bytes")
+        return params, salt
 
 
 def _dump(record: dict) -> bytes:
