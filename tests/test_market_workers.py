@@ -7,7 +7,8 @@ import pytest
 from market_helpers import MARKET_PARAMS, STAKE, Market, assert_fails, market_snapshot
 from trolly.chain.crypto import encode_address
 from trolly.chain.errors import InvalidRequest, NotFound
-from trolly.chain.market.errors import InvalidWorkerProfile, StakeTooLow, WorkerAlreadyRegistered, WorkerBusy
+from trolly.chain.market.errors import InvalidBlobUrl, InvalidWorkerProfile, StakeTooLow, WorkerAlreadyRegistered
+from trolly.chain.market.errors import WorkerBusy
 from trolly.chain.market.errors import WorkerNotRegistered
 from trolly.chain.market.store import ESCROW
 from trolly.chain.proto import market_pb2 as pb
@@ -37,8 +38,8 @@ def test_register_locks_the_stake_and_shows_the_profile(market):
 
 @pytest.mark.parametrize("message,error", [
     (register(stake=MARKET_PARAMS["min_worker_stake"] - 1), StakeTooLow),
-    (register(url="ftp://example"), InvalidWorkerProfile),
-    (register(url="http://127.0.0.1/" + "x" * 300), InvalidWorkerProfile),
+    (register(url="ftp://example"), InvalidBlobUrl),
+    (register(url="http://127.0.0.1/" + "x" * 300), InvalidBlobUrl),
     (register(hardware=pb.HardwareProfile(device="", samples_per_second=1)), InvalidWorkerProfile),
     (register(hardware=pb.HardwareProfile(device="cpu", samples_per_second=0)), InvalidWorkerProfile),
     (pb.MsgRegisterWorker(stake=STAKE, blob_url="http://127.0.0.1:9000"), InvalidWorkerProfile),

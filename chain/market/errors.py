@@ -158,3 +158,10 @@ class SelfVerdict(MarketError):
     """A validator may not judge its own operator account's work."""
 
     code = 41
+
+
+class InvalidBlobUrl(InvalidWorkerProfile):
+    """The worker's blob URL is not a plain http(s) base URL (`trolly.chain.market.urls`): scheme, host, port,
+    no user information, bounded length, printable ASCII."""
+
+    code = 42

@@ -9,17 +9,10 @@ from ..market.events import worker_event
 from ..market.params import MarketParams
 from ..market.records import Worker
 from ..market.store import escrow_in, find_worker, put_worker
+from ..market.urls import check_blob_url
 from ..params import get_params
 from ..proto.market_pb2 import HardwareProfile, MsgRegisterWorker
 from ..state import State
-
-MAX_URL_BYTES = 2048
-"""Stateless ceiling; the params' `max_blob_url_bytes` is the real (lower) limit."""
-
-
-def check_blob_url(url: str, limit: int = MAX_URL_BYTES) -> None:
-    if not url.startswith(("http://", "https://")) or len(url.encode()) > limit or any(c.isspace() for c in url):
-        raise InvalidWorkerProfile(f"blob_url must be an http(s) URL without spaces, at most {limit} bytes")
 
 
 def hardware_record(hardware: HardwareProfile, params: MarketParams) -> dict:

@@ -8,10 +8,11 @@ from ..errors import InvalidRequest
 from ..market.events import worker_event
 from ..market.params import MarketParams
 from ..market.store import escrow_in, get_worker, put_worker
+from ..market.urls import check_blob_url
 from ..params import get_params
 from ..proto.market_pb2 import MsgUpdateWorker
 from ..state import State
-from .register_worker import check_blob_url, hardware_record
+from .register_worker import hardware_record
 
 
 def validate_update_worker(msg: MsgUpdateWorker) -> None:
