@@ -132,6 +132,12 @@ class TrollyApplication:
         self._mempool = None
         self._pending = None
 
+    def on_mempool_connection_replaced(self) -> None:
+        """The engine replaced a failed mempool connection and re-checks its waiting txs on the new one next
+        (the server calls this on the new connection's first CheckTx): the overlay they were admitted into
+        goes, so that the re-check rebuilds it instead of seeing every tx as a replay."""
+        self._mempool = None
+
     # -- connection: info / query ---------------------------------------------------------------------------
     def echo(self, request: abci.RequestEcho) -> abci.ResponseEcho:
         return abci.ResponseEcho(message=request.message)

@@ -14,6 +14,11 @@ Failures, from least to most serious:
   ABCI `exception` and logged without a traceback: CometBFT stops, which is the only safe outcome;
 - any other exception is a bug: answered with `exception` and logged with its traceback.
 
+CheckTx is expected on one connection at a time, as CometBFT sends it (its mempool connection). When it
+starts coming on a newer connection, the engine has replaced a failed mempool connection: the application
+drops its mempool state (`on_mempool_connection_replaced`) because the engine re-checks its waiting
+transactions on the new connection next, and a CheckTx still arriving on the replaced connection closes it.
+
 Lifecycle (STYLE 8): `AbciServer.start()` binds, `serve_forever()` waits, `stop()` closes the listener and
 every connection. Signal handlers live only in `main()`. The node CLI calls `serve(app, address)`.
 """
@@ -91,6 +96,7 @@ class AbciServer:
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task] = set()
         self._next_connection = 0
+        self._mempool_connection = 0  # number of the connection CheckTx last came on (0: none yet)
         for method in APPLICATION_METHODS:
             if not callable(getattr(app, method, None)):
                 raise TypeError(f"{type(app).__name__} lacks the ABCI method {method}()")
@@ -138,11 +144,12 @@ class AbciServer:
         task = asyncio.current_task()
         self._connections.add(task)
         self._next_connection += 1
-        name = f"abci#{self._next_connection}"
+        number = self._next_connection
+        name = f"abci#{number}"
         peer = writer.get_extra_info("peername") or "unix socket"
         log.info("%s: connection from %s", name, peer)
         try:
-            await self._serve_connection(name, reader, writer)
+            await self._serve_connection(name, reader, writer, number)
         except asyncio.CancelledError:
             pass
         except (ConnectionError, OSError) as exc:
@@ -166,8 +173,26 @@ class AbciServer:
             log.info("all ABCI connections closed")
             hook()
 
+    def _is_current_mempool_connection(self, name: str, number: int) -> bool:
+        """CheckTx came on connection `number`. A newer connection than the last one CheckTx came on means the
+        engine replaced a failed mempool connection and is about to re-check its waiting txs on the new one:
+        the app drops the mempool state those txs were admitted into (or they would look like replays).
+        CheckTx on an older connection comes from the replaced one: False, and that connection is closed."""
+        if number < self._mempool_connection:
+            log.warning("%s: closing connection: CheckTx on a mempool connection that abci#%d replaced",
+                        name, self._mempool_connection)
+            return False
+        if number > self._mempool_connection:
+            if self._mempool_connection:
+                log.info("%s: new mempool connection (replacing abci#%d)", name, self._mempool_connection)
+            self._mempool_connection = number
+            hook = getattr(self.app, "on_mempool_connection_replaced", None)
+            if hook is not None:
+                hook()
+        return True
+
     async def _serve_connection(self, name: str, reader: asyncio.StreamReader,
-                                writer: asyncio.StreamWriter) -> None:
+                                writer: asyncio.StreamWriter, number: int = 0) -> None:
         frames = FrameReader(reader, self.max_message_bytes)
         while True:
             try:
@@ -188,6 +213,8 @@ class AbciServer:
                 writer.write(FLUSH_FRAME)
                 await writer.drain()
                 continue
+            if case == "check_tx" and not self._is_current_mempool_connection(name, number):
+                return
             writer.write(encode_frame(self.dispatch(name, case, request).SerializeToString()))
             if not frames.buffered():  # end of a pipelined batch: apply back-pressure once, not per response
                 await writer.drain()

@@ -103,6 +103,8 @@ def test_a_caller_that_gives_up_does_not_desynchronise_the_connection(tmp_path):
 @pytest.mark.parametrize("misbehaviour, error", [("exception", AppProtocolError), ("wrong_case", AppProtocolError),
                                                  ("hang_up", AppConnectionLost)])
 def test_misbehaving_app_fails_every_pending_request(tmp_path, misbehaviour, error):
+    """The request the app answered wrongly fails with AppProtocolError; the ones behind it were never
+    answered, so they fail as lost (the mempool sends them again on a new connection)."""
     async def scenario():
         async with ScriptedApp(str(tmp_path / "s")) as app:
             app.misbehave = misbehaviour
@@ -111,10 +113,11 @@ def test_misbehaving_app_fails_every_pending_request(tmp_path, misbehaviour, err
             second = connection.send("check_tx", types_pb2.RequestCheckTx(tx=b"b"))
             with pytest.raises(error):
                 await first
-            with pytest.raises((AppProtocolError, AppConnectionLost)):
+            with pytest.raises(AppConnectionLost):
                 await second
             with pytest.raises(AppConnectionLost):
                 connection.send("check_tx", types_pb2.RequestCheckTx(tx=b"c"))  # the connection stays down
+            assert connection.down.is_set() and connection.broken
             await connection.close()
 
     run(scenario())

@@ -3,9 +3,15 @@
 CometBFT connects query, snapshot, mempool and consensus connections, in that order, to the same address
 (`tcp://host:port` or `unix:///path`). Each request is written as one frame (`uvarint(len) || Request`),
 followed by a Flush so the app sends its buffered responses; responses come back in order, one per request,
-with the matching oneof case. A `Response.exception` or a mismatched case means the app is broken: it raises.
-A dropped connection raises `AppConnectionLost`, which the producer handles by reconnecting and re-running
-the handshake (CometBFT itself would stop; the solo engine waits for the app to come back).
+with the matching oneof case. A `Response.exception` or a mismatched case fails the request it answers with
+`AppProtocolError` and closes the connection (it can no longer be trusted to stay in step); the requests
+still pending on it fail with `AppConnectionLost`. A dropped connection raises `AppConnectionLost`.
+
+What happens next depends on the connection. On the consensus connection an exception is fatal to the block
+(the producer stops, as CometBFT does); a lost consensus connection makes the producer reconnect all four
+and re-run the handshake. The mempool connection heals on its own: `AbciClient.reopen_mempool` replaces it
+with a new connection and the producer re-checks the waiting transactions on it (CometBFT itself would stop;
+the solo engine keeps accepting transactions).
 """
 
 from __future__ import annotations
@@ -59,7 +65,14 @@ class AbciConnection:
         self._writer = writer
         self._pending: collections.deque = collections.deque()  # (method, future or None, callback or None)
         self._broken: str | None = None
+        self.down = asyncio.Event()
+        """Set once the connection is unusable (lost, or closed after a protocol error)."""
         self._reading = asyncio.ensure_future(self._read_loop())
+
+    @property
+    def broken(self) -> str | None:
+        """Why the connection is unusable, or None while it works."""
+        return self._broken
 
     @staticmethod
     async def open(name: str, address: str) -> "AbciConnection":
@@ -139,9 +152,11 @@ class AbciConnection:
                     raise AppProtocolError(f"the app sent {case!r} on the {self.name} connection with nothing pending")
                 method, future, callback = self._pending[0]
                 if case == "exception":
-                    raise AppProtocolError(f"the app answered {method} with an exception: {response.exception.error}")
+                    self._refuse_oldest(AppProtocolError(f"the app answered {method} with an exception: {response.exception.error}"))
+                    return
                 if case != method:
-                    raise AppProtocolError(f"the app answered {method} with {case!r}")
+                    self._refuse_oldest(AppProtocolError(f"the app answered {method} with {case!r}"))
+                    return
                 self._pending.popleft()
                 value = getattr(response, method)
                 if callback is not None:
@@ -157,6 +172,16 @@ class AbciConnection:
             self._fail(AppConnectionLost(f"{self.name} connection closed"))
             raise
 
+    def _refuse_oldest(self, error: AppProtocolError) -> None:
+        """The app answered the oldest pending request wrongly: that request fails with `error` (it is the one
+        the app could not handle), the connection closes, and the requests behind it fail as lost (they were
+        never answered, so they can be sent again on a new connection)."""
+        self._broken = str(error)
+        _, future, _ = self._pending.popleft()
+        if future is not None and not future.done():
+            future.set_exception(error)
+        self._fail(AppConnectionLost(f"{self.name} connection closed after a protocol error: {error}"))
+
     def _fail(self, error: Exception) -> None:
         """Mark the connection broken and fail every pending request with `error`."""
         if self._broken is None:
@@ -166,6 +191,7 @@ class AbciConnection:
             if future is not None and not future.done():
                 future.set_exception(error)
         self._writer.close()
+        self.down.set()
 
     async def close(self) -> None:
         self._reading.cancel()
@@ -192,8 +218,9 @@ _FLUSH_FRAME = encode_frame(types_pb2.Request(flush=types_pb2.RequestFlush()).Se
 class AbciClient:
     """The four connections, with one method per ABCI call the engine makes."""
 
-    def __init__(self, connections: dict[str, AbciConnection]) -> None:
+    def __init__(self, connections: dict[str, AbciConnection], address: str = "") -> None:
         self._connections = connections
+        self.address = address
 
     @staticmethod
     async def connect(address: str) -> "AbciClient":
@@ -205,7 +232,7 @@ class AbciClient:
             for connection in connections.values():
                 await connection.close()
             raise
-        return AbciClient(connections)
+        return AbciClient(connections, address)
 
     @staticmethod
     async def connect_with_retry(address: str, stop: asyncio.Event | None = None, interval: float = 0.2) -> "AbciClient":
@@ -226,6 +253,26 @@ class AbciClient:
         for connection in self._connections.values():
             await connection.close()
 
+    # mempool connection: its health, and replacing it when it fails
+
+    @property
+    def mempool_down(self) -> str | None:
+        """Why the mempool connection is unusable, or None while it works."""
+        return self._connections["mempool"].broken
+
+    async def wait_mempool_down(self) -> None:
+        """Return once the current mempool connection is unusable."""
+        await self._connections["mempool"].down.wait()
+
+    async def reopen_mempool(self) -> None:
+        """Replace the mempool connection with a new one to the same address (AppConnectionLost if the app does
+        not answer). The caller re-checks the waiting transactions on it before any new CheckTx: the app drops
+        its mempool state when a new mempool connection starts (see `AbciServer`)."""
+        old = self._connections["mempool"]
+        await old.close()
+        self._connections["mempool"] = await AbciConnection.open("mempool", self.address)
+        log.info("mempool connection re-established (it had failed: %s)", old.broken or "closed")
+
     def send_check_tx(self, tx: bytes, on_response) -> asyncio.Future:
         """Queue a CheckTx (NEW) on the mempool connection; `on_response` runs as soon as it is answered."""
         return self._connections["mempool"].send("check_tx", types_pb2.RequestCheckTx(tx=tx, type=types_pb2.NEW), on_response)
@@ -234,9 +281,26 @@ class AbciClient:
         """Every CheckTx sent so far is answered and admitted (CometBFT's FlushAppConn before Commit)."""
         await self._connections["mempool"].barrier()
 
-    async def recheck_txs(self, txs: list[bytes]) -> list[types_pb2.ResponseCheckTx]:
-        requests = [types_pb2.RequestCheckTx(tx=tx, type=types_pb2.RECHECK) for tx in txs]
-        return await self._connections["mempool"].call_many("check_tx", requests)
+    async def recheck_txs(self, txs: list[bytes]) -> list:
+        """CheckTx (RECHECK) for each tx, pipelined; one outcome per tx, in order: its ResponseCheckTx, an
+        `AppProtocolError` if the app answered it with an exception, or an `AppConnectionLost` if the connection
+        failed before it was answered (it was not judged)."""
+        connection = self._connections["mempool"]
+        futures: list[asyncio.Future] = []
+        try:
+            for tx in txs:
+                futures.append(connection.send("check_tx", types_pb2.RequestCheckTx(tx=tx, type=types_pb2.RECHECK)))
+            await connection._drain("check_tx")
+        except AppConnectionLost:
+            pass  # the futures already sent carry their own outcome; the rest were never sent
+        outcomes: list = []
+        for future in futures:
+            try:
+                outcomes.append(await future)
+            except (AppProtocolError, AppConnectionLost) as exc:
+                outcomes.append(exc)
+        unsent = AppConnectionLost(f"mempool connection is down: {connection.broken}")
+        return outcomes + [unsent] * (len(txs) - len(futures))
 
     # query connection (the handshake's Info goes here, as in CometBFT)
     async def info(self, request: types_pb2.RequestInfo) -> types_pb2.ResponseInfo:

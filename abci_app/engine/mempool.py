@@ -4,7 +4,9 @@ As in CometBFT: a tx is admitted only if CheckTx returns code 0; a cache of rece
 duplicates ("tx already exists in cache"), and a tx that failed CheckTx leaves the cache so it can be retried;
 the proposer reaps txs in order up to the block's byte budget; after every Commit the txs of the block are
 removed and the rest re-checked (CheckTx type RECHECK), dropping those that became invalid. The lock is held
-from before Commit until the re-check is over, so no new CheckTx sees a half-updated app.
+from before Commit until the re-check is over, so no new CheckTx sees a half-updated app. The same re-check
+runs when the mempool connection had to be re-opened: a tx the app answers with an exception is dropped, and
+one left unanswered because the connection failed stays for the next re-check.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import collections
 import hashlib
 import logging
 
-from . import EngineError
+from . import AppConnectionLost, EngineError
 
 log = logging.getLogger("trolly.engine.mempool")
 
@@ -51,12 +53,14 @@ class Mempool:
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
 
-    async def check_and_add(self, tx: bytes, send_check) -> object:
+    async def check_and_add(self, tx: bytes, send_check, reconnect=None) -> object:
         """Admit `tx` if the app's CheckTx returns code 0; returns the CheckTx response.
 
         `send_check(tx, on_response)` queues the CheckTx on the mempool connection and returns a future.
         The lock is held only while queueing, so many CheckTxs are in flight at once; the admission itself
         happens in `on_response`, in the order the app answered, which is the order the txs were sent.
+        `reconnect()`, if given, is awaited under the lock first: it re-opens a failed mempool connection and
+        re-checks the waiting txs on it, so that they are checked before this new one.
         """
         if len(tx) > self.max_tx_bytes:
             raise MempoolError(f"tx too large. Max size is {self.max_tx_bytes}, but got {len(tx)}")
@@ -69,6 +73,8 @@ class Mempool:
                     f"mempool is full: number of txs {len(self._txs)} (max: {self.max_txs}), "
                     f"total txs bytes {self._bytes} (max: {self.max_bytes})"
                 )
+            if reconnect is not None:
+                await reconnect()
             self._remember(tx_hash)
             try:
                 answered = send_check(tx, lambda response: self._admit(tx_hash, tx, response))
@@ -112,15 +118,25 @@ class Mempool:
     async def recheck(self, check_all) -> int:
         """Re-run CheckTx (RECHECK) on every remaining tx, in order; drop the failures. Caller holds the lock.
 
-        `check_all(txs)` returns one response per tx, in order (the client pipelines them)."""
+        `check_all(txs)` returns one outcome per tx, in order (the client pipelines them): a response (dropped
+        unless its code is 0), another exception (the app answered that tx with an exception: dropped), or
+        `AppConnectionLost` (the connection failed before that tx was answered). At the first lost one the
+        re-check stops, with what came before it applied, and raises it: the caller re-opens the connection
+        and re-checks again. Returns how many txs were dropped."""
         entries = list(self._txs.items())
-        responses = await check_all([tx for _, tx in entries]) if entries else []
+        outcomes = await check_all([tx for _, tx in entries]) if entries else []
         dropped = 0
-        for (tx_hash, tx), response in zip(entries, responses):
-            if response.code != 0:
-                del self._txs[tx_hash]
-                self._cache.pop(tx_hash, None)
-                self._bytes -= len(tx)
-                dropped += 1
-                log.debug("recheck dropped tx %s: code %d %s", tx_hash.hex().upper(), response.code, response.log)
+        for (tx_hash, tx), outcome in zip(entries, outcomes):
+            if isinstance(outcome, AppConnectionLost):
+                raise outcome
+            if isinstance(outcome, BaseException):
+                log.warning("recheck dropped tx %s: %s", tx_hash.hex().upper(), outcome)
+            elif outcome.code != 0:
+                log.debug("recheck dropped tx %s: code %d %s", tx_hash.hex().upper(), outcome.code, outcome.log)
+            else:
+                continue
+            del self._txs[tx_hash]
+            self._cache.pop(tx_hash, None)
+            self._bytes -= len(tx)
+            dropped += 1
         return dropped

@@ -8,6 +8,11 @@ Handshake (on every (re)connection), as CometBFT's `Handshaker`:
      Commit, checking each app hash against the recorded one.
   4. Re-check the mempool against the (possibly restarted) app.
 
+The mempool connection heals without a handshake: when it fails (the app answered a CheckTx with an
+exception, or the connection dropped), a watcher re-opens it at once and re-checks the waiting txs on it,
+dropping those that now fail; a CheckTx arriving meanwhile waits for that under the mempool lock. The
+consensus connection is untouched and no block is replayed.
+
 Each block at height H (CometBFT v0.38 semantics):
   PrepareProposal (mempool txs within the byte budget) -> header -> ProcessProposal -> FinalizeBlock ->
   store the block and its results (one synchronous batch: the block is now decided) -> Commit ->
@@ -65,6 +70,11 @@ class EngineConfig:
     reconnect_interval: float = 0.2
 
 
+MEMPOOL_RECHECK_ATTEMPTS = 3
+"""Re-checks in a row that may fail to make progress (the mempool connection is lost again without the app
+having refused any tx) before the mempool connection counts as lost with the app."""
+
+
 class Producer:
     """Owns the ABCI client while connected; the RPC reads `client` (None while the app is away)."""
 
@@ -101,6 +111,7 @@ class Producer:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Connect, handshake, make blocks; on a lost app, reconnect and handshake again. Until `stop`."""
+        watcher: asyncio.Future | None = None
         while not stop.is_set():
             try:
                 self.client = await _until_stopped(AbciClient.connect_with_retry(self.config.proxy_app, stop), stop)
@@ -109,6 +120,7 @@ class Producer:
                 if not await _finish_unless_stopped(self.handshake(self.client), stop, grace=0.0):
                     return  # stopped mid-replay: every replayed block was committed, the rest waits
                 self.connected.set()
+                watcher = asyncio.ensure_future(self._watch_mempool_connection(self.client, stop))
                 await self._wait_for_genesis_time(stop)
                 log.info("handshake done: app at height %d, producing blocks every %.2fs", self.blockstore.last_height, self.config.block_interval)
                 while not stop.is_set():
@@ -120,6 +132,9 @@ class Producer:
                 await _sleep_or_stop(self.config.reconnect_interval, stop)
             finally:
                 self.connected.clear()
+                if watcher is not None:
+                    watcher.cancel()
+                    watcher = None
                 if self.client is not None:
                     await self.client.close()
                     self.client = None
@@ -169,9 +184,50 @@ class Producer:
             log.info("replayed blocks %d..%d into the app", first, store_height)
         self.visible_height = store_height
         async with self.mempool.lock:
-            dropped = await self.mempool.recheck(client.recheck_txs)
+            dropped = await self._recheck_mempool(client)
         if dropped:
             log.info("re-check after handshake dropped %d txs", dropped)
+
+    # --------------------------------------------------------------------------- mempool connection
+
+    async def _recheck_mempool(self, client: AbciClient) -> int:
+        """Re-check every waiting tx (the caller holds the mempool lock), re-opening the mempool connection
+        first if it failed and again whenever it fails on the way. Each round either finishes or drops the tx
+        the app answered with an exception; rounds that make no progress are bounded. Returns the txs dropped.
+        AppConnectionLost if the app cannot be reached."""
+        dropped, idle_rounds = 0, 0
+        while True:
+            if client.mempool_down:
+                await client.reopen_mempool()
+            before = len(self.mempool)
+            try:
+                return dropped + await self.mempool.recheck(client.recheck_txs)
+            except AppConnectionLost as exc:
+                dropped += before - len(self.mempool)
+                idle_rounds = 0 if len(self.mempool) < before else idle_rounds + 1
+                if idle_rounds >= MEMPOOL_RECHECK_ATTEMPTS:
+                    raise
+                log.warning("the mempool connection failed during a re-check (%s); re-opening it", exc)
+
+    async def ensure_mempool_connection(self, client: AbciClient) -> None:
+        """If the mempool connection failed, re-open it and re-check the waiting txs (caller holds the lock)."""
+        if client.mempool_down:
+            log.warning("the mempool connection failed (%s); re-opening it", client.mempool_down)
+            dropped = await self._recheck_mempool(client)
+            log.info("mempool connection healed; the re-check kept %d txs and dropped %d", len(self.mempool), dropped)
+
+    async def _watch_mempool_connection(self, client: AbciClient, stop: asyncio.Event) -> None:
+        """Heal the mempool connection as soon as it fails, so the waiting txs are re-checked without waiting
+        for a new CheckTx or the next block. If the app cannot be reached, try again after a pause; the block
+        loop finds out on its own if the whole app is gone."""
+        while not stop.is_set():
+            await client.wait_mempool_down()
+            try:
+                async with self.mempool.lock:
+                    await self.ensure_mempool_connection(client)
+            except AppConnectionLost as exc:
+                log.warning("cannot re-open the mempool connection yet: %s", exc)
+                await _sleep_or_stop(self.config.reconnect_interval, stop)
 
     async def _init_chain(self, client: AbciClient) -> None:
         request = init_chain_request(self.genesis, self.home.paths.genesis.read_text())
@@ -294,7 +350,13 @@ class Producer:
 
         async with self.mempool.lock:
             # As CometBFT: no CheckTx may be in flight across Commit, and none starts until re-check ends.
-            await client.flush_mempool_connection()
+            # A failed mempool connection has nothing in flight; the re-check below re-opens it.
+            if not client.mempool_down:
+                try:
+                    await client.flush_mempool_connection()
+                except AppConnectionLost:
+                    if not client.mempool_down:
+                        raise
             try:
                 await client.commit()
             except BaseException:
@@ -304,7 +366,7 @@ class Producer:
             # block that carries them is visible.
             self.visible_height = height
             self.mempool.remove_committed(txs)
-            dropped = await self.mempool.recheck(client.recheck_txs)
+            dropped = await self._recheck_mempool(client)
         await self._maybe_pause("after_commit", height, bool(txs))
 
         failed = sum(1 for r in response.tx_results if r.code != 0)

@@ -108,14 +108,18 @@ async def tx_search(node, query: str = "", prove: bool = False, page: int | None
 async def check_tx(node, tx: bytes = b"") -> dict:
     """The app's CheckTx without the mempool. Like CometBFT's, it goes over the mempool connection, so an app
     with a mempool overlay counts the tx there until the next Commit."""
-    response = await app_call(app_client(node).check_tx(tx))
+    client = app_client(node)
+    async with node.mempool.lock:
+        await app_call(node.producer.ensure_mempool_connection(client))
+    response = await app_call(client.check_tx(tx))
     return rpc_encoding.check_tx_json(response)
 
 
 async def _admit(node, tx: bytes):
     client = app_client(node)
+    heal = lambda: node.producer.ensure_mempool_connection(client)  # noqa: E731 - a failed connection first
     try:
-        return await app_call(node.mempool.check_and_add(tx, client.send_check_tx))
+        return await app_call(node.mempool.check_and_add(tx, client.send_check_tx, reconnect=heal))
     except MempoolError as exc:
         raise RpcError(str(exc)) from None
 
