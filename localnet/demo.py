@@ -37,6 +37,7 @@ from trolly.compute.spec import example_spec, parse_spec
 from trolly.compute.training import evaluate
 from trolly.wallet.errors import WalletError
 from trolly.wallet.keyring import Keyring
+from trolly.wallet.market_queries import list_tasks
 from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.sender import TxSender
 from trolly.wallet.tasks import plan_task
@@ -144,7 +145,7 @@ class Demo:
         sender = TxSender(client)
         tx_plan = await sender.plan(requester, [message])
         outcome = await sender.send(self.keyring.signer("requester"), tx_plan, timeout=30.0)
-        tasks = (await client.query_json("/market/tasks"))["tasks"]
+        tasks = await list_tasks(client, open_only=False)
         spec_hash = hashlib.sha256(spec).hexdigest()
         mine = [t["id"] for t in tasks if t["requester"] == requester and t["spec_hash"] == spec_hash]
         if not mine:

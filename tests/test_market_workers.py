@@ -114,3 +114,20 @@ def test_one_round_of_a_task_can_be_queried_alone(market):
     for bad in (f"/market/task/{task_id}/round/1", f"/market/task/{task_id}/round/x", f"/market/task/{task_id}/x"):
         with pytest.raises((NotFound, InvalidRequest)):
             chain.query(bad)
+
+
+def test_task_listings_come_in_pages_that_follow_next_to_the_end(make_chain):
+    from trolly.chain.market.queries import MAX_TASKS_PER_PAGE
+
+    market = Market(make_chain(accounts=6, validators=1))
+    ids = [market.submit() for _ in range(5)]
+    first = market.chain.query("/market/tasks/limit/2")
+    assert [t["id"] for t in first["tasks"]] == ids[:2] and first["next"] == ids[1]
+    second = market.chain.query(f"/market/tasks/open/after/{first['next']}/limit/2")
+    assert [t["id"] for t in second["tasks"]] == ids[2:4] and second["next"] == ids[3]
+    last = market.chain.query(f"/market/tasks/after/{second['next']}")
+    assert [t["id"] for t in last["tasks"]] == ids[4:] and last["next"] is None
+    for bad in (f"/market/tasks/limit/{MAX_TASKS_PER_PAGE + 1}", "/market/tasks/limit/0", "/market/tasks/after",
+                "/market/tasks/after/x", "/market/tasks/open/sideways/3", "/market/tasks/after/1/after/2/limit/3"):
+        with pytest.raises(InvalidRequest):
+            market.chain.query(bad)

@@ -45,6 +45,7 @@ from trolly.compute.spec import parse_spec
 from trolly.compute.training import initial_weights
 from trolly.wallet.errors import WalletError
 from trolly.wallet.files import write_atomically
+from trolly.wallet.market_queries import list_tasks
 from trolly.wallet.nonces import NonceCache
 from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
 from trolly.wallet.sender import CHAIN_CODESPACE, INVALID_NONCE_CODE, TxSender
@@ -268,7 +269,7 @@ class VerifierService:
     async def _warm_up(self) -> None:
         """Load running tasks before their segments are sampled, so votes are not late for the window."""
         try:
-            tasks = (await self.client.query_json("/market/tasks/open") or {}).get("tasks", [])
+            tasks = await list_tasks(self.client, open_only=True)
         except WalletError as error:
             log.debug("no task listing: %s", error)
             return

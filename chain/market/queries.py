@@ -3,7 +3,9 @@
 /market/task/<id>          a task: terms, status, round r of R, members, per-round commitments with their sampled
                            segments, decisions and verdicts, paid so far, escrow remaining, final weights hash
 /market/task/<id>/round/<r>  one round of it (agreed start weights hash, commitments, segments, verdicts)
-/market/tasks[/open]       every task (or only open and running ones), summarised
+/market/tasks[/open][/after/<id>][/limit/<n>]
+                           every task (or only open and running ones), summarised, by ascending id, one page of
+                           at most MAX_TASKS_PER_PAGE; `next` is the `after` of the following page (null: done)
 /market/spec/<id>          the spec JSON exactly as submitted, and its hash
 /market/worker/<address>   a worker: stake, hardware, blob URL, tasks, earnings; and any unbonding stake
 /market/verify/<address>   the segments that validator must verify now (not yet voted on by it, not its own)
@@ -14,6 +16,7 @@ Addresses are bech32, hashes lower-case hex, amounts integers in utrl.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from .. import keys
 from ..crypto import decode_address, encode_address
@@ -23,7 +26,7 @@ from ..params import get_params
 from ..state import State
 from .params import MarketParams
 from .records import VERDICT_NAMES, Commitment, Member, Task
-from .store import find_commitment, find_member, find_task, find_vote, find_worker, get_spec, iterate_tasks
+from .store import find_commitment, find_member, find_task, find_vote, find_worker, get_spec, task_ids
 from .store import iterate_unbonding, live_task_ids, pending_segments, round_commitments, segment_votes
 
 
@@ -125,14 +128,40 @@ def query_task(state: State, arg: str, data: bytes) -> QueryResult:
     return QueryResult(round_view(state, task, int(round_arg)))
 
 
-def query_tasks(state: State, arg: str, data: bytes) -> QueryResult:
-    if arg == "open":
-        tasks = [find_task(state, task_id) for task_id in live_task_ids(state)]
-    elif arg == "":
-        tasks = list(iterate_tasks(state))
+MAX_TASKS_PER_PAGE = 100
+"""Most tasks one listing answers: a flood of tasks makes more pages, never a slower page for every worker and
+verifier that polls the listing."""
+
+
+def _listing_options(arg: str) -> tuple[bool, int, int]:
+    """(open only, after id, limit) from `[open][/after/<id>][/limit/<n>]`."""
+    parts = arg.split("/") if arg else []
+    open_only = bool(parts) and parts[0] == "open"
+    if open_only:
+        parts = parts[1:]
+    options = {"after": 0, "limit": MAX_TASKS_PER_PAGE}
+    if len(parts) % 2 or len(parts) > 4:
+        parts = ["?"]  # an odd or over-long tail: reported below
+    for name, value in zip(parts[::2], parts[1::2]):
+        if name not in options or not _is_small_number(value):
+            break
+        options[name] = int(value)
     else:
-        raise InvalidRequest(f"unknown task listing {arg!r}; use /market/tasks or /market/tasks/open")
-    return QueryResult({"tasks": [task_summary(t) for t in tasks]})
+        if parts != ["?"] and 1 <= options["limit"] <= MAX_TASKS_PER_PAGE:
+            return open_only, options["after"], options["limit"]
+    raise InvalidRequest(f"unknown task listing {arg[:80]!r}; use /market/tasks[/open][/after/<id>][/limit/<n>] "
+                         f"with 1 <= n <= {MAX_TASKS_PER_PAGE}")
+
+
+def query_tasks(state: State, arg: str, data: bytes) -> QueryResult:
+    """One page of the task listing; tasks are visited by key, and only the page's are decoded."""
+    open_only, after, limit = _listing_options(arg)
+    ids = live_task_ids(state) if open_only else task_ids(state)
+    page = list(itertools.islice((task_id for task_id in ids if task_id > after), limit + 1))
+    more = len(page) > limit
+    page = page[:limit]
+    tasks = [task_summary(find_task(state, task_id)) for task_id in page]
+    return QueryResult({"tasks": tasks, "next": page[-1] if more else None})
 
 
 def query_spec(state: State, arg: str, data: bytes) -> QueryResult:
@@ -191,7 +220,8 @@ def query_market_params(state: State, arg: str, data: bytes) -> QueryResult:
 
 QUERIES = (
     QueryRoute("/market/task", query_task, "a task with its members, rounds, verdicts and escrow: /market/task/<id>"),
-    QueryRoute("/market/tasks", query_tasks, "every task, or /market/tasks/open for open and running ones"),
+    QueryRoute("/market/tasks", query_tasks, "a page of every task, or /market/tasks/open for open and running "
+               "ones: /market/tasks[/open][/after/<id>][/limit/<n>]"),
     QueryRoute("/market/spec", query_spec, "a task's spec JSON: /market/spec/<id>"),
     QueryRoute("/market/worker", query_worker, "a worker: /market/worker/<address>"),
     QueryRoute("/market/verify", query_verify, "segments a validator must verify now: /market/verify/<address>"),

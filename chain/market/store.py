@@ -131,6 +131,12 @@ def live_task_ids(state: State) -> list[int]:
     return [decode_u64(key[1:]) for key, _ in state.iterate(keys.MARKET_OPEN_TASK)]
 
 
+def task_ids(state: State) -> Iterator[int]:
+    """Every task's id, ascending, without decoding the tasks."""
+    for key, _ in state.iterate(keys.MARKET_TASK):
+        yield decode_u64(key[1:])
+
+
 def iterate_tasks(state: State) -> Iterator[Task]:
     for _, raw in state.iterate(keys.MARKET_TASK):
         yield decode_record(Task, raw)

@@ -17,6 +17,7 @@ from trolly.chain.errors import NotFound
 from trolly.chain.proto import market_pb2
 from trolly.chain.tx import tx_hash
 from trolly.wallet.errors import QueryFailed
+from trolly.wallet.market_queries import list_tasks
 from trolly.wallet.nonces import NonceCache
 from trolly.wallet.rpc import AsyncRpcClient, TxResult
 from trolly.wallet.sender import SendOutcome, TxSender
@@ -65,7 +66,7 @@ class MarketClient:
         return (await self.rpc.query_json(f"/market/spec/{task_id}"))["spec"].encode("utf-8")
 
     async def live_tasks(self) -> list[dict]:
-        return (await self.rpc.query_json("/market/tasks/open"))["tasks"]
+        return await list_tasks(self.rpc, open_only=True)
 
     # ---- transactions -------------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from trolly.chain.proto import market_pb2
 
 from ..amounts import parse_amount
 from ..errors import WalletError
+from ..market_queries import list_tasks as fetch_task_listing
 from ..tasks import plan_task
 from .errors import WalletGroup
 from .options import node_options, output_option, settings
@@ -93,7 +94,8 @@ def submit(spec_file: str, budget: str, reward_per_round: str | None, workers: i
 def announce_task_id(signer: str, spec_hash: str) -> None:
     """Tell the requester the id of the task it just submitted: its newest live task with this spec hash."""
     address = resolve_key(settings().keyring(), signer).address
-    mine = [t["id"] for t in settings().client().query_json("/market/tasks/open")["tasks"]
+    client = settings().client()
+    mine = [t["id"] for t in client.run(fetch_task_listing(client.async_client, open_only=True))
             if t["requester"] == address and t["spec_hash"] == spec_hash]
     if mine:
         click.echo(f"Task {max(mine)} submitted; follow it with `trolly-wallet task status {max(mine)}`.")
@@ -116,7 +118,8 @@ def progress(view: dict) -> str:
 def list_tasks(show_all: bool) -> None:
     """Open and running tasks (with --all, every task)."""
     options = settings()
-    found = options.client().query_json("/market/tasks" if show_all else "/market/tasks/open")["tasks"]
+    client = options.client()
+    found = client.run(fetch_task_listing(client.async_client, open_only=not show_all))
     emit(found, options.json, lambda data: print_table(
         ["id", "status", "progress", "workers", "reward/round", "escrow", "requester"],
         [[t["id"], t["status"], progress(t), f"{t['active_members']}/{t['workers_wanted']}",
