@@ -322,3 +322,13 @@ def load_home(root: str | os.PathLike) -> Home:
 def home_from_environment(default: str = "~/.trolly-node") -> pathlib.Path:
     """The default home: `$TROLLY_NODE_HOME` if set (tests use it to stay hermetic), else `~/.trolly-node`."""
     return pathlib.Path(os.environ.get("TROLLY_NODE_HOME") or default).expanduser()
+
+
+def check_home_chain_id(root: str | os.PathLike, chain_id: str) -> Home:
+    """Load a home and refuse it if its genesis is for another chain: a node started from it would never join
+    (CometBFT stops on a genesis that does not match its state), and its app would serve the wrong chain."""
+    home = load_home(root)
+    if home.chain_id != chain_id:
+        raise HomeError(f"{home.paths.root} is a home of chain {home.chain_id!r}, not {chain_id!r}: "
+                        f"move it away (or start a fresh network) instead of mixing chains")
+    return home

@@ -2,9 +2,12 @@
 
     trolly-localnet up        start (initializing on first use) and supervise until Ctrl-C
     trolly-localnet up -d     start in the background; `down` stops it
-    trolly-localnet status    what runs, the chain height
+    trolly-localnet status    what runs, each node's height and app hash (-o json)
     trolly-localnet logs NAME one service's log (-f to follow)
+    trolly-localnet kill NAME     SIGKILL a service, or a whole node (validator-<i>: cometbft, app, verifier)
+    trolly-localnet start NAME    start it again
     trolly-localnet restart NAME  stop one service (if it runs) and start it again
+    trolly-localnet add-node  one more CometBFT node from genesis (a full node; --key-from to share a key)
     trolly-localnet down      stop every process of this localnet
     trolly-localnet reset     stop and delete the localnet's state
     trolly-localnet demo      up, then train and settle a real task, then down
@@ -25,7 +28,8 @@ from rich.table import Table
 from trolly.wallet.errors import WalletError
 from trolly.wallet.rpc import RpcClient
 
-from .layout import MAX_VALIDATORS, MAX_WORKERS, LocalnetConfig, LocalnetError
+from .engine_choice import choose_engine
+from .layout import MAX_VALIDATORS, MAX_WORKERS, Layout, LocalnetConfig, LocalnetError
 from .network import START_TIMEOUT, Localnet
 
 console = Console(stderr=True)
@@ -42,17 +46,19 @@ home_option = click.option(
 
 def network_options(function):
     options = [
-        click.option("--engine", type=click.Choice(["solo", "cometbft"]), default="solo", show_default=True,
-                     help="Consensus: the built-in solo engine (one validator) or real CometBFT processes."),
-        click.option("--validators", type=click.IntRange(1, MAX_VALIDATORS), default=1, show_default=True,
-                     help="Validators (more than one needs --engine cometbft)."),
+        click.option("--engine", type=click.Choice(["cometbft", "solo"]), default=None,
+                     help="Consensus: real CometBFT processes, one per validator [default: cometbft if a v0.38 "
+                          "`cometbft` is found, else solo], or the built-in solo engine (one validator)."),
+        click.option("--validators", type=click.IntRange(1, MAX_VALIDATORS), default=None,
+                     help="Validators [default: 4 on CometBFT, 1 on solo]; stakes are unequal (4: 40/30/20/10 %)."),
         click.option("--workers", type=click.IntRange(0, MAX_WORKERS), default=3, show_default=True, help="Worker processes."),
         click.option("--slow-workers", type=click.IntRange(0, MAX_WORKERS), default=None,
                      help="How many of the workers declare themselves slower (heterogeneous hardware) "
                           "[default: 1, or 0 without workers]."),
         click.option("--base-port", type=click.IntRange(1024, 65000), default=26657, show_default=True,
                      help="First port: RPC of node 0; others are offsets from it."),
-        click.option("--block-time", default="500ms", show_default=True, help="Block interval of the solo engine."),
+        click.option("--block-time", default="500ms", show_default=True,
+                     help="Block interval of the solo engine; CometBFT's timeout_commit."),
         click.option("--cheat", default="", metavar="STRATEGY",
                      help="TEST SWITCH: worker-0 cheats with this strategy (e.g. skip-steps) to show it is caught."),
     ]
@@ -61,13 +67,22 @@ def network_options(function):
     return function
 
 
-def config_from(engine, validators, workers, slow_workers, base_port, block_time, cheat) -> LocalnetConfig:
+def config_from(home, engine, validators, workers, slow_workers, base_port, block_time, cheat,
+                fresh: bool = False) -> LocalnetConfig:
+    """The requested settings; for a new localnet (or a `fresh` one, as the demo's), the engine is chosen here
+    (CometBFT, or solo if none is found, said in one line). An existing localnet keeps its saved engine."""
     if slow_workers is None:
         slow_workers = min(1, workers)
     if slow_workers > workers:
         raise click.BadParameter("cannot have more slow workers than workers", param_hint="--slow-workers")
-    return LocalnetConfig(engine=engine, validators=validators, workers=workers, slow_workers=slow_workers,
-                          base_port=base_port, block_time=block_time, cheat=cheat)
+    if not fresh and Layout(home).exists() and engine is None and validators is None:
+        saved = Layout(home).load()
+        engine, validators = saved.engine, saved.validators
+    choice = choose_engine(engine, validators)
+    if choice.note:
+        console.print(f"[yellow]{choice.note}[/yellow]")
+    return LocalnetConfig(engine=choice.engine, validators=choice.validators, workers=workers,
+                          slow_workers=slow_workers, base_port=base_port, block_time=block_time, cheat=cheat)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -91,11 +106,12 @@ def _fail(message: str) -> None:
               help="Seconds to wait for the first block.")
 def up(home, detach, timeout, **options) -> None:
     """Start the localnet (initializing it on first use) and supervise it until Ctrl-C."""
-    net = Localnet(home, config_from(**options))
     try:
+        net = Localnet(home, config_from(home, **options))
         config = net.up(timeout)
     except (LocalnetError, WalletError, OSError) as exc:
         _fail(str(exc))
+    _print_warnings(net)
     _print_summary(net, config)
     if detach:
         return
@@ -121,9 +137,18 @@ def up(home, detach, timeout, **options) -> None:
     console.print(f"stopped {len(stopped)} service(s)")
 
 
+def _print_warnings(net: Localnet) -> None:
+    for warning in net.warnings:
+        console.print(f"[red]WARNING:[/red] {warning}")
+
+
 def _print_summary(net: Localnet, config: LocalnetConfig) -> None:
-    console.print(f"Localnet [bold]{config.chain_id}[/bold] is up in {net.layout.home}")
-    console.print(f"  RPC:     {config.rpc_url(0)}")
+    engine = "CometBFT" if config.engine == "cometbft" else "the solo engine"
+    console.print(f"Localnet [bold]{config.chain_id}[/bold] is up in {net.layout.home}: "
+                  f"{config.validators} validator(s) on {engine}")
+    for index in range(config.nodes):
+        console.print(f"  {config.node_name(index)}: RPC {config.rpc_url(index)}, "
+                      f"{config.validator_stake(index) // 1_000_000} TRL staked")
     console.print(f"  wallet:  trolly-wallet --home {net.layout.wallet_home} --keyring-backend test "
                   f"--node {config.rpc_url(0)} ...  (keys: requester, validator-N, worker-N)")
     console.print(f"  logs:    trolly-localnet logs NAME --home {net.layout.home}")
@@ -139,33 +164,40 @@ def down(home) -> None:
 
 @main.command()
 @home_option
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status(home, output) -> None:
-    """Show the localnet's services and the chain height."""
+    """Show the localnet's services and each node's height and app hash."""
     import json
 
     net = Localnet(home)
     if not net.layout.exists():
         _fail(f"no localnet at {net.layout.home}")
-    config = net.config
+    try:
+        config = net.config
+    except LocalnetError as exc:
+        _fail(str(exc))
     services = {name: {"pid": record["pid"], "running": net.supervisor.is_running(name)}
                 for name, record in net.supervisor.records().items()}
-    height = None
-    try:
-        with RpcClient(config.rpc_url(0), timeout=2.0) as client:
-            height = client.status().latest_block_height
-    except (WalletError, OSError):
-        pass
+    nodes = net.node_statuses()
+    height = nodes[0].height
     if output == "json":
-        click.echo(json.dumps({"home": str(net.layout.home), "chain_id": config.chain_id, "height": height,
-                               "rpc": config.rpc_url(0), "services": services}, sort_keys=True))
+        click.echo(json.dumps({"home": str(net.layout.home), "chain_id": config.chain_id, "engine": config.engine,
+                               "height": height, "rpc": config.rpc_url(0), "services": services,
+                               "nodes": [node.to_json() for node in nodes]}, sort_keys=True))
         return
-    table = Table(title=f"localnet {config.chain_id} at {net.layout.home}")
+    table = Table(title=f"localnet {config.chain_id} at {net.layout.home} ({config.engine})")
     for column in ("service", "pid", "state"):
         table.add_column(column)
     for name, info in services.items():
         table.add_row(name, str(info["pid"]), "[green]running[/green]" if info["running"] else "[red]stopped[/red]")
     Console().print(table)
+    nodes_table = Table(title="nodes")
+    for column in ("node", "rpc", "height", "app hash"):
+        nodes_table.add_column(column)
+    for node in nodes:
+        nodes_table.add_row(node.name, node.rpc, str(node.height) if node.height is not None else "not answering",
+                            (node.app_hash or "")[:16])
+    Console().print(nodes_table)
     click.echo(f"chain height: {height if height is not None else 'node not answering'}")
 
 
@@ -212,6 +244,47 @@ def restart(home, names) -> None:
 
 @main.command()
 @home_option
+@click.argument("name")
+def kill(home, name) -> None:
+    """SIGKILL a service and its children, or a whole node by its name (validator-<i>: cometbft, app, verifier)."""
+    net = Localnet(home)
+    try:
+        killed = net.kill(name)
+    except (LocalnetError, OSError) as exc:
+        _fail(str(exc))
+    console.print(f"killed {', '.join(killed)}" if killed else f"{name}: nothing was running")
+
+
+@main.command()
+@home_option
+@click.argument("name")
+def start(home, name) -> None:
+    """Start a stopped service, or a whole node by its name (validator-<i>: app, cometbft, verifier)."""
+    net = Localnet(home)
+    try:
+        started = net.start(name)
+    except (LocalnetError, OSError) as exc:
+        _fail(str(exc))
+    _print_warnings(net)
+    console.print(f"started {', '.join(started)}")
+
+
+@main.command("add-node")
+@home_option
+@click.option("--key-from", default=None, metavar="NODE",
+              help="TEST SWITCH: give the new node NODE's consensus key (it will double-sign when both run).")
+def add_node(home, key_from) -> None:
+    """Write one more CometBFT node from the localnet's genesis (a full node until it stakes); `start` it."""
+    net = Localnet(home)
+    try:
+        name = net.add_node(key_from)
+    except (LocalnetError, OSError) as exc:
+        _fail(str(exc))
+    console.print(f"added {name} (home {net.layout.node_home(net.config.nodes - 1)}); `start {name}` runs it")
+
+
+@main.command()
+@home_option
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def reset(home, yes) -> None:
     """Stop the localnet and delete all its state (chain, keys, logs)."""
@@ -231,7 +304,8 @@ def reset(home, yes) -> None:
 def demo(home, rounds, timeout, keep, **options) -> None:
     """Start a fresh localnet, pay for a real training task, follow it to settlement, evaluate the model.
 
-    The last line printed (on stdout) is JSON: task id, rounds, final accuracy, paid per worker, seconds.
+    The last line printed (on stdout) is JSON: task id, rounds, final accuracy, paid per worker, the engine,
+    the validators (power, fee share), which validators voted what per round, seconds.
     """
     import json
 
@@ -245,7 +319,7 @@ def demo(home, rounds, timeout, keep, **options) -> None:
 
     signal.signal(signal.SIGTERM, interrupt)
     try:
-        summary = run_demo(home, config_from(**options), DemoOptions(rounds=rounds, timeout=timeout), console, keep)
+        summary = run_demo(home, config_from(home, **options, fresh=True), DemoOptions(rounds=rounds, timeout=timeout), console, keep)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM through `interrupt`
         if not received:
             received.append(signal.SIGINT)

@@ -1,7 +1,8 @@
 """`trolly-localnet demo`: pay for a real training task on a fresh localnet and watch it settle.
 
 Phases, in order:
-1. bring the localnet up (node, verifier, three workers, one of them declared slower);
+1. bring the localnet up (4 validators on CometBFT, each with its app and verifier, by default; one node on
+   the solo engine with `--engine solo` or where no CometBFT is found), and three workers, one declared slower;
 2. build the digits dataset and serve it from the requester's own blob service (workers may rebuild it
    locally instead; either way its manifest hash must match the spec);
 3. submit the task from the `requester` key: the spec, the budget, the reward per round and collateral the
@@ -10,9 +11,10 @@ Phases, in order:
    global weights recomputed from the verified updates and their held-out loss (`observer.py`);
 5. download the final weights by the hash the chain recorded, from any worker, and evaluate them on the
    held-out split;
-6. print the settlement (each worker's pay, fees, refund), checked against account balances on chain (and the
-   recomputed weights against the chain's hashes), and one JSON line last: task id, rounds, final accuracy,
-   paid per worker, seconds.
+6. print the settlement (each worker's pay, fees, refund, each validator's fee share), checked against account
+   balances on chain and the transaction fees each account paid (and the recomputed weights against the chain's
+   hashes), and one JSON line last: task id, rounds, final accuracy, paid per worker, the engine, the
+   validators (power, fee share), which validators voted what in each round, seconds.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ from trolly.compute.data import build_dataset, load_dataset
 from trolly.compute.models import build_model
 from trolly.compute.spec import example_spec, parse_spec
 from trolly.compute.training import evaluate
+from trolly.wallet.market_queries import list_tasks
 from trolly.wallet.errors import WalletError
 from trolly.wallet.keyring import Keyring
-from trolly.wallet.market_queries import list_tasks
 from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.sender import TxSender
 from trolly.wallet.tasks import plan_task
@@ -87,6 +89,8 @@ class Demo:
         self.observer: TrainingObserver | None = None  # set once the spec and dataset exist
 
     async def run(self, started: float) -> dict:
+        """Submit, follow and settle the task; balances are read at one height before and one after, so that
+        each account's change is explained by its pay, penalties and the tx fees it paid in between."""
         dataset_blobs = build_dataset("digits")
         with tempfile.TemporaryDirectory(prefix="trolly-demo-") as scratch:
             store = BlobStore(scratch)
@@ -98,22 +102,50 @@ class Demo:
                 dataset = load_dataset(task_spec.dataset.manifest_hash, store.get)
                 self.observer = TrainingObserver(task_spec, dataset, BlobStore(Path(scratch) / "observed"))
                 await self.wait_for_workers(client)
-                balances_before = await self.balances(client)
+                before_height, balances_before = await self.balances(client)
                 task_id = await self.submit(client, spec)
                 view = await self.follow(client, task_id)
                 accuracy, loss = await self.evaluate_final(view)
-                balances_after = await self.balances(client)
-        return self.settle(view, accuracy, loss, balances_before, balances_after, started)
+                after_height, balances_after = await self.balances(client)
+                tx_fees = await self.tx_fees(client, before_height, after_height)
+        return self.settle(view, accuracy, loss, balances_before, balances_after, tx_fees, started)
+
+    def validator_names(self) -> list[str]:
+        return [self.config.node_name(i) for i in range(self.config.validators)]
 
     def names(self) -> list[str]:
-        return ["requester"] + [f"worker-{i}" for i in range(self.config.workers)]
+        return ["requester"] + [f"worker-{i}" for i in range(self.config.workers)] + self.validator_names()
 
-    async def balances(self, client: AsyncRpcClient) -> dict[str, int]:
-        out = {}
+    async def balances(self, client: AsyncRpcClient) -> tuple[int, dict[str, int]]:
+        """Every account's balance, all read at one height (read again if a block came in between)."""
+        while True:
+            heights, out = set(), {}
+            for name in self.names():
+                result = await client.abci_query(f"/account/{self.keyring.get(name).address}")
+                if result.code != 0:
+                    raise LocalnetError(f"cannot read {name}'s balance: {result.log}")
+                heights.add(result.height)
+                out[name] = result.json()["balance"]
+            if len(heights) == 1:
+                return heights.pop(), out
+
+    async def tx_fees(self, client: AsyncRpcClient, after: int, until: int) -> dict[str, int]:
+        """The fees each account's transactions paid in blocks after..until (their `tx` events)."""
+        fees = {}
         for name in self.names():
             address = self.keyring.get(name).address
-            out[name] = (await client.query_json(f"/account/{address}"))["balance"]
-        return out
+            query, page, total, paid = f"tx.signer='{address}' AND tx.height>{after} AND tx.height<={until}", 1, 0, 0
+            while True:
+                results, count = await client.tx_search(query, page=page, per_page=100)
+                for result in results:
+                    paid += sum(int(event.get("fee", "0")) for event in result.events
+                                if event.type == "tx" and event.get("signer") == address)
+                total += len(results)
+                if not results or total >= count:
+                    break
+                page += 1
+            fees[name] = paid
+        return fees
 
     async def wait_for_workers(self, client: AsyncRpcClient) -> None:
         """Every worker registers (and stakes) when it starts; settle-up figures are taken after that."""
@@ -202,28 +234,34 @@ class Demo:
         )
         return accuracy, loss
 
-    def settle(self, view: dict, accuracy: float, loss: float, before: dict, after: dict, started: float) -> dict:
+    def settle(self, view: dict, accuracy: float, loss: float, before: dict, after: dict, tx_fees: dict,
+               started: float) -> dict:
         table = Table(title=f"Settlement of task {view['id']} ({view['status']})")
-        for column in ("account", "paid by the task", "penalties", "balance change on chain"):
+        for column in ("account", "paid by the task", "penalties", "tx fees paid", "balance change on chain"):
             table.add_column(column, justify="right" if column != "account" else "left")
+        change = {name: after[name] - before[name] for name in after}
         paid: dict[str, int] = {}
         name_of = {self.keyring.get(name).address: name for name in self.names()}
         for member in view["members"]:
             name = name_of.get(member["worker"], member["worker"])
             paid[name] = member["paid"]
             penalties = member["penalized"] + member["slashed"]
-            table.add_row(f"{name} ({member['status']})", str(member["paid"]), str(penalties),
-                          f"{after[name] - before[name]:+d}")
+            table.add_row(f"{name} ({member['status']})", str(member["paid"]), str(penalties), str(tx_fees[name]),
+                          f"{change[name]:+d}")
         spent = view["budget"] - view["refunded"]
-        table.add_row("validators + verifiers (fees)", str(view["paid_fees"]), "", "")
-        table.add_row("requester", f"-{spent} (refund {view['refunded']})", "",
-                      f"{after['requester'] - before['requester']:+d}")
+        table.add_row("validator + verifier fees of the task", str(view["paid_fees"]), "", "", "")
+        validators = self.validator_shares(change, tx_fees)
+        for name, share in validators.items():
+            table.add_row(f"{name} ({share['power_percent']}% power): fee share", str(share["fee_share"]), "",
+                          str(tx_fees[name]), f"{change[name]:+d}")
+        table.add_row("requester", f"-{spent} (refund {view['refunded']})", "", str(tx_fees["requester"]),
+                      f"{change['requester']:+d}")
         self.console.print(table)
         checks = {
-            "requester paid budget minus refund": after["requester"] - before["requester"] == -spent,
+            "requester paid budget minus refund, plus its tx fees": change["requester"] == -spent - tx_fees["requester"],
             "spent = worker pay + fees": spent == view["paid_workers"] + view["paid_fees"],
-            "each worker's balance change = pay - penalties": all(
-                after[name_of[m["worker"]]] - before[name_of[m["worker"]]] == m["paid"] - m["penalized"] - m["slashed"]
+            "each worker's balance change = pay - penalties - tx fees": all(
+                change[name_of[m["worker"]]] == m["paid"] - m["penalized"] - m["slashed"] - tx_fees[name_of[m["worker"]]]
                 for m in view["members"]
             ),
         }
@@ -240,8 +278,37 @@ class Demo:
             "task_id": view["id"], "rounds": view["rounds"], "status": view["status"],
             "final_accuracy": round(accuracy, 4), "final_loss": round(loss, 4),
             "accuracy_floor": ACCURACY_FLOOR, "paid_per_worker": paid, "fees": view["paid_fees"],
-            "refund": view["refunded"], "seconds": round(time.monotonic() - started, 1),
+            "refund": view["refunded"], "engine": self.config.engine, "validators": validators,
+            "votes": round_votes(view, {self.keyring.get(n).address: n for n in self.validator_names()}),
+            "seconds": round(time.monotonic() - started, 1),
         }
+
+    def validator_shares(self, change: dict[str, int], tx_fees: dict[str, int]) -> dict[str, dict]:
+        """Per validator: its power share and what it received while the task ran (its balance change plus the
+        tx fees its verifier paid): the task's validator fee by power, the verifier fee for its votes, and its
+        share of every tx fee of the period."""
+        total = sum(self.config.validator_stake(i) for i in range(self.config.validators))
+        return {
+            name: {"power_percent": round(100 * self.config.validator_stake(i) / total, 1),
+                   "fee_share": change[name] + tx_fees[name]}
+            for i, name in enumerate(self.validator_names())
+        }
+
+
+def round_votes(view: dict, validator_names: dict[str, str]) -> list[dict]:
+    """Per round, which validator voted what: [{"round": r, "votes": {"validator-0": {"pass": 3}, ...}}]."""
+    rounds = []
+    for details in view.get("round_details", []):
+        if details.get("final_report"):
+            continue
+        votes: dict[str, dict[str, int]] = {}
+        for commitment in details["commitments"]:
+            for verdict in commitment["verdicts"]:
+                name = validator_names.get(verdict["validator"], verdict["validator"])
+                tally = votes.setdefault(name, {})
+                tally[verdict["verdict"]] = tally.get(verdict["verdict"], 0) + 1
+        rounds.append({"round": details["round"], "votes": dict(sorted(votes.items()))})
+    return rounds
 
 
 def progress_line(view: dict) -> str:
@@ -276,9 +343,10 @@ def run_demo(home, config: LocalnetConfig, options: DemoOptions, console: Consol
     try:
         net = Localnet(home, config)
         actual = net.up()
+        engine = "CometBFT" if actual.engine == "cometbft" else "the solo engine"
         console.print(f"localnet up in {time.monotonic() - started:.1f}s: {actual.rpc_url(0)}, "
                       f"{actual.workers} workers ({actual.slow_workers} declared slower), "
-                      f"{actual.validators} validator + verifier")
+                      f"{actual.validators} validator(s) with their verifiers on {engine}")
         return asyncio.run(Demo(net, actual, options, console).run(started))
     finally:
         if not keep:

@@ -4,7 +4,7 @@ One directory holds a whole network:
 
     <home>/localnet.json          what `up` needs to know (engine, validators, workers, ports, chain id)
     <home>/wallet/                wallet home with a `test` keyring: requester, validator-<i>, worker-<i>
-    <home>/nodes/node-<i>/        CometBFT-compatible node homes (config/, data/)
+    <home>/nodes/node-<i>/        CometBFT v0.38 node homes (config/, data/), one per node
     <home>/workers/worker-<i>/    worker homes
     <home>/verifiers/verifier-<i>/  verifier homes
     <home>/logs/, <home>/run/     service logs and pid files
@@ -42,7 +42,8 @@ WORKER_INDEX_BASE = 200
 VALIDATOR_INDEX_BASE = 0
 
 ACCOUNT_BALANCE = 1_000_000_000_000  # 1,000,000 TRL each
-VALIDATOR_STAKE = 10_000_000  # 10 TRL = 10 power
+VALIDATOR_STAKE = 10_000_000
+"""10 TRL = 10 power: the stake of the last genesis validator; validator i of n bonds (n - i) times it."""
 
 VERIFICATION_WINDOW = 60
 """Blocks (30s at 500ms) a round's sampled segments wait for verdicts. The market's localnet preset has 20, but
@@ -61,17 +62,25 @@ class LocalnetError(Exception):
     """A localnet operation failed in a way the user can act on."""
 
 
+ENGINES = ("cometbft", "solo")
+DEFAULT_VALIDATORS = {"cometbft": 4, "solo": 1}
+
+
 @dataclass(frozen=True)
 class LocalnetConfig:
     """What `up` needs to know; saved as `<home>/localnet.json`.
+
+    `engine` is "cometbft" (real CometBFT v0.38 processes, one per node) or "solo" (the built-in
+    single-validator engine). Nodes 0 .. validators-1 are the genesis validators, named `validator-<i>`;
+    `full_nodes` more (added later by `Localnet.add_node`) start from the same genesis as non-validators.
 
     Ports, all on 127.0.0.1, are offsets from `base_port`: node i uses base + 10i (RPC), + 1 (ABCI, when the
     app listens on TCP), + 2 (CometBFT p2p); the demo serves its dataset on base + 90; worker i serves its
     blobs on base + 100 + i. Two localnets with base ports 200 apart never collide.
     """
 
-    engine: str = "solo"
-    validators: int = 1
+    engine: str = "cometbft"
+    validators: int = 4
     workers: int = 3
     slow_workers: int = 1
     base_port: int = 26657
@@ -79,6 +88,22 @@ class LocalnetConfig:
     chain_id: str = CHAIN_ID
     cheat: str = ""
     """Test switch: worker-0 trains dishonestly with this cheat strategy (empty: everyone is honest)."""
+    full_nodes: int = 0
+
+    @property
+    def nodes(self) -> int:
+        """Every node of the localnet: the genesis validators, then the full nodes added since."""
+        return self.validators + self.full_nodes
+
+    def node_name(self, index: int) -> str:
+        """`validator-<i>`: the node's name, its moniker, and its operator key's name in the test keyring."""
+        return f"validator-{index}"
+
+    def validator_stake(self, index: int) -> int:
+        """Genesis stake of validator `index`: unequal (n - i shares of VALIDATOR_STAKE), so that no two-thirds
+        tally is trivial. With 4 validators: 40/30/20/10 % of the power; validator 0 plus any one other holds
+        more than two thirds, the three others without validator 0 do not."""
+        return (self.validators - index) * VALIDATOR_STAKE
 
     def rpc_port(self, index: int = 0) -> int:
         return self.base_port + 10 * index
@@ -98,8 +123,18 @@ class LocalnetConfig:
 
     def ports(self) -> list[int]:
         """Every port this localnet may listen on."""
-        nodes = [port for i in range(self.validators) for port in (self.rpc_port(i), self.abci_port(i), self.p2p_port(i))]
-        return nodes + [self.data_port()] + [self.blob_port(i) for i in range(self.workers)]
+        return list(self.port_roles())
+
+    def port_roles(self) -> dict[int, str]:
+        """Every port this localnet may listen on, with what listens there (for messages naming a taken port)."""
+        roles = {}
+        for i in range(self.nodes):
+            roles[self.rpc_port(i)] = f"RPC of {self.node_name(i)}"
+            roles[self.abci_port(i)] = f"ABCI of {self.node_name(i)}"
+            roles[self.p2p_port(i)] = f"p2p of {self.node_name(i)}"
+        roles[self.data_port()] = "the demo's dataset server"
+        roles.update({self.blob_port(i): f"blobs of worker-{i}" for i in range(self.workers)})
+        return roles
 
     def rpc_url(self, index: int = 0) -> str:
         return f"http://127.0.0.1:{self.rpc_port(index)}"
@@ -112,7 +147,7 @@ def derivation_path(index: int) -> str:
 def key_names(config: LocalnetConfig) -> dict[str, int]:
     """Keyring name -> index on the dev mnemonic."""
     names = {"requester": REQUESTER_INDEX}
-    names.update({f"validator-{i}": VALIDATOR_INDEX_BASE + i for i in range(config.validators)})
+    names.update({f"validator-{i}": VALIDATOR_INDEX_BASE + i for i in range(config.nodes)})
     names.update({f"worker-{i}": WORKER_INDEX_BASE + i for i in range(config.workers)})
     return names
 
@@ -172,7 +207,8 @@ def localnet_genesis(config: LocalnetConfig, validator_keys: list[ValidatorKey])
     accounts = {encode_address(dev_key(index).address): ACCOUNT_BALANCE for index in names.values()}
     validators = [
         GenesisValidator(
-            key.pubkey, encode_address(dev_key(VALIDATOR_INDEX_BASE + i).address), VALIDATOR_STAKE, f"validator-{i}"
+            key.pubkey, encode_address(dev_key(VALIDATOR_INDEX_BASE + i).address), config.validator_stake(i),
+            config.node_name(i),
         )
         for i, key in enumerate(validator_keys)
     ]
@@ -181,18 +217,19 @@ def localnet_genesis(config: LocalnetConfig, validator_keys: list[ValidatorKey])
 
 
 MAX_VALIDATORS = 8
-"""Node i's ports are base + 10i .. base + 10i + 2; the ninth node would reach the demo's data port (base + 90)."""
+"""At most this many nodes (validators and full nodes): node i's ports are base + 10i .. base + 10i + 2; the
+ninth node would reach the demo's data port (base + 90)."""
 MAX_WORKERS = 16
 
 
 def check_config(config: LocalnetConfig) -> None:
     """Refuse a configuration that cannot run, before anything is written."""
-    if config.engine not in ("solo", "cometbft"):
-        raise LocalnetError(f"unknown engine {config.engine!r}: use solo or cometbft")
-    if config.engine == "solo" and config.validators != 1:
+    if config.engine not in ENGINES:
+        raise LocalnetError(f"unknown engine {config.engine!r}: use {' or '.join(ENGINES)}")
+    if config.engine == "solo" and config.nodes != 1:
         raise LocalnetError("the solo engine runs exactly one validator; use --engine cometbft for more")
-    if not 1 <= config.validators <= MAX_VALIDATORS:
-        raise LocalnetError(f"a localnet has 1 to {MAX_VALIDATORS} validators, not {config.validators}")
+    if not 1 <= config.validators <= config.nodes <= MAX_VALIDATORS:
+        raise LocalnetError(f"a localnet has 1 to {MAX_VALIDATORS} nodes, not {config.nodes}")
     if not 0 <= config.slow_workers <= config.workers <= MAX_WORKERS:
         raise LocalnetError(f"a localnet has 0 to {MAX_WORKERS} workers, at most all of them slow "
                             f"(got {config.workers} workers, {config.slow_workers} slow)")
@@ -205,28 +242,42 @@ def init_localnet(layout: Layout, config: LocalnetConfig) -> None:
     if layout.exists():
         raise LocalnetError(f"{layout.home} already holds a localnet; use `trolly-localnet reset` for a clean one")
     check_config(config)
+    if config.full_nodes:
+        raise LocalnetError("a fresh localnet has validators only; add full nodes with `Localnet.add_node`")
     layout.home.mkdir(parents=True, exist_ok=True)
     validator_keys = [ValidatorKey.generate() for _ in range(config.validators)]
     node_keys = [ValidatorKey.generate() for _ in range(config.validators)]
     genesis = localnet_genesis(config, validator_keys)
-    peers = ",".join(
-        f"{node_keys[i].node_id}@127.0.0.1:{config.p2p_port(i)}" for i in range(config.validators)
-    )
+    peers = [f"{node_keys[i].node_id}@127.0.0.1:{config.p2p_port(i)}" for i in range(config.validators)]
     for i in range(config.validators):
-        node_config = NodeConfig(
-            moniker=f"validator-{i}",
-            proxy_app=f"tcp://127.0.0.1:{config.abci_port(i)}",
-            rpc_laddr=f"tcp://127.0.0.1:{config.rpc_port(i)}",
-            p2p_laddr=f"tcp://127.0.0.1:{config.p2p_port(i)}",
-            persistent_peers=",".join(p for j, p in enumerate(peers.split(",")) if j != i),
-            addr_book_strict=False,
-            allow_duplicate_ip=True,
-            timeout_commit=config.block_time,
-            prometheus_listen_addr="",
-        )
-        write_home(layout.node_home(i), genesis, validator_keys[i], node_key=node_keys[i], config=node_config)
+        write_node_home(layout, config, i, genesis, validator_keys[i], node_keys[i],
+                        [peer for j, peer in enumerate(peers) if j != i])
     write_test_keyring(layout, config)
     layout.save(config)
+
+
+def write_node_home(layout: Layout, config: LocalnetConfig, index: int, genesis: dict, validator_key: ValidatorKey,
+                    node_key: ValidatorKey, peers: list[str]) -> None:
+    """Node `index`'s home as `cometbft testnet` writes one: its ports, every other node as a persistent peer,
+    peering over one loopback address allowed, the localnet's short `timeout_commit`."""
+    node_config = NodeConfig(
+        moniker=config.node_name(index),
+        proxy_app=f"tcp://127.0.0.1:{config.abci_port(index)}",
+        rpc_laddr=f"tcp://127.0.0.1:{config.rpc_port(index)}",
+        p2p_laddr=f"tcp://127.0.0.1:{config.p2p_port(index)}",
+        persistent_peers=",".join(peers),
+        addr_book_strict=False,
+        allow_duplicate_ip=True,
+        timeout_commit=config.block_time,
+        timeout_propose=LOCALNET_TIMEOUT_PROPOSE,
+        prometheus_listen_addr="",
+    )
+    write_home(layout.node_home(index), genesis, validator_key, node_key=node_key, config=node_config)
+
+
+LOCALNET_TIMEOUT_PROPOSE = "2s"
+"""How long CometBFT validators wait for a proposal before moving to the next round (default 3s): shorter, so
+that a localnet whose proposer was killed moves on sooner, still long enough for a loaded 2-core machine."""
 
 
 def write_test_keyring(layout: Layout, config: LocalnetConfig) -> None:

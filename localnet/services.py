@@ -1,4 +1,9 @@
-"""The processes of a localnet, as `ServiceSpec`s, in start order: node(s), then verifiers, then workers."""
+"""The processes of a localnet, as `ServiceSpec`s: per node its app and its consensus engine (a `cometbft`
+process, or the solo engine for the one-validator localnet), per genesis validator its verifier.
+
+Service names: `app-<i>`, `cometbft-<i>` (or `engine-0`), `verifier-<i>`, `worker-<i>`. A node's name,
+`validator-<i>`, stands for all of its services at once (`node_service_names`).
+"""
 
 from __future__ import annotations
 
@@ -21,35 +26,42 @@ def console_script(name: str) -> str:
     return found
 
 
-def node_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpec]:
+def engine_service_name(config: LocalnetConfig, index: int) -> str:
+    return "engine-0" if config.engine == "solo" else f"cometbft-{index}"
+
+
+def node_service_names(config: LocalnetConfig, index: int) -> list[str]:
+    """A node's services in start order: its app, its engine, and its verifier (genesis validators only)."""
+    names = [f"app-{index}", engine_service_name(config, index)]
+    if index < config.validators:
+        names.append(f"verifier-{index}")
+    return names
+
+
+def app_service(layout: Layout, config: LocalnetConfig, index: int) -> ServiceSpec:
     node = console_script("trolly-node")
-    specs: list[ServiceSpec] = []
+    home = str(layout.node_home(index))
     if config.engine == "solo":
-        socket = f"unix://{layout.app_socket(0)}"
-        home = str(layout.node_home(0))
-        specs.append(ServiceSpec("app-0", (node, "start", "--home", home, "--abci", socket)))
-        specs.append(
-            ServiceSpec(
-                "engine-0",
-                (node, "engine", "--home", home, "--proxy-app", socket,
-                 "--rpc-laddr", f"tcp://127.0.0.1:{config.rpc_port(0)}", "--block-time", config.block_time),
-            )
-        )
-        return specs
-    cometbft = shutil.which("cometbft")
+        return ServiceSpec(f"app-{index}", (node, "start", "--home", home, "--abci", f"unix://{layout.app_socket(index)}"))
+    # Listening before its CometBFT starts (`ready_port`): CometBFT connects to its app once at start-up.
+    return ServiceSpec(f"app-{index}", (node, "start", "--home", home, "--abci",
+                                        f"tcp://127.0.0.1:{config.abci_port(index)}"), ready_port=config.abci_port(index))
+
+
+def engine_service(layout: Layout, config: LocalnetConfig, index: int, cometbft: str | None) -> ServiceSpec:
+    """Node `index`'s consensus engine; `cometbft` is the binary's path (from `find_cometbft`) for that engine."""
+    home = str(layout.node_home(index))
+    if config.engine == "solo":
+        node = console_script("trolly-node")
+        return ServiceSpec("engine-0", (node, "engine", "--home", home, "--proxy-app", f"unix://{layout.app_socket(0)}",
+                                        "--rpc-laddr", f"tcp://127.0.0.1:{config.rpc_port(0)}",
+                                        "--block-time", config.block_time))
     if cometbft is None:
-        raise LocalnetError(
-            f"--engine cometbft needs a `cometbft` v0.38 binary on PATH, and none was found. The {config.validators} "
-            f"node homes are ready in {layout.home / 'nodes'}. Install CometBFT from "
-            "https://github.com/cometbft/cometbft/releases (a v0.38.x archive; put `cometbft` on PATH) or build it "
-            "with Go >= 1.22: `go install github.com/cometbft/cometbft/cmd/cometbft@v0.38.17`; then run `up` "
-            "again. Or use the default solo engine (`--engine solo`, one validator)."
-        )
-    # Every app first, each listening before its CometBFT starts: CometBFT connects to its app once at start-up.
-    for i in range(config.validators):
-        home = str(layout.node_home(i))
-        specs.append(ServiceSpec(f"app-{i}", (node, "start", "--home", home, "--abci",
-                                              f"tcp://127.0.0.1:{config.abci_port(i)}"), ready_port=config.abci_port(i)))
-    for i in range(config.validators):
-        specs.append(ServiceSpec(f"cometbft-{i}", (cometbft, "node", "--home", str(layout.node_home(i)))))
-    return specs
+        raise LocalnetError("internal: a CometBFT localnet's engine needs the cometbft binary's path")
+    return ServiceSpec(f"cometbft-{index}", (cometbft, "node", "--home", home))
+
+
+def node_services(layout: Layout, config: LocalnetConfig, cometbft: str | None = None) -> list[ServiceSpec]:
+    """Every node's app and engine, in start order: all the apps, then all the engines."""
+    apps = [app_service(layout, config, i) for i in range(config.nodes)]
+    return apps + [engine_service(layout, config, i, cometbft) for i in range(config.nodes)]

@@ -132,6 +132,22 @@ class Supervisor:
     def stop(self, name: str, timeout: float = 10.0) -> None:
         self._stop_records({name: self.records().get(name)}, timeout)
 
+    def kill(self, name: str, timeout: float = 10.0) -> bool:
+        """SIGKILL a service's whole session at once, as a crash would (no chance to clean up), and wait until
+        every process of it is gone; its pid file goes. False if it was not running."""
+        record = self.records().get(name)
+        if not record or not _session_alive(record):
+            self.pid_file(name).unlink(missing_ok=True)
+            return False
+        _signal_session(record, signal.SIGKILL)
+        self._wait_sessions({name: record}, timeout)
+        proc = self.procs.pop(name, None)
+        if proc is not None:
+            proc.wait(timeout=5)
+        self.pid_file(name).unlink(missing_ok=True)
+        log.info("killed %s (pid %d) with SIGKILL", name, record["pid"])
+        return True
+
     def stop_all(self, timeout: float = 10.0) -> None:
         # Stop in reverse start order: clients (workers, verifiers) before the node they talk to.
         records = self.records()

@@ -20,9 +20,12 @@ import nacl.signing
 import pytest
 from click.testing import CliRunner
 
+from trolly.abci_app.cometbft import CometbftBinary, CometbftMissing, find_cometbft
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
 from trolly.localnet.cli import main
+from trolly.localnet.engine_choice import choose_engine
+from trolly.localnet.network import Localnet
 from trolly.localnet.demo import progress_line
 from trolly.localnet.layout import (
     ACCOUNT_BALANCE,
@@ -60,8 +63,8 @@ def test_localnets_200_ports_apart_never_share_a_port():
 @pytest.mark.parametrize(
     "config, complaint",
     [
-        (LocalnetConfig(validators=3), "solo engine runs exactly one validator"),
-        (LocalnetConfig(engine="cometbft", validators=9), "1 to 8 validators"),
+        (LocalnetConfig(engine="solo", validators=3), "solo engine runs exactly one validator"),
+        (LocalnetConfig(engine="cometbft", validators=9), "1 to 8 nodes"),
         (LocalnetConfig(workers=2, slow_workers=3), "at most all of them slow"),
         (LocalnetConfig(base_port=65_500), "outside 1024..65535"),
         (LocalnetConfig(engine="tendermint"), "unknown engine"),
@@ -88,7 +91,7 @@ def test_the_saved_configuration_loads_back_equal(tmp_path):
 
 
 def test_keyring_and_genesis_fund_every_localnet_key(tmp_path):
-    config = LocalnetConfig(workers=2)
+    config = LocalnetConfig(engine="solo", validators=1, workers=2)
     layout = Layout(tmp_path)
     init_localnet(layout, config)
     keyring = Keyring(layout.wallet_home, backend="test")
@@ -212,27 +215,43 @@ def test_config_toml_gives_each_node_distinct_loopback_ports_and_names_its_peers
     assert len(seen_ports) == len(set(seen_ports))
 
 
-def _without_cometbft_path(tmp_path) -> str:
-    """PATH with only the interpreter's bin directory and the system's, none holding `cometbft`."""
-    directories = [str(Path(sys.executable).parent), "/usr/bin", "/bin"]
-    assert not any((Path(d) / "cometbft").exists() for d in directories), "a real cometbft is installed"
-    return os.pathsep.join(directories)
+def _missing() -> None:
+    raise CometbftMissing("no `cometbft` found (looked in /nowhere and PATH): install Go")
 
 
-def test_up_with_cometbft_but_no_binary_writes_the_homes_and_says_how_to_install(tmp_path):
-    home = tmp_path / "net"
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "trolly-localnet"), "up", "--home", str(home), "--engine", "cometbft",
-         "--validators", "3", "--base-port", str(BASE + 200), "-d"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "PATH": _without_cometbft_path(tmp_path)},
-    )
-    assert done.returncode != 0
-    message = " ".join(done.stderr.split())
-    assert "needs a `cometbft` v0.38 binary on PATH" in message
-    assert "github.com/cometbft/cometbft/releases" in message and "go install" in message
-    for i in range(3):
-        assert (home / "nodes" / f"node-{i}" / "config" / "genesis.json").is_file()
-    assert not list((home / "run").glob("*.pid")) if (home / "run").exists() else True
+def test_without_cometbft_the_default_engine_falls_back_to_solo_in_one_line():
+    choice = choose_engine(None, None, find=_missing)
+    assert (choice.engine, choice.validators, choice.cometbft) == ("solo", 1, None)
+    assert "no `cometbft` found" in choice.note and "solo engine" in choice.note and "\n" not in choice.note
+
+
+def test_with_cometbft_the_default_is_four_validators_on_it():
+    binary = CometbftBinary("/opt/cometbft", "0.38.26")
+    choice = choose_engine(None, None, find=lambda: binary)
+    assert (choice.engine, choice.validators, choice.cometbft, choice.note) == ("cometbft", 4, binary, "")
+    assert choose_engine("solo", None, find=_missing).engine == "solo"
+
+
+@pytest.mark.parametrize("engine, validators", [("cometbft", None), (None, 3)])
+def test_asking_for_cometbft_without_a_binary_fails_and_says_how_to_get_it(engine, validators):
+    with pytest.raises(LocalnetError, match="no `cometbft` found.*install Go"):
+        choose_engine(engine, validators, find=_missing)
+
+
+def test_a_wrong_cometbft_version_is_refused_by_up_before_anything_is_written(tmp_path, monkeypatch):
+    """`find_cometbft`'s refusal of a v0.37 stand-in (on a search path of its own: the test's venv may hold the
+    real binary) reaches the user through `up`, and nothing is written."""
+    import trolly.localnet.network as network
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cometbft").write_text("#!/bin/sh\necho 0.37.4\n")
+    (bin_dir / "cometbft").chmod(0o755)
+    monkeypatch.setattr(network, "find_cometbft", lambda: find_cometbft(beside=tmp_path / "none", search_path=str(bin_dir)))
+    net = Localnet(tmp_path / "net", LocalnetConfig(validators=3, workers=0, base_port=BASE + 200))
+    with pytest.raises(LocalnetError, match="0.37.4.*needs v0.38.x.*v0.38.26"):
+        net.up()
+    assert not (tmp_path / "net").exists()
 
 
 # ------------------------------------------------------------------------------------------- supervisor
@@ -363,7 +382,7 @@ def test_progress_line_labels_the_final_report():
 
 # ----------------------------------------------------------------------------------------------- help
 
-COMMANDS = ["up", "down", "status", "logs", "restart", "reset", "demo"]
+COMMANDS = ["up", "down", "status", "logs", "kill", "start", "restart", "add-node", "reset", "demo"]
 
 
 def test_the_command_list_is_complete():
@@ -385,7 +404,7 @@ def test_status_of_a_missing_localnet_fails_clearly(tmp_path):
 def test_restarting_an_unknown_service_names_the_real_ones(tmp_path):
     from trolly.localnet.network import Localnet
 
-    init_localnet(Layout(tmp_path), LocalnetConfig(workers=1))
+    init_localnet(Layout(tmp_path), LocalnetConfig(engine="solo", validators=1, workers=1))
     result = CliRunner().invoke(main, ["restart", "--home", str(tmp_path), "worker-7"])
     output = " ".join(result.output.split())  # rich wraps long lines
     assert result.exit_code == 1
@@ -402,7 +421,7 @@ def test_up_refuses_ports_in_use_before_starting_anything(tmp_path):
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", config.blob_port(0)))
         squatter.listen()
-        with pytest.raises(LocalnetError, match=f"port\\(s\\) {config.blob_port(0)} on 127.0.0.1 are in use"):
+        with pytest.raises(LocalnetError, match=f"port\\(s\\) {config.blob_port(0)} \\(blobs of worker-0\\) on 127.0.0.1 in use"):
             Localnet(tmp_path / "net", config).up()
     assert not (tmp_path / "net").exists(), "nothing is written: the next `up` may choose another --base-port"
 
