@@ -101,8 +101,8 @@ class LocalnetConfig:
 
     def validator_stake(self, index: int) -> int:
         """Genesis stake of validator `index`: unequal (n - i shares of VALIDATOR_STAKE), so that no two-thirds
-        tally is trivial. With 4 validators: 40/30/20/10 % of the power; validator 0 plus any one other holds
-        more than two thirds, the three others without validator 0 do not."""
+        tally is trivial. With 4 validators: 40/30/20/10 % of the power; any three, or validators 0, 1 and
+        none else, hold more than two thirds; the three others without validator 0 hold 60 % and do not."""
         return (self.validators - index) * VALIDATOR_STAKE
 
     def rpc_port(self, index: int = 0) -> int:

@@ -248,7 +248,7 @@ def test_a_wrong_cometbft_version_is_refused_by_up_before_anything_is_written(tm
     (bin_dir / "cometbft").write_text("#!/bin/sh\necho 0.37.4\n")
     (bin_dir / "cometbft").chmod(0o755)
     monkeypatch.setattr(network, "find_cometbft", lambda: find_cometbft(beside=tmp_path / "none", search_path=str(bin_dir)))
-    net = Localnet(tmp_path / "net", LocalnetConfig(validators=3, workers=0, base_port=BASE + 200))
+    net = Localnet(tmp_path / "net", LocalnetConfig(validators=3, workers=0, slow_workers=0, base_port=BASE + 200))
     with pytest.raises(LocalnetError, match="0.37.4.*needs v0.38.x.*v0.38.26"):
         net.up()
     assert not (tmp_path / "net").exists()
