@@ -1,15 +1,19 @@
 """`trolly-node`: the validator's command line, a thin layer over `home`, the ABCI server and the solo engine.
 
     trolly-node init   --home H --chain-id C [--moniker M] [--dev] [--force]   write a CometBFT v0.38 home
-    trolly-node start  --home H [--abci tcp://127.0.0.1:26658 | unix://PATH]   the app alone, for CometBFT
+    trolly-node start  --home H [--abci unix://PATH | tcp://HOST:PORT]        the app alone, for CometBFT
     trolly-node engine --home H [--proxy-app ADDR] [--block-time 1s]          the solo engine alone
     trolly-node dev    [--home H] [--block-time 1s] [--reset]                 app + solo engine, dev chain
     trolly-node version                                                       app version, CometBFT binary found
 
 The home defaults to `$TROLLY_NODE_HOME`, else `~/.trolly-node`. `dev` runs two processes: the app
 (`trolly-node start`, a child process) and the solo engine (this process), talking over a unix socket in
-the home's `data/` directory (loopback TCP when the path is too long for a socket), exactly as CometBFT
-would talk to the app; stopping `dev` (Ctrl-C) stops both.
+the home's `data/` directory (in a private temporary directory when that path is too long for a socket),
+exactly as CometBFT would talk to the app; stopping `dev` (Ctrl-C) stops both.
+
+The app's ABCI socket is a unix socket with mode 0600 unless an address asks for TCP: `start` and `engine`
+use `--abci`/`--proxy-app`, else config.toml `proxy_app`, else `unix://H/data/app.sock`; `init` writes that
+unix address as `proxy_app` unless `--proxy-app` gives another (`tcp://...` where CometBFT needs TCP).
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ import pathlib
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
+import tempfile
 
 import click
 
@@ -87,14 +91,15 @@ def main(log_level: str) -> None:
 @click.option("--moniker", default="trolly-node", show_default=True, help="Human-readable node name.")
 @click.option("--dev", is_flag=True, help="Dev genesis: the public dev key funded and operating this validator.")
 @click.option("--force", is_flag=True, help="Overwrite an existing home (wipes its data/).")
-@click.option("--proxy-app", default="tcp://127.0.0.1:26658", show_default=True, help="ABCI address CometBFT dials.")
+@click.option("--proxy-app", default=None, help="ABCI address CometBFT dials (default: unix://HOME/data/app.sock).")
 @click.option("--rpc-laddr", default="tcp://127.0.0.1:26657", show_default=True, help="JSON-RPC listen address.")
 @click.option("--p2p-laddr", default="tcp://0.0.0.0:26656", show_default=True, help="P2P listen address.")
 def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, p2p_laddr) -> None:
     """Write a CometBFT v0.38 home: genesis.json, config.toml, priv_validator_key.json, node_key.json."""
     root = _home(home)
-    config = homelib.NodeConfig(moniker=moniker, proxy_app=proxy_app, rpc_laddr=rpc_laddr, p2p_laddr=p2p_laddr)
     try:
+        proxy_app = proxy_app or _default_app_address(root)
+        config = homelib.NodeConfig(moniker=moniker, proxy_app=proxy_app, rpc_laddr=rpc_laddr, p2p_laddr=p2p_laddr)
         paths = homelib.init_home(root, chain_id, moniker=moniker, dev=dev, config=config, force=force)
     except AbciAppError as exc:
         _fail(exc)
@@ -104,6 +109,18 @@ def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, p2p_laddr) -
 
 
 # ----------------------------------------------------------------------------------------------- start
+
+
+def _default_app_address(root: pathlib.Path) -> str:
+    """The app's socket when nothing names one: `unix://ROOT/data/app.sock` (mode 0600 once listening)."""
+    from .server import default_unix_address
+
+    return default_unix_address(root / "data")
+
+
+def _app_address(root: pathlib.Path, given: str | None, config: dict) -> str:
+    """The address given on the command line, else config.toml `proxy_app`, else the home's unix socket."""
+    return given or config.get("proxy_app") or _default_app_address(root)
 
 
 async def _serve_app(root: pathlib.Path, address: str) -> None:
@@ -121,7 +138,9 @@ async def _serve_app(root: pathlib.Path, address: str) -> None:
 
 @main.command()
 @home_option
-@click.option("--abci", "address", default=None, help="Listen address: tcp://HOST:PORT or unix://PATH (default: config.toml proxy_app).")
+@click.option("--abci", "address", default=None,
+              help="Listen address: unix://PATH (mode 0600) or tcp://HOST:PORT (default: config.toml proxy_app, "
+                   "else unix://HOME/data/app.sock).")
 def start(home, address) -> None:
     """Run the application alone, its state under HOME/data/, waiting for CometBFT or the solo engine."""
     import uvloop
@@ -129,8 +148,7 @@ def start(home, address) -> None:
     root = _home(home)
     try:
         loaded = homelib.load_home(root)
-        address = address or loaded.config.get("proxy_app") or "tcp://127.0.0.1:26658"
-        uvloop.run(_serve_app(root, address))
+        uvloop.run(_serve_app(root, _app_address(root, address, loaded.config)))
     except AbciAppError as exc:
         _fail(exc)
 
@@ -186,7 +204,8 @@ async def _watch_child(child: subprocess.Popen, stop: asyncio.Event) -> None:
 
 @main.command()
 @home_option
-@click.option("--proxy-app", default=None, help="The app's ABCI address (default: config.toml proxy_app).")
+@click.option("--proxy-app", default=None,
+              help="The app's ABCI address (default: config.toml proxy_app, else unix://HOME/data/app.sock).")
 @click.option("--rpc-laddr", default=None, help="JSON-RPC listen address (default: config.toml [rpc] laddr).")
 @click.option("--block-time", default="1s", show_default=True, help="Interval between blocks (e.g. 1s, 200ms).")
 def engine(home, proxy_app, rpc_laddr, block_time) -> None:
@@ -201,7 +220,7 @@ def engine(home, proxy_app, rpc_laddr, block_time) -> None:
     interval = parse_duration(block_time)
     try:
         loaded = homelib.load_home(root)
-        proxy_app = proxy_app or loaded.config.get("proxy_app") or "tcp://127.0.0.1:26658"
+        proxy_app = _app_address(root, proxy_app, loaded.config)
         rpc_laddr = rpc_laddr or loaded.config.get("rpc", {}).get("laddr") or "tcp://127.0.0.1:26657"
         uvloop.run(_run_engine(root, proxy_app, rpc_laddr, interval))
     except AbciAppError as exc:
@@ -231,14 +250,16 @@ def version() -> None:
 # ------------------------------------------------------------------------------------------------- dev
 
 
-def _dev_app_address(root: pathlib.Path) -> str:
-    """A unix socket in the home if its path fits (108 bytes on Linux), else a free loopback TCP port."""
-    path = (root / "data" / "app.sock").resolve()
-    if len(str(path)) < 100:
-        return f"unix://{path}"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+def _dev_app_address(root: pathlib.Path) -> tuple[str, str | None]:
+    """The app's unix socket: in the home if its path fits, else in a new private (0700) temporary directory,
+    returned second so that `dev` removes it at the end (None when the home's socket is used)."""
+    from .server import AddressError
+
+    try:
+        return _default_app_address(root), None
+    except AddressError:
+        private = tempfile.mkdtemp(prefix="trolly-dev-")
+        return f"unix://{private}/app.sock", private
 
 
 def _banner(node, chain_id: str) -> None:
@@ -273,14 +294,15 @@ def dev(home, chain_id, block_time, rpc_laddr, reset) -> None:
     try:
         if reset and root.exists():
             shutil.rmtree(root)
+        address, private_directory = _dev_app_address(root)
         if not homelib.HomePaths(root).genesis.exists():
-            homelib.init_home(root, chain_id, moniker="dev-validator", dev=True)
+            config = homelib.NodeConfig(moniker="dev-validator", **({} if private_directory else {"proxy_app": address}))
+            homelib.init_home(root, chain_id, moniker="dev-validator", dev=True, config=config)
             click.echo(f"Initialized dev home {root}")
         loaded = homelib.load_home(root)
         rpc_laddr = rpc_laddr or loaded.config.get("rpc", {}).get("laddr") or "tcp://127.0.0.1:26657"
     except AbciAppError as exc:
         _fail(exc)
-    address = _dev_app_address(root)
     command = [sys.executable, "-m", "trolly.abci_app.cli", "start", "--home", str(root), "--abci", address]
     child = subprocess.Popen(command, start_new_session=True)
     child_failed = False
@@ -297,6 +319,8 @@ def dev(home, chain_id, block_time, rpc_laddr, reset) -> None:
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
+        if private_directory:
+            shutil.rmtree(private_directory, ignore_errors=True)
     if child_failed:
         raise click.ClickException(f"the app process exited with code {child.returncode}; see its log lines above")
 

@@ -19,6 +19,11 @@ starts coming on a newer connection, the engine has replaced a failed mempool co
 drops its mempool state (`on_mempool_connection_replaced`) because the engine re-checks its waiting
 transactions on the new connection next, and a CheckTx still arriving on the replaced connection closes it.
 
+Where it listens: a unix socket by default, created with mode 0600 so that only the node's own user can drive
+the application (`bind_private_unix_socket`: the socket is bound in a fresh 0700 directory, given mode 0600
+there and renamed into place, so there is no moment at which another user could connect). TCP only when the
+address asks for it (`tcp://host:port`), as a CometBFT home's `proxy_app` may.
+
 Lifecycle (STYLE 8): `AbciServer.start()` binds, `serve_forever()` waits, `stop()` closes the listener and
 every connection. Signal handlers live only in `main()`. The node CLI calls `serve(app, address)`.
 """
@@ -31,6 +36,9 @@ import contextlib
 import logging
 import os
 import signal
+import socket
+import stat
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +52,24 @@ from .signature_checker import start_checker
 
 log = logging.getLogger("trolly.abci.server")
 
-DEFAULT_ADDRESS = "tcp://127.0.0.1:26658"
-"""CometBFT's default `proxy_app` address."""
+UNIX_SOCKET_MODE = 0o600
+"""Only the node's own user may connect to the application's unix socket."""
+
+MAX_UNIX_PATH_BYTES = 107
+"""Longest socket path Linux accepts (`sun_path` is 108 bytes with its terminating NUL)."""
+
+SOCKET_NAME = "app.sock"
+"""The application's socket file name inside a home's (or a state directory's) `data/` directory."""
+
+
+def default_unix_address(directory: str | os.PathLike) -> str:
+    """`unix://DIRECTORY/app.sock` with DIRECTORY made absolute; AddressError if that path is too long for a
+    socket (then an explicit `unix://SHORTER` or `tcp://HOST:PORT` address is needed)."""
+    path = os.path.join(os.path.abspath(directory), SOCKET_NAME)
+    if len(os.fsencode(path)) > MAX_UNIX_PATH_BYTES:
+        raise AddressError(f"the default socket path {path} is longer than a unix socket allows "
+                           f"({MAX_UNIX_PATH_BYTES} bytes); give an address: unix://SHORTER_PATH or tcp://HOST:PORT")
+    return f"unix://{path}"
 
 APPLICATION_METHODS = (
     "echo", "info", "init_chain", "query", "check_tx", "commit", "list_snapshots", "offer_snapshot",
@@ -86,10 +110,62 @@ def parse_address(text: str) -> ListenAddress:
     return ListenAddress("tcp", host=host.strip("[]"), port=int(port))
 
 
+def bind_private_unix_socket(path: str, backlog: int = 100) -> socket.socket:
+    """A listening unix socket at `path` with mode 0600.
+
+    The socket is bound inside a fresh private directory beside `path` (mkdtemp makes it 0700), given mode
+    0600 there and renamed onto `path`: no other user can connect at any moment, and no process-wide umask
+    is touched. A stale socket left by a killed run is replaced; a socket some process still listens on, or
+    a file that is not a socket, is refused with AddressError.
+    """
+    if len(os.fsencode(path)) > MAX_UNIX_PATH_BYTES:
+        raise AddressError(f"unix socket path {path} is longer than {MAX_UNIX_PATH_BYTES} bytes")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise AddressError(f"cannot listen on unix://{path}: the directory {directory} does not exist")
+    _refuse_to_replace(path)
+    private = tempfile.mkdtemp(prefix=".abci-", dir=directory)
+    staging = os.path.join(private, "s")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if len(os.fsencode(staging)) > MAX_UNIX_PATH_BYTES:
+            raise AddressError(f"cannot listen on unix://{path}: the directory path is too long to create the "
+                               f"socket privately first ({staging}); use a shorter path")
+        listener.bind(staging)
+        os.chmod(staging, UNIX_SOCKET_MODE)
+        os.replace(staging, path)
+        listener.listen(backlog)
+        listener.setblocking(False)
+    except BaseException:
+        listener.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staging)
+        raise
+    finally:
+        os.rmdir(private)
+    return listener
+
+
+def _refuse_to_replace(path: str) -> None:
+    """AddressError if `path` is something other than a stale socket (a live one, or not a socket at all)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise AddressError(f"cannot listen on unix://{path}: a file that is not a socket is in the way")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except OSError:
+            return  # nobody listens: a stale socket from a killed run
+    raise AddressError(f"cannot listen on unix://{path}: another process is listening there")
+
+
 class AbciServer:
     """Serves one application to any number of ABCI connections."""
 
-    def __init__(self, app: Any, address: str = DEFAULT_ADDRESS, max_message_bytes: int = MAX_MESSAGE_BYTES):
+    def __init__(self, app: Any, address: str, max_message_bytes: int = MAX_MESSAGE_BYTES):
         self.app = app
         self.address = parse_address(address)
         self.max_message_bytes = max_message_bytes
@@ -111,9 +187,8 @@ class AbciServer:
 
     async def start(self) -> None:
         if self.address.scheme == "unix":
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.address.path)  # a stale socket from a killed run
-            self._server = await asyncio.start_unix_server(self._on_connection, path=self.address.path)
+            listener = bind_private_unix_socket(self.address.path)
+            self._server = await asyncio.start_unix_server(self._on_connection, sock=listener)
         else:
             self._server = await asyncio.start_server(self._on_connection, self.address.host, self.address.port)
         log.info("ABCI server listening on %s", self.bound_address)
@@ -248,7 +323,7 @@ def decode_request(frame: bytes) -> abci.Request | None:
     return request if request.WhichOneof("value") in _KNOWN_CASES else None
 
 
-async def serve(app: Any, address: str = DEFAULT_ADDRESS, ready: asyncio.Event | None = None) -> None:
+async def serve(app: Any, address: str, ready: asyncio.Event | None = None) -> None:
     """Serve `app` on `address` until cancelled; then close every connection. Used by `trolly-node start`."""
     server = AbciServer(app, address)
     await server.start()
@@ -267,7 +342,8 @@ def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         description="Run the Trolly ABCI application alone, waiting for CometBFT (or the solo engine).",
     )
     parser.add_argument("--db", required=True, help="directory of the application's LevelDB state")
-    parser.add_argument("--address", default=DEFAULT_ADDRESS, help="tcp://host:port or unix://path")
+    parser.add_argument("--address", default=None,
+                        help="unix://path (mode 0600) or tcp://host:port; default: unix://DB/../app.sock")
     parser.add_argument("--chain-id", default=None, help="chain id to assume before InitChain (optional)")
     parser.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
@@ -300,9 +376,16 @@ def main(argv: list[str] | None = None) -> None:
 
     arguments = _parse_arguments(argv)
     logging.basicConfig(level=arguments.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        address = arguments.address or default_unix_address(os.path.dirname(os.path.abspath(arguments.db)))
+        parse_address(address)
+    except AddressError as exc:
+        raise SystemExit(f"error: {exc}") from None
     store = Store(arguments.db)
     try:
-        uvloop.run(run_until_signalled(TrollyApplication(store, arguments.chain_id), arguments.address))
+        uvloop.run(run_until_signalled(TrollyApplication(store, arguments.chain_id), address))
+    except AddressError as exc:
+        raise SystemExit(f"error: {exc}") from None
     finally:
         store.close()
 

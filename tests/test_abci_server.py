@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import threading
 
 import pytest
@@ -180,7 +181,9 @@ def test_calls_out_of_order_get_an_exception_but_no_traceback(running, caplog):
 
 def test_unix_socket_serves_and_is_removed_on_stop(app, tmp_path):
     path = tmp_path / "abci.sock"
-    path.write_text("stale")  # left over by a killed run: replaced, not an error
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(path))
+    stale.close()  # the socket file a killed run left behind: replaced, not an error
     server = RunningServer(app, f"unix://{path}")
     try:
         assert wire.Connection(f"unix://{path}").call(wire.echo("unix"))[0].text(1) == "unix"
