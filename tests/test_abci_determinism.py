@@ -35,7 +35,7 @@ def genesis() -> bytes:
     import json
 
     return json.dumps({
-        "params": {"auth": {"min_fee": 0}, "staking": {"unbonding_blocks": 7}},
+        "params": {"auth": {"min_fee": 0, "fee_per_byte": 0}, "staking": {"unbonding_blocks": 7}},
         "accounts": [{"address": encode_address(k.address), "balance": str(BALANCE)} for k in ACCOUNTS],
         "validators": [{"operator": encode_address(op.address),
                         "pub_key": base64.b64encode(CONSENSUS_KEYS[op.address].pubkey).decode(),
