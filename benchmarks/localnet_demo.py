@@ -9,7 +9,9 @@ tells a slow localnet from a busy machine.
 
     python -m benchmarks.localnet_demo [--quick] [--rounds N]
 
-`--quick` runs 2 rounds instead of the demo's default 4. Prints one JSON object last.
+`--quick` runs 2 rounds instead of the demo's default 4. The demo runs as `make demo` runs it: 4 validators on
+CometBFT where a v0.38 `cometbft` is found, else the solo engine; the JSON line names the engine and how many
+validators ran. Prints one JSON object last.
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ def main() -> None:
         "final_accuracy": summary["final_accuracy"],
         "paid_per_worker": summary["paid_per_worker"],
         "status": summary["status"],
+        "engine": summary.get("engine"),
+        "validators": len(summary.get("validators", {})),
     }
     print(json.dumps(result, sort_keys=True))
 
