@@ -169,7 +169,19 @@ def test_engine_refuses_an_app_ahead_of_its_block_store(tmp_path):
         stop(app)
 
 
-@pytest.mark.skipif(shutil.which("cometbft") is None, reason="needs the `cometbft` binary (v0.38) on PATH; not installed here")
+def _cometbft_or_reason() -> tuple[str | None, str]:
+    from trolly.abci_app.cometbft import CometbftError, find_cometbft
+
+    try:
+        return find_cometbft().path, ""
+    except CometbftError as exc:
+        return None, str(exc)
+
+
+COMETBFT, NO_COMETBFT = _cometbft_or_reason()
+
+
+@pytest.mark.skipif(COMETBFT is None, reason=f"needs CometBFT v0.38 (the venv's, or on PATH): {NO_COMETBFT}")
 def test_real_cometbft_drives_trolly_node_start(tmp_path):
     root = tmp_path / "h"
     rpc_port, p2p_port, abci_port = free_port(), free_port(), free_port()
@@ -177,7 +189,7 @@ def test_real_cometbft_drives_trolly_node_start(tmp_path):
                                 p2p_laddr=f"tcp://127.0.0.1:{p2p_port}", timeout_commit="200ms")
     homelib.init_home(root, "cometbft-test", dev=True, config=config)
     app = node("start", "--home", str(root), stderr=subprocess.DEVNULL)
-    cometbft = subprocess.Popen(["cometbft", "node", "--home", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    cometbft = subprocess.Popen([COMETBFT, "node", "--home", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 env=dict(os.environ))
     try:
         url = f"http://127.0.0.1:{rpc_port}"
