@@ -11,10 +11,10 @@ import asyncio
 import json
 import sys
 
-import aiohttp
 import torch
 
-from trolly.compute.blobs import BlobClient, BlobServer, BlobStore, BlobWriter, RetryPolicy
+from trolly.compute.blobs import AddressPolicy, BlobClient, BlobServer, BlobStore, BlobWriter, RetryPolicy
+from trolly.compute.blobs import blob_session
 from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.data.dataset import sample_batch
@@ -115,7 +115,8 @@ async def main(config: dict) -> None:
     server = BlobServer(store, host=config["host"], port=config["port"])
     await server.start()
     downlink = SimulatedDownlink(config["simulated_rate_mbit"])
-    session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=RETRY.request_timeout))
+    # The benchmark's workers reach each other on loopback or on the private addresses of its veth pairs.
+    session = blob_session(AddressPolicy(allow_private=True), RETRY.request_timeout)
     published_bytes = 0
     own_digests: list[str] = []
     last_fetch_seconds = [0.0]  # wall time of the latest exchange's fetches: what the link costs

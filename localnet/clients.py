@@ -36,7 +36,7 @@ def begin_worker_init(layout: Layout, config: LocalnetConfig) -> dict[int, subpr
             continue
         argv = [worker, "init", "--home", str(layout.worker_home(i)), "--key", f"worker-{i}",
                 "--keyring-backend", "test", "--wallet-home", str(layout.wallet_home), "--node", config.rpc_url(0),
-                "--blob-port", str(config.blob_port(i))]
+                "--blob-port", str(config.blob_port(i)), "--allow-private-blob-hosts"]
         running[i] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                       stdin=subprocess.DEVNULL)
     return running
@@ -71,6 +71,7 @@ def verifier_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpe
             verifier, "start", "--home", str(layout.verifier_home(i)), "--node", config.rpc_url(i),
             "--key", f"validator-{i}", "--wallet-home", str(layout.wallet_home), "--keyring-backend", "test",
             "--poll-interval", "0.5", "--retry-delay", "1", "--unavailable-attempts", "3",
+            "--allow-private-blob-hosts",  # the workers' blob services listen on 127.0.0.1
         ))
         for i in range(config.validators)
     ]
@@ -81,7 +82,8 @@ def worker_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpec]
     worker = console_script("trolly-worker")
     specs = []
     for i in range(config.workers):
-        argv = [worker, "start", "--home", str(layout.worker_home(i)), "--no-progress", "--poll-interval", "0.3"]
+        argv = [worker, "start", "--home", str(layout.worker_home(i)), "--no-progress", "--poll-interval", "0.3",
+                "--allow-private-blob-hosts"]  # peers' blob services listen on 127.0.0.1 (also for older homes)
         if is_slow(config, i):
             argv += ["--declare-slowdown", str(SLOWDOWN)]
         if config.cheat and i == 0:

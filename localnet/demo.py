@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trolly.chain.proto import market_pb2
-from trolly.compute.blobs import BlobClient, BlobServer, BlobStore
+from trolly.compute.blobs import AddressPolicy, BlobClient, BlobServer, BlobStore
 from trolly.compute.checkpoints import decode_weights
 from trolly.compute.data import build_dataset, load_dataset
 from trolly.compute.models import build_model
@@ -222,7 +222,7 @@ class Demo:
         # Members that finished the task first: a dropped or slashed worker may have gone away.
         members = sorted(view["members"], key=lambda m: m["status"] != "finished")
         urls = [m["blob_url"] for m in members if m["blob_url"]]
-        async with BlobClient(urls) as blobs:
+        async with BlobClient(urls, address_policy=AddressPolicy(allow_private=True)) as blobs:  # on 127.0.0.1
             weights_bytes = await blobs.fetch(view["final_weights_hash"])  # hash-checked by the client
         spec, dataset = self.observer.spec, self.observer.dataset
         model = build_model(spec.model.arch, spec.model.config, dataset.shape, spec.training.seed)

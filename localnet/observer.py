@@ -13,13 +13,16 @@ the observer says so and stops; the final weights are still fetched and evaluate
 
 from __future__ import annotations
 
-from trolly.compute.blobs import BlobStore
+from trolly.compute.blobs import AddressPolicy, BlobStore
 from trolly.compute.data import Dataset
 from trolly.compute.models import build_model
 from trolly.compute.spec import TaskSpec
 from trolly.compute.training import evaluate
 from trolly.compute.worker.plan import agreed_start_hash, round_updates
 from trolly.compute.worker.weights import initial_state, mirror_updates, next_state
+
+LOCALNET_ADDRESSES = AddressPolicy(allow_private=True)
+"""The localnet's blob services listen on 127.0.0.1."""
 
 
 class TrainingObserver:
@@ -49,7 +52,7 @@ class TrainingObserver:
                 view["round"] > self.state.round or view["status"] == "completed"):
             round_index = self.state.round
             updates = round_updates(view, round_index)
-            missing = await mirror_updates(self.store, updates, only_passed=True)
+            missing = await mirror_updates(self.store, updates, LOCALNET_ADDRESSES, only_passed=True)
             if missing:
                 self.stopped = f"updates of round {round_index} are no longer served ({len(missing)} missing)"
                 return lines + [f"cannot recompute W_{round_index + 1}: {self.stopped}"]

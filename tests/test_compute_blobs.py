@@ -7,12 +7,18 @@ import os
 import pytest
 from aiohttp import web
 
-from trolly.compute.blobs import (BlobClient, BlobHashMismatch, BlobNotFound, BlobRejected, BlobServer, BlobStore,
-                                  BlobTooLarge, BlobUnavailable, InvalidBlobHash, RetryPolicy, fetch_dataset)
+from trolly.compute.blobs import (AddressPolicy, BlobClient, BlobHashMismatch, BlobNotFound, BlobRejected, BlobServer,
+                                  BlobStore, BlobTooLarge, BlobUnavailable, InvalidBlobHash, RetryPolicy, fetch_dataset)
 from trolly.compute.data import build_dataset
 
 FAST = RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.05, request_timeout=5)
 TOKEN = "owner-secret"
+LOOPBACK = AddressPolicy(allow_private=True)
+"""These tests' servers listen on 127.0.0.1, which a blob client refuses unless its node allows private hosts."""
+
+
+def loopback_client(urls, **options) -> BlobClient:
+    return BlobClient(urls, address_policy=LOOPBACK, **options)
 
 
 def run(coroutine):
@@ -37,7 +43,7 @@ def test_put_then_fetch_returns_the_same_bytes(tmp_path):
     async def scenario():
         server = await serve(tmp_path)
         try:
-            async with BlobClient(server.url, owner_token=TOKEN, retry=FAST) as client:
+            async with loopback_client(server.url, owner_token=TOKEN, retry=FAST) as client:
                 digest = await client.put(b"hello blob")
                 assert digest == hashlib.sha256(b"hello blob").hexdigest()
                 assert await client.put(b"hello blob") == digest  # idempotent
@@ -55,10 +61,10 @@ def test_only_the_owner_may_write(tmp_path):
     async def scenario():
         server = await serve(tmp_path)
         try:
-            async with BlobClient(server.url, owner_token="wrong", retry=FAST) as client:
+            async with loopback_client(server.url, owner_token="wrong", retry=FAST) as client:
                 with pytest.raises(BlobRejected, match="401"):
                     await client.put(b"data")
-            async with BlobClient(server.url, retry=FAST) as anonymous:
+            async with loopback_client(server.url, retry=FAST) as anonymous:
                 with pytest.raises(BlobRejected, match="401"):
                     await anonymous.put(b"data")
             assert not server.store.has(hashlib.sha256(b"data").hexdigest())
@@ -71,7 +77,7 @@ def test_a_put_whose_body_does_not_match_its_name_is_refused(tmp_path):
     async def scenario():
         server = await serve(tmp_path)
         try:
-            async with BlobClient(server.url, owner_token=TOKEN, retry=FAST) as client:
+            async with loopback_client(server.url, owner_token=TOKEN, retry=FAST) as client:
                 with pytest.raises(BlobHashMismatch):
                     await client._send("PUT", "/blobs/" + "ab" * 32, b"other bytes", "application/octet-stream")
             assert not server.store.has("ab" * 32)
@@ -84,11 +90,11 @@ def test_size_limits_are_enforced_by_server_and_client(tmp_path):
     async def scenario():
         server = await serve(tmp_path, max_blob_size=1000)
         try:
-            async with BlobClient(server.url, owner_token=TOKEN, retry=FAST) as client:
+            async with loopback_client(server.url, owner_token=TOKEN, retry=FAST) as client:
                 with pytest.raises(BlobTooLarge):
                     await client.put(b"x" * 2000)
                 digest = await client.put(b"y" * 900)
-            async with BlobClient(server.url, retry=FAST, max_blob_size=100) as small:
+            async with loopback_client(server.url, retry=FAST, max_blob_size=100) as small:
                 with pytest.raises(BlobTooLarge):
                     await small.fetch(digest)
         finally:
@@ -110,10 +116,10 @@ def test_a_blob_with_a_wrong_hash_is_refused_and_a_good_server_is_used_instead(t
         server = await serve(tmp_path)
         try:
             server.store.put(good_bytes)
-            async with BlobClient([rogue_url], retry=FAST) as client:
+            async with loopback_client([rogue_url], retry=FAST) as client:
                 with pytest.raises(BlobHashMismatch):
                     await client.fetch(digest)
-            async with BlobClient([rogue_url, server.url], retry=FAST) as client:
+            async with loopback_client([rogue_url, server.url], retry=FAST) as client:
                 assert await client.fetch(digest) == good_bytes
         finally:
             await server.stop()
@@ -137,7 +143,7 @@ def test_transient_server_errors_are_retried_with_backoff(tmp_path):
         runner, url = await start_app(app)
         try:
             policy = RetryPolicy(attempts=4, initial_delay=0.05, max_delay=1.0, request_timeout=5)
-            async with BlobClient(url, retry=policy) as client:
+            async with loopback_client(url, retry=policy) as client:
                 assert await client.fetch(hashlib.sha256(payload).hexdigest()) == payload
         finally:
             await runner.cleanup()
@@ -149,7 +155,7 @@ def test_transient_server_errors_are_retried_with_backoff(tmp_path):
 
 def test_an_unreachable_server_ends_in_blob_unavailable():
     async def scenario():
-        async with BlobClient("http://127.0.0.1:9", retry=FAST) as client:
+        async with loopback_client("http://127.0.0.1:9", retry=FAST) as client:
             with pytest.raises(BlobUnavailable, match="3 attempts"):
                 await client.fetch("00" * 32)
     run(scenario())
@@ -159,7 +165,7 @@ def test_checkpoint_listing_round_trips_and_needs_stored_blobs(tmp_path):
     async def scenario():
         server = await serve(tmp_path)
         try:
-            async with BlobClient(server.url, owner_token=TOKEN, retry=FAST) as client:
+            async with loopback_client(server.url, owner_token=TOKEN, retry=FAST) as client:
                 hashes = [await client.put(bytes([i]) * 10) for i in range(3)]
                 await client.put_checkpoints(7, 2, hashes)
                 assert await client.checkpoint_hashes(7, 2) == hashes
@@ -180,7 +186,7 @@ def test_a_dataset_is_fetched_and_checked_over_http(tmp_path):
         try:
             for data in blobs.all_blobs().values():
                 server.store.put(data)
-            async with BlobClient(server.url, retry=FAST) as client:
+            async with loopback_client(server.url, retry=FAST) as client:
                 return await fetch_dataset(client, blobs.manifest_hash)
         finally:
             await server.stop()

@@ -76,7 +76,7 @@ def start_verifier(url: str, tmp_path: pathlib.Path, log_name: str) -> tuple[sub
         process = subprocess.Popen(
             [str(VERIFIER_SCRIPT), "start", "--node", url, "--home", str(tmp_path / "verifier"), "--key", "validator",
              "--wallet-home", str(tmp_path / "wallet"), "--keyring-backend", "test", "--unavailable-attempts", "2",
-             "--retry-delay", "0.5", "--poll-interval", "0.5"],
+             "--retry-delay", "0.5", "--poll-interval", "0.5", "--allow-private-blob-hosts"],
             stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True)
     return process, log_path
 
@@ -132,7 +132,8 @@ def test_verifier_process_votes_on_a_real_node_and_never_twice(node, tmp_path):
             # Asynchronously: the workers' blob servers run on this event loop and must keep serving.
             explain = await asyncio.create_subprocess_exec(
                 str(VERIFIER_SCRIPT), "replay", "--node", node, "--task", str(scenario.task_id), "--round", "0",
-                "--worker", cheat, "--segment", "1", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                "--worker", cheat, "--segment", "1", "--allow-private-blob-hosts",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             output, errors = await asyncio.wait_for(explain.communicate(), 300)
             assert explain.returncode == 3, errors.decode()
             assert "verdict: FAIL" in output.decode() and "mode:    bitwise" in output.decode()

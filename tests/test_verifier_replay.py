@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS, VERDICT_UNAVAILABLE
-from trolly.compute.blobs import BlobClient, RetryPolicy
+from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
 from trolly.compute.checkpoints import decode_checkpoint, encode_checkpoint, final_state
 from trolly.compute.training import Trainer
 from trolly.verifier.cheats import CHEATS
@@ -120,7 +120,8 @@ def test_an_unreachable_worker_is_reported_unavailable(spec, honest, replayer, u
     claim = claim_for(cheated, published, 0, blob_url=f"http://127.0.0.1:{unused_port}")
 
     async def run():
-        async with BlobClient([claim.blob_url], retry=RetryPolicy(attempts=1, request_timeout=2.0)) as client:
+        async with BlobClient([claim.blob_url], retry=RetryPolicy(attempts=1, request_timeout=2.0),
+                              address_policy=AddressPolicy(allow_private=True)) as client:
             return await verify_segment(claim, spec, digits(), client, replayer)
 
     report = asyncio.run(run())

@@ -76,7 +76,8 @@ def test_round_start_weights_are_checked_against_the_verifiers_own_aggregate(nod
         for server in servers:
             await server.start()
         service = VerifierService(ServiceConfig(home=tmp_path / "verifier", node=node.url, websocket=False,
-                                                retry_delay=0.0), VALIDATOR, AsyncRpcClient(node.url))
+                                                retry_delay=0.0, allow_private_blob_hosts=True),
+                                  VALIDATOR, AsyncRpcClient(node.url))
         try:
             spec_bytes = json.dumps(tiny_spec_document(digits().manifest_hash, rounds=2)).encode()
             spec = parse_spec(spec_bytes)

@@ -122,7 +122,8 @@ def start_worker(home: pathlib.Path, task_id: int, log_path: pathlib.Path, *extr
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             [str(WORKER_SCRIPT), "start", "--home", str(home), "--max-tasks", "1", "--task", str(task_id),
-             "--step-delay", "0.15", "--poll-interval", "0.2", "--no-progress", *extra],
+             "--step-delay", "0.15", "--poll-interval", "0.2", "--no-progress",
+             "--allow-private-blob-hosts", *extra],  # the test's blob services listen on 127.0.0.1
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "OMP_NUM_THREADS": "1"})
 

@@ -330,7 +330,7 @@ def test_run_rides_out_a_node_outage_and_stops_after_max_tasks(world, caplog):
     chain_market = ChainMarket(chain, worker)
     chain_market.auto_blocks = True  # nobody votes: rounds settle unverified as blocks pass
     chain_market.outages = 1
-    service = WorkerService(home, WorkerConfig(key_name="worker", blob_port=0), worker,
+    service = WorkerService(home, WorkerConfig(key_name="worker", blob_port=0, allow_private_blob_hosts=True), worker,
                             ServiceOptions(poll_interval=0.01, max_tasks=1), market=chain_market)
     with caplog.at_level("INFO", logger="trolly.worker"):
         run(asyncio.wait_for(service.run(), 120))

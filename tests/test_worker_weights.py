@@ -10,7 +10,7 @@ import hashlib
 import pytest
 import torch
 
-from trolly.compute.blobs import BlobServer, BlobStore, RetryPolicy
+from trolly.compute.blobs import AddressPolicy, BlobServer, BlobStore, RetryPolicy
 from trolly.compute.codecs import get_codec
 from trolly.compute.models import DataShape
 from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
@@ -18,6 +18,8 @@ from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.worker.errors import WeightsMismatch
 from trolly.compute.worker.plan import CommittedUpdate
 from trolly.compute.worker.weights import check_agreed, initial_state, mirror_updates, next_state
+
+LOOPBACK = AddressPolicy(allow_private=True)  # the test's servers listen on 127.0.0.1
 
 SHAPE = DataShape(kind="classification", input_size=64, num_classes=10)
 FAST = RetryPolicy(attempts=1, initial_delay=0.01, request_timeout=5.0)
@@ -87,10 +89,10 @@ def test_updates_are_mirrored_from_another_member_when_their_maker_is_gone(tmp_p
             update = committed(0, good, "pending", url=gone)
             other = committed(1, liar, "pending", url=lying.url)
             only_liar = [update, other]
-            missing = await mirror_updates(ours, only_liar, retry=FAST)
+            missing = await mirror_updates(ours, only_liar, LOOPBACK, retry=FAST)
             assert update.update_hash in missing and not ours.has(update.update_hash)  # wrong bytes refused
             third = committed(2, b"x", "pending", url=holder.url)
-            missing = await mirror_updates(ours, [update, other, third], retry=FAST)
+            missing = await mirror_updates(ours, [update, other, third], LOOPBACK, retry=FAST)
             assert update.update_hash not in missing
             assert ours.get(update.update_hash) == good
 
@@ -101,7 +103,7 @@ def test_the_mirror_backs_off_from_an_update_nobody_serves_and_warns_once(tmp_pa
     from trolly.compute.worker.weights import UpdateMirror
 
     now = [100.0]
-    mirror = UpdateMirror(BlobStore(tmp_path), clock=lambda: now[0])
+    mirror = UpdateMirror(BlobStore(tmp_path), LOOPBACK, clock=lambda: now[0])
     lost = committed(3, b"nobody has this", "pending", url="http://127.0.0.1:9")
 
     async def look():

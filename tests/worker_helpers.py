@@ -114,5 +114,5 @@ def spec_document(manifest_hash: str, **overrides) -> bytes:
 
 def new_service(home, chain, key, cheat: str = "") -> WorkerService:
     """A service as a freshly started process would build it: state from disk, nothing in memory."""
-    return WorkerService(home, WorkerConfig(key_name="worker", blob_port=0), key,
+    return WorkerService(home, WorkerConfig(key_name="worker", blob_port=0, allow_private_blob_hosts=True), key,
                          ServiceOptions(poll_interval=0.01, cheat=cheat), market=ChainMarket(chain, key))

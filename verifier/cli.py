@@ -21,7 +21,7 @@ import sys
 
 import click
 
-from trolly.compute.blobs import BlobClient, RetryPolicy
+from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
 from trolly.compute.errors import ComputeError
 from trolly.compute.spec import parse_spec
 from trolly.wallet.errors import WalletError
@@ -71,10 +71,12 @@ def main_group() -> None:
               help="Seconds before retrying a worker that did not serve its checkpoints.")
 @click.option("--fee", type=click.IntRange(0), default=None, help="Fee per verdict in utrl (default: chain minimum).")
 @click.option("--no-websocket", is_flag=True, help="Poll only; do not subscribe to new blocks.")
+@click.option("--allow-private-blob-hosts", is_flag=True,
+              help="Fetch blobs from loopback and private addresses too (a localnet; never on a public network).")
 @click.option("--once", is_flag=True, help="One pass (verify and vote on what is due now), then exit.")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def start(home, node, key_name, wallet_home, keyring_backend, password_file, concurrency, poll_interval,
-          unavailable_attempts, retry_delay, fee, no_websocket, once, verbose) -> None:
+          unavailable_attempts, retry_delay, fee, no_websocket, allow_private_blob_hosts, once, verbose) -> None:
     """Follow the chain and verify every segment this validator is asked to check."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
@@ -82,7 +84,7 @@ def start(home, node, key_name, wallet_home, keyring_backend, password_file, con
     signer = keyring.signer(key_name)
     config = ServiceConfig(home=_home(home), node=node, concurrency=concurrency, poll_interval=poll_interval,
                            unavailable_attempts=unavailable_attempts, retry_delay=retry_delay, fee=fee,
-                           websocket=not no_websocket)
+                           websocket=not no_websocket, allow_private_blob_hosts=allow_private_blob_hosts)
     asyncio.run(_run_service(config, signer, once))
 
 
@@ -117,14 +119,17 @@ async def _run_service(config: ServiceConfig, signer, once: bool) -> None:
 @click.option("--checkpoints", "checkpoint_dir", type=click.Path(exists=True, file_okay=False),
               help="Read checkpoints from this blob-store directory instead of the worker's blob URL.")
 @click.option("--expected-start", help="Hex hash of the round's global weights, if known (checked against the claim).")
+@click.option("--allow-private-blob-hosts", is_flag=True,
+              help="Fetch blobs from loopback and private addresses too (a localnet).")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def replay(node, task_id, round_index, worker, segment, claim_file, spec_file, checkpoint_dir, expected_start,
-           output) -> None:
+           allow_private_blob_hosts, output) -> None:
     """Check one segment now and explain the verdict with its numbers (exit 3 when it is not PASS)."""
     if claim_file is None and None in (task_id, round_index, worker, segment):
         raise click.UsageError("give --task, --round, --worker and --segment, or --claim FILE")
     report = asyncio.run(_replay(node, task_id, round_index, worker, segment, claim_file, spec_file, checkpoint_dir,
-                                 bytes.fromhex(expected_start) if expected_start else None))
+                                 bytes.fromhex(expected_start) if expected_start else None,
+                                 AddressPolicy(allow_private=allow_private_blob_hosts)))
     if output == "json":
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
@@ -148,7 +153,7 @@ async def _claim_from_chain(client: AsyncRpcClient, task_id: int, round_index: i
 
 
 async def _replay(node, task_id, round_index, worker, segment, claim_file, spec_file, checkpoint_dir,
-                  expected_start) -> SegmentReport:
+                  expected_start, addresses: AddressPolicy) -> SegmentReport:
     async with AsyncRpcClient(node) as client:
         if claim_file:
             claim = SegmentClaim.from_query(json.loads(pathlib.Path(claim_file).read_text()))
@@ -160,7 +165,7 @@ async def _replay(node, task_id, round_index, worker, segment, claim_file, spec_
             spec_bytes = (await client.query_json(f"/market/spec/{claim.task_id}"))["spec"].encode("utf-8")
     spec = parse_spec(spec_bytes)
     retry = RetryPolicy(attempts=2, initial_delay=0.5, max_delay=2.0, request_timeout=30.0)
-    dataset = await task_dataset(spec, [claim.blob_url], retry)
+    dataset = await task_dataset(spec, [claim.blob_url], retry, addresses)
     if not checkpoint_dir and not claim.blob_url:
         raise VerifierError("the claim names no blob URL; pass --checkpoints DIR")
     replayer = Replayer()
@@ -168,7 +173,7 @@ async def _replay(node, task_id, round_index, worker, segment, claim_file, spec_
         if checkpoint_dir:
             return await verify_segment(claim, spec, dataset, DirectorySource(checkpoint_dir), replayer,
                                         expected_start_hash=expected_start, expected_start_source="--expected-start")
-        async with BlobClient([claim.blob_url], retry=retry) as blobs:
+        async with BlobClient([claim.blob_url], retry=retry, address_policy=addresses) as blobs:
             return await verify_segment(claim, spec, dataset, blobs, replayer, expected_start_hash=expected_start,
                                         expected_start_source="--expected-start")
     finally:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from trolly.compute.blobs import BlobClient, RetryPolicy, fetch_dataset
+from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy, fetch_dataset
 from trolly.compute.data import Dataset, build_dataset, dataset_from_blobs
 from trolly.compute.errors import ComputeError
 from trolly.compute.spec import TaskSpec
@@ -33,7 +33,9 @@ def local_dataset(spec: TaskSpec) -> Dataset | None:
     return dataset if dataset.manifest_hash == spec.dataset.manifest_hash else None
 
 
-async def task_dataset(spec: TaskSpec, extra_urls: list[str], retry: RetryPolicy) -> Dataset:
+async def task_dataset(spec: TaskSpec, extra_urls: list[str], retry: RetryPolicy, addresses: AddressPolicy) -> Dataset:
+    """The task's dataset: bundled if it matches, else fetched from the spec's URLs and `extra_urls` (strangers'
+    URLs: connections only where `addresses` allows)."""
     dataset = local_dataset(spec)
     if dataset is not None:
         return dataset
@@ -41,7 +43,7 @@ async def task_dataset(spec: TaskSpec, extra_urls: list[str], retry: RetryPolicy
     if not urls:
         raise WorkUnavailable(f"dataset {spec.dataset.manifest_hash[:16]}... is not bundled and no URL serves it")
     try:
-        async with BlobClient(urls, retry=retry) as blobs:
+        async with BlobClient(urls, retry=retry, address_policy=addresses) as blobs:
             return await fetch_dataset(blobs, spec.dataset.manifest_hash)
     except ComputeError as error:
         raise WorkUnavailable(f"dataset {spec.dataset.manifest_hash[:16]}... could not be fetched: {error}") from None

@@ -38,7 +38,7 @@ import aiohttp
 
 from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.proto.market_pb2 import MsgSubmitVerdict
-from trolly.compute.blobs import BlobClient, RetryPolicy
+from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
 from trolly.compute.checkpoints import weights_hash
 from trolly.compute.errors import ComputeError
 from trolly.compute.spec import parse_spec
@@ -78,6 +78,9 @@ class ServiceConfig:
     """Fee per verdict in utrl; None: the chain's minimum fee."""
     websocket: bool = True
     blob_retry: RetryPolicy = RetryPolicy(attempts=2, initial_delay=0.5, max_delay=2.0, request_timeout=30.0)
+    allow_private_blob_hosts: bool = False
+    """Fetch checkpoints and datasets from loopback, private and link-local addresses too. Off by default: blob
+    URLs come from strangers (compute/blobs/addresses.py); a localnet turns it on. Metadata stays refused."""
 
 
 @dataclasses.dataclass
@@ -115,6 +118,7 @@ class VerifierService:
         self._retry_at: dict[tuple, float] = {}
         self._send_lock = asyncio.Lock()
         self._semaphore = asyncio.Semaphore(config.concurrency)
+        self.addresses = AddressPolicy(allow_private=config.allow_private_blob_hosts)
         self._fee: int | None = config.fee
         self._last_progress: tuple = ()
 
@@ -231,7 +235,8 @@ class VerifierService:
             return None
         loop = asyncio.get_running_loop()
         try:
-            async with BlobClient([claim.blob_url], retry=self.config.blob_retry) as blobs:
+            async with BlobClient([claim.blob_url], retry=self.config.blob_retry,
+                                  address_policy=self.addresses) as blobs:
                 report = await verify_segment(
                     claim, context.spec, context.dataset, blobs, self.replayer, expected_start_hash=expected,
                     expected_start_source=source, spec_key=context.spec_key,
@@ -258,7 +263,7 @@ class VerifierService:
         if hashlib.sha256(spec_bytes).hexdigest() != answer["spec_hash"]:
             raise WorkUnavailable(f"task {task_id}'s spec does not hash to its recorded spec_hash")
         spec = parse_spec(spec_bytes)
-        dataset = await task_dataset(spec, extra_urls, self.config.blob_retry)
+        dataset = await task_dataset(spec, extra_urls, self.config.blob_retry, self.addresses)
         loop = asyncio.get_running_loop()
         initial = await loop.run_in_executor(self._executor, initial_weights, spec, dataset.shape)
         weights = GlobalWeights(spec, initial, self.config.home / "weights" / str(task_id))
@@ -307,7 +312,8 @@ class VerifierService:
 
         async def fetch(update: PassedUpdate) -> bytes:
             sources = [update.blob_url] + [url for url in every_url if url != update.blob_url]
-            async with BlobClient([url for url in sources if url], retry=self.config.blob_retry) as blobs:
+            async with BlobClient([url for url in sources if url], retry=self.config.blob_retry,
+                                  address_policy=self.addresses) as blobs:
                 return await blobs.fetch(update.update_hash.hex())
 
         try:

@@ -4,7 +4,8 @@ Every blob (encoded update, checkpoint, weights, dataset manifest or shard) is n
 bytes. The server (`BlobServer`) lets anyone `GET /blobs/<hex>` and only its owner (a bearer token) `PUT` or
 `POST`; it also serves a round's checkpoint listing (docs/protocol.md section 3). The client (`BlobClient`)
 checks the hash of everything it fetches, retries transient failures with exponential backoff across the
-given base URLs, and raises a typed `BlobError` that says what went wrong.
+given base URLs, connects only to addresses its `AddressPolicy` allows (no private or metadata hosts unless
+the node allows them), follows no redirect, and raises a typed `BlobError` that says what went wrong.
 
 The store and the errors import nothing heavy; the client, server and writer (aiohttp, torch) are imported
 on first use, so that the checkpoint writer process (`compute.checkpoint_process_main`) can use the store
@@ -15,12 +16,12 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import (BlobError, BlobHashMismatch, BlobNotFound, BlobRejected, BlobTooLarge, BlobUnavailable,
-                     InvalidBlobHash)
+from .errors import (BlobAddressRefused, BlobError, BlobHashMismatch, BlobNotFound, BlobRedirectRefused, BlobRejected,
+                     BlobTooLarge, BlobUnavailable, InvalidBlobHash)
 from .store import BlobStore, DEFAULT_MAX_BLOB_SIZE
 
 _LAZY = {"BlobClient": ".client", "RetryPolicy": ".client", "fetch_dataset": ".client", "BlobServer": ".server",
-         "build_app": ".server", "BlobWriter": ".writer"}
+         "build_app": ".server", "BlobWriter": ".writer", "AddressPolicy": ".addresses", "blob_session": ".addresses"}
 
 
 def __getattr__(name: str):
@@ -30,5 +31,6 @@ def __getattr__(name: str):
 
 
 __all__ = ["BlobWriter", "BlobClient", "RetryPolicy", "fetch_dataset", "BlobServer", "build_app", "BlobStore",
-           "DEFAULT_MAX_BLOB_SIZE", "BlobError", "BlobHashMismatch", "BlobNotFound", "BlobRejected", "BlobTooLarge",
-           "BlobUnavailable", "InvalidBlobHash"]
+           "AddressPolicy", "blob_session", "DEFAULT_MAX_BLOB_SIZE", "BlobError", "BlobAddressRefused",
+           "BlobHashMismatch", "BlobNotFound", "BlobRedirectRefused", "BlobRejected", "BlobTooLarge", "BlobUnavailable",
+           "InvalidBlobHash"]

@@ -6,6 +6,11 @@
 A 404 from a server moves on to the next; connection errors, timeouts and 5xx are retried (exponential
 backoff, `RetryPolicy`) and end in `BlobUnavailable`; a body that does not hash to its name is discarded and
 the next server tried, ending in `BlobHashMismatch`. Nothing unchecked is ever returned.
+
+Blob URLs come from strangers, so the client connects only where its `AddressPolicy` allows (no loopback,
+private, link-local or metadata address unless the node allows private hosts: `addresses.py`), checked on
+the address each connection is made to, and it follows no redirect: a 3xx answer is a failed fetch
+(`BlobRedirectRefused`), as is a refused address (`BlobAddressRefused`). Neither is retried.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import aiohttp
 
 from ..data import Dataset, load_dataset
 from ..errors import DatasetError
-from .errors import (BlobError, BlobHashMismatch, BlobNotFound, BlobRejected, BlobTooLarge, BlobUnavailable)
+from .addresses import AddressPolicy, GuardedConnector, blob_session
+from .errors import (BlobAddressRefused, BlobError, BlobHashMismatch, BlobNotFound, BlobRedirectRefused, BlobRejected,
+                     BlobTooLarge, BlobUnavailable)
 from .store import DEFAULT_MAX_BLOB_SIZE, check_blob_hash
 
 
@@ -43,14 +50,24 @@ class _Transient(Exception):
 
 class BlobClient:
     def __init__(self, base_urls: Sequence[str] | str, *, owner_token: str = "", retry: RetryPolicy = RetryPolicy(),
-                 max_blob_size: int = DEFAULT_MAX_BLOB_SIZE, session: aiohttp.ClientSession | None = None) -> None:
+                 max_blob_size: int = DEFAULT_MAX_BLOB_SIZE, address_policy: AddressPolicy = AddressPolicy(),
+                 resolver: aiohttp.abc.AbstractResolver | None = None,
+                 session: aiohttp.ClientSession | None = None) -> None:
+        """`address_policy`: where connections may go (the default refuses private hosts); `resolver`: the name
+        resolver under the policy (default: the system's, `getaddrinfo` in a thread); `session`: one shared
+        between clients, made by `addresses.blob_session` (no other kind is accepted: it would bypass the
+        policy)."""
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
             raise BlobError("a blob client needs at least one base URL")
+        if session is not None and not isinstance(session.connector, GuardedConnector):
+            raise BlobError("a blob client's session must come from blob_session(), which guards its connections")
         self.base_urls = [url.rstrip("/") for url in urls]
         self.owner_token = owner_token
         self.retry = retry
         self.max_blob_size = max_blob_size
+        self.address_policy = address_policy
+        self._resolver = resolver
         self._session = session
         self._owns_session = session is None
 
@@ -67,7 +84,7 @@ class BlobClient:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.retry.request_timeout))
+            self._session = blob_session(self.address_policy, self.retry.request_timeout, self._resolver)
         return self._session
 
     def _headers(self) -> dict[str, str]:
@@ -87,7 +104,8 @@ class BlobClient:
 
     async def _get_once(self, url: str) -> bytes:
         try:
-            async with self._client().get(url) as response:
+            async with self._client().get(url, allow_redirects=False) as response:
+                _refuse_redirect(url, response)
                 if response.status == 404:
                     raise BlobNotFound(f"{url}: not found")
                 if response.status >= 500:
@@ -121,7 +139,7 @@ class BlobClient:
                 failures.append(BlobHashMismatch(f"{url}: received bytes hash to {hashlib.sha256(data).hexdigest()}"))
                 continue
             return data
-        for kind in (BlobHashMismatch, BlobUnavailable, BlobRejected):
+        for kind in (BlobHashMismatch, BlobUnavailable, BlobAddressRefused, BlobRedirectRefused, BlobRejected):
             if any(isinstance(f, kind) for f in failures):
                 raise kind(f"blob {digest}: " + "; ".join(str(f) for f in failures))
         raise BlobNotFound(f"blob {digest} not found on {', '.join(self.base_urls)}")
@@ -132,7 +150,10 @@ class BlobClient:
 
         async def once() -> dict:
             try:
-                async with self._client().request(method, url, data=body, headers={**self._headers(), "Content-Type": content_type}) as response:
+                headers = {**self._headers(), "Content-Type": content_type}
+                async with self._client().request(method, url, data=body, headers=headers,
+                                                  allow_redirects=False) as response:
+                    _refuse_redirect(url, response)
                     text = await response.text()
                     if response.status >= 500:
                         raise _Transient(f"{url}: HTTP {response.status}")
@@ -179,6 +200,13 @@ class BlobClient:
                 failures.append(BlobRejected(f"{url}: malformed listing: {error}"))
         raise BlobNotFound(f"no checkpoint listing for task {task_id} round {round_index}: "
                            + "; ".join(str(f) for f in failures))
+
+
+def _refuse_redirect(url: str, response: aiohttp.ClientResponse) -> None:
+    if 300 <= response.status < 400:
+        target = response.headers.get("Location", "nowhere")
+        raise BlobRedirectRefused(f"{url}: HTTP {response.status} redirect to {target[:200]!r} refused: "
+                                  f"blob fetches follow no redirect")
 
 
 async def fetch_dataset(client: BlobClient, manifest_hash: str) -> Dataset:

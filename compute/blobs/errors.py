@@ -29,3 +29,12 @@ class BlobRejected(BlobError):
 
 class BlobUnavailable(BlobError):
     """Every server failed (connection refused, timeout, 5xx) even after the retries."""
+
+
+class BlobAddressRefused(BlobRejected):
+    """The blob URL's host is (or resolves only to) an address fetches may not connect to: loopback, private,
+    link-local, cloud metadata... (`addresses.py`), unless the node allows private hosts."""
+
+
+class BlobRedirectRefused(BlobRejected):
+    """The server answered with a redirect: blob fetches follow none (it could point anywhere)."""

@@ -1,6 +1,7 @@
 """`trolly-worker`: the compute provider's command line, thin over `config`, `state` and `service`.
 
     trolly-worker init   --home H --key NAME [--keyring-backend test] [--create-key] [--blob-port P] [--node URL]
+                         [--allow-private-blob-hosts]
     trolly-worker start  --home H [--max-tasks N [--linger S]] [--task ID] [--declare-slowdown X]
                          [--step-delay S] [--keep-blobs] [--cheat NAME (TEST SWITCH)]
     trolly-worker status --home H [-o json]
@@ -84,9 +85,11 @@ def _free_port(host: str) -> int:
 @click.option("--public-url", default="", help="URL others reach the blob service at, if not http://HOST:PORT.")
 @click.option("--stake", default="0", help="Stake to register with, e.g. 10trl (default: the chain's minimum).")
 @click.option("--fee", default="0", help="Fee per transaction, e.g. 5000utrl (default: the chain's minimum for each).")
+@click.option("--allow-private-blob-hosts", is_flag=True,
+              help="Fetch blobs from loopback and private addresses too (a localnet; never on a public network).")
 @click.option("--force", is_flag=True, help="Overwrite an existing worker configuration (progress is kept).")
 def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_file, node, blob_host, blob_port,
-         public_url, stake, fee, force) -> None:
+         public_url, stake, fee, allow_private_blob_hosts, force) -> None:
     """Write the worker's configuration: its key, node, blob service port and stake."""
     root = resolve_home(home)
     if (root / CONFIG_FILE).exists() and not force:
@@ -96,6 +99,7 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
         node=normalize_node_url(node), blob_host=blob_host, blob_port=blob_port or _free_port(blob_host),
         public_url=public_url,
         stake=parse_amount(stake, allow_zero=True, what="stake"), fee=parse_amount(fee, allow_zero=True, what="fee"),
+        allow_private_blob_hosts=allow_private_blob_hosts,
     )
     keyring = Keyring(wallet_home(root, config), keyring_backend, PasswordSource(password_file))
     if keyring.exists(key_name):
@@ -126,6 +130,8 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
 @click.option("--cheat", type=click.Choice(sorted(CHEATS)), default=None,
               help="TEST SWITCH: train dishonestly with this strategy, to show that verifiers catch it.")
 @click.option("--node", default=None, help="Override the node address from worker.json.")
+@click.option("--allow-private-blob-hosts", is_flag=True,
+              help="Fetch blobs from loopback and private addresses too, whatever worker.json says (a localnet).")
 @click.option("--password-file", type=click.Path(dir_okay=False), default=None,
               help="Keyring password file (file backend; else $TROLLY_WALLET_PASSWORD).")
 @click.option("--poll-interval", type=click.FloatRange(0.05), default=0.5, show_default=True,
@@ -134,8 +140,8 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.option("--progress/--no-progress", "progress", default=None,
               help="Live progress bar (default: when stderr is a terminal).")
-def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_delay, cheat, node, password_file,
-          poll_interval, log_level, progress) -> None:
+def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_delay, cheat, node,
+          allow_private_blob_hosts, password_file, poll_interval, log_level, progress) -> None:
     """Run the worker: serve blobs, register, join tasks, train and commit rounds, until stopped."""
     import uvloop
 
@@ -145,6 +151,8 @@ def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_d
     config = load_config(root)
     if node:
         config = dataclasses.replace(config, node=normalize_node_url(node))
+    if allow_private_blob_hosts:
+        config = dataclasses.replace(config, allow_private_blob_hosts=True)
     keyring = Keyring(wallet_home(root, config), config.keyring_backend, PasswordSource(password_file))
     key = keyring.signer(config.key_name)
     use_rich = configure_logging(log_level, progress)

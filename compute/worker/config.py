@@ -16,6 +16,8 @@ import json
 import os
 import pathlib
 
+from trolly.chain.errors import ChainError
+from trolly.chain.market.urls import check_blob_url
 from trolly.wallet.files import ensure_private_directory, write_private_file
 
 from .errors import WorkerHomeError
@@ -44,6 +46,10 @@ class WorkerConfig:
     """utrl staked when registering; 0 means the chain's `min_worker_stake`."""
     fee: int = 0
     """utrl fee paid per transaction; 0 means the chain's minimum for each (`min_fee + fee_per_byte x size`)."""
+    allow_private_blob_hosts: bool = False
+    """Fetch blobs (datasets, peers' updates) from loopback, private and link-local addresses too. Off by default:
+    blob URLs come from strangers (compute/blobs/addresses.py). A localnet, whose blob services listen on
+    127.0.0.1, turns it on. Cloud metadata addresses stay refused."""
 
     def __post_init__(self) -> None:
         for name in ("blob_port", "stake", "fee"):
@@ -54,9 +60,14 @@ class WorkerConfig:
             raise WorkerHomeError(f"blob_port must be at most 65535, got {self.blob_port}")
         if not self.key_name:
             raise WorkerHomeError("a key name is required")
-        if self.public_url and (not self.public_url.startswith(("http://", "https://"))
-                                or any(c.isspace() for c in self.public_url)):
-            raise WorkerHomeError(f"the public URL must be an http(s) URL without spaces, got {self.public_url!r}")
+        if not isinstance(self.allow_private_blob_hosts, bool):
+            raise WorkerHomeError(f"allow_private_blob_hosts must be true or false, "
+                                  f"got {self.allow_private_blob_hosts!r}")
+        if self.public_url:
+            try:
+                check_blob_url(self.public_url.rstrip("/") or self.public_url)
+            except ChainError as error:
+                raise WorkerHomeError(f"the public URL {self.public_url!r} cannot be registered: {error}") from None
 
     @property
     def blob_url(self) -> str:

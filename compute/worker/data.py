@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 
-from ..blobs import BlobClient, BlobStore
+from ..blobs import AddressPolicy, BlobClient, BlobStore
 from ..data import Dataset, build_dataset, load_dataset
 from ..errors import ComputeError, DatasetError
 from ..spec import TaskSpec
@@ -44,11 +44,11 @@ def _build_locally(store: BlobStore, spec: TaskSpec) -> Dataset | None:
     return load_dataset(blobs.manifest_hash, store.get)
 
 
-async def _fetch(store: BlobStore, spec: TaskSpec) -> Dataset:
+async def _fetch(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy) -> Dataset:
     manifest_hash = spec.dataset.manifest_hash
     if not spec.dataset.urls:
         raise DatasetError(f"dataset {manifest_hash} is not available locally and the spec lists no URLs")
-    async with BlobClient(list(spec.dataset.urls)) as client:
+    async with BlobClient(list(spec.dataset.urls), address_policy=addresses) as client:
         manifest = await client.fetch(manifest_hash)
         store.put(manifest, expected=manifest_hash)
         try:
@@ -61,11 +61,13 @@ async def _fetch(store: BlobStore, spec: TaskSpec) -> Dataset:
     return load_dataset(manifest_hash, store.get)
 
 
-async def obtain_dataset(store: BlobStore, spec: TaskSpec) -> Dataset:
+async def obtain_dataset(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy) -> Dataset:
+    """The task's dataset: from the store, else built from the bundled data, else fetched from the spec's URLs
+    (the requester's: connections only where `addresses` allows)."""
     dataset = _from_store(store, spec.dataset.manifest_hash)
     if dataset is None:
         dataset = await asyncio.to_thread(_build_locally, store, spec)
     if dataset is None:
-        dataset = await _fetch(store, spec)
+        dataset = await _fetch(store, spec, addresses)
     log.info("dataset %s ready: %d training samples", spec.dataset.name, dataset.train_size)
     return dataset

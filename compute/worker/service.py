@@ -27,7 +27,7 @@ from trolly.wallet.errors import (InclusionTimeout, InsufficientBalance, NodeUnr
                                   TxRejected)
 from trolly.wallet.rpc import AsyncRpcClient
 
-from ..blobs import BlobError, BlobServer, BlobStore
+from ..blobs import AddressPolicy, BlobError, BlobServer, BlobStore
 from ..checkpoints import TrainingState, encode_weights
 from ..data import Dataset
 from ..determinism import current_instruction_set
@@ -108,7 +108,9 @@ class WorkerService:
         self.market = market or MarketClient(AsyncRpcClient(config.node), key, home, config.fee)
         self.committer = Committer(self.market, self.state, self._sleep)
         self.clock = BlockClock()
-        self.mirror = UpdateMirror(self.store)
+        self.addresses = AddressPolicy(allow_private=config.allow_private_blob_hosts)
+        """Where blob fetches may connect (compute/blobs/addresses.py): blob URLs come from strangers."""
+        self.mirror = UpdateMirror(self.store, self.addresses)
         self.throughput: Throughput | None = None
         self.finished_this_run = 0
         self.unfit: set[int] = set()
@@ -284,7 +286,7 @@ class WorkerService:
         if hashlib.sha256(raw).hexdigest() != progress.spec_hash:
             raise TaskUnfit(f"task {progress.task_id}'s spec no longer matches the hash it was joined with")
         spec = parse_spec(raw)
-        dataset = await obtain_dataset(self.store, spec)
+        dataset = await obtain_dataset(self.store, spec, self.addresses)
         return TaskContext(progress, spec, dataset, await asyncio.to_thread(Trainer, spec, dataset))
 
     async def step(self, context: TaskContext) -> bool:
@@ -342,7 +344,7 @@ class WorkerService:
                 log.error("%s", error)
             updates = plan.round_updates(view, round_index - 1)
             for attempt in range(30):
-                missing = await mirror_updates(self.store, updates, only_passed=True)
+                missing = await mirror_updates(self.store, updates, self.addresses, only_passed=True)
                 if not missing:
                     break
                 if attempt == 0:

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from ..blobs import BlobClient, BlobError, BlobStore, RetryPolicy
+from ..blobs import AddressPolicy, BlobClient, BlobError, BlobStore, RetryPolicy
 from ..codecs import get_codec
 from ..models import DataShape
 from ..rounds import GlobalState, WorkerUpdate, outer_step
@@ -57,11 +57,13 @@ def check_agreed(state: GlobalState, agreed_hash: str) -> None:
                               f"this worker computed {ours}")
 
 
-async def mirror_updates(store: BlobStore, updates: Sequence[CommittedUpdate], *, only_passed: bool = False,
+async def mirror_updates(store: BlobStore, updates: Sequence[CommittedUpdate], addresses: AddressPolicy, *,
+                         only_passed: bool = False,
                          retry: RetryPolicy = RetryPolicy(attempts=2, initial_delay=0.2, request_timeout=30.0),
                          skip: Callable[[str], bool] = lambda digest: False) -> list[str]:
     """Fetch every update of `updates` missing from `store` (hash-checked) and keep it; returns the hashes
-    that could not be fetched from any member (retried by the next call). `skip(hash)` leaves one out."""
+    that could not be fetched from any member (retried by the next call). `skip(hash)` leaves one out.
+    Members' blob URLs are theirs to choose: connections go only where `addresses` allows."""
     urls = sorted({u.blob_url for u in updates if u.blob_url})
     missing = []
     for update in updates:
@@ -72,7 +74,7 @@ async def mirror_updates(store: BlobStore, updates: Sequence[CommittedUpdate], *
             continue
         sources = [update.blob_url] + [url for url in urls if url != update.blob_url]
         try:
-            async with BlobClient([s for s in sources if s], retry=retry) as client:
+            async with BlobClient([s for s in sources if s], retry=retry, address_policy=addresses) as client:
                 store.put(await client.fetch(update.update_hash), expected=update.update_hash)
         except BlobError as error:
             log.debug("update %s of worker %d not fetched: %s", update.update_hash[:12], update.worker_index, error)
@@ -84,8 +86,9 @@ class UpdateMirror:
     """`mirror_updates` while waiting, with a growing pause (1 s doubling to 30 s) before trying an update that
     could not be fetched again, and one warning per update rather than one per look at the chain."""
 
-    def __init__(self, store: BlobStore, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, store: BlobStore, addresses: AddressPolicy, clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
+        self.addresses = addresses
         self.clock = clock
         self.failures: dict[str, int] = {}
         self.next_try: dict[str, float] = {}
@@ -97,7 +100,7 @@ class UpdateMirror:
             return self.next_try.get(digest, 0.0) > now
 
         attempted = {u.update_hash for u in updates if not self.store.has(u.update_hash) and not skip(u.update_hash)}
-        missing = await mirror_updates(self.store, updates, skip=skip)
+        missing = await mirror_updates(self.store, updates, self.addresses, skip=skip)
         for digest in attempted:
             if digest in missing:
                 count = self.failures[digest] = self.failures.get(digest, 0) + 1
