@@ -68,8 +68,11 @@ def result(url: str, method: str, params=None) -> dict:
 class InProcessChain:
     """A dev chain in a background thread: `url` is its JSON-RPC, `node` the SoloNode (read-only use)."""
 
-    def __init__(self, root: pathlib.Path, block_interval: float = 0.05, chain_id: str = "engine-test", dev: bool = True) -> None:
+    def __init__(self, root: pathlib.Path, block_interval: float = 0.05, chain_id: str = "engine-test", dev: bool = True,
+                 **node_options) -> None:
+        """`node_options` go to SoloNodeConfig (e.g. rpc_limits, search_timeout)."""
         self.root = root
+        self.node_options = node_options
         self.chain_id = chain_id
         self.block_interval = block_interval
         self.paths = homelib.init_home(root, chain_id, dev=dev)
@@ -111,7 +114,7 @@ class InProcessChain:
         self.node = SoloNode(
             home,
             SoloNodeConfig(engine=EngineConfig(proxy_app=self.socket, block_interval=self.block_interval),
-                           rpc_laddr="tcp://127.0.0.1:0", broadcast_tx_commit_timeout=10.0),
+                           rpc_laddr="tcp://127.0.0.1:0", broadcast_tx_commit_timeout=10.0, **self.node_options),
         )
         await self.node.start()
         self.url = self.node.rpc_url

@@ -23,6 +23,7 @@ import json
 import os
 import struct
 from dataclasses import dataclass
+from typing import Iterator
 
 import plyvel
 
@@ -224,8 +225,14 @@ class BlockStore:
 
     def positions_with_attribute(self, composite_key: str, value: str) -> list[tuple[int, int]]:
         """(height, index) of every tx with an indexed event attribute `composite_key` equal to `value`."""
+        return list(self.iter_positions_with_attribute(composite_key, value))
+
+    def iter_positions_with_attribute(self, composite_key: str, value: str) -> Iterator[tuple[int, int]]:
+        """The same, one at a time, in (height, index) order: a search can stop part way."""
         prefix = event_index_prefix(composite_key, value)
-        return [_unpack_position(key[len(prefix):]) for key in self._db.iterator(prefix=prefix, include_value=False)]
+        with self._db.iterator(prefix=prefix, include_value=False) as keys:
+            for key in keys:
+                yield _unpack_position(key[len(prefix):])
 
 
 def indexed_attributes(events) -> list[tuple[str, str]]:

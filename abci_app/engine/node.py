@@ -4,13 +4,21 @@ It owns the block store, the mempool, the event bus, the producer (handshake and
 server. `start()` opens the block store and binds the RPC port; `run(stop)` produces blocks until `stop` is
 set or a fatal error (a failed handshake, a broken app) ends it; `close()` releases everything. Signal
 handlers live in the CLI only. Mempool limits come from the home's config.toml, as CometBFT reads them
-(`[mempool] size`, `max_txs_bytes`, `max_tx_bytes`, `cache_size`).
+(`[mempool] size`, `max_txs_bytes`, `max_tx_bytes`, `cache_size`), and so do the RPC's limits (`[rpc]
+max_open_connections`, `max_body_bytes`, `max_request_batch_size`, `max_subscription_clients`,
+`max_subscriptions_per_client`; see `rpc_server.RpcLimits`).
+
+Searches (`tx_search`, `block_search`) run on the node's own small pool of search threads, not on the event
+loop and not on the default executor the producer stores blocks with, so that no number of slow searches can
+hold up a block. `close()` stops them (their deadlines see `closing`) before the block store closes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+import threading
 from dataclasses import dataclass
 
 from ..home import Home
@@ -18,7 +26,7 @@ from .blockstore import BlockStore
 from .events import EventBus
 from .mempool import Mempool
 from .producer import EngineConfig, Producer
-from .rpc_server import RpcServer
+from .rpc_server import RpcLimits, RpcServer
 
 log = logging.getLogger("trolly.engine")
 
@@ -30,6 +38,12 @@ class SoloNodeConfig:
     """Where the JSON-RPC listens; port 0 picks a free port (see `SoloNode.rpc_url`)."""
     broadcast_tx_commit_timeout: float = 10.0
     """Seconds `broadcast_tx_commit` waits for inclusion (config.toml `[rpc] timeout_broadcast_tx_commit`)."""
+    rpc_limits: RpcLimits | None = None
+    """The RPC's limits; None reads them from the home's config.toml `[rpc]` (CometBFT's defaults if absent)."""
+    search_timeout: float = 10.0
+    """Seconds a `tx_search` or `block_search` may scan before it stops with an error."""
+    search_threads: int = 2
+    """Searches that scan at once; later ones wait for a thread (their time budget already running)."""
 
 
 class SoloNode:
@@ -44,15 +58,18 @@ class SoloNode:
             max_tx_bytes=int(mempool.get("max_tx_bytes", 1 << 20)),
             cache_size=int(mempool.get("cache_size", 10000)),
         )
-        self.events = EventBus()
+        self.limits = config.rpc_limits or RpcLimits.from_config(home.config.get("rpc", {}))
+        self.events = EventBus(self.limits.max_subscription_clients, self.limits.max_subscriptions_per_client)
         self.producer: Producer | None = None
         self.rpc: RpcServer | None = None
+        self.closing = threading.Event()
+        self.search_threads = concurrent.futures.ThreadPoolExecutor(config.search_threads, thread_name_prefix="rpc-search")
 
     async def start(self) -> None:
         self.blockstore = BlockStore(self.home.paths.engine_db)
         self.producer = Producer(self.home, self.config.engine, self.blockstore, self.mempool, self.events)
         origins = tuple(self.home.config.get("rpc", {}).get("cors_allowed_origins", []))
-        self.rpc = RpcServer(self, self.config.rpc_laddr, self.config.broadcast_tx_commit_timeout, origins)
+        self.rpc = RpcServer(self, self.config.rpc_laddr, self.config.broadcast_tx_commit_timeout, origins, self.limits)
         await self.rpc.start()
         log.info("JSON-RPC listening on %s", self.rpc_url)
 
@@ -64,9 +81,11 @@ class SoloNode:
         await self.producer.run(stop)
 
     async def close(self) -> None:
+        self.closing.set()
         if self.rpc is not None:
             await self.rpc.stop()
             self.rpc = None
+        await asyncio.get_running_loop().run_in_executor(None, self.search_threads.shutdown)
         if self.blockstore is not None:
             self.blockstore.close()
             self.blockstore = None

@@ -1,8 +1,10 @@
-"""What every JSON-RPC method shares: the error type, the method table entry, reaching the app, and
-CometBFT's rules for heights and pages."""
+"""What every JSON-RPC method shares: the error type, the method table entry, reaching the app, CometBFT's
+rules for heights and pages, and running a search off the event loop within a time budget."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
@@ -23,6 +25,8 @@ class RpcError(Exception):
 class Method:
     handler: Callable[..., Awaitable[object]]
     params: tuple[tuple[str, str], ...] = ()
+    takes_client: bool = False
+    """The handler also gets `client`, the caller's `host:port` (subscriptions are counted per client)."""
 
 
 def app_client(node):
@@ -68,3 +72,30 @@ def page_window(page: int | None, per_page: int | None, total: int) -> tuple[int
     if page <= 0 or page > pages:
         raise RpcError(f"page should be within [1, {pages}] range, given {page}")
     return (page - 1) * per_page, per_page
+
+
+class SearchDeadline:
+    """The time budget of one search, checked by the scan as it goes (on a search thread). It also ends when
+    the node is closing, so that no scan outlives the block store it reads."""
+
+    def __init__(self, seconds: float, closing) -> None:
+        self.seconds = seconds
+        self._end = time.monotonic() + seconds
+        self._closing = closing
+
+    def check(self) -> None:
+        if self._closing.is_set():
+            raise RpcError("the node is shutting down")
+        if time.monotonic() > self._end:
+            raise RpcError(
+                f"search timed out: it scanned for more than {self.seconds:g}s; narrow the query "
+                "(tx.height, tx.hash or an indexed event attribute) or ask for fewer results"
+            )
+
+
+async def run_search(node, scan, *arguments):
+    """Run `scan(deadline, node, *arguments)` on the node's search threads, not on the event loop: a long scan
+    then never delays block production or other calls, and it stops with an error once its time is up (the
+    clock starts now, so a search that waited for a free thread has less of it left)."""
+    deadline = SearchDeadline(node.config.search_timeout, node.closing)
+    return await asyncio.get_running_loop().run_in_executor(node.search_threads, scan, deadline, node, *arguments)

@@ -26,6 +26,7 @@ from .rpc_common import (
     latest_height,
     page_window,
     resolve_height,
+    run_search,
 )
 from .rpc_txs import broadcast_tx_async, broadcast_tx_commit, broadcast_tx_sync, check_tx, tx, tx_search
 
@@ -187,15 +188,22 @@ async def header_by_hash(node, hash: bytes = b"") -> dict:
 
 async def block_search(node, query: str = "", page: int | None = None, per_page: int | None = None, order_by: str = "") -> dict:
     """Blocks whose FinalizeBlock events (and `block.height`) match the query. The solo engine keeps no
-    block-event index, so this scans the chain: fine for dev chains, linear in their length."""
+    block-event index, so this scans the chain, linear in its length: off the event loop and within the
+    node's search time budget, so a long chain gives a clear error rather than a stalled node."""
     try:
         parsed = parse_query(query)
     except QueryError as exc:
         raise RpcError(str(exc)) from None
     if order_by not in ("", "asc", "desc"):
         raise RpcError("expected order_by to be either `asc` or `desc` or empty")
+    return await run_search(node, _block_search, parsed, page, per_page, order_by)
+
+
+def _block_search(deadline, node, parsed, page: int | None, per_page: int | None, order_by: str) -> dict:
+    """The scan and the page of blocks, on a search thread (`rpc_common.run_search`)."""
     matching = []
     for height in range(node.blockstore.earliest_height, latest_height(node) + 1):
+        deadline.check()
         events = block_event_map(node.blockstore.results(height))
         events.pop("tm.event")
         events["block.height"] = [str(height)]
@@ -298,5 +306,5 @@ METHODS: dict[str, Method] = {
     "check_tx": Method(check_tx, (("tx", "bytes"),)),
     "broadcast_tx_sync": Method(broadcast_tx_sync, (("tx", "bytes"),)),
     "broadcast_tx_async": Method(broadcast_tx_async, (("tx", "bytes"),)),
-    "broadcast_tx_commit": Method(broadcast_tx_commit, (("tx", "bytes"),)),
+    "broadcast_tx_commit": Method(broadcast_tx_commit, (("tx", "bytes"),), takes_client=True),
 }

@@ -10,6 +10,21 @@ Errors are JSON-RPC errors as CometBFT sends them: -32700 parse error, -32600 in
 method not found, -32602 invalid params (with the reason in `data`), -32603 internal error (the method's
 failure, e.g. `height 9 must be less than or equal to the current blockchain height 5`, in `data`). A URI
 request that fails gets HTTP 500 with `id: -1`, a POST gets HTTP 200.
+
+Limits, each answered as CometBFT answers it (`RpcLimits`, from config.toml `[rpc]`):
+- at most `max_open_connections` connections at once; later ones wait in the kernel's accept queue until one
+  closes (CometBFT's `netutil.LimitListener`), websockets included;
+- every request, headers and body, must arrive within `read_timeout` of the connection opening or of the
+  previous response (Go's `ReadTimeout`/`ReadHeaderTimeout`, 10 s in CometBFT): a client trickling bytes
+  (slowloris) is cut off, and so is an idle keep-alive connection; a body that is late is answered HTTP 400
+  `error reading request body: i/o timeout`;
+- a body over `max_body_bytes` is answered HTTP 400 `error reading request body: http: request body too
+  large`; a websocket message over it closes the websocket (1009, message too big);
+- a batch over `max_request_batch_size` is answered HTTP 400 `maximum JSON-RPC batch size exceeded`;
+- subscriptions (websocket `subscribe` and each in-flight `broadcast_tx_commit`) are capped per client and
+  in clients (`events.EventBus`): `max_subscriptions_per_client 5 reached`, `max_subscription_clients 100
+  reached`;
+- a websocket send that does not complete within `write_timeout` closes that websocket.
 """
 
 from __future__ import annotations
@@ -19,20 +34,61 @@ import base64
 import binascii
 import json
 import logging
+import socket
+from dataclasses import dataclass
 
 from aiohttp import WSMsgType, web
 
 from . import EngineError
 from .abci_client import parse_address
+from .events import SubscriptionLimit
 from .query import QueryError, parse_query
 from .rpc_methods import METHODS, RpcError
 
 log = logging.getLogger("trolly.engine.rpc")
 
-MAX_BODY_BYTES = 1_000_000
-MAX_BATCH = 10
-MAX_SUBSCRIPTIONS_PER_CLIENT = 5
 URI_REQUEST_ID = -1
+
+
+@dataclass(frozen=True)
+class RpcLimits:
+    """What one client, or all of them together, may take from the RPC. The config keys and defaults are
+    CometBFT v0.38's `[rpc]` ones; the timeouts are CometBFT's fixed server timeouts."""
+
+    max_open_connections: int = 900
+    """`[rpc] max_open_connections`: connections served at once (0: unlimited)."""
+    max_body_bytes: int = 1_000_000
+    """`[rpc] max_body_bytes`: largest HTTP request body and websocket message."""
+    max_request_batch_size: int = 10
+    """`[rpc] max_request_batch_size`: most requests in one JSON-RPC batch (0: unlimited)."""
+    max_subscription_clients: int = 100
+    """`[rpc] max_subscription_clients`: clients holding subscriptions at once."""
+    max_subscriptions_per_client: int = 5
+    """`[rpc] max_subscriptions_per_client`: subscriptions (and in-flight broadcast_tx_commit) per client."""
+    read_timeout: float = 10.0
+    """Seconds for a whole request (headers and body) to arrive, counted from the connection opening or from
+    the previous response; also how long an idle keep-alive connection stays open."""
+    write_timeout: float = 10.0
+    """Seconds a websocket send may take before the websocket is closed (a client that stopped reading)."""
+
+    @staticmethod
+    def from_config(rpc: dict) -> "RpcLimits":
+        """The limits in a config.toml `[rpc]` table; absent keys keep CometBFT's defaults."""
+        defaults = RpcLimits()
+        values = {}
+        for name in ("max_open_connections", "max_body_bytes", "max_request_batch_size", "max_subscription_clients",
+                     "max_subscriptions_per_client"):
+            raw = rpc.get(name, getattr(defaults, name))
+            if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+                raise EngineError(f"config.toml [rpc] {name} must be a non-negative integer, got {raw!r}")
+            values[name] = raw
+        if values["max_body_bytes"] == 0 or values["max_subscriptions_per_client"] == 0:
+            raise EngineError("config.toml [rpc] max_body_bytes and max_subscriptions_per_client must be positive")
+        return RpcLimits(**values)
+
+
+class _BodyError(Exception):
+    """The request body could not be read (too large, or too slow); answered HTTP 400 as CometBFT does."""
 
 
 class InvalidParams(RpcError):
@@ -119,43 +175,180 @@ def _bind(method: str, params, from_uri: bool) -> dict:
 # ------------------------------------------------------------------------------------------------ server
 
 
+class _Connection(asyncio.Protocol):
+    """One accepted connection: aiohttp's request handler behind it, its read deadline, and its slot.
+
+    The deadline runs while the connection waits for a request (from the connection opening, then from each
+    response); the server's middleware stops it while a request is being handled and starts it again after.
+    When it passes, the connection is aborted: a client that sends its headers or body too slowly, or sits
+    idle, gives its slot back."""
+
+    def __init__(self, inner: asyncio.Protocol, server: "RpcServer") -> None:
+        self._inner = inner
+        self._server = server
+        self.transport: asyncio.Transport | None = None
+        self.deadline = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self._server._open[transport] = self
+        self.start_clock()
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._inner.data_received(data)
+
+    def eof_received(self):
+        return self._inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+    def connection_lost(self, exc) -> None:
+        self.stop_clock()
+        try:
+            self._inner.connection_lost(exc)
+        finally:
+            self._server._closed(self)
+
+    def start_clock(self) -> None:
+        self.stop_clock()
+        loop = asyncio.get_running_loop()
+        self.deadline = loop.time() + self._server.limits.read_timeout
+        self._timer = loop.call_at(self.deadline, self._expire)
+
+    def stop_clock(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self) -> None:
+        self._timer = None
+        log.debug("closing an RPC connection that sent no complete request within %gs", self._server.limits.read_timeout)
+        self.transport.abort()
+
+
 class RpcServer:
-    def __init__(self, node, laddr: str, broadcast_tx_commit_timeout: float, cors_origins: tuple[str, ...] = ()) -> None:
+    def __init__(self, node, laddr: str, broadcast_tx_commit_timeout: float, cors_origins: tuple[str, ...] = (),
+                 limits: RpcLimits = RpcLimits()) -> None:
         self.node = node
         self.laddr = laddr
         self.cors_origins = cors_origins
         self.broadcast_tx_commit_timeout = broadcast_tx_commit_timeout
+        self.limits = limits
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._sockets: set[web.WebSocketResponse] = set()
+        self._listener: socket.socket | None = None
+        self._accepting: asyncio.Task | None = None
+        self._open: dict[asyncio.Transport, _Connection] = {}
+        self._slots: asyncio.Semaphore | None = None
 
     async def start(self) -> None:
         kind, target = parse_address(self.laddr)
         if kind != "tcp":
             raise EngineError(f"the RPC listens on tcp://HOST:PORT only, got {self.laddr!r}")
-        application = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._cors])
+        application = web.Application(client_max_size=self.limits.max_body_bytes, middlewares=[self._clock, self._cors])
         application.router.add_get("/websocket", self._websocket)
         application.router.add_route("OPTIONS", "/{tail:.*}", self._preflight)
         application.router.add_post("/", self._post)
         application.router.add_get("/", self._index)
         application.router.add_get("/{method}", self._get)
+        try:
+            self._listener = socket.create_server(target, backlog=128, reuse_port=False)
+        except OSError as exc:
+            raise EngineError(f"cannot listen for JSON-RPC on {self.laddr}: {exc}") from None
+        self._listener.setblocking(False)
         self._runner = web.AppRunner(application, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, target[0], target[1])
-        try:
-            await site.start()
-        except OSError as exc:
-            await self._runner.cleanup()
-            raise EngineError(f"cannot listen for JSON-RPC on {self.laddr}: {exc}") from None
-        host, port = site._server.sockets[0].getsockname()[:2]
+        if self.limits.max_open_connections:
+            self._slots = asyncio.Semaphore(self.limits.max_open_connections)
+        self._accepting = asyncio.ensure_future(self._accept())
+        host, port = self._listener.getsockname()[:2]
         self.url = f"http://{host}:{port}"
 
+    async def _accept(self) -> None:
+        """Accept while a slot is free (CometBFT's LimitListener): beyond `max_open_connections`, clients wait
+        in the kernel's accept queue until a connection closes."""
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._slots is not None:
+                await self._slots.acquire()
+            try:
+                connection, _ = await loop.sock_accept(self._listener)
+            except OSError as exc:  # e.g. out of file descriptors: keep serving those already open
+                self._release()
+                log.warning("RPC accept failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            except BaseException:
+                self._release()
+                raise
+            try:
+                await loop.connect_accepted_socket(lambda: _Connection(self._runner.server(), self), connection)
+            except OSError as exc:
+                connection.close()
+                self._release()
+                log.warning("RPC connection setup failed: %s", exc)
+
+    def _closed(self, connection: _Connection) -> None:
+        if self._open.pop(connection.transport, None) is not None:
+            self._release()
+
+    def _release(self) -> None:
+        if self._slots is not None:
+            self._slots.release()
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._open)
+
     async def stop(self) -> None:
-        for socket in list(self._sockets):
-            await socket.close()
+        if self._accepting is not None:
+            self._accepting.cancel()
+            try:
+                await self._accepting
+            except asyncio.CancelledError:
+                pass
+            self._accepting = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        for websocket in list(self._sockets):
+            await websocket.close()
+        for connection in list(self._open.values()):
+            connection.transport.abort()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    @web.middleware
+    async def _clock(self, request: web.Request, handler):
+        """A request is being handled: its connection's read deadline stops, and starts again after it."""
+        connection = self._open.get(request.transport)
+        if connection is not None:
+            connection.stop_clock()
+        try:
+            return await handler(request)
+        finally:
+            if connection is not None and connection.transport is not None and not connection.transport.is_closing():
+                connection.start_clock()
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        """The body, within the request's read deadline and `max_body_bytes`."""
+        connection = self._open.get(request.transport)
+        loop = asyncio.get_running_loop()
+        remaining = connection.deadline - loop.time() if connection is not None else self.limits.read_timeout
+        try:
+            return await asyncio.wait_for(request.read(), max(remaining, 0.0))
+        except asyncio.TimeoutError:
+            raise _BodyError("error reading request body: i/o timeout") from None
+        except web.HTTPRequestEntityTooLarge:
+            raise _BodyError("error reading request body: http: request body too large") from None
 
     def _allowed_origin(self, request: web.Request) -> str | None:
         origin = request.headers.get("Origin")
@@ -180,12 +373,15 @@ class RpcServer:
             "Access-Control-Allow-Headers": "Origin, Accept, Content-Type, X-Requested-With, X-Server-Time",
         })
 
-    async def call(self, method: str, params, request_id, from_uri: bool = False) -> dict:
-        """One JSON-RPC call, answered with a result or a CometBFT-style error object."""
+    async def call(self, method: str, params, request_id, from_uri: bool = False, client: str = "") -> dict:
+        """One JSON-RPC call, answered with a result or a CometBFT-style error object. `client` is the
+        caller's `host:port`, which subscription limits count by."""
         if method not in METHODS:
             return _error(request_id, -32601, "Method not found", "")
         try:
             arguments = _bind(method, params, from_uri)
+            if METHODS[method].takes_client:
+                arguments["client"] = client
             result = await METHODS[method].handler(self.node, **arguments)
         except RpcError as exc:
             return _error(request_id, exc.code, exc.message, str(exc))
@@ -204,33 +400,44 @@ class RpcServer:
         method = request.match_info["method"]
         if method not in METHODS:
             return web.json_response(_error(URI_REQUEST_ID, -32601, "Method not found", ""), status=404)
-        answer = await self.call(method, dict(request.query), URI_REQUEST_ID, from_uri=True)
+        answer = await self.call(method, dict(request.query), URI_REQUEST_ID, from_uri=True, client=_client_of(request))
         return web.json_response(answer, status=500 if "error" in answer else 200)
 
     async def _post(self, request: web.Request) -> web.Response:
         try:
-            body = json.loads(await request.read())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raw = await self._read_body(request)
+        except _BodyError as exc:
+            response = web.json_response(_error(None, -32600, "Invalid Request", str(exc)), status=400)
+            response.force_close()  # what is left of the body is not read: the connection cannot carry on
+            return response
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             return web.json_response(_error(None, -32700, "Parse error", f"error unmarshaling request: {exc}"))
+        client = _client_of(request)
         if isinstance(body, list):
             if not body:
                 return web.json_response(_error(None, -32600, "Invalid Request", "empty batch"))
-            if len(body) > MAX_BATCH:
-                return web.json_response(_error(None, -32600, "Invalid Request", f"batch of {len(body)} exceeds the maximum {MAX_BATCH}"))
-            return web.json_response([await self._one(item) for item in body])
-        return web.json_response(await self._one(body))
+            limit = self.limits.max_request_batch_size
+            if limit and len(body) > limit:
+                return web.json_response(_error(
+                    None, -32600, "Invalid Request",
+                    f"maximum JSON-RPC batch size exceeded, got: {len(body)}, max: {limit}"), status=400)
+            return web.json_response([await self._one(item, client) for item in body])
+        return web.json_response(await self._one(body, client))
 
-    async def _one(self, item) -> dict:
+    async def _one(self, item, client: str) -> dict:
         if not isinstance(item, dict) or not isinstance(item.get("method"), str):
             return _error(item.get("id") if isinstance(item, dict) else None, -32600, "Invalid Request", "a request needs a string method")
-        return await self.call(item["method"], item.get("params"), item.get("id"))
+        return await self.call(item["method"], item.get("params"), item.get("id"), client=client)
 
     # --------------------------------------------------------------------------------------- websocket
 
     async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
-        socket = web.WebSocketResponse(heartbeat=30)
+        socket = web.WebSocketResponse(heartbeat=30, max_msg_size=self.limits.max_body_bytes)
         await socket.prepare(request)
         self._sockets.add(socket)
+        client = _client_of(request)
         subscriptions: dict[str, tuple] = {}  # query text -> (subscription, forwarding task)
         send_lock = asyncio.Lock()
 
@@ -238,7 +445,11 @@ class RpcServer:
             async with send_lock:
                 if not socket.closed:
                     try:
-                        await socket.send_str(json.dumps(message))
+                        await asyncio.wait_for(socket.send_str(json.dumps(message)), self.limits.write_timeout)
+                    except asyncio.TimeoutError:
+                        log.info("closing a websocket whose client stopped reading (%s)", client)
+                        if request.transport is not None:
+                            request.transport.abort()
                     except (ConnectionError, RuntimeError):
                         pass  # the client went away; the read loop ends and cleans up
 
@@ -256,9 +467,9 @@ class RpcServer:
                     continue
                 method, request_id = item["method"], item.get("id")
                 if method in ("subscribe", "unsubscribe", "unsubscribe_all"):
-                    await send(self._subscription_call(method, item.get("params"), request_id, subscriptions, send))
+                    await send(self._subscription_call(method, item.get("params"), request_id, subscriptions, send, client))
                 else:
-                    await send(await self.call(method, item.get("params"), request_id))
+                    await send(await self.call(method, item.get("params"), request_id, client=client))
         finally:
             for subscription, task in subscriptions.values():
                 self.node.events.unsubscribe(subscription)
@@ -266,7 +477,7 @@ class RpcServer:
             self._sockets.discard(socket)
         return socket
 
-    def _subscription_call(self, method, params, request_id, subscriptions, send) -> dict:
+    def _subscription_call(self, method, params, request_id, subscriptions, send, client: str) -> dict:
         if method == "unsubscribe_all":
             if not subscriptions:
                 return _error(request_id, -32603, "Internal error", "subscription not found")
@@ -287,15 +498,21 @@ class RpcServer:
             self.node.events.unsubscribe(subscription)
             task.cancel()
             return _result(request_id, {})
+        # CometBFT's order: the limits, then the query, then a duplicate.
+        try:
+            self.node.events.check_limits(client)
+        except SubscriptionLimit as exc:
+            return _error(request_id, -32603, "Internal error", str(exc))
         try:
             query = parse_query(text)
         except QueryError as exc:
             return _error(request_id, -32603, "Internal error", f"failed to parse query: {exc}")
         if text in subscriptions:
             return _error(request_id, -32603, "Internal error", "already subscribed")
-        if len(subscriptions) >= MAX_SUBSCRIPTIONS_PER_CLIENT:
-            return _error(request_id, -32603, "Internal error", f"max_subscriptions_per_client {MAX_SUBSCRIPTIONS_PER_CLIENT} reached")
-        subscription = self.node.events.subscribe(query)
+        try:
+            subscription = self.node.events.subscribe(query, client)
+        except SubscriptionLimit as exc:
+            return _error(request_id, -32603, "Internal error", str(exc))
         task = asyncio.ensure_future(self._forward(subscription, text, request_id, send))
         subscriptions[text] = (subscription, task)
         return _result(request_id, {})
@@ -308,3 +525,9 @@ class RpcServer:
                 return
             events, data = item
             await send(_result(request_id, {"query": text, "data": data, "events": events}))
+
+
+def _client_of(request: web.Request) -> str:
+    """The caller as CometBFT names a subscriber: its remote `host:port`."""
+    peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else (request.remote or "")

@@ -2,6 +2,11 @@
 
 `tx_search` finds candidates through the block store's indexes (tx hash, height, or an attribute equality)
 and then checks the whole query against each candidate's events, so any AND-ed mix of conditions works.
+The scan runs on a search thread within the node's time budget (`rpc_common.run_search`), never on the
+event loop that makes blocks; pages follow CometBFT (`per_page` at most 100, `page` within range).
+
+`broadcast_tx_commit` holds a subscription while it waits, counted against the subscription limits of the
+calling client as in CometBFT.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from . import EngineError, hashing, rpc_encoding
 from .blocks import tx_event_map
 from .mempool import MempoolError
 from .query import QueryError, parse_query
-from .rpc_common import RpcError, app_call, app_client, latest_height, page_window
+from .events import SubscriptionLimit
+from .rpc_common import RpcError, app_call, app_client, latest_height, page_window, run_search
 
 
 def _tx_record(node, height: int, index: int, prove: bool) -> dict:
@@ -43,8 +49,24 @@ async def tx(node, hash: bytes = b"", prove: bool = False) -> dict:
     return _tx_record(node, *position, prove)
 
 
-def _positions_for(node, query) -> list[tuple[int, int]]:
-    """Candidate (height, index) pairs from the most selective indexed condition, then filtered exactly."""
+class _BlockCache:
+    """Blocks and results read during one search, so that a block's txs are decoded once, not once each."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+        self._blocks: dict[int, tuple] = {}
+
+    def get(self, height: int) -> tuple:
+        if height not in self._blocks:
+            if len(self._blocks) > 64:
+                self._blocks.clear()
+            self._blocks[height] = (self._store.block(height), self._store.results(height))
+        return self._blocks[height]
+
+
+def _positions_for(node, query, deadline) -> list[tuple[int, int]]:
+    """Candidate (height, index) pairs from the most selective indexed condition, then filtered exactly;
+    `deadline.check()` between candidates ends a scan that takes too long."""
     store = node.blockstore
     tx_hash = query.equality("tx.hash")
     if isinstance(tx_hash, str):
@@ -65,21 +87,24 @@ def _positions_for(node, query) -> list[tuple[int, int]]:
             (c for c in query.conditions if c.operator == "=" and c.key not in ("tm.event", "tx.height", "tx.hash")), None
         )
         if attribute is not None:
-            candidates = store.positions_with_attribute(attribute.key, str(attribute.operand))
+            candidates = store.iter_positions_with_attribute(attribute.key, str(attribute.operand))
         else:
-            candidates = [
+            candidates = (
                 (height, index)
                 for height in range(store.earliest_height, latest_height(node) + 1)
                 for index in range(len(store.block(height).txs))
-            ]
-    visible = latest_height(node)
-    return sorted(set(p for p in candidates if p[0] <= visible and _matches(node, query, p)))
+            )
+    visible, cache, found = latest_height(node), _BlockCache(store), set()
+    for position in candidates:
+        deadline.check()
+        if position[0] <= visible and _matches(cache, query, position):
+            found.add(position)
+    return sorted(found)
 
 
-def _matches(node, query, position: tuple[int, int]) -> bool:
+def _matches(cache: _BlockCache, query, position: tuple[int, int]) -> bool:
     height, index = position
-    stored = node.blockstore.block(height)
-    results = node.blockstore.results(height)
+    stored, results = cache.get(height)
     events = tx_event_map(stored.txs[index], height, results.tx_results[index])
     events.pop("tm.event")  # tx_search queries the tx index, which has no tm.event key
     return all(
@@ -95,14 +120,20 @@ async def tx_search(node, query: str = "", prove: bool = False, page: int | None
         raise RpcError(str(exc)) from None
     if order_by not in ("", "asc", "desc"):
         raise RpcError("expected order_by to be either `asc` or `desc` or empty")
-    positions = _positions_for(node, parsed)
+    return await run_search(node, _tx_search, parsed, prove, page, per_page, order_by)
+
+
+def _tx_search(deadline, node, parsed, prove: bool, page: int | None, per_page: int | None, order_by: str) -> dict:
+    """The scan and the page of records, on a search thread."""
+    positions = _positions_for(node, parsed, deadline)
     if order_by == "desc":
         positions.reverse()
     start, size = page_window(page, per_page, len(positions))
-    return {
-        "txs": [_tx_record(node, height, index, prove) for height, index in positions[start:start + size]],
-        "total_count": str(len(positions)),
-    }
+    records = []
+    for height, index in positions[start:start + size]:
+        deadline.check()
+        records.append(_tx_record(node, height, index, prove))
+    return {"txs": records, "total_count": str(len(positions))}
 
 
 async def check_tx(node, tx: bytes = b"") -> dict:
@@ -148,9 +179,12 @@ async def broadcast_tx_async(node, tx: bytes = b"") -> dict:
     return {"code": 0, "data": "", "log": "", "codespace": "", "hash": rpc_encoding.hex_upper(hashing.sha256(tx))}
 
 
-async def broadcast_tx_commit(node, tx: bytes = b"") -> dict:
+async def broadcast_tx_commit(node, tx: bytes = b"", client: str = "") -> dict:
     tx_hash = hashing.sha256(tx)
-    subscription = node.events.subscribe(parse_query(f"tm.event = 'Tx' AND tx.hash = '{tx_hash.hex().upper()}'"))
+    try:
+        subscription = node.events.subscribe(parse_query(f"tm.event = 'Tx' AND tx.hash = '{tx_hash.hex().upper()}'"), client)
+    except SubscriptionLimit as exc:
+        raise RpcError(str(exc)) from None
     try:
         response = await _admit(node, tx)
         if response.code != 0:
