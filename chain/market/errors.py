@@ -165,3 +165,28 @@ class InvalidBlobUrl(InvalidWorkerProfile):
     no user information, bounded length, printable ASCII."""
 
     code = 42
+
+
+# Codes 50.. belong to verification hardening (issue 19 items 3, 4, 5, 8).
+class ModelTooLarge(MarketError):
+    """The spec's model, batch or memory estimate exceeds the market's limits (`chain/market/footprint.py`)."""
+
+    code = 50
+
+
+class CancelPending(MarketError):
+    """The task is already cancelled; it ends once the round whose commitments are on chain settles."""
+
+    code = 51
+
+
+class NotOnCommittee(MarketError):
+    """The validator does not sit on the committee drawn for this segment."""
+
+    code = 52
+
+
+class InvalidReveal(MarketError):
+    """A reveal does not open the vote's replay commitment, comes outside the reveal phase, or has no vote."""
+
+    code = 53

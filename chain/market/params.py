@@ -117,10 +117,39 @@ class MarketParams:
     max_profile_bytes: int = 128
     """Longest determinism profile string in a commitment."""
 
+    max_model_parameters: int = 100_000_000
+    """Most parameters a spec's model may have (`market.footprint` counts them from its config)."""
+
+    max_batch_size: int = 4_096
+    """Largest `training.batch_size` a spec may ask for."""
+
+    max_memory_mb: int = 16_384
+    """Largest memory estimate (MiB, `market.footprint`) of a spec; a worker also checks the estimate against its
+    own declared `hardware.memory_mb` before it joins."""
+
+    committee_size: int = 7
+    """k: validators drawn by stake, from the sampling seed, to verify each sampled segment (all of them when
+    fewer are eligible). A segment is decided by two thirds of its committee's power."""
+
+    escalated_committee_size: int = 21
+    """Size of the committee a split segment escalates to (no two thirds either way when the verification
+    window closes): a fresh draw of this many validators (all of them when fewer), with a fresh window."""
+
+    reveal_window: int = 10
+    """Blocks after a round's verification in which each voter reveals the replay digest its vote committed to.
+    The verifier fees of the round are held until then."""
+
+    lazy_verifier_penalty: int = 1_000_000
+    """utrl burned from the bonded stake of a validator whose reveal is missing or disagrees with the
+    segment's majority digest (it also loses its share of the verifier fee)."""
+
     def __post_init__(self) -> None:
         if self.sampling_delay < 1:
             raise InvalidRequest("market.sampling_delay must be >= 1: the seed must come from a later block")
-        if self.verification_window < 1 or self.min_round_blocks < 1 or self.worker_unbonding_blocks < 1:
+        if self.committee_size < 1 or self.escalated_committee_size < self.committee_size:
+            raise InvalidRequest("market.committee_size must be >= 1 and escalated_committee_size >= committee_size")
+        if (self.verification_window < 1 or self.min_round_blocks < 1 or self.worker_unbonding_blocks < 1
+                or self.reveal_window < 1):
             raise InvalidRequest("market windows and periods must be at least one block")
         for name in ("validator_fee_bps", "verifier_fee_bps", "slash_verifier_bps", "missed_round_penalty_bps"):
             if not 0 <= getattr(self, name) <= 10_000:

@@ -80,6 +80,7 @@ def commitment_view(state: State, commitment: Commitment) -> dict:
         "checkpoint_root": commitment.checkpoint_root.hex(), "num_checkpoints": commitment.num_checkpoints,
         "start_weights_hash": commitment.start_weights_hash.hex(),
         "determinism_profile": commitment.determinism_profile, "height": commitment.height,
+        "residual_hash": commitment.residual_hash.hex(),
         "outcome": commitment.outcome, "segments": commitment.segments, "decisions": commitment.decisions,
         "paid": commitment.paid, "verdicts": verdicts,
     }
@@ -103,6 +104,7 @@ def task_view(state: State, task: Task) -> dict:
         "seed": task.seed, "terms": task.terms, "created_height": task.created_height,
         "join_deadline": task.join_deadline, "started_height": task.started_height,
         "ended_height": task.ended_height, "phase_deadline": task.phase_deadline,
+        "cancel_requested": bool(task.cancel_requested),
     })
     members = []
     for address in task.members:
@@ -200,6 +202,7 @@ def query_verify(state: State, arg: str, data: bytes) -> QueryResult:
             continue
         task = find_task(state, task_id)
         commitment = find_commitment(state, task_id, round_, worker)
+        previous = find_commitment(state, task_id, round_ - 1, worker) if round_ > 0 else None
         member = find_member(state, task_id, worker)
         worker_record = find_worker(state, worker)
         work.append({
@@ -209,6 +212,8 @@ def query_verify(state: State, arg: str, data: bytes) -> QueryResult:
             "steps": commitment.steps, "samples_processed": commitment.samples_processed,
             "start_weights_hash": commitment.start_weights_hash.hex(),
             "determinism_profile": commitment.determinism_profile,
+            "residual_hash": commitment.residual_hash.hex(),
+            "previous_residual_hash": previous.residual_hash.hex() if previous is not None else "",
             "blob_url": worker_record.blob_url if worker_record else "", "deadline": task.phase_deadline,
         })
     return QueryResult({"validator": arg, "segments": work})

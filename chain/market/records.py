@@ -89,6 +89,9 @@ class Task:
     round_start_hashes: list[bytes] = field(default_factory=list)
     """The agreed start_weights_hash of each closed round; after the final report, the last is W_R's hash."""
     final_weights_hash: bytes = b""
+    cancel_requested: int = 0
+    """1 once the requester cancelled while a round's commitments were on chain: that round is verified and
+    paid, then the task ends `cancelled` instead of starting the next round."""
 
 
 @dataclass
@@ -128,6 +131,8 @@ class Commitment:
     decisions: list[str] = field(default_factory=list)
     """Per sampled segment (same order as `segments`): undecided, pass or fail."""
     paid: int = 0
+    residual_hash: bytes = b""
+    """sha256 of the worker's error-feedback residual after this round's update (docs/protocol.md 2a)."""
 
 
 @dataclass

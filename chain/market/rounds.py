@@ -23,7 +23,7 @@ from ..state import State
 from .economics import segment_count, split_evenly, split_round_pay
 from .events import task_event
 from .lifecycle import drop_member, end_task, slash_member, start_round
-from .records import ABANDONED, ACTIVE, COMPLETED, DISAGREED, FAILED, PASSED, PENDING, SAMPLING, UNDECIDED
+from .records import ABANDONED, ACTIVE, CANCELLED, COMPLETED, DISAGREED, FAILED, PASSED, PENDING, SAMPLING, UNDECIDED
 from .records import UNVERIFIED, VERIFY, Commitment, Task
 from .sampling import sample_segments
 from .store import enter_phase, escrow_out, find_commitment, find_member, get_worker, mark_pending
@@ -130,6 +130,8 @@ def settle_round(state: State, ctx: BlockContext, task: Task) -> None:
 
     if task.active_members == 0:
         end_task(state, ctx, task, ABANDONED)
+    elif task.cancel_requested:
+        end_task(state, ctx, task, CANCELLED)  # cancelled mid-round: that round is settled, no other starts
     else:
         start_round(state, ctx, task, task.round + 1)
 

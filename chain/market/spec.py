@@ -18,6 +18,7 @@ from typing import Any
 
 from ..codec import JsonRejected, load_untrusted_json
 from .errors import InvalidSpec
+from .footprint import Footprint, model_footprint
 
 SPEC_VERSION = 1
 MODEL_ARCHS = ("cnn", "mlp", "transformer")
@@ -48,6 +49,8 @@ class SpecSummary:
     batch_size: int
     checkpoint_every: int
     seed: int
+    footprint: Footprint
+    """The model's parameter count and memory estimate (`market.footprint`), which `SubmitTask` bounds."""
 
 
 def parse_spec(raw: bytes) -> dict:
@@ -149,6 +152,8 @@ def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
         batch_size=_integer(training["batch_size"], "training.batch_size"),
         checkpoint_every=_integer(training["checkpoint_every"], "training.checkpoint_every", 1, MAX_CHECKPOINT_EVERY),
         seed=_integer(training["seed"], "training.seed", 0),
+        footprint=model_footprint(model["arch"], model.get("config", {}), dataset["name"],
+                                  _integer(training["batch_size"], "training.batch_size")),
     )
     if summary.rounds != rounds:
         raise InvalidSpec(f"training.rounds is {summary.rounds} but the message asks for {rounds} rounds")

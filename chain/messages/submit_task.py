@@ -14,18 +14,19 @@ from ..block import BlockContext
 from ..crypto import encode_address
 from ..errors import InvalidRequest
 from ..market.economics import minimum_collateral, segment_count, task_cost
-from ..market.errors import BudgetTooLow, CollateralTooLow, InvalidSpec, InvalidTerms, SpecTooLarge
+from ..market.errors import BudgetTooLow, CollateralTooLow, InvalidSpec, InvalidTerms, ModelTooLarge, SpecTooLarge
 from ..market.events import task_event
 from ..market.params import MarketParams
 from ..market.records import JOIN, OPEN, Task
-from ..market.spec import validate_spec
+from ..market.spec import SpecSummary, validate_spec
 from ..market.store import enter_phase, escrow_in, next_task_id, put_spec, put_task
 from ..params import get_params
 from ..proto.market_pb2 import MsgSubmitTask
 from ..state import State
 
 TERMS = ("validator_fee_bps", "verifier_fee_bps", "slash_verifier_bps", "missed_round_penalty_bps",
-         "sampling_delay", "verification_window")
+         "sampling_delay", "verification_window", "committee_size", "escalated_committee_size", "reveal_window",
+         "lazy_verifier_penalty")
 """The params a task copies at submission, so that its terms never change under it."""
 
 
@@ -55,12 +56,24 @@ def check_terms(msg: MsgSubmitTask, params: MarketParams) -> None:
             raise InvalidTerms(f"{name} must be within {low}..{high}, got {value}")
 
 
+def check_footprint(summary: SpecSummary, params: MarketParams) -> None:
+    """The model, batch and memory estimate within the chain's bounds, so no task asks for what no worker holds."""
+    footprint = summary.footprint
+    if footprint.parameters > params.max_model_parameters:
+        raise ModelTooLarge(f"the model has {footprint.parameters} parameters, limit {params.max_model_parameters}")
+    if summary.batch_size > params.max_batch_size:
+        raise ModelTooLarge(f"training.batch_size {summary.batch_size} exceeds the limit {params.max_batch_size}")
+    if footprint.memory_mb > params.max_memory_mb:
+        raise ModelTooLarge(f"the task's memory estimate is {footprint.memory_mb} MiB, limit {params.max_memory_mb} MiB")
+
+
 def process_submit_task(state: State, ctx: BlockContext, signer: bytes, msg: MsgSubmitTask) -> None:
     params = get_params(state, MarketParams)
     if len(msg.spec) > params.max_spec_bytes:
         raise SpecTooLarge(f"spec is {len(msg.spec)} bytes, limit {params.max_spec_bytes}")
     summary = validate_spec(msg.spec, msg.rounds)
     check_terms(msg, params)
+    check_footprint(summary, params)
     segments = segment_count(summary.inner_steps, summary.checkpoint_every)
     if segments > params.max_segments_per_round:
         raise InvalidTerms(f"{segments} segments per round (inner_steps / checkpoint_every), limit "

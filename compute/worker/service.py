@@ -41,6 +41,7 @@ from .config import WorkerConfig
 from .data import obtain_dataset
 from .display import RoundDisplay
 from .errors import TaskUnfit, WeightsMismatch, WorkerError
+from .fit import check_memory
 from .housekeeping import prune_task
 from .commits import Committer
 from .market import MarketClient
@@ -267,6 +268,8 @@ class WorkerService:
         cores = os.cpu_count() or 1
         if spec.determinism.threads > cores:
             raise TaskUnfit(f"the task trains with {spec.determinism.threads} threads, this machine has {cores} cores")
+        record = await self.market.worker()
+        check_memory(raw, int(((record or {}).get("hardware") or {}).get("memory_mb", 0)))
         if summary["collateral"] > await self.market.balance():
             raise TaskUnfit(f"the collateral {summary['collateral']} utrl exceeds this worker's balance")
         return spec

@@ -1,0 +1,136 @@
+"""A spec's model size and memory estimate, computed from its config with integers only.
+
+The chain bounds what a requester may ask workers to hold (`max_model_parameters`, `max_batch_size`,
+`max_memory_mb` in `market.params`), so that a spec cannot ask for a model no worker can train and tie up
+their collateral; a worker compares the same estimate with its declared `hardware.memory_mb` before it joins.
+
+Parameter counts follow `compute/models` exactly (a test builds each model and compares):
+
+- mlp (sizes = input, *hidden, classes): sum over consecutive sizes a, b of a*b + b.
+- cnn (channels c_1..c_m on a side x side image, one 2x2 max-pool): sum of 9*c_{i-1}*c_i + c_i (c_0 = 1), then
+  flat = c_m * (side/2)^2, flat*hidden + hidden, hidden*classes + classes.
+- transformer (width w, layers L, vocabulary V, context C): 2*V*w + C*w + L*(12*w^2 + 13*w) + 2*w + V
+  (token and position embeddings, per block two layer norms, qkv, output projection and a 4w MLP, the last
+  norm and the head).
+
+The memory estimate is a bound, not a measurement: 4-byte floats for the weights, their gradients, two AdamW
+moments, the round's start weights and a checkpoint's weights and moments (8 copies of the parameters), plus
+forward and backward activations (2 x batch_size x the activations of one sample), plus `RUNTIME_OVERHEAD_MB`
+for the interpreter and PyTorch themselves.
+
+The dataset fixes the input size, classes, vocabulary and context (`DATASET_SHAPES`, as `compute/data`
+writes them into the manifests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidSpec
+
+DATASET_SHAPES = {"digits": (64, 10, 0), "pycorpus": (64, 256, 64)}
+"""name -> (input_size, num_classes or vocabulary, context), as `compute/data/manifest.py` builds them."""
+
+MODEL_DEFAULTS = {
+    "mlp": {"hidden": (1024, 1024)},
+    "cnn": {"channels": (16, 32), "hidden": 64},
+    "transformer": {"layers": 2, "heads": 4, "width": 64},
+}
+"""The settable fields of each architecture's config dataclass, with compute's defaults."""
+
+FLOAT_BYTES = 4
+PARAMETER_COPIES = 8
+RUNTIME_OVERHEAD_MB = 256
+MAX_DIMENSION = 1 << 20
+"""Largest single width, channel count, layer count or head count read from a config (keeps the integers small)."""
+
+
+@dataclass(frozen=True)
+class Footprint:
+    parameters: int
+    activations_per_sample: int
+    memory_mb: int
+
+
+def _positive(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_DIMENSION:
+        raise InvalidSpec(f"model.config.{where} must be an integer in 1..{MAX_DIMENSION}, got {value!r}")
+    return value
+
+
+def _sizes(value: Any, where: str) -> tuple[int, ...]:
+    if not isinstance(value, (list, tuple)) or len(value) > 64:
+        raise InvalidSpec(f"model.config.{where} must be a list of at most 64 positive integers, got {value!r}")
+    return tuple(_positive(item, where) for item in value)
+
+
+def _config(arch: str, config: dict) -> dict:
+    defaults = MODEL_DEFAULTS[arch]
+    unknown = sorted(set(config) - set(defaults))
+    if unknown:
+        raise InvalidSpec(f"unknown {arch} config field(s): {', '.join(unknown)}; known: {', '.join(sorted(defaults))}")
+    values = dict(defaults)
+    for name, value in config.items():
+        values[name] = _sizes(value, name) if isinstance(defaults[name], tuple) else _positive(value, name)
+    return values
+
+
+def _mlp(values: dict, inputs: int, classes: int) -> tuple[int, int]:
+    sizes = (inputs, *values["hidden"], classes)
+    parameters = sum(a * b + b for a, b in zip(sizes, sizes[1:]))
+    return parameters, inputs + 2 * sum(values["hidden"]) + classes
+
+
+def _cnn(values: dict, inputs: int, classes: int) -> tuple[int, int]:
+    side = _isqrt(inputs)
+    if side * side != inputs or side % 2:
+        raise InvalidSpec(f"cnn needs square images with an even side, input_size={inputs}")
+    parameters = activations = 0
+    previous = 1
+    for channels in values["channels"]:
+        parameters += 9 * previous * channels + channels
+        activations += 2 * channels * side * side  # convolution and ReLU outputs
+        previous = channels
+    flat = previous * (side // 2) ** 2
+    hidden = values["hidden"]
+    parameters += flat * hidden + hidden + hidden * classes + classes
+    return parameters, inputs + activations + flat + 2 * hidden + classes
+
+
+def _transformer(values: dict, vocabulary: int, context: int) -> tuple[int, int]:
+    width, layers, heads = values["width"], values["layers"], values["heads"]
+    if width % heads:
+        raise InvalidSpec(f"transformer width {width} is not a multiple of heads {heads}")
+    parameters = 2 * vocabulary * width + context * width + layers * (12 * width * width + 13 * width) + 2 * width + vocabulary
+    per_position = layers * (18 * width + 2 * heads * context) + 3 * width + vocabulary
+    return parameters, context * per_position
+
+
+def _isqrt(value: int) -> int:
+    root = 0
+    while (root + 1) * (root + 1) <= value:
+        root += 1
+    return root
+
+
+def model_footprint(arch: str, config: Any, dataset: str, batch_size: int) -> Footprint:
+    """Parameters, activations per sample and the memory estimate (MiB, rounded up) of a spec's model."""
+    if not isinstance(config, dict):
+        raise InvalidSpec("model.config must be a JSON object")
+    if arch not in MODEL_DEFAULTS or dataset not in DATASET_SHAPES:
+        raise InvalidSpec(f"no footprint for model {arch!r} on dataset {dataset!r}")
+    inputs, classes, context = DATASET_SHAPES[dataset]
+    values = _config(arch, config)
+    if arch == "transformer":
+        if not context:
+            raise InvalidSpec("architecture 'transformer' does not fit classification data")
+        parameters, activations = _transformer(values, classes, context)
+    elif context:
+        raise InvalidSpec(f"architecture {arch!r} does not fit text data")
+    elif arch == "mlp":
+        parameters, activations = _mlp(values, inputs, classes)
+    else:
+        parameters, activations = _cnn(values, inputs, classes)
+    total = FLOAT_BYTES * (PARAMETER_COPIES * parameters + 2 * batch_size * activations)
+    return Footprint(parameters, activations, RUNTIME_OVERHEAD_MB + -(-total // (1 << 20)))

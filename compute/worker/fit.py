@@ -1,0 +1,28 @@
+"""Whether this worker's declared memory holds a task's model before it joins (and locks collateral).
+
+The estimate is the chain's own (`trolly.chain.market.footprint`), computed from the spec with integers, so a
+worker refuses exactly what it could not hold by the same rule the chain bounds specs with.
+"""
+
+from __future__ import annotations
+
+from trolly.chain.market.errors import InvalidSpec
+from trolly.chain.market.spec import parse_spec as parse_chain_spec
+from trolly.chain.market.footprint import model_footprint
+
+from .errors import TaskUnfit
+
+
+def check_memory(raw_spec: bytes, memory_mb: int) -> int:
+    """The task's memory estimate in MiB; raises TaskUnfit when it exceeds `memory_mb`. A worker that declared
+    no memory (0: its platform does not report it) is not held to one."""
+    try:
+        spec = parse_chain_spec(raw_spec)
+        model = spec["model"]
+        estimate = model_footprint(model["arch"], model.get("config", {}), spec["dataset"]["name"],
+                                   spec["training"]["batch_size"]).memory_mb
+    except (InvalidSpec, KeyError, TypeError) as error:
+        raise TaskUnfit(f"the spec's memory estimate cannot be computed: {error}") from None
+    if memory_mb and estimate > memory_mb:
+        raise TaskUnfit(f"the task needs an estimated {estimate} MiB, this worker declared {memory_mb} MiB")
+    return estimate
