@@ -73,6 +73,7 @@ def commit_message(task_id: int, round_: int, worker_label: str, steps: int = IN
     fields = dict(task_id=task_id, round=round_, update_hash=digest(f"update/{worker_label}/{round_}"),
                   samples_processed=steps * BATCH, steps=steps,
                   checkpoint_root=digest(f"root/{worker_label}/{round_}"),
+                  residual_hash=digest(f"residual/{worker_label}/{round_}"),
                   num_checkpoints=-(-steps // checkpoint_every) + 1,
                   start_weights_hash=start if start is not None else digest(f"weights/{round_}"),
                   determinism_profile="cpu-x86_64-avx2-t1")

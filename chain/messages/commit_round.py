@@ -2,6 +2,9 @@
 
 For a training round (round < rounds) every field is required and must agree with the spec: 1 <= steps <=
 inner_steps, num_checkpoints = ceil(steps / checkpoint_every) + 1, samples_processed = steps x batch_size.
+`residual_hash` names the worker's error-feedback residual after this round's update: with it, the update is
+a function of committed data (W_r, the round's last checkpoint and the previous round's residual), which
+verifiers recompute (docs/protocol.md 2a and 4.4a).
 For the final report (round == rounds) only start_weights_hash is set: the hash of the final weights.
 The commit phase closes in the block in which the last active member commits.
 """
@@ -30,7 +33,7 @@ def validate_commit_round(msg: MsgCommitRound) -> None:
         raise InvalidRequest("task_id must be set")
     if len(msg.start_weights_hash) != HASH_LENGTH:
         raise InvalidCommitment("start_weights_hash must be 32 bytes")
-    for name in ("update_hash", "checkpoint_root"):
+    for name in ("update_hash", "checkpoint_root", "residual_hash"):
         if len(getattr(msg, name)) not in (0, HASH_LENGTH):
             raise InvalidCommitment(f"{name} must be 32 bytes")
 
@@ -38,6 +41,8 @@ def validate_commit_round(msg: MsgCommitRound) -> None:
 def check_training_commitment(msg: MsgCommitRound, task: Task, params: MarketParams) -> None:
     if len(msg.update_hash) != HASH_LENGTH or len(msg.checkpoint_root) != HASH_LENGTH:
         raise InvalidCommitment("update_hash and checkpoint_root must be 32 bytes")
+    if len(msg.residual_hash) != HASH_LENGTH:
+        raise InvalidCommitment("residual_hash must be 32 bytes: the update is checked against it")
     if not 1 <= msg.steps <= task.inner_steps:
         raise InvalidCommitment(f"steps must be within 1..{task.inner_steps} (the spec's inner_steps), got {msg.steps}")
     expected = segment_count(msg.steps, task.checkpoint_every) + 1
@@ -51,7 +56,8 @@ def check_training_commitment(msg: MsgCommitRound, task: Task, params: MarketPar
 
 
 def check_final_report(msg: MsgCommitRound) -> None:
-    if msg.update_hash or msg.checkpoint_root or msg.steps or msg.samples_processed or msg.num_checkpoints:
+    if (msg.update_hash or msg.checkpoint_root or msg.residual_hash or msg.steps or msg.samples_processed
+            or msg.num_checkpoints):
         raise InvalidCommitment("the final report carries only start_weights_hash (the final weights' hash)")
 
 
@@ -76,7 +82,7 @@ def process_commit_round(state: State, ctx: BlockContext, signer: bytes, msg: Ms
         task_id=task.id, round=msg.round, worker=signer, update_hash=msg.update_hash,
         samples_processed=msg.samples_processed, steps=msg.steps, checkpoint_root=msg.checkpoint_root,
         num_checkpoints=msg.num_checkpoints, start_weights_hash=msg.start_weights_hash,
-        determinism_profile=msg.determinism_profile, height=ctx.env.height,
+        determinism_profile=msg.determinism_profile, height=ctx.env.height, residual_hash=msg.residual_hash,
     ))
     task_event(ctx, task.id, "committed", round=msg.round, worker=encode_address(signer),
                update_hash=msg.update_hash.hex(), start_weights_hash=msg.start_weights_hash.hex())
