@@ -7,7 +7,8 @@
 - `kvstore`: the same 4 CometBFT validators (same config.toml, same consensus params), each running
   CometBFT's built-in `kvstore` app (`proxy_app = "kvstore"`): the anchor, the same consensus with an app that
   does almost nothing;
-- `solo`: `trolly-node start` driven by the solo engine (`trolly-node engine`), as in `trolly-node dev`.
+- `solo`: `trolly-node start` driven by the solo engine (`trolly-node engine`), as in `trolly-node dev` but
+  over TCP, like the CometBFT networks' apps.
 
 Every process starts in its own session and is stopped (SIGTERM, then SIGKILL of the whole session) by
 `Network.stop`, which the benchmark calls in a `finally`; ports are taken free from the kernel; homes live in
@@ -216,7 +217,7 @@ def start_cometbft_network(name: str, cometbft: str, directory: Path, chain_id: 
 def start_solo(directory: Path, chain_id: str, accounts: dict[str, int], settings: CometbftSettings) -> Network:
     """One Trolly validator under the solo engine (`trolly-node start` + `trolly-node engine`)."""
     directory.mkdir(parents=True)
-    rpc_port, = free_ports(1)
+    rpc_port, abci_port = free_ports(2)
     key = homelib.ValidatorKey.generate()
     validators = _validator_set([key])
     funded = dict(accounts)
@@ -225,11 +226,12 @@ def start_solo(directory: Path, chain_id: str, accounts: dict[str, int], setting
     root = directory / "node"
     rpc = f"tcp://127.0.0.1:{rpc_port}"
     homelib.write_home(root, genesis, key, config=homelib.NodeConfig(rpc_laddr=rpc, extra=settings.extra()))
-    address = f"unix://{directory}/app.sock"
+    address = f"tcp://127.0.0.1:{abci_port}"  # as the CometBFT networks' apps (a unix path may be too long)
     network = Network("solo", [rpc_port], directory)
     try:
         node = [sys.executable, "-m", "trolly.abci_app.cli", "--log-level", "warning"]
-        network.spawn("app", [*node, "start", "--home", str(root), "--abci", address], "app")
+        app = network.spawn("app", [*node, "start", "--home", str(root), "--abci", address], "app")
+        wait_for_port(abci_port, app, "solo app")
         network.spawn("engine", [*node, "engine", "--home", str(root), "--proxy-app", address, "--rpc-laddr",
                                  rpc, "--block-time", settings.timeout_commit], "engine")
         return network

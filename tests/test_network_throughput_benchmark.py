@@ -1,0 +1,64 @@
+"""The network throughput benchmark (`python -m benchmarks.network_throughput`): a very short run on real
+processes (4 CometBFT validators with Trolly, 4 with kvstore, the solo engine), and its refusals of bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_benchmark(*arguments: str, timeout: float = 30, scratch: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TMPDIR": str(scratch)} if scratch is not None else None
+    return subprocess.run([sys.executable, "-m", "benchmarks.network_throughput", *arguments], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def cometbft_or_skip() -> None:
+    from trolly.abci_app.cometbft import CometbftError, find_cometbft
+
+    try:
+        find_cometbft()
+    except CometbftError as exc:
+        pytest.skip(f"needs a cometbft v0.38 binary (`make setup` installs it): {exc}")
+
+
+@pytest.mark.slow
+def test_short_run_commits_every_network_s_transactions_and_ends_with_the_json_line(tmp_path):
+    cometbft_or_skip()
+    done = run_benchmark("--rates", "40,80", "--hold", "2", "--senders", "1", "--lanes", "8",
+                         "--capacity-txs", "200", timeout=400, scratch=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    for key in ("tx_per_s_trolly", "tx_per_s_kvstore", "tx_per_s_solo", "ratio_to_kvstore", "p99_latency_s"):
+        assert key in summary
+    for network in ("trolly", "kvstore", "solo"):
+        first = summary["steps"][network][0]
+        assert first["sent"] == 80 and first["committed"] == first["sent"] and first["lost"] == 0, (network, first)
+        assert first["p99_latency_s"] is not None
+    assert summary["client_capacity"]["accepted"] == 200
+    assert list(tmp_path.iterdir()) == []  # the homes, logs and sockets are removed
+
+
+def test_rates_that_do_not_rise_are_refused_with_a_message():
+    done = run_benchmark("--rates", "200,100", "--networks", "solo")
+    assert done.returncode == 2
+    assert "--rates must be positive and rising" in done.stderr
+
+
+def test_an_unknown_network_is_refused_naming_the_known_ones():
+    done = run_benchmark("--networks", "trolly,ethereum")
+    assert done.returncode == 2
+    assert "trolly, kvstore, solo" in done.stderr
+
+
+def test_a_rate_that_is_not_a_number_is_refused():
+    done = run_benchmark("--rates", "100,fast", "--networks", "solo")
+    assert done.returncode == 2
+    assert "integers separated by commas" in done.stderr
