@@ -199,6 +199,10 @@ class Producer:
         while True:
             if client.mempool_down:
                 await client.reopen_mempool()
+                # Only the app this session handshook may re-check: if it died and another took its socket,
+                # that one may be behind the block store, and the re-check would drop good txs. The query
+                # connection belongs to the handshaken app; an answer on it means that app still listens.
+                await client.echo("mempool connection re-opened")
             before = len(self.mempool)
             try:
                 return dropped + await self.mempool.recheck(client.recheck_txs)
