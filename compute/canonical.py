@@ -14,6 +14,7 @@ tensor memory, so hashing (which releases the GIL for large buffers) can run bes
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import struct
@@ -118,17 +119,31 @@ def hash_tensors(tensors: Mapping[str, torch.Tensor]) -> bytes:
     return digest.digest()
 
 
-def decode_tensors(data: bytes | bytearray | memoryview) -> dict[str, torch.Tensor]:
-    """Parse canonical bytes back into tensors (in canonical order). Strict: rejects any deviation,
-    so that decode(encode(x)) is the only way to reach a given byte string."""
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One tensor of canonical bytes, read from its header: where its data sits, nothing copied yet."""
+
+    name: str
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    offset: int
+    size: int  # bytes of data
+
+
+def read_entries(data: bytes | bytearray | memoryview) -> list[Entry]:
+    """Every entry's name, dtype, shape and data position, checked against the bytes' length, without copying
+    any data: a caller checks them (against a model, `compute/layout.py`) before anything is decoded. Strict:
+    rejects any deviation, so that decode(encode(x)) is the only way to reach a given byte string."""
     view = memoryview(data).cast("B")
     if len(view) < 9 or bytes(view[:4]) != MAGIC:
         raise EncodingError("not canonical tensor bytes (bad magic)")
     version, count = struct.unpack_from("<BI", view, 4)
     if version != VERSION:
         raise EncodingError(f"unsupported canonical tensor version {version}")
+    if count > len(view) // 4:  # each entry takes at least 4 bytes: a forged count cannot make us loop
+        raise EncodingError(f"declares {count} tensors in {len(view)} bytes")
     offset = 9
-    tensors: dict[str, torch.Tensor] = {}
+    entries: list[Entry] = []
     previous: bytes | None = None
     try:
         for _ in range(count):
@@ -149,18 +164,31 @@ def decode_tensors(data: bytes | bytearray | memoryview) -> dict[str, torch.Tens
                 raise EncodingError(f"too many dimensions ({ndim})")
             shape = struct.unpack_from("<" + "Q" * ndim, view, offset)
             offset += 8 * ndim
-            numpy_dtype = NUMPY_DTYPES[code]
-            elements = math.prod(shape)  # Python integers: a forged shape cannot overflow
-            size = elements * numpy_dtype.itemsize
+            size = math.prod(shape) * NUMPY_DTYPES[code].itemsize  # Python integers: a forged shape cannot overflow
             if offset + size > len(view):
                 raise EncodingError(f"truncated data for tensor {name_bytes.decode('utf-8', 'replace')!r}")
-            array = np.frombuffer(view, dtype=numpy_dtype, count=elements, offset=offset).reshape(shape)
+            entries.append(Entry(name_bytes.decode("utf-8"), CODE_DTYPES[code], tuple(shape), offset, size))
             offset += size
-            tensors[name_bytes.decode("utf-8")] = torch.from_numpy(array.astype(numpy_dtype.newbyteorder("="), copy=True))
     except struct.error as error:
         raise EncodingError(f"truncated canonical tensor bytes: {error}") from None
     except UnicodeDecodeError:
         raise EncodingError("tensor name is not valid UTF-8") from None
     if offset != len(view):
         raise EncodingError(f"{len(view) - offset} trailing bytes after the last tensor")
+    return entries
+
+
+def decode_entries(data: bytes | bytearray | memoryview, entries: list[Entry]) -> dict[str, torch.Tensor]:
+    """The tensors of entries read by `read_entries` from the same bytes (copies, in canonical order)."""
+    view = memoryview(data).cast("B")
+    tensors: dict[str, torch.Tensor] = {}
+    for entry in entries:
+        numpy_dtype = NUMPY_DTYPES[DTYPE_CODES[entry.dtype]]
+        array = np.frombuffer(view, dtype=numpy_dtype, count=math.prod(entry.shape), offset=entry.offset)
+        tensors[entry.name] = torch.from_numpy(array.reshape(entry.shape).astype(numpy_dtype.newbyteorder("="), copy=True))
     return tensors
+
+
+def decode_tensors(data: bytes | bytearray | memoryview) -> dict[str, torch.Tensor]:
+    """Parse canonical bytes back into tensors (in canonical order). Strict: see `read_entries`."""
+    return decode_entries(data, read_entries(data))

@@ -34,9 +34,11 @@ import torch
 
 from .affinity import keep_off_training_core
 from .background import BackgroundQueue
-from .canonical import decode_tensors, encode_tensors, encode_tensors_into_buffer, hash_tensors
+from .canonical import decode_entries, decode_tensors, encode_tensors, encode_tensors_into_buffer, hash_tensors
+from .canonical import read_entries
 from .canonical_copy import copy_tensors, layout_of
 from .errors import CheckpointError, EncodingError
+from .layout import LayoutError, ModelLayout
 
 if TYPE_CHECKING:  # the store is only passed in: no import at run time
     from .blobs import BlobStore
@@ -204,13 +206,22 @@ def checkpoint_hash(state: TrainingState) -> bytes:
     return hash_tensors(checkpoint_tensors(state))
 
 
-def decode_checkpoint(data: bytes) -> TrainingState:
+def decode_checkpoint(data: bytes, layout: ModelLayout | None = None) -> TrainingState:
     """Parse checkpoint bytes; CheckpointError when they are not a well-formed checkpoint. A round's last
-    checkpoint decodes to a state without optimizer state (`TrainingState.final`)."""
+    checkpoint decodes to a state without optimizer state (`TrainingState.final`).
+
+    With `layout` (the task's model, `compute/layout.py`), the declared names, dtypes and shapes are checked
+    against it before any data is copied: bytes from another party cannot make this allocate what the model
+    does not have, nor hand a replay tensors that would only fail inside `load_state_dict`."""
     try:
-        tensors = decode_tensors(data)
+        entries = read_entries(data)
+        if layout is not None:
+            layout.check_checkpoint(entries)
+        tensors = decode_entries(data, entries)
     except EncodingError as error:
         raise CheckpointError(f"checkpoint does not decode: {error}") from None
+    except LayoutError as error:
+        raise CheckpointError(f"checkpoint does not fit the task's model: {error}") from None
     step_tensor = tensors.pop("step", None)
     if step_tensor is None or step_tensor.dtype != torch.int64 or step_tensor.dim() != 0 or int(step_tensor) < 0:
         raise CheckpointError("checkpoint has no valid step count")

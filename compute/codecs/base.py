@@ -72,7 +72,10 @@ class Codec(abc.ABC):
             header.append(b"".join(struct.pack("<Q", d) for d in tensor.shape))
         return b"".join(header), layout
 
-    def decode(self, data: bytes) -> dict[str, torch.Tensor]:
+    def decode(self, data: bytes, expected: list[tuple[str, tuple[int, ...]]] | None = None) -> dict[str, torch.Tensor]:
+        """The tensors an update's bytes decode to; CodecError when they are malformed. With `expected` (the
+        task model's layout, `compute.layout.ModelLayout.update`), the declared names and shapes must be
+        exactly those, checked before the payload is touched."""
         view = memoryview(data).cast("B")
         try:
             if bytes(view[:4]) != MAGIC:
@@ -101,6 +104,8 @@ class Codec(abc.ABC):
             raise CodecError(f"malformed update header: {error}") from None
         if [n for n, _ in layout] != sorted((n for n, _ in layout), key=lambda n: n.encode("utf-8")):
             raise CodecError("update tensors are not in canonical order")
+        if expected is not None and layout != list(expected):
+            raise CodecError(_layout_difference(layout, list(expected)))
         sizes = [math.prod(shape) for _, shape in layout]  # Python integers: no overflow on forged shapes
         total = sum(sizes)
         if total > 2**31:
@@ -117,6 +122,15 @@ class Codec(abc.ABC):
     @abc.abstractmethod
     def decode_flat(self, payload: memoryview, size: int) -> np.ndarray:
         """The flat float32 vector of `size` elements; CodecError if the payload does not fit."""
+
+
+def _layout_difference(declared: list[tuple[str, tuple[int, ...]]], expected: list[tuple[str, tuple[int, ...]]]) -> str:
+    for (name, shape), (want_name, want_shape) in zip(declared, expected):
+        if name != want_name:
+            return f"the update declares {name!r} where the task's model has {want_name!r}"
+        if shape != want_shape:
+            return f"the update declares {name!r} as {list(shape)}, the task's model has {list(want_shape)}"
+    return f"the update declares {len(declared)} tensors, the task's model has {len(expected)}"
 
 
 def unflatten(flat: np.ndarray, layout: list[tuple[str, tuple[int, ...]]], copy: bool = True) -> dict[str, torch.Tensor]:
