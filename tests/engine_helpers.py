@@ -19,11 +19,25 @@ from trolly.abci_app.engine.producer import EngineConfig
 from trolly.abci_app.server import serve
 from trolly.abci_app.store import Store
 from trolly.chain.proto.bank_pb2 import MsgSend
+from trolly.chain.params import AuthParams
 from trolly.chain.tx import build_tx
 
 
-def send_tx(key, chain_id: str, nonce: int, to: bytes, amount: int, fee: int = 0) -> bytes:
-    return build_tx(key, chain_id, nonce, fee, [MsgSend(to=to, amount=amount)])
+def send_tx(key, chain_id: str, nonce: int, to: bytes, amount: int, fee: int | None = None) -> bytes:
+    """A signed send; without `fee`, it pays the default genesis's minimum for its size (`AuthParams`)."""
+    if fee is not None:
+        return build_tx(key, chain_id, nonce, fee, [MsgSend(to=to, amount=amount)])
+    return paying_tx(key, chain_id, nonce, [MsgSend(to=to, amount=amount)])
+
+
+def paying_tx(key, chain_id: str, nonce: int, messages: list) -> bytes:
+    """A signed transaction paying exactly the default genesis's minimum fee for its size."""
+    params, fee = AuthParams(), 0
+    while True:  # the fee is part of the bytes it pays for
+        raw = build_tx(key, chain_id, nonce, fee, messages)
+        if fee >= params.minimum_fee(len(raw)):
+            return raw
+        fee = params.minimum_fee(len(raw))
 
 
 def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):

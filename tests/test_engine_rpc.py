@@ -500,14 +500,14 @@ def test_websocket_rejects_bad_subscriptions(chain):
 def test_validator_updates_take_effect_two_heights_later(tmp_path):
     from trolly.chain.crypto import PrivateKey
     from trolly.chain.proto.staking_pb2 import MsgCreateValidator
-    from trolly.chain.tx import build_tx
+    from engine_helpers import paying_tx
 
     with InProcessChain(tmp_path / "home") as own_chain:
         operator = dev_key(1)
         commit(own_chain, send_tx(DEV, own_chain.chain_id, 0, operator.address, 50_000_000))
         consensus_key = PrivateKey(b"\x05" * 32)
-        create = build_tx(operator, own_chain.chain_id, 0, 0,
-                          [MsgCreateValidator(consensus_pubkey=consensus_key.pubkey, stake=20_000_000, moniker="second")])
+        create = paying_tx(operator, own_chain.chain_id, 0,
+                           [MsgCreateValidator(consensus_pubkey=consensus_key.pubkey, stake=20_000_000, moniker="second")])
         height = int(commit(own_chain, create)["height"])
         own_chain.wait_for_height(height + 3)
 
