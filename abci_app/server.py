@@ -269,10 +269,14 @@ class AbciServer:
     async def _serve_connection(self, name: str, reader: asyncio.StreamReader,
                                 writer: asyncio.StreamWriter, number: int = 0) -> None:
         frames = FrameReader(reader, self.max_message_bytes)
+        # The responses to a pipelined batch (every request already in the buffer) go out in one write: a
+        # write per response costs a system call and a wake-up of the engine's reader for each one.
+        pending: list[bytes] = []
         while True:
             try:
                 frame = await frames.read()
             except FramingError as error:
+                writer.write(b"".join(pending))
                 log.warning("%s: closing connection: %s", name, error)
                 return
             if frame is None:
@@ -280,18 +284,24 @@ class AbciServer:
                 return
             request = decode_request(frame)
             if request is None:
+                writer.write(b"".join(pending))
                 log.warning("%s: closing connection: %d bytes are not an ABCI v0.38 Request", name, len(frame))
                 return
             case = request.WhichOneof("value")
             if case == "flush":
-                # Every earlier response is already in the writer; drain it, then answer the flush.
-                writer.write(FLUSH_FRAME)
+                # Every earlier response goes before the flush's; drain them all, then go on.
+                pending.append(FLUSH_FRAME)
+                writer.write(b"".join(pending))
+                pending.clear()
                 await writer.drain()
                 continue
             if case == "check_tx" and not self._is_current_mempool_connection(name, number):
+                writer.write(b"".join(pending))
                 return
-            writer.write(encode_frame(self.dispatch(name, case, request).SerializeToString()))
-            if not frames.buffered():  # end of a pipelined batch: apply back-pressure once, not per response
+            pending.append(encode_frame(self.dispatch(name, case, request).SerializeToString()))
+            if not frames.buffered():  # end of a pipelined batch: write it, apply back-pressure once
+                writer.write(b"".join(pending))
+                pending.clear()
                 await writer.drain()
 
     def dispatch(self, name: str, case: str, request: abci.Request) -> abci.Response:

@@ -40,7 +40,9 @@ from typing import BinaryIO, Callable, Iterable
 
 from trolly.chain import app as chain_app
 from trolly.chain.block import BlockEnv, BlockOutput
+from trolly.chain.crypto import signature_remembered
 from trolly.chain.state import State
+from trolly.chain.tx import signed_payloads
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +329,16 @@ atexit.register(_CHECKER.close)
 
 def execute_block(state: State, env: BlockEnv, txs: list[bytes]) -> BlockOutput:
     """`chain.app.apply_block` with the block's signatures checked by the helper process alongside: what
-    FinalizeBlock runs."""
+    FinalizeBlock runs.
+
+    A validator has usually checked every signature of a block already, in CheckTx when the transactions
+    reached its mempool: those answers are remembered (`crypto.signature_remembered`), so the helper is used
+    only when at least `min_batch` of the block's signatures are not; otherwise it would check them all again
+    for nothing, and FinalizeBlock would wait for it to finish.
+    """
+    unchecked = sum(1 for payload in signed_payloads(txs) if not signature_remembered(*payload))
+    if unchecked < _CHECKER.min_batch:
+        return chain_app.apply_block(state, env, txs)
     batch = _CHECKER.start_batch(txs)
     if batch is None:
         return chain_app.apply_block(state, env, txs)

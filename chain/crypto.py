@@ -82,6 +82,12 @@ def verify_signature(pubkey: bytes, message: bytes, signature: bytes) -> bool:
     return _VERIFIED.verify(pubkey, message, signature)
 
 
+def signature_remembered(pubkey: bytes, message: bytes, signature: bytes) -> bool:
+    """Whether `verify_signature` would answer True from its memo, without checking anything: a block whose
+    signatures a node already checked in CheckTx need not be checked again elsewhere."""
+    return _VERIFIED.remembers(pubkey, message, signature)
+
+
 def verify_signature_reference(pubkey: bytes, message: bytes, signature: bytes) -> bool:
     """The readable check, with PyNaCl; `verify_signature` is held to it by tests (STYLE 15)."""
     if len(pubkey) != PUBKEY_LENGTH or len(signature) != SIGNATURE_LENGTH:

@@ -63,5 +63,12 @@ class VerifiedSignatures:
             self._remembered.popitem(last=False)
         return True
 
+    def remembers(self, pubkey: bytes, message: bytes, signature: bytes) -> bool:
+        """Whether this exact check already succeeded and is still remembered; checks nothing."""
+        try:
+            return (pubkey, hashlib.sha256(message).digest(), signature) in self._remembered
+        except TypeError:  # not bytes: never remembered (see `verify`)
+            return False
+
     def __len__(self) -> int:
         return len(self._remembered)
