@@ -1,4 +1,4 @@
-"""Maps the project's top-level folders under one ``trolly.`` namespace (DESIGN section 1).
+"""Maps the project's top-level folders under one ``trolly.`` namespace (docs/architecture.md section 1).
 
 ``chain/`` installs as ``trolly.chain``, ``wallet/`` as ``trolly.wallet`` and so on, so the generic folder
 names cannot collide with other distributions' top-level modules. Everything else is in pyproject.toml.

@@ -1,6 +1,6 @@
 """The ABCI 2.0 application: each method decodes a request, calls `trolly.chain.app`, encodes the answer.
 
-Thin and boring on purpose (STYLE 6). The rules live in `chain`; the store (`trolly.abci_app.store`) hashes
+Thin and boring on purpose. The rules live in `chain`; the store (`trolly.abci_app.store`) hashes
 and persists. What this adapter owns is *which state each call sees*:
 
 - committed state: what the store holds after the last Commit (Info, Query);
@@ -9,7 +9,7 @@ and persists. What this adapter owns is *which state each call sees*:
 - the mempool overlay: a `State` over the execution base where CheckTx NEW and RECHECK apply transactions,
   thrown away after every Commit (CometBFT then re-checks what is left in its mempool, in order).
 
-Crash recovery (DESIGN 2): only Commit writes. InitChain keeps the genesis write set in memory and it is
+Crash recovery (docs/architecture.md section 2): only Commit writes. InitChain keeps the genesis write set in memory and it is
 persisted together with block 1, so a crash before that commit leaves height 0 and CometBFT re-sends
 InitChain. FinalizeBlock is a pure function of (committed state, block): a block re-sent after a crash, or
 twice in a row, gives the same answer.

@@ -1,4 +1,4 @@
-"""The one place where the chain's error tree becomes ABCI `(code, codespace, log)` (STYLE 4).
+"""The one place where the chain's error tree becomes ABCI `(code, codespace, log)`.
 
 Every `trolly.chain.errors.ChainError` subclass carries a stable `code` within its `codespace`; this module
 reads them off and nothing else in the node invents codes. Code 0 is success, as in CometBFT. Anything that

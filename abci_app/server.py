@@ -24,7 +24,7 @@ the application (`bind_private_unix_socket`: the socket is bound in a fresh 0700
 there and renamed into place, so there is no moment at which another user could connect). TCP only when the
 address asks for it (`tcp://host:port`), as a CometBFT home's `proxy_app` may.
 
-Lifecycle (STYLE 8): `AbciServer.start()` binds, `serve_forever()` waits, `stop()` closes the listener and
+Lifecycle: `AbciServer.start()` binds, `serve_forever()` waits, `stop()` closes the listener and
 every connection. Signal handlers live only in `main()`. The node CLI calls `serve(app, address)`.
 """
 

@@ -13,7 +13,7 @@ Layout (one-byte prefixes, so the three kinds never mix and each iterates on its
     b"m" + b"app_hash"   -> root after that height (32 bytes)
     b"m" + b"layout"     -> b"trolly-store/1", the version of this layout
 
-The crash contract (DESIGN section 2): `prepare` (FinalizeBlock) computes the new root from the committed
+The crash contract (docs/architecture.md section 2): `prepare` (FinalizeBlock) computes the new root from the committed
 tree plus the block's changes and writes nothing; `commit` (Commit) writes state changes, tree nodes and
 (height, app hash) in ONE LevelDB `WriteBatch`, which LevelDB applies all or nothing, even across a crash.
 A process killed between the two reopens at the previous height and hash exactly, and CometBFT re-sends the

@@ -1,4 +1,4 @@
-"""Accounts and the small named verbs that change balances (STYLE 3).
+"""Accounts and the small named verbs that change balances.
 
 An account is (balance, nonce), stored as two big-endian u64s. An account with zero balance and zero nonce
 is deleted rather than stored; one with a non-zero nonce is kept even when empty, so its old transactions

@@ -1,6 +1,6 @@
 """The state transition: `init_chain`, `apply_block`, `apply_tx`, `check_tx` and `query`.
 
-Reads like a spec (STYLE 1): a block runs every module's begin-block hook, then each transaction (ante checks,
+Reads like a spec: a block runs every module's begin-block hook, then each transaction (ante checks,
 fee and nonce, then its messages all-or-nothing), then every end-block hook. Everything is a pure function
 of the state handed in and the block; the caller (the ABCI adapter) decides what to persist.
 """

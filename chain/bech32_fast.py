@@ -1,4 +1,4 @@
-"""Bech32 encoding of bytes by lookup tables: the fast path beside the `bech32` package's reference (STYLE 15).
+"""Bech32 encoding of bytes by lookup tables: the fast path beside the `bech32` package's reference.
 
 Every transaction shows its signer (and a send its recipient) as a `trolly1...` address in its events, and
 the reference implementation (`bech32.bech32_encode` after `convertbits`) spends ~50 us per address in

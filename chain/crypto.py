@@ -37,7 +37,7 @@ def encode_address(address: bytes) -> str:
 
 
 def encode_address_reference(address: bytes) -> str:
-    """The readable `encode_address` with the `bech32` package; tests hold the fast path to it (STYLE 15)."""
+    """The readable `encode_address` with the `bech32` package; tests hold the fast path to it."""
     if len(address) != ADDRESS_LENGTH:
         raise InvalidAddress(f"address must be {ADDRESS_LENGTH} bytes, got {len(address)}")
     return bech32.bech32_encode(ADDRESS_PREFIX, bech32.convertbits(address, 8, 5))
@@ -89,7 +89,7 @@ def signature_remembered(pubkey: bytes, message: bytes, signature: bytes) -> boo
 
 
 def verify_signature_reference(pubkey: bytes, message: bytes, signature: bytes) -> bool:
-    """The readable check, with PyNaCl; `verify_signature` is held to it by tests (STYLE 15)."""
+    """The readable check, with PyNaCl; `verify_signature` is held to it by tests."""
     if len(pubkey) != PUBKEY_LENGTH or len(signature) != SIGNATURE_LENGTH:
         return False
     try:

@@ -4,7 +4,7 @@ The core (`app.py`) knows nothing of banks, validators or tasks: it walks `MODUL
 values, for message routes, queries, begin/end-block hooks, genesis and invariants. Adding a module (the task
 market, for one) means writing its files and adding it to that tuple; nothing in the core changes.
 
-Message handlers follow STYLE 2: `validate_<kind>(msg)` is stateless (checked in CheckTx, ProcessProposal and
+Message handlers come in pairs: `validate_<kind>(msg)` is stateless (checked in CheckTx, ProcessProposal and
 execution) and `process_<kind>(state, ctx, signer, msg)` changes state, raising a `ChainError` to fail.
 """
 

@@ -1,4 +1,4 @@
-"""Chain parameters: one frozen dataclass per module section, with a docstring under every field (STYLE 5).
+"""Chain parameters: one frozen dataclass per module section, with a docstring under every field.
 
 Parameters live in state under `keys.PARAMS + section`, as canonical JSON, and are set at genesis from
 `app_state["params"][section]`; a missing field takes its default. Two presets exist: `production` (the

@@ -1,4 +1,4 @@
-"""Remembered signature checks: the fast path of `crypto.verify_signature` (STYLE 15).
+"""Remembered signature checks: the fast path of `crypto.verify_signature`.
 
 A node checks the signature of the same transaction up to five times: CheckTx when it arrives, the
 proposer's PrepareProposal, ProcessProposal, FinalizeBlock, and the mempool re-check after each Commit.

@@ -7,7 +7,7 @@ profile's mode). Once a model has nearly fitted its data, many parameters get ze
 first moments decay by 0.9 a step into the subnormal range, where x86 arithmetic is slow: measured on the
 1.1M-parameter MLP on digits, about 206,000 subnormal first moments after 750 steps, and steps going from
 4 to 10 ms. Flushed, those values become exact zeros, the same on every machine. Change either and float sums are
-reassociated: 1 vs 2 threads already differ by about 1e-7 relative after 200 MLP steps (DESIGN 5). So a
+reassociated: 1 vs 2 threads already differ by about 1e-7 relative after 200 MLP steps (docs/architecture.md 5). So a
 worker records its profile's `id` in every commitment, and a verifier replays bitwise only under the same id
 (otherwise it compares within `REPLAY_TOLERANCE`).
 

@@ -20,7 +20,7 @@ from .errors import SpecError
 from .models import MODEL_REGISTRY
 
 SPEC_VERSION = 1
-MAX_CHECKPOINT_EVERY = 10  # DESIGN 5: replayed segments stay short so honest drift cannot hide a cheat
+MAX_CHECKPOINT_EVERY = 10  # replayed segments stay short so honest drift cannot hide a cheat
 DATASET_NAMES = ("digits", "pycorpus")
 
 

@@ -1,5 +1,5 @@
 """Shared fixtures. Every State a state-machine test registers has all module invariants checked when the
-test ends (STYLE 11, like Cosmos `keeper/invariants.go`), so no test can leave the chain inconsistent
+test ends (like Cosmos `keeper/invariants.go`), so no test can leave the chain inconsistent
 unnoticed. `chain` / `make_chain` give the harness of `chain_helpers.py`, registered automatically."""
 
 from __future__ import annotations

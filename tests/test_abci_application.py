@@ -60,7 +60,7 @@ def balance(app, key) -> dict:
 
 @pytest.fixture(autouse=True)
 def invariants_hold_on_every_store():
-    """After each test, every store it committed satisfies the chain invariants (STYLE 11)."""
+    """After each test, every store it committed satisfies the chain invariants."""
     created: list[FakeStore] = []
     original = FakeStore.__init__
 

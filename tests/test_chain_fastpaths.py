@@ -1,4 +1,4 @@
-"""Fast paths inside `chain/` held to their readable references (STYLE 15)."""
+"""Fast paths inside `chain/` held to their readable references."""
 
 import bech32
 import pytest

@@ -1,4 +1,4 @@
-"""DESIGN section 1: the import direction between packages, and a pure `chain`."""
+"""docs/architecture.md section 1: the import direction between packages, and a pure `chain`."""
 
 import ast
 import pathlib

@@ -1,6 +1,6 @@
 """The incremental node tree (`trolly.chain.merkle_tree`) against the from-scratch reference (`MemoryTree`).
 
-STYLE 15: the reference rebuilds from the key set; the batched, path-addressed version must give the same
+The reference rebuilds from the key set; the batched, path-addressed version must give the same
 root and byte-identical proofs after any history, and its stored nodes must be exactly those of a tree
 built from scratch (so no stale node survives and storage is history-independent too).
 """

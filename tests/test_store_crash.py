@@ -1,4 +1,4 @@
-"""Crash safety of the store with real processes killed by SIGKILL (DESIGN section 2's crash contract).
+"""Crash safety of the store with real processes killed by SIGKILL (the crash contract of docs/architecture.md section 2).
 
 A child process commits a deterministic sequence of blocks (block h is a pure function of h) and is killed
 at an arbitrary moment, or kills itself between prepare and commit. Reopening must give a height h and an app

@@ -39,7 +39,7 @@ not the 1e-7 seen after 200 steps of a large MLP, because small models are domin
 attention weights whose rounding flips. Hence the exact path for every instruction set the verifier's CPU
 supports; a verifier without AVX-512 judging an AVX-512 worker is the case left to this rule. Segments
 longer than 10 steps are refused by the spec (compute/spec.py): at 100 steps honest CNN drift reaches ~1.4%
-of the update and overlaps bf16 (DESIGN 5).
+of the update and overlaps bf16 (docs/architecture.md section 5).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`SoloNode`: the solo engine as one service with a lifecycle (STYLE 8).
+"""`SoloNode`: the solo engine as one service with a lifecycle.
 
 It owns the block store, the mempool, the event bus, the producer (handshake and block loop) and the RPC
 server. `start()` opens the block store and binds the RPC port; `run(stop)` produces blocks until `stop` is

@@ -1,4 +1,4 @@
-"""The training-task market (DESIGN section 5, docs/protocol.md): tasks, workers, rounds, verdicts, settlement.
+"""The training-task market (docs/protocol.md, docs/architecture.md section 5): tasks, workers, rounds, verdicts, settlement.
 
 A requester escrows a budget for a task whose spec is stored on chain; registered (staked) workers join it by
 locking collateral; each round they commit hashes of their work; a later block's hash picks the segments the

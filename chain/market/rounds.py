@@ -1,4 +1,4 @@
-"""A round's life after its commit phase: close, sample, settle (DESIGN section 5, docs/protocol.md 4).
+"""A round's life after its commit phase: close, sample, settle (docs/protocol.md 4).
 
 close_round   (at the commit deadline, or the block in which the last active member committed)
               drops members that did not commit, agrees the round's start weights, and waits

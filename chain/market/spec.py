@@ -27,7 +27,7 @@ CODECS = ("fp16", "fp32", "int8", "sign", "ternary", "topk", "topk-fp16", "topk-
 """The fixed codec names of docs/protocol.md section 2a (`compute/codecs`)."""
 INSTRUCTION_SETS = ("avx2", "avx512", "default")
 MAX_CHECKPOINT_EVERY = 10
-"""Segments are at most 10 inner steps long (DESIGN section 5: short segments bound honest divergence)."""
+"""Segments are at most 10 inner steps long (short segments bound honest divergence: docs/architecture.md section 5)."""
 MAX_INTEGER = (1 << 63) - 1
 
 # (lower bound, lower bound open?, upper bound (always open)) of each hyperparameter, as in compute/spec.py.

@@ -1,4 +1,4 @@
-"""The market's named verbs over state (STYLE 3): read and write records, move escrowed funds, keep the
+"""The market's named verbs over state: read and write records, move escrowed funds, keep the
 indexes (open tasks, pending segments, the end-block schedule) consistent with the records.
 
 Funds: the market module account `ESCROW` holds every task's remaining budget, every member's locked

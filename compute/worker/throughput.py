@@ -4,7 +4,7 @@ A worker registers with `samples_per_second` measured on a reference workload (t
 model, the 64-1024-1024-10 MLP, batch 32, one thread), so requesters can compare machines. For a task it
 measures the task's own model (`measure_trainer`) and declares the inner steps it can finish inside the
 round's commit window (`plan_steps`): a slower machine declares fewer, and the aggregate weights updates by
-samples processed, so it still contributes (DESIGN section 4).
+samples processed, so it still contributes (docs/architecture.md section 4).
 
 `slowdown` (`trolly-worker start --declare-slowdown X`) divides the measured speed: it lets a localnet
 present one of its workers as an X times slower machine. Everything here is measured, nothing assumed.

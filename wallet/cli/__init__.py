@@ -1,4 +1,4 @@
-"""The `trolly-wallet` command: click groups over the wallet library (STYLE 12).
+"""The `trolly-wallet` command: click groups over the wallet library.
 
 Command groups are registered by name in `COMMAND_GROUPS` and imported only when used (so `keys` never
 loads the network stack). Adding a group is one line here, e.g. `"task": "trolly.wallet.cli.task:task",`.
