@@ -195,10 +195,17 @@ MESSAGES = {
     "submit_verdict": either(
         st.builds(market_pb2.MsgSubmitVerdict, task_id=st.integers(1, 12), round=st.integers(0, 2),
                   worker=known_address, segment=st.integers(0, 2), verdict=st.integers(1, 3),
-                  evidence_hash=st.binary(min_size=32, max_size=32)),
+                  evidence_hash=st.binary(min_size=32, max_size=32),
+                  replay_commitment=st.binary(min_size=32, max_size=32)),
         st.builds(market_pb2.MsgSubmitVerdict, task_id=small_id | u64, round=st.integers(0, 3) | u32,
                   worker=address, segment=st.integers(0, 3) | u32, verdict=st.integers(0, 5),
-                  evidence_hash=digest32)),
+                  evidence_hash=digest32, replay_commitment=digest32)),
+    "reveal_replay": either(
+        st.builds(market_pb2.MsgRevealReplay, task_id=st.integers(1, 12), round=st.integers(0, 2),
+                  worker=known_address, segment=st.integers(0, 2), salt=st.binary(min_size=32, max_size=32),
+                  replay_digest=st.binary(min_size=32, max_size=32)),
+        st.builds(market_pb2.MsgRevealReplay, task_id=small_id | u64, round=st.integers(0, 3) | u32,
+                  worker=address, segment=st.integers(0, 3) | u32, salt=digest32, replay_digest=digest32)),
 }
 """Every message type of the chain, each with hostile contents (and plausible ones, to reach deep paths)."""
 
@@ -248,7 +255,7 @@ MESSAGES_BY_KIND = {
     "update_worker": market_pb2.MsgUpdateWorker(), "unregister_worker": market_pb2.MsgUnregisterWorker(),
     "submit_task": market_pb2.MsgSubmitTask(), "cancel_task": market_pb2.MsgCancelTask(),
     "join_task": market_pb2.MsgJoinTask(), "commit_round": market_pb2.MsgCommitRound(),
-    "submit_verdict": market_pb2.MsgSubmitVerdict(),
+    "submit_verdict": market_pb2.MsgSubmitVerdict(), "reveal_replay": market_pb2.MsgRevealReplay(),
 }
 
 

@@ -321,13 +321,16 @@ class Trainer:
 
 
 def train_segment(trainer: Trainer, start: TrainingState | None, *, worker_index: int, round_index: int,
-                  end_step: int, soon: bool = False, final: bool = False) -> TrainingState | DeferredSnapshot:
+                  end_step: int, soon: bool = False, final: bool = False,
+                  losses: list[float] | None = None) -> TrainingState | DeferredSnapshot:
     """Train from `start` (or from where `trainer` stands, if None) up to `end_step` and return the state.
 
     The verifier passes the decoded checkpoint i and `end_step` = the end of segment i, then compares
     `checkpoint_hash(result)` with the committed hash of checkpoint i + 1 (of `final_state(result)` for a
     round's last segment). With `soon`, the state comes as a `DeferredSnapshot` copied beside the next steps
     (the worker's rounds, which hand it to the hasher); with `final`, in the form of a round's last checkpoint.
+    `losses`, when given, receives each step's training loss: the verifier's vote commits to them, since only a
+    replay yields them (`verifier/evidence.py`).
     """
     if start is not None:
         trainer.load(start)
@@ -335,7 +338,9 @@ def train_segment(trainer: Trainer, start: TrainingState | None, *, worker_index
         raise SpecError(f"end_step {end_step} is before the current step {trainer.step}")
     with flushing_subnormals():  # part of the determinism profile: the same steps, the same bytes, anywhere
         while trainer.step < end_step:
-            trainer.train_step(worker_index, round_index)
+            loss = trainer.train_step(worker_index, round_index)
+            if losses is not None:
+                losses.append(loss)
     return trainer.snapshot_soon(final) if soon else trainer.snapshot(final)
 
 

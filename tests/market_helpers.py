@@ -86,6 +86,31 @@ def final_message(task_id: int, rounds: int, weights: bytes | None = None) -> pb
                              start_weights_hash=weights if weights is not None else digest(f"weights/{rounds}"))
 
 
+SALT = b"s" * 32
+
+
+def replay_digest(item: dict) -> bytes:
+    """The synthetic replay digest every honest validator reveals for a segment."""
+    return digest(f"replay/{item['worker']}/{item['round']}/{item['segment']}")
+
+
+def verdict_message(operator, task_id: int, item: dict, verdict: int, evidence: bytes = b"e" * 32,
+                    replayed: bytes | None = None) -> pb.MsgSubmitVerdict:
+    """A vote on a `/market/verify` item, committed to `replayed` (default: the honest replay digest)."""
+    from trolly.chain.market.reveals import replay_commitment
+
+    replayed = replay_digest(item) if replayed is None else replayed
+    return pb.MsgSubmitVerdict(task_id=task_id, round=item["round"], worker=decode_address(item["worker"]),
+                               segment=item["segment"], verdict=verdict, evidence_hash=evidence,
+                               replay_commitment=replay_commitment(operator.address, SALT, replayed))
+
+
+def reveal_message(task_id: int, item: dict, replayed: bytes | None = None) -> pb.MsgRevealReplay:
+    replayed = replay_digest(item) if replayed is None else replayed
+    return pb.MsgRevealReplay(task_id=task_id, round=item["round"], worker=decode_address(item["worker"]),
+                              segment=item["segment"], salt=SALT, replay_digest=replayed)
+
+
 def assert_fails(result, error: type) -> None:
     assert (result.code, result.codespace) == (error.code, error.codespace), result.log
 
@@ -97,6 +122,8 @@ class Market:
         self.chain = chain
         self.requester = chain.accounts[0]
         self.workers = chain.accounts[1:]
+        self.voted: list = []
+        """(operator, task id, item) of every vote `vote` sent, for `reveal`."""
 
     # -- reading --------------------------------------------------------------------------------------------
     def task(self, task_id: int) -> dict:
@@ -164,9 +191,20 @@ class Market:
                     continue
                 if item["task_id"] != task_id:
                     continue
-                txs.append(self.chain.tx(operator, pb.MsgSubmitVerdict(
-                    task_id=task_id, round=item["round"], worker=decode_address(item["worker"]),
-                    segment=item["segment"], verdict=verdict, evidence_hash=digest("evidence"))))
+                txs.append(self.chain.tx(operator, verdict_message(operator, task_id, item, verdict,
+                                                                   evidence=digest("evidence"))))
+                self.voted.append((operator, task_id, item))
+        output = self.chain.block(*txs)
+        if strict:
+            assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]
+        return output
+
+
+    def reveal(self, task_id: int | None = None, strict: bool = True):
+        """One block in which every vote sent by `vote` (of `task_id` only, when given) reveals its honest digest."""
+        txs = [self.chain.tx(operator, reveal_message(tid, item)) for operator, tid, item in self.voted
+               if task_id is None or tid == task_id]
+        self.voted = [v for v in self.voted if task_id is not None and v[1] != task_id]
         output = self.chain.block(*txs)
         if strict:
             assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]

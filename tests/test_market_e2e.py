@@ -16,7 +16,8 @@ from dev_node import dev_node, free_port
 from click.testing import CliRunner
 
 from market_helpers import commit_message, digest, final_message, spec_bytes
-from trolly.chain.crypto import decode_address, encode_address
+from market_helpers import reveal_message, verdict_message
+from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
 from trolly.chain.market.economics import minimum_collateral, task_cost
 from trolly.chain.market.params import MarketParams
@@ -108,13 +109,15 @@ def test_a_whole_task_settles_on_a_real_node(node, client):
         drawn = [i["segment"] for i in items if i["worker"] == encode_address(worker.address)]
         assert drawn == sorted(sample_segments(block_hash, task_id, 0, worker.address, -(-step // 5), 2))
 
-    client.send(requester, *[pb.MsgSubmitVerdict(task_id=task_id, round=0, worker=decode_address(i["worker"]),
-                                                 segment=i["segment"], verdict=VERDICT_PASS,
-                                                 evidence_hash=digest("replayed")) for i in items])
+    client.send(requester, *[verdict_message(requester, task_id, i, VERDICT_PASS, evidence=digest("replayed"))
+                             for i in items])
     client.wait_for(task_id, lambda v: v["round"] == 1 and v["phase"] == "commit", "the final report phase")
+    client.send(requester, *[reveal_message(task_id, i) for i in items])  # the replay digests the votes hid
     for worker in workers:
         client.send(worker, final_message(task_id, 1, digest("W_R")))
-    view = client.wait_for(task_id, lambda v: v["status"] == "completed", "completion")
+    client.wait_for(task_id, lambda v: v["status"] == "completed", "completion")
+    view = client.wait_for(task_id, lambda v: all(c["held_verifier_fee"] == 0 for c in v["round_details"][0]["commitments"]),
+                           "the reveal window's close (held verifier fees paid)")
 
     total = sum(steps)
     pays = [reward * s // total for s in steps]

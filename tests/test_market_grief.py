@@ -49,6 +49,9 @@ def test_a_cancel_after_commitments_lets_the_round_settle_and_pays_it(make_chain
     assert chain.balance(market.requester) == requester_balance - SPENT_PER_ROUND
     for worker, before in zip(market.workers[:2], worker_balances):
         assert chain.balance(worker) == before + COLLATERAL + HALF
+    market.reveal(task_id)  # the verifier fees stay in escrow until the reveal window closes
+    chain.advance(10)
+    view = market.task(task_id)
     assert chain.balance(ESCROW) == 3 * STAKE
     assert_fails(cancel(market, task_id), TaskEnded)
 

@@ -35,6 +35,7 @@ def test_honest_task_pays_exact_shares_fees_and_refund(make_chain):
         chain.block()  # the sampling block
         assert len(market.to_verify(operator)) == sum(min(2, -(-s // 5)) for s in steps)
         market.vote([operator], task_id)
+        market.reveal(task_id)  # the verifier fee is held until the reveal window closes
         pays, validator_fees, verifier_fees = expected_round(steps)
         paid = [a + b for a, b in zip(paid, pays)]
         fees += validator_fees + verifier_fees
@@ -51,6 +52,7 @@ def test_honest_task_pays_exact_shares_fees_and_refund(make_chain):
     assert view["refunded"] == refund and view["escrow_remaining"] == 0
 
     assert chain.balance(requester) == before[requester.address] - budget + refund
+    chain.advance(10)  # the last round's reveal window closes: its held verifier fee is paid
     for worker, pay in zip(workers, paid):
         assert chain.balance(worker) == before[worker.address] - STAKE + pay  # stake still bonded
     assert chain.balance(operator) == before[operator.address] + fees  # sole validator and verifier

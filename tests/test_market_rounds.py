@@ -102,6 +102,9 @@ def test_cancel_mid_task_keeps_verified_rounds_paid_and_refunds_the_rest(make_ch
     assert chain.balance(market.requester) == requester_balance - spent
     for worker, before in zip(market.workers[:2], worker_balances):
         assert chain.balance(worker) == before + COLLATERAL + half  # collateral back in full, round 0 paid
+    market.reveal(task_id)  # the verifier fees stay in escrow until the reveal window closes
+    chain.advance(10)
+    view = market.task(task_id)
     assert chain.balance(ESCROW) == 3 * STAKE
     chain.advance(6)  # no deadline of the cancelled task fires
     assert market.task(task_id) == view

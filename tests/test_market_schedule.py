@@ -6,7 +6,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from chain_helpers import Chain
-from market_helpers import MARKET_PARAMS, Market, commit_message, digest, submit_message
+from market_helpers import MARKET_PARAMS, Market, commit_message, digest, reveal_message, submit_message
+from market_helpers import verdict_message
 from trolly.chain.crypto import decode_address, encode_address
 from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS, VERDICT_UNAVAILABLE
 from trolly.chain.proto import market_pb2 as pb
@@ -45,16 +46,18 @@ def test_an_empty_block_reads_the_same_with_1_or_40_idle_tasks():
 
 
 ACTIONS = st.lists(st.sampled_from(["commit", "commit_other_hash", "skip", "pass", "fail", "unavailable", "idle",
-                                    "cancel", "join", "submit"]), min_size=5, max_size=40)
+                                    "cancel", "join", "submit", "reveal"]), min_size=5, max_size=40)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ACTIONS, st.integers(1, 3))
 def test_random_market_histories_keep_every_invariant(actions, validators):
     """Each action is one block; the harness checks every module invariant after each block."""
-    chain = Chain(accounts=5, validators=validators, params={"market": {**MARKET_PARAMS, "verification_window": 3}})
+    chain = Chain(accounts=5, validators=validators, params={"market": {**MARKET_PARAMS, "verification_window": 3,
+                                                                          "reveal_window": 2, "committee_size": 2}})
     market = Market(chain)
     market.register()
+    voted = []
     for action in actions:
         live = chain.query("/market/tasks/open")["tasks"]
         task = live[0] if live else None
@@ -82,9 +85,9 @@ def test_random_market_histories_keep_every_invariant(actions, validators):
             verdict = {"pass": VERDICT_PASS, "fail": VERDICT_FAIL, "unavailable": VERDICT_UNAVAILABLE}[action]
             for operator in chain.operators[:2]:
                 for item in market.to_verify(operator):
-                    txs.append(chain.tx(operator, pb.MsgSubmitVerdict(
-                        task_id=item["task_id"], round=item["round"], worker=decode_address(item["worker"]),
-                        segment=item["segment"], verdict=verdict, evidence_hash=digest("e"))))
-        elif action == "cancel":
+                    txs.append(chain.tx(operator, verdict_message(operator, item["task_id"], item, verdict)))
+                    voted.append((operator, item))
+        elif action == "reveal":  # reveals of every vote so far: most fail (too early, too late, twice)
+            txs += [chain.tx(operator, reveal_message(item["task_id"], item)) for operator, item in voted]
             txs.append(chain.tx(market.requester, pb.MsgCancelTask(task_id=task["id"])))
         chain.block(*txs)  # results may fail (late votes, closed rounds): invariants must hold regardless

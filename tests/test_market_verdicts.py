@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from market_helpers import MARKET_PARAMS, REWARD, Market, assert_fails, event_actions, market_snapshot
+from market_helpers import reveal_message, verdict_message
 from trolly.chain.accounts import get_supply
 from trolly.chain.crypto import decode_address, encode_address
 from trolly.chain.market.errors import DuplicateVerdict, InvalidVerdict, NotSampled, NotValidator
@@ -12,9 +13,12 @@ from trolly.chain.proto import market_pb2 as pb
 COLLATERAL = 4 * REWARD
 
 
-def verdict(task_id, item, value, evidence=b"e" * 32):
-    return pb.MsgSubmitVerdict(task_id=task_id, round=item["round"], worker=decode_address(item["worker"]),
-                               segment=item["segment"], verdict=value, evidence_hash=evidence)
+def verdict(task_id, item, value, evidence=b"e" * 32, operator=None):
+    if operator is None:
+        return pb.MsgSubmitVerdict(task_id=task_id, round=item["round"], worker=decode_address(item["worker"]),
+                                   segment=item["segment"], verdict=value, evidence_hash=evidence,
+                                   replay_commitment=b"c" * 32)
+    return verdict_message(operator, task_id, item, value, evidence)
 
 
 def setup(make_chain, validators=3, stakes=None, **params):
@@ -33,7 +37,13 @@ def setup(make_chain, validators=3, stakes=None, **params):
 
 def votes_block(chain, task_id, votes):
     """One block of (operator, item, verdict) votes; all must be accepted."""
-    output = chain.block(*[chain.tx(op, verdict(task_id, item, value)) for op, item, value in votes])
+    output = chain.block(*[chain.tx(op, verdict(task_id, item, value, operator=op)) for op, item, value in votes])
+    assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]
+    return output
+
+
+def reveal_all(chain, task_id, votes):
+    output = chain.block(*[chain.tx(op, reveal_message(task_id, item)) for op, item, _ in votes])
     assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]
     return output
 
@@ -66,13 +76,18 @@ def test_two_thirds_fail_slashes_drops_and_withholds_pay_while_the_task_goes_on(
     pay = REWARD // 2
     validator_fee, verifier_fee = pay * 200 // 10_000, pay * 300 // 10_000
     # Distribution splits the validator fee by power (equal here; remainder by address order in staking).
-    assert gains[0] + gains[1] + gains[2] == to_verifiers + validator_fee + verifier_fee
+    assert gains[0] + gains[1] + gains[2] == to_verifiers + validator_fee  # the verifier fee is held
     assert gains[2] < validator_fee  # the third validator did not vote: only its part of the validator fee
     assert market.round_commitments(task_id, 0)[cheater]["outcome"] == "failed"
 
     # The task carries on with the honest worker alone.
     market.commit(task_id, 1, market.workers[1:2])
     assert market.task(task_id)["phase"] == "sampling"
+    # Every voter reveals its replay digest; when the window closes the honest worker's PASS voters share the fee.
+    reveal_all(chain, task_id, votes)
+    chain.advance(10)
+    gains = [chain.balance(op) - b for op, b in zip(ops, voter_balances)]
+    assert gains[0] + gains[1] + gains[2] == to_verifiers + validator_fee + verifier_fee
 
 
 def test_minority_fail_does_not_slash(make_chain):

@@ -24,6 +24,7 @@ from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.compute.worker import plan
 
 replay = pytest.importorskip("trolly.verifier.replay", reason="the verifier package (trolly.verifier.replay)")
+evidence = pytest.importorskip("trolly.verifier.evidence", reason="the verifier package (trolly.verifier.evidence)")
 
 
 def test_the_verifier_passes_the_honest_worker_and_catches_skip_steps(make_chain, tmp_path):
@@ -46,9 +47,11 @@ def test_the_verifier_passes_the_honest_worker_and_catches_skip_steps(make_chain
             async with BlobClient([claim.blob_url], address_policy=AddressPolicy(allow_private=True)) as source:
                 report = await replay.verify_segment(claim, spec, dataset, source, replayer)
             verdicts.setdefault(claim.worker, []).append(report.verdict)
+            digest = evidence.replay_digest(report)
             txs.append(chain.tx(chain.operators[0], pb.MsgSubmitVerdict(
                 task_id=task_id, round=claim.round, worker=claim.worker_bytes, segment=claim.segment,
-                verdict=report.verdict, evidence_hash=report.evidence_hash())))
+                verdict=report.verdict, evidence_hash=report.evidence_hash(),
+                replay_commitment=evidence.commitment(chain.operators[0].address, b"s" * 32, digest))))
         chain.block(*txs)
 
     async def scenario() -> int:

@@ -74,9 +74,12 @@ def main_group() -> None:
 @click.option("--allow-private-blob-hosts", is_flag=True,
               help="Fetch blobs from loopback and private addresses too (a localnet; never on a public network).")
 @click.option("--once", is_flag=True, help="One pass (verify and vote on what is due now), then exit.")
+@click.option("--test-switch-lazy-pass", "lazy", is_flag=True,
+              help="TEST SWITCH, never on a real validator: vote PASS on every segment without replaying it "
+                   "(to show that a lazy verifier loses its fee and pays a penalty).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def start(home, node, key_name, wallet_home, keyring_backend, password_file, concurrency, poll_interval,
-          unavailable_attempts, retry_delay, fee, no_websocket, allow_private_blob_hosts, once, verbose) -> None:
+          unavailable_attempts, retry_delay, fee, no_websocket, allow_private_blob_hosts, once, lazy, verbose) -> None:
     """Follow the chain and verify every segment this validator is asked to check."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
@@ -84,7 +87,11 @@ def start(home, node, key_name, wallet_home, keyring_backend, password_file, con
     signer = keyring.signer(key_name)
     config = ServiceConfig(home=_home(home), node=node, concurrency=concurrency, poll_interval=poll_interval,
                            unavailable_attempts=unavailable_attempts, retry_delay=retry_delay, fee=fee,
-                           websocket=not no_websocket, allow_private_blob_hosts=allow_private_blob_hosts)
+                           websocket=not no_websocket, allow_private_blob_hosts=allow_private_blob_hosts,
+                           lazy_pass_without_replay=lazy)
+    if lazy:
+        logging.getLogger("trolly.verifier").warning("TEST SWITCH --test-switch-lazy-pass: voting PASS without "
+                                                     "replaying; this validator will be penalised")
     asyncio.run(_run_service(config, signer, once))
 
 

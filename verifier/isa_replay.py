@@ -78,6 +78,8 @@ class IsaReplayChild:
             raise ReplayChildError(f"cannot start a replay child for {instruction_set}: {error}") from None
         self._datasets: set[str] = set()
         self._lock = threading.Lock()
+        self.last_losses: list[float] = []
+        """The per-step losses of the last replay (verifier/evidence.py)."""
 
     def replay(self, spec, dataset, *, threads: int, worker_index: int, round_index: int, end_step: int,
                start_bytes: bytes, spec_key: str) -> tuple[bytes, str]:
@@ -95,6 +97,7 @@ class IsaReplayChild:
             self._datasets.add(dataset.manifest_hash)
         if not answer.get("ok"):
             raise ReplayChildError(f"replay child ({self.instruction_set}): {answer.get('error')}")
+        self.last_losses = list(answer.get("losses", []))
         return answer["end"], answer["profile_id"]
 
     @property
@@ -158,9 +161,10 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
                     trainers.pop(next(iter(trainers)))
                 trainer = trainers[key] = Trainer(dataclasses.replace(request["spec"], determinism=profile), dataset)
             profile_id = apply_profile(trainer.spec.determinism)
+            losses: list[float] = []
             state = train_segment(trainer, decode_checkpoint(request["start"]), worker_index=request["worker_index"],
-                                  round_index=request["round_index"], end_step=request["end_step"])
-            answer = {"ok": True, "end": encode_checkpoint(state), "profile_id": profile_id,
+                                  round_index=request["round_index"], end_step=request["end_step"], losses=losses)
+            answer = {"ok": True, "end": encode_checkpoint(state), "profile_id": profile_id, "losses": losses,
                       "instruction_set": current_instruction_set()}
         except (ComputeError, KeyError) as error:
             answer = {"ok": False, "error": f"{type(error).__name__}: {error}"}

@@ -45,7 +45,7 @@ from trolly.compute.errors import ComputeError
 from trolly.compute.merkle import merkle_root
 from trolly.compute.spec import TaskSpec
 
-from . import claims
+from . import claims, evidence
 from .replayer import ProfileRefused, Replayer, parse_profile  # noqa: F401  (Replayer, parse_profile: re-exported)
 from .tolerance import Comparison, compare_states
 
@@ -193,6 +193,9 @@ def judge_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, start_b
                                 claimed_hash=hashlib.sha256(end_bytes).digest(), replayed_hash=checkpoint_hash(replayed))
     details = {"replay_profile": profile_id, "committed_profile": claim.determinism_profile,
                "start_step": start.step, "end_step": end.step}
+    losses = getattr(replayer, "last_losses", None)  # stand-in replayers of tests may have none
+    if losses:  # what this verifier's vote commits to: only a replay yields it
+        details[evidence.DETAIL] = evidence.losses_digest(losses).hex()
     return SegmentReport(claim, PASSED if comparison.passed else FAILED, comparison.reason, comparison, details)
 
 

@@ -74,6 +74,8 @@ class Replayer:
         self._pool = IsaReplayPool()
         self.replayed_steps = 0
         self.replay_seconds = 0.0
+        self.last_losses: list[float] = []
+        """The per-step losses of the last replay (read right after it, in the same replay thread)."""
 
     def close(self) -> None:
         self._pool.close()
@@ -117,15 +119,18 @@ class Replayer:
         plan = self.plan(spec, claim.determinism_profile)
         _, end_step = segment_bounds(claim.segment, claim.steps, spec.training.checkpoint_every)
         began = time.perf_counter()
+        self.last_losses = []  # each replayed step's loss: what a vote commits to (verifier/evidence.py)
         if plan.where == "child":
-            end_bytes, profile_id = self._pool.child(plan.instruction_set).replay(
+            child = self._pool.child(plan.instruction_set)
+            end_bytes, profile_id = child.replay(
                 spec, dataset, threads=plan.threads, worker_index=claim.worker_index, round_index=claim.round,
                 end_step=end_step, start_bytes=start_bytes, spec_key=spec_key or claim.spec_hash)
             state = decode_checkpoint(end_bytes)
+            self.last_losses = child.last_losses
         else:
             trainer = self.trainer(spec, dataset, DeterminismProfile(threads=plan.threads), spec_key or claim.spec_hash)
             state = train_segment(trainer, start, worker_index=claim.worker_index, round_index=claim.round,
-                                  end_step=end_step)
+                                  end_step=end_step, losses=self.last_losses)
             profile_id = trainer.profile_id
         self.replay_seconds += time.perf_counter() - began
         self.replayed_steps += end_step - start.step

@@ -9,7 +9,10 @@ step) with one row per (task, round, worker, segment):
     rejected    the block or CheckTx refused it (the log says why); not retried automatically
 
 The row is written *before* the transaction is broadcast and holds the exact signed bytes, so a restart
-re-sends those same bytes (same nonce, same signature) instead of signing a second vote. `attempts` counts
+re-sends those same bytes (same nonce, same signature) instead of signing a second vote. A validator's votes
+of one pass on one round share one transaction (several rows, the same signed bytes). Beside each vote the
+`replays` table keeps the salt and replay digest its commitment hides, written with the vote, until the reveal
+(`reveal`: '' not yet, `sent`, `refused`, `missed` when the window closed first). `attempts` counts
 failed tries to fetch a segment's checkpoints, so the retry budget before voting UNAVAILABLE survives a
 restart too.
 """
@@ -31,6 +34,11 @@ CREATE TABLE IF NOT EXISTS votes (
     verdict INTEGER NOT NULL, outcome TEXT NOT NULL, reason TEXT NOT NULL, evidence_hash TEXT NOT NULL,
     signed_tx BLOB NOT NULL, tx_hash TEXT NOT NULL DEFAULT '', status TEXT NOT NULL, height INTEGER NOT NULL DEFAULT 0,
     log TEXT NOT NULL DEFAULT '', created REAL NOT NULL,
+    PRIMARY KEY (task_id, round, worker, segment)
+);
+CREATE TABLE IF NOT EXISTS replays (
+    task_id INTEGER NOT NULL, round INTEGER NOT NULL, worker TEXT NOT NULL, segment INTEGER NOT NULL,
+    salt TEXT NOT NULL, digest TEXT NOT NULL, reveal TEXT NOT NULL DEFAULT '', tx_hash TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (task_id, round, worker, segment)
 );
 CREATE TABLE IF NOT EXISTS attempts (
@@ -96,6 +104,43 @@ class VoteRecord:
             raise VoteRecordError(f"vote record {self.path}: {error}") from None
         return True
 
+    def reserve_batch(self, votes: list[tuple[Key, int, str, str, str, bytes, bytes]], signed_tx: bytes) -> bool:
+        """Record several votes sent in one transaction, each (key, verdict, outcome, reason, evidence hash, salt,
+        replay digest), all or none; False if any of the segments already has a vote."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            for key, verdict, outcome, reason, evidence_hash, salt, digest in votes:
+                self._db.execute(
+                    "INSERT INTO votes (task_id, round, worker, segment, verdict, outcome, reason, evidence_hash,"
+                    " signed_tx, status, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*key, verdict, outcome, reason, evidence_hash, signed_tx, RESERVED, time.time()))
+                self._db.execute("INSERT OR REPLACE INTO replays (task_id, round, worker, segment, salt, digest)"
+                                 " VALUES (?, ?, ?, ?, ?, ?)", (*key, salt.hex(), digest.hex()))
+            self._db.execute("COMMIT")
+        except sqlite3.IntegrityError:
+            self._db.execute("ROLLBACK")
+            return False
+        except sqlite3.Error as error:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise VoteRecordError(f"vote record {self.path}: {error}") from None
+        return True
+
+    def unrevealed(self) -> list[tuple[Key, bytes, bytes]]:
+        """(key, salt, digest) of included votes whose replay digest is not revealed yet."""
+        rows = self._execute(
+            "SELECT r.task_id, r.round, r.worker, r.segment, r.salt, r.digest FROM replays r JOIN votes v USING"
+            " (task_id, round, worker, segment) WHERE r.reveal='' AND v.status=?", (INCLUDED,)).fetchall()
+        return [((t, r, w, s), bytes.fromhex(salt), bytes.fromhex(digest)) for t, r, w, s, salt, digest in rows]
+
+    def mark_revealed(self, keys: list[Key], reveal: str, tx_hash: str = "") -> None:
+        for key in keys:
+            self._execute("UPDATE replays SET reveal=?, tx_hash=? WHERE task_id=? AND round=? AND worker=? AND segment=?",
+                          (reveal, tx_hash, *key))
+
+    def reveal_counts(self) -> dict[str, int]:
+        return dict(self._execute("SELECT reveal, COUNT(*) FROM replays GROUP BY reveal").fetchall())
+
     def mark(self, key: Key, status: str, *, tx_hash: str = "", height: int = 0, log: str = "") -> None:
         self._execute("UPDATE votes SET status=?, tx_hash=CASE WHEN ?='' THEN tx_hash ELSE ? END, height=?, log=? "
                       "WHERE task_id=? AND round=? AND worker=? AND segment=?",
@@ -105,6 +150,7 @@ class VoteRecord:
         """Drop a vote that provably never reached a mempool (CheckTx refused its nonce), so it can be redone."""
         self._execute("DELETE FROM votes WHERE task_id=? AND round=? AND worker=? AND segment=? AND status IN (?, ?)",
                       (*key, RESERVED, BROADCAST))
+        self._execute("DELETE FROM replays WHERE task_id=? AND round=? AND worker=? AND segment=? AND reveal=''", key)
 
     def unfinished(self) -> list[VoteRow]:
         """Votes reserved or broadcast but not seen in a block yet (to resume after a restart)."""

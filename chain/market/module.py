@@ -7,6 +7,7 @@ from ..accounts import get_balance
 from ..messages.cancel_task import process_cancel_task, validate_cancel_task
 from ..messages.commit_round import process_commit_round, validate_commit_round
 from ..messages.join_task import process_join_task, validate_join_task
+from ..messages.reveal_replay import process_reveal_replay, validate_reveal_replay
 from ..messages.register_worker import process_register_worker, validate_register_worker
 from ..messages.submit_task import process_submit_task, validate_submit_task
 from ..messages.submit_verdict import process_submit_verdict, validate_submit_verdict
@@ -17,6 +18,7 @@ from ..proto import market_pb2 as pb
 from ..state import State
 from .params import MarketParams
 from .queries import QUERIES
+from .reveals import REVEAL
 from .records import ACTIVE, LIVE_STATUSES
 from .schedule import market_end_block
 from .store import ESCROW, find_member, iterate_tasks, iterate_unbonding, iterate_workers, phase_kind
@@ -26,13 +28,16 @@ def check_escrow_balance(state: State) -> None:
     """The escrow account holds exactly the open task budgets, the locked collateral and the worker stakes."""
     budgets = collateral = 0
     for task in iterate_tasks(state):
+        if task.held_fees < 0:
+            raise InvariantBroken(f"task {task.id} holds negative verifier fees: {task.held_fees}")
         if task.status not in LIVE_STATUSES:
             if task.escrow != 0:
                 raise InvariantBroken(f"ended task {task.id} still has {task.escrow} in escrow")
+            budgets += task.held_fees
             continue
         if task.escrow < 0:
             raise InvariantBroken(f"task {task.id} escrow is negative: {task.escrow}")
-        budgets += task.escrow
+        budgets += task.escrow + task.held_fees
         for address in task.members:
             member = find_member(state, task.id, address)
             if member.status == ACTIVE:
@@ -48,14 +53,16 @@ def check_escrow_balance(state: State) -> None:
 
 
 def check_schedule(state: State) -> None:
-    """Every live task has exactly one schedule entry, matching its phase deadline; ended tasks have none."""
+    """Every live task has exactly one phase entry, matching its phase deadline (ended tasks have none), plus one
+    reveal entry per settled round whose reveal window is still open."""
     entries: dict[int, list[tuple[int, int]]] = {}
     for key, _ in state.iterate(keys.MARKET_SCHEDULE):
         height, task_id, kind = int.from_bytes(key[1:9], "big"), int.from_bytes(key[9:17], "big"), key[17]
         entries.setdefault(task_id, []).append((height, kind))
     for task in iterate_tasks(state):
         expected = [(task.phase_deadline, phase_kind(task.phase))] if task.status in LIVE_STATUSES else []
-        if entries.pop(task.id, []) != expected:
+        expected += [(height, REVEAL) for height, _ in task.reveals_due]
+        if sorted(entries.pop(task.id, [])) != sorted(expected):
             raise InvariantBroken(f"task {task.id} schedule entries disagree with its phase {task.phase}")
     if entries:
         raise InvariantBroken(f"schedule entries for unknown tasks {sorted(entries)}")
@@ -72,6 +79,7 @@ MARKET = Module(
         MessageRoute(pb.MsgJoinTask, validate_join_task, process_join_task),
         MessageRoute(pb.MsgCommitRound, validate_commit_round, process_commit_round),
         MessageRoute(pb.MsgSubmitVerdict, validate_submit_verdict, process_submit_verdict),
+        MessageRoute(pb.MsgRevealReplay, validate_reveal_replay, process_reveal_replay),
     ),
     queries=QUERIES,
     params=(MarketParams,),

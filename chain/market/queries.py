@@ -73,7 +73,8 @@ def commitment_view(state: State, commitment: Commitment) -> dict:
         for validator, vote in segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment):
             verdicts.append({"segment": segment, "validator": encode_address(validator),
                              "verdict": VERDICT_NAMES[vote.verdict], "evidence_hash": vote.evidence_hash.hex(),
-                             "height": vote.height})
+                             "height": vote.height, "replay_commitment": vote.replay_commitment.hex(),
+                             "replay_digest": vote.replay_digest.hex()})
     return {
         "worker": encode_address(commitment.worker), "update_hash": commitment.update_hash.hex(),
         "samples_processed": commitment.samples_processed, "steps": commitment.steps,
@@ -83,6 +84,9 @@ def commitment_view(state: State, commitment: Commitment) -> dict:
         "residual_hash": commitment.residual_hash.hex(),
         "outcome": commitment.outcome, "segments": commitment.segments, "decisions": commitment.decisions,
         "paid": commitment.paid, "verdicts": verdicts,
+        "committees": [[encode_address(bytes.fromhex(m)) for m in committee] for committee in commitment.committees],
+        "escalated": commitment.escalated, "held_verifier_fee": commitment.held_verifier_fee,
+        "reveal_deadline": commitment.reveal_deadline,
     }
 
 
@@ -193,15 +197,17 @@ def query_worker(state: State, arg: str, data: bytes) -> QueryResult:
 
 
 def query_verify(state: State, arg: str, data: bytes) -> QueryResult:
-    """The segments awaiting verdicts that this validator has not voted on yet (never its own work), oldest
-    task first."""
+    """The segments awaiting verdicts on whose committee this validator sits and on which it has not voted yet
+    (never its own work), oldest task first."""
     validator = _address(arg)
     work = []
     for task_id, round_, worker, segment in pending_segments(state):
         if worker == validator or find_vote(state, task_id, round_, worker, segment, validator) is not None:
             continue
-        task = find_task(state, task_id)
         commitment = find_commitment(state, task_id, round_, worker)
+        if validator.hex() not in commitment.committees[commitment.segments.index(segment)]:
+            continue  # not on this segment's committee
+        task = find_task(state, task_id)
         previous = find_commitment(state, task_id, round_ - 1, worker) if round_ > 0 else None
         member = find_member(state, task_id, worker)
         worker_record = find_worker(state, worker)

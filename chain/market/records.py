@@ -89,6 +89,12 @@ class Task:
     round_start_hashes: list[bytes] = field(default_factory=list)
     """The agreed start_weights_hash of each closed round; after the final report, the last is W_R's hash."""
     final_weights_hash: bytes = b""
+    sampling_seed: bytes = b""
+    """The seed the current round's segments and committees were drawn from (escalations draw from it too)."""
+    held_fees: int = 0
+    """Verifier fees of settled rounds held (outside `escrow`) until their reveal window closes."""
+    reveals_due: list[list[int]] = field(default_factory=list)
+    """[height, round] of each settled round whose reveal window closes at that height."""
     cancel_requested: int = 0
     """1 once the requester cancelled while a round's commitments were on chain: that round is verified and
     paid, then the task ends `cancelled` instead of starting the next round."""
@@ -131,6 +137,14 @@ class Commitment:
     decisions: list[str] = field(default_factory=list)
     """Per sampled segment (same order as `segments`): undecided, pass or fail."""
     paid: int = 0
+    committees: list[list[str]] = field(default_factory=list)
+    """Per sampled segment: the operator addresses (hex) of its verifying committee, in draw order."""
+    escalated: list[int] = field(default_factory=list)
+    """Per sampled segment: 1 once its committee was escalated after a split."""
+    held_verifier_fee: int = 0
+    """The verifier fee of this payout, held until the round's reveal window closes."""
+    reveal_deadline: int = 0
+    """Last height at which the round's voters may reveal their replay digests (0 before settlement)."""
     residual_hash: bytes = b""
     """sha256 of the worker's error-feedback residual after this round's update (docs/protocol.md 2a)."""
 
@@ -140,6 +154,9 @@ class Vote:
     verdict: int
     evidence_hash: bytes
     height: int
+    replay_commitment: bytes = b""
+    replay_digest: bytes = b""
+    """The revealed digest (empty until revealed)."""
 
 
 def _is_bytes(type_name: str) -> bool:

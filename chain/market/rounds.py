@@ -16,16 +16,19 @@ winner of the final report is the task's `final_weights_hash`.
 
 from __future__ import annotations
 
+from .. import keys
 from ..ante import FEE_COLLECTOR
 from ..block import BlockContext
 from ..crypto import encode_address
 from ..state import State
-from .economics import segment_count, split_evenly, split_round_pay
+from .economics import segment_count, split_round_pay
 from .events import task_event
 from .lifecycle import drop_member, end_task, slash_member, start_round
 from .records import ABANDONED, ACTIVE, CANCELLED, COMPLETED, DISAGREED, FAILED, PASSED, PENDING, SAMPLING, UNDECIDED
 from .records import UNVERIFIED, VERIFY, Commitment, Task
-from .sampling import sample_segments
+from .power import powered_operators
+from .reveals import REVEAL
+from .sampling import draw_committee, sample_segments
 from .store import enter_phase, escrow_out, find_commitment, find_member, get_worker, mark_pending
 from .store import members_in_order, put_commitment, put_member, put_worker, round_commitments, unmark_pending
 from .tally import apply_decision, deciding_voters, tally_segment
@@ -79,6 +82,9 @@ def close_round(state: State, ctx: BlockContext, task: Task) -> None:
 
 def sample_round(state: State, ctx: BlockContext, task: Task) -> None:
     seed = ctx.env.block_hash
+    task.sampling_seed = seed
+    candidates = powered_operators(state)
+    size = task.terms.get("committee_size", 1 << 16)
     for commitment in round_commitments(state, task, task.round):
         if commitment.outcome != PENDING:
             continue
@@ -86,6 +92,12 @@ def sample_round(state: State, ctx: BlockContext, task: Task) -> None:
         commitment.segments = sample_segments(seed, task.id, task.round, commitment.worker, segments,
                                               task.samples_per_worker)
         commitment.decisions = [UNDECIDED] * len(commitment.segments)
+        eligible = [(operator, power) for operator, power in candidates if operator != commitment.worker]
+        commitment.committees = [
+            [member.hex() for member in draw_committee(seed, task.id, task.round, commitment.worker, segment, 0,
+                                                       eligible, size)]
+            for segment in commitment.segments]
+        commitment.escalated = [0] * len(commitment.segments)
         put_commitment(state, commitment)
         for segment in commitment.segments:
             mark_pending(state, task.id, task.round, commitment.worker, segment)
@@ -94,8 +106,52 @@ def sample_round(state: State, ctx: BlockContext, task: Task) -> None:
     enter_phase(state, task, VERIFY, ctx.env.height + task.terms["verification_window"])
 
 
+def escalate_split_segments(state: State, ctx: BlockContext, task: Task, commitments: list[Commitment]) -> bool:
+    """At the verification window's close, give every segment that is still undecided (a split committee, or
+    one that did not vote) a larger committee once, and a fresh window; True when any was escalated."""
+    candidates = powered_operators(state)
+    size = task.terms.get("escalated_committee_size", 1 << 16)
+    escalated = False
+    for commitment in commitments:
+        if commitment.outcome != PENDING:
+            continue
+        eligible = [(operator, power) for operator, power in candidates if operator != commitment.worker]
+        for index, segment in enumerate(commitment.segments):
+            if commitment.decisions[index] != UNDECIDED or commitment.escalated[index]:
+                continue
+            current = [bytes.fromhex(member) for member in commitment.committees[index]]
+            larger = draw_committee(task.sampling_seed, task.id, task.round, commitment.worker, segment, 1, eligible,
+                                    size, already=current)
+            commitment.escalated[index] = 1
+            if len(larger) > len(current):
+                commitment.committees[index] = [member.hex() for member in larger]
+                escalated = True
+                task_event(ctx, task.id, "committee_escalated", round=task.round,
+                           worker=encode_address(commitment.worker), segment=segment, size=len(larger))
+        put_commitment(state, commitment)
+    if escalated:
+        enter_phase(state, task, VERIFY, ctx.env.height + task.terms["verification_window"])
+    return escalated
+
+
+def hold_reveals(state: State, task: Task, commitments: list[Commitment], height: int) -> None:
+    """Open the round's reveal window: its voters reveal their replay digests until `height`."""
+    if not any(c.segments for c in commitments):
+        return
+    for commitment in commitments:
+        commitment.reveal_deadline = height
+        put_commitment(state, commitment)
+    state.set(keys.market_schedule_key(height, task.id, REVEAL), b"")
+    task.reveals_due.append([height, task.round])
+
+
 def settle_round(state: State, ctx: BlockContext, task: Task) -> None:
     commitments = [c for c in round_commitments(state, task, task.round) if c.outcome != DISAGREED]
+    for commitment in commitments:
+        if commitment.outcome == PENDING:
+            retally(state, commitment)
+    if escalate_split_segments(state, ctx, task, commitments):
+        return
     for commitment in commitments:
         if commitment.outcome == PENDING:
             retally(state, commitment)  # powers may have changed since the last vote
@@ -116,17 +172,17 @@ def settle_round(state: State, ctx: BlockContext, task: Task) -> None:
     by_worker = {c.worker: c for c in commitments}
     for payout in payouts:
         commitment = by_worker[payout.worker]
+        commitment.held_verifier_fee = payout.verifier_fee  # paid when the reveal window closes (market.reveals)
+        task.held_fees += payout.verifier_fee
         pay_worker(state, ctx, task, commitment, payout.pay)
         escrow_out(state, FEE_COLLECTOR, payout.validator_fee)
-        verifiers = [v for v, _ in deciding_voters(state, commitment, want_pass=True)]
-        for verifier, share in split_evenly(payout.verifier_fee, verifiers) or [(FEE_COLLECTOR, payout.verifier_fee)]:
-            escrow_out(state, verifier, share)
         task.escrow -= payout.pay + payout.validator_fee + payout.verifier_fee
         task.paid_fees += payout.validator_fee + payout.verifier_fee
         task_event(ctx, task.id, "payout", round=task.round, worker=encode_address(payout.worker), amount=payout.pay,
                    validator_fee=payout.validator_fee, verifier_fee=payout.verifier_fee)
     outcomes = {outcome: sum(1 for c in commitments if c.outcome == outcome) for outcome in (PASSED, FAILED, UNVERIFIED)}
     task_event(ctx, task.id, "round_settled", round=task.round, **outcomes)
+    hold_reveals(state, task, commitments, ctx.env.height + task.terms.get("reveal_window", 1))
 
     if task.active_members == 0:
         end_task(state, ctx, task, ABANDONED)
@@ -157,7 +213,7 @@ def retally(state: State, commitment: Commitment) -> None:
     for segment, decision in list(zip(commitment.segments, commitment.decisions)):
         if decision != UNDECIDED or commitment.outcome != PENDING:
             continue
-        decided = tally_segment(state, commitment.task_id, commitment.round, commitment.worker, segment)
+        decided = tally_segment(state, commitment, segment)
         if decided != UNDECIDED:
             apply_decision(state, commitment, segment, decided)
     put_commitment(state, commitment)

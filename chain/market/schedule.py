@@ -13,6 +13,7 @@ from ..state import State
 from .events import worker_event
 from .lifecycle import end_task
 from .records import EXPIRED, OPEN
+from .reveals import REVEAL, settle_reveals
 from .rounds import close_round, sample_round, settle_round
 from .store import JOIN_DEADLINE, ROUND_DEADLINE, SAMPLE, VERIFY_DEADLINE, delete_unbonding, due, escrow_out
 from .store import get_task, phase_kind, put_task, remove_due, unbonding_due
@@ -43,6 +44,11 @@ def market_end_block(state: State, ctx: BlockContext) -> None:
         for task_id, kind in entries:
             remove_due(state, height, task_id, kind)
             task = get_task(state, task_id)
+            if kind == REVEAL:  # a settled round's reveal window, beside the task's phase (even after its end)
+                for round_ in [r for h, r in task.reveals_due if h == height]:
+                    settle_reveals(state, ctx, task, round_)
+                put_task(state, task)
+                continue
             if task.phase_deadline != height or phase_kind(task.phase) != kind:
                 continue  # cannot happen while enter_phase keeps one entry per task; never act on a stale one
             task.phase_deadline = 0

@@ -1,7 +1,7 @@
-"""Verdict tallies by validator power (docs/protocol.md section 4).
+"""Verdict tallies by the power of a segment's committee (docs/protocol.md section 4).
 
-A sampled segment is decided the moment one side holds two thirds of the total power, compared in integers
-(3 * votes >= 2 * total): PASS votes decide `pass`; FAIL and UNAVAILABLE votes together decide `fail` (a
+A sampled segment is decided the moment one side holds two thirds of its committee's power (the current power
+of the validators drawn for it), compared in integers (3 * votes >= 2 * total): PASS votes decide `pass`; FAIL and UNAVAILABLE votes together decide `fail` (a
 checkpoint that is not served cannot be checked, and a worker must not profit from hiding it). Power is read
 when the tally runs, so a validator that lost its power no longer counts. One decided `fail` fails the
 worker's round; all segments decided `pass` pass it.
@@ -10,7 +10,7 @@ worker's round; all segments decided `pass` pass it.
 from __future__ import annotations
 
 from ..state import State
-from .power import operator_power, total_power
+from .power import operator_power
 from .records import FAILED, PASSED, PENDING, SEGMENT_FAIL, SEGMENT_PASS, UNDECIDED, VERDICT_PASS, Commitment
 from .store import segment_votes, unmark_pending
 
@@ -19,16 +19,24 @@ def has_two_thirds(votes: int, total: int) -> bool:
     return total > 0 and 3 * votes >= 2 * total
 
 
-def tally_segment(state: State, task_id: int, round_: int, worker: bytes, segment: int) -> str:
-    """`pass`, `fail` or `undecided` for one segment, from its votes and the current powers."""
+def committee_of(commitment: Commitment, segment: int) -> list[bytes]:
+    """The operators on the committee of one of the commitment's sampled segments."""
+    return [bytes.fromhex(member) for member in commitment.committees[commitment.segments.index(segment)]]
+
+
+def tally_segment(state: State, commitment: Commitment, segment: int) -> str:
+    """`pass`, `fail` or `undecided` for one segment, from its committee's votes and current powers."""
+    committee = committee_of(commitment, segment)
     passing = adverse = 0
-    for validator, vote in segment_votes(state, task_id, round_, worker, segment):
+    for validator, vote in segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment):
+        if validator not in committee:
+            continue  # a member of an earlier, smaller committee that was not drawn again (cannot happen today)
         power = operator_power(state, validator)
         if vote.verdict == VERDICT_PASS:
             passing += power
         else:
             adverse += power
-    total = total_power(state)
+    total = sum(operator_power(state, member) for member in committee)
     if has_two_thirds(adverse, total):
         return SEGMENT_FAIL
     if has_two_thirds(passing, total):

@@ -1,7 +1,9 @@
 """market `MsgSubmitVerdict`: a validator's verdict on one sampled segment (docs/protocol.md section 4).
 
-Only the operator account of an active validator may vote, once per (validator, worker, round, segment),
-never on its own work, and only on a segment still awaiting verdicts. The tally runs at once; when every worker of the round is
+Only the operator account of an active validator on the segment's committee may vote, once per (validator,
+worker, round, segment), never on its own work, and only on a segment still awaiting verdicts. The vote
+carries a commitment to its replay digest, opened after the round settles (`MsgRevealReplay`). A validator
+sends its whole round's verdicts as the messages of one transaction. The tally runs at once; when every worker of the round is
 decided, the round settles at the end of this block.
 """
 
@@ -10,13 +12,13 @@ from __future__ import annotations
 from ..block import BlockContext
 from ..crypto import ADDRESS_LENGTH, encode_address
 from ..errors import InvalidRequest
-from ..market.errors import DuplicateVerdict, InvalidVerdict, NotSampled, NotValidator, SelfVerdict
+from ..market.errors import DuplicateVerdict, InvalidVerdict, NotOnCommittee, NotSampled, NotValidator, SelfVerdict
 from ..market.events import task_event
 from ..market.power import operator_power
 from ..market.records import UNDECIDED, VERDICT_NAMES, VERIFY, Vote
 from ..market.store import enter_phase, find_commitment, find_vote, get_task, is_pending, put_commitment
 from ..market.store import put_task, put_vote, round_commitments
-from ..market.tally import apply_decision, round_undecided, tally_segment
+from ..market.tally import apply_decision, committee_of, round_undecided, tally_segment
 from ..proto.market_pb2 import MsgSubmitVerdict
 from ..state import State
 
@@ -30,6 +32,8 @@ def validate_submit_verdict(msg: MsgSubmitVerdict) -> None:
         raise InvalidVerdict("verdict must be PASS (1), FAIL (2) or UNAVAILABLE (3)")
     if len(msg.evidence_hash) != 32:
         raise InvalidVerdict("evidence_hash must be 32 bytes")
+    if len(msg.replay_commitment) != 32:
+        raise InvalidVerdict("replay_commitment must be 32 bytes")
 
 
 def process_submit_verdict(state: State, ctx: BlockContext, signer: bytes, msg: MsgSubmitVerdict) -> None:
@@ -44,15 +48,19 @@ def process_submit_verdict(state: State, ctx: BlockContext, signer: bytes, msg: 
     if task.phase != VERIFY or msg.round != task.round or not is_pending(state, task.id, msg.round, msg.worker, msg.segment):
         raise NotSampled(f"segment {msg.segment} of {encode_address(msg.worker)} in round {msg.round} of task "
                          f"{task.id} is not awaiting verdicts")
+    commitment = find_commitment(state, task.id, msg.round, msg.worker)
+    if signer not in committee_of(commitment, msg.segment):
+        raise NotOnCommittee(f"{encode_address(signer)} is not on the committee of segment {msg.segment} of "
+                             f"{encode_address(msg.worker)} in round {msg.round} of task {task.id}")
 
     put_vote(state, task.id, msg.round, msg.worker, msg.segment, signer,
-             Vote(verdict=msg.verdict, evidence_hash=msg.evidence_hash, height=ctx.env.height))
+             Vote(verdict=msg.verdict, evidence_hash=msg.evidence_hash, height=ctx.env.height,
+                  replay_commitment=msg.replay_commitment))
     task_event(ctx, task.id, "verdict", round=msg.round, worker=encode_address(msg.worker), segment=msg.segment,
                validator=encode_address(signer), verdict=VERDICT_NAMES[msg.verdict])
-    decision = tally_segment(state, task.id, msg.round, msg.worker, msg.segment)
+    decision = tally_segment(state, commitment, msg.segment)
     if decision == UNDECIDED:
         return
-    commitment = find_commitment(state, task.id, msg.round, msg.worker)
     apply_decision(state, commitment, msg.segment, decision)
     put_commitment(state, commitment)
     task_event(ctx, task.id, "segment_decided", round=msg.round, worker=encode_address(msg.worker),

@@ -1,0 +1,129 @@
+"""Lazy verifiers found out: votes commit to a replay digest, revealed after the round settles; a missing or
+disagreeing reveal loses the verifier fee and `lazy_verifier_penalty` of bonded stake."""
+
+from __future__ import annotations
+
+from market_helpers import MARKET_PARAMS, REWARD, Market, assert_fails, event_actions, market_snapshot
+from market_helpers import replay_digest, reveal_message, verdict_message
+from trolly.chain.crypto import encode_address
+from trolly.chain.market.errors import InvalidReveal
+from trolly.chain.market.records import VERDICT_PASS, VERDICT_UNAVAILABLE, VERDICT_FAIL
+from trolly.chain.market.store import ESCROW
+from trolly.chain.validators import get_validator
+
+PENALTY = 2 * 10**6
+REVEAL_WINDOW = 4
+PARAMS = {**MARKET_PARAMS, "reveal_window": REVEAL_WINDOW, "lazy_verifier_penalty": PENALTY}
+VERIFIER_FEE = (REWARD // 2) * 300 // 10_000  # per worker: two workers with equal samples
+
+
+def setup(make_chain, validators=3):
+    chain = make_chain(accounts=3, validators=validators, params={"market": PARAMS})
+    market = Market(chain)
+    task_id = market.open_task(workers=2, collateral=4 * REWARD)
+    market.commit(task_id, 0, market.workers[:2])
+    chain.block()
+    items = [i for i in market.to_verify(chain.operators[0])]
+    return chain, market, task_id, items
+
+
+def vote(chain, task_id, votes):
+    output = chain.block(*[chain.tx(op, verdict_message(op, task_id, item, value, replayed=replayed))
+                           for op, item, value, replayed in votes])
+    assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]
+    return output
+
+
+def reveal(chain, task_id, reveals):
+    output = chain.block(*[chain.tx(op, reveal_message(task_id, item, replayed)) for op, item, replayed in reveals])
+    assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]
+    return output
+
+
+def stake(chain, operator) -> int:
+    return get_validator(chain.state, operator.address).stake
+
+
+def test_honest_reveals_earn_the_held_fee_and_a_missing_one_loses_it_and_pays_the_penalty(make_chain):
+    chain, market, task_id, items = setup(make_chain)
+    honest, lazy = chain.operators[:2]
+    vote(chain, task_id, [(op, item, VERDICT_PASS, None) for item in items for op in (honest, lazy)])
+    view = market.task(task_id)
+    assert view["round"] == 1 and view["paid_workers"] == REWARD  # workers are paid at once
+    assert chain.balance(ESCROW) > 0
+    balances = {op.address: chain.balance(op) for op in (honest, lazy)}
+    stakes = {op.address: stake(chain, op) for op in (honest, lazy)}
+
+    reveal(chain, task_id, [(honest, item, None) for item in items])  # the lazy one cannot: it never replayed
+    outputs = chain.advance(REVEAL_WINDOW)
+    lazy_events = [a for o in outputs for a in event_actions(o, "lazy_verifier")]
+    assert {a["validator"] for a in lazy_events} == {encode_address(lazy.address)}
+    assert len(lazy_events) == len(items) and all(a["penalty"] == str(PENALTY) for a in lazy_events)
+    assert chain.balance(honest) - balances[honest.address] >= 2 * VERIFIER_FEE  # both workers' fees, whole
+    assert chain.balance(lazy) - balances[lazy.address] < 2 * VERIFIER_FEE  # only its validator-fee share
+    assert stake(chain, lazy) == stakes[lazy.address] - len(items) * PENALTY
+    assert stake(chain, honest) == stakes[honest.address]
+
+
+def test_a_vote_committed_to_a_guessed_digest_disagrees_with_the_majority_and_is_penalised(make_chain):
+    chain, market, task_id, items = setup(make_chain, validators=4)
+    ops = chain.operators
+    guesser, guess = ops[2], b"g" * 32
+    votes = [(guesser, items[0], VERDICT_PASS, guess)] + [(op, items[0], VERDICT_PASS, None) for op in ops[:2]]
+    votes += [(op, item, VERDICT_PASS, None) for item in items[1:] for op in (ops[0], ops[1], ops[3])]
+    vote(chain, task_id, votes)
+    assert market.task(task_id)["round"] == 1
+    reveal(chain, task_id, [(op, item, replayed) for op, item, _, replayed in votes])
+    outputs = chain.advance(REVEAL_WINDOW)
+    lazy = [a for o in outputs for a in event_actions(o, "lazy_verifier")]
+    assert [(a["validator"], a["segment"]) for a in lazy] == [(encode_address(guesser.address),
+                                                               str(items[0]["segment"]))]
+
+
+def test_an_unavailable_vote_replays_nothing_and_is_not_held_to_the_majority_digest(make_chain):
+    chain, market, task_id, items = setup(make_chain)
+    item = items[0]
+    votes = [(chain.operators[0], item, VERDICT_FAIL, None), (chain.operators[1], item, VERDICT_UNAVAILABLE, b"u" * 32)]
+    vote(chain, task_id, votes)
+    chain.advance(MARKET_PARAMS["verification_window"])  # the other worker stays undecided: settled at the window
+    reveal(chain, task_id, [(chain.operators[0], item, None), (chain.operators[1], item, b"u" * 32)])
+    outputs = chain.advance(REVEAL_WINDOW)
+    assert [a for o in outputs for a in event_actions(o, "lazy_verifier")] == []
+
+
+def test_reveals_are_refused_before_settlement_twice_with_the_wrong_salt_after_the_deadline_or_without_a_vote(make_chain):
+    chain, market, task_id, items = setup(make_chain)
+    voter, other = chain.operators[:2]
+    item = items[0]
+    vote(chain, task_id, [(voter, item, VERDICT_PASS, None)])
+    before = market_snapshot(chain)
+    assert_fails(chain.deliver(voter, reveal_message(task_id, item)), InvalidReveal)  # the round is not settled
+    assert market_snapshot(chain) == before
+
+    vote(chain, task_id, [(op, i, VERDICT_PASS, None) for i in items for op in (voter, other) if (op, i) != (voter, item)])
+    assert market.task(task_id)["round"] == 1
+    assert_fails(chain.deliver(chain.operators[2], reveal_message(task_id, item)), InvalidReveal)  # no vote
+    assert_fails(chain.deliver(voter, reveal_message(task_id, item, replayed=b"x" * 32)), InvalidReveal)
+    assert chain.deliver(voter, reveal_message(task_id, item)).ok
+    assert_fails(chain.deliver(voter, reveal_message(task_id, item)), InvalidReveal)  # twice
+    chain.advance(REVEAL_WINDOW)
+    assert_fails(chain.deliver(other, reveal_message(task_id, item)), InvalidReveal)  # too late
+    votes = market.round_commitments(task_id, 0)[item["worker"]]["verdicts"]
+    assert [v["replay_digest"] for v in votes
+            if v["validator"] == encode_address(voter.address) and v["segment"] == item["segment"]] == \
+        [replay_digest(item).hex()]
+
+
+def test_fees_held_when_a_task_ends_are_paid_when_the_reveal_window_closes(make_chain):
+    from trolly.chain.proto import market_pb2 as pb
+
+    chain, market, task_id, items = setup(make_chain)
+    ops = chain.operators[:2]
+    vote(chain, task_id, [(op, item, VERDICT_PASS, None) for item in items for op in ops])
+    assert chain.deliver(market.requester, pb.MsgCancelTask(task_id=task_id)).ok  # ends now: round 1 has nothing
+    assert market.task(task_id)["status"] == "cancelled"
+    balances = [chain.balance(op) for op in ops]
+    reveal(chain, task_id, [(op, item, None) for item in items for op in ops])
+    chain.advance(REVEAL_WINDOW)
+    gains = [chain.balance(op) - b for op, b in zip(ops, balances)]
+    assert sum(gains) >= 2 * VERIFIER_FEE
