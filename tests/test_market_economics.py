@@ -88,3 +88,20 @@ def test_params_refuse_a_sampling_seed_from_the_commit_block():
     with pytest.raises(InvalidRequest):
         MarketParams(validator_fee_bps=10_001)
     assert MarketParams.localnet().worker_unbonding_blocks < MarketParams().worker_unbonding_blocks
+
+
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(0, 10**9), st.integers(1, 5))
+def test_a_choice_among_m_seeds_is_paid_for_with_p_to_the_m(segments, samples, reward, seed_choices):
+    """A cheater whose ally picks the best of m seeds is caught only when all m catch it: p(k)^m."""
+    collateral = minimum_collateral(reward, 1, segments, samples, 10_000, floor=0, seed_choices=seed_choices)
+    s = min(samples, segments)
+    for faked in range(1, segments + 1):
+        p = (1 - Fraction(math.comb(segments - faked, s), math.comb(segments, s))) ** seed_choices
+        assert p * (reward + collateral) >= Fraction(faked, segments) * reward + reward
+    assert collateral >= minimum_collateral(reward, 1, segments, samples, 10_000, floor=0)
+
+
+def test_five_seeds_to_choose_from_cost_much_more_collateral_unless_every_segment_is_sampled():
+    # n = 5, s = 2, V = R: k = 1 is caught with (2/5)^5 instead of 2/5.
+    assert minimum_collateral(10**6, 1, 5, 2, 10_000, 0, seed_choices=5) > 100 * 10**6
+    assert minimum_collateral(10**6, 1, 5, 5, 10_000, 0, seed_choices=5) == 10**6  # s = n: p = 1

@@ -40,14 +40,18 @@ def detection_probability(segments: int, samples: int, faked: int) -> tuple[int,
 
 
 def minimum_collateral(
-    reward_per_round: int, workers: int, segments: int, samples: int, value_at_risk_bps: int, floor: int
+    reward_per_round: int, workers: int, segments: int, samples: int, value_at_risk_bps: int, floor: int,
+    seed_choices: int = 1,
 ) -> int:
-    """The smallest per-worker collateral S with p(k) * (R + S) >= k/n * C + V for every cheat size k."""
+    """The smallest per-worker collateral S with p(k)^m * (R + S) >= k/n * C + V for every cheat size k, where
+    m = `seed_choices` is how many sampling seeds a cheater's ally may choose between (it escapes when any of
+    them misses its faked segments, so it is caught with p(k)^m; see market.params)."""
     pay = reward_per_round // workers  # R, and C = R (see market.params)
     value_at_risk = fee_of(pay, value_at_risk_bps)  # V
     needed = 0
     for faked in range(1, segments + 1):
         caught, total = detection_probability(segments, samples, faked)
+        caught, total = caught ** seed_choices, total ** seed_choices
         # (k*C/n + V) / (caught/total) = (k*C + n*V) * total / (n * caught), rounded up
         numerator = (faked * pay + segments * value_at_risk) * total
         denominator = segments * caught

@@ -20,8 +20,17 @@ stays honest when the expected loss beats the gain:
   p(k) = 1 - C(n - k, s) / C(n, s).
 
 The chain enforces it at `SubmitTask`: the collateral must be at least
-`max(min_collateral, max over k = 1..n of ceil((k * C / n + V) / p(k)) - R)`, computed exactly with
-integers (`minimum_collateral`). Small cheats are the hard ones to catch (k = 1: p = s / n), big ones
+`max(min_collateral, max over k = 1..n of ceil((k * C / n + V) / p(k)^m) - R)`, computed exactly with
+integers (`minimum_collateral`).
+
+m = `seed_choices` is the bias left in the sampling seed: the number of different seeds a party allied with
+the cheater may pick between after the commitments are made. The cheater escapes when any one of them misses
+all of its faked segments, so it is caught with p(k)^m, not p(k). m = 1 means nobody chooses the seed. The seed
+today is the hash of a block a proposer builds (docs/protocol.md 4.3), whose proposer can try many blocks
+before proposing one; a seed from two thirds of the validators' vote extensions leaves that proposer only the
+choice of which qualifying subset of extensions to include (5 subsets with 4 validators, for instance). The
+chain param records the m its operators accept for their validator set; sampling every segment (s = n, p = 1)
+makes the collateral independent of m. Small cheats are the hard ones to catch (k = 1: p = s / n), big ones
 save the most (k = n: p = 1, gain C + V). With n = 5 segments (50 inner steps, checkpoints every 10),
 s = 2 and V = R, k = 1 asks for S >= (R/5 + R) * 5/2 - R = 2R, twice the worker's pay per round. Sampling
 every segment (s = n) catches any cheat, and then S >= C + V - R = V: with V = R, one round's pay; with
@@ -117,6 +126,9 @@ class MarketParams:
     max_profile_bytes: int = 128
     """Longest determinism profile string in a commitment."""
 
+    seed_choices: int = 1
+    """m in the honesty condition: how many sampling seeds a cheater's ally may choose between (see above)."""
+
     max_model_parameters: int = 100_000_000
     """Most parameters a spec's model may have (`market.footprint` counts them from its config)."""
 
@@ -146,6 +158,8 @@ class MarketParams:
     def __post_init__(self) -> None:
         if self.sampling_delay < 1:
             raise InvalidRequest("market.sampling_delay must be >= 1: the seed must come from a later block")
+        if not 1 <= self.seed_choices <= 64:
+            raise InvalidRequest("market.seed_choices must be within 1..64")
         if self.committee_size < 1 or self.escalated_committee_size < self.committee_size:
             raise InvalidRequest("market.committee_size must be >= 1 and escalated_committee_size >= committee_size")
         if (self.verification_window < 1 or self.min_round_blocks < 1 or self.worker_unbonding_blocks < 1

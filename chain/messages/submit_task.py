@@ -79,7 +79,7 @@ def process_submit_task(state: State, ctx: BlockContext, signer: bytes, msg: Msg
         raise InvalidTerms(f"{segments} segments per round (inner_steps / checkpoint_every), limit "
                            f"{params.max_segments_per_round}")
     needed = minimum_collateral(msg.reward_per_round, msg.workers, segments, msg.samples_per_worker,
-                                params.value_at_risk_bps, params.min_collateral)
+                                params.value_at_risk_bps, params.min_collateral, params.seed_choices)
     if msg.collateral < needed:
         raise CollateralTooLow(f"collateral {msg.collateral}utrl is below the minimum {needed}utrl for "
                                f"{segments} segments and {msg.samples_per_worker} samples per worker")
