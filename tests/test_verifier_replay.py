@@ -15,8 +15,8 @@ from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
 from trolly.compute.checkpoints import decode_checkpoint, encode_checkpoint, final_state
 from trolly.compute.training import Trainer
 from trolly.verifier.cheats import CHEATS
-from trolly.verifier.replay import (FAILED, PASSED, TAMPERED, UNAVAILABLE, Replayer, SegmentClaim, parse_profile,
-                                    verify_segment)
+from trolly.verifier.replay import (FAILED, PASSED, TAMPERED, UNAVAILABLE, ProfileRefused, Replayer, SegmentClaim,
+                                    parse_profile, verify_segment)
 from trolly.verifier.sources import MemorySource
 from trolly.verifier.tolerance import BITWISE, TOLERANCE
 
@@ -42,11 +42,19 @@ def replayer():
     replayer.close()
 
 
+@pytest.fixture(autouse=True)
+def forgetting(replayer):
+    """Each test serves its own bytes (tampered, withheld): nothing a previous test fetched is remembered."""
+    replayer.verified_blobs.clear()
+    replayer.update_checks.clear()
+
+
 @pytest.fixture(scope="module")
 def tolerant():
-    """A verifier that cannot run other instruction sets: `foreign_profile()` segments go to the tolerance.
-    (Claiming the foreign profile for a round trained here is exactly what a CPU lacking ours would see.)"""
-    replayer = Replayer(children=False)
+    """A verifier that cannot run other instruction sets, measuring the tolerance it would need:
+    `foreign_profile()` segments go to the tolerance. (Claiming the foreign profile for a round trained here is
+    exactly what a CPU lacking ours would see.) The product refuses instead (`test_..._is_refused`)."""
+    replayer = Replayer(children=False, tolerance_fallback=True)
     yield replayer
     replayer.close()
 
@@ -274,8 +282,33 @@ def test_replayer_runs_the_committed_profile_exactly_when_it_can(spec):
     weaker = "avx2" if replayer.instruction_set == "avx512" else "default"
     if replayer.instruction_set != "default":
         assert replayer.plan(spec, own_profile().replace(f"isa-{replayer.instruction_set}", f"isa-{weaker}")).where == "child"
+    measuring = Replayer(children=False, tolerance_fallback=True)
+    assert measuring.plan(spec, foreign_profile()).where == "tolerance"
+
+
+@pytest.mark.parametrize("profile, message", [
+    (f"torch-{torch.__version__}/threads-1/isa-avx512/deterministic-ftz", "not every verifier replays exactly"),
+    (f"torch-{torch.__version__}/threads-65/isa-avx2/deterministic-ftz", "65 threads"),
+])
+def test_a_profile_not_every_verifier_replays_exactly_is_refused_even_where_it_runs(spec, honest, replayer, profile,
+                                                                                   message):
+    cheated, published = honest
+    report = verify(claim_for(cheated, published, 1, profile), spec, source_of(published), replayer)
+    assert report.outcome == FAILED and message in report.reason
+
+
+def test_a_segment_this_verifier_cannot_replay_exactly_is_refused_not_judged_by_tolerance(spec, honest):
+    """Issue 19 item 6: a verifier lacking the committed (accepted) instruction set votes FAIL rather than
+    compare within a tolerance an fp16 cheat passes."""
+    cheated, published = honest
     exact_only_here = Replayer(children=False)
-    assert exact_only_here.plan(spec, foreign_profile()).where == "tolerance"
+    try:
+        with pytest.raises(ProfileRefused, match="cannot replay instruction set"):
+            exact_only_here.plan(spec, foreign_profile())
+        report = verify(claim_for(cheated, published, 1, foreign_profile()), spec, source_of(published), exact_only_here)
+        assert report.outcome == FAILED and report.comparison is None
+    finally:
+        exact_only_here.close()
 
 
 @pytest.mark.parametrize("profile, message", [
@@ -308,7 +341,8 @@ def test_a_worker_on_another_instruction_set_is_replayed_bitwise_in_a_child(spec
         "cheated, published = build_round(tiny_spec())\n"
         "sys.stdout.write(json.dumps({'listing': published.listing, 'root': published.checkpoint_root.hex(),\n"
         "  'blobs': {k: v.hex() for k, v in published.blobs.items()}, 'profile': DeterminismProfile(threads=1).id,\n"
-        "  'steps': cheated.steps, 'samples': cheated.samples_processed, 'start': cheated.start_weights_hash.hex()}))\n")
+        "  'steps': cheated.steps, 'samples': cheated.samples_processed, 'start': cheated.start_weights_hash.hex(),\n"
+        "  'update': published.update_hash.hex(), 'residual': published.residual_hash.hex()}))\n")
     environment = child_environment(DeterminismProfile(threads=1, instruction_set="default"))
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
                                timeout=300, check=True, cwd=str(__import__("pathlib").Path(__file__).parent.parent))
@@ -319,7 +353,9 @@ def test_a_worker_on_another_instruction_set_is_replayed_bitwise_in_a_child(spec
     try:
         for segment in range(len(played["listing"]) - 1):
             claim = SegmentClaim(1, 1, "w", 1, segment, bytes.fromhex(played["root"]), len(played["listing"]),
-                                 played["steps"], played["samples"], bytes.fromhex(played["start"]), played["profile"])
+                                 played["steps"], played["samples"], bytes.fromhex(played["start"]), played["profile"],
+                                 update_hash=bytes.fromhex(played["update"]),
+                                 residual_hash=bytes.fromhex(played["residual"]))
             report = verify(claim, spec, source, replayer)
             assert report.outcome == PASSED and report.comparison.mode == BITWISE, report.reason
             assert report.details["replay_profile"] == played["profile"]

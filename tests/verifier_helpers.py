@@ -74,7 +74,7 @@ def claim_for(cheated, published, segment: int, profile: str | None = None, *, w
                         checkpoint_root=published.checkpoint_root, num_checkpoints=len(published.listing),
                         steps=cheated.steps, samples_processed=cheated.samples_processed,
                         start_weights_hash=cheated.start_weights_hash, determinism_profile=profile or own_profile(),
-                        blob_url=blob_url)
+                        blob_url=blob_url, update_hash=published.update_hash, residual_hash=published.residual_hash)
 
 
 def expected_start(spec, round_index: int = 1) -> bytes:

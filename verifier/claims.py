@@ -36,19 +36,31 @@ def check_commitment(spec: TaskSpec, *, steps: int, samples_processed: int, num_
 def check_positions(spec: TaskSpec, *, steps: int, segment: int, start: TrainingState, end: TrainingState) -> str:
     """Checkpoint i is at step i * k and checkpoint i + 1 at the segment's end; AdamW counters agree; each holds
     the optimizer state except the round's last, which holds none (docs/protocol.md section 2)."""
-    begin, finish = segment_bounds(segment, steps, spec.training.checkpoint_every)
+    return (check_start_position(spec, steps=steps, segment=segment, start=start)
+            or check_end_position(spec, steps=steps, segment=segment, end=end))
+
+
+def check_start_position(spec: TaskSpec, *, steps: int, segment: int, start: TrainingState) -> str:
+    """Checkpoint i holds optimizer state, sits at step i * k, and its AdamW counters say so."""
+    begin, _ = segment_bounds(segment, steps, spec.training.checkpoint_every)
     if start.final:
         return f"checkpoint {segment} holds no optimizer state; only the round's last checkpoint may leave it out"
-    if end.final != (finish == steps):
-        return (f"checkpoint {segment + 1} is the round's last and must hold no optimizer state" if finish == steps
-                else f"checkpoint {segment + 1} holds no optimizer state; only the round's last checkpoint may leave it out")
     if start.step != begin:
         return f"checkpoint {segment} is labelled step {start.step}, the protocol puts it at step {begin}"
-    if end.step != finish:
-        return f"checkpoint {segment + 1} is labelled step {end.step}, the protocol puts it at step {finish}"
     for name, slots in start.optimizer.items():
         if float(slots["step"]) != float(begin):
             return f"checkpoint {segment}'s AdamW counter for {name!r} is {float(slots['step'])}, not {begin}"
+    return ""
+
+
+def check_end_position(spec: TaskSpec, *, steps: int, segment: int, end: TrainingState) -> str:
+    """Checkpoint i + 1 sits at the segment's end and holds optimizer state unless it is the round's last."""
+    _, finish = segment_bounds(segment, steps, spec.training.checkpoint_every)
+    if end.final != (finish == steps):
+        return (f"checkpoint {segment + 1} is the round's last and must hold no optimizer state" if finish == steps
+                else f"checkpoint {segment + 1} holds no optimizer state; only the round's last checkpoint may leave it out")
+    if end.step != finish:
+        return f"checkpoint {segment + 1} is labelled step {end.step}, the protocol puts it at step {finish}"
     return ""
 
 

@@ -12,15 +12,19 @@ The steps, in order (each failure ends the check with its reason):
    Nothing served, after retries: UNAVAILABLE ("unavailable"). Served but not what was committed (listing
    with another root, bytes with another hash): UNAVAILABLE as well ("tampered"), since the committed
    checkpoint was still not produced; the report says which.
-3. Committed checkpoints that do not decode, sit at the wrong step, or (segment 0) do not hold the committed
+3. Committed checkpoints whose declared tensors are not the spec model's (checked before decoding,
+   `compute/layout.py`), that do not decode, sit at the wrong step, or (segment 0) do not hold the committed
    start weights with a fresh optimizer: FAIL. The start weights must also be the round's global weights
    when the caller knows them (`expected_start_hash`, from the aggregation check).
-4. Replay with `train_segment` from checkpoint i and compare with checkpoint i + 1 (`tolerance.py`; for the
-   round's last segment, the replay's step and weights, as that checkpoint holds no optimizer state): bit for
-   bit under the committed profile (its thread count here, another instruction set in a child process,
-   `isa_replay.py`), within the calibrated tolerance only when this CPU lacks the committed instruction set.
-   A profile that no honest worker can have committed (another torch version, an unknown instruction set)
-   is a FAIL.
+4. Replay with `train_segment` from checkpoint i and compare with checkpoint i + 1 byte for byte (for the
+   round's last segment, the replay's step and weights, as that checkpoint holds no optimizer state), under
+   the committed profile: its thread count here, another instruction set in a child process
+   (`isa_replay.py`). A profile this verifier cannot replay exactly is a FAIL (`replayer.py`): only the
+   instruction sets every verifier replays are accepted, so no worker can move itself onto a tolerance.
+5. The update check, once per (worker, round) and shared by its sampled segments (`update_check.py`): the
+   committed update must be the codec's encoding of W_r - W_end plus the previous committed residual, and
+   the committed residual what it leaves out. A mismatch turns this segment's PASS into FAIL (so every vote
+   on that worker's round is FAIL); a blob it needs that is not served, into UNAVAILABLE.
 
 The report carries the numbers behind the verdict; its canonical JSON is the evidence whose sha256 goes on
 chain with the vote.
@@ -28,6 +32,7 @@ chain with the vote.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import json
@@ -35,19 +40,24 @@ import time
 from collections.abc import Mapping
 from typing import Protocol
 
+import numpy as np
 
 from trolly.chain.crypto import decode_address
 from trolly.chain.market.records import VERDICT_FAIL, VERDICT_NAMES, VERDICT_PASS, VERDICT_UNAVAILABLE
 from trolly.compute.blobs.errors import BlobError, BlobHashMismatch, BlobNotFound
-from trolly.compute.checkpoints import checkpoint_hash, decode_checkpoint, final_state
+from trolly.compute.checkpoints import TrainingState, checkpoint_bytes, decode_checkpoint, final_state
+from trolly.compute.codecs import get_codec
 from trolly.compute.data.dataset import Dataset
 from trolly.compute.errors import ComputeError
+from trolly.compute.layout import model_layout
 from trolly.compute.merkle import merkle_root
 from trolly.compute.spec import TaskSpec
 
 from . import claims, evidence
+from .blob_cache import VerifiedBlobs
 from .replayer import ProfileRefused, Replayer, parse_profile  # noqa: F401  (Replayer, parse_profile: re-exported)
 from .tolerance import Comparison, compare_states
+from .update_check import UpdateChecks, UpdateVerdict, judge_update
 
 PASSED, FAILED, UNAVAILABLE, TAMPERED = "pass", "fail", "unavailable", "tampered"
 OUTCOME_VERDICTS = {PASSED: VERDICT_PASS, FAILED: VERDICT_FAIL, UNAVAILABLE: VERDICT_UNAVAILABLE,
@@ -72,6 +82,8 @@ class SegmentClaim:
     blob_url: str = ""
     update_hash: bytes = b""
     spec_hash: str = ""
+    residual_hash: bytes = b""
+    previous_residual_hash: bytes = b""  # the worker's residual of the round before (empty: zero)
 
     @classmethod
     def from_query(cls, item: Mapping) -> "SegmentClaim":
@@ -84,6 +96,8 @@ class SegmentClaim:
             start_weights_hash=bytes.fromhex(item["start_weights_hash"]),
             determinism_profile=str(item["determinism_profile"]), blob_url=str(item.get("blob_url", "")),
             update_hash=bytes.fromhex(item.get("update_hash", "")), spec_hash=str(item.get("spec_hash", "")),
+            residual_hash=bytes.fromhex(item.get("residual_hash", "")),
+            previous_residual_hash=bytes.fromhex(item.get("previous_residual_hash", "")),
         )
 
     @property
@@ -102,6 +116,7 @@ class SegmentClaim:
             "num_checkpoints": self.num_checkpoints, "steps": self.steps, "samples_processed": self.samples_processed,
             "start_weights_hash": self.start_weights_hash.hex(), "determinism_profile": self.determinism_profile,
             "blob_url": self.blob_url, "update_hash": self.update_hash.hex(), "spec_hash": self.spec_hash,
+            "residual_hash": self.residual_hash.hex(), "previous_residual_hash": self.previous_residual_hash.hex(),
         }
 
 
@@ -165,18 +180,28 @@ def check_listing(claim: SegmentClaim, listing: list[str]) -> str:
     return ""
 
 
-def judge_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, start_bytes: bytes, end_bytes: bytes,
-                  replayer: Replayer, *, expected_start_hash: bytes | None = None,
-                  expected_start_source: str = "aggregate", spec_key: str = "") -> SegmentReport:
-    """Steps 3 and 4 on checkpoint bytes already checked against the committed root."""
+@dataclasses.dataclass(frozen=True)
+class Replayed:
+    """A segment replayed from its committed start checkpoint, not yet compared with its end."""
+
+    start: TrainingState
+    state: TrainingState
+    same_profile: bool
+    profile_id: str
+
+
+def replay_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, start_bytes: bytes, replayer: Replayer, *,
+                   expected_start_hash: bytes | None = None, expected_start_source: str = "aggregate",
+                   spec_key: str = "") -> Replayed | SegmentReport:
+    """Steps 3 and 4 as far as they need checkpoint i only: its checks, then the replay (or the FAIL report)."""
     problem = claims.check_expected_start(claim.start_weights_hash, expected_start_hash, expected_start_source)
     if problem:
         return SegmentReport(claim, FAILED, problem)
-    try:
-        start, end = decode_checkpoint(start_bytes), decode_checkpoint(end_bytes)
+    try:  # shapes are checked against the spec's model before a byte of data is decoded
+        start = decode_checkpoint(start_bytes, model_layout(spec, dataset.shape))
     except ComputeError as error:
         return SegmentReport(claim, FAILED, f"a committed checkpoint does not decode: {error}")
-    problem = claims.check_positions(spec, steps=claim.steps, segment=claim.segment, start=start, end=end)
+    problem = claims.check_start_position(spec, steps=claim.steps, segment=claim.segment, start=start)
     if not problem and claim.segment == 0:
         problem = claims.check_round_start(start, claim.start_weights_hash)
     if problem:
@@ -187,20 +212,130 @@ def judge_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, start_b
         return SegmentReport(claim, FAILED, str(refusal))
     except ComputeError as error:  # the checkpoint does not fit the spec's model
         return SegmentReport(claim, FAILED, f"the start checkpoint cannot be replayed: {error}")
-    if end.final:  # the round's last segment: its checkpoint holds the weights and step only
-        replayed = final_state(replayed)
-    comparison = compare_states(start, end, replayed, same_profile=same_profile,
-                                claimed_hash=hashlib.sha256(end_bytes).digest(), replayed_hash=checkpoint_hash(replayed))
-    details = {"replay_profile": profile_id, "committed_profile": claim.determinism_profile,
-               "start_step": start.step, "end_step": end.step}
-    losses = getattr(replayer, "last_losses", None)  # stand-in replayers of tests may have none
-    if losses:  # what this verifier's vote commits to: only a replay yields it
-        details[evidence.DETAIL] = evidence.losses_digest(losses).hex()
+    return Replayed(start, replayed, same_profile, profile_id)
+
+
+def compare_replay(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, replayed: Replayed, end_bytes: bytes,
+                   end_hash: bytes | None = None) -> SegmentReport:
+    """The rest of step 4: checkpoint i + 1's checks and the comparison (`end_hash`: its hash from the checked
+    listing; hashed here when not given)."""
+    try:
+        end = decode_checkpoint(end_bytes, model_layout(spec, dataset.shape))
+    except ComputeError as error:
+        return SegmentReport(claim, FAILED, f"a committed checkpoint does not decode: {error}")
+    problem = claims.check_end_position(spec, steps=claim.steps, segment=claim.segment, end=end)
+    if problem:
+        return SegmentReport(claim, FAILED, problem)
+    state = final_state(replayed.state) if end.final else replayed.state  # the round's last: weights and step only
+    # Same bytes means same hash: compare the replay's canonical bytes with the committed ones directly, and
+    # hash the replay only when they differ (for the report). The committed hash is the listing's.
+    claimed_hash = end_hash if end_hash is not None else hashlib.sha256(end_bytes).digest()
+    replayed_bytes = checkpoint_bytes(state)
+    identical = same_bytes(replayed_bytes, end_bytes)
+    replayed_hash = claimed_hash if identical else hashlib.sha256(replayed_bytes).digest()
+    comparison = compare_states(replayed.start, end, state, same_profile=replayed.same_profile,
+                                claimed_hash=claimed_hash, replayed_hash=replayed_hash)
+    details = {"replay_profile": replayed.profile_id, "committed_profile": claim.determinism_profile,
+               "start_step": replayed.start.step, "end_step": end.step}
     return SegmentReport(claim, PASSED if comparison.passed else FAILED, comparison.reason, comparison, details)
 
 
-async def fetch_segment(claim: SegmentClaim, source: CheckpointSource) -> tuple[bytes, bytes] | SegmentReport:
-    """Checkpoints i and i + 1 checked against the commitment, or the UNAVAILABLE/TAMPERED report."""
+def judge_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, start_bytes: bytes, end_bytes: bytes,
+                  replayer: Replayer, *, expected_start_hash: bytes | None = None,
+                  expected_start_source: str = "aggregate", spec_key: str = "",
+                  end_hash: bytes | None = None) -> SegmentReport:
+    """Steps 3 and 4 on checkpoint bytes already checked against the committed root, one after the other."""
+    replayed = replay_segment(claim, spec, dataset, start_bytes, replayer, expected_start_hash=expected_start_hash,
+                              expected_start_source=expected_start_source, spec_key=spec_key)
+    if isinstance(replayed, SegmentReport):
+        return replayed
+    return compare_replay(claim, spec, dataset, replayed, end_bytes, end_hash)
+
+
+def same_bytes(first, second) -> bool:
+    """Byte equality of two buffers without copying either: eight bytes at a time, then the tail."""
+    a, b = memoryview(first).cast("B"), memoryview(second).cast("B")
+    if len(a) != len(b):
+        return False
+    whole = len(a) - len(a) % 8
+    return (bytes(a[whole:]) == bytes(b[whole:])
+            and bool(np.array_equal(np.frombuffer(a[:whole], np.uint64), np.frombuffer(b[:whole], np.uint64))))
+
+
+async def fetch_blob(claim: SegmentClaim, source: CheckpointSource, digest: str, what: str,
+                     verified: VerifiedBlobs | None = None) -> bytes | SegmentReport:
+    """One committed blob by hash (from `verified` when it was fetched and checked before), or the
+    UNAVAILABLE/TAMPERED report that says why not."""
+    if verified is not None:
+        known = verified.get(digest)
+        if known is not None:
+            return known
+    try:
+        data = await source.fetch(digest)  # the source checks the hash (BlobClient, MemorySource, DirectorySource)
+        if verified is not None:
+            verified.put(digest, data)
+        return data
+    except BlobHashMismatch as error:
+        return unavailable(claim, f"{what} was served with other bytes than committed: {error}", tampered=True)
+    except BlobNotFound as error:
+        return unavailable(claim, f"{what} is withheld: {error}")
+    except BlobError as error:
+        return unavailable(claim, f"{what} not served: {error}")
+
+
+async def check_round_update(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, source: CheckpointSource,
+                             listing: list[str], have: dict[int, bytes], checks: UpdateChecks,
+                             run, verified: VerifiedBlobs | None = None) -> UpdateVerdict:
+    """The update check of the claim's (worker, round) (`update_check.py`), from `checks` when it was done
+    already. `have`: checkpoints already fetched, by index."""
+    key = (claim.task_id, claim.round, claim.worker, claim.update_hash, claim.residual_hash,
+           claim.previous_residual_hash, claim.checkpoint_root, claim.start_weights_hash, spec.codec)
+    known = checks.get(key)
+    if known is not None:
+        return known
+    blobs = {}
+    wanted = [(0, listing[0], "checkpoint 0"), (len(listing) - 1, listing[-1], f"checkpoint {len(listing) - 1}")]
+    if claim.previous_residual_hash:
+        wanted.append(("residual", claim.previous_residual_hash.hex(), "the previous round's residual"))
+    for index, digest, what in wanted:
+        if index in have:
+            blobs[index] = have[index]
+            continue
+        fetched = await fetch_blob(claim, source, digest, what, verified)
+        if isinstance(fetched, SegmentReport):
+            return UpdateVerdict(fetched.outcome, f"the update cannot be checked: {fetched.reason}")
+        blobs[index] = fetched
+    layout = model_layout(spec, dataset.shape)
+    verdict = await run(lambda: judge_update(
+        get_codec(spec.codec), layout, first=blobs[0], last=blobs[len(listing) - 1],
+        previous_residual=blobs.get("residual"), start_weights_hash=claim.start_weights_hash,
+        update_hash=claim.update_hash, residual_hash=claim.residual_hash))
+    checks.put(key, verdict)
+    checks.computed += 1
+    return verdict
+
+
+async def run_inline(function):
+    """Run `function` here and now (the default of `verify_segment`'s `run_replay`)."""
+    return function()
+
+
+async def verify_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, source: CheckpointSource,
+                         replayer: Replayer, *, expected_start_hash: bytes | None = None,
+                         expected_start_source: str = "aggregate", spec_key: str = "",
+                         run_replay=None) -> SegmentReport:
+    """The whole check of one sampled segment (steps 1 to 5 above).
+
+    `run_replay(function)` runs the CPU-heavy parts (an executor in the service); by default inline. With an
+    executor, checkpoint i + 1 is fetched (and hash-checked) while checkpoint i is replayed: the replay does
+    not need it until the comparison."""
+    problem = claims.check_commitment(spec, steps=claim.steps, samples_processed=claim.samples_processed,
+                                      num_checkpoints=claim.num_checkpoints, segment=claim.segment)
+    if problem:
+        return SegmentReport(claim, FAILED, problem)
+    run = run_replay if run_replay is not None else run_inline
+    verified = replayer.verified_blobs
+    began = time.perf_counter()
     try:
         listing = await source.checkpoint_hashes(claim.task_id, claim.round)
     except BlobError as error:
@@ -208,42 +343,33 @@ async def fetch_segment(claim: SegmentClaim, source: CheckpointSource) -> tuple[
     problem = check_listing(claim, listing)
     if problem:
         return unavailable(claim, problem, tampered=True)
-    pieces = []
-    for index in (claim.segment, claim.segment + 1):
-        try:
-            pieces.append(await source.fetch(listing[index]))
-        except BlobHashMismatch as error:
-            return unavailable(claim, f"checkpoint {index} was served with other bytes than committed: {error}", tampered=True)
-        except BlobNotFound as error:
-            return unavailable(claim, f"checkpoint {index} is withheld: {error}")
-        except BlobError as error:
-            return unavailable(claim, f"checkpoint {index} not served: {error}")
-    return pieces[0], pieces[1]
-
-
-async def verify_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, source: CheckpointSource,
-                         replayer: Replayer, *, expected_start_hash: bytes | None = None,
-                         expected_start_source: str = "aggregate", spec_key: str = "",
-                         run_replay=None) -> SegmentReport:
-    """The whole check of one sampled segment (steps 1 to 4 above).
-
-    `run_replay(function, *args)` runs the CPU-heavy part (an executor in the service); by default inline."""
-    problem = claims.check_commitment(spec, steps=claim.steps, samples_processed=claim.samples_processed,
-                                      num_checkpoints=claim.num_checkpoints, segment=claim.segment)
-    if problem:
-        return SegmentReport(claim, FAILED, problem)
-    began = time.perf_counter()
-    fetched = await fetch_segment(claim, source)
-    if isinstance(fetched, SegmentReport):
-        return fetched
+    start_bytes = await fetch_blob(claim, source, listing[claim.segment], f"checkpoint {claim.segment}", verified)
+    if isinstance(start_bytes, SegmentReport):
+        return start_bytes
     fetch_seconds = time.perf_counter() - began
-    arguments = (claim, spec, dataset, fetched[0], fetched[1], replayer)
-    options = {"expected_start_hash": expected_start_hash, "expected_start_source": expected_start_source,
-               "spec_key": spec_key}
     began = time.perf_counter()
-    if run_replay is None:
-        report = judge_segment(*arguments, **options)
+    replaying = asyncio.ensure_future(run(lambda: replay_segment(
+        claim, spec, dataset, start_bytes, replayer, expected_start_hash=expected_start_hash,
+        expected_start_source=expected_start_source, spec_key=spec_key)))
+    try:
+        end_bytes = await fetch_blob(claim, source, listing[claim.segment + 1], f"checkpoint {claim.segment + 1}",
+                                     verified)
+    finally:
+        replayed = await replaying  # never left running: the replayer is not thread-safe
+    if isinstance(replayed, SegmentReport):
+        report = replayed
+    elif isinstance(end_bytes, SegmentReport):
+        report = end_bytes
     else:
-        report = await run_replay(lambda: judge_segment(*arguments, **options))
+        end_hash = bytes.fromhex(listing[claim.segment + 1])
+        report = await run(lambda: compare_replay(claim, spec, dataset, replayed, end_bytes, end_hash))
     timings = {"fetch_seconds": round(fetch_seconds, 4), "replay_seconds": round(time.perf_counter() - began, 4)}
+    if report.outcome == PASSED:  # step 5: the round's update must follow from its committed checkpoints
+        began = time.perf_counter()
+        have = {claim.segment: start_bytes, claim.segment + 1: end_bytes}
+        update = await check_round_update(claim, spec, dataset, source, listing, have, replayer.update_checks, run,
+                                          verified)
+        timings["update_check_seconds"] = round(time.perf_counter() - began, 4)
+        if update.outcome != PASSED:
+            report = SegmentReport(claim, update.outcome, update.reason, report.comparison, report.details)
     return dataclasses.replace(report, details={**report.details, **timings})

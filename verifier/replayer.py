@@ -1,9 +1,15 @@
-"""How a segment is replayed: exactly under the committed determinism profile whenever this machine can.
+"""How a segment is replayed: exactly under the committed determinism profile, or not at all.
 
 `Replayer.plan` reads the committed profile id (docs/protocol.md 2a, `torch-<v>/threads-<n>/isa-<set>/
 deterministic`): the thread count is set per replay; an instruction set other than this process's runs in a
-child process (`isa_replay.py`) when this CPU supports it; only one this CPU lacks is replayed here and judged
-within the tolerance. Profiles no honest worker can have committed are refused (`ProfileRefused`).
+child process (`isa_replay.py`). Only `REPLAYABLE_INSTRUCTION_SETS` are accepted, the ones every verifier
+replays bit for bit; a profile naming another (avx512, which many verifiers' CPUs lack), more threads than
+`MAX_REPLAY_THREADS`, another torch version or a malformed id is refused (`ProfileRefused`: FAIL). A worker
+that could commit a profile some verifiers only judge within a tolerance would move its own verification
+onto the tolerance, where an fp16 cheat passes most segments; refusing it leaves every verdict bitwise.
+
+The tolerance comparison stays available to measurements only (`Replayer(tolerance_fallback=True)`, the
+benchmark's calibration of what such a fallback would let through).
 """
 
 from __future__ import annotations
@@ -20,8 +26,16 @@ from trolly.compute.spec import TaskSpec
 from trolly.compute.training import Trainer, segment_bounds, train_segment
 
 from .isa_replay import IsaReplayPool, supported_instruction_sets
+from .blob_cache import VerifiedBlobs
+from .update_check import UpdateChecks
 
-MAX_REPLAY_THREADS = 64  # a profile claiming more threads than this is replayed with the spec's own count, in tolerance
+MAX_REPLAY_THREADS = 64
+"""A profile claiming more threads than this is refused: replaying it would take that many threads' state."""
+
+REPLAYABLE_INSTRUCTION_SETS = ("default", "avx2")
+"""The instruction sets a worker may commit: every verifier replays them exactly (x86-64 CPUs of the last
+decade all run avx2; `default` runs anywhere). A worker whose CPU dispatches to avx512 trains under avx2
+(`ATEN_CPU_CAPABILITY=avx2`, see `compute/determinism.py`)."""
 
 
 def parse_profile(profile_id: str) -> tuple[str, int, str] | None:
@@ -52,26 +66,32 @@ class ReplayPlan:
 
 
 class Replayer:
-    """Replays segments, exactly under the committed profile whenever this machine can run it.
+    """Replays segments exactly under the committed profile, and refuses profiles it cannot replay exactly.
 
     The committed profile names torch's version, the thread count and the instruction set (docs/protocol.md
     section 2a). The thread count is set per replay; an instruction set other than this process's is run in a
-    child process (`isa_replay.py`) when this CPU supports it. Only an instruction set this CPU lacks falls
-    back to a replay here compared within the tolerance. A profile naming another torch version, an unknown
-    instruction set, or one the spec rules out, is refused: no honest worker running this protocol's software
-    can have produced it, and accepting it would hand a cheater the tolerance's slack.
+    child process (`isa_replay.py`). A profile naming another torch version, an instruction set outside
+    `REPLAYABLE_INSTRUCTION_SETS`, one this CPU cannot run, or one the spec rules out, is refused: accepting
+    it would hand a cheater the tolerance's slack (`tolerance_fallback=True`, for measurements only, judges
+    the ones this CPU cannot run within the tolerance instead).
 
     One `Trainer` per (spec, thread count) stays alive. Not thread-safe: the service runs every replay in one
     thread (torch's thread count is a process-wide setting). `close()` ends the children.
     """
 
-    def __init__(self, cache_size: int = 4, *, children: bool = True) -> None:
+    def __init__(self, cache_size: int = 4, *, children: bool = True, tolerance_fallback: bool = False) -> None:
         self._trainers: dict[tuple, Trainer] = {}
         self._cache_size = cache_size
         self.instruction_set = current_instruction_set()
         self.exact_instruction_sets = (supported_instruction_sets(self.instruction_set) if children
                                        else (self.instruction_set,))
         self._pool = IsaReplayPool()
+        self.tolerance_fallback = tolerance_fallback
+        """Measurements only: judge a profile this CPU cannot run within the tolerance instead of refusing it."""
+        self.verified_blobs = VerifiedBlobs()
+        """Blobs fetched and hash-checked already: each is hashed once (`blob_cache.py`)."""
+        self.update_checks = UpdateChecks()
+        """Update-check results, shared by the sampled segments of one worker's round (`update_check.py`)."""
         self.replayed_steps = 0
         self.replay_seconds = 0.0
         self.last_losses: list[float] = []
@@ -89,15 +109,24 @@ class Replayer:
             raise ProfileRefused(f"the committed profile names torch {version}; this protocol replays torch {torch.__version__}")
         if instruction_set not in INSTRUCTION_SETS:
             raise ProfileRefused(f"the committed profile names an unknown instruction set {instruction_set!r}")
+        if instruction_set not in REPLAYABLE_INSTRUCTION_SETS and not self.tolerance_fallback:
+            raise ProfileRefused(f"the committed profile names instruction set {instruction_set}, which not every "
+                                 f"verifier replays exactly; accepted: {', '.join(REPLAYABLE_INSTRUCTION_SETS)}")
         if spec.determinism.instruction_set not in (None, instruction_set):
             raise ProfileRefused(f"the spec requires instruction set {spec.determinism.instruction_set}, "
                                  f"the commitment names {instruction_set}")
         if threads > MAX_REPLAY_THREADS:
+            if not self.tolerance_fallback:
+                raise ProfileRefused(f"the committed profile claims {threads} threads; at most {MAX_REPLAY_THREADS} "
+                                     "are replayed")
             return ReplayPlan("tolerance", spec.determinism.threads, self.instruction_set)
         if instruction_set == self.instruction_set:
             return ReplayPlan("process", threads, instruction_set)
         if instruction_set in self.exact_instruction_sets:
             return ReplayPlan("child", threads, instruction_set)
+        if not self.tolerance_fallback:
+            raise ProfileRefused(f"this verifier cannot replay instruction set {instruction_set} exactly "
+                                 f"(its CPU runs {self.instruction_set}); a segment it cannot replay exactly is FAIL")
         return ReplayPlan("tolerance", spec.determinism.threads, self.instruction_set)
 
     def trainer(self, spec: TaskSpec, dataset: Dataset, profile: DeterminismProfile, spec_key: str) -> Trainer:

@@ -104,7 +104,7 @@ def fewer_steps(context: CheatContext) -> CheatedRound:
         checkpoints.append(forge_counters(checkpoints[-1], _bounds(context, segment)[1]))
     spec = context.spec
     return CheatedRound(tuple(checkpoints), context.steps, context.steps * spec.training.batch_size,
-                        honest.start_weights_hash, frozenset(range(first_faked, context.segments)))
+                        honest.start_weights_hash, frozenset(range(first_faked, context.segments)), codec=spec.codec)
 
 
 @register_cheat("inflated_samples", "trains honestly but claims twice the samples it processed")
@@ -130,6 +130,22 @@ def replayed_round(context: CheatContext) -> CheatedRound:
     # Claim the current round's start weights, so the round's agreement on W_r is not disturbed.
     return dataclasses.replace(earlier, start_weights_hash=honest_start_hash(context),
                                faked_segments=frozenset(range(context.segments)))
+
+
+@register_cheat("forged_update", "trains every segment honestly but publishes another update than its checkpoints give")
+def forged_update(context: CheatContext) -> CheatedRound:
+    honest = honest_round(context)
+    # The update says what the worker wants the aggregate to move by: here, a different payload under the same
+    # framing (a real cheater might send a stale, amplified or another worker's update). Only the update check
+    # (verifier/update_check.py) can see it: every segment replays bit for bit.
+    return dataclasses.replace(honest, forge_update=_altered_update,
+                               faked_segments=frozenset(range(context.segments)))
+
+
+def _altered_update(data: bytes) -> bytes:
+    altered = bytearray(data)
+    altered[-1] ^= 0x01  # the payload's last byte: still a well-formed update, decoding to other values
+    return bytes(altered)
 
 
 def honest_start_hash(context: CheatContext) -> bytes:

@@ -11,11 +11,14 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from trolly.compute.canonical import decode_tensors
 from trolly.compute.checkpoints import TrainingState, encode_checkpoint, final_state, weights_hash
+from trolly.compute.codecs import get_codec
 from trolly.compute.merkle import merkle_root
 from trolly.compute.training import Trainer, segment_bounds, train_segment
 
 from ..errors import CheatError
+from ..update_check import expected_update
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,11 +46,16 @@ class CheatContext:
 
 @dataclasses.dataclass(frozen=True)
 class PublishedRound:
-    """What a worker serves and commits: blobs by hex hash, the listing, the root, the withheld blobs."""
+    """What a worker serves and commits: blobs by hex hash, the listing, the root, and (for a round that names
+    its codec) the update and error-feedback residual with their hashes."""
 
     blobs: Mapping[str, bytes]
     listing: tuple[str, ...]
     checkpoint_root: bytes
+    update_hash: bytes = b""
+    residual_hash: bytes = b""
+    residual: Mapping[str, torch.Tensor] | None = None
+    """The new residual's tensors: the next round's `previous_residual`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,9 +68,15 @@ class CheatedRound:
     start_weights_hash: bytes
     faked_segments: frozenset[int] = frozenset()
     withheld: frozenset[int] = frozenset()  # checkpoint indices listed but never served
+    codec: str = ""
+    """The spec's codec: the round's update and residual are published with it ("": no update)."""
+    forge_update: Callable[[bytes], bytes] | None = None
+    """A cheat's change to the honest update's bytes (the residual committed stays the honest one)."""
 
-    def publish(self) -> PublishedRound:
-        """The checkpoints' bytes, the last in the form of a round's last checkpoint (`final_state`)."""
+    def publish(self, previous_residual: Mapping[str, torch.Tensor] | None = None) -> PublishedRound:
+        """The checkpoints' bytes, the last in the form of a round's last checkpoint (`final_state`), and the
+        update and residual as the protocol makes them from checkpoints 0 and n and `previous_residual`
+        (None: zero, a worker's first round)."""
         blobs: dict[str, bytes] = {}
         listing = []
         for index, state in enumerate(self.checkpoints):
@@ -71,7 +85,18 @@ class CheatedRound:
             listing.append(digest)
             if index not in self.withheld:
                 blobs[digest] = data
-        return PublishedRound(blobs, tuple(listing), merkle_root([bytes.fromhex(h) for h in listing]))
+        root = merkle_root([bytes.fromhex(h) for h in listing])
+        if not self.codec:
+            return PublishedRound(blobs, tuple(listing), root)
+        start, end = self.checkpoints[0].weights, self.checkpoints[-1].weights
+        update, residual_bytes = expected_update(get_codec(self.codec), start, end, previous_residual)
+        update, residual_bytes = bytes(update), bytes(residual_bytes)
+        if self.forge_update is not None:
+            update = self.forge_update(update)
+        for data in (update, residual_bytes):
+            blobs[hashlib.sha256(data).hexdigest()] = data
+        return PublishedRound(blobs, tuple(listing), root, hashlib.sha256(update).digest(),
+                              hashlib.sha256(residual_bytes).digest(), decode_tensors(residual_bytes))
 
 
 Cheat = Callable[[CheatContext], CheatedRound]
@@ -168,6 +193,7 @@ def segment_cheat(fake: Callable[[CheatContext, int, TrainingState], TrainingSta
                                       round_index=context.round_index, end_step=end)
             checkpoints.append(state)
         return CheatedRound(tuple(checkpoints), context.steps, context.steps * context.spec.training.batch_size,
-                            weights_hash(start.weights), frozenset(context.faked_segments) if fake else frozenset())
+                            weights_hash(start.weights), frozenset(context.faked_segments) if fake else frozenset(),
+                            codec=context.spec.codec)
 
     return run

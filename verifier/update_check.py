@@ -1,0 +1,116 @@
+"""The update check: a committed update must be what the worker's committed checkpoints make it.
+
+A worker commits `update_hash`, `checkpoint_root` (checkpoints 0..n of its round) and `residual_hash` (its
+error-feedback residual after the update). With W_r the weights of checkpoint 0, W_end those of checkpoint
+n and e the residual it committed in its previous round (zero in its first), the protocol fixes
+(docs/protocol.md 2a and 4.4a):
+
+    update   = codec.encode(W_r - W_end + e)          sha256 must be update_hash
+    residual = (W_r - W_end + e) - codec.decode(update) canonical bytes, sha256 must be residual_hash
+
+in float32, one elementwise operation at a time, which every machine computes bit for bit. So a worker whose
+sampled segments are honest cannot publish any other update: the verifier recomputes both from the blobs
+and compares hashes. No training is involved, so the check is cheap next to a replay; it runs once per
+(worker, round) and its result stands for every sampled segment of that round (`UpdateChecks` keeps it).
+A mismatch makes every vote on that worker's round FAIL; a blob the check needs that is not served makes
+them UNAVAILABLE (as a withheld checkpoint does).
+
+`expected_update` is the fast path (the worker's own, `codecs.fused.encode_with_feedback` into canonical
+bytes); `expected_update_reference` spells the rule out with `ErrorFeedback` and `encode_tensors`, and the
+tests compare the two.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+from collections.abc import Mapping
+
+import torch
+
+from trolly.compute.canonical import decode_entries, encode_tensors
+from trolly.compute.canonical_copy import allocate_canonical
+from trolly.compute.checkpoints import decode_checkpoint, weights_hash
+from trolly.compute.codecs import Codec, ErrorFeedback
+from trolly.compute.codecs.fused import encode_with_feedback
+from trolly.compute.errors import ComputeError
+from trolly.compute.layout import ModelLayout, check_blob
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateVerdict:
+    """The outcome of one (worker, round)'s update check: "pass", "fail", "unavailable" or "tampered"."""
+
+    outcome: str
+    reason: str
+
+
+def expected_update(codec: Codec, start: Mapping[str, torch.Tensor], end: Mapping[str, torch.Tensor],
+                    previous_residual: Mapping[str, torch.Tensor] | None) -> tuple[bytes, memoryview]:
+    """(the update's bytes, the new residual's canonical bytes), as the worker makes them."""
+    residual_bytes, residual = allocate_canonical(end)
+    return encode_with_feedback(codec, start, end, previous_residual, residual), residual_bytes
+
+
+def expected_update_reference(codec: Codec, start: Mapping[str, torch.Tensor], end: Mapping[str, torch.Tensor],
+                              previous_residual: Mapping[str, torch.Tensor] | None) -> tuple[bytes, bytes]:
+    """The same as `expected_update`, the plain way: the reference the fast path is tested against."""
+    feedback = ErrorFeedback(codec)
+    if previous_residual is not None:
+        feedback.load_state(previous_residual)
+    data, _ = feedback.encode({name: start[name] - end[name] for name in end})
+    return data, encode_tensors(feedback.residual)
+
+
+def judge_update(codec: Codec, layout: ModelLayout, *, first: bytes, last: bytes, previous_residual: bytes | None,
+                 start_weights_hash: bytes, update_hash: bytes, residual_hash: bytes) -> UpdateVerdict:
+    """Recompute the update and residual from checkpoint 0 (`first`), checkpoint n (`last`) and the previous
+    residual's bytes (None: zero), all already hash-checked against the commitments, and compare."""
+    if len(update_hash) != 32 or len(residual_hash) != 32:
+        return UpdateVerdict("fail", "the commitment names no update or no residual (both are required)")
+    try:
+        start = decode_checkpoint(first, layout)
+        end = decode_checkpoint(last, layout)
+        previous = None
+        if previous_residual is not None:
+            entries = check_blob(previous_residual, layout, "the previous round's residual")
+            previous = decode_entries(previous_residual, entries)
+    except ComputeError as error:
+        return UpdateVerdict("fail", f"a blob the update is computed from does not decode: {error}")
+    if not end.final:
+        return UpdateVerdict("fail", "the round's last checkpoint holds optimizer state; it must hold none")
+    if weights_hash(start.weights) != start_weights_hash:
+        return UpdateVerdict("fail", "checkpoint 0 does not hold the committed start weights")
+    try:
+        data, residual = expected_update(codec, start.weights, end.weights, previous)
+    except ComputeError as error:  # e.g. non-finite weights: no honest round produces them
+        return UpdateVerdict("fail", f"the committed checkpoints give no update: {error}")
+    if hashlib.sha256(data).digest() != update_hash:
+        return UpdateVerdict("fail", "the committed update is not the codec's encoding of W_r - W_end plus the "
+                                     "previous residual (forged update)")
+    if hashlib.sha256(residual).digest() != residual_hash:
+        return UpdateVerdict("fail", "the committed residual is not what the update leaves out")
+    return UpdateVerdict("pass", "the update and residual follow from the committed checkpoints")
+
+
+class UpdateChecks:
+    """Update-check results by (task, round, worker and every hash the check read), so that the sampled
+    segments of one round share one check. Bounded: the oldest results go first."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._results: collections.OrderedDict[tuple, UpdateVerdict] = collections.OrderedDict()
+        self._size = size
+        self.computed = 0
+
+    def get(self, key: tuple) -> UpdateVerdict | None:
+        return self._results.get(key)
+
+    def clear(self) -> None:
+        self._results.clear()
+
+    def put(self, key: tuple, verdict: UpdateVerdict) -> None:
+        if verdict.outcome in ("pass", "fail"):  # unavailability may heal: checked again next time
+            self._results[key] = verdict
+            while len(self._results) > self._size:
+                self._results.popitem(last=False)
