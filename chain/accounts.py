@@ -84,11 +84,6 @@ def move_funds(state: State, sender: bytes, recipient: bytes, amount: int) -> No
     add_balance(state, recipient, amount)
 
 
-def increment_nonce(state: State, address: bytes) -> None:
-    account = get_account(state, address)
-    set_account(state, address, Account(account.balance, account.nonce + 1))
-
-
 def get_supply(state: State) -> int:
     raw = state.get(keys.SUPPLY)
     return decode_u64(raw) if raw else 0

@@ -41,10 +41,6 @@ def canonical_json(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def load_json(raw: bytes) -> Any:
-    return json.loads(raw)
-
-
 def json_depth(raw: bytes) -> int:
     """Deepest nesting of `[`/`{` in `raw`, brackets inside strings ignored; no parsing, no recursion."""
     depth = deepest = 0

@@ -9,7 +9,6 @@ Iteration is always in ascending key order over the merged view, so no result de
 
 from __future__ import annotations
 
-import bisect
 from typing import Iterator, Protocol
 
 _MISSING = object()
@@ -123,10 +122,3 @@ class State:
                 continue
             out[key] = value
         return out
-
-
-def sorted_insert(keys: list[bytes], key: bytes) -> None:
-    """Insert into a sorted list if absent (small helper for modules keeping ordered indexes in memory)."""
-    i = bisect.bisect_left(keys, key)
-    if i == len(keys) or keys[i] != key:
-        keys.insert(i, key)

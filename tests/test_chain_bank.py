@@ -127,12 +127,29 @@ def test_replayed_tx_is_rejected_and_changes_nothing(chain):
 
 
 def test_fee_below_the_minimum_is_rejected(make_chain):
-    chain = make_chain(params={"auth": {"min_fee": 10}})
+    chain = make_chain(params={"auth": {"min_fee": 10, "fee_per_byte": 0}})
     alice, bob = chain.accounts[:2]
     before = dict(chain.kv.items)
     assert_fails(chain.deliver(alice, MsgSend(to=bob.address, amount=5), fee=9), InsufficientFee)
     assert chain.kv.items == before
     assert chain.deliver(alice, MsgSend(to=bob.address, amount=5), fee=10).ok
+
+
+def test_the_minimum_fee_grows_with_the_transactions_bytes(make_chain):
+    chain = make_chain(params={"auth": {"min_fee": 1000, "fee_per_byte": 10}})
+    alice, bob = chain.accounts[:2]
+    paid = []
+    for memo in ("", "x" * 200):
+        def signed(fee: int) -> bytes:
+            return chain.tx(alice, MsgSend(to=bob.address, amount=5), fee=fee, nonce=chain.nonce(alice), memo=memo)
+
+        fee = 0
+        while fee < 1000 + 10 * len(signed(fee)):  # the fee is part of the bytes it pays for
+            fee = 1000 + 10 * len(signed(fee))
+        assert_fails(chain.block(signed(fee - 1)).tx_results[0], InsufficientFee)
+        assert chain.block(signed(fee)).tx_results[0].ok
+        paid.append(fee)
+    assert paid[1] - paid[0] >= 200 * 10  # the memo's 200 bytes were paid for
 
 
 # -- message failures: the fee stays charged --------------------------------------------------------------------

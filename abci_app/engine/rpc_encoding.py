@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import base64
 
-from ..home import PUBKEY_TYPE, format_time
+from ..home import PUBKEY_TYPE
 from ..proto.tendermint.abci import types_pb2
-from .chainstate import consensus_address, consensus_params_update_json, timestamp_ns
+from .chainstate import consensus_address, consensus_params_update_json
 
 
 def hex_upper(data: bytes) -> str:
@@ -185,7 +185,3 @@ def tx_event_value(tx: bytes, height: int, index: int, result: types_pb2.ExecTxR
     if not index:
         del inner["index"]  # abci.TxResult's `index,omitempty` through cmtjson
     return {"type": "tendermint/event/Tx", "value": {"TxResult": inner}}
-
-
-def time_of(value) -> str:
-    return format_time(timestamp_ns(value))

@@ -24,11 +24,6 @@ def total_power(state: State) -> int:
     return validators.total_power(state)
 
 
-def active_operators(state: State) -> list[bytes]:
-    """Operator addresses of every active validator, ascending."""
-    return sorted(v.operator for v in validators.active_validators(state))
-
-
 def powered_operators(state: State) -> list[tuple[bytes, int]]:
     """(operator, power) of every validator with power > 0, ascending by operator: committee candidates."""
     found = ((v.operator, validators.validator_power(state, v.operator)) for v in validators.active_validators(state))
