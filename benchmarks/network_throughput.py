@@ -227,9 +227,10 @@ async def run_ladder(network: Network, senders: Senders, workload: Workload, lan
     return steps
 
 
-async def client_capacity(network: Network, senders: Senders, count: int, lanes: int, method: str) -> dict:
-    """The senders' ceiling: `count` kvstore transactions all due at once, accepted per second of sending."""
-    txs = [f"capacity{index}=".encode().ljust(200, b"v") for index in range(count)]
+async def client_capacity(network: Network, senders: Senders, count: int, size: int, lanes: int, method: str) -> dict:
+    """The senders' ceiling: `count` kvstore transactions of `size` bytes all due at once, accepted per second
+    of sending."""
+    txs = [f"capacity{index}=".encode().ljust(size, b"v") for index in range(count)]
     items = [(index, index % lanes, rpc_body(index, method, base64.b64encode(tx).decode()))
              for index, tx in enumerate(txs)]
     start = time.monotonic() + 0.3
@@ -257,7 +258,7 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--hold", type=float, default=None, help="seconds each step lasts (default 10, quick 3)")
     parser.add_argument("--networks", default=",".join(NETWORKS), help="which of trolly,kvstore,solo to run")
     parser.add_argument("--senders", type=int, default=2, help="sender processes")
-    parser.add_argument("--lanes", type=int, default=64, help="keep-alive connections in all, over the nodes")
+    parser.add_argument("--lanes", type=int, default=192, help="keep-alive connections in all, over the nodes")
     parser.add_argument("--method", default="broadcast_tx_sync", choices=("broadcast_tx_sync", "broadcast_tx_async"),
                         help="how transactions are submitted (sync: answered after CheckTx)")
     parser.add_argument("--timeout-commit", default="1s", help="CometBFT timeout_commit (and the solo block time)")
@@ -301,7 +302,8 @@ async def run_all(arguments, cometbft: str | None, workload: Workload, settings:
             try:
                 results[name] = await run_ladder(network, senders, workload, arguments.lanes, arguments.method)
                 if name == "kvstore" and arguments.capacity_txs:
-                    capacity = await client_capacity(network, senders, arguments.capacity_txs, arguments.lanes,
+                    capacity = await client_capacity(network, senders, arguments.capacity_txs, workload.tx_bytes,
+                                                    arguments.lanes,
                                                     arguments.method)
                     log(f"client capacity (kvstore, every tx due at once): {capacity}")
             finally:
@@ -321,7 +323,7 @@ def main() -> int:
             log(f"cannot run the CometBFT networks: {exc}")
             return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the `finally`s stop every process
-    trolly_rates = arguments.rates if {"trolly", "solo"} & set(arguments.networks) else arguments.rates[:1]
+    trolly_rates = arguments.rates if {"trolly", "solo"} & set(arguments.networks) else (1,)
     started = time.monotonic()
     workload = build_workload(arguments.rates, arguments.hold, trolly_rates)
     log(f"signed {sum(len(step) for step in workload.trolly)} transfers of {workload.tx_bytes} bytes for "
