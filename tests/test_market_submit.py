@@ -192,3 +192,13 @@ def test_a_worker_may_belong_to_a_bounded_number_of_tasks(make_chain):
     market.join(tasks[0], market.workers[:1])
     market.join(tasks[1], market.workers[:1])
     assert_fails(chain.deliver(market.workers[0], pb.MsgJoinTask(task_id=tasks[2])), WorkerBusy)
+
+
+@pytest.mark.parametrize("urls", [["http://169.254.169.254:80x/"], ["ftp://example.com"], "http://example.com",
+                                  ["http://user:pw@example.com"], ["http://example.com"] * 17])
+def test_a_spec_whose_dataset_urls_break_the_blob_url_rules_is_refused(make_chain, urls):
+    spec = json.loads(spec_bytes())
+    spec["dataset"]["urls"] = urls
+    chain = make_chain(params={"market": MARKET_PARAMS})
+    result = chain.deliver(chain.accounts[0], submit_message(json.dumps(spec).encode()))
+    assert result.code == InvalidSpec.code and "dataset.urls" in result.log, result.log

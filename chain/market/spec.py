@@ -17,7 +17,8 @@ from decimal import Decimal
 from typing import Any
 
 from ..codec import JsonRejected, load_untrusted_json
-from .errors import InvalidSpec
+from .errors import InvalidBlobUrl, InvalidSpec
+from .urls import check_blob_url
 from .footprint import Footprint, model_footprint
 
 SPEC_VERSION = 1
@@ -29,6 +30,8 @@ INSTRUCTION_SETS = ("avx2", "avx512", "default")
 MAX_CHECKPOINT_EVERY = 10
 """Segments are at most 10 inner steps long (short segments bound honest divergence: docs/architecture.md section 5)."""
 MAX_INTEGER = (1 << 63) - 1
+MAX_DATASET_URLS = 16
+"""Most base URLs a spec may name for its dataset; each obeys the blob URL rules (`chain/market/urls.py`)."""
 
 # (lower bound, lower bound open?, upper bound (always open)) of each hyperparameter, as in compute/spec.py.
 INNER_OPTIMIZER = {"lr": (0, True, 10), "weight_decay": (0, False, 10), "beta1": (0, False, 1),
@@ -141,8 +144,13 @@ def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
     if not isinstance(manifest, str) or len(manifest) != 64 or any(c not in "0123456789abcdef" for c in manifest):
         raise InvalidSpec("dataset.manifest_hash must be 64 lower-case hex digits")
     urls = dataset.get("urls", [])
-    if not isinstance(urls, list) or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
-        raise InvalidSpec("dataset.urls must be a list of http(s) URLs")
+    if not isinstance(urls, list) or len(urls) > MAX_DATASET_URLS:
+        raise InvalidSpec(f"dataset.urls must be a list of at most {MAX_DATASET_URLS} http(s) base URLs")
+    for url in urls:
+        try:
+            check_blob_url(url)
+        except InvalidBlobUrl as exc:
+            raise InvalidSpec(f"dataset.urls: {exc.log.replace('blob_url', 'a URL')}") from None
 
     training = _object(spec["training"], "training", {"rounds", "inner_steps", "batch_size", "checkpoint_every", "seed"},
                        {"inner_optimizer", "outer_optimizer"})
