@@ -57,8 +57,8 @@ DRAIN_SECONDS = 10.0
 """How long after its last submission a step waits for its transactions to commit; any still missing is lost."""
 NETWORKS = ("trolly", "kvstore", "solo")
 
-FULL_RATES = (100, 200, 400, 800, 1200, 1600, 2000, 2400, 3000, 3600, 4400, 5200, 6000)
-QUICK_RATES = (250, 600, 1000, 1500, 2200, 3000, 4400)
+FULL_RATES = (100, 200, 300, 400, 600, 800, 1000, 1200, 1600, 2000, 2400, 3000, 3600, 4400, 5200, 6000)
+QUICK_RATES = (250, 400, 600, 1000, 1500, 2200, 3000, 4400)
 
 
 def log(message: str) -> None:

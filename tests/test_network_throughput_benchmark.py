@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,44 @@ def test_short_run_commits_every_network_s_transactions_and_ends_with_the_json_l
         assert first["p99_latency_s"] is not None
     assert summary["client_capacity"]["accepted"] == 200
     assert list(tmp_path.iterdir()) == []  # the homes, logs and sockets are removed
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids of running processes whose command line contains `text` (a run's temporary directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_stops_every_process_and_removes_its_files(tmp_path, signum):
+    cometbft_or_skip()
+    run = subprocess.Popen([sys.executable, "-m", "benchmarks.network_throughput", "--networks", "trolly",
+                            "--rates", "20", "--hold", "60"], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)},
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(processes_mentioning(str(tmp_path))) < 8:  # 4 apps and 4 cometbft nodes running
+            assert run.poll() is None, run.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the network did not start"
+            time.sleep(0.5)
+        time.sleep(3)  # into the step
+        run.send_signal(signum)
+        run.wait(60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    assert run.returncode != 0
+    assert processes_mentioning(str(tmp_path)) == []
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_rates_that_do_not_rise_are_refused_with_a_message():
