@@ -27,12 +27,13 @@ from typing import Any
 
 from trolly.chain import app as chain_app
 from trolly.chain import keys
-from trolly.chain.block import BlockEnv
+from trolly.chain.block import BlockEnv, TxResult
 from trolly.chain.codec import canonical_json
 from trolly.chain.errors import ChainError, InvalidRequest, UnexpectedFailure
 from trolly.chain.merkle import PROOF_OP_TYPE
 from trolly.chain.state import State
 
+from . import seed
 from .codes import error_code
 from .conversions import add_events, decode_misbehavior, decode_votes, encode_validator_updates, fill_tx_result
 from .conversions import timestamp_ns
@@ -225,6 +226,10 @@ class TrollyApplication:
                        proposer_address=request.proposer_address)
         kept: list[bytes] = []
         total = 0
+        seed_tx = seed.build_seed_tx(scratch, self._chain_id, request.height, request.local_last_commit)
+        if seed_tx is not None and len(seed_tx) <= request.max_tx_bytes:
+            kept.append(seed_tx)  # first, so that the block's sampling seed comes from the vote extensions
+            total += len(seed_tx)
         for tx in request.txs:
             if total + len(tx) > request.max_tx_bytes:
                 break
@@ -238,6 +243,13 @@ class TrollyApplication:
         are recorded in the block's results, and their fee logic runs in FinalizeBlock)."""
         base = self._execution_base()
         for index, tx in enumerate(request.txs):
+            if index == 0 and seed.is_seed_tx(tx):
+                try:
+                    seed.verify_seed_tx(base, self._chain_id, request.height, tx, request.proposed_last_commit)
+                except seed.InvalidSeedTx as error:
+                    log.warning("rejecting proposal at height %d: %s", request.height, error)
+                    return abci.ResponseProcessProposal(status=abci.ResponseProcessProposal.REJECT)
+                continue
             result = chain_app.check_tx_stateless_only(tx, self._chain_id, base)
             if not result.ok:
                 log.warning("rejecting proposal at height %d: tx %d: %s", request.height, index, result.log)
@@ -245,12 +257,14 @@ class TrollyApplication:
         return abci.ResponseProcessProposal(status=abci.ResponseProcessProposal.ACCEPT)
 
     def extend_vote(self, request: abci.RequestExtendVote) -> abci.ResponseExtendVote:
-        """Trolly uses no vote extensions."""
-        return abci.ResponseExtendVote(vote_extension=b"")
+        """The same deterministic bytes from every validator; CometBFT's signature over them feeds the seed."""
+        return abci.ResponseExtendVote(vote_extension=seed.extension_for(request.height))
 
     def verify_vote_extension(self, request: abci.RequestVerifyVoteExtension
                               ) -> abci.ResponseVerifyVoteExtension:
-        status = (abci.ResponseVerifyVoteExtension.ACCEPT if not request.vote_extension
+        """Accept the expected extension, or none (a validator without it only leaves the seed to others)."""
+        status = (abci.ResponseVerifyVoteExtension.ACCEPT
+                  if request.vote_extension in (b"", seed.extension_for(request.height))
                   else abci.ResponseVerifyVoteExtension.REJECT)
         return abci.ResponseVerifyVoteExtension(status=status)
 
@@ -261,19 +275,32 @@ class TrollyApplication:
             raise ProtocolViolation("FinalizeBlock before InitChain")
         if request.height != expected:
             raise ProtocolViolation(f"FinalizeBlock for height {request.height}, expected {expected}")
+        state = self._execution_base()
+        txs = list(request.txs)
+        seed_result = None
+        sampling_seed = b""
+        if txs and seed.is_seed_tx(txs[0]):  # accepted by ProcessProposal; checked again, deterministically
+            try:
+                sampling_seed = seed.verify_seed_tx(state, self._chain_id, request.height, txs[0],
+                                                    request.decided_last_commit)
+                seed_result = TxResult()
+            except seed.InvalidSeedTx as error:
+                seed_result = TxResult(code=1, codespace="seed", log=str(error))
+            txs = txs[1:]
         env = BlockEnv(
             chain_id=self._chain_id, height=request.height, time_ns=timestamp_ns(request.time),
             proposer_address=request.proposer_address, block_hash=request.hash,
             last_commit=decode_votes(request.decided_last_commit),
-            misbehavior=decode_misbehavior(request.misbehavior),
+            misbehavior=decode_misbehavior(request.misbehavior), sampling_seed=sampling_seed,
         )
-        state = self._execution_base()
-        output = execute_block(state, env, list(request.txs))
+        output = execute_block(state, env, txs)
         self._pending = self.store.prepare(state.changes(), request.height)
         self._last_block_time_ns = env.time_ns
         response = abci.ResponseFinalizeBlock(
             validator_updates=encode_validator_updates(output.validator_updates), app_hash=self._pending.app_hash)
         add_events(response.events, output.events)
+        if seed_result is not None:
+            fill_tx_result(response.tx_results.add(), seed_result)
         for result in output.tx_results:
             fill_tx_result(response.tx_results.add(), result)
         return response

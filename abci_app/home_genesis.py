@@ -78,8 +78,8 @@ def default_consensus_params() -> dict:
         "evidence": {"max_age_num_blocks": "100000", "max_age_duration": "172800000000000", "max_bytes": "1048576"},
         "validator": {"pub_key_types": ["ed25519"]},
         "version": {"app": "0"},
-        # Vote extensions stay off: the chain does not use them, so CometBFT never calls ExtendVote.
-        "abci": {"vote_extensions_enable_height": "0"},
+        # Vote extensions from the first block: their signatures seed the market's sampling (abci_app/seed.py).
+        "abci": {"vote_extensions_enable_height": "1"},
     }
 
 

@@ -39,6 +39,9 @@ class BlockEnv:
     block_hash: bytes = b""
     last_commit: tuple[VoteInfo, ...] = ()
     misbehavior: tuple[Misbehavior, ...] = ()
+    sampling_seed: bytes = b""
+    """The seed proven by the block's vote-extension signatures (docs/protocol.md 4.3); empty when the block
+    carries none, and the market then samples from `block_hash`."""
 
 
 @dataclass(frozen=True)

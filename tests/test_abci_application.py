@@ -365,9 +365,12 @@ def test_process_proposal_rejects_stateless_failures_only():
         assert app.process_proposal(abci.RequestProcessProposal(txs=[raw], height=2)).status == reject, case
 
 
-def test_vote_extensions_are_empty_and_only_empty_ones_verify():
+def test_vote_extensions_are_the_seed_extension_and_only_it_or_none_verify():
+    """The sampling seed's extensions (tests/test_abci_seed.py covers the seed itself)."""
+    from trolly.abci_app.seed import extension_for
+
     app, _ = started()
-    assert app.extend_vote(abci.RequestExtendVote(height=1)).vote_extension == b""
+    assert app.extend_vote(abci.RequestExtendVote(height=1)).vote_extension == extension_for(1)
     verify = app.verify_vote_extension
     assert verify(abci.RequestVerifyVoteExtension()).status == abci.ResponseVerifyVoteExtension.ACCEPT
     assert verify(abci.RequestVerifyVoteExtension(vote_extension=b"x")).status == \

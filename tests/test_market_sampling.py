@@ -103,3 +103,43 @@ def test_verify_query_lists_each_sampled_segment_until_the_validator_votes(make_
     assert market.to_verify(first) == [] and len(market.to_verify(second)) == 9
     assert encode_address(first.address) in {v["validator"] for c in market.round_commitments(task_id, 0).values()
                                              for v in c["verdicts"]}
+
+
+class SeededChain(Chain):
+    """A chain whose blocks carry a vote-extension sampling seed (as FinalizeBlock passes one)."""
+
+    def env(self, height, misbehavior=(), proposer=b""):
+        env = super().env(height, misbehavior, proposer)
+        return type(env)(**{**env.__dict__, "sampling_seed": hashlib.sha256(b"seed" + height.to_bytes(8, "big")).digest()})
+
+
+def test_a_blocks_vote_extension_seed_replaces_its_hash_as_the_sampling_seed(register_state):
+    chain = SeededChain(accounts=4, validators=1, params={"market": MARKET_PARAMS})
+    register_state(chain.state)
+    market, task_id, _ = run_to_sampling(chain)
+    chain.block()
+    seed = hashlib.sha256(b"seed" + chain.height.to_bytes(8, "big")).digest()
+    for worker, segments in sampled(market, task_id).items():
+        expected = sample_segments(seed, task_id, 0, decode_address(worker), 10, 3)
+        assert segments == expected
+
+
+def test_with_seed_from_extensions_a_block_without_a_seed_defers_sampling(register_state):
+    class SeedFromHeight(SeededChain):
+        """Blocks carry a seed only from height 7 on."""
+
+        def env(self, height, misbehavior=(), proposer=b""):
+            env = super().env(height, misbehavior, proposer)
+            return env if height >= 7 else type(env)(**{**env.__dict__, "sampling_seed": b""})
+
+    chain = SeedFromHeight(accounts=4, validators=1, params={"market": {**MARKET_PARAMS, "seed_from_extensions": 1}})
+    register_state(chain.state)
+    market, task_id, _ = run_to_sampling(chain)  # committed in block 4
+    outputs = [chain.block(), chain.block()]  # 5 and 6: no seed, sampling waits
+    assert market.task(task_id)["phase"] == "sampling"
+    assert len([e for o in outputs for e in o.events if dict(e.attributes).get("action") == "sampling_deferred"]) == 2
+    chain.block()  # 7 carries a seed
+    seed = hashlib.sha256(b"seed" + (7).to_bytes(8, "big")).digest()
+    assert market.task(task_id)["phase"] == "verify"
+    for worker, segments in sampled(market, task_id).items():
+        assert segments == sample_segments(seed, task_id, 0, decode_address(worker), 10, 3)

@@ -38,7 +38,7 @@ def test_genesis_has_cometbft_v038_fields_and_types(dev_home):
     assert params["block"] == {"max_bytes": "22020096", "max_gas": "-1"}
     assert params["evidence"] == {"max_age_num_blocks": "100000", "max_age_duration": "172800000000000", "max_bytes": "1048576"}
     assert params["validator"] == {"pub_key_types": ["ed25519"]}
-    assert params["abci"] == {"vote_extensions_enable_height": "0"}
+    assert params["abci"] == {"vote_extensions_enable_height": "1"}  # they seed sampling (abci_app/seed.py)
     [validator] = genesis["validators"]
     assert set(validator) == {"address", "pub_key", "power", "name"}
     assert validator["pub_key"]["type"] == "tendermint/PubKeyEd25519"

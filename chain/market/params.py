@@ -26,11 +26,13 @@ integers (`minimum_collateral`).
 m = `seed_choices` is the bias left in the sampling seed: the number of different seeds a party allied with
 the cheater may pick between after the commitments are made. The cheater escapes when any one of them misses
 all of its faked segments, so it is caught with p(k)^m, not p(k). m = 1 means nobody chooses the seed. The seed
-today is the hash of a block a proposer builds (docs/protocol.md 4.3), whose proposer can try many blocks
-before proposing one; a seed from two thirds of the validators' vote extensions leaves that proposer only the
-choice of which qualifying subset of extensions to include (5 subsets with 4 validators, for instance). The
-chain param records the m its operators accept for their validator set; sampling every segment (s = n, p = 1)
-makes the collateral independent of m. Small cheats are the hard ones to catch (k = 1: p = s / n), big ones
+comes from the validators' vote extensions (docs/protocol.md 4.3, `abci_app/seed.py`): the proposer of the
+seed block chooses only which subset of the extension signatures it received to include, among those holding
+more than two thirds of the power (5 subsets with the localnet's powers 40/30/20/10, for instance; up to
+2^(number of validators whose power it may leave out) in general). Without `seed_from_extensions` a block
+without extensions samples from its own hash, which its proposer can grind without bound. The chain param
+records the m its operators accept for their validator set; sampling every segment (s = n, p = 1) makes the
+collateral independent of m. Small cheats are the hard ones to catch (k = 1: p = s / n), big ones
 save the most (k = n: p = 1, gain C + V). With n = 5 segments (50 inner steps, checkpoints every 10),
 s = 2 and V = R, k = 1 asks for S >= (R/5 + R) * 5/2 - R = 2R, twice the worker's pay per round. Sampling
 every segment (s = n) catches any cheat, and then S >= C + V - R = V: with V = R, one round's pay; with
@@ -129,6 +131,11 @@ class MarketParams:
     seed_choices: int = 1
     """m in the honesty condition: how many sampling seeds a cheater's ally may choose between (see above)."""
 
+    seed_from_extensions: int = 0
+    """1: sample only in a block that carries a vote-extension seed (docs/protocol.md 4.3); a block without one
+    defers sampling to the next block, so a proposer cannot fall back to a block hash it builds. 0: such a
+    block samples from its own hash (the solo engine, which has no vote extensions, needs 0)."""
+
     max_model_parameters: int = 100_000_000
     """Most parameters a spec's model may have (`market.footprint` counts them from its config)."""
 
@@ -158,6 +165,8 @@ class MarketParams:
     def __post_init__(self) -> None:
         if self.sampling_delay < 1:
             raise InvalidRequest("market.sampling_delay must be >= 1: the seed must come from a later block")
+        if self.seed_from_extensions not in (0, 1):
+            raise InvalidRequest("market.seed_from_extensions must be 0 or 1")
         if not 1 <= self.seed_choices <= 64:
             raise InvalidRequest("market.seed_choices must be within 1..64")
         if self.committee_size < 1 or self.escalated_committee_size < self.committee_size:

@@ -81,7 +81,11 @@ def close_round(state: State, ctx: BlockContext, task: Task) -> None:
 
 
 def sample_round(state: State, ctx: BlockContext, task: Task) -> None:
-    seed = ctx.env.block_hash
+    if not ctx.env.sampling_seed and task.terms.get("seed_from_extensions"):
+        enter_phase(state, task, SAMPLING, ctx.env.height + 1)  # no proposer-built hash as seed: wait for one
+        task_event(ctx, task.id, "sampling_deferred", round=task.round)
+        return
+    seed = ctx.env.sampling_seed or ctx.env.block_hash  # vote extensions' seed; the block hash without one
     task.sampling_seed = seed
     candidates = powered_operators(state)
     size = task.terms.get("committee_size", 1 << 16)

@@ -26,7 +26,7 @@ from ..state import State
 
 TERMS = ("validator_fee_bps", "verifier_fee_bps", "slash_verifier_bps", "missed_round_penalty_bps",
          "sampling_delay", "verification_window", "committee_size", "escalated_committee_size", "reveal_window",
-         "lazy_verifier_penalty")
+         "lazy_verifier_penalty", "seed_from_extensions")
 """The params a task copies at submission, so that its terms never change under it."""
 
 
