@@ -32,6 +32,17 @@ from .errors import DeterminismError
 # so a process can only check its own capability; `child_environment` sets it for processes it starts.
 INSTRUCTION_SETS = ("default", "avx2", "avx512")
 
+REPLAYABLE_INSTRUCTION_SETS = ("default", "avx2")
+"""The instruction sets a worker may commit (docs/protocol.md 4.4a): every verifier replays them bit for bit
+(avx2 runs on the x86-64 CPUs of the last decade, `default` anywhere), and verifiers refuse any other, so that
+no worker can move its verification onto a tolerance that some cheats pass. A worker whose CPU dispatches to
+avx512 trains under avx2 (`worker_instruction_set`)."""
+
+
+def worker_instruction_set(current: str) -> str:
+    """The instruction set a worker running `current` trains under: itself when replayable, else avx2."""
+    return current if current in REPLAYABLE_INSTRUCTION_SETS else "avx2"
+
 # Relative L2 distance allowed between a replay and a checkpoint when the profiles differ (different thread
 # count or instruction set). Measured: ~1e-7 after 200 MLP steps; segments are at most 10 steps.
 REPLAY_TOLERANCE = 1e-4

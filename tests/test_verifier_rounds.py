@@ -15,7 +15,7 @@ from trolly.chain.crypto import encode_address
 from trolly.chain.proto import market_pb2 as pb
 from trolly.compute.blobs import BlobServer, BlobStore
 from trolly.compute.checkpoints import weights_hash
-from trolly.compute.codecs import ErrorFeedback, get_codec
+from trolly.compute.codecs import get_codec
 from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights
@@ -29,6 +29,9 @@ from verifier_scenario import REWARD, VALIDATOR, WORKER_STAKE, market_node, send
 from trolly.chain.hd import dev_key
 
 WORKERS = [dev_key(4), dev_key(5)]
+RESIDUALS: dict[tuple[int, int], dict] = {}
+"""Each (task, worker)'s residual after its last round (`CheatedRound.publish` makes it; each test's node starts
+its task ids anew, so round 0 never reads it)."""
 
 
 @pytest.fixture
@@ -43,18 +46,19 @@ async def play_round(client, spec, trainer, servers, task_id: int, round_index: 
     for index, key in enumerate(WORKERS):
         played = get_cheat("honest")(CheatContext(trainer, start, index, round_index, spec.training.inner_steps,
                                                   frozenset(), torch.Generator()))
-        published = played.publish()
-        update, _ = ErrorFeedback(get_codec(spec.codec)).encode(
-            {n: start[n] - played.checkpoints[-1].weights[n] for n in start})
+        # error feedback across rounds, as a worker does: each round's update carries the last round's residual
+        published = played.publish(previous_residual=RESIDUALS.get((task_id, index)) if round_index else None)
+        RESIDUALS[(task_id, index)] = published.residual
+        update = published.blobs[published.update_hash.hex()]
         store = servers[index].store
-        for data in (*published.blobs.values(), update):
+        for data in published.blobs.values():
             store.put(data)
         store.set_checkpoints(task_id, round_index, list(published.listing))
         await send(client, key, pb.MsgCommitRound(
-            task_id=task_id, round=round_index, update_hash=hashlib.sha256(update).digest(),
+            task_id=task_id, round=round_index, update_hash=published.update_hash,
             samples_processed=played.samples_processed, steps=played.steps, checkpoint_root=published.checkpoint_root,
             num_checkpoints=len(published.listing), start_weights_hash=played.start_weights_hash,
-            determinism_profile=own_profile()))
+            determinism_profile=own_profile(), residual_hash=published.residual_hash))
         encoded.append((index, played.samples_processed, update))
     return encoded
 

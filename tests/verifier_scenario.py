@@ -24,7 +24,6 @@ from trolly.chain.hd import dev_key
 from trolly.chain.proto import bank_pb2
 from trolly.chain.proto import market_pb2 as pb
 from trolly.compute.blobs import BlobServer, BlobStore
-from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights
 from trolly.verifier.cheats import CheatContext, get_cheat
@@ -134,19 +133,17 @@ async def open_and_commit(url: str, directory, *, fund: bool = False) -> Scenari
     for index, (key, strategy) in enumerate(zip(WORKERS, STRATEGIES)):
         played = get_cheat(strategy)(CheatContext(trainer, start, index, 0, spec.training.inner_steps, frozenset({1}),
                                                   torch.Generator().manual_seed(1)))
-        published = played.publish()
-        pseudo_gradient = {n: start[n] - played.checkpoints[-1].weights[n] for n in start}
-        update, _ = ErrorFeedback(get_codec(spec.codec)).encode(pseudo_gradient)
+        published = played.publish()  # checkpoints, the update and the residual (the worker's first round)
         if index < 2:
             store = servers[index].store
-            for data in (*published.blobs.values(), update):
+            for data in published.blobs.values():
                 store.put(data)
             store.set_checkpoints(task_id, 0, list(published.listing))
         await send(client, key, pb.MsgCommitRound(
-            task_id=task_id, round=0, update_hash=hashlib.sha256(update).digest(),
+            task_id=task_id, round=0, update_hash=published.update_hash,
             samples_processed=played.samples_processed, steps=played.steps, checkpoint_root=published.checkpoint_root,
             num_checkpoints=len(published.listing), start_weights_hash=played.start_weights_hash,
-            determinism_profile=own_profile()))
+            determinism_profile=own_profile(), residual_hash=published.residual_hash))
 
     async def sampled():
         work = await client.query_json(f"/market/verify/{encode_address(VALIDATOR.address)}")

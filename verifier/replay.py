@@ -188,6 +188,9 @@ class Replayed:
     state: TrainingState
     same_profile: bool
     profile_id: str
+    losses: tuple[float, ...] = ()
+    """Each replayed step's loss: what this verifier's vote commits to (`evidence.py`), taken right after the
+    replay (the replayer's `last_losses` belongs to whichever replay ran last)."""
 
 
 def replay_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, start_bytes: bytes, replayer: Replayer, *,
@@ -212,7 +215,8 @@ def replay_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, start_
         return SegmentReport(claim, FAILED, str(refusal))
     except ComputeError as error:  # the checkpoint does not fit the spec's model
         return SegmentReport(claim, FAILED, f"the start checkpoint cannot be replayed: {error}")
-    return Replayed(start, replayed, same_profile, profile_id)
+    losses = tuple(getattr(replayer, "last_losses", None) or ())  # stand-in replayers of tests may have none
+    return Replayed(start, replayed, same_profile, profile_id, losses)
 
 
 def compare_replay(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, replayed: Replayed, end_bytes: bytes,
@@ -237,6 +241,8 @@ def compare_replay(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, replay
                                 claimed_hash=claimed_hash, replayed_hash=replayed_hash)
     details = {"replay_profile": replayed.profile_id, "committed_profile": claim.determinism_profile,
                "start_step": replayed.start.step, "end_step": end.step}
+    if replayed.losses:  # what this verifier's vote commits to: only a replay yields it
+        details[evidence.DETAIL] = evidence.losses_digest(replayed.losses).hex()
     return SegmentReport(claim, PASSED if comparison.passed else FAILED, comparison.reason, comparison, details)
 
 

@@ -21,21 +21,17 @@ import torch
 
 from trolly.compute.checkpoints import TrainingState, decode_checkpoint
 from trolly.compute.data.dataset import Dataset
-from trolly.compute.determinism import INSTRUCTION_SETS, MODE, DeterminismProfile, apply_profile, current_instruction_set
+from trolly.compute.determinism import (INSTRUCTION_SETS, MODE, REPLAYABLE_INSTRUCTION_SETS, DeterminismProfile,
+                                        apply_profile, current_instruction_set)
 from trolly.compute.spec import TaskSpec
 from trolly.compute.training import Trainer, segment_bounds, train_segment
 
-from .isa_replay import IsaReplayPool, supported_instruction_sets
 from .blob_cache import VerifiedBlobs
+from .isa_replay import IsaReplayPool, supported_instruction_sets
 from .update_check import UpdateChecks
 
 MAX_REPLAY_THREADS = 64
 """A profile claiming more threads than this is refused: replaying it would take that many threads' state."""
-
-REPLAYABLE_INSTRUCTION_SETS = ("default", "avx2")
-"""The instruction sets a worker may commit: every verifier replays them exactly (x86-64 CPUs of the last
-decade all run avx2; `default` runs anywhere). A worker whose CPU dispatches to avx512 trains under avx2
-(`ATEN_CPU_CAPABILITY=avx2`, see `compute/determinism.py`)."""
 
 
 def parse_profile(profile_id: str) -> tuple[str, int, str] | None:

@@ -161,7 +161,8 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
                   start_weights: Mapping[str, torch.Tensor], residual_hash: str = "",
                   end_weights: Mapping[str, torch.Tensor] | None = None, *,
                   state: WorkerState | None = None,
-                  residual_after: threading.Event | None = None) -> tuple[str, concurrent.futures.Future]:
+                  residual_after: threading.Event | None = None,
+                  alter_update: Callable[[bytes], bytes] | None = None) -> tuple[str, concurrent.futures.Future]:
     """Encode W_r - W_end (W_end: the round's last checkpoint, read from the store unless given) plus the
     residual stored as `residual_hash` (none: zero); store the update, and start storing the new residual.
     Returns (update hash, the residual's storing: a future of its blob hash).
@@ -173,8 +174,11 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
     comes later and saves it: one fsync at the round's end instead of two (in the benchmark's round, medians
     from the last step: the update encoded and stored at 4.4 ms, the last checkpoint stored at 4.9 ms, then
     its record's save and the checkpoint listing, the round done at 6.7 ms). Only the update is on the
-    round's critical path: it is committed. A worker killed before the residual is recorded starts its next
-    update from a zero residual (see `previous_residual`).
+    round's critical path; the residual's hash is committed too (`residual_hash`: verifiers recompute the update
+    from it), so the commitment waits for it (`wait_for_residuals`); a worker killed before it was recorded
+    encodes the round again, which gives the same bytes.
+
+    `alter_update`: TEST SWITCH ONLY, a cheating strategy's change to the update's bytes (`cheats.py`).
 
     `residual_after`: the residual's store waits until it is set (`train_round`'s `checkpoints_stored`).
     Hashing and writing the residual beside the round's last checkpoint took the checkpoint's core and disk:
@@ -189,6 +193,8 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
     # for the sign and ternary codecs: `codecs.fused`).
     residual_bytes, residual = allocate_canonical(end_weights)
     data = encode_with_feedback(get_codec(trainer.spec.codec), start_weights, end_weights, previous, residual)
+    if alter_update is not None:
+        data = alter_update(data)
     update_hash = store.put(data)
     if state is not None:
         with state.lock:
@@ -280,14 +286,18 @@ def previous_residual(rounds: Mapping[int, RoundProgress], round_index: int) -> 
     return rounds[max(encoded)].residual_hash if encoded else ""
 
 
-def commitment(task_id: int, progress: RoundProgress, batch_size: int, profile_id: str) -> MsgCommitRound:
-    """The round's `MsgCommitRound` from its saved progress."""
-    hashes = [bytes.fromhex(h) for h in progress.checkpoints]
+def commitment(task_id: int, progress: RoundProgress, batch_size: int, profile_id: str,
+               checkpoints: list[str] | None = None) -> MsgCommitRound:
+    """The round's `MsgCommitRound` from its saved progress (`checkpoints`: the hashes published, when a test
+    cheat publishes others than it trained)."""
+    if not progress.residual_hash:
+        raise WorkerError(f"round {progress.round} has no recorded residual; its update cannot be committed")
+    hashes = [bytes.fromhex(h) for h in (progress.checkpoints if checkpoints is None else checkpoints)]
     return MsgCommitRound(
         task_id=task_id, round=progress.round, update_hash=bytes.fromhex(progress.update_hash),
         samples_processed=progress.steps * batch_size, steps=progress.steps, checkpoint_root=merkle_root(hashes),
         num_checkpoints=len(hashes), start_weights_hash=bytes.fromhex(progress.start_weights_hash),
-        determinism_profile=profile_id,
+        determinism_profile=profile_id, residual_hash=bytes.fromhex(progress.residual_hash),
     )
 
 

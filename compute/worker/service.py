@@ -45,7 +45,8 @@ from .fit import check_memory
 from .housekeeping import prune_task
 from .commits import Committer
 from .market import MarketClient
-from .rounds import RoundInterrupted, commitment, encode_update, final_report, previous_residual, train_round
+from .rounds import (RoundInterrupted, commitment, encode_update, final_report, previous_residual, train_round,
+                     wait_for_residuals)
 from .state import TaskProgress, WorkerState
 from .throughput import BlockClock, Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
 from .weights import UpdateMirror, check_agreed, initial_state, mirror_updates, next_state
@@ -418,7 +419,7 @@ class WorkerService:
             if not round_progress.update_hash:
                 encode_update(context.trainer, self.store, round_progress, state.weights,
                               previous_residual(progress.rounds, round_index), end_weights, state=self.state,
-                              residual_after=checkpoints_stored)
+                              residual_after=checkpoints_stored, alter_update=self.strategy.alter_update)
 
         began = time.perf_counter()
         try:
@@ -431,12 +432,18 @@ class WorkerService:
         if context.trainer.samples:  # the next round plans with this one's pace, checkpoints and encoding included
             context.samples_per_second = context.trainer.samples / (time.perf_counter() - began)
         hashes = trained.checkpoints
-        if not round_progress.update_hash:  # recorded and saved by encode_update (the residual's hash once stored)
-            await asyncio.to_thread(encode_update, context.trainer, self.store, round_progress, state.weights,
-                                    previous_residual(progress.rounds, round_index), trained.end_weights,
-                                    state=self.state)
+        # The commitment names the residual too (verifiers recompute the update from it): wait until it is
+        # stored; one never recorded (a restart in between, a failed store) is encoded again, to the same bytes.
+        await asyncio.to_thread(wait_for_residuals)
+        if not round_progress.update_hash or not round_progress.residual_hash:
+            _, residual_stored = await asyncio.to_thread(
+                encode_update, context.trainer, self.store, round_progress, state.weights,
+                previous_residual(progress.rounds, round_index), trained.end_weights, state=self.state,
+                alter_update=self.strategy.alter_update)
+            await asyncio.wrap_future(residual_stored)
+        hashes = self.strategy.published_checkpoints(self.store, hashes)
         self.store.set_checkpoints(task_id, round_index, hashes)
-        message = commitment(task_id, round_progress, spec.training.batch_size, context.trainer.profile_id)
+        message = commitment(task_id, round_progress, spec.training.batch_size, context.trainer.profile_id, hashes)
         await self.committer.commit(task_id, round_index, message)
 
     async def report_final(self, context: TaskContext, view: dict) -> None:

@@ -14,9 +14,14 @@ never the bytes.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..checkpoints import DeferredSnapshot, TrainingState
 from ..training import Trainer, train_segment
+
+if TYPE_CHECKING:
+    from ..blobs import BlobStore
 
 
 class TrainingStrategy:
@@ -49,3 +54,10 @@ class TrainingStrategy:
                       end_step: int, final: bool = False) -> TrainingState | DeferredSnapshot:
         return self.advance(trainer, worker_index=worker_index, round_index=round_index, end_step=end_step, soon=True,
                             final=final)
+
+    alter_update: Callable[[bytes], bytes] | None = None
+    """Test cheats only: a change to the encoded update's bytes before they are stored and committed."""
+
+    def published_checkpoints(self, store: BlobStore, checkpoints: list[str]) -> list[str]:
+        """The checkpoint hashes the round publishes and commits: the ones it trained (test cheats: others)."""
+        return checkpoints

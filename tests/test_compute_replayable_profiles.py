@@ -1,0 +1,41 @@
+"""Only profiles every verifier replays exactly are committed (issue 19 item 6, worker side), and a round's
+commitment names its residual (item 1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from trolly.compute.determinism import INSTRUCTION_SETS, REPLAYABLE_INSTRUCTION_SETS, worker_instruction_set
+from trolly.compute.worker.errors import WorkerError
+from trolly.compute.worker.rounds import commitment
+from trolly.compute.worker.state import RoundProgress
+
+
+def test_a_worker_on_a_replayable_instruction_set_keeps_it():
+    for instruction_set in REPLAYABLE_INSTRUCTION_SETS:
+        assert worker_instruction_set(instruction_set) == instruction_set
+
+
+def test_a_worker_on_avx512_trains_under_avx2_which_every_verifier_replays():
+    assert "avx512" in INSTRUCTION_SETS and "avx512" not in REPLAYABLE_INSTRUCTION_SETS
+    assert worker_instruction_set("avx512") == "avx2"
+
+
+def round_progress(residual_hash: str) -> RoundProgress:
+    progress = RoundProgress(round=0)
+    progress.steps = 10
+    progress.checkpoints = ["11" * 32, "22" * 32, "33" * 32]
+    progress.update_hash = "44" * 32
+    progress.start_weights_hash = "55" * 32
+    progress.residual_hash = residual_hash
+    return progress
+
+
+def test_a_commitment_names_the_recorded_residual():
+    message = commitment(1, round_progress("66" * 32), 8, "profile")
+    assert message.residual_hash == bytes.fromhex("66" * 32) and message.update_hash == bytes.fromhex("44" * 32)
+
+
+def test_a_round_without_a_recorded_residual_cannot_be_committed():
+    with pytest.raises(WorkerError, match="no recorded residual"):
+        commitment(1, round_progress(""), 8, "profile")
