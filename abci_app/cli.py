@@ -123,15 +123,20 @@ def _app_address(root: pathlib.Path, given: str | None, config: dict) -> str:
     return given or config.get("proxy_app") or _default_app_address(root)
 
 
-async def _serve_app(root: pathlib.Path, address: str) -> None:
+async def _serve_app(root: pathlib.Path, address: str, exit_before_commit_height: int | None = None) -> None:
     from .application import TrollyApplication
+    from .crash_switch import ExitBeforeCommit
     from .server import run_until_signalled
     from .store import Store
 
     home = homelib.load_home(root)
     store = Store(home.paths.application_db)
+    if exit_before_commit_height is None:
+        app = TrollyApplication(store, home.chain_id)
+    else:
+        app = ExitBeforeCommit(store, home.chain_id, exit_before_commit_height)
     try:
-        await run_until_signalled(TrollyApplication(store, home.chain_id), address)
+        await run_until_signalled(app, address)
     finally:
         store.close()
 
@@ -142,13 +147,22 @@ async def _serve_app(root: pathlib.Path, address: str) -> None:
               help="Listen address: unix://PATH (mode 0600) or tcp://HOST:PORT (default: config.toml proxy_app, "
                    "else unix://HOME/data/app.sock).")
 def start(home, address) -> None:
-    """Run the application alone, its state under HOME/data/, waiting for CometBFT or the solo engine."""
+    """Run the application alone, its state under HOME/data/, waiting for CometBFT or the solo engine.
+
+    For crash tests only, TROLLY_TEST_EXIT_BEFORE_COMMIT_HEIGHT=<height> makes the app exit after that
+    block's FinalizeBlock, before its Commit (see trolly.abci_app.crash_switch).
+    """
+    import os
+
     import uvloop
+
+    from .crash_switch import exit_before_commit_height
 
     root = _home(home)
     try:
+        exit_height = exit_before_commit_height(dict(os.environ))  # the test switch, read once, here
         loaded = homelib.load_home(root)
-        uvloop.run(_serve_app(root, _app_address(root, address, loaded.config)))
+        uvloop.run(_serve_app(root, _app_address(root, address, loaded.config), exit_height))
     except AbciAppError as exc:
         _fail(exc)
 

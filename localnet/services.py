@@ -38,14 +38,24 @@ def node_service_names(config: LocalnetConfig, index: int) -> list[str]:
     return names
 
 
+def app_hash_seed(index: int) -> str:
+    """Node `index`'s app runs with PYTHONHASHSEED = index + 1: each node of a localnet hashes strings and bytes
+    differently, so a state transition that depended on set or dict iteration order would make the nodes
+    disagree on the app hash at once (and reproducibly), instead of by chance."""
+    return str(index + 1)
+
+
 def app_service(layout: Layout, config: LocalnetConfig, index: int) -> ServiceSpec:
     node = console_script("trolly-node")
     home = str(layout.node_home(index))
+    env = {"PYTHONHASHSEED": app_hash_seed(index)}
     if config.engine == "solo":
-        return ServiceSpec(f"app-{index}", (node, "start", "--home", home, "--abci", f"unix://{layout.app_socket(index)}"))
+        return ServiceSpec(f"app-{index}", (node, "start", "--home", home, "--abci", f"unix://{layout.app_socket(index)}"),
+                           env=env)
     # Listening before its CometBFT starts (`ready_port`): CometBFT connects to its app once at start-up.
     return ServiceSpec(f"app-{index}", (node, "start", "--home", home, "--abci",
-                                        f"tcp://127.0.0.1:{config.abci_port(index)}"), ready_port=config.abci_port(index))
+                                        f"tcp://127.0.0.1:{config.abci_port(index)}"), env=env,
+                       ready_port=config.abci_port(index))
 
 
 def engine_service(layout: Layout, config: LocalnetConfig, index: int, cometbft: str | None) -> ServiceSpec:

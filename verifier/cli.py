@@ -77,9 +77,16 @@ def main_group() -> None:
 @click.option("--test-switch-lazy-pass", "lazy", is_flag=True,
               help="TEST SWITCH, never on a real validator: vote PASS on every segment without replaying it "
                    "(to show that a lazy verifier loses its fee and pays a penalty).")
+@click.option("--test-switch-vote-fail", "vote_fail", is_flag=True,
+              help="TEST SWITCH, never on a real validator: vote FAIL on every segment, honest work included, "
+                   "without replaying it (to show a dishonest validator outvoted, its votes on chain).")
+@click.option("--test-switch-never-vote", "never_vote", is_flag=True,
+              help="TEST SWITCH, never on a real validator: follow the chain but never vote (to show the others "
+                   "deciding without this validator).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def start(home, node, key_name, wallet_home, keyring_backend, password_file, concurrency, poll_interval,
-          unavailable_attempts, retry_delay, fee, no_websocket, allow_private_blob_hosts, once, lazy, verbose) -> None:
+          unavailable_attempts, retry_delay, fee, no_websocket, allow_private_blob_hosts, once, lazy, vote_fail,
+          never_vote, verbose) -> None:
     """Follow the chain and verify every segment this validator is asked to check."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
@@ -88,7 +95,13 @@ def start(home, node, key_name, wallet_home, keyring_backend, password_file, con
     config = ServiceConfig(home=_home(home), node=node, concurrency=concurrency, poll_interval=poll_interval,
                            unavailable_attempts=unavailable_attempts, retry_delay=retry_delay, fee=fee,
                            websocket=not no_websocket, allow_private_blob_hosts=allow_private_blob_hosts,
-                           lazy_pass_without_replay=lazy)
+                           lazy_pass_without_replay=lazy, fail_without_replay=vote_fail, never_vote=never_vote)
+    if sum((lazy, vote_fail, never_vote)) > 1:
+        raise click.UsageError("choose at most one test switch (lazy pass, vote fail, never vote)")
+    for switch, what in ((vote_fail, "--test-switch-vote-fail: voting FAIL on every segment without replaying"),
+                         (never_vote, "--test-switch-never-vote: never voting")):
+        if switch:
+            logging.getLogger("trolly.verifier").warning("TEST SWITCH %s", what)
     if lazy:
         logging.getLogger("trolly.verifier").warning("TEST SWITCH --test-switch-lazy-pass: voting PASS without "
                                                      "replaying; this validator will be penalised")

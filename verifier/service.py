@@ -59,7 +59,7 @@ from .aggregation import GlobalWeights, PassedUpdate
 from . import evidence
 from .datasets import task_dataset
 from .errors import VerifierError, WorkUnavailable
-from .replay import PASSED, TAMPERED, UNAVAILABLE, Replayer, SegmentClaim, SegmentReport, verify_segment
+from .replay import FAILED, PASSED, TAMPERED, UNAVAILABLE, Replayer, SegmentClaim, SegmentReport, verify_segment
 from .votes import BROADCAST, INCLUDED, REJECTED, RESERVED, VoteRecord
 
 log = logging.getLogger("trolly.verifier")
@@ -88,6 +88,12 @@ class ServiceConfig:
     """TEST SWITCH, never for a real validator: vote PASS on every segment without fetching or replaying it,
     committed to a made-up replay digest. It exists so that tests show such a lazy verifier is found out (its
     reveal disagrees with the replaying majority: no verifier fee, and a penalty on its stake)."""
+    fail_without_replay: bool = False
+    """TEST SWITCH, never for a real validator: vote FAIL on every segment, honest or not, without replaying it.
+    It exists so that tests show a dishonest validator outvoted by the others, its votes on chain for all to see."""
+    never_vote: bool = False
+    """TEST SWITCH, never for a real validator: follow the chain but never vote (a validator whose verifier is
+    silent), so that tests show the others still decide its committees' segments."""
     allow_private_blob_hosts: bool = False
     """Fetch checkpoints and datasets from loopback, private and link-local addresses too. Off by default: blob
     URLs come from strangers (compute/blobs/addresses.py); a localnet turns it on. Metadata stays refused."""
@@ -219,8 +225,12 @@ class VerifierService:
 
     async def _verify_and_vote(self, claim: SegmentClaim, deadline: int) -> SegmentReport | None:
         """The report to vote on one segment (the caller votes a round's reports together), or None for now."""
+        if self.config.never_vote:
+            return None
         if self.config.lazy_pass_without_replay:
             return lazy_report(claim)
+        if self.config.fail_without_replay:
+            return failing_report(claim)
         self._in_flight.add(claim.key)
         try:
             async with self._semaphore:
@@ -496,6 +506,12 @@ def lazy_report(claim: SegmentClaim) -> SegmentReport:
     up from public data, since the real one (the replayed losses) needs the replay it skipped."""
     guess = hashlib.sha256(b"lazy guess" + claim.checkpoint_root + claim.segment.to_bytes(8, "big")).hexdigest()
     return SegmentReport(claim, PASSED, "TEST SWITCH: voted PASS without replaying", details={evidence.DETAIL: guess})
+
+
+def failing_report(claim: SegmentClaim) -> SegmentReport:
+    """TEST SWITCH (`ServiceConfig.fail_without_replay`): FAIL without a replay, committed to a made-up digest."""
+    guess = hashlib.sha256(b"dishonest fail" + claim.checkpoint_root + claim.segment.to_bytes(8, "big")).hexdigest()
+    return SegmentReport(claim, FAILED, "TEST SWITCH: voted FAIL without replaying", details={evidence.DETAIL: guess})
 
 
 def _round_commitments(details: dict) -> list[dict]:
