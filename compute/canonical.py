@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import math
 import struct
+import warnings
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -45,6 +46,8 @@ NUMPY_DTYPES = {
 
 MAX_NAME_BYTES = 1024
 MAX_DIMS = 8
+MAX_ELEMENTS = 2**31
+"""Largest element count a tensor's non-zero dimensions may multiply to (numpy's index range is the limit)."""
 
 
 def _as_little_endian_array(tensor: torch.Tensor) -> np.ndarray:
@@ -164,6 +167,9 @@ def read_entries(data: bytes | bytearray | memoryview) -> list[Entry]:
                 raise EncodingError(f"too many dimensions ({ndim})")
             shape = struct.unpack_from("<" + "Q" * ndim, view, offset)
             offset += 8 * ndim
+            if math.prod(d for d in shape if d) > MAX_ELEMENTS:  # e.g. (0, 2^63): no data, but no array either
+                raise EncodingError(f"tensor {name_bytes.decode('utf-8', 'replace')!r} declares the shape "
+                                    f"{list(shape)}, too large")
             size = math.prod(shape) * NUMPY_DTYPES[code].itemsize  # Python integers: a forged shape cannot overflow
             if offset + size > len(view):
                 raise EncodingError(f"truncated data for tensor {name_bytes.decode('utf-8', 'replace')!r}")
@@ -178,14 +184,20 @@ def read_entries(data: bytes | bytearray | memoryview) -> list[Entry]:
     return entries
 
 
-def decode_entries(data: bytes | bytearray | memoryview, entries: list[Entry]) -> dict[str, torch.Tensor]:
-    """The tensors of entries read by `read_entries` from the same bytes (copies, in canonical order)."""
+def decode_entries(data: bytes | bytearray | memoryview, entries: list[Entry], *,
+                   copy: bool = True) -> dict[str, torch.Tensor]:
+    """The tensors of entries read by `read_entries` from the same bytes, in canonical order: copies, or
+    (`copy=False`) views of `data` itself, for a caller that only reads them (writing into views of immutable
+    bytes is undefined), such as a replay's start checkpoint, which `Trainer.load` copies anyway."""
     view = memoryview(data).cast("B")
     tensors: dict[str, torch.Tensor] = {}
-    for entry in entries:
-        numpy_dtype = NUMPY_DTYPES[DTYPE_CODES[entry.dtype]]
-        array = np.frombuffer(view, dtype=numpy_dtype, count=math.prod(entry.shape), offset=entry.offset)
-        tensors[entry.name] = torch.from_numpy(array.reshape(entry.shape).astype(numpy_dtype.newbyteorder("="), copy=True))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        for entry in entries:
+            numpy_dtype = NUMPY_DTYPES[DTYPE_CODES[entry.dtype]]
+            array = np.frombuffer(view, dtype=numpy_dtype, count=math.prod(entry.shape), offset=entry.offset)
+            native = array.reshape(entry.shape).astype(numpy_dtype.newbyteorder("="), copy=copy)
+            tensors[entry.name] = torch.from_numpy(native)
     return tensors
 
 

@@ -206,18 +206,19 @@ def checkpoint_hash(state: TrainingState) -> bytes:
     return hash_tensors(checkpoint_tensors(state))
 
 
-def decode_checkpoint(data: bytes, layout: ModelLayout | None = None) -> TrainingState:
+def decode_checkpoint(data: bytes, layout: ModelLayout | None = None, *, copy: bool = True) -> TrainingState:
     """Parse checkpoint bytes; CheckpointError when they are not a well-formed checkpoint. A round's last
     checkpoint decodes to a state without optimizer state (`TrainingState.final`).
 
     With `layout` (the task's model, `compute/layout.py`), the declared names, dtypes and shapes are checked
     against it before any data is copied: bytes from another party cannot make this allocate what the model
-    does not have, nor hand a replay tensors that would only fail inside `load_state_dict`."""
+    does not have, nor hand a replay tensors that would only fail inside `load_state_dict`. `copy=False`: the
+    state's tensors are read-only views of `data` (`canonical.decode_entries`)."""
     try:
         entries = read_entries(data)
         if layout is not None:
             layout.check_checkpoint(entries)
-        tensors = decode_entries(data, entries)
+        tensors = decode_entries(data, entries, copy=copy)
     except EncodingError as error:
         raise CheckpointError(f"checkpoint does not decode: {error}") from None
     except LayoutError as error:

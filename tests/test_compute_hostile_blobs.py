@@ -168,3 +168,11 @@ def test_layout_is_built_without_memory_and_matches_the_real_model():
     from trolly.compute.training import initial_weights
     real = initial_weights(small_spec(), SHAPE)
     assert LAYOUT == ModelLayout({n: (t.dtype, tuple(t.shape)) for n, t in real.items()})
+
+
+@pytest.mark.parametrize("shape", [(0, 2**31, 2**31), (0, 2**63), (2**31 + 1,)])
+def test_a_shape_too_large_for_an_array_is_an_error_even_with_no_data(shape):
+    with pytest.raises(EncodingError, match="too large|truncated"):
+        read_entries(forged_canonical("weights/x", shape, b""))
+    with pytest.raises(CodecError, match="too large|too many"):
+        get_codec("fp16").decode(forged_update("fp16", [("x", shape)], b""))

@@ -36,6 +36,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import math
 import time
 from collections.abc import Mapping
 from typing import Protocol
@@ -52,11 +53,12 @@ from trolly.compute.errors import ComputeError
 from trolly.compute.layout import model_layout
 from trolly.compute.merkle import merkle_root
 from trolly.compute.spec import TaskSpec
+from trolly.compute.training import segment_bounds
 
 from . import claims, evidence
 from .blob_cache import VerifiedBlobs
 from .replayer import ProfileRefused, Replayer, parse_profile  # noqa: F401  (Replayer, parse_profile: re-exported)
-from .tolerance import Comparison, compare_states
+from .tolerance import BITWISE, Comparison, compare_states
 from .update_check import UpdateChecks, UpdateVerdict, judge_update
 
 PASSED, FAILED, UNAVAILABLE, TAMPERED = "pass", "fail", "unavailable", "tampered"
@@ -200,8 +202,9 @@ def replay_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, start_
     problem = claims.check_expected_start(claim.start_weights_hash, expected_start_hash, expected_start_source)
     if problem:
         return SegmentReport(claim, FAILED, problem)
-    try:  # shapes are checked against the spec's model before a byte of data is decoded
-        start = decode_checkpoint(start_bytes, model_layout(spec, dataset.shape))
+    try:  # shapes are checked against the spec's model before a byte of data is decoded; the replay only
+        # reads the start (Trainer.load copies it), so its tensors are views of the fetched bytes
+        start = decode_checkpoint(start_bytes, model_layout(spec, dataset.shape), copy=False)
     except ComputeError as error:
         return SegmentReport(claim, FAILED, f"a committed checkpoint does not decode: {error}")
     problem = claims.check_start_position(spec, steps=claim.steps, segment=claim.segment, start=start)
@@ -223,6 +226,15 @@ def compare_replay(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, replay
                    end_hash: bytes | None = None) -> SegmentReport:
     """The rest of step 4: checkpoint i + 1's checks and the comparison (`end_hash`: its hash from the checked
     listing; hashed here when not given)."""
+    _, finish = segment_bounds(claim.segment, claim.steps, spec.training.checkpoint_every)
+    expected = final_state(replayed.state) if finish == claim.steps else replayed.state
+    expected_bytes = checkpoint_bytes(expected)
+    if replayed.same_profile and same_bytes(expected_bytes, end_bytes):
+        # The committed checkpoint is byte for byte the replay's, in the form the protocol puts at this
+        # position: it is at the right step, with the right tensors. Nothing else to decode or compare.
+        comparison = Comparison(BITWISE, True, "replay is bitwise identical", 0.0, 0.0, math.nan, 0.0)
+        return SegmentReport(claim, PASSED, comparison.reason, comparison,
+                             _details(claim, replayed, expected.step))
     try:
         end = decode_checkpoint(end_bytes, model_layout(spec, dataset.shape))
     except ComputeError as error:
@@ -239,11 +251,16 @@ def compare_replay(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, replay
     replayed_hash = claimed_hash if identical else hashlib.sha256(replayed_bytes).digest()
     comparison = compare_states(replayed.start, end, state, same_profile=replayed.same_profile,
                                 claimed_hash=claimed_hash, replayed_hash=replayed_hash)
+    return SegmentReport(claim, PASSED if comparison.passed else FAILED, comparison.reason, comparison,
+                         _details(claim, replayed, end.step))
+
+
+def _details(claim: SegmentClaim, replayed: Replayed, end_step: int) -> dict:
     details = {"replay_profile": replayed.profile_id, "committed_profile": claim.determinism_profile,
-               "start_step": replayed.start.step, "end_step": end.step}
+               "start_step": replayed.start.step, "end_step": end_step}
     if replayed.losses:  # what this verifier's vote commits to: only a replay yields it
         details[evidence.DETAIL] = evidence.losses_digest(replayed.losses).hex()
-    return SegmentReport(claim, PASSED if comparison.passed else FAILED, comparison.reason, comparison, details)
+    return details
 
 
 def judge_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, start_bytes: bytes, end_bytes: bytes,

@@ -70,12 +70,13 @@ def judge_update(codec: Codec, layout: ModelLayout, *, first: bytes, last: bytes
     if len(update_hash) != 32 or len(residual_hash) != 32:
         return UpdateVerdict("fail", "the commitment names no update or no residual (both are required)")
     try:
-        start = decode_checkpoint(first, layout)
-        end = decode_checkpoint(last, layout)
+        # only read from here on (the encoding makes new tensors): views of the fetched bytes, no copies
+        start = decode_checkpoint(first, layout, copy=False)
+        end = decode_checkpoint(last, layout, copy=False)
         previous = None
         if previous_residual is not None:
             entries = check_blob(previous_residual, layout, "the previous round's residual")
-            previous = decode_entries(previous_residual, entries)
+            previous = decode_entries(previous_residual, entries, copy=False)
     except ComputeError as error:
         return UpdateVerdict("fail", f"a blob the update is computed from does not decode: {error}")
     if not end.final:

@@ -106,6 +106,9 @@ class Codec(abc.ABC):
             raise CodecError("update tensors are not in canonical order")
         if expected is not None and layout != list(expected):
             raise CodecError(_layout_difference(layout, list(expected)))
+        for name, shape in layout:  # numpy refuses shapes whose non-zero dimensions multiply past its index range
+            if math.prod(d for d in shape if d) > 2**31:
+                raise CodecError(f"update tensor {name!r} declares the shape {list(shape)}, too large")
         sizes = [math.prod(shape) for _, shape in layout]  # Python integers: no overflow on forged shapes
         total = sum(sizes)
         if total > 2**31:
