@@ -151,9 +151,28 @@ def test_verdicts_are_refused_from_non_validators_twice_or_off_sample(make_chain
     after_first = market_snapshot(chain)
     assert_fails(chain.deliver(chain.operators[0], verdict(task_id, item, VERDICT_FAIL)), DuplicateVerdict)
     assert market_snapshot(chain) == after_first
-    # Once decided, a segment takes no more verdicts.
+    # Once decided, a segment counts no more verdicts: a late one is accepted (the rest of its transaction
+    # still counts) and recorded nowhere.
     assert chain.deliver(chain.operators[1], verdict(task_id, item, VERDICT_PASS)).ok
-    assert_fails(chain.deliver(chain.operators[2], verdict(task_id, item, VERDICT_PASS)), NotSampled)
+    late = chain.deliver(chain.operators[2], verdict(task_id, item, VERDICT_PASS))
+    assert late.ok and [dict(e.attributes)["action"] for e in late.events if e.type == "task"] == ["verdict_late"]
+    voters = {v["validator"] for v in market.round_commitments(task_id, 0)[item["worker"]]["verdicts"]
+              if v["segment"] == item["segment"]}
+    assert encode_address(chain.operators[2].address) not in voters
+
+
+def test_a_late_verdict_does_not_undo_the_others_of_its_transaction(make_chain):
+    """A validator's round of verdicts in one transaction: one segment decided by others meanwhile does not
+    refuse the whole transaction."""
+    chain, market, task_id, items = setup(make_chain, verification_window=50)
+    worker, other = list(items)
+    first = items[worker][0]
+    votes_block(chain, task_id, [(op, first, VERDICT_FAIL) for op in chain.operators[:2]])  # worker's round fails
+    batch = [verdict(task_id, item, VERDICT_PASS, operator=chain.operators[2]) for item in items[worker] + items[other]]
+    result = chain.deliver(chain.operators[2], *batch)
+    assert result.ok, result.log
+    voters = {(v["validator"], v["segment"]) for v in market.round_commitments(task_id, 0)[other]["verdicts"]}
+    assert all((encode_address(chain.operators[2].address), i["segment"]) in voters for i in items[other])
 
 
 def test_undecided_workers_are_unverified_when_the_window_closes(make_chain):

@@ -3,7 +3,9 @@
 Only the operator account of an active validator on the segment's committee may vote, once per (validator,
 worker, round, segment), never on its own work, and only on a segment still awaiting verdicts. The vote
 carries a commitment to its replay digest, opened after the round settles (`MsgRevealReplay`). A validator
-sends its whole round's verdicts as the messages of one transaction. The tally runs at once; when every worker of the round is
+sends its whole round's verdicts as the messages of one transaction; a verdict on a sampled segment of the round
+that other votes decided meanwhile is accepted and not counted (`verdict_late`), so that the transaction's
+other verdicts still count. The tally runs at once; when every worker of the round is
 decided, the round settles at the end of this block.
 """
 
@@ -45,13 +47,21 @@ def process_submit_verdict(state: State, ctx: BlockContext, signer: bytes, msg: 
     if find_vote(state, task.id, msg.round, msg.worker, msg.segment, signer) is not None:
         raise DuplicateVerdict(f"this validator already voted on segment {msg.segment} of "
                                f"{encode_address(msg.worker)} in round {msg.round} of task {task.id}")
-    if task.phase != VERIFY or msg.round != task.round or not is_pending(state, task.id, msg.round, msg.worker, msg.segment):
+    commitment = find_commitment(state, task.id, msg.round, msg.worker)
+    if (task.phase != VERIFY or msg.round != task.round or commitment is None
+            or msg.segment not in commitment.segments):
         raise NotSampled(f"segment {msg.segment} of {encode_address(msg.worker)} in round {msg.round} of task "
                          f"{task.id} is not awaiting verdicts")
-    commitment = find_commitment(state, task.id, msg.round, msg.worker)
     if signer not in committee_of(commitment, msg.segment):
         raise NotOnCommittee(f"{encode_address(signer)} is not on the committee of segment {msg.segment} of "
                              f"{encode_address(msg.worker)} in round {msg.round} of task {task.id}")
+    if not is_pending(state, task.id, msg.round, msg.worker, msg.segment):
+        # Decided by earlier votes (or its worker's round already failed) while this round's verification is
+        # still open: nothing left to count. Not an error, so the validator's other verdicts in the same
+        # transaction still count.
+        task_event(ctx, task.id, "verdict_late", round=msg.round, worker=encode_address(msg.worker),
+                   segment=msg.segment, validator=encode_address(signer))
+        return
 
     put_vote(state, task.id, msg.round, msg.worker, msg.segment, signer,
              Vote(verdict=msg.verdict, evidence_hash=msg.evidence_hash, height=ctx.env.height,
