@@ -27,9 +27,10 @@ demo: setup
 dev: setup
 	$(VENV)/bin/trolly-node dev
 
-# The whole test suite, slow end-to-end tests included.
+# The whole test suite, slow end-to-end tests included. Tests marked with one xdist_group (those sharing a
+# network in order) run in one worker.
 test: setup
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 --dist loadgroup -q
 
 # Unit tests only (skips tests marked slow).
 test-fast: setup

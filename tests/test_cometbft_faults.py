@@ -1,18 +1,16 @@
 """Faults, joins and leaves on a localnet of 4 validators on real CometBFT v0.38 processes (issue 17 items 4, 5).
 
-Two networks, one per test class, each shared by the class's tests in order (bringing one up costs seconds, and
-a training task costs minutes):
+Two networks, one per test class, each shared by its class's tests in order (a network costs seconds to bring
+up; its tests must run in one process, hence the xdist group: `make test` distributes by group):
 
-- `TestDuringATask`: 4 validators (40/30/20/10 % of the power), 2 workers, a training task of several rounds
-  followed in a thread of this process (the demo's code, `localnet.demo.Demo`), and transfers sent all along.
-  In order: a fifth node joins, stakes, signs, votes and leaves; one validator is SIGKILLed mid-task; two holding
-  more than a third are; two verifiers turn dishonest; and at the end every node's app hashes are compared over
-  more than a thousand blocks (each app runs with its own PYTHONHASHSEED).
+- `TestDuringATask`: 4 validators (40/30/20/10 % of the power), 2 workers and transfers sent all along; each
+  test runs a short training task of its own (the demo's code, `localnet.demo.Demo`, in a thread of this
+  process; it checks its settlement against the balances on chain) while it breaks something: a fifth node
+  joins, stakes, signs, votes and leaves; one validator is SIGKILLed mid-task; two holding more than a third
+  are; two verifiers turn dishonest. Last, every node's blocks and app hashes are compared over more than a
+  thousand blocks of that mixed load (each app runs with its own PYTHONHASHSEED).
 - `TestCrashes`: 4 validators and no workers: an app that dies between FinalizeBlock and Commit is replayed by
   CometBFT's handshake; a validator whose key runs on two nodes is slashed and jailed for double-signing.
-
-Each test asserts its own claim; a later test of a class may need the network an earlier one left (the task
-still running, every validator back up), which the fixture's order guarantees.
 """
 
 from __future__ import annotations
@@ -340,6 +338,7 @@ def all_paid(view: dict) -> None:
     assert passed_rounds(view) == set(range(TASK_ROUNDS))
 
 
+@pytest.mark.xdist_group("cometbft-faults-task")
 class TestDuringATask:
     @pytest.mark.timeout(TEST_TIMEOUT)
     def test_a_fifth_node_syncs_from_genesis_stakes_signs_votes_then_unbonds_and_leaves_the_set(self, task_net):
@@ -385,7 +384,7 @@ class TestDuringATask:
         net.start("verifier-1")
 
         # It unbonds (its verifier stopped first: one signer per key) and drops out of CometBFT's set.
-        net.kill(f"verifier-{index}")
+        net.supervisor.kill(f"verifier-{index}")  # not one of the node's services: started by hand above
         outcome = wallet(net, "tx", "stake", "unbond", JOIN_STAKE, "--from", name, "--yes", node=index)
         assert outcome["code"] == 0, outcome
         wait_until(lambda: address not in cometbft_validators(net, 0), 60, "the fifth validator to leave the set")
@@ -509,6 +508,7 @@ def log_lines(net: Localnet, service: str, text: str) -> list[str]:
     return [line for line in net.supervisor.log_file(service).read_text().splitlines() if text in line]
 
 
+@pytest.mark.xdist_group("cometbft-faults-crashes")
 class TestCrashes:
     def test_an_app_killed_between_finalize_block_and_commit_is_replayed_by_the_handshake_and_rejoins(self, quiet_net):
         """The app of validator-3 runs with the test switch TROLLY_TEST_EXIT_BEFORE_COMMIT_HEIGHT=H: it answers
@@ -551,10 +551,11 @@ class TestCrashes:
         FinalizeBlock hands to the app as misbehavior: the app slashes validator-3 and jails it (power 0), and
         CometBFT drops it from the set.
 
-        Conditions: validator-3 holds 10 % of the power, so it proposes about one round in ten; on a loaded
-        2-core machine this took well under a minute of 200ms blocks. If no evidence comes within a window, the
-        twin is restarted (it then joins consensus late, which makes conflicting votes likelier); the test
-        fails only after several such windows."""
+        Conditions: the twin must reach consensus at the network's height (block sync from genesis first), and
+        the two must then disagree once: validator-3 holds 10 % of the power, so it proposes about one round in
+        ten, and short blocks give many rounds. If no evidence comes within a window, the twin is restarted (it
+        then joins consensus late, which makes conflicting votes likelier); the test fails only after four such
+        windows."""
         net = quiet_net
         target_operator = operator(3)
         target_address = consensus_address(net, 3)

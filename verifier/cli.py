@@ -90,14 +90,14 @@ def start(home, node, key_name, wallet_home, keyring_backend, password_file, con
     """Follow the chain and verify every segment this validator is asked to check."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    if sum((lazy, vote_fail, never_vote)) > 1:
+        raise click.UsageError("choose at most one test switch (lazy pass, vote fail, never vote)")
     keyring = Keyring(_home(wallet_home), keyring_backend, PasswordSource(password_file=password_file))
     signer = keyring.signer(key_name)
     config = ServiceConfig(home=_home(home), node=node, concurrency=concurrency, poll_interval=poll_interval,
                            unavailable_attempts=unavailable_attempts, retry_delay=retry_delay, fee=fee,
                            websocket=not no_websocket, allow_private_blob_hosts=allow_private_blob_hosts,
                            lazy_pass_without_replay=lazy, fail_without_replay=vote_fail, never_vote=never_vote)
-    if sum((lazy, vote_fail, never_vote)) > 1:
-        raise click.UsageError("choose at most one test switch (lazy pass, vote fail, never vote)")
     for switch, what in ((vote_fail, "--test-switch-vote-fail: voting FAIL on every segment without replaying"),
                          (never_vote, "--test-switch-never-vote: never voting")):
         if switch:
