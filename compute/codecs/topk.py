@@ -17,7 +17,7 @@ import fractions
 import numpy as np
 
 from ..errors import CodecError
-from .base import Codec, finish, take
+from .base import Codec, finish, take, unflatten
 from .quantize import FP16_MAX, quantize_int8
 
 CHUNK = 65536
@@ -53,6 +53,19 @@ class TopKCodec(Codec):
         return [min(CHUNK, size - start) for start in range(0, size, CHUNK)]
 
     def encode_flat(self, flat: np.ndarray) -> bytes:
+        return self._encode(flat, None)
+
+    def encode_and_decode(self, tensors):
+        """What `decode(encode(...))` gives, written while encoding: each chunk's kept values, as the bytes
+        carry them (the same float32 products for int8), at their positions, zeros elsewhere, instead of parsing
+        the bytes back. Every worker's round and every verifier's update check run it (the tests compare)."""
+        header, flat, layout = self.flatten(tensors)
+        sent = np.zeros(len(flat), dtype=np.float32)
+        payload = self._encode(flat, sent)
+        return header + payload, unflatten(sent, layout, copy=False)
+
+    def _encode(self, flat: np.ndarray, sent: np.ndarray | None) -> bytes:
+        """The payload; with `sent`, also writes there what the payload decodes to."""
         indices, values, scales = [], [], []
         for number, length in enumerate(self._chunk_lengths(len(flat))):
             chunk = flat[number * CHUNK:number * CHUNK + length]
@@ -64,6 +77,8 @@ class TopKCodec(Codec):
                 scales.append(np.float32(scale))
                 kept = quantize_int8(kept.reshape(1, -1), np.array([scale], dtype=np.float32)).reshape(-1)
             values.append(kept)
+            if sent is not None:
+                sent[number * CHUNK + chosen] = self._as_decoded(kept, scales[-1] if self.value_format == "int8" else None)
         if not indices:
             return b""
         body = np.concatenate(indices).tobytes()
@@ -77,6 +92,14 @@ class TopKCodec(Codec):
         else:
             body += stacked.astype("i1").tobytes() + np.array(scales, dtype="<f4").tobytes()
         return body
+
+    def _as_decoded(self, kept: np.ndarray, scale) -> np.ndarray:
+        """Kept values as `decode_flat` rebuilds them from the bytes, operation for operation."""
+        if self.value_format == "fp32":
+            return kept.astype("<f4").astype(np.float32)
+        if self.value_format == "fp16":
+            return kept.astype("<f2").astype(np.float32)
+        return (kept.astype(np.float32) * np.float32(scale)).astype(np.float32)
 
     def decode_flat(self, payload, size: int) -> np.ndarray:
         lengths = self._chunk_lengths(size)
