@@ -36,15 +36,17 @@ def test_cheat_matrix_catches_builtin_and_module_cheats_and_only_those(tmp_path)
     path = tmp_path / "more_cheats.py"
     path.write_text("from trolly.verifier.cheats import CHEATS\n" + MODULE)
     added = load_cheat_module(path)
-    exact, tolerant = Replayer(), Replayer(children=False)
+    exact, tolerant = Replayer(), Replayer(children=False, tolerance_fallback=True)
     try:
-        result = verification.verify_cheats(verification.QUICK_MODELS, ["bf16", *added], 1, exact, tolerant)
+        result = verification.verify_cheats(verification.QUICK_MODELS, ["bf16", "forged_update", *added], 1, exact,
+                                            tolerant)
     finally:
         exact.close()
         tolerant.close()
         for name in added:
             CHEATS.pop(name, None)
     assert result["bf16"]["caught"] == result["bf16"]["faked_segments"] > 0
+    assert result["forged_update"]["caught"] == result["forged_update"]["faked_segments"] > 0
     assert result["bench_test_one_step_short"]["caught"] == result["bench_test_one_step_short"]["faked_segments"] > 0
     assert result["bench_test_relabelled_honest"]["caught"] == 0  # honest work is never "caught"
     assert result["bench_test_relabelled_honest"]["caught_under_tolerance"] == 0
