@@ -7,19 +7,24 @@
    for several rounds (the rounds chained by the real outer step over codec-encoded updates) and writing
    blobs and listings to a blob-store directory. This process, the verifier, checks every segment of every
    round through `verify_segment` as the service does: the committed profile replayed exactly (thread count
-   set, other instruction sets in child processes). Any non-PASS is a false positive. Each segment is also
-   judged by a verifier that can only use the tolerance (as one whose CPU lacks the worker's instruction
-   set would): that gives the honest side of the tolerance calibration and its own false-positive count.
+   set, other instruction sets in child processes), and the round's update checked against its checkpoints
+   and the residuals the children commit round after round. Any non-PASS is a false positive. Each segment
+   is also judged by a verifier measuring the tolerance (`Replayer(tolerance_fallback=True)`, as one whose
+   CPU lacks the worker's instruction set would judge if the protocol let it: it refuses instead): that
+   gives the honest side of the tolerance calibration and its own false-positive count.
    It also recomputes each round's aggregate from the encoded updates and compares it with the start
    weights of the next round (and with stale weights, which it must reject).
-2. Cheat matrix. For every registered cheat (`verifier/cheats/`, plus `--cheat-module` files) and model,
-   cheating rounds are built with a random third of the segments faked; every faked segment is verified by
-   the real verifier (`detection`) and by the tolerance-only one (`tolerance_fallback.detection`, and the
-   cheat side of the calibration).
+2. Cheat matrix. For every registered cheat (`verifier/cheats/`, plus `--cheat-module` files, and
+   `forged_update`, whose segments are honest and whose update is not) and model, cheating rounds are built
+   with a random third of the segments faked; every faked segment is verified by the real verifier
+   (`detection`) and by the tolerance-measuring one (`tolerance_fallback.detection`, and the cheat side of
+   the calibration).
 3. Cost. Seconds per trained step (honest `run_round`, checkpoints hashed) and seconds per verified segment
-   (fetch, Merkle check, decode, replay, compare) on the protocol's example model (MLP 64-1024-1024-10,
+   (fetch and hash-check both checkpoints, Merkle check, decode, replay, compare; nothing kept from another
+   segment, replays in an executor as in the service) and per update check (checkpoints 0 and n fetched and
+   checked, the update and residual recomputed) on the protocol's example model (MLP 64-1024-1024-10,
    batch 32), scaled to a reference task: 20 rounds of 500 inner steps (DiLoCo's H), k = 5, 3 segments
-   sampled per worker-round, i.e. 60 per worker per task.
+   sampled per worker-round, i.e. 60 segments and 20 update checks per worker per task.
 
 Last line, JSON: detection (per class), false_positive_rate, honest_segments, task_detection_at_f_0_1,
 verifier_compute_fraction, tolerance_fallback, and calibration numbers (largest honest error, smallest cheat
@@ -58,12 +63,14 @@ from trolly.verifier import sampling
 from trolly.verifier.aggregation import check_aggregation
 from trolly.verifier.cheats import CHEATS, CheatContext, choose_faked_segments, get_cheat, load_cheat_module
 from trolly.verifier.replay import PASSED, Replayer, SegmentClaim, check_round_update, verify_segment
+from trolly.verifier.blob_cache import VerifiedBlobs
 from trolly.verifier.update_check import UpdateChecks
 from trolly.verifier.sources import DirectorySource, MemorySource
 from trolly.verifier.tolerance import MOMENTS_THRESHOLD, TOLERANCE, WEIGHTS_THRESHOLD
 
 REPOSITORY = pathlib.Path(__file__).resolve().parent.parent
 REFERENCE_TASK = {"rounds": 20, "inner_steps": 500, "checkpoint_every": 5, "samples_per_worker_round": 3}
+SERVICE_CONCURRENCY = 2  # the verifier service's default (`verifier/service.py` ServiceConfig.concurrency)
 FRACTION_FAKED = 0.1
 TARGET = 0.99
 
@@ -355,13 +362,16 @@ def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
     def off_loop(function):
         return asyncio.get_running_loop().run_in_executor(executor, function)
 
-    async def verify_all() -> int:  # one event loop, as in the service
-        count = 0
-        for _ in range(repeats):
-            for segment in range(segments):
-                # The reference task samples 3 of 100 segments a round: rarely neighbours, so no checkpoint is
-                # already at hand from another segment's check. Measured that way: nothing kept between segments.
-                replayer.verified_blobs.clear()
+    async def verify_all() -> int:
+        # As the service verifies: one event loop, SERVICE_CONCURRENCY segments in flight (one fetches and
+        # hash-checks while another replays), every replay on the one executor thread. The reference task
+        # samples 3 of 100 segments a round, rarely neighbours, so no checkpoint is at hand from another
+        # segment's check: nothing is kept between segments here either.
+        replayer.verified_blobs = VerifiedBlobs(max_bytes=0)
+        slots = asyncio.Semaphore(SERVICE_CONCURRENCY)
+
+        async def verify_one(segment: int) -> None:
+            async with slots:
                 claim = SegmentClaim(1, 0, "worker-0", 0, segment, published.checkpoint_root, len(published.listing),
                                      honest.steps, honest.samples_processed, honest.start_weights_hash, own,
                                      update_hash=published.update_hash, residual_hash=published.residual_hash)
@@ -369,8 +379,12 @@ def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
                                               run_replay=off_loop)
                 if report.outcome != PASSED:
                     raise SystemExit(f"honest cost-measurement segment failed: {report.reason}")
-                count += 1
-        return count
+
+        order = [segment for pair in zip(range(segments // 2), range(segments // 2, segments)) for segment in pair]
+        order += list(range(2 * (segments // 2), segments))
+        for _ in range(repeats):
+            await asyncio.gather(*(verify_one(segment) for segment in order))
+        return repeats * segments
 
     began = time.perf_counter()
     verified = asyncio.run(verify_all())
@@ -381,9 +395,8 @@ def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
             claim = SegmentClaim(1, 0, "worker-0", 0, 0, published.checkpoint_root, len(published.listing),
                                  honest.steps, honest.samples_processed, honest.start_weights_hash, own,
                                  update_hash=published.update_hash, residual_hash=published.residual_hash)
-            replayer.verified_blobs.clear()
             verdict = await check_round_update(claim, spec, dataset, source, list(published.listing), {},
-                                               UpdateChecks(), off_loop, replayer.verified_blobs)
+                                               UpdateChecks(), off_loop, VerifiedBlobs(max_bytes=0))
             if verdict.outcome != PASSED:
                 raise SystemExit(f"honest cost-measurement update check failed: {verdict.reason}")
         return repeats * 3
