@@ -43,6 +43,7 @@ class Client:
     def __init__(self, url: str) -> None:
         self.rpc = RpcClient(url, timeout=10)
         self.chain_id = self.rpc.status().chain_id
+        self.fees_paid: dict[bytes, int] = {}
 
     def query(self, path: str):
         return self.rpc.query_json(path)
@@ -51,9 +52,15 @@ class Client:
         return int(self.query(f"/account/{encode_address(key.address)}")["balance"])
 
     def send(self, key, *messages):
+        """Sign with the chain's minimum fee for the tx's size, wait for its block; the fee is recorded."""
         nonce = int(self.query(f"/account/{encode_address(key.address)}")["nonce"])
-        result = self.rpc.broadcast_and_wait(build_tx(key, self.chain_id, nonce, 0, list(messages)), timeout=30)
+        auth = self.query("/params/auth")
+        fee = 0
+        while fee < auth["min_fee"] + auth["fee_per_byte"] * len(build_tx(key, self.chain_id, nonce, fee, list(messages))):
+            fee = auth["min_fee"] + auth["fee_per_byte"] * len(build_tx(key, self.chain_id, nonce, fee, list(messages)))
+        result = self.rpc.broadcast_and_wait(build_tx(key, self.chain_id, nonce, fee, list(messages)), timeout=30)
         assert result.code == 0, result.log
+        self.fees_paid[key.address] = self.fees_paid.get(key.address, 0) + fee
         return result
 
     def wait_for(self, task_id: int, predicate, what: str, timeout: float = 30):
@@ -95,6 +102,7 @@ def test_a_whole_task_settles_on_a_real_node(node, client):
     task_id = int(next(e for e in result.events if e.type == "task").get("id"))
     before = {w.address: client.balance(w) for w in workers}
     requester_before = client.balance(requester)
+    client.fees_paid.clear()  # tx fees from here on
     for worker in workers:
         client.send(worker, pb.MsgJoinTask(task_id=task_id))
     steps = [20, 10]
@@ -123,10 +131,14 @@ def test_a_whole_task_settles_on_a_real_node(node, client):
     pays = [reward * s // total for s in steps]
     assert view["final_weights_hash"] == digest("W_R").hex()
     for worker, pay in zip(workers, pays):
-        assert client.balance(worker) == before[worker.address] + pay  # collateral back, pay added
+        # collateral back, pay added, its transactions' fees gone
+        assert client.balance(worker) == before[worker.address] + pay - client.fees_paid[worker.address]
     fees = sum(p * params.validator_fee_bps // 10_000 + p * params.verifier_fee_bps // 10_000 for p in pays)
-    # The requester is also the sole validator: it gets the fees back as validator and verifier.
-    assert client.balance(requester) == requester_before + (cost + 7) - sum(pays) - fees + fees
+    # The requester is also the sole validator: it gets the task's fees back as validator and verifier, and
+    # every transaction's fee (its own included) as the block's only validator.
+    tx_fees = sum(client.fees_paid.values())
+    assert client.balance(requester) == (requester_before + (cost + 7) - sum(pays) - fees + fees
+                                         - client.fees_paid[requester.address] + tx_fees)
 
     found, count = client.rpc.tx_search(f"task.id='{task_id}'", per_page=100)
     actions = {e.get("action") for r in found for e in r.events if e.type == "task"}
