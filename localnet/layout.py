@@ -212,7 +212,12 @@ def localnet_genesis(config: LocalnetConfig, validator_keys: list[ValidatorKey])
         )
         for i, key in enumerate(validator_keys)
     ]
-    app_state = build_app_state(accounts, validators, params=LOCALNET_PARAMS)
+    params = json.loads(json.dumps(LOCALNET_PARAMS))
+    if config.engine == "cometbft":
+        # CometBFT's vote extensions seed sampling; waiting for them leaves a proposer no block hash to grind.
+        # The solo engine has none, so a solo localnet samples from the block hash.
+        params["market"]["seed_from_extensions"] = 1
+    app_state = build_app_state(accounts, validators, params=params)
     return build_genesis(config.chain_id, app_state, validators)
 
 

@@ -159,6 +159,9 @@ def test_every_node_has_the_same_genesis_naming_all_validators(cometbft_net):
     # The app's staking genesis bonds the same keys.
     app_keys = {v["pub_key"] for v in genesis["app_state"]["validators"]}
     assert app_keys == {v["pub_key"]["value"] for v in validators}
+    # Sampling waits for vote extensions, which CometBFT is told to carry from height 1.
+    assert genesis["app_state"]["params"]["market"]["seed_from_extensions"] == 1
+    assert genesis["consensus_params"]["abci"]["vote_extensions_enable_height"] == "1"
 
 
 def test_each_validator_key_file_is_in_the_genesis_and_well_formed(cometbft_net):
