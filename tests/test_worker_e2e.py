@@ -107,7 +107,7 @@ def send(url: str, key, *messages):
         sender = TxSender(client.async_client)
 
         async def go():
-            plan = await sender.plan(encode_address(key.address), list(messages), 0)
+            plan = await sender.plan(encode_address(key.address), list(messages))  # the chain's minimum fee
             return await sender.send(key, plan, wait=True, timeout=30)
 
         return client.run(go())
