@@ -19,8 +19,6 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-import os
-import re
 import subprocess
 import sys
 import threading
@@ -430,11 +428,9 @@ class TestDuringATask:
         target = max(stalled) + 5
         net.wait_for_height(target, nodes=[0, 1, 2, 3], timeout=120)
         assert_same_chain(net, [0, 1, 2, 3], max(1, min(stalled) - 20), target)
-        # The task still completes; every node's app hash covers it, and each node answers the same about it.
+        # The task still completes (and the nodes' equal app hashes cover it).
         task.settled()
         all_paid(task.view())
-        views = [task.view(node=i) for i in range(4)]
-        assert all(view == views[0] for view in views)
 
     @pytest.mark.timeout(TEST_TIMEOUT)
     def test_dishonest_verifiers_are_outvoted_the_honest_workers_are_paid_and_their_votes_are_on_chain(self, task_net):
@@ -442,10 +438,14 @@ class TestDuringATask:
         net = task_net.net
         for index, switch in ((2, "--test-switch-never-vote"), (3, "--test-switch-vote-fail")):
             net.kill(f"verifier-{index}")
+            following = len(log_lines(net, f"verifier-{index}", "following http"))
             net.supervisor.start(verifier_spec(net, index, switch))
+            wait_until(lambda: len(log_lines(net, f"verifier-{index}", "following http")) > following, 120,
+                       f"verifier-{index} to follow the chain with {switch}")
         liar, silent = operator(3), operator(2)
         task = Task(task_net, "dishonest")
-        # The lies go on chain before the honest votes decide (the liar does not replay: it answers first).
+        # The lies go on chain before the honest votes decide (the liar, ready before the task began, does not
+        # replay: it answers first; a verdict on an already decided segment would be refused).
         task.wait(lambda v: [x for x in verdicts(v) if x["validator"] == liar], "validator-3's FAIL votes")
         task.settled()
         view = task.view()
