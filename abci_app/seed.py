@@ -29,6 +29,7 @@ from trolly.chain import validators
 from trolly.chain.crypto import verify_signature
 from trolly.chain.state import State
 
+from .framing import encode_uvarint
 from .proto.tendermint.types import validator_pb2
 
 SEED_TX_PREFIX = b"\x00trolly/seed-tx/v1"
@@ -48,31 +49,19 @@ def extension_for(height: int) -> bytes:
     return EXTENSION_TAG + height.to_bytes(8, "big")
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def extension_sign_bytes(chain_id: str, height: int, round_: int, extension: bytes) -> bytes:
     """CometBFT's VoteExtensionSignBytes for a vote at (height, round) carrying `extension`."""
     body = bytearray()
     if extension:
-        body += b"\x0a" + _varint(len(extension)) + extension
+        body += b"\x0a" + encode_uvarint(len(extension)) + extension
     if height:
         body += b"\x11" + (height & (2**64 - 1)).to_bytes(8, "little")
     if round_:
         body += b"\x19" + (round_ & (2**64 - 1)).to_bytes(8, "little")
     if chain_id:
         encoded = chain_id.encode()
-        body += b"\x22" + _varint(len(encoded)) + encoded
-    return _varint(len(body)) + bytes(body)
+        body += b"\x22" + encode_uvarint(len(encoded)) + encoded
+    return encode_uvarint(len(body)) + bytes(body)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from abci_helpers import CHAIN_ID, FakeStore, key_for, send_tx
 from trolly.abci_app import seed
+from trolly.abci_app.framing import encode_uvarint
 from trolly.abci_app.application import TrollyApplication
 from trolly.abci_app.proto.tendermint.abci import types_pb2 as abci
 from trolly.abci_app.proto.tendermint.types import validator_pb2
@@ -41,7 +42,7 @@ def test_the_signed_bytes_are_the_length_delimited_canonical_vote_extension(heig
     Canonical = canonical_vote_extension_class()
     extension = seed.extension_for(height)
     body = Canonical(extension=extension, height=height, round=round_, chain_id=chain_id).SerializeToString()
-    assert seed.extension_sign_bytes(chain_id, height, round_, extension) == seed._varint(len(body)) + body
+    assert seed.extension_sign_bytes(chain_id, height, round_, extension) == encode_uvarint(len(body)) + body
 
 
 def started() -> TrollyApplication:

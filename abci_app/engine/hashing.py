@@ -19,6 +19,7 @@ import hashlib
 
 from trolly.chain.codec import canonical_json
 
+from ..framing import encode_uvarint
 from ..proto.tendermint.abci import types_pb2
 
 HEADER_DOMAIN = b"trolly/solo-engine/header/v1\x00"
@@ -81,24 +82,12 @@ def data_hash(txs: list[bytes]) -> bytes:
     return merkle_root([sha256(tx) for tx in txs])
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def simple_validator_bytes(pubkey: bytes, power: int) -> bytes:
     """Protobuf `tendermint.types.SimpleValidator{pub_key: PublicKey{ed25519}, voting_power}`."""
-    public_key = b"\x0a" + _uvarint(len(pubkey)) + pubkey  # PublicKey.ed25519 = 1
-    encoded = b"\x0a" + _uvarint(len(public_key)) + public_key  # SimpleValidator.pub_key = 1
+    public_key = b"\x0a" + encode_uvarint(len(pubkey)) + pubkey  # PublicKey.ed25519 = 1
+    encoded = b"\x0a" + encode_uvarint(len(public_key)) + public_key  # SimpleValidator.pub_key = 1
     if power:
-        encoded += b"\x10" + _uvarint(power & 0xFFFFFFFFFFFFFFFF)  # SimpleValidator.voting_power = 2
+        encoded += b"\x10" + encode_uvarint(power & 0xFFFFFFFFFFFFFFFF)  # SimpleValidator.voting_power = 2
     return encoded
 
 
