@@ -27,10 +27,10 @@ demo: setup
 dev: setup
 	$(VENV)/bin/trolly-node dev
 
-# The whole test suite, slow end-to-end tests included. Tests marked with one xdist_group (those sharing a
-# network in order) run in one worker.
+# The whole test suite, slow end-to-end tests included. By scope: a class's tests (or a module's test
+# functions) run in one worker, in order, so that tests sharing one network stay together.
 test: setup
-	$(PY) -m pytest -n 2 --dist loadgroup -q
+	$(PY) -m pytest -n 2 --dist loadscope -q
 
 # Unit tests only (skips tests marked slow).
 test-fast: setup

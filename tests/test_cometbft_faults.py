@@ -1,7 +1,7 @@
 """Faults, joins and leaves on a localnet of 4 validators on real CometBFT v0.38 processes (issue 17 items 4, 5).
 
 Two networks, one per test class, each shared by its class's tests in order (a network costs seconds to bring
-up; its tests must run in one process, hence the xdist group: `make test` distributes by group):
+up; `make test` distributes tests by scope, so a class's tests run in one worker, in order):
 
 - `TestDuringATask`: 4 validators (40/30/20/10 % of the power), 2 workers and transfers sent all along; each
   test runs a short training task of its own (the demo's code, `localnet.demo.Demo`, in a thread of this
@@ -331,7 +331,6 @@ def all_paid(view: dict) -> None:
     assert passed_rounds(view) == set(range(TASK_ROUNDS))
 
 
-@pytest.mark.xdist_group("cometbft-faults-task")
 class TestDuringATask:
     @pytest.mark.timeout(TEST_TIMEOUT)
     def test_a_fifth_node_syncs_from_genesis_stakes_signs_votes_then_unbonds_and_leaves_the_set(self, task_net):
@@ -502,7 +501,6 @@ def log_lines(net: Localnet, service: str, text: str) -> list[str]:
     return [line for line in net.supervisor.log_file(service).read_text().splitlines() if text in line]
 
 
-@pytest.mark.xdist_group("cometbft-faults-crashes")
 class TestCrashes:
     def test_an_app_killed_between_finalize_block_and_commit_is_replayed_by_the_handshake_and_rejoins(self, quiet_net):
         """The app of validator-3 runs with the test switch TROLLY_TEST_EXIT_BEFORE_COMMIT_HEIGHT=H: it answers

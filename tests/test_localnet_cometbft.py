@@ -19,7 +19,7 @@ from trolly.wallet.rpc import RpcClient
 
 from localnet_helpers import free_base_port, localnet, process_family, recorded_pids, survivors, wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("localnet-cometbft")]  # one network, tests in order
+pytestmark = pytest.mark.slow
 
 
 def _missing() -> str:
