@@ -11,6 +11,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from trolly.abci_app.server import MAX_UNIX_PATH_BYTES
+
 from .layout import Layout, LocalnetConfig, LocalnetError
 from .supervisor import ServiceSpec
 
@@ -45,12 +47,21 @@ def app_hash_seed(index: int) -> str:
     return str(index + 1)
 
 
+def solo_app_address(layout: Layout, config: LocalnetConfig, index: int) -> str:
+    """Where a solo localnet's app listens: its home's 0600 unix socket, or loopback TCP on its ABCI port when the
+    home is too deep for a socket path (Linux takes at most MAX_UNIX_PATH_BYTES)."""
+    socket_path = str(layout.app_socket(index))
+    if len(socket_path.encode()) <= MAX_UNIX_PATH_BYTES:
+        return f"unix://{socket_path}"
+    return f"tcp://127.0.0.1:{config.abci_port(index)}"
+
+
 def app_service(layout: Layout, config: LocalnetConfig, index: int) -> ServiceSpec:
     node = console_script("trolly-node")
     home = str(layout.node_home(index))
     env = {"PYTHONHASHSEED": app_hash_seed(index)}
     if config.engine == "solo":
-        return ServiceSpec(f"app-{index}", (node, "start", "--home", home, "--abci", f"unix://{layout.app_socket(index)}"),
+        return ServiceSpec(f"app-{index}", (node, "start", "--home", home, "--abci", solo_app_address(layout, config, index)),
                            env=env)
     # Listening before its CometBFT starts (`ready_port`): CometBFT connects to its app once at start-up.
     return ServiceSpec(f"app-{index}", (node, "start", "--home", home, "--abci",
@@ -63,7 +74,7 @@ def engine_service(layout: Layout, config: LocalnetConfig, index: int, cometbft:
     home = str(layout.node_home(index))
     if config.engine == "solo":
         node = console_script("trolly-node")
-        return ServiceSpec("engine-0", (node, "engine", "--home", home, "--proxy-app", f"unix://{layout.app_socket(0)}",
+        return ServiceSpec("engine-0", (node, "engine", "--home", home, "--proxy-app", solo_app_address(layout, config, 0),
                                         "--rpc-laddr", f"tcp://127.0.0.1:{config.rpc_port(0)}",
                                         "--block-time", config.block_time))
     if cometbft is None:

@@ -459,3 +459,13 @@ def test_a_localnet_json_this_version_cannot_read_says_to_reset(tmp_path, text):
     layout.config_file.write_text(text)
     with pytest.raises(LocalnetError, match="cannot be read by this version .*`trolly-localnet reset`"):
         layout.load()
+
+
+def test_a_solo_app_in_a_home_too_deep_for_a_socket_listens_on_loopback_tcp(tmp_path):
+    from trolly.localnet.services import solo_app_address
+
+    config = LocalnetConfig(engine="solo", validators=1)
+    shallow = Layout(tmp_path / "n")
+    deep = Layout(tmp_path / ("d" * 120))
+    assert solo_app_address(shallow, config, 0) == f"unix://{shallow.app_socket(0)}"
+    assert solo_app_address(deep, config, 0) == f"tcp://127.0.0.1:{config.abci_port(0)}"
