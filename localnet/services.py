@@ -50,8 +50,10 @@ def app_hash_seed(index: int) -> str:
 def solo_app_address(layout: Layout, config: LocalnetConfig, index: int) -> str:
     """Where a solo localnet's app listens: its home's 0600 unix socket, or loopback TCP on its ABCI port when the
     home is too deep for a socket path (Linux takes at most MAX_UNIX_PATH_BYTES)."""
-    socket_path = str(layout.app_socket(index))
-    if len(socket_path.encode()) <= MAX_UNIX_PATH_BYTES:
+    socket_path = layout.app_socket(index)
+    # The server binds in a private directory beside it first (`.abci-XXXXXXXX/s`), which must fit too.
+    staging = socket_path.parent / ".abci-XXXXXXXX" / "s"
+    if len(str(staging).encode()) <= MAX_UNIX_PATH_BYTES:
         return f"unix://{socket_path}"
     return f"tcp://127.0.0.1:{config.abci_port(index)}"
 

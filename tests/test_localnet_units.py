@@ -469,3 +469,7 @@ def test_a_solo_app_in_a_home_too_deep_for_a_socket_listens_on_loopback_tcp(tmp_
     deep = Layout(tmp_path / ("d" * 120))
     assert solo_app_address(shallow, config, 0) == f"unix://{shallow.app_socket(0)}"
     assert solo_app_address(deep, config, 0) == f"tcp://127.0.0.1:{config.abci_port(0)}"
+    # a socket path that fits while the server's private staging path beside it does not
+    borderline = Layout(tmp_path / ("b" * (103 - 1 - len(str(tmp_path / "nodes/node-0/data/app.sock")))))
+    assert len(str(borderline.app_socket(0))) <= 107
+    assert solo_app_address(borderline, config, 0).startswith("tcp://")
