@@ -17,11 +17,21 @@ import sys
 import time
 from pathlib import Path
 
+from trolly.abci_app.cometbft import CometbftError, find_cometbft
 from trolly.localnet.layout import LocalnetConfig
 from trolly.wallet.rpc import RpcClient
 
 PORT_RANGE = range(20_000, 32_000, 200)
 LOCALNET = str(Path(sys.executable).parent / "trolly-localnet")
+
+
+def cometbft_missing() -> str:
+    """Why no usable CometBFT v0.38 binary was found ('' when one was): the skip reason of real-CometBFT tests."""
+    try:
+        find_cometbft()
+    except CometbftError as exc:
+        return str(exc)
+    return ""
 
 
 def _bindable(port: int) -> bool:

@@ -27,7 +27,6 @@ from pathlib import Path
 
 import pytest
 
-from trolly.abci_app.cometbft import CometbftError, find_cometbft
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
 from trolly.localnet.layout import LocalnetConfig
@@ -36,21 +35,14 @@ from trolly.localnet.services import app_hash_seed
 from trolly.localnet.supervisor import ServiceSpec
 from trolly.wallet.rpc import AsyncRpcClient, RpcClient
 
-from localnet_helpers import free_base_port, query, recorded_pids, wait_until
+from localnet_helpers import cometbft_missing, free_base_port, query, recorded_pids, wait_until
 
 pytestmark = pytest.mark.slow
 
 
-def _missing() -> str:
-    try:
-        find_cometbft()
-    except CometbftError as exc:
-        return str(exc)
-    return ""
-
-
-if _missing():
-    pytest.skip(f"needs CometBFT v0.38 (make setup installs it where Go exists): {_missing()}", allow_module_level=True)
+if cometbft_missing():
+    pytest.skip(f"needs CometBFT v0.38 (make setup installs it where Go exists): {cometbft_missing()}",
+                allow_module_level=True)
 
 WALLET = str(Path(sys.executable).parent / "trolly-wallet")
 

@@ -12,26 +12,19 @@ import json
 
 import pytest
 
-from trolly.abci_app.cometbft import CometbftError, find_cometbft
 from trolly.localnet.layout import LocalnetConfig
 from trolly.localnet.network import Localnet
 from trolly.wallet.rpc import RpcClient
 
-from localnet_helpers import free_base_port, localnet, process_family, recorded_pids, survivors, wait_until
+from localnet_helpers import (cometbft_missing, free_base_port, localnet, process_family, recorded_pids, survivors,
+                              wait_until)
 
 pytestmark = pytest.mark.slow
 
 
-def _missing() -> str:
-    try:
-        find_cometbft()
-    except CometbftError as exc:
-        return str(exc)
-    return ""
-
-
-if _missing():
-    pytest.skip(f"needs CometBFT v0.38 (make setup installs it where Go exists): {_missing()}", allow_module_level=True)
+if cometbft_missing():
+    pytest.skip(f"needs CometBFT v0.38 (make setup installs it where Go exists): {cometbft_missing()}",
+                allow_module_level=True)
 
 
 @pytest.fixture(scope="module")

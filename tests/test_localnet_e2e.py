@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from trolly.abci_app.cometbft import CometbftError, find_cometbft
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
 from trolly.localnet.demo import ACCURACY_FLOOR
@@ -29,6 +28,7 @@ from trolly.localnet.network import Localnet
 from trolly.wallet.rpc import RpcClient
 
 from localnet_helpers import (
+    cometbft_missing,
     LOCALNET,
     free_base_port,
     listening_sockets,
@@ -52,15 +52,7 @@ COMETBFT_SERVICES = {f"{kind}-{i}" for kind in ("app", "cometbft", "verifier") f
     "worker-0", "worker-1", "worker-2"}
 
 
-def _cometbft_missing() -> str:
-    try:
-        find_cometbft()
-    except CometbftError as exc:
-        return str(exc)
-    return ""
-
-
-needs_cometbft = pytest.mark.skipif(bool(_cometbft_missing()), reason=f"needs CometBFT v0.38: {_cometbft_missing()}")
+needs_cometbft = pytest.mark.skipif(bool(cometbft_missing()), reason=f"needs CometBFT v0.38: {cometbft_missing()}")
 
 
 def worker_address(index: int) -> str:
