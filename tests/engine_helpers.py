@@ -21,6 +21,7 @@ from trolly.abci_app.store import Store
 from trolly.chain.proto.bank_pb2 import MsgSend
 from trolly.chain.params import AuthParams
 from trolly.chain.tx import build_tx
+from trolly.wallet.txbuilder import TxPlan
 
 
 def send_tx(key, chain_id: str, nonce: int, to: bytes, amount: int, fee: int | None = None) -> bytes:
@@ -31,13 +32,9 @@ def send_tx(key, chain_id: str, nonce: int, to: bytes, amount: int, fee: int | N
 
 
 def paying_tx(key, chain_id: str, nonce: int, messages: list) -> bytes:
-    """A signed transaction paying exactly the default genesis's minimum fee for its size."""
-    params, fee = AuthParams(), 0
-    while True:  # the fee is part of the bytes it pays for
-        raw = build_tx(key, chain_id, nonce, fee, messages)
-        if fee >= params.minimum_fee(len(raw)):
-            return raw
-        fee = params.minimum_fee(len(raw))
+    """A signed transaction paying exactly the default genesis's minimum fee for its size (the wallet's pricing)."""
+    params = AuthParams()
+    return TxPlan(chain_id, nonce, 0, tuple(messages)).with_minimum_fee(params.min_fee, params.fee_per_byte).sign(key)
 
 
 def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):

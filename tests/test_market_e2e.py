@@ -24,7 +24,7 @@ from trolly.chain.market.params import MarketParams
 from trolly.chain.market.records import VERDICT_PASS
 from trolly.chain.market.sampling import sample_segments
 from trolly.chain.proto import bank_pb2, market_pb2 as pb
-from trolly.chain.tx import build_tx
+from trolly.wallet.txbuilder import TxPlan
 from trolly.wallet.cli import cli
 from trolly.wallet.rpc import RpcClient
 
@@ -55,12 +55,10 @@ class Client:
         """Sign with the chain's minimum fee for the tx's size, wait for its block; the fee is recorded."""
         nonce = int(self.query(f"/account/{encode_address(key.address)}")["nonce"])
         auth = self.query("/params/auth")
-        fee = 0
-        while fee < auth["min_fee"] + auth["fee_per_byte"] * len(build_tx(key, self.chain_id, nonce, fee, list(messages))):
-            fee = auth["min_fee"] + auth["fee_per_byte"] * len(build_tx(key, self.chain_id, nonce, fee, list(messages)))
-        result = self.rpc.broadcast_and_wait(build_tx(key, self.chain_id, nonce, fee, list(messages)), timeout=30)
+        plan = TxPlan(self.chain_id, nonce, 0, messages).with_minimum_fee(auth["min_fee"], auth["fee_per_byte"])
+        result = self.rpc.broadcast_and_wait(plan.sign(key), timeout=30)
         assert result.code == 0, result.log
-        self.fees_paid[key.address] = self.fees_paid.get(key.address, 0) + fee
+        self.fees_paid[key.address] = self.fees_paid.get(key.address, 0) + plan.fee
         return result
 
     def wait_for(self, task_id: int, predicate, what: str, timeout: float = 30):
