@@ -25,7 +25,7 @@ from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.market.params import MarketParams
 from trolly.chain.params import params_to_json
 from trolly.chain.proto import bank_pb2, market_pb2, staking_pb2, tx_pb2
-from trolly.chain.tx import build_tx, sign_bytes, type_url_of
+from trolly.chain.tx import sign_bytes, type_url_of
 from trolly.chain.validators import StakingParams
 
 CHAIN_ID = "trolly-fuzz"
@@ -286,8 +286,3 @@ def block_of_txs(max_txs: int = 40):
 
 def sign_block(signers: Signers, planned: list[PlannedTx]) -> list[bytes]:
     return [signers.sign(KEYS[p.signer_index], p.messages, p.fee, p.memo) for p in planned]
-
-
-def build_signed(key: PrivateKey, messages: list, nonce: int, fee: int) -> bytes:
-    """A plain signed transaction (for tests that need one outside `Signers`)."""
-    return build_tx(key, CHAIN_ID, nonce, fee, messages)
