@@ -12,6 +12,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -465,9 +466,11 @@ def test_a_solo_app_in_a_home_too_deep_for_a_socket_listens_on_loopback_tcp(tmp_
     from trolly.localnet.services import solo_app_address
 
     config = LocalnetConfig(engine="solo", validators=1)
-    shallow = Layout(tmp_path / "n")
+    # pytest's own temporary directory may already be too deep (its path grows with the run's number)
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="t") as short:
+        shallow = Layout(Path(short) / "n")
+        assert solo_app_address(shallow, config, 0) == f"unix://{shallow.app_socket(0)}"
     deep = Layout(tmp_path / ("d" * 120))
-    assert solo_app_address(shallow, config, 0) == f"unix://{shallow.app_socket(0)}"
     assert solo_app_address(deep, config, 0) == f"tcp://127.0.0.1:{config.abci_port(0)}"
     # a socket path that fits while the server's private staging path beside it does not
     borderline = Layout(tmp_path / ("b" * (103 - 1 - len(str(tmp_path / "nodes/node-0/data/app.sock")))))
