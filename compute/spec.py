@@ -3,6 +3,9 @@
 The chain stores the spec's exact bytes and their sha256 and checks only its structure; this module is where
 its floats are read and every field is validated, with an error naming the field that is wrong. Unknown keys
 are refused, so a typo cannot silently fall back to a default.
+
+The schema itself (version, field sets, registry names, limits, hyperparameter ranges) is declared once, in
+`trolly.chain.market.spec`, and imported here: a spec the chain accepts is one this module can build.
 """
 
 from __future__ import annotations
@@ -14,14 +17,21 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from .codecs import CODEC_REGISTRY
-from .determinism import INSTRUCTION_SETS, DeterminismProfile
-from .errors import SpecError
-from .models import MODEL_REGISTRY
+from trolly.chain.market.spec import (CODECS, DATASET_FIELDS, DATASETS, DECAYING_SCHEDULES, DEFAULT_INNER_LR,
+                                      DEFAULT_THREADS, DETERMINISM_FIELDS, FINAL_LR, INNER_OPTIMIZER,
+                                      INNER_OPTIMIZER_FIELDS, INNER_OPTIMIZER_NAME, INSTRUCTION_SETS,
+                                      MAX_CHECKPOINT_EVERY, MAX_INTEGER, MODEL_ARCHS, MODEL_FIELDS, OUTER_OPTIMIZER,
+                                      OUTER_OPTIMIZER_FIELDS, OUTER_OPTIMIZER_NAME, SCHEDULE_FIELDS, SCHEDULES,
+                                      SPEC_FIELDS, SPEC_VERSION, TRAINING_FIELDS, Fields, field_problem)
 
-SPEC_VERSION = 1
-MAX_CHECKPOINT_EVERY = 10  # replayed segments stay short so honest drift cannot hide a cheat
-DATASET_NAMES = ("digits", "pycorpus")
+from .determinism import DeterminismProfile
+from .errors import SpecError
+
+DATASET_NAMES = DATASETS
+SCHEDULE_NAMES = SCHEDULES
+__all__ = ["DATASET_NAMES", "MAX_CHECKPOINT_EVERY", "SCHEDULE_NAMES", "SPEC_VERSION", "DatasetSpec",
+           "InnerOptimizerSpec", "ModelSpec", "OuterOptimizerSpec", "ScheduleSpec", "TaskSpec", "TrainingSpec",
+           "example_spec", "parse_spec", "spec_from_dict", "spec_hash"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +47,6 @@ class DatasetSpec:
     urls: tuple[str, ...]
 
 
-SCHEDULE_NAMES = ("constant", "linear", "cosine")
-
-
 @dataclasses.dataclass(frozen=True)
 class ScheduleSpec:
     """The inner lr over the task's nominal steps (`compute.schedule.inner_lr`): a linear warm-up over
@@ -52,8 +59,8 @@ class ScheduleSpec:
 
 @dataclasses.dataclass(frozen=True)
 class InnerOptimizerSpec:
-    name: str = "adamw"
-    lr: float = 0.001
+    name: str = INNER_OPTIMIZER_NAME
+    lr: float = float(DEFAULT_INNER_LR)
     weight_decay: float = 0.0
     beta1: float = 0.9
     beta2: float = 0.999
@@ -63,7 +70,7 @@ class InnerOptimizerSpec:
 
 @dataclasses.dataclass(frozen=True)
 class OuterOptimizerSpec:
-    name: str = "nesterov"
+    name: str = OUTER_OPTIMIZER_NAME
     lr: float = 0.7
     momentum: float = 0.9
 
@@ -93,25 +100,22 @@ class TaskSpec:
         return -(-steps // self.training.checkpoint_every) + 1
 
 
-def _object(value: Any, where: str, required: set[str], optional: set[str] = frozenset()) -> dict:
-    if not isinstance(value, dict):
-        raise SpecError(f"{where} must be a JSON object")
-    missing = sorted(required - set(value))
-    if missing:
-        raise SpecError(f"{where} is missing {', '.join(missing)}")
-    unknown = sorted(set(value) - required - set(optional))
-    if unknown:
-        raise SpecError(f"{where} has unknown field(s) {', '.join(unknown)}")
+def _object(value: Any, where: str, fields: Fields) -> dict:
+    problem = field_problem(value, where, fields)
+    if problem is not None:
+        raise SpecError(problem)
     return value
 
 
 def _positive_int(value: Any, where: str, allow_zero: bool = False) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < (0 if allow_zero else 1) or value >= 2**63:
+    if not isinstance(value, int) or isinstance(value, bool) or value < (0 if allow_zero else 1) or value > MAX_INTEGER:
         raise SpecError(f"{where} must be a {'non-negative' if allow_zero else 'positive'} integer, got {value!r}")
     return value
 
 
-def _number(value: Any, where: str, low: float, high: float, low_open: bool = False) -> float:
+def _number(value: Any, where: str, bounds: tuple[int, bool, int]) -> float:
+    """`value` as a float within `bounds`: (lower bound, lower bound open?, upper bound (always open))."""
+    low, low_open, high = float(bounds[0]), bounds[1], float(bounds[2])
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise SpecError(f"{where} must be a number, got {value!r}")
     value = float(value)
@@ -130,49 +134,44 @@ def _string(value: Any, where: str, choices: tuple[str, ...] | None = None) -> s
 
 def _parse_schedule(value: Any, lr: float, total_steps: int) -> ScheduleSpec:
     where = "training.inner_optimizer.schedule"
-    name = _string(_object(value, where, {"name"}, {"warmup_steps", "final_lr"})["name"], f"{where}.name",
-                   SCHEDULE_NAMES)
-    if name == "constant" and "final_lr" in value:
+    name = _string(_object(value, where, SCHEDULE_FIELDS)["name"], f"{where}.name", SCHEDULES)
+    if name not in DECAYING_SCHEDULES and "final_lr" in value:
         raise SpecError(f"{where}.final_lr is only for a decaying schedule (linear, cosine), not constant")
     warmup_steps = _positive_int(value.get("warmup_steps", 0), f"{where}.warmup_steps", allow_zero=True)
     if warmup_steps > total_steps:
         raise SpecError(f"{where}.warmup_steps must be at most the task's {total_steps} steps (rounds x inner_steps), "
                         f"got {warmup_steps}")
-    final_lr = _number(value.get("final_lr", 0.0), f"{where}.final_lr", 0.0, 10.0)
+    final_lr = _number(value.get("final_lr", 0.0), f"{where}.final_lr", FINAL_LR)
     if final_lr > lr:
         raise SpecError(f"{where}.final_lr must be at most training.inner_optimizer.lr ({lr!r}), got {final_lr!r}")
     return ScheduleSpec(name=name, warmup_steps=warmup_steps, final_lr=final_lr)
 
 
 def _parse_inner(value: Any, total_steps: int) -> InnerOptimizerSpec:
-    fields = _object(value, "training.inner_optimizer", {"name"},
-                     {"lr", "weight_decay", "beta1", "beta2", "eps", "schedule"})
-    defaults = InnerOptimizerSpec()
-    lr = _number(fields.get("lr", defaults.lr), "training.inner_optimizer.lr", 0.0, 10.0, low_open=True)
+    where = "training.inner_optimizer"
+    fields = _object(value, where, INNER_OPTIMIZER_FIELDS)
+    defaults = dataclasses.asdict(InnerOptimizerSpec())
+    numbers = {name: _number(fields.get(name, defaults[name]), f"{where}.{name}", bounds)
+               for name, bounds in INNER_OPTIMIZER.items()}
     return InnerOptimizerSpec(
-        name=_string(fields["name"], "training.inner_optimizer.name", ("adamw",)),
-        lr=lr,
-        weight_decay=_number(fields.get("weight_decay", defaults.weight_decay), "training.inner_optimizer.weight_decay", 0.0, 10.0),
-        beta1=_number(fields.get("beta1", defaults.beta1), "training.inner_optimizer.beta1", 0.0, 1.0),
-        beta2=_number(fields.get("beta2", defaults.beta2), "training.inner_optimizer.beta2", 0.0, 1.0),
-        eps=_number(fields.get("eps", defaults.eps), "training.inner_optimizer.eps", 0.0, 1.0, low_open=True),
-        schedule=_parse_schedule(fields.get("schedule", {"name": "constant"}), lr, total_steps),
+        name=_string(fields["name"], f"{where}.name", (INNER_OPTIMIZER_NAME,)), **numbers,
+        schedule=_parse_schedule(fields.get("schedule", {"name": "constant"}), numbers["lr"], total_steps),
     )
 
 
 def _parse_outer(value: Any) -> OuterOptimizerSpec:
-    fields = _object(value, "training.outer_optimizer", {"name"}, {"lr", "momentum"})
-    defaults = OuterOptimizerSpec()
+    where = "training.outer_optimizer"
+    fields = _object(value, where, OUTER_OPTIMIZER_FIELDS)
+    defaults = dataclasses.asdict(OuterOptimizerSpec())
     return OuterOptimizerSpec(
-        name=_string(fields["name"], "training.outer_optimizer.name", ("nesterov",)),
-        lr=_number(fields.get("lr", defaults.lr), "training.outer_optimizer.lr", 0.0, 10.0, low_open=True),
-        momentum=_number(fields.get("momentum", defaults.momentum), "training.outer_optimizer.momentum", 0.0, 1.0),
+        name=_string(fields["name"], f"{where}.name", (OUTER_OPTIMIZER_NAME,)),
+        **{name: _number(fields.get(name, defaults[name]), f"{where}.{name}", bounds)
+           for name, bounds in OUTER_OPTIMIZER.items()},
     )
 
 
 def _parse_training(value: Any) -> TrainingSpec:
-    fields = _object(value, "training", {"rounds", "inner_steps", "batch_size", "checkpoint_every", "seed"},
-                     {"inner_optimizer", "outer_optimizer"})
+    fields = _object(value, "training", TRAINING_FIELDS)
     checkpoint_every = _positive_int(fields["checkpoint_every"], "training.checkpoint_every")
     if checkpoint_every > MAX_CHECKPOINT_EVERY:
         raise SpecError(f"training.checkpoint_every must be at most {MAX_CHECKPOINT_EVERY}, got {checkpoint_every}")
@@ -184,39 +183,39 @@ def _parse_training(value: Any) -> TrainingSpec:
         batch_size=_positive_int(fields["batch_size"], "training.batch_size"),
         checkpoint_every=checkpoint_every,
         seed=_positive_int(fields["seed"], "training.seed", allow_zero=True),
-        inner_optimizer=_parse_inner(fields.get("inner_optimizer", {"name": "adamw"}), rounds * inner_steps),
-        outer_optimizer=_parse_outer(fields.get("outer_optimizer", {"name": "nesterov"})),
+        inner_optimizer=_parse_inner(fields.get("inner_optimizer", {"name": INNER_OPTIMIZER_NAME}), rounds * inner_steps),
+        outer_optimizer=_parse_outer(fields.get("outer_optimizer", {"name": OUTER_OPTIMIZER_NAME})),
     )
 
 
 def spec_from_dict(document: Any) -> TaskSpec:
     """Validate a decoded spec document and build the TaskSpec."""
-    fields = _object(document, "spec", {"version", "model", "dataset", "training", "codec"}, {"determinism"})
+    fields = _object(document, "spec", SPEC_FIELDS)
     if fields["version"] != SPEC_VERSION or isinstance(fields["version"], bool):
         raise SpecError(f"spec.version must be {SPEC_VERSION}, got {fields['version']!r}")
-    model = _object(fields["model"], "model", {"arch"}, {"config"})
+    model = _object(fields["model"], "model", MODEL_FIELDS)
     config = model.get("config", {})
     if not isinstance(config, dict):
         raise SpecError("model.config must be a JSON object")
-    dataset = _object(fields["dataset"], "dataset", {"name", "manifest_hash"}, {"urls"})
+    dataset = _object(fields["dataset"], "dataset", DATASET_FIELDS)
     manifest_hash = _string(dataset["manifest_hash"], "dataset.manifest_hash")
     if len(manifest_hash) != 64 or any(c not in "0123456789abcdef" for c in manifest_hash):
         raise SpecError("dataset.manifest_hash must be 64 lower-case hex digits")
     urls = dataset.get("urls", [])
     if not isinstance(urls, list) or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
         raise SpecError("dataset.urls must be a list of http(s) URLs")
-    determinism = _object(fields.get("determinism", {"threads": 1}), "determinism", {"threads"}, {"instruction_set"})
+    determinism = _object(fields.get("determinism", {"threads": DEFAULT_THREADS}), "determinism", DETERMINISM_FIELDS)
     instruction_set = determinism.get("instruction_set")
     if instruction_set is not None:
         _string(instruction_set, "determinism.instruction_set", INSTRUCTION_SETS)
     return TaskSpec(
         version=SPEC_VERSION,
-        model=ModelSpec(arch=_string(model["arch"], "model.arch", tuple(sorted(MODEL_REGISTRY))),
+        model=ModelSpec(arch=_string(model["arch"], "model.arch", MODEL_ARCHS),
                         config=types.MappingProxyType(dict(config))),
         dataset=DatasetSpec(name=_string(dataset["name"], "dataset.name", DATASET_NAMES), manifest_hash=manifest_hash,
                             urls=tuple(u.rstrip("/") for u in urls)),
         training=_parse_training(fields["training"]),
-        codec=_string(fields["codec"], "codec", tuple(sorted(CODEC_REGISTRY))),
+        codec=_string(fields["codec"], "codec", CODECS),
         determinism=DeterminismProfile(threads=_positive_int(determinism["threads"], "determinism.threads"),
                                        instruction_set=instruction_set),
     )

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from google.protobuf.message import Message
 
 from trolly.chain.crypto import PrivateKey, encode_address
+from trolly.chain.errors import ChainError, InsufficientFunds, InvalidNonce
 from trolly.chain.tx import decode_tx
 
 from .amounts import format_amount_both
@@ -42,9 +43,9 @@ from .nonces import NonceCache
 from .rpc import AsyncRpcClient, BroadcastResult, TxResult
 from .txbuilder import TxPlan, parse_address
 
-CHAIN_CODESPACE = "trolly"
-INVALID_NONCE_CODE = 5
-INSUFFICIENT_FUNDS_CODE = 6
+CHAIN_CODESPACE = ChainError.codespace
+INVALID_NONCE_CODE = InvalidNonce.code
+INSUFFICIENT_FUNDS_CODE = InsufficientFunds.code
 RESERVATION_HOLD_SECONDS = 10.0
 """How long a planned-but-unsent transaction keeps later ones from the same sender waiting for their turn."""
 

@@ -1,9 +1,10 @@
 """Validating a task spec (docs/protocol.md section 1) without computing with a float.
 
 The chain stores the spec's exact bytes and their sha256; workers and verifiers read the spec from the chain.
-Here we check its structure with the same schema `compute/spec.py` applies before training (required and
-optional fields, unknown ones refused, names from the fixed registries, integers where integers are required,
-hyperparameters within their ranges), so that a spec the chain accepts is one every worker can run.
+The schema is declared here once: the version, the field sets, the names from the fixed registries, the limits
+and the hyperparameters' ranges. `compute/spec.py` imports it to build its dataclasses (required and optional
+fields, unknown ones refused, integers where integers are required, hyperparameters within their ranges), so
+that a spec the chain accepts is one every worker can run.
 Numbers with a fraction or exponent are parsed as `Decimal` and only compared against exact decimal bounds:
 nothing on chain computes with a float. The bytes are read by `load_untrusted_json`, whose limits are explicit
 (duplicate keys and NaN/Infinity refused, because two readers could take different values from them). `training.rounds` must equal the message's `rounds`.
@@ -33,14 +34,42 @@ MAX_INTEGER = (1 << 63) - 1
 MAX_DATASET_URLS = 16
 """Most base URLs a spec may name for its dataset; each obeys the blob URL rules (`chain/market/urls.py`)."""
 
-# (lower bound, lower bound open?, upper bound (always open)) of each hyperparameter, as in compute/spec.py.
+
+# (lower bound, lower bound open?, upper bound (always open)) of each hyperparameter.
 INNER_OPTIMIZER = {"lr": (0, True, 10), "weight_decay": (0, False, 10), "beta1": (0, False, 1),
                    "beta2": (0, False, 1), "eps": (0, True, 1)}
 OUTER_OPTIMIZER = {"lr": (0, True, 10), "momentum": (0, False, 1)}
 SCHEDULES = ("constant", "cosine", "linear")
 """The inner learning-rate schedules of docs/protocol.md section 1 (`compute/schedule.py`)."""
+DECAYING_SCHEDULES = ("cosine", "linear")
+"""The schedules that decay to a `final_lr` (a constant schedule has none)."""
+FINAL_LR = (0, False, 10)
+"""The range of a decaying schedule's `final_lr`, as the hyperparameters' above; it may not exceed the lr."""
+INNER_OPTIMIZER_NAME = "adamw"
+OUTER_OPTIMIZER_NAME = "nesterov"
 DEFAULT_INNER_LR = Decimal("0.001")
 """compute's AdamW lr when a spec names none (a schedule's final_lr may not exceed it)."""
+DEFAULT_THREADS = 1
+"""The determinism profile's thread count when a spec names none."""
+
+
+@dataclass(frozen=True)
+class Fields:
+    """The fields of one JSON object of the spec: those it must have and those it may have; no others."""
+
+    required: frozenset[str]
+    optional: frozenset[str] = frozenset()
+
+
+SPEC_FIELDS = Fields(frozenset({"version", "model", "dataset", "training", "codec"}), frozenset({"determinism"}))
+MODEL_FIELDS = Fields(frozenset({"arch"}), frozenset({"config"}))
+DATASET_FIELDS = Fields(frozenset({"name", "manifest_hash"}), frozenset({"urls"}))
+TRAINING_FIELDS = Fields(frozenset({"rounds", "inner_steps", "batch_size", "checkpoint_every", "seed"}),
+                         frozenset({"inner_optimizer", "outer_optimizer"}))
+INNER_OPTIMIZER_FIELDS = Fields(frozenset({"name"}), frozenset(INNER_OPTIMIZER) | {"schedule"})
+OUTER_OPTIMIZER_FIELDS = Fields(frozenset({"name"}), frozenset(OUTER_OPTIMIZER))
+SCHEDULE_FIELDS = Fields(frozenset({"name"}), frozenset({"warmup_steps", "final_lr"}))
+DETERMINISM_FIELDS = Fields(frozenset({"threads"}), frozenset({"instruction_set"}))
 
 
 @dataclass(frozen=True)
@@ -65,15 +94,24 @@ def parse_spec(raw: bytes) -> dict:
         raise InvalidSpec(f"spec is not acceptable JSON: {exc}") from None
 
 
-def _object(value: Any, where: str, required: set[str], optional: set[str] = frozenset()) -> dict:
+def field_problem(value: Any, where: str, fields: Fields) -> str | None:
+    """What is wrong with `value` as the object `fields` describes (None: nothing). Shared with `compute/spec.py`,
+    which raises its own error type with the same words."""
     if not isinstance(value, dict):
-        raise InvalidSpec(f"{where} must be a JSON object")
-    missing = sorted(required - set(value))
+        return f"{where} must be a JSON object"
+    missing = sorted(fields.required - set(value))
     if missing:
-        raise InvalidSpec(f"{where} is missing {', '.join(missing)}")
-    unknown = sorted(set(value) - required - set(optional))
+        return f"{where} is missing {', '.join(missing)}"
+    unknown = sorted(set(value) - fields.required - fields.optional)
     if unknown:
-        raise InvalidSpec(f"{where} has unknown field(s) {', '.join(unknown)}")
+        return f"{where} has unknown field(s) {', '.join(unknown)}"
+    return None
+
+
+def _object(value: Any, where: str, fields: Fields) -> dict:
+    problem = field_problem(value, where, fields)
+    if problem is not None:
+        raise InvalidSpec(problem)
     return value
 
 
@@ -90,8 +128,8 @@ def _choice(value: Any, where: str, choices: tuple[str, ...]) -> str:
 
 
 def _hyperparameters(value: Any, where: str, name: str, ranges: dict[str, tuple[int, bool, int]],
-                     optional: frozenset[str] = frozenset()) -> dict:
-    fields = _object(value, where, {"name"}, set(ranges) | optional)
+                     schema: Fields) -> dict:
+    fields = _object(value, where, schema)
     _choice(fields["name"], f"{where}.name", (name,))
     for field, (low, low_open, high) in ranges.items():
         if field in fields:
@@ -114,31 +152,31 @@ def _number(number: Any, where: str, low: int, low_open: bool, high: int) -> Dec
 def _schedule(value: Any, lr: Decimal | int, total_steps: int) -> None:
     """The optional inner lr schedule, checked as `compute.spec` parses it."""
     where = "training.inner_optimizer.schedule"
-    fields = _object(value, where, {"name"}, {"warmup_steps", "final_lr"})
+    fields = _object(value, where, SCHEDULE_FIELDS)
     name = _choice(fields["name"], f"{where}.name", SCHEDULES)
-    if name == "constant" and "final_lr" in fields:
+    if name not in DECAYING_SCHEDULES and "final_lr" in fields:
         raise InvalidSpec(f"{where}.final_lr is only for a decaying schedule (linear, cosine), not constant")
     if "warmup_steps" in fields:
         warmup = _integer(fields["warmup_steps"], f"{where}.warmup_steps", 0)
         if warmup > total_steps:
             raise InvalidSpec(f"{where}.warmup_steps must be at most the task's {total_steps} steps, got {warmup}")
-    if "final_lr" in fields and _number(fields["final_lr"], f"{where}.final_lr", 0, False, 10) > lr:
+    if "final_lr" in fields and _number(fields["final_lr"], f"{where}.final_lr", *FINAL_LR) > lr:
         raise InvalidSpec(f"{where}.final_lr must be at most training.inner_optimizer.lr ({lr}), "
                           f"got {fields['final_lr']}")
 
 
 def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
     """Check `raw` against the spec schema and the message's `rounds`; returns the integers the chain uses."""
-    spec = _object(parse_spec(raw), "spec", {"version", "model", "dataset", "training", "codec"}, {"determinism"})
+    spec = _object(parse_spec(raw), "spec", SPEC_FIELDS)
     if spec["version"] != SPEC_VERSION or isinstance(spec["version"], bool):
         raise InvalidSpec(f"spec.version must be {SPEC_VERSION}, got {spec['version']!r}")
 
-    model = _object(spec["model"], "model", {"arch"}, {"config"})
+    model = _object(spec["model"], "model", MODEL_FIELDS)
     _choice(model["arch"], "model.arch", MODEL_ARCHS)
     if not isinstance(model.get("config", {}), dict):
         raise InvalidSpec("model.config must be a JSON object")
 
-    dataset = _object(spec["dataset"], "dataset", {"name", "manifest_hash"}, {"urls"})
+    dataset = _object(spec["dataset"], "dataset", DATASET_FIELDS)
     _choice(dataset["name"], "dataset.name", DATASETS)
     manifest = dataset["manifest_hash"]
     if not isinstance(manifest, str) or len(manifest) != 64 or any(c not in "0123456789abcdef" for c in manifest):
@@ -152,8 +190,7 @@ def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
         except InvalidBlobUrl as exc:
             raise InvalidSpec(f"dataset.urls: {exc.log.replace('blob_url', 'a URL')}") from None
 
-    training = _object(spec["training"], "training", {"rounds", "inner_steps", "batch_size", "checkpoint_every", "seed"},
-                       {"inner_optimizer", "outer_optimizer"})
+    training = _object(spec["training"], "training", TRAINING_FIELDS)
     summary = SpecSummary(
         rounds=_integer(training["rounds"], "training.rounds"),
         inner_steps=_integer(training["inner_steps"], "training.inner_steps"),
@@ -165,15 +202,15 @@ def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
     )
     if summary.rounds != rounds:
         raise InvalidSpec(f"training.rounds is {summary.rounds} but the message asks for {rounds} rounds")
-    inner = _hyperparameters(training.get("inner_optimizer", {"name": "adamw"}), "training.inner_optimizer", "adamw",
-                             INNER_OPTIMIZER, frozenset({"schedule"}))
+    inner = _hyperparameters(training.get("inner_optimizer", {"name": INNER_OPTIMIZER_NAME}),
+                             "training.inner_optimizer", INNER_OPTIMIZER_NAME, INNER_OPTIMIZER, INNER_OPTIMIZER_FIELDS)
     if "schedule" in inner:
         _schedule(inner["schedule"], inner.get("lr", DEFAULT_INNER_LR), summary.rounds * summary.inner_steps)
-    _hyperparameters(training.get("outer_optimizer", {"name": "nesterov"}), "training.outer_optimizer", "nesterov",
-                     OUTER_OPTIMIZER)
+    _hyperparameters(training.get("outer_optimizer", {"name": OUTER_OPTIMIZER_NAME}), "training.outer_optimizer",
+                     OUTER_OPTIMIZER_NAME, OUTER_OPTIMIZER, OUTER_OPTIMIZER_FIELDS)
 
     _choice(spec["codec"], "codec", CODECS)
-    determinism = _object(spec.get("determinism", {"threads": 1}), "determinism", {"threads"}, {"instruction_set"})
+    determinism = _object(spec.get("determinism", {"threads": DEFAULT_THREADS}), "determinism", DETERMINISM_FIELDS)
     _integer(determinism["threads"], "determinism.threads")
     if "instruction_set" in determinism:
         _choice(determinism["instruction_set"], "determinism.instruction_set", INSTRUCTION_SETS)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+from trolly.chain.errors import InvalidNonce
 from trolly.chain.proto.market_pb2 import MsgCommitRound
 from trolly.chain.tx import decode_tx
 from trolly.wallet.errors import InclusionTimeout, TxRejected, WalletError
@@ -23,8 +24,6 @@ from . import plan
 from .state import WorkerState
 
 log = logging.getLogger("trolly.worker")
-
-INVALID_NONCE_CODE = 5  # chain.errors.InvalidNonce
 
 
 def decode_commit(raw: bytes) -> MsgCommitRound:
@@ -79,7 +78,7 @@ class Committer:
             await self.sleep(1.0)
             return False
         nonce = decode_tx(raw).body.nonce
-        if isinstance(error, TxRejected) and error.code == INVALID_NONCE_CODE and await self.market.nonce() > nonce:
+        if isinstance(error, TxRejected) and error.code == InvalidNonce.code and await self.market.nonce() > nonce:
             log.warning("task %d round %d: the saved commitment's nonce %d was used by another transaction; "
                         "signing it again", task_id, round_index, nonce)
             fresh = await self.market.sign(decode_commit(raw))

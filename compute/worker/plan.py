@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 
-# Chain vocabulary (chain/market/records.py); repeated as strings because they are the query's JSON.
-LIVE_STATUSES = ("open", "running")
-ACTIVE = "active"
-COMMIT_PHASE = "commit"
-PASSED = "passed"
+# The chain's vocabulary, as the task query's JSON spells it: imported from where the chain declares it.
+from trolly.chain.market.records import ACTIVE, LIVE_STATUSES, OPEN, PASSED
+from trolly.chain.market.records import COMMIT as COMMIT_PHASE
 
 WAIT, TRAIN, REPORT_FINAL, FINISH = "wait", "train", "report_final", "finish"
 
@@ -89,7 +87,7 @@ def decide(view: dict, address: str) -> Action:
         return Action(FINISH, reason=f"task {status}")
     if member["status"] != ACTIVE:
         return Action(FINISH, reason=f"{member['status']}: {member.get('reason') or 'no reason given'}")
-    if status == "open":
+    if status == OPEN:
         return Action(WAIT, reason=f"waiting for workers ({view['workers_joined']} of {view['workers_wanted']})")
     round_index, phase = view["round"], view["phase"]
     if phase == COMMIT_PHASE:

@@ -235,7 +235,7 @@ class WorkerService:
         """Join one open task this worker fits; True if it joined one."""
         for summary in await self.market.live_tasks():
             task_id = summary["id"]
-            if (summary["status"] != "open" or summary["workers_joined"] >= summary["workers_wanted"]
+            if (summary["status"] != plan.OPEN or summary["workers_joined"] >= summary["workers_wanted"]
                     or task_id in self.state.tasks or task_id in self.unfit
                     or (self.options.task_id and task_id != self.options.task_id)):
                 continue

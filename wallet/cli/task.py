@@ -15,6 +15,7 @@ import pathlib
 import click
 
 from trolly.chain.errors import ChainError
+from trolly.chain.market.records import OPEN, RUNNING
 from trolly.chain.market.spec import validate_spec
 from trolly.chain.proto import market_pb2
 
@@ -102,9 +103,9 @@ def announce_task_id(signer: str, spec_hash: str) -> None:
 
 
 def progress(view: dict) -> str:
-    if view["status"] == "open":
+    if view["status"] == OPEN:
         return f"waiting for workers ({view['workers_joined']}/{view['workers_wanted']})"
-    if view["status"] == "running":
+    if view["status"] == RUNNING:
         if view["round"] >= view["rounds"]:
             return f"final report (all {view['rounds']} rounds done)"
         return f"round {view['round'] + 1} of {view['rounds']} ({view.get('phase', '')})"
