@@ -445,8 +445,13 @@ class TestDuringATask:
         assert {x["verdict"] for x in cast if x["validator"] == liar} == {"fail"}
         assert not [x for x in cast if x["validator"] == silent]
         assert {x["verdict"] for x in cast if x["validator"] in (operator(0), operator(1))} == {"pass"}
-        # The same votes, queried from every node (the task has ended: they no longer change): on chain for all.
-        assert all(verdicts(task.view(node=i)) == cast for i in range(4))
+        # The same votes, queried from every node: on chain for all. A node may be a block behind another when
+        # asked (queries answer at each node's latest height), so ask until all four answer from the same state.
+        def alike():
+            answers = [verdicts(task.view(node=i)) for i in range(4)]
+            return answers[0] if all(answer == answers[0] for answer in answers) else None
+        everywhere = wait_until(alike, 60, "every node to show the same verdicts")
+        assert {(x["validator"], x["verdict"]) for x in everywhere} == {(x["validator"], x["verdict"]) for x in cast}
         for index in (2, 3):
             net.kill(f"verifier-{index}")
             net.start(f"verifier-{index}")
