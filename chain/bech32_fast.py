@@ -1,9 +1,9 @@
 """Bech32 encoding of bytes by lookup tables: the fast path beside the `bech32` package's reference.
 
 Every transaction shows its signer (and a send its recipient) as a `trolly1...` address in its events, and
-the reference implementation (`bech32.bech32_encode` after `convertbits`) spends ~50 us per address in
-Python loops, on the order of the signature check itself. This computes the same string in a few
-microseconds from two facts:
+the reference implementation (`bech32.bech32_encode` after `convertbits`) spends its time in per-bit Python
+loops, on the order of the signature check itself (docs/performance.md). This computes the same string with
+table look-ups, from two facts:
 
 - The data characters are the bytes read as one big-endian integer and cut into 5-bit values (the last
   padded with zero bits); a 1,024-entry table gives two characters per 10-bit slice.
@@ -85,7 +85,7 @@ def _slices(length: int) -> tuple[int, int, tuple[int, ...]]:
 
 @functools.lru_cache(maxsize=1 << 16)
 def bech32_encode_bytes(hrp: str, data: bytes) -> str:
-    """`bech32.bech32_encode(hrp, convertbits(data, 8, 5))`, the same string, an order of magnitude faster.
+    """`bech32.bech32_encode(hrp, convertbits(data, 8, 5))`, the same string, by table look-ups.
 
     Cached too: the same few thousand active addresses recur block after block.
     """

@@ -31,8 +31,8 @@ PAGE = 4096
 
 
 class _BufferPool:
-    """Spare checkpoint buffers, by size. Fresh memory costs a page fault per 4 KiB on first touch (about
-    2 ms for a 13.5 MB checkpoint on the benchmark VM, on the training thread); a worker takes checkpoints of
+    """Spare checkpoint buffers, by size. Fresh memory costs a page fault per 4 KiB page on first touch, paid
+    on the training thread; a worker takes checkpoints of
     one size over and over, so a buffer nobody references any more is kept for the next one instead of
     being freed."""
 

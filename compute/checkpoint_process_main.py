@@ -6,9 +6,8 @@ arena). It imports neither torch nor numpy's users: only the standard library an
 
 Why a process: the training thread of a worker is Python driving many short PyTorch calls, each releasing and
 retaking the GIL. Background *threads* that copy, hash, write and record checkpoints in the same process keep
-taking the GIL in those gaps; measured on the 2-core benchmark VM, that slowed the training steps by ~10% and
-the update encoding beside the last checkpoint by 3x, although each thread spent most of its time in calls
-that release the GIL. A process has its own GIL: the training thread only sends a 13-byte command per
+taking the GIL in those gaps, which slowed the training steps and the update encoding beside the last
+checkpoint (docs/performance.md), although each thread spent most of its time in calls that release the GIL. A process has its own GIL: the training thread only sends a 13-byte command per
 checkpoint and waits for a 9-byte answer before its next optimizer step.
 
 Protocol (all integers little-endian), on the process's stdin and stdout:

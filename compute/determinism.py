@@ -4,10 +4,10 @@ On CPU, PyTorch is bitwise reproducible for a fixed thread count and instruction
 dispatches to, `ATEN_CPU_CAPABILITY`), with deterministic algorithms on, and with the same treatment of
 subnormal floats: training steps run with them flushed to zero (`flushing_subnormals`; the `-ftz` of the
 profile's mode). Once a model has nearly fitted its data, many parameters get zero gradients and their AdamW
-first moments decay by 0.9 a step into the subnormal range, where x86 arithmetic is slow: measured on the
-1.1M-parameter MLP on digits, about 206,000 subnormal first moments after 750 steps, and steps going from
-4 to 10 ms. Flushed, those values become exact zeros, the same on every machine. Change either and float sums are
-reassociated: 1 vs 2 threads already differ by about 1e-7 relative after 200 MLP steps (docs/architecture.md 5). So a
+first moments decay by 0.9 a step into the subnormal range, where x86 arithmetic is many times slower
+(docs/performance.md has what that cost the example MLP). Flushed, those values become exact zeros, the same on
+every machine. Change either and float sums are reassociated: 1 and 2 threads already give different bytes
+after a few MLP steps (docs/architecture.md 5). So a
 worker records its profile's `id` in every commitment, and a verifier replays bitwise only under the same id
 (otherwise it compares within `REPLAY_TOLERANCE`).
 
@@ -44,7 +44,8 @@ def worker_instruction_set(current: str) -> str:
     return current if current in REPLAYABLE_INSTRUCTION_SETS else "avx2"
 
 # Relative L2 distance allowed between a replay and a checkpoint when the profiles differ (different thread
-# count or instruction set). Measured: ~1e-7 after 200 MLP steps; segments are at most 10 steps.
+# count or instruction set): orders of magnitude above the drift such a difference causes over a segment
+# (at most 10 steps), and below what a cheat changes (benchmarks.verification calibrates both).
 REPLAY_TOLERANCE = 1e-4
 
 _BATCH_DOMAIN = b"trolly/batch/v1"

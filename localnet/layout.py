@@ -47,8 +47,8 @@ VALIDATOR_STAKE = 10_000_000
 
 VERIFICATION_WINDOW = 60
 """Blocks (30s at 500ms) a round's sampled segments wait for verdicts. The market's localnet preset has 20, but
-a verifier's first replay (cold imports, the dataset, the model) took 15s on a loaded 2-core machine, which
-left the demo's round 0 unverified and unpaid. A round settles as soon as every segment is decided, so a
+a verifier's first replay (cold imports, the dataset, the model) can take longer than that on a loaded 2-core
+machine, which left the demo's round 0 unverified and unpaid. A round settles as soon as every segment is decided, so a
 longer window costs time only when verdicts are missing."""
 
 LOCALNET_PARAMS = {
