@@ -28,6 +28,7 @@ from typing import Any
 from trolly.chain import app as chain_app
 from trolly.chain import keys
 from trolly.chain.block import BlockEnv, TxResult
+from trolly.chain.checked_txs import CheckedTxs
 from trolly.chain.codec import canonical_json
 from trolly.chain.errors import ChainError, InvalidRequest, UnexpectedFailure
 from trolly.chain.merkle import PROOF_OP_TYPE
@@ -39,7 +40,7 @@ from .conversions import add_events, decode_misbehavior, decode_votes, encode_va
 from .conversions import timestamp_ns
 from .errors import AbciAppError
 from .proto.tendermint.abci import types_pb2 as abci
-from .signature_checker import execute_block
+from .signature_checker import SignatureChecker, execute_block
 
 log = logging.getLogger("trolly.abci.app")
 
@@ -84,11 +85,19 @@ def _software_version() -> str:
 
 
 class TrollyApplication:
-    """The ABCI methods, one per `Request` oneof case (the server dispatches on the case name)."""
+    """The ABCI methods, one per `Request` oneof case (the server dispatches on the case name).
 
-    def __init__(self, store: Any, chain_id_hint: str | None = None) -> None:
+    Its helpers are handed in by whoever starts it (`trolly-node start`): `checks`, the memo of transactions
+    whose stateless checks passed (a fresh one if none is given), and `signature_checker`, the helper
+    process FinalizeBlock may check a block's signatures in (none: every check on the spot). Neither changes
+    any answer, only where and how often the work is done."""
+
+    def __init__(self, store: Any, chain_id_hint: str | None = None, checks: CheckedTxs | None = None,
+                 signature_checker: SignatureChecker | None = None) -> None:
         self.store = store
         self.chain_id_hint = chain_id_hint
+        self.checks = checks if checks is not None else CheckedTxs()
+        self.signature_checker = signature_checker
         self._genesis_changes: dict[bytes, bytes | None] | None = None  # until block 1 is committed
         self._initial_height = 1
         self._pending: Any = None  # the PendingCommit of the last FinalizeBlock
@@ -175,16 +184,20 @@ class TrollyApplication:
 
     # -- connection: mempool ----------------------------------------------------------------------------------
     def check_tx(self, request: abci.RequestCheckTx) -> abci.ResponseCheckTx:
-        """NEW and RECHECK both apply the tx to the mempool overlay; a failing tx leaves it unchanged."""
+        """NEW and RECHECK both apply the tx to the mempool overlay; a failing tx leaves it unchanged.
+
+        A RECHECK (and any later sight of the same bytes) finds the tx's decoding and signature in `checks`
+        and runs only the stateful part. The answer carries no events: CometBFT v0.38's mempool and its
+        `broadcast_tx_sync` use only the code, log, codespace and gas; the block's results carry the events."""
         mempool = self._mempool_state()
         marker = mempool.snapshot()
         try:
-            result = chain_app.check_tx(mempool, self._next_env(), request.tx)
+            result = chain_app.check_tx(mempool, self._next_env(), request.tx, self.checks)
         except Exception as exc:  # noqa: BLE001 - chain.check_tx fails txs itself; this guards the overlay too
             mempool.rollback(marker)
             result = chain_app.error_result(_as_chain_error(exc, "CheckTx"))
         mempool.discard_journal()  # an admitted tx stays until Commit: no need to keep its undo history
-        return fill_tx_result(abci.ResponseCheckTx(), result)
+        return fill_tx_result(abci.ResponseCheckTx(), result, events=False)
 
     # -- connection: consensus --------------------------------------------------------------------------------
     def init_chain(self, request: abci.RequestInitChain) -> abci.ResponseInitChain:
@@ -233,7 +246,7 @@ class TrollyApplication:
         for tx in request.txs:
             if total + len(tx) > request.max_tx_bytes:
                 break
-            if chain_app.check_tx(scratch, env, tx).ok:
+            if chain_app.check_tx(scratch, env, tx, self.checks).ok:
                 kept.append(tx)
                 total += len(tx)
         return abci.ResponsePrepareProposal(txs=kept)
@@ -250,7 +263,7 @@ class TrollyApplication:
                     log.warning("rejecting proposal at height %d: %s", request.height, error)
                     return abci.ResponseProcessProposal(status=abci.ResponseProcessProposal.REJECT)
                 continue
-            result = chain_app.check_tx_stateless_only(tx, self._chain_id, base)
+            result = chain_app.check_tx_stateless_only(tx, self._chain_id, base, self.checks)
             if not result.ok:
                 log.warning("rejecting proposal at height %d: tx %d: %s", request.height, index, result.log)
                 return abci.ResponseProcessProposal(status=abci.ResponseProcessProposal.REJECT)
@@ -293,7 +306,7 @@ class TrollyApplication:
             last_commit=decode_votes(request.decided_last_commit),
             misbehavior=decode_misbehavior(request.misbehavior), sampling_seed=sampling_seed,
         )
-        output = execute_block(state, env, txs)
+        output = execute_block(state, env, txs, self.checks, self.signature_checker)
         self._pending = self.store.prepare(state.changes(), request.height)
         self._last_block_time_ns = env.time_ns
         response = abci.ResponseFinalizeBlock(

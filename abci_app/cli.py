@@ -1,7 +1,8 @@
 """`trolly-node`: the validator's command line, a thin layer over `home`, the ABCI server and the solo engine.
 
     trolly-node init   --home H --chain-id C [--moniker M] [--dev] [--force]   write a CometBFT v0.38 home
-    trolly-node start  --home H [--abci unix://PATH | tcp://HOST:PORT]        the app alone, for CometBFT
+    trolly-node start  --home H [--abci unix://PATH | tcp://HOST:PORT] [--signature-checker on|off]
+                                                                              the app alone, for CometBFT
     trolly-node engine --home H [--proxy-app ADDR] [--block-time 1s]          the solo engine alone
     trolly-node dev    [--home H] [--block-time 1s] [--reset]                 app + solo engine, dev chain
     trolly-node version                                                       app version, CometBFT binary found
@@ -123,21 +124,31 @@ def _app_address(root: pathlib.Path, given: str | None, config: dict) -> str:
     return given or config.get("proxy_app") or _default_app_address(root)
 
 
-async def _serve_app(root: pathlib.Path, address: str, exit_before_commit_height: int | None = None) -> None:
+async def _serve_app(root: pathlib.Path, address: str, exit_before_commit_height: int | None = None,
+                     signature_checker: bool = True) -> None:
+    """Build the app and the helpers it is handed (its memo of checked transactions, its signature checker),
+    serve it until a signal, then close them."""
+    from trolly.chain.checked_txs import CheckedTxs
+
     from .application import TrollyApplication
     from .crash_switch import ExitBeforeCommit
     from .server import run_until_signalled
+    from .signature_checker import SignatureChecker
     from .store import Store
 
     home = homelib.load_home(root)
     store = Store(home.paths.application_db)
+    checker = SignatureChecker(enabled=signature_checker)
+    helpers = {"checks": CheckedTxs(), "signature_checker": checker}
     if exit_before_commit_height is None:
-        app = TrollyApplication(store, home.chain_id)
+        app = TrollyApplication(store, home.chain_id, **helpers)
     else:
-        app = ExitBeforeCommit(store, home.chain_id, exit_before_commit_height)
+        app = ExitBeforeCommit(store, home.chain_id, exit_before_commit_height, **helpers)
     try:
+        checker.start()  # now, so that the first large block finds it ready
         await run_until_signalled(app, address)
     finally:
+        checker.close()
         store.close()
 
 
@@ -146,7 +157,10 @@ async def _serve_app(root: pathlib.Path, address: str, exit_before_commit_height
 @click.option("--abci", "address", default=None,
               help="Listen address: unix://PATH (mode 0600) or tcp://HOST:PORT (default: config.toml proxy_app, "
                    "else unix://HOME/data/app.sock).")
-def start(home, address) -> None:
+@click.option("--signature-checker", type=click.Choice(["on", "off"]), default=None,
+              help="Check large unchecked blocks' signatures in a helper process on another core (default: "
+                   "config.toml [trolly] signature_checker, else on).")
+def start(home, address, signature_checker) -> None:
     """Run the application alone, its state under HOME/data/, waiting for CometBFT or the solo engine.
 
     For crash tests only, TROLLY_TEST_EXIT_BEFORE_COMMIT_HEIGHT=<height> makes the app exit after that
@@ -162,7 +176,9 @@ def start(home, address) -> None:
     try:
         exit_height = exit_before_commit_height(dict(os.environ))  # the test switch, read once, here
         loaded = homelib.load_home(root)
-        uvloop.run(_serve_app(root, _app_address(root, address, loaded.config), exit_height))
+        checker_on = (signature_checker == "on" if signature_checker is not None
+                      else homelib.signature_checker_enabled(loaded.config))
+        uvloop.run(_serve_app(root, _app_address(root, address, loaded.config), exit_height, checker_on))
     except AbciAppError as exc:
         _fail(exc)
 

@@ -32,15 +32,17 @@ def add_events(target: Any, events: list[Event]) -> None:
             attributes.add(key=key, value=value, index=True)
 
 
-def fill_tx_result(target: Any, result: TxResult) -> Any:
-    """Write a chain TxResult into an ExecTxResult (FinalizeBlock) or ResponseCheckTx: they share field numbers."""
+def fill_tx_result(target: Any, result: TxResult, events: bool = True) -> Any:
+    """Write a chain TxResult into an ExecTxResult (FinalizeBlock) or ResponseCheckTx: they share field numbers.
+    `events=False` leaves the events out (CheckTx's answer, which nothing reads them from)."""
     target.code = result.code
     target.data = result.data
     target.log = result.log
     target.codespace = result.codespace
     target.gas_wanted = result.gas_wanted
     target.gas_used = result.gas_used
-    add_events(target.events, result.events)
+    if events:
+        add_events(target.events, result.events)
     return target
 
 

@@ -37,8 +37,8 @@ def exit_before_commit_height(environ: dict[str, str]) -> int | None:
 class ExitBeforeCommit(TrollyApplication):
     """The application, except that it exits the process at the Commit of block `height` (before writing)."""
 
-    def __init__(self, store, chain_id_hint: str | None, height: int) -> None:
-        super().__init__(store, chain_id_hint)
+    def __init__(self, store, chain_id_hint: str | None, height: int, **helpers) -> None:
+        super().__init__(store, chain_id_hint, **helpers)
         self.exit_height = height
         self._finalized_height = 0
 

@@ -33,7 +33,7 @@ import tomli_w
 from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.wallet.files import write_atomically  # the one leaf of wallet abci_app may import
 
-from .home_config import NodeConfig, config_toml
+from .home_config import NodeConfig, config_toml, signature_checker_enabled  # noqa: F401 (re-exported)
 from .home_genesis import (  # noqa: F401  (re-exported: the public face of home generation)
     COMETBFT_VERSION,
     DEFAULT_DEV_BALANCE,

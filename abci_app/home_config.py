@@ -1,8 +1,13 @@
 """CometBFT v0.38's config.toml, as `cometbft init` writes it, with the values that differ per node.
 
 `config_toml(NodeConfig(...))` returns the whole document as a dict (written with tomli_w); the keys and
-defaults are CometBFT v0.38's, so a real `cometbft node` reads the file unchanged. Re-exported by
-`trolly.abci_app.home`.
+defaults are CometBFT v0.38's, so a real `cometbft node` reads the file unchanged. One section is the app's
+own: `[trolly]`, read by `trolly-node start` (CometBFT ignores sections it does not know):
+
+    [trolly]
+    signature_checker = true   # check large unchecked blocks' signatures in a helper process
+
+Re-exported by `trolly.abci_app.home`.
 """
 
 from __future__ import annotations
@@ -10,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .home_genesis import COMETBFT_VERSION
+from .home_genesis import COMETBFT_VERSION, HomeError
 
+APP_SECTION = "trolly"
+"""The config.toml section that holds the app's own options (`trolly-node start` reads it)."""
 
 
 @dataclass(frozen=True)
@@ -29,12 +36,48 @@ class NodeConfig:
     timeout_propose: str = "3s"
     create_empty_blocks: bool = True
     prometheus_listen_addr: str = ":26660"
+    signature_checker: bool = True
     extra: dict[str, Any] = field(default_factory=dict)  # {"section": {"key": value}} overrides
 
 
 def config_toml(config: NodeConfig) -> dict:
-    """The whole CometBFT v0.38 config.toml as a dict (keys and defaults as `cometbft init` writes them)."""
+    """The whole CometBFT v0.38 config.toml as a dict (keys and defaults as `cometbft init` writes them), with
+    the app's `[trolly]` section and `config.extra`'s overrides on top."""
     document: dict[str, Any] = {
+        **_base_section(config),
+        "rpc": _rpc_section(config),
+        "p2p": _p2p_section(config),
+        "mempool": _mempool_section(),
+        "statesync": _statesync_section(),
+        "blocksync": {"version": "v0"},
+        "consensus": _consensus_section(config),
+        "storage": {"discard_abci_responses": False},
+        "tx_index": {"indexer": "kv", "psql-conn": ""},
+        "instrumentation": _instrumentation_section(config),
+        APP_SECTION: {"signature_checker": config.signature_checker},
+    }
+    for section, values in config.extra.items():
+        if isinstance(document.get(section), dict):
+            document[section].update(values)
+        else:
+            document[section] = values
+    return document
+
+
+def signature_checker_enabled(document: dict) -> bool:
+    """`[trolly] signature_checker` of a loaded config.toml (on when absent); HomeError unless a boolean."""
+    section = document.get(APP_SECTION, {})
+    if not isinstance(section, dict):
+        raise HomeError(f"config.toml [{APP_SECTION}] must be a table, got {section!r}")
+    value = section.get("signature_checker", True)
+    if not isinstance(value, bool):
+        raise HomeError(f"config.toml [{APP_SECTION}] signature_checker must be true or false, got {value!r}")
+    return value
+
+
+def _base_section(config: NodeConfig) -> dict[str, Any]:
+    """The top-level keys: the app's address, the node's name, where its keys and data live."""
+    return {
         "version": COMETBFT_VERSION,
         "proxy_app": config.proxy_app,
         "moniker": config.moniker,
@@ -49,105 +92,114 @@ def config_toml(config: NodeConfig) -> dict:
         "node_key_file": "config/node_key.json",
         "abci": "socket",
         "filter_peers": False,
-        "rpc": {
-            "laddr": config.rpc_laddr,
-            "cors_allowed_origins": [],
-            "cors_allowed_methods": ["HEAD", "GET", "POST"],
-            "cors_allowed_headers": ["Origin", "Accept", "Content-Type", "X-Requested-With", "X-Server-Time"],
-            "grpc_laddr": "",
-            "grpc_max_open_connections": 900,
-            "unsafe": False,
-            "max_open_connections": 900,
-            "max_subscription_clients": 100,
-            "max_subscriptions_per_client": 5,
-            "experimental_subscription_buffer_size": 200,
-            "experimental_websocket_write_buffer_size": 200,
-            "experimental_close_on_slow_client": False,
-            "timeout_broadcast_tx_commit": "10s",
-            "max_request_batch_size": 10,
-            "max_body_bytes": 1000000,
-            "max_header_bytes": 1048576,
-            "tls_cert_file": "",
-            "tls_key_file": "",
-            "pprof_laddr": "",
-        },
-        "p2p": {
-            "laddr": config.p2p_laddr,
-            "external_address": "",
-            "seeds": "",
-            "persistent_peers": config.persistent_peers,
-            "addr_book_file": "config/addrbook.json",
-            "addr_book_strict": config.addr_book_strict,
-            "max_num_inbound_peers": 40,
-            "max_num_outbound_peers": 10,
-            "unconditional_peer_ids": "",
-            "persistent_peers_max_dial_period": "0s",
-            "flush_throttle_timeout": "100ms",
-            "max_packet_msg_payload_size": 1024,
-            "send_rate": 5120000,
-            "recv_rate": 5120000,
-            "pex": True,
-            "seed_mode": False,
-            "private_peer_ids": "",
-            "allow_duplicate_ip": config.allow_duplicate_ip,
-            "handshake_timeout": "20s",
-            "dial_timeout": "3s",
-        },
-        "mempool": {
-            "type": "flood",
-            "recheck": True,
-            "recheck_timeout": "1s",
-            "broadcast": True,
-            "wal_dir": "",
-            "size": 5000,
-            "max_txs_bytes": 1073741824,
-            "cache_size": 10000,
-            "keep-invalid-txs-in-cache": False,
-            "max_tx_bytes": 1048576,
-            "max_batch_bytes": 0,
-            "experimental_max_gossip_connections_to_persistent_peers": 0,
-            "experimental_max_gossip_connections_to_non_persistent_peers": 0,
-        },
-        "statesync": {
-            "enable": False,
-            "rpc_servers": "",
-            "trust_height": 0,
-            "trust_hash": "",
-            "trust_period": "168h0m0s",
-            "discovery_time": "15s",
-            "temp_dir": "",
-            "chunk_request_timeout": "10s",
-            "chunk_fetchers": "4",
-        },
-        "blocksync": {"version": "v0"},
-        "consensus": {
-            "wal_file": "data/cs.wal/wal",
-            "timeout_propose": config.timeout_propose,
-            "timeout_propose_delta": "500ms",
-            "timeout_prevote": "1s",
-            "timeout_prevote_delta": "500ms",
-            "timeout_precommit": "1s",
-            "timeout_precommit_delta": "500ms",
-            "timeout_commit": config.timeout_commit,
-            "double_sign_check_height": 0,
-            "skip_timeout_commit": False,
-            "create_empty_blocks": config.create_empty_blocks,
-            "create_empty_blocks_interval": "0s",
-            "peer_gossip_sleep_duration": "100ms",
-            "peer_query_maj23_sleep_duration": "2s",
-        },
-        "storage": {"discard_abci_responses": False},
-        "tx_index": {"indexer": "kv", "psql-conn": ""},
-        "instrumentation": {
-            "prometheus": False,
-            "prometheus_listen_addr": config.prometheus_listen_addr,
-            "max_open_connections": 3,
-            "namespace": "cometbft",
-        },
     }
-    for section, values in config.extra.items():
-        if isinstance(document.get(section), dict):
-            document[section].update(values)
-        else:
-            document[section] = values
-    return document
+
+
+def _rpc_section(config: NodeConfig) -> dict[str, Any]:
+    return {
+        "laddr": config.rpc_laddr,
+        "cors_allowed_origins": [],
+        "cors_allowed_methods": ["HEAD", "GET", "POST"],
+        "cors_allowed_headers": ["Origin", "Accept", "Content-Type", "X-Requested-With", "X-Server-Time"],
+        "grpc_laddr": "",
+        "grpc_max_open_connections": 900,
+        "unsafe": False,
+        "max_open_connections": 900,
+        "max_subscription_clients": 100,
+        "max_subscriptions_per_client": 5,
+        "experimental_subscription_buffer_size": 200,
+        "experimental_websocket_write_buffer_size": 200,
+        "experimental_close_on_slow_client": False,
+        "timeout_broadcast_tx_commit": "10s",
+        "max_request_batch_size": 10,
+        "max_body_bytes": 1000000,
+        "max_header_bytes": 1048576,
+        "tls_cert_file": "",
+        "tls_key_file": "",
+        "pprof_laddr": "",
+    }
+
+
+def _p2p_section(config: NodeConfig) -> dict[str, Any]:
+    return {
+        "laddr": config.p2p_laddr,
+        "external_address": "",
+        "seeds": "",
+        "persistent_peers": config.persistent_peers,
+        "addr_book_file": "config/addrbook.json",
+        "addr_book_strict": config.addr_book_strict,
+        "max_num_inbound_peers": 40,
+        "max_num_outbound_peers": 10,
+        "unconditional_peer_ids": "",
+        "persistent_peers_max_dial_period": "0s",
+        "flush_throttle_timeout": "100ms",
+        "max_packet_msg_payload_size": 1024,
+        "send_rate": 5120000,
+        "recv_rate": 5120000,
+        "pex": True,
+        "seed_mode": False,
+        "private_peer_ids": "",
+        "allow_duplicate_ip": config.allow_duplicate_ip,
+        "handshake_timeout": "20s",
+        "dial_timeout": "3s",
+    }
+
+
+def _mempool_section() -> dict[str, Any]:
+    return {
+        "type": "flood",
+        "recheck": True,
+        "recheck_timeout": "1s",
+        "broadcast": True,
+        "wal_dir": "",
+        "size": 5000,
+        "max_txs_bytes": 1073741824,
+        "cache_size": 10000,
+        "keep-invalid-txs-in-cache": False,
+        "max_tx_bytes": 1048576,
+        "max_batch_bytes": 0,
+        "experimental_max_gossip_connections_to_persistent_peers": 0,
+        "experimental_max_gossip_connections_to_non_persistent_peers": 0,
+    }
+
+
+def _statesync_section() -> dict[str, Any]:
+    return {
+        "enable": False,
+        "rpc_servers": "",
+        "trust_height": 0,
+        "trust_hash": "",
+        "trust_period": "168h0m0s",
+        "discovery_time": "15s",
+        "temp_dir": "",
+        "chunk_request_timeout": "10s",
+        "chunk_fetchers": "4",
+    }
+
+
+def _consensus_section(config: NodeConfig) -> dict[str, Any]:
+    return {
+        "wal_file": "data/cs.wal/wal",
+        "timeout_propose": config.timeout_propose,
+        "timeout_propose_delta": "500ms",
+        "timeout_prevote": "1s",
+        "timeout_prevote_delta": "500ms",
+        "timeout_precommit": "1s",
+        "timeout_precommit_delta": "500ms",
+        "timeout_commit": config.timeout_commit,
+        "double_sign_check_height": 0,
+        "skip_timeout_commit": False,
+        "create_empty_blocks": config.create_empty_blocks,
+        "create_empty_blocks_interval": "0s",
+        "peer_gossip_sleep_duration": "100ms",
+        "peer_query_maj23_sleep_duration": "2s",
+    }
+
+
+def _instrumentation_section(config: NodeConfig) -> dict[str, Any]:
+    return {
+        "prometheus": False,
+        "prometheus_listen_addr": config.prometheus_listen_addr,
+        "max_open_connections": 3,
+        "namespace": "cometbft",
+    }

@@ -48,7 +48,6 @@ from google.protobuf.message import DecodeError
 from .errors import AbciAppError
 from .framing import MAX_MESSAGE_BYTES, FrameReader, FramingError, encode_frame
 from .proto.tendermint.abci import types_pb2 as abci
-from .signature_checker import start_checker
 
 log = logging.getLogger("trolly.abci.server")
 
@@ -356,6 +355,8 @@ def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="unix://path (mode 0600) or tcp://host:port; default: unix://DB/../app.sock")
     parser.add_argument("--chain-id", default=None, help="chain id to assume before InitChain (optional)")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--signature-checker", choices=("on", "off"), default="on",
+                        help="check large unchecked blocks' signatures in a helper process (default on)")
     return parser.parse_args(argv)
 
 
@@ -367,7 +368,6 @@ async def run_until_signalled(app: Any, address: str) -> None:
         loop.add_signal_handler(signum, stopping.set)
     server = AbciServer(app, address)
     await server.start()
-    start_checker()  # now, so that the first large block finds it ready (chain/signature_checker.py)
     print(f"ABCI server listening on {server.bound_address}", flush=True)
     serving = asyncio.create_task(server.serve_forever())
     await stopping.wait()
@@ -381,7 +381,10 @@ async def run_until_signalled(app: Any, address: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     import uvloop
 
+    from trolly.chain.checked_txs import CheckedTxs
+
     from .application import TrollyApplication
+    from .signature_checker import SignatureChecker
     from .store import Store
 
     arguments = _parse_arguments(argv)
@@ -392,11 +395,15 @@ def main(argv: list[str] | None = None) -> None:
     except AddressError as exc:
         raise SystemExit(f"error: {exc}") from None
     store = Store(arguments.db)
+    checker = SignatureChecker(enabled=arguments.signature_checker == "on")
+    app = TrollyApplication(store, arguments.chain_id, checks=CheckedTxs(), signature_checker=checker)
     try:
-        uvloop.run(run_until_signalled(TrollyApplication(store, arguments.chain_id), address))
+        checker.start()  # now, so that the first large block finds it ready
+        uvloop.run(run_until_signalled(app, address))
     except AddressError as exc:
         raise SystemExit(f"error: {exc}") from None
     finally:
+        checker.close()
         store.close()
 
 

@@ -18,7 +18,9 @@ Answers are the same with or without the helper; only where the time is spent ch
 
 The process is `python -m trolly.abci_app.signature_checker`, started with the ABCI server (or at the first
 large block; blocks that come while it starts are checked on the spot) and ended when its stdin closes (this
-process exiting, even by kill -9). TROLLY_SIGNATURE_CHECKER=off turns it off.
+process exiting, even by kill -9). Nothing here is global: `trolly-node start` builds one `SignatureChecker`
+(on unless the home's config.toml says `[trolly] signature_checker = "off"` or `--signature-checker off` is
+given) and hands it to the application, which passes it to `execute_block`.
 
 Wire form, all integers big-endian: the parent writes a batch as `u32 count` then `u32 length + tx bytes` per
 transaction; the helper first writes one byte `R` when ready, then per batch one or more chunks
@@ -28,7 +30,6 @@ carries the microseconds the helper spent on the batch (plus one).
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import logging
 import os
@@ -40,9 +41,8 @@ from typing import BinaryIO, Callable, Iterable
 
 from trolly.chain import app as chain_app
 from trolly.chain.block import BlockEnv, BlockOutput
-from trolly.chain.crypto import signature_remembered
+from trolly.chain.checked_txs import CheckedTxs
 from trolly.chain.state import State
-from trolly.chain.tx import signed_payloads
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +108,11 @@ def _write_chunk(outbound: BinaryIO, answers: list[bytes], busy_us: int = 0) -> 
 
 
 def main() -> None:
-    from trolly.chain.crypto import verify_signature_reference
+    from trolly.chain.crypto import verify_signature
     from trolly.chain.tx import signed_payloads
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent decides
-    serve(sys.stdin.buffer, sys.stdout.buffer, signed_payloads, verify_signature_reference)
+    serve(sys.stdin.buffer, sys.stdout.buffer, signed_payloads, verify_signature)
 
 
 # -- the parent's side ------------------------------------------------------------------------------------------
@@ -137,10 +137,10 @@ class SignatureChecker:
     INITIAL_SHARE = 0.1
     MAX_SHARE = 0.5
 
-    def __init__(self, command: list[str] | None = None, min_batch: int = MIN_BATCH) -> None:
+    def __init__(self, enabled: bool = True, command: list[str] | None = None, min_batch: int = MIN_BATCH) -> None:
         self._command = command or [sys.executable, "-m", "trolly.abci_app.signature_checker"]
         self.min_batch = min_batch
-        self.enabled = os.environ.get("TROLLY_SIGNATURE_CHECKER", "on") != "off"
+        self.enabled = enabled  # off: never started, every check on the spot, on one core
         self.share = self.INITIAL_SHARE
         self._process: subprocess.Popen | None = None
         self._ready = False
@@ -322,43 +322,27 @@ class Batch:
         self.close()
 
 
-# -- the process-wide checker -----------------------------------------------------------------------------------
-_CHECKER = SignatureChecker()
-atexit.register(_CHECKER.close)
+# -- FinalizeBlock's use of it -----------------------------------------------------------------------------------
+def execute_block(state: State, env: BlockEnv, txs: list[bytes], checks: CheckedTxs | None = None,
+                  checker: SignatureChecker | None = None) -> BlockOutput:
+    """`chain.app.apply_block` with the block's signatures checked by `checker`'s helper process alongside:
+    what FinalizeBlock runs. Without a checker (or with it off), every check runs here, on the spot.
 
-
-def execute_block(state: State, env: BlockEnv, txs: list[bytes]) -> BlockOutput:
-    """`chain.app.apply_block` with the block's signatures checked by the helper process alongside: what
-    FinalizeBlock runs.
-
-    A validator has usually checked every signature of a block already, in CheckTx when the transactions
-    reached its mempool: those answers are remembered (`crypto.signature_remembered`), so the helper is used
-    only when at least `min_batch` of the block's signatures are not; otherwise it would check them all again
-    for nothing, and FinalizeBlock would wait for it to finish.
+    A validator has usually checked every transaction of a block already, in CheckTx when it reached the
+    mempool: those are remembered in `checks`, so the helper is used only when at least `min_batch` of the
+    block's transactions are not; otherwise it would check them all again for nothing, and FinalizeBlock
+    would wait for it to finish.
     """
-    unchecked = sum(1 for payload in signed_payloads(txs) if not signature_remembered(*payload))
-    if unchecked < _CHECKER.min_batch:
-        return chain_app.apply_block(state, env, txs)
-    batch = _CHECKER.start_batch(txs)
+    if checker is None or not checker.enabled:
+        return chain_app.apply_block(state, env, txs, checks)
+    unchecked = len(txs) if checks is None else sum(1 for raw in txs if raw not in checks)
+    if unchecked < checker.min_batch:
+        return chain_app.apply_block(state, env, txs, checks)
+    batch = checker.start_batch(txs)
     if batch is None:
-        return chain_app.apply_block(state, env, txs)
+        return chain_app.apply_block(state, env, txs, checks)
     with batch:
-        return chain_app.apply_block(state, env, txs, batch)
-
-
-def start_checker(wait: float = 0.0) -> bool:
-    """Start the helper process now rather than at the first large block; True once it is ready."""
-    return _CHECKER.start(wait)
-
-
-def use_checker(enabled: bool) -> None:
-    """Turn the helper on or off for this process (off: every check on the spot, on one core)."""
-    _CHECKER.enabled = enabled
-
-
-def checker_pid() -> int | None:
-    """The helper process's pid while it runs (benchmarks count its CPU time)."""
-    return _CHECKER.pid
+        return chain_app.apply_block(state, env, txs, checks, batch)
 
 
 if __name__ == "__main__":

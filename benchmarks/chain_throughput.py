@@ -54,7 +54,8 @@ from trolly.abci_app.store import Store
 from trolly.chain.app import init_chain
 from trolly.chain.bech32_fast import bech32_encode_bytes
 from trolly.chain.block import BlockEnv
-from trolly.abci_app.signature_checker import checker_pid, execute_block, start_checker, use_checker
+from trolly.abci_app.signature_checker import SignatureChecker, execute_block
+from trolly.chain.checked_txs import CheckedTxs
 from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.proto.bank_pb2 import MsgSend
 from trolly.chain.state import State
@@ -208,12 +209,14 @@ def run_in_process(db_path: str, app_state: bytes, blocks: list[list[bytes]], ce
                    profile: bool, checker: bool) -> tuple[Rate, list[bytes]]:
     """Returns (tx/s over the timed blocks, app hash after every block). `checker`: with the signature
     checker process (the product's default), else every signature checked in this process."""
-    use_checker(checker)
-    if checker and not start_checker(wait=30):
+    helper = SignatureChecker(enabled=checker)
+    if checker and not helper.start(wait=30):
+        helper.close()
         raise SystemExit("the signature checker process did not start")
     for phase in PHASES:
         PHASES[phase] = 0.0
     store = Store(db_path)
+    run = Execution(store, helper, CheckedTxs())  # the blocks are new to this node, as in a block sync
     try:
         genesis = State(store.reader())
         genesis.set(CHAIN_ID_KEY, CHAIN_ID.encode())
@@ -221,15 +224,15 @@ def run_in_process(db_path: str, app_state: bytes, blocks: list[list[bytes]], ce
         store.commit(store.prepare(genesis.changes(), 0))
         del genesis
         gc.collect()
-        hashes = [execute(store, 1, blocks[0])]
+        hashes = [run.execute(1, blocks[0])]
         profiler = cProfile.Profile(time.process_time) if profile else None
         if profiler:
             profiler.enable()
-        watch = Stopwatch(lambda: [pid] if checker and (pid := checker_pid()) else [])
+        watch = Stopwatch(lambda: [pid] if checker and (pid := helper.pid) else [])
         for offset, txs in enumerate(blocks[1:]):
             ceiling.sample()
             watch.start()
-            hashes.append(execute(store, offset + 2, txs))
+            hashes.append(run.execute(offset + 2, txs))
             watch.stop()
         rate = watch.rate(sum(len(b) for b in blocks[1:]))
         if profiler:
@@ -239,6 +242,7 @@ def run_in_process(db_path: str, app_state: bytes, blocks: list[list[bytes]], ce
             log(report.getvalue())
         return rate, hashes
     finally:
+        helper.close()
         store.close()
 
 
@@ -246,10 +250,22 @@ PHASES = {"apply_block": 0.0, "changes+prepare": 0.0, "commit": 0.0}
 """Seconds spent in each phase of `execute`, summed over the timed blocks (reported on stderr)."""
 
 
-def execute(store: Store, height: int, txs: list[bytes]) -> bytes:
+@dataclass
+class Execution:
+    """What FinalizeBlock + Commit run, with the helpers a node hands its application."""
+
+    store: Store
+    checker: SignatureChecker
+    checks: CheckedTxs
+
+    def execute(self, height: int, txs: list[bytes]) -> bytes:
+        return execute(self.store, height, txs, self.checks, self.checker)
+
+
+def execute(store: Store, height: int, txs: list[bytes], checks: CheckedTxs, checker: SignatureChecker) -> bytes:
     started = time.perf_counter()
     state = State(store.reader())
-    output = execute_block(state, block_env(height), txs)
+    output = execute_block(state, block_env(height), txs, checks, checker)
     executed = time.perf_counter()
     failed = [r for r in output.tx_results if not r.ok]
     if failed:

@@ -7,7 +7,7 @@ and the fee, at least `min_fee + fee_per_byte x the tx's size`, moves to the fee
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from .accounts import Account, add_balance, get_account, set_account
 from .codec import U64_MAX
@@ -43,9 +43,11 @@ def decode_messages(tx: SignedTx, routes: dict[str, MessageRoute]) -> list[tuple
 
 
 def check_tx_stateless(
-    tx: SignedTx, chain_id: str, params: AuthParams, routes: dict[str, MessageRoute]
+    tx: SignedTx, chain_id: str, params: AuthParams, routes: dict[str, MessageRoute],
+    verify: Callable[[bytes, bytes, bytes], bool] = verify_signature,
 ) -> list[tuple[MessageRoute, Any]]:
-    """Everything that can be checked without state; returns the decoded messages."""
+    """Everything that can be checked without state; returns the decoded messages. `verify` checks the
+    signature (`crypto.verify_signature`, or the same check with answers computed ahead by the caller)."""
     body = tx.body
     if body.chain_id != chain_id:
         raise WrongChainId(f"tx is for chain {body.chain_id!r}, this is {chain_id!r}")
@@ -59,7 +61,7 @@ def check_tx_stateless(
         raise InvalidRequest(f"memo longer than {params.max_memo_bytes} bytes")
     if body.fee > U64_MAX:
         raise InvalidAmount("fee beyond 64 bits")
-    if not verify_signature(tx.pubkey, sign_bytes(tx.body_bytes), tx.signature):
+    if not verify(tx.pubkey, sign_bytes(tx.body_bytes), tx.signature):
         raise InvalidSignature("signature does not verify for this public key and body")
     return decode_messages(tx, routes)
 

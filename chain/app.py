@@ -7,11 +7,14 @@ of the state handed in and the block; the caller (the ABCI adapter) decides what
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from typing import Any, Callable
 
 from .ante import check_tx_stateless, charge_fee_and_nonce
 from .block import BlockContext, BlockEnv, BlockOutput, Event, TxResult, ValidatorUpdate
-from .crypto import answers_ahead, encode_address
+from .checked_txs import AnswersAhead, CheckedTxs
+from .crypto import verify_signature
 from .errors import ChainError, InvalidRequest, UnexpectedFailure, UnknownQueryPath
 from .module import MessageRoute, Module, QueryResult, QueryRoute
 from .market.module import MARKET
@@ -20,9 +23,8 @@ from .modules.distribution import DISTRIBUTION
 from .modules.slashing import SLASHING
 from .modules.staking import STAKING
 from .params import AuthParams, get_params, params_from_json, params_to_json, set_params
-from .signature_cache import AnswersAhead
 from .state import State
-from .tx import decode_tx
+from .tx import SignedTx, decode_tx
 
 log = logging.getLogger("trolly.chain")
 
@@ -78,19 +80,50 @@ def init_chain(state: State, env: BlockEnv, app_state: dict) -> list[ValidatorUp
     return [ValidatorUpdate(pubkey, power) for pubkey, power in sorted(ctx.validator_updates.items())]
 
 
-def apply_tx(state: State, ctx: BlockContext, raw: bytes) -> TxResult:
+def _verifier(ahead: AnswersAhead | None) -> Callable[[bytes, bytes, bytes], bool]:
+    """The signature check, asking `ahead` first when answers were computed elsewhere (same answers)."""
+    if ahead is None:
+        return verify_signature
+
+    def verify(pubkey: bytes, message: bytes, signature: bytes) -> bool:
+        answer = ahead.answer(pubkey, hashlib.sha256(message).digest(), signature)
+        return verify_signature(pubkey, message, signature) if answer is None else answer
+
+    return verify
+
+
+def check_stateless(raw: bytes, chain_id: str, params: AuthParams, checks: CheckedTxs | None = None,
+                    ahead: AnswersAhead | None = None) -> tuple[SignedTx, list[tuple[MessageRoute, Any]]]:
+    """Decode `raw` and run every check that needs no state (`ante.check_tx_stateless`); raises its ChainError.
+
+    With `checks` (the node's memo of passed checks), bytes that passed before under the same chain id and
+    params are not checked again: the answer would be the same (see `checked_txs`)."""
+    context = (chain_id, params)
+    if checks is not None:
+        remembered = checks.recall(raw, context)
+        if remembered is not None:
+            return remembered
+    tx = decode_tx(raw, params.max_tx_bytes)
+    checked = (tx, check_tx_stateless(tx, chain_id, params, MESSAGE_ROUTES, _verifier(ahead)))
+    if checks is not None:
+        checks.remember(raw, context, checked)
+    return checked
+
+
+def apply_tx(state: State, ctx: BlockContext, raw: bytes, checks: CheckedTxs | None = None,
+             ahead: AnswersAhead | None = None) -> TxResult:
     """Execute one transaction. Failed ante: no effect. Failed message: fee and nonce stay charged.
 
     A transaction can only fail, never raise: a ChainError is its expected failure; anything else that checking
     or running it raises (a bug its bytes reached) fails it with `UnexpectedFailure`, rolled back the same way,
-    so every node records the same result and no transaction can stop a node."""
+    so every node records the same result and no transaction can stop a node. `checks` and `ahead` only
+    change how fast the stateless checks answer (`check_stateless`), never what they answer."""
     params = ctx.auth_params
     if params is None:  # no message changes params, so one read serves the whole block
         params = ctx.auth_params = get_params(state, AuthParams)
     before_ante = state.snapshot()
     try:
-        tx = decode_tx(raw, params.max_tx_bytes)
-        messages = check_tx_stateless(tx, ctx.env.chain_id, params, MESSAGE_ROUTES)
+        tx, messages = check_stateless(raw, ctx.env.chain_id, params, checks, ahead)
         charge_fee_and_nonce(state, tx, params)
     except ChainError as error:
         state.rollback(before_ante)
@@ -100,7 +133,7 @@ def apply_tx(state: State, ctx: BlockContext, raw: bytes) -> TxResult:
         return error_result(_unexpected(exc, "checking the transaction"))
 
     signer = tx.signer
-    sender = encode_address(signer)
+    sender = tx.sender
     charged = [Event.of("tx", fee=tx.body.fee, signer=sender, nonce=tx.body.nonce)]
     events = list(charged)
     ctx.tx_events = events
@@ -126,23 +159,24 @@ def _unexpected(exc: Exception, where: str) -> UnexpectedFailure:
     return UnexpectedFailure.from_exception(exc, where)
 
 
-def apply_block(state: State, env: BlockEnv, txs: list[bytes], signatures: AnswersAhead | None = None) -> BlockOutput:
+def apply_block(state: State, env: BlockEnv, txs: list[bytes], checks: CheckedTxs | None = None,
+                ahead: AnswersAhead | None = None) -> BlockOutput:
     """Execute a whole block against `state` (mutated in place); nothing is persisted here.
 
-    `signatures`, if given, holds answers to the block's signature checks computed elsewhere (the ABCI
-    adapter's signature checker process); told which transaction runs next, it answers or says it cannot,
-    and the check happens here as always. Results never depend on it."""
+    `checks` is the node's memo of passed stateless checks (`checked_txs`); `ahead`, if given, holds answers
+    to the block's signature checks computed elsewhere (the ABCI adapter's signature checker process): told
+    which transaction runs next, it answers or says it cannot, and the check happens here as always.
+    Results never depend on either."""
     ctx = BlockContext(env)
     for module in MODULES:
         if module.begin_block is not None:
             module.begin_block(state, ctx)
     tx_results = []
-    with answers_ahead(signatures):
-        for index, raw in enumerate(txs):
-            if signatures is not None:
-                signatures.at(index)
-            tx_results.append(apply_tx(state, ctx, raw))
-            state.discard_journal()
+    for index, raw in enumerate(txs):
+        if ahead is not None:
+            ahead.at(index)
+        tx_results.append(apply_tx(state, ctx, raw, checks, ahead))
+        state.discard_journal()
     for module in MODULES:
         if module.end_block is not None:
             module.end_block(state, ctx)
@@ -151,21 +185,21 @@ def apply_block(state: State, env: BlockEnv, txs: list[bytes], signatures: Answe
     return BlockOutput(tx_results=tx_results, events=ctx.events, validator_updates=updates)
 
 
-def check_tx(state: State, env: BlockEnv, raw: bytes) -> TxResult:
+def check_tx(state: State, env: BlockEnv, raw: bytes, checks: CheckedTxs | None = None) -> TxResult:
     """Mempool admission against a mempool overlay: the tx must succeed whole, or it changes nothing."""
     ctx = BlockContext(env)
     marker = state.snapshot()
-    result = apply_tx(state, ctx, raw)
+    result = apply_tx(state, ctx, raw, checks)
     if not result.ok:
         state.rollback(marker)
     return result
 
 
-def check_tx_stateless_only(raw: bytes, chain_id: str, state: State) -> TxResult:
+def check_tx_stateless_only(raw: bytes, chain_id: str, state: State, checks: CheckedTxs | None = None) -> TxResult:
     """What ProcessProposal can check without executing: decoding, chain id, signature, message shapes."""
     params = get_params(state, AuthParams)
     try:
-        check_tx_stateless(decode_tx(raw, params.max_tx_bytes), chain_id, params, MESSAGE_ROUTES)
+        check_stateless(raw, chain_id, params, checks)
     except ChainError as error:
         return error_result(error)
     except Exception as exc:  # noqa: BLE001 - a tx must not raise (see apply_tx)

@@ -4,9 +4,7 @@ Accounts use ed25519 (PyNaCl). An address is the first 20 bytes of sha256(public
 CometBFT uses for validator addresses, shown to people as bech32 with the human-readable prefix `trolly`.
 """
 
-import contextlib
 import hashlib
-from typing import Iterator
 
 import bech32
 import nacl.exceptions
@@ -14,7 +12,6 @@ import nacl.signing
 
 from .bech32_fast import bech32_encode_bytes
 from .errors import InvalidAddress
-from .signature_cache import AnswersAhead, VerifiedSignatures
 
 ADDRESS_PREFIX = "trolly"
 """Human-readable part of every bech32 account address."""
@@ -75,21 +72,11 @@ def is_module_address(address: bytes) -> bool:
 
 
 def verify_signature(pubkey: bytes, message: bytes, signature: bytes) -> bool:
-    """True when `signature` is a valid ed25519 signature of `message` by `pubkey`.
+    """True when `signature` is a valid ed25519 signature of `message` by `pubkey` (checked with PyNaCl).
 
-    Remembers successful checks (`signature_cache`): a node checks each transaction's signature in CheckTx,
-    the proposal steps, FinalizeBlock and the re-check. Same answers as `verify_signature_reference`."""
-    return _VERIFIED.verify(pubkey, message, signature)
-
-
-def signature_remembered(pubkey: bytes, message: bytes, signature: bytes) -> bool:
-    """Whether `verify_signature` would answer True from its memo, without checking anything: a block whose
-    signatures a node already checked in CheckTx need not be checked again elsewhere."""
-    return _VERIFIED.remembers(pubkey, message, signature)
-
-
-def verify_signature_reference(pubkey: bytes, message: bytes, signature: bytes) -> bool:
-    """The readable check, with PyNaCl; `verify_signature` is held to it by tests."""
+    A pure function: nothing is remembered here. A node that checks the same transaction several times
+    (CheckTx, the re-check, the proposal steps, FinalizeBlock) remembers its passed checks in a
+    `checked_txs.CheckedTxs` it builds and hands to `chain.app`."""
     if len(pubkey) != PUBKEY_LENGTH or len(signature) != SIGNATURE_LENGTH:
         return False
     try:
@@ -97,20 +84,6 @@ def verify_signature_reference(pubkey: bytes, message: bytes, signature: bytes) 
     except (nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError, ValueError):
         return False
     return True
-
-
-_VERIFIED = VerifiedSignatures(verify_signature_reference)
-
-
-@contextlib.contextmanager
-def answers_ahead(ahead: AnswersAhead | None) -> Iterator[None]:
-    """While the block executes, `verify_signature` asks `ahead` (answers computed elsewhere, e.g. by the ABCI
-    adapter's signature checker process) before checking on the spot; see `signature_cache`."""
-    _VERIFIED.ahead = ahead
-    try:
-        yield
-    finally:
-        _VERIFIED.ahead = None
 
 
 class PrivateKey:

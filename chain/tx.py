@@ -15,7 +15,7 @@ from typing import Iterator
 
 from google.protobuf.message import DecodeError, Message
 
-from .crypto import PrivateKey, address_from_pubkey
+from .crypto import PrivateKey, address_from_pubkey, encode_address
 from .errors import TxDecodeError, TxTooLarge
 from .proto import tx_pb2
 
@@ -39,6 +39,11 @@ class SignedTx:
     @functools.cached_property
     def signer(self) -> bytes:
         return address_from_pubkey(self.pubkey)
+
+    @functools.cached_property
+    def sender(self) -> str:
+        """The signer's address as text (`trolly1...`), as the tx's events carry it."""
+        return encode_address(self.signer)
 
     @property
     def hash(self) -> bytes:

@@ -174,9 +174,9 @@ def test_finalize_block_passes_votes_and_misbehavior_to_the_chain(monkeypatch):
     app, _ = started()
     seen = {}
 
-    def spy(state, env, txs):
+    def spy(state, env, txs, *helpers):
         seen["env"] = env
-        return original(state, env, txs)
+        return original(state, env, txs, *helpers)
 
     original = chain_app.apply_block
     monkeypatch.setattr(chain_app, "apply_block", spy)

@@ -18,12 +18,11 @@ import time
 
 import pytest
 
-from trolly.abci_app import signature_checker
 from trolly.abci_app.signature_checker import MIN_BATCH, SignatureChecker, answer_digest, execute_block, own_share, serve
-from trolly.chain import crypto
-from trolly.chain.crypto import verify_signature_reference
+from trolly.chain import app as chain_app
+from trolly.chain.checked_txs import CheckedTxs
+from trolly.chain.crypto import verify_signature
 from trolly.chain.proto.bank_pb2 import MsgSend
-from trolly.chain.signature_cache import VerifiedSignatures
 from trolly.chain.state import State
 from trolly.chain.tx import build_tx, decode_tx, sign_bytes, signed_payloads
 
@@ -51,53 +50,52 @@ def mixed_block(chain: Chain, size: int = 3 * MIN_BATCH) -> list[bytes]:
     return txs
 
 
-def execute(chain: Chain, txs: list[bytes]) -> tuple[list, dict]:
+def execute(chain: Chain, txs: list[bytes], checker: SignatureChecker | None,
+            checks: CheckedTxs | None = None) -> tuple[list, dict]:
     state = State(chain.kv)
-    output = execute_block(state, chain.env(chain.height + 1), txs)
+    output = execute_block(state, chain.env(chain.height + 1), txs, checks, checker)
     return [(r.code, r.log, r.events) for r in output.tx_results], state.changes()
 
 
 @pytest.fixture
-def checker_on():
-    signature_checker.use_checker(True)
-    if not signature_checker.start_checker(wait=60):
+def checker():
+    """A running signature checker process, closed after the test."""
+    running = SignatureChecker()
+    if not running.start(wait=60):
+        running.close()
         pytest.fail("the signature checker process did not become ready within 60 s")
-    yield
-    signature_checker.use_checker(True)
+    yield running
+    running.close()
 
 
 @pytest.mark.slow
-def test_a_block_gives_the_same_results_and_writes_with_and_without_the_checker(checker_on):
+def test_a_block_gives_the_same_results_and_writes_with_and_without_the_checker(checker):
     chain = Chain(accounts=8)
     txs = mixed_block(chain)
-    with_checker = execute(chain, txs)
-    signature_checker.use_checker(False)
-    alone = execute(chain, txs)
+    with_checker = execute(chain, txs, checker, CheckedTxs())
+    alone = execute(chain, txs, None)
     assert with_checker == alone
+    assert execute(chain, txs, SignatureChecker(enabled=False), CheckedTxs()) == alone
     codes = [code for code, _, _ in alone[0]]
     assert codes[5] != 0 and codes[9] != 0 and codes[13] != 0 and codes[17] != 0
     assert codes.count(0) > len(txs) // 2  # (a sender's later nonces fail after one of its txs failed)
 
 
 @pytest.mark.slow
-def test_the_checker_does_check_and_the_executor_keeps_its_share(checker_on):
-    """The helper's answers are really used: with the spot check broken for the helper's share, the block still
-    verifies, so those answers came from the helper; the executor's own share it checked itself."""
+def test_the_checker_does_check_and_the_executor_keeps_its_share(checker, monkeypatch):
+    """The helper's answers are really used: counting the checks made on the spot, only the executor's own
+    share (and the failures) were; the rest of the block's answers came from the helper."""
     chain = Chain(accounts=8)
     txs = mixed_block(chain)
     spot_checked = []
-    original = crypto._VERIFIED._check
 
     def counting_check(pubkey, message, signature):
         spot_checked.append(message)
-        return original(pubkey, message, signature)
+        return verify_signature(pubkey, message, signature)
 
-    crypto._VERIFIED._check = counting_check
-    try:
-        share = signature_checker._CHECKER.share
-        results, _ = execute(chain, txs)
-    finally:
-        crypto._VERIFIED._check = original
+    monkeypatch.setattr(chain_app, "verify_signature", counting_check)
+    share = checker.share
+    results, _ = execute(chain, txs, checker, CheckedTxs())
     assert [code for code, _, _ in results].count(0) > len(txs) // 2
     ours = sum(own_share(index, share) for index in range(len(txs)))
     # at most the executor's own share, plus the two that fail before or at the helper (bad signature, replay)
@@ -110,7 +108,7 @@ def test_serve_answers_exactly_what_the_reference_check_says():
     txs = mixed_block(chain, size=40)
     frame = [len(txs).to_bytes(4, "big")] + [len(tx).to_bytes(4, "big") + tx for tx in txs]
     outbound = io.BytesIO()
-    serve(io.BytesIO(b"".join(frame)), outbound, signed_payloads, verify_signature_reference)
+    serve(io.BytesIO(b"".join(frame)), outbound, signed_payloads, verify_signature)
     data = outbound.getvalue()
     assert data[:1] == b"R"
     answers, offset, finished = {}, 1, False
@@ -129,7 +127,7 @@ def test_serve_answers_exactly_what_the_reference_check_says():
             continue
         message = sign_bytes(tx.body_bytes)
         expected[answer_digest(tx.pubkey, hashlib.sha256(message).digest(), tx.signature)] = \
-            verify_signature_reference(tx.pubkey, message, tx.signature)
+            verify_signature(tx.pubkey, message, tx.signature)
     assert answers == expected
     assert list(expected.values()).count(False) == 1  # the flipped signature
 
@@ -157,20 +155,18 @@ def signed(count: int) -> list[tuple[bytes, bytes, bytes, bytes]]:
 ])
 def test_a_broken_helper_leaves_every_check_to_the_executor(script, reason, caplog):
     checker = SignatureChecker(command=helper_command(script))
-    memo = VerifiedSignatures(verify_signature_reference)
     items = signed(MIN_BATCH)
     try:
         checker.start(wait=10)
         batch = checker.start_batch([raw for raw, *_ in items])
-        memo.ahead = batch
+        verify = chain_app._verifier(batch)
         bad = (items[0][1], items[0][2] + b"x", items[0][3])
-        assert not memo.verify(*bad)
-        assert all(memo.verify(pubkey, message, signature) for _, pubkey, message, signature in items)
+        assert not verify(*bad)
+        assert all(verify(pubkey, message, signature) for _, pubkey, message, signature in items)
         if batch is not None:
             batch.close()
         assert checker.start_batch([raw for raw, *_ in items]) is None  # from now on: on the spot
     finally:
-        memo.ahead = None
         checker.close()
     assert "signature checker process" in caplog.text
 
@@ -178,8 +174,9 @@ def test_a_broken_helper_leaves_every_check_to_the_executor(script, reason, capl
 def test_small_blocks_and_a_disabled_checker_never_start_the_helper():
     checker = SignatureChecker(command=helper_command("raise SystemExit('must not start')"))
     assert checker.start_batch([b"tx"] * (MIN_BATCH - 1)) is None and checker.pid is None
-    checker.enabled = False
-    assert checker.start_batch([b"tx"] * MIN_BATCH) is None and checker.pid is None
+    disabled = SignatureChecker(enabled=False, command=helper_command("raise SystemExit('must not start')"))
+    assert disabled.start_batch([b"tx"] * MIN_BATCH) is None and disabled.pid is None
+    assert not disabled.start(wait=0.1) and disabled.pid is None
 
 
 def test_own_share_takes_the_requested_fraction_evenly():
@@ -207,9 +204,10 @@ def test_rebalance_moves_the_share_toward_both_sides_finishing_together():
 def test_the_helper_ends_when_its_parent_is_killed(tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import sys, time
-        from trolly.abci_app.signature_checker import checker_pid, start_checker
-        assert start_checker(wait=60)
-        print(checker_pid(), flush=True)
+        from trolly.abci_app.signature_checker import SignatureChecker
+        checker = SignatureChecker()
+        assert checker.start(wait=60)
+        print(checker.pid, flush=True)
         time.sleep(600)
     """)], stdout=subprocess.PIPE, text=True)
     try:

@@ -1,0 +1,159 @@
+"""The memo of passed stateless checks (chain/checked_txs.py) and how FinalizeBlock uses it: a speed-up only.
+
+Every test compares against the path without a memo: the same transactions give the same results and the
+same writes whether their checks were remembered or not, and a remembered check is never taken for bytes,
+a chain id or params it did not pass under.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from trolly.abci_app.signature_checker import MIN_BATCH, SignatureChecker, execute_block
+from trolly.chain import app as chain_app
+from trolly.chain.checked_txs import CheckedTxs
+from trolly.chain.crypto import verify_signature
+from trolly.chain.params import AuthParams, get_params
+from trolly.chain.proto.bank_pb2 import MsgSend
+from trolly.chain.state import State
+from trolly.chain.tx import build_tx
+
+from chain_helpers import CHAIN_ID, Chain
+
+
+def sends(chain: Chain, count: int, amount: int) -> list[bytes]:
+    """`count` valid sends, each from its own account (nonce 0), so every one succeeds."""
+    recipient = chain.accounts[0].address
+    return [build_tx(chain.accounts[index], CHAIN_ID, 0, 1, [MsgSend(to=recipient, amount=amount)])
+            for index in range(1, count + 1)]
+
+
+def auth_params(chain: Chain) -> AuthParams:
+    return get_params(State(chain.kv), AuthParams)
+
+
+def forge(raw: bytes) -> bytes:
+    return raw[:-1] + bytes([raw[-1] ^ 1])  # the signature is the envelope's last field
+
+
+@pytest.fixture
+def spot_checks(monkeypatch) -> list[bytes]:
+    """Every signature checked on the spot by `chain.app` (the real check, counted)."""
+    checked: list[bytes] = []
+
+    def counting(pubkey, message, signature):
+        checked.append(message)
+        return verify_signature(pubkey, message, signature)
+
+    monkeypatch.setattr(chain_app, "verify_signature", counting)
+    return checked
+
+
+def execute(chain: Chain, txs: list[bytes], checks: CheckedTxs | None, checker=None) -> tuple[list, dict]:
+    state = State(chain.kv)
+    output = execute_block(state, chain.env(chain.height + 1), txs, checks, checker)
+    return [(r.code, r.log, r.events) for r in output.tx_results], state.changes()
+
+
+def test_a_passed_check_is_remembered_and_not_made_again(spot_checks):
+    checks = CheckedTxs()
+    raw = sends(Chain(accounts=2), 1, amount=1)[0]
+    first = chain_app.check_stateless(raw, CHAIN_ID, AuthParams(), checks)
+    again = chain_app.check_stateless(raw, CHAIN_ID, AuthParams(), checks)
+    assert again is first and len(spot_checks) == 1 and raw in checks
+
+
+def test_a_failed_check_is_not_remembered_and_fails_every_time(spot_checks):
+    checks = CheckedTxs()
+    forged = forge(sends(Chain(accounts=2), 1, amount=1)[0])
+    for _ in range(2):
+        with pytest.raises(Exception, match="signature"):
+            chain_app.check_stateless(forged, CHAIN_ID, AuthParams(), checks)
+    assert len(spot_checks) == 2 and forged not in checks and len(checks) == 0
+
+
+def test_a_check_passed_under_another_chain_id_or_params_is_made_again(spot_checks):
+    checks = CheckedTxs()
+    raw = sends(Chain(accounts=2), 1, amount=1)[0]
+    chain_app.check_stateless(raw, CHAIN_ID, AuthParams(), checks)
+    with pytest.raises(Exception, match="chain"):
+        chain_app.check_stateless(raw, "another-chain", AuthParams(), checks)
+    with pytest.raises(Exception, match="limit"):
+        chain_app.check_stateless(raw, CHAIN_ID, AuthParams(max_tx_bytes=10), checks)
+    assert len(spot_checks) == 1  # the two refusals came before the signature
+
+
+def test_the_memo_is_bounded_oldest_first_out():
+    checks = CheckedTxs(capacity=3)
+    for index in range(5):
+        checks.remember(bytes([index]), "context", index)
+    assert len(checks) == 3 and bytes([0]) not in checks and bytes([4]) in checks
+    assert checks.recall(bytes([4]), "context") == 4 and checks.recall(bytes([4]), "other") is None
+
+
+def test_a_mutable_buffer_is_never_remembered():
+    checks = CheckedTxs()
+    checks.remember(bytearray(b"tx"), "context", 1)
+    assert len(checks) == 0 and bytearray(b"tx") not in checks
+    with pytest.raises(ValueError):
+        CheckedTxs(capacity=0)
+
+
+def test_a_block_gives_the_same_results_and_writes_with_a_filled_memo_an_empty_one_and_none():
+    chain = Chain(accounts=2 * MIN_BATCH + 1)
+    txs = sends(chain, 2 * MIN_BATCH, amount=5)
+    txs[3] = forge(txs[3])
+    txs[7] = txs[6]  # a replay: the same bytes, remembered, still fail on their nonce
+    txs[11] = b"\xff not a transaction"
+    filled = CheckedTxs()
+    for raw in txs:  # what CheckTx does when the transactions arrive
+        try:
+            chain_app.check_stateless(raw, CHAIN_ID, auth_params(chain), filled)
+        except Exception:
+            pass
+    alone = execute(chain, txs, None)
+    assert execute(chain, txs, filled) == alone
+    assert execute(chain, txs, CheckedTxs()) == alone
+    codes = [code for code, _, _ in alone[0]]
+    assert codes[3] != 0 and codes[7] != 0 and codes[11] != 0 and codes.count(0) == len(txs) - 3
+
+
+class RecordingChecker(SignatureChecker):
+    """A checker that records the blocks handed to it and checks nothing (every answer on the spot)."""
+
+    def __init__(self) -> None:
+        super().__init__(command=["false"])
+        self.started: list[int] = []
+
+    def start_batch(self, txs):
+        self.started.append(len(txs))
+        return None
+
+
+def test_a_block_whose_transactions_were_all_checked_before_is_not_sent_to_the_checker(spot_checks):
+    chain = Chain(accounts=2 * MIN_BATCH + 1)
+    txs = sends(chain, 2 * MIN_BATCH, amount=5)
+    checks = CheckedTxs()
+    for raw in txs:
+        chain_app.check_stateless(raw, CHAIN_ID, auth_params(chain), checks)
+    checker = RecordingChecker()
+    codes = [code for code, _, _ in execute(chain, txs, checks, checker)[0]]
+    assert codes == [0] * len(txs) and checker.started == [] and len(spot_checks) == len(txs)
+
+
+def test_a_block_with_enough_unchecked_transactions_still_goes_to_the_checker():
+    chain = Chain(accounts=2 * MIN_BATCH + 1)
+    txs = sends(chain, 2 * MIN_BATCH, amount=7)
+    checker = RecordingChecker()
+    assert [code for code, _, _ in execute(chain, txs, CheckedTxs(), checker)[0]] == [0] * len(txs)
+    assert checker.started == [len(txs)]
+
+
+def test_a_forged_signature_is_never_taken_as_remembered():
+    chain = Chain(accounts=2 * MIN_BATCH + 1)
+    txs = sends(chain, 2 * MIN_BATCH, amount=9)
+    checks = CheckedTxs()
+    for raw in txs:
+        chain_app.check_stateless(raw, CHAIN_ID, auth_params(chain), checks)
+    codes = [code for code, _, _ in execute(chain, [forge(txs[0])] + txs[1:], checks)[0]]
+    assert codes[0] != 0 and codes[1:] == [0] * (len(txs) - 1)
