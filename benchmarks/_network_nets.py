@@ -41,11 +41,14 @@ class CometbftSettings:
     timeout_commit: str
     mempool_size: int
     recheck: bool
+    signature_checker: bool = True
+    """The Trolly apps' signature checker process (config.toml `[trolly] signature_checker`)."""
 
     def extra(self) -> dict:
         return {
             "mempool": {"size": self.mempool_size, "recheck": self.recheck, "cache_size": 4 * self.mempool_size},
             "tx_index": {"indexer": "null"},
+            "trolly": {"signature_checker": self.signature_checker},
         }
 
 

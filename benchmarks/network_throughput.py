@@ -33,6 +33,7 @@ import base64
 import hashlib
 import json
 import math
+import os
 import signal
 import sys
 import tempfile
@@ -265,6 +266,10 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--mempool-size", type=int, default=50_000, help="CometBFT [mempool] size")
     parser.add_argument("--no-recheck", action="store_true", help="CometBFT [mempool] recheck = false")
     parser.add_argument("--capacity-txs", type=int, default=None, help="kvstore txs of the client-capacity probe")
+    parser.add_argument("--workdir", default=None,
+                        help="an empty directory to keep the networks' homes and logs in (default: a temporary one)")
+    parser.add_argument("--signature-checker", default="on", choices=("on", "off"),
+                        help="the Trolly apps' signature checker process (trolly-node start --signature-checker)")
     arguments = parser.parse_args()
     arguments.networks = [name.strip() for name in arguments.networks.split(",") if name.strip()]
     unknown = set(arguments.networks) - set(NETWORKS)
@@ -281,6 +286,8 @@ def parse_arguments() -> argparse.Namespace:
     arguments.hold = arguments.hold if arguments.hold is not None else (3.0 if arguments.quick else 10.0)
     if arguments.hold <= 0 or arguments.senders < 1 or arguments.lanes < 1 or arguments.mempool_size < 1:
         parser.error("--hold, --senders, --lanes and --mempool-size must be positive")
+    if arguments.workdir and (not os.path.isdir(arguments.workdir) or os.listdir(arguments.workdir)):
+        parser.error(f"--workdir must be an existing empty directory: {arguments.workdir}")
     if arguments.capacity_txs is None:
         arguments.capacity_txs = 6000 if arguments.quick else 20000
     return arguments
@@ -328,13 +335,23 @@ def main() -> int:
     workload = build_workload(arguments.rates, arguments.hold, trolly_rates)
     log(f"signed {sum(len(step) for step in workload.trolly)} transfers of {workload.tx_bytes} bytes for "
         f"{len(workload.accounts)} accounts in {time.monotonic() - started:.1f}s")
-    settings = CometbftSettings(arguments.timeout_commit, arguments.mempool_size, not arguments.no_recheck)
-    with tempfile.TemporaryDirectory(prefix="trolly-network-bench-") as scratch:
-        outcome = asyncio.run(run_all(arguments, cometbft, workload, settings, Path(scratch)))
+    settings = CometbftSettings(arguments.timeout_commit, arguments.mempool_size, not arguments.no_recheck,
+                                arguments.signature_checker == "on")
+    if arguments.workdir:
+        outcome = asyncio.run(run_all(arguments, cometbft, workload, settings, Path(arguments.workdir)))
+    else:
+        with tempfile.TemporaryDirectory(prefix="trolly-network-bench-") as scratch:
+            outcome = asyncio.run(run_all(arguments, cometbft, workload, settings, Path(scratch)))
+    print(json.dumps(summarize(arguments, settings, workload, outcome)))
+    return 0
+
+
+def summarize(arguments, settings: CometbftSettings, workload: Workload, outcome: dict) -> dict:
+    """The JSON line: each network's best sustained rate, the ratio, Trolly's p99, the settings, every step."""
     steps = outcome["steps"]
     rates = {name: (best(steps[name])["rate"] if name in steps and best(steps[name]) else None) for name in NETWORKS}
     trolly_best = best(steps.get("trolly", []))
-    summary = {
+    return {
         "tx_per_s_trolly": rates["trolly"],
         "tx_per_s_kvstore": rates["kvstore"],
         "tx_per_s_solo": rates["solo"],
@@ -344,14 +361,13 @@ def main() -> int:
         "ladder_top_reached": {name: len(steps[name]) == len(arguments.rates) and steps[name][-1]["sustained"]
                                for name in steps},
         "client_capacity": outcome["client_capacity"],
-        "settings": {"method": arguments.method, "hold_s": arguments.hold, "senders": arguments.senders, "lanes": arguments.lanes,
-                     "timeout_commit": settings.timeout_commit, "mempool_size": settings.mempool_size,
-                     "recheck": settings.recheck, "tx_index": "null", "stakes": "40/30/20/10 %",
-                     "tx_bytes": workload.tx_bytes},
+        "settings": {"method": arguments.method, "hold_s": arguments.hold, "senders": arguments.senders,
+                     "lanes": arguments.lanes, "timeout_commit": settings.timeout_commit,
+                     "mempool_size": settings.mempool_size, "recheck": settings.recheck,
+                     "signature_checker": settings.signature_checker, "tx_index": "null",
+                     "stakes": "40/30/20/10 %", "tx_bytes": workload.tx_bytes},
         "steps": steps,
     }
-    print(json.dumps(summary))
-    return 0
 
 
 if __name__ == "__main__":

@@ -271,87 +271,119 @@ class Producer:
     # ---------------------------------------------------------------------------------- block loop
 
     async def produce_block(self, client: AbciClient) -> StoredBlock | None:
+        """One height, in CometBFT's order: propose, check the proposal, finalize and store, commit, publish.
+        None when the app rejected its own proposal (the caller proposes again)."""
+        frame = self._block_frame()
+        proposal = await self._propose(client, frame)
+        if proposal is None:
+            return None
+        block, response = await self._finalize_and_store(client, frame, proposal)
+        dropped = await self._commit(client, frame.height, proposal.txs)
+        await self._maybe_pause("after_commit", frame.height, bool(proposal.txs))
+        _log_block(block, response, dropped)
+        blocks.publish(self.events, block, response)
+        return block
+
+    def _block_frame(self) -> "_BlockFrame":
+        """What the next height is built on: its time (after the previous block's), validator sets, consensus
+        params and the proposer's last commit."""
         store = self.blockstore
         height = store.last_height + 1 if store.last_height else self.initial_height
         previous = store.block(height - 1) if height > self.initial_height else None
-        time_ns = time.time_ns()
         floor = previous.time_ns + 1_000_000 if previous else parse_time(self.genesis["genesis_time"])
-        time_ns = max(time_ns, floor)
+        time_ns = max(time.time_ns(), floor)
         validators = store.validators(height)
         next_validators = store.validators(height + 1)
         if validators is None or next_validators is None:
             raise EngineError(f"no validator set recorded for height {height}")
-        params = self.consensus_params
-        proposer = self._key.address
         votes, last_commit = blocks.last_commit(store, self._key, self.chain_id, height, previous, time_ns)
+        return _BlockFrame(height, previous, time_ns, validators, next_validators, self.consensus_params, votes,
+                           last_commit, hashing.validators_hash(next_validators))
 
+    async def _propose(self, client: AbciClient, frame: "_BlockFrame") -> "_Proposal | None":
+        """PrepareProposal over the mempool, the header, then ProcessProposal; None if the app rejects it."""
+        max_bytes = max_data_bytes(frame.params, len(frame.validators))
+        proposer = self._key.address
         prepared = await client.prepare_proposal(
             types_pb2.RequestPrepareProposal(
-                max_tx_bytes=max_data_bytes(params, len(validators)),
-                txs=self.mempool.reap(max_data_bytes(params, len(validators))),
+                max_tx_bytes=max_bytes,
+                txs=self.mempool.reap(max_bytes),
                 local_last_commit=types_pb2.ExtendedCommitInfo(
                     round=0,
-                    votes=[types_pb2.ExtendedVoteInfo(validator=v.validator, block_id_flag=v.block_id_flag) for v in votes],
+                    votes=[types_pb2.ExtendedVoteInfo(validator=v.validator, block_id_flag=v.block_id_flag)
+                           for v in frame.votes],
                 ),
-                height=height,
-                time=timestamp(time_ns),
-                next_validators_hash=hashing.validators_hash(next_validators),
+                height=frame.height,
+                time=timestamp(frame.time_ns),
+                next_validators_hash=frame.next_validators_hash,
                 proposer_address=proposer,
             )
         )
         txs = list(prepared.txs)
         header = blocks.header(
-            store, self.chain_id, self.app_version, proposer, height, time_ns, previous, txs, last_commit,
-            validators, next_validators, params,
+            self.blockstore, self.chain_id, self.app_version, proposer, frame.height, frame.time_ns, frame.previous,
+            txs, frame.last_commit, frame.validators, frame.next_validators, frame.params,
         )
         block_hash = hashing.header_hash(header)
-        commit_info = types_pb2.CommitInfo(round=0, votes=votes)
+        commit_info = types_pb2.CommitInfo(round=0, votes=frame.votes)
         process = await client.process_proposal(
             types_pb2.RequestProcessProposal(
                 txs=txs,
                 proposed_last_commit=commit_info,
                 hash=block_hash,
-                height=height,
-                time=timestamp(time_ns),
-                next_validators_hash=hashing.validators_hash(next_validators),
+                height=frame.height,
+                time=timestamp(frame.time_ns),
+                next_validators_hash=frame.next_validators_hash,
                 proposer_address=proposer,
             )
         )
         if process.status != types_pb2.ResponseProcessProposal.ACCEPT:
             # CometBFT would move to the next round; with one validator that means proposing again.
-            log.error("the app rejected its own proposal at height %d (status %d); proposing again", height, process.status)
+            log.error("the app rejected its own proposal at height %d (status %d); proposing again", frame.height,
+                      process.status)
             return None
+        return _Proposal(txs, header, block_hash, commit_info)
 
+    async def _finalize_and_store(self, client: AbciClient, frame: "_BlockFrame", proposal: "_Proposal"
+                                  ) -> tuple[StoredBlock, types_pb2.ResponseFinalizeBlock]:
+        """FinalizeBlock, then the block, its results and the next validator sets in one stored batch: from
+        here on the block is decided."""
+        txs = proposal.txs
         request = types_pb2.RequestFinalizeBlock(
             txs=txs,
-            decided_last_commit=commit_info,
-            hash=block_hash,
-            height=height,
-            time=timestamp(time_ns),
-            next_validators_hash=hashing.validators_hash(next_validators),
-            proposer_address=proposer,
+            decided_last_commit=proposal.commit_info,
+            hash=proposal.block_hash,
+            height=frame.height,
+            time=timestamp(frame.time_ns),
+            next_validators_hash=frame.next_validators_hash,
+            proposer_address=self._key.address,
         )
-        await self._maybe_pause("before_finalize", height, bool(txs))
+        await self._maybe_pause("before_finalize", frame.height, bool(txs))
         response = await client.finalize_block(request)
         if len(response.tx_results) != len(txs):
             raise EngineError(f"FinalizeBlock returned {len(response.tx_results)} results for {len(txs)} txs")
+        params = frame.params
         if response.HasField("consensus_param_updates"):
             params = merge_params(params, response.consensus_param_updates)
         block = StoredBlock(
-            height=height,
-            time_ns=time_ns,
-            block_hash=block_hash,
-            header=header,
-            block_id=blocks.block_id(block_hash),
+            height=frame.height,
+            time_ns=frame.time_ns,
+            block_hash=proposal.block_hash,
+            header=proposal.header,
+            block_id=blocks.block_id(proposal.block_hash),
             txs=tuple(txs),
-            last_commit=last_commit,
+            last_commit=frame.last_commit,
         )
-        after_next = apply_validator_updates(next_validators, response.validator_updates)
+        after_next = apply_validator_updates(frame.next_validators, response.validator_updates)
         updated_params = params if response.HasField("consensus_param_updates") else None
         # A synced LevelDB write takes milliseconds; off the event loop, the RPC keeps answering meanwhile.
-        await asyncio.to_thread(store.save_block, block, request, response, after_next, updated_params)
-        await self._maybe_pause("after_finalize", height, bool(txs))
+        await asyncio.to_thread(self.blockstore.save_block, block, request, response, after_next, updated_params)
+        await self._maybe_pause("after_finalize", frame.height, bool(txs))
+        return block, response
 
+    async def _commit(self, client: AbciClient, height: int, txs: list[bytes]) -> int:
+        """Commit with the mempool held, then drop the block's txs and re-check the rest; returns how many the
+        re-check dropped."""
         async with self.mempool.lock:
             # As CometBFT: no CheckTx may be in flight across Commit, and none starts until re-check ends.
             # A failed mempool connection has nothing in flight; the re-check below re-opens it.
@@ -370,21 +402,7 @@ class Producer:
             # block that carries them is visible.
             self.visible_height = height
             self.mempool.remove_committed(txs)
-            dropped = await self._recheck_mempool(client)
-        await self._maybe_pause("after_commit", height, bool(txs))
-
-        failed = sum(1 for r in response.tx_results if r.code != 0)
-        log.info(
-            "block %d: %d txs%s, app hash %s, %s%s",
-            height,
-            len(txs),
-            f" ({failed} failed)" if failed else "",
-            response.app_hash.hex()[:12].upper(),
-            format_time(time_ns),
-            f", re-check dropped {dropped}" if dropped else "",
-        )
-        blocks.publish(self.events, block, response)
-        return block
+            return await self._recheck_mempool(client)
 
     async def _maybe_pause(self, point: str, height: int, has_txs: bool) -> None:
         if self._pause is None or self._pause[0] != point:
@@ -457,3 +475,41 @@ async def _until_stopped(coroutine, stop: asyncio.Event):
     except (asyncio.CancelledError, AppConnectionLost):
         pass
     return None
+
+
+@dataclass(frozen=True)
+class _BlockFrame:
+    """The inputs of one height, fixed before the app is asked anything."""
+
+    height: int
+    previous: StoredBlock | None
+    time_ns: int
+    validators: list
+    next_validators: list
+    params: object
+    votes: list
+    last_commit: object
+    next_validators_hash: bytes
+
+
+@dataclass(frozen=True)
+class _Proposal:
+    """The block the app prepared and accepted: its txs, header, hash and the commit info it carries."""
+
+    txs: list[bytes]
+    header: object
+    block_hash: bytes
+    commit_info: types_pb2.CommitInfo
+
+
+def _log_block(block: StoredBlock, response: types_pb2.ResponseFinalizeBlock, dropped: int) -> None:
+    failed = sum(1 for r in response.tx_results if r.code != 0)
+    log.info(
+        "block %d: %d txs%s, app hash %s, %s%s",
+        block.height,
+        len(block.txs),
+        f" ({failed} failed)" if failed else "",
+        response.app_hash.hex()[:12].upper(),
+        format_time(block.time_ns),
+        f", re-check dropped {dropped}" if dropped else "",
+    )
