@@ -116,6 +116,41 @@ def test_every_cheat_class_fails_on_its_faked_segments(spec, trainer, replayer, 
         assert report.verdict in (VERDICT_FAIL, VERDICT_UNAVAILABLE)
 
 
+def test_the_comparison_runs_in_the_replays_turn_when_the_end_checkpoint_is_already_fetched(spec, honest, replayer):
+    cheated, published = honest
+    turns = []
+
+    async def counting(function):  # stands in for the service's replay thread, one turn per call
+        turns.append(function)
+        return function()
+
+    report = verify(claim_for(cheated, published, 1), spec, source_of(published), replayer, run_replay=counting)
+    assert report.outcome == PASSED and report.comparison.mode == BITWISE, report.reason
+    assert len(turns) == 2  # the replay with its comparison, then the round's update check
+
+
+def test_a_replay_over_before_its_end_checkpoint_arrives_is_compared_when_it_arrives(spec, honest, replayer):
+    cheated, published = honest
+
+    class SlowEnd(MemorySource):
+        async def fetch(self, digest):
+            if digest == published.listing[2]:
+                await asyncio.sleep(0.05)  # the replay (its own turn) is over by then
+            return await super().fetch(digest)
+
+    source = SlowEnd()
+    source.add_round(1, 1, published.listing, published.blobs)
+    turns = []
+
+    async def counting(function):
+        turns.append(function)
+        return function()
+
+    report = verify(claim_for(cheated, published, 1), spec, source, replayer, run_replay=counting)
+    assert report.outcome == PASSED and report.comparison.mode == BITWISE, report.reason
+    assert len(turns) == 3  # the replay, then its comparison, then the update check
+
+
 def test_a_withheld_checkpoint_is_voted_unavailable(spec, trainer, replayer):
     cheated, published = build_round(spec, "withheld", trainer=trainer)
     report = verify(claim_for(cheated, published, 1), spec, source_of(published), replayer)

@@ -55,6 +55,40 @@ def test_forged_update_fails_every_sampled_segment_while_each_replays_bitwise(sp
     assert replayer.update_checks.computed == 1  # one check for the round, shared by its segments
 
 
+def test_segments_of_one_round_verified_at_once_share_one_update_check(spec, replayer):
+    cheated, published = build_round(spec)
+    source = source_of(published)
+
+    async def yielding(function):  # as the service's executor: other segments go on while this one runs
+        await asyncio.sleep(0)
+        return function()
+
+    async def both():
+        return await asyncio.gather(*(verify_segment(claim_for(cheated, published, segment), spec, digits(), source,
+                                                     replayer, run_replay=yielding) for segment in (0, 1)))
+
+    reports = asyncio.run(both())
+    assert [report.outcome for report in reports] == [PASSED, PASSED], [report.reason for report in reports]
+    assert replayer.update_checks.computed == 1  # the second segment waited for the first one's check
+
+
+def test_a_shared_update_check_that_finds_a_forged_update_fails_every_waiting_segment(spec, replayer):
+    cheated, published = build_round(spec, "forged_update")
+    source = source_of(published)
+
+    async def yielding(function):
+        await asyncio.sleep(0)
+        return function()
+
+    async def three():
+        return await asyncio.gather(*(verify_segment(claim_for(cheated, published, segment), spec, digits(), source,
+                                                     replayer, run_replay=yielding) for segment in (0, 1, 2)))
+
+    reports = asyncio.run(three())
+    assert all(report.outcome == FAILED and "forged update" in report.reason for report in reports)
+    assert replayer.update_checks.computed == 1
+
+
 def test_honest_round_passes_the_update_check(spec, replayer):
     cheated, published = build_round(spec)
     report = verify(claim_for(cheated, published, 0), spec, source_of(published), replayer)

@@ -310,12 +310,24 @@ async def check_round_update(claim: SegmentClaim, spec: TaskSpec, dataset: Datas
                              listing: list[str], have: dict[int, bytes], checks: UpdateChecks,
                              run, verified: VerifiedBlobs | None = None) -> UpdateVerdict:
     """The update check of the claim's (worker, round) (`update_check.py`), from `checks` when it was done
-    already. `have`: checkpoints already fetched, by index."""
+    already or is being done (by another sampled segment of the round verified at the same time). `have`:
+    checkpoints already fetched, by index."""
     key = (claim.task_id, claim.round, claim.worker, claim.update_hash, claim.residual_hash,
            claim.previous_residual_hash, claim.checkpoint_root, claim.start_weights_hash, spec.codec)
     known = checks.get(key)
     if known is not None:
         return known
+    running = checks.running(key)
+    if running is None:
+        running = asyncio.ensure_future(_check_update(key, claim, spec, dataset, source, listing, have, checks, run,
+                                                      verified))
+        checks.start(key, running)
+    return await asyncio.shield(running)  # a caller cancelled leaves the check to the others waiting for it
+
+
+async def _check_update(key: tuple, claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, source: CheckpointSource,
+                        listing: list[str], have: dict[int, bytes], checks: UpdateChecks, run,
+                        verified: VerifiedBlobs | None) -> UpdateVerdict:
     blobs = {}
     wanted = [(0, listing[0], "checkpoint 0"), (len(listing) - 1, listing[-1], f"checkpoint {len(listing) - 1}")]
     if claim.previous_residual_hash:
@@ -371,20 +383,33 @@ async def verify_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, 
         return start_bytes
     fetch_seconds = time.perf_counter() - began
     began = time.perf_counter()
-    replaying = asyncio.ensure_future(run(lambda: replay_segment(
-        claim, spec, dataset, start_bytes, replayer, expected_start_hash=expected_start_hash,
-        expected_start_source=expected_start_source, spec_key=spec_key)))
+    end_hash = bytes.fromhex(listing[claim.segment + 1])
+    fetched_end: dict[str, bytes] = {}  # set by this (the event loop's) thread, read by the replay's
+
+    def replay_then_compare() -> Replayed | SegmentReport:
+        # Checkpoint i + 1 is usually fetched and checked before the replay is over: compare at once, in the
+        # same turn of the replay thread, rather than queue the comparison behind the replay of another
+        # segment in flight (which would hold this segment, and so the fetching of the next, until then).
+        replayed = replay_segment(claim, spec, dataset, start_bytes, replayer, expected_start_hash=expected_start_hash,
+                                  expected_start_source=expected_start_source, spec_key=spec_key)
+        end = fetched_end.get("bytes")
+        if isinstance(replayed, SegmentReport) or end is None:
+            return replayed
+        return compare_replay(claim, spec, dataset, replayed, end, end_hash)
+
+    replaying = asyncio.ensure_future(run(replay_then_compare))
     try:
         end_bytes = await fetch_blob(claim, source, listing[claim.segment + 1], f"checkpoint {claim.segment + 1}",
                                      verified)
+        if not isinstance(end_bytes, SegmentReport):
+            fetched_end["bytes"] = end_bytes
     finally:
         replayed = await replaying  # never left running: the replayer is not thread-safe
     if isinstance(replayed, SegmentReport):
-        report = replayed
+        report = replayed  # the replay's FAIL, or the comparison made right after it
     elif isinstance(end_bytes, SegmentReport):
         report = end_bytes
     else:
-        end_hash = bytes.fromhex(listing[claim.segment + 1])
         report = await run(lambda: compare_replay(claim, spec, dataset, replayed, end_bytes, end_hash))
     timings = {"fetch_seconds": round(fetch_seconds, 4), "replay_seconds": round(time.perf_counter() - began, 4)}
     if report.outcome == PASSED:  # step 5: the round's update must follow from its committed checkpoints

@@ -22,6 +22,7 @@ tests compare the two.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import hashlib
@@ -97,15 +98,32 @@ def judge_update(codec: Codec, layout: ModelLayout, *, first: bytes, last: bytes
 
 class UpdateChecks:
     """Update-check results by (task, round, worker and every hash the check read), so that the sampled
-    segments of one round share one check. Bounded: the oldest results go first."""
+    segments of one round share one check. Bounded: the oldest results go first.
+
+    A check still running is shared too (`running`/`start`): the service verifies several segments at once,
+    and two sampled segments of one worker's round that both reach the check before either has finished it
+    wait for the one check instead of fetching its blobs and recomputing the update twice."""
 
     def __init__(self, size: int = 256) -> None:
         self._results: collections.OrderedDict[tuple, UpdateVerdict] = collections.OrderedDict()
+        self._running: dict[tuple, asyncio.Future] = {}
         self._size = size
         self.computed = 0
 
     def get(self, key: tuple) -> UpdateVerdict | None:
         return self._results.get(key)
+
+    def running(self, key: tuple) -> asyncio.Future | None:
+        """The check of `key` in progress on this event loop, if there is one."""
+        future = self._running.get(key)
+        if future is None or future.done() or future.get_loop() is not asyncio.get_running_loop():
+            return None
+        return future
+
+    def start(self, key: tuple, future: asyncio.Future) -> None:
+        """Record `future` as the check of `key` in progress until it is done."""
+        self._running[key] = future
+        future.add_done_callback(lambda done: self._running.pop(key, None) if self._running.get(key) is done else None)
 
     def clear(self) -> None:
         self._results.clear()
