@@ -79,7 +79,7 @@ def test_negative_zero_is_sent_as_positive_as_in_the_reference(codec_name):
     assert residual_out["w"].numpy().tobytes() == expected_residual["w"].numpy().tobytes()
 
 
-@pytest.mark.parametrize("codec_name", ["int8", "topk-int8", "fp32"])
+@pytest.mark.parametrize("codec_name", ["int8", "fp16", "fp32"])
 def test_other_codecs_take_the_reference_path(codec_name):
     generator = torch.Generator().manual_seed(2)
     start = {"b": torch.randn(3000, generator=generator), "a": torch.randn(40, 70, generator=generator)}

@@ -1,22 +1,22 @@
-"""A worker's update in one go: pseudo-gradient, error feedback and encoding, fused for the sign and ternary
-codecs.
+"""A worker's update in one go: pseudo-gradient, error feedback and encoding, fused for the sign, ternary and
+top-k codecs.
 
 The reference is `ErrorFeedback(codec).encode(start - end)` (`feedback.py`, `quantize.SignCodec`,
-`ternary.TernaryCodec`): form the pseudo-gradient, add the residual, flatten, take per-chunk sums, compare,
-pack, rebuild what the bytes decode to, subtract it for the next residual. Written as whole-vector numpy
-calls, that is 25 to 30 passes over 4.4 MB arrays for the 1.1M-parameter MLP, and it comes at the end of
-every worker round, after training, when the round is otherwise nearly done (10 ms for ternary, in blocks
-that stay in cache; 25 ms without).
+`ternary.TernaryCodec`, `topk.TopKCodec`): form the pseudo-gradient, add the residual, flatten, take per-chunk
+sums (or the top k), compare, pack, rebuild what the bytes decode to, subtract it for the next residual.
+Written as whole-vector numpy calls, that is 25 to 30 passes over multi-megabyte arrays for the 1.1M-parameter
+MLP, at the end of every worker round and in every verifier's update check.
 
-`encode_with_feedback` gives the same bytes and residual, bit for bit (the tests compare). For the sign and
-ternary codecs it forms the corrected pseudo-gradient once into a flat vector (torch, as the reference), then
-one compiled loop (numba) takes each chunk through every step while it sits in the L1 cache: 2.2 ms for
-ternary, 0.7 ms for sign. The loops do what the reference does, operation for operation: every chunk sum is
-the same fixed tree of float64 additions (`quantize.fixed_tree_sum`, a partial last chunk padded with
-zeros), every other step is elementwise in float32 or float64, and nothing is compiled with fast-math, so
-no addition is reordered and no multiply-add is fused. Other codecs take the reference path.
+`encode_with_feedback` gives the same bytes and residual, bit for bit (the tests compare). It forms the
+corrected pseudo-gradient once into a flat vector (torch, as the reference), then one compiled loop (numba)
+takes each chunk through every step while it sits in the cache. For sign and ternary the loops do what the
+reference does, operation for operation: every chunk sum is the same fixed tree of float64 additions
+(`quantize.fixed_tree_sum`, a partial last chunk padded with zeros), every other step is elementwise in
+float32 or float64, and nothing is compiled with fast-math, so no addition is reordered and no multiply-add
+is fused. For top-k the loop only chooses the kept positions (`topk_fused.py`); the kept values go through
+the reference's numpy operations. Other codecs take the reference path.
 
-The loops are compiled on first use and cached beside this file (about 2 s, once per machine).
+The loops are compiled on first use and cached beside this file (a few seconds, once per machine).
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from .base import Codec
 from .feedback import ErrorFeedback
 from .quantize import SIGN_CHUNK, SignCodec
 from .ternary import TERNARY_CHUNK, THRESHOLD as TERNARY_THRESHOLD, TernaryCodec
+from .topk import TopKCodec
+from .topk_fused import encode_topk_in_place
 
 
 class _Workspace:
@@ -65,7 +67,7 @@ def encode_with_feedback(codec: Codec, start: Mapping[str, torch.Tensor], end: M
     if set(start) != set(end) or (residual is not None and set(residual) != set(end)) or set(residual_out) != set(end):
         raise CodecError("the start weights, end weights and residuals name different tensors")
     everything = [*start.values(), *end.values(), *(residual.values() if residual is not None else ())]
-    if isinstance(codec, (SignCodec, TernaryCodec)) and all(t.dtype == torch.float32 for t in everything):
+    if isinstance(codec, (SignCodec, TernaryCodec, TopKCodec)) and all(t.dtype == torch.float32 for t in everything):
         return _encode_fused(codec, start, end, residual, residual_out)
     pseudo_gradient = {name: start[name] - end[name] for name in end}
     feedback = ErrorFeedback(codec)
@@ -93,6 +95,12 @@ def _encode_fused(codec: Codec, start, end, residual, residual_out) -> bytes:
         torch.sub(start[name].detach().reshape(-1), end[name].detach().reshape(-1), out=target)
         if residual is not None:
             target.add_(residual[name].detach().reshape(-1))
+    if isinstance(codec, TopKCodec):
+        payload = encode_topk_in_place(codec, corrected, _workspace)  # `corrected` becomes the new residual
+        if payload is None:
+            _raise_not_finite(start, end, residual, layout)
+        _write_residual(corrected, residual_out, layout, offsets, sizes)
+        return header + payload
     chunks = -(-total // CHUNK)
     scales = np.empty(chunks, dtype=np.float32)
     if isinstance(codec, SignCodec):
@@ -106,16 +114,26 @@ def _encode_fused(codec: Codec, start, end, residual, residual_out) -> bytes:
         used = _ternary_chunks(corrected, TERNARY_THRESHOLD, scales, thresholds, sent, signs)
         limits, payload = thresholds, scales.astype("<f4").tobytes() + sent.tobytes() + signs[:used].tobytes()
     if not np.isfinite(limits).all():  # a chunk's sum is finite exactly when all its values are: find which
-        for name, _ in layout:
-            corrected_tensor = start[name].detach() - end[name].detach()
-            if residual is not None:
-                corrected_tensor += residual[name].detach()
-            if not torch.isfinite(corrected_tensor).all():
-                raise CodecError(f"{name!r} has NaN or infinite values")
-        raise CodecError("the update has NaN or infinite values")
+        _raise_not_finite(start, end, residual, layout)
+    _write_residual(corrected, residual_out, layout, offsets, sizes)
+    return header + payload
+
+
+def _raise_not_finite(start, end, residual, layout) -> None:
+    """Raise the reference's error for the first tensor (canonical order) whose corrected values are not all
+    finite."""
+    for name, _ in layout:
+        corrected_tensor = start[name].detach() - end[name].detach()
+        if residual is not None:
+            corrected_tensor += residual[name].detach()
+        if not torch.isfinite(corrected_tensor).all():
+            raise CodecError(f"{name!r} has NaN or infinite values")
+    raise CodecError("the update has NaN or infinite values")
+
+
+def _write_residual(corrected, residual_out, layout, offsets, sizes) -> None:
     for (name, _), offset, size in zip(layout, offsets, sizes):
         residual_out[name].detach().reshape(-1).numpy()[:] = corrected[offset:offset + size]
-    return header + payload
 
 
 CHUNK = SIGN_CHUNK

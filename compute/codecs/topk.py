@@ -40,17 +40,22 @@ def select_top(values: np.ndarray, k: int) -> np.ndarray:
 
 
 class TopKCodec(Codec):
-    def __init__(self, name: str, density: fractions.Fraction, value_format: str) -> None:
+    def __init__(self, name: str, density: fractions.Fraction, value_format: str, chunk: int = CHUNK) -> None:
+        """`chunk`: values per chunk, CHUNK for every registered codec (other sizes let tests cross chunk
+        boundaries with small vectors); at most CHUNK, so that a chunk-local index fits in 16 bits."""
         if not 0 < density <= 1:
             raise CodecError(f"density must be in (0, 1], got {density}")
         if value_format not in VALUE_FORMATS:
             raise CodecError(f"value format must be one of {VALUE_FORMATS}")
+        if not 0 < chunk <= CHUNK:
+            raise CodecError(f"chunk must be in (0, {CHUNK}], got {chunk}")
         self.name = name
         self.density = fractions.Fraction(density)
         self.value_format = value_format
+        self.chunk = chunk
 
     def _chunk_lengths(self, size: int) -> list[int]:
-        return [min(CHUNK, size - start) for start in range(0, size, CHUNK)]
+        return [min(self.chunk, size - start) for start in range(0, size, self.chunk)]
 
     def encode_flat(self, flat: np.ndarray) -> bytes:
         return self._encode(flat, None)
@@ -68,7 +73,7 @@ class TopKCodec(Codec):
         """The payload; with `sent`, also writes there what the payload decodes to."""
         indices, values, scales = [], [], []
         for number, length in enumerate(self._chunk_lengths(len(flat))):
-            chunk = flat[number * CHUNK:number * CHUNK + length]
+            chunk = flat[number * self.chunk:number * self.chunk + length]
             chosen = select_top(chunk, kept_per_chunk(length, self.density))
             indices.append(chosen.astype("<u2"))
             kept = chunk[chosen]
@@ -78,7 +83,7 @@ class TopKCodec(Codec):
                 kept = quantize_int8(kept.reshape(1, -1), np.array([scale], dtype=np.float32)).reshape(-1)
             values.append(kept)
             if sent is not None:
-                sent[number * CHUNK + chosen] = self._as_decoded(kept, scales[-1] if self.value_format == "int8" else None)
+                sent[number * self.chunk + chosen] = self._as_decoded(kept, scales[-1] if self.value_format == "int8" else None)
         if not indices:
             return b""
         body = np.concatenate(indices).tobytes()
@@ -121,6 +126,6 @@ class TopKCodec(Codec):
             chunk_indices = indices[begin:begin + count].astype(np.int64)
             if count and (chunk_indices[-1] >= length or (count > 1 and not (np.diff(chunk_indices) > 0).all())):
                 raise CodecError(f"top-k indices of chunk {number} are out of range or not strictly ascending")
-            flat[number * CHUNK + chunk_indices] = values[begin:begin + count]
+            flat[number * self.chunk + chunk_indices] = values[begin:begin + count]
             begin += count
         return flat
