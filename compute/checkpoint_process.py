@@ -10,14 +10,16 @@ not threads: see that module's docstring.
 
 The bytes are those of `checkpoints.capture` (the tests compare them), so nothing a verifier sees changes.
 
-    process = checkpoint_process_for(trainer, store)     # None: use threads (CheckpointHasher)
-    with RemoteCheckpoints(process, sink=record) as checkpoints, trainer.snapshots_by(process):
+    process = checkpoint_process_for(trainer, store, pinning)   # None: use threads (CheckpointHasher)
+    with RemoteCheckpoints(store, sink=record) as checkpoints, trainer.snapshots_by(process):
         checkpoints.submit(0, trainer.snapshot_soon())   # a RemoteSnapshot
         ...
 
 The process is started once per trainer and store, and ends with the trainer (`Trainer.close`) or with the
-worker: it exits when its input closes, so a worker killed with SIGKILL leaves no orphan behind.
-`TROLLY_CHECKPOINT_PROCESS=off` keeps checkpoints in threads of the worker itself.
+worker: it exits when its input closes, so a worker killed with SIGKILL leaves no orphan behind. Whether a
+worker uses one is an option of its acceleration (`compute.acceleration`: the `checkpoint_process` key of
+worker.json, `trolly-worker start --checkpoint-process/--no-checkpoint-process`); without one, checkpoints
+stay in threads of the worker itself.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .affinity import keep_off_training_core, keep_process_off_training_core
+from .affinity import CorePinning
 from .canonical_copy import layout_of
 from .checkpoint_process_main import ANSWER, COMMAND, COPIED, FAILED, FINAL, READY, SNAPSHOT, STORED, read_exactly
 from .checkpoints import CheckpointQueue, HashedCheckpoint, TrainingState, checkpoint_bytes
@@ -47,14 +49,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ENVIRONMENT_SWITCH = "TROLLY_CHECKPOINT_PROCESS"
 ALIGNMENT = 64  # the start of every arena tensor: what PyTorch's own CPU allocator gives, so kernels see the same
 START_TIMEOUT = 30.0
 
 
-def enabled() -> bool:
-    """True where a checkpoint process can run: Linux shared memory files, and not switched off."""
-    return hasattr(os, "memfd_create") and os.environ.get(ENVIRONMENT_SWITCH, "on").lower() not in ("off", "0", "no")
+def available() -> bool:
+    """True where a checkpoint process can run: Linux shared memory files."""
+    return hasattr(os, "memfd_create")
 
 
 class StateArena:
@@ -127,10 +128,12 @@ class RemoteSnapshot:
 
 
 class CheckpointProcess:
-    """The helper process of one trainer's state arena and one blob store."""
+    """The helper process of one trainer's state arena and one blob store. With a `pinning`, the process and
+    the thread reading its answers keep off the training thread's CPU."""
 
-    def __init__(self, arena: StateArena, blob_root: os.PathLike) -> None:
+    def __init__(self, arena: StateArena, blob_root: os.PathLike, pinning: CorePinning | None = None) -> None:
         self.blob_root = os.fspath(blob_root)
+        self._pinning = pinning
         # A checkpoint holds the arena's tensors and the step count, which each command brings; a round's last
         # checkpoint holds the weights and the step count only (`checkpoints.final_state`).
         weights = {name: tensor for name, tensor in arena.tensors.items() if name.startswith("weights/")}
@@ -140,7 +143,8 @@ class CheckpointProcess:
         self._process = subprocess.Popen(
             [sys.executable, "-m", "trolly.compute.checkpoint_process_main", str(arena.descriptor)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(arena.descriptor,), bufsize=0)
-        keep_process_off_training_core(self._process.pid)  # before its setup: the threads it starts follow
+        if pinning is not None:  # before its setup: the threads it starts follow
+            pinning.keep_process_off_training_core(self._process.pid)
         self._lock = threading.Lock()
         self._pending: dict[int, RemoteSnapshot] = {}
         self._next = 0
@@ -178,7 +182,8 @@ class CheckpointProcess:
             view = view[self._process.stdin.write(view):]
 
     def _read_answers(self) -> None:
-        keep_off_training_core()
+        if self._pinning is not None:
+            self._pinning.keep_off_training_core()
         answers = self._process.stdout
         try:
             while True:
@@ -277,17 +282,18 @@ class RemoteCheckpoints(CheckpointQueue):
         self._results.append(record)
 
 
-def checkpoint_process_for(trainer: Trainer, store: BlobStore) -> CheckpointProcess | None:
+def checkpoint_process_for(trainer: Trainer, store: BlobStore,
+                           pinning: CorePinning | None = None) -> CheckpointProcess | None:
     """The trainer's checkpoint process for `store`, started (and its state moved into an arena) on first use;
-    None where there can be none (`enabled()`), or when it cannot start (logged; threads take over)."""
-    if not enabled():
+    None where there can be none (`available()`), or when it cannot start (logged; threads take over)."""
+    if not available():
         return None
     root = os.fspath(store.root)
     current = trainer.checkpoint_process
     if current is not None and current.alive and current.blob_root == root:
         return current
     try:
-        process = CheckpointProcess(trainer.shared_state_arena(), root)
+        process = CheckpointProcess(trainer.shared_state_arena(), root, pinning)
     except (OSError, CheckpointError) as error:
         log.warning("checkpoints stay in this process's threads: %s", error)
         return None

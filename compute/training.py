@@ -8,8 +8,10 @@ must give checkpoint i + 1 byte for byte under the same determinism profile.
     trainer = Trainer(spec, dataset)                          # model + AdamW, built once, reused
     state = train_segment(trainer, start_state, worker_index=0, round_index=3, end_step=20)
 
-`run_round` is the worker's whole round on top of the same function: segments, checkpoints hashed in the
-background, the Merkle root, the pseudo-gradient.
+A round's loop, `train_round_segments`, is the one every round runs: the reference `run_round` (checkpoints
+hashed in the background, the Merkle root, the pseudo-gradient), and the worker's `compute.worker.rounds.
+train_round`, which adds its collaborators as parameters (the segment trainer of its strategy, the stop
+check, resumption from a stored checkpoint, the progress display) and its `compute.acceleration`.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ import contextlib
 import dataclasses
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch.nn import functional
 
-from .affinity import keep_off_training_core
-from .checkpoints import (CheckpointHasher, DeferredSnapshot, HashedCheckpoint, TrainingState, checkpoint_tensors,
+from .acceleration import Acceleration, round_checkpoints
+from .checkpoints import (CheckpointQueue, DeferredSnapshot, HashedCheckpoint, TrainingState, checkpoint_tensors,
                           prepare_capture, weights_hash)
 from .data.dataset import Dataset, sample_batch
 from .determinism import apply_profile, flushing_subnormals
@@ -40,10 +42,7 @@ if TYPE_CHECKING:
     from .checkpoint_process import CheckpointProcess, RemoteSnapshot, StateArena
 
 
-AHEAD_BYTES = 64 * 1024 * 1024  # batches drawn ahead of the training thread at most (the MLP's: 8.4 KB each)
-# One thread draws batches ahead for every trainer of the process, in order (`Trainer.draw_batches_ahead`).
-_batch_drawer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="batches-ahead",
-                                                      initializer=keep_off_training_core)
+AHEAD_BYTES = 64 * 1024 * 1024  # batches drawn ahead of the training thread at most
 
 
 def initial_weights(spec: TaskSpec, shape) -> dict[str, torch.Tensor]:
@@ -84,8 +83,8 @@ class Trainer:
         self.parameters = dict(self.model.named_parameters())
         inner = spec.training.inner_optimizer
         # The implementation is pinned, as the three give different bytes. Fused: one vectorised pass over
-        # each parameter and its two moments instead of a dozen elementwise ops, about 5x less time per
-        # optimizer step on CPU (half of a step of the reference MLP); elementwise, so deterministic.
+        # each parameter and its two moments instead of a dozen elementwise ops, much less time per
+        # optimizer step on CPU; elementwise, so deterministic.
         self.optimizer = torch.optim.AdamW(
             self.parameters.values(), lr=inner.lr, betas=(inner.beta1, inner.beta2), eps=inner.eps,
             weight_decay=inner.weight_decay, foreach=False, fused=True,
@@ -156,7 +155,7 @@ class Trainer:
             if own_slots and (self._arena is not None or all(own_slots[m].dtype == slots[m].dtype
                                                              for m in ("exp_avg", "exp_avg_sq"))):
                 # Overwrite the tensors AdamW already has: the same values as fresh clones, without
-                # allocating (and page-faulting) 13 MB at the start of every round.
+                # allocating (and page-faulting) the moments again at the start of every round.
                 own_slots["step"].copy_(slots["step"].reshape(()))
                 own_slots["exp_avg"].copy_(slots["exp_avg"])
                 own_slots["exp_avg_sq"].copy_(slots["exp_avg_sq"])
@@ -271,16 +270,15 @@ class Trainer:
         logits = self.model(inputs)
         return functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
-    def draw_batches_ahead(self, worker_index: int, round_index: int, steps: range) -> concurrent.futures.Future:
-        """Draw the batches of `steps` (`sample_batch`, the same tensors) on a background thread, off the
-        training core, for `train_step` to take; a step whose batch is not drawn yet draws it itself. At
-        most `AHEAD_BYTES` of batches are drawn. Returns the drawing's future (how many it drew).
+    def draw_batches_ahead(self, worker_index: int, round_index: int, steps: range,
+                           drawer: concurrent.futures.Executor) -> concurrent.futures.Future:
+        """Draw the batches of `steps` (`sample_batch`, the same tensors) on `drawer`'s thread (the worker's
+        `Acceleration.batch_drawer`, off the training core) for `train_step` to take; a step whose batch is
+        not drawn yet draws it itself. At most `AHEAD_BYTES` of batches are drawn. Returns the drawing's
+        future (how many it drew).
 
-        Drawing each batch in the training thread (a generator seeded for the step, `randint`, two gathers)
-        cost a step of the reference MLP far more than the 15 us it takes alone. In-process A/B of the
-        worker_overhead benchmark's round, 50 alternating rounds each way, in both orders (medians of a step
-        beside checkpoints): 4.98 and 4.62 ms drawn in the step, 4.90 and 4.46 ms drawn ahead; the plain
-        loop's 4.77 and 4.40 ms."""
+        Why: drawing a batch in the training thread (a generator seeded for the step, `randint`, two gathers)
+        costs a step beside checkpoints much more than the drawing alone does."""
         training = self.spec.training
         per_batch = training.batch_size * sum(
             tensor.element_size() * (tensor.numel() // max(tensor.shape[0], 1))
@@ -298,7 +296,7 @@ class Trainer:
                 drawn += 1
             return drawn
 
-        return _batch_drawer.submit(draw)
+        return drawer.submit(draw)
 
     def train_step(self, worker_index: int, round_index: int) -> float:
         """One inner AdamW step on the batch of (seed, worker, round, self.step), with the spec's lr for that
@@ -361,39 +359,85 @@ class RoundResult:
         return [c.digest for c in self.checkpoints]
 
 
+class SegmentTrainer(Protocol):
+    """How a round trains each segment: from where the trainer stands up to `end_step`, the state to submit."""
+
+    def __call__(self, trainer: Trainer, *, worker_index: int, round_index: int, end_step: int,
+                 final: bool = False) -> TrainingState | DeferredSnapshot: ...
+
+
+def train_segment_soon(trainer: Trainer, *, worker_index: int, round_index: int, end_step: int,
+                       final: bool = False) -> DeferredSnapshot:
+    """The honest segment of a round: `train_segment` from where the trainer stands, copied beside the next steps."""
+    return train_segment(trainer, None, worker_index=worker_index, round_index=round_index, end_step=end_step,
+                         soon=True, final=final)
+
+
+def train_round_segments(trainer: Trainer, checkpoints: CheckpointQueue, *, worker_index: int, round_index: int,
+                         steps: int, start_weights: Mapping[str, torch.Tensor] | None = None,
+                         resume: TrainingState | None = None, first_segment: int = 0,
+                         advance: SegmentTrainer = train_segment_soon,
+                         before_segment: Callable[[int], None] | None = None,
+                         on_step: Callable[[int], None] | None = None,
+                         acceleration: Acceleration | None = None):
+    """The round loop: every round, the reference's and the worker's, is trained by this function.
+
+    Starts the round from `start_weights` (checkpoint 0, a fresh AdamW, submitted to `checkpoints` as it is
+    copied beside the first step), or resumes it from `resume`, the stored checkpoint of `first_segment`.
+    Then each segment in turn: `before_segment(step)` (the worker's stop check), `advance` up to the segment's
+    end (the last one in the form of a round's last checkpoint), the state submitted as the next checkpoint,
+    `on_step(step)` (progress). With an `acceleration`, the round's batches are drawn ahead on its thread.
+    Returns the last segment's state (None when there was nothing left to train).
+    """
+    every = trainer.spec.training.checkpoint_every
+    if acceleration is not None:
+        trainer.draw_batches_ahead(worker_index, round_index, range(first_segment * every, steps),
+                                   acceleration.batch_drawer)
+    if resume is not None:
+        trainer.load(resume)
+    else:
+        trainer.start_round(start_weights)
+        checkpoints.submit(0, trainer.snapshot_soon())  # checkpoint 0, copied beside the first step
+    snapshot = None
+    segment = first_segment
+    while trainer.step < steps:
+        if before_segment is not None:
+            before_segment(trainer.step)
+        _, end = segment_bounds(segment, steps, every)
+        snapshot = advance(trainer, worker_index=worker_index, round_index=round_index, end_step=end,
+                           final=end == steps)
+        segment += 1
+        checkpoints.submit(segment, snapshot)
+        if on_step is not None:
+            on_step(trainer.step)
+    return snapshot
+
+
 def run_round(trainer: Trainer, start_weights: Mapping[str, torch.Tensor], *, worker_index: int, round_index: int,
               steps: int, sink: Callable[[HashedCheckpoint, bytes], None] | None = None,
-              keep_bytes: bool = False, on_step: Callable[[int], None] | None = None) -> RoundResult:
-    """A worker's round: checkpoints 0..n every k steps through `train_segment`, hashed in the background; the
-    last one (after `steps`) without the optimizer state.
+              keep_bytes: bool = False, on_step: Callable[[int], None] | None = None,
+              acceleration: Acceleration | None = None) -> RoundResult:
+    """A whole round from `start_weights`: checkpoints 0..n every k steps (`train_round_segments`), hashed in the
+    background; the last one (after `steps`) without the optimizer state; the Merkle root and the
+    pseudo-gradient.
 
     `sink(record, bytes)` receives each checkpoint's bytes in the hashing thread (to store them as blobs);
-    `on_step(step)` is called after each segment (progress display).
+    `on_step(step)` is called after each segment (progress display); `acceleration` (optional) draws the
+    batches ahead and pins the training thread, which changes no byte.
     """
     if steps < 1:
         raise SpecError(f"a round needs at least one step, got {steps}")
-    every = trainer.spec.training.checkpoint_every
     start = {name: tensor.detach().clone() for name, tensor in start_weights.items()}  # W_r as it is now
-    with CheckpointHasher(sink=sink, keep_bytes=keep_bytes) as hasher:
-        trainer.start_round(start)
-        state = trainer.snapshot_soon()  # checkpoint 0: W_r and a fresh AdamW, copied beside the first step
-        hasher.submit(0, state)
-        segment = 0
-        while trainer.step < steps:
-            _, end = segment_bounds(segment, steps, every)
-            state = train_segment(trainer, None, worker_index=worker_index, round_index=round_index, end_step=end,
-                                  soon=True, final=end == steps)
-            segment += 1
-            hasher.submit(segment, state)
-            if on_step is not None:
-                on_step(trainer.step)
+    with round_checkpoints(trainer, acceleration, sink=sink, keep_bytes=keep_bytes) as checkpoints:
+        state = train_round_segments(trainer, checkpoints, worker_index=worker_index, round_index=round_index,
+                                     steps=steps, start_weights=start, on_step=on_step, acceleration=acceleration)
         if isinstance(state, DeferredSnapshot):
             state = state.result()
-        checkpoints = hasher.results()
+        hashed = checkpoints.results()
     pseudo_gradient = {name: (start[name] - state.weights[name]) for name in state.weights}
     return RoundResult(
         steps=steps, samples_processed=trainer.samples, start_weights_hash=weights_hash(start),
-        checkpoints=checkpoints, checkpoint_root=merkle_root([c.digest for c in checkpoints]),
+        checkpoints=hashed, checkpoint_root=merkle_root([c.digest for c in hashed]),
         end_weights=dict(state.weights), pseudo_gradient=pseudo_gradient,
     )
 

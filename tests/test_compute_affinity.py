@@ -1,4 +1,6 @@
-"""`compute.affinity`: the training thread gets a core to itself for a round, everything beside it the others."""
+"""`compute.affinity`: the training thread gets a core to itself for a round, everything beside it the others.
+
+The pinning is an option of the worker's `compute.acceleration.Acceleration`, handed to its rounds."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import threading
 import pytest
 
 from trolly.compute import affinity, checkpoint_process
+from trolly.compute.acceleration import Acceleration, AccelerationOptions
+from trolly.compute.affinity import CorePinning
 from trolly.compute.blobs import BlobStore
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.spec import example_spec, spec_from_dict
@@ -18,11 +22,6 @@ from trolly.compute.worker.strategies import TrainingStrategy
 
 CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 needs_two_cpus = pytest.mark.skipif(len(CPUS) < 2, reason="needs a process allowed on at least 2 CPUs (sched_setaffinity)")
-
-
-@pytest.fixture(autouse=True)
-def switched_on(monkeypatch):
-    monkeypatch.delenv(affinity.ENVIRONMENT_SWITCH, raising=False)
 
 
 def in_thread(function):
@@ -45,12 +44,13 @@ def in_thread(function):
 
 @needs_two_cpus
 def test_the_training_thread_runs_alone_on_the_first_cpu_within_and_as_before_after():
-    training, background = affinity.split()
+    pinning = CorePinning.of_this_process()
+    training, background = pinning.training, pinning.background
     assert training == {CPUS[0]} and background == set(CPUS[1:])
 
     def pinned_then_restored():
         before = os.sched_getaffinity(0)
-        with affinity.training_core(1):
+        with pinning.training_core(1):
             within = os.sched_getaffinity(0)
         return before, within, os.sched_getaffinity(0)
 
@@ -60,30 +60,48 @@ def test_the_training_thread_runs_alone_on_the_first_cpu_within_and_as_before_af
 
 @needs_two_cpus
 def test_background_threads_keep_off_the_training_cpu():
+    pinning = CorePinning.of_this_process()
+
     def keep_off():
-        affinity.keep_off_training_core()
+        pinning.keep_off_training_core()
         return os.sched_getaffinity(0)
 
     assert in_thread(keep_off) == set(CPUS[1:])
 
 
 @needs_two_cpus
-def test_a_multithreaded_profile_or_the_switch_leaves_the_cpus_alone(monkeypatch):
-    assert in_thread(lambda: _within(2)) == set(CPUS)  # PyTorch's intra-op threads would share one CPU
-    monkeypatch.setenv(affinity.ENVIRONMENT_SWITCH, "off")
-    assert affinity.split() is None
-    assert in_thread(lambda: _within(1)) == set(CPUS)
+def test_threads_not_handed_the_pinning_follow_the_round_being_pinned_and_only_then():
+    pinning = CorePinning.of_this_process()
+
+    def keep_off():
+        affinity.keep_off_training_core()
+        return os.sched_getaffinity(0)
+
+    def started_within_a_pinned_round():
+        with pinning.training_core(1):
+            return in_thread(keep_off)
+
+    assert in_thread(started_within_a_pinned_round) == set(CPUS[1:])
+    assert in_thread(keep_off) == set(CPUS)  # no round pinned: left alone
 
 
-def _within(threads: int) -> set[int]:
-    with affinity.training_core(threads):
+@needs_two_cpus
+def test_a_multithreaded_profile_or_the_option_off_leaves_the_cpus_alone():
+    pinning = CorePinning.of_this_process()
+    assert in_thread(lambda: _within(pinning, 2)) == set(CPUS)  # PyTorch's intra-op threads would share one CPU
+    with Acceleration(AccelerationOptions(training_core=False)) as acceleration:
+        assert acceleration.pinning is None
+        assert in_thread(lambda: _within(acceleration.pinning, 1)) == set(CPUS)
+
+
+def _within(pinning: CorePinning | None, threads: int) -> set[int]:
+    with affinity.training_core(pinning, threads):
         return os.sched_getaffinity(0)
 
 
-def test_one_cpu_is_no_cpu_to_spare(monkeypatch):
-    monkeypatch.setattr(affinity, "_CPUS", (0,))
-    assert affinity.split() is None
-    with affinity.training_core(1):  # nothing to do, nothing refused
+def test_one_cpu_is_no_cpu_to_spare():
+    assert CorePinning.of_cpus({0}) is None
+    with affinity.training_core(None, 1):  # nothing to do, nothing refused
         pass
 
 
@@ -108,13 +126,14 @@ def test_in_a_round_the_checkpoint_process_and_the_background_threads_are_off_th
         seen.append((os.sched_getaffinity(0), threads, helper))
 
     try:
-        in_thread(lambda: train_round(trainer, TrainingStrategy(), BlobStore(tmp_path / "blobs"), state, progress,
-                                      worker_index=0, start_weights=initial_weights(spec, dataset.shape),
-                                      on_segment=look))
+        with Acceleration() as acceleration:
+            in_thread(lambda: train_round(trainer, TrainingStrategy(), BlobStore(tmp_path / "blobs"), state, progress,
+                                          worker_index=0, start_weights=initial_weights(spec, dataset.shape),
+                                          acceleration=acceleration, on_segment=look))
     finally:
         trainer.close()
     assert seen
     for training, threads, helper in seen:
         assert training == {CPUS[0]}
         assert threads and all(cpus == set(CPUS[1:]) for cpus in threads.values()), threads
-        assert helper == set(CPUS[1:]) if checkpoint_process.enabled() else helper is None
+        assert helper == set(CPUS[1:]) if checkpoint_process.available() else helper is None

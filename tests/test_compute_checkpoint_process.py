@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from trolly.compute import checkpoint_process
+from trolly.compute.acceleration import Acceleration, AccelerationOptions
 from trolly.compute.blobs import BlobStore
 from trolly.compute.checkpoints import checkpoint_bytes, decode_checkpoint
 from trolly.compute.data import build_dataset, dataset_from_blobs
@@ -61,19 +62,26 @@ def trainer(setup):
     trainer.close()
 
 
-def run(trainer, home, start, **options):
+@pytest.fixture(scope="module")
+def acceleration():
+    """A worker's acceleration with its checkpoint process on (the default)."""
+    with Acceleration() as acceleration:
+        yield acceleration
+
+
+def run(trainer, home, start, acceleration, **options):
     state, progress, store = fresh_round(home)
     return train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=0, start_weights=start,
-                       **options), progress, store
+                       acceleration=acceleration, **options), progress, store
 
 
 @needs_memfd
-@pytest.mark.parametrize("switch", ["on", "off"])
-def test_the_process_and_the_threads_store_the_runtimes_checkpoints(setup, trainer, tmp_path, monkeypatch, switch):
+@pytest.mark.parametrize("process", [True, False])
+def test_the_process_and_the_threads_store_the_runtimes_checkpoints(setup, trainer, tmp_path, process):
     _, _, start, reference = setup
-    monkeypatch.setenv(checkpoint_process.ENVIRONMENT_SWITCH, switch)
-    trained, _, store = run(trainer, tmp_path, start)
-    assert (trainer.checkpoint_process is not None) == (switch == "on")
+    with Acceleration(AccelerationOptions(checkpoint_process=process)) as acceleration:
+        trained, _, store = run(trainer, tmp_path, start, acceleration)
+    assert (trainer.checkpoint_process is not None) == process
     assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]
     for digest in trained.checkpoints:  # each blob holds exactly the bytes its name says
         assert store.has(digest)
@@ -100,7 +108,7 @@ def test_training_in_the_shared_arena_gives_the_same_bytes(setup):
 
 
 @needs_memfd
-def test_a_killed_process_fails_the_round_clearly_and_the_next_attempt_resumes(setup, trainer, tmp_path):
+def test_a_killed_process_fails_the_round_clearly_and_the_next_attempt_resumes(setup, trainer, tmp_path, acceleration):
     _, _, start, reference = setup
     killed = []
 
@@ -110,16 +118,16 @@ def test_a_killed_process_fails_the_round_clearly_and_the_next_attempt_resumes(s
             os.kill(killed[0], signal.SIGKILL)
 
     with pytest.raises(CheckpointError, match="checkpoint process"):
-        run(trainer, tmp_path, start, on_segment=kill_after_first_segment)
+        run(trainer, tmp_path, start, acceleration, on_segment=kill_after_first_segment)
     recorded = WorkerState.load(tmp_path).task(3).round(0).checkpoints
     assert recorded == [h.hex() for h in reference.checkpoint_hashes[:len(recorded)]]
-    trained, _, _ = run(trainer, tmp_path, start)  # a new process, resuming from what was recorded
+    trained, _, _ = run(trainer, tmp_path, start, acceleration)  # a new process, resuming from what was recorded
     assert trainer.checkpoint_process._process.pid != killed[0]
     assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]
 
 
 @needs_memfd
-def test_a_storage_failure_fails_that_checkpoint_and_every_later_one(setup, trainer, tmp_path):
+def test_a_storage_failure_fails_that_checkpoint_and_every_later_one(setup, trainer, tmp_path, acceleration):
     start = setup[2]
 
     def break_the_store(step, steps):
@@ -130,12 +138,12 @@ def test_a_storage_failure_fails_that_checkpoint_and_every_later_one(setup, trai
             blobs.write_bytes(b"not a directory")  # every later write fails
 
     with pytest.raises(CheckpointError, match="storing checkpoint failed"):
-        run(trainer, tmp_path, start, on_segment=break_the_store)
+        run(trainer, tmp_path, start, acceleration, on_segment=break_the_store)
 
 
 @needs_memfd
-def test_closing_the_trainer_ends_the_process(setup, trainer, tmp_path):
-    run(trainer, tmp_path, setup[2])
+def test_closing_the_trainer_ends_the_process(setup, trainer, tmp_path, acceleration):
+    run(trainer, tmp_path, setup[2], acceleration)
     process = trainer.checkpoint_process._process
     trainer.close()
     assert process.returncode == 0
@@ -214,11 +222,11 @@ def test_a_dropped_trainer_releases_its_shared_memory(setup):
 
 
 @needs_memfd
-def test_a_trainer_dropped_without_close_ends_its_process(setup, tmp_path):
+def test_a_trainer_dropped_without_close_ends_its_process(setup, tmp_path, acceleration):
     import gc
     spec, dataset, start, _ = setup
     trainer = Trainer(spec, dataset)
-    run(trainer, tmp_path, start)
+    run(trainer, tmp_path, start, acceleration)
     process = trainer.checkpoint_process._process
     del trainer
     gc.collect()

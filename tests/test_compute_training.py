@@ -1,5 +1,6 @@
 """train_segment, checkpoints and the determinism profile: replays give the same bytes."""
 
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -212,7 +213,7 @@ def test_training_steps_flush_subnormals_and_leave_the_thread_as_it_was():
     assert (tiny * 1.0).tolist()[:2] != [0.0, 0.0]
 
 
-def test_batches_drawn_ahead_are_the_steps_own_and_give_the_same_bytes(digits):
+def test_batches_drawn_ahead_are_the_steps_own_and_give_the_same_bytes(digits, drawer):
     from trolly.compute.data.dataset import sample_batch
     spec = small_spec(digits.manifest_hash)
     start = initial_weights(spec, digits.shape)
@@ -221,7 +222,7 @@ def test_batches_drawn_ahead_are_the_steps_own_and_give_the_same_bytes(digits):
     expected = train_segment(inline, None, worker_index=1, round_index=2, end_step=12)
     ahead = Trainer(spec, digits)
     ahead.start_round(start)
-    assert ahead.draw_batches_ahead(1, 2, range(0, 12)).result(timeout=30) == 12
+    assert ahead.draw_batches_ahead(1, 2, range(0, 12), drawer).result(timeout=30) == 12
     drawn = dict(ahead._ahead)
     for step in (0, 11):
         own = sample_batch(digits, spec.training.batch_size, spec.training.seed, 1, 2, step)
@@ -231,7 +232,7 @@ def test_batches_drawn_ahead_are_the_steps_own_and_give_the_same_bytes(digits):
     assert checkpoint_hash(replayed) == checkpoint_hash(expected)
 
 
-def test_batches_drawn_ahead_stop_at_the_memory_bound_and_the_rest_are_drawn_in_step(digits, monkeypatch):
+def test_batches_drawn_ahead_stop_at_the_memory_bound_and_the_rest_are_drawn_in_step(digits, monkeypatch, drawer):
     from trolly.compute import training
     spec = small_spec(digits.manifest_hash)
     start = initial_weights(spec, digits.shape)
@@ -241,21 +242,28 @@ def test_batches_drawn_ahead_stop_at_the_memory_bound_and_the_rest_are_drawn_in_
     monkeypatch.setattr(training, "AHEAD_BYTES", 3 * per_batch)
     trainer = Trainer(spec, digits)
     trainer.start_round(start)
-    assert trainer.draw_batches_ahead(0, 0, range(0, 12)).result(timeout=30) == 3
+    assert trainer.draw_batches_ahead(0, 0, range(0, 12), drawer).result(timeout=30) == 3
     assert sorted(step for _, _, step in trainer._ahead) == [0, 1, 2]
     assert checkpoint_hash(train_segment(trainer, None, worker_index=0, round_index=0, end_step=12)) == \
         checkpoint_hash(expected)
 
 
-def test_a_later_drawing_takes_over_and_batches_of_another_round_are_not_used(digits):
+def test_a_later_drawing_takes_over_and_batches_of_another_round_are_not_used(digits, drawer):
     spec = small_spec(digits.manifest_hash)
     start = initial_weights(spec, digits.shape)
     trainer = Trainer(spec, digits)
-    trainer.draw_batches_ahead(0, 5, range(0, 12)).result(timeout=30)
-    assert trainer.draw_batches_ahead(0, 6, range(0, 12)).result(timeout=30) == 12
+    trainer.draw_batches_ahead(0, 5, range(0, 12), drawer).result(timeout=30)
+    assert trainer.draw_batches_ahead(0, 6, range(0, 12), drawer).result(timeout=30) == 12
     assert {round_index for _, round_index, _ in trainer._ahead} == {6}
     trainer.start_round(start)  # round 7's steps find nothing drawn for them and draw their own
     trained = train_segment(trainer, None, worker_index=0, round_index=7, end_step=12)
     reference = train_segment(Trainer(spec, digits), TrainingState.fresh(start), worker_index=0, round_index=7,
                               end_step=12)
     assert checkpoint_hash(trained) == checkpoint_hash(reference)
+
+
+@pytest.fixture
+def drawer():
+    """A batch-drawing thread, as a worker's `Acceleration` has one."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
+        yield executor

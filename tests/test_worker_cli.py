@@ -89,3 +89,28 @@ def test_start_with_a_file_keyring_and_no_password_fails_before_any_network(tmp_
     assert created.exit_code == 0, created.output
     result = invoke("start", "--home", home)
     assert result.exit_code != 0 and "password" in result.output
+
+
+def test_start_flags_override_the_acceleration_options_of_worker_json_and_only_when_given():
+    from trolly.compute.acceleration import AccelerationOptions
+    from trolly.compute.worker.cli import start_config
+    from trolly.compute.worker.config import WorkerConfig
+
+    saved = WorkerConfig(key_name="w", checkpoint_process=False)
+    assert start_config(saved).acceleration == AccelerationOptions(checkpoint_process=False, training_core=True)
+    overridden = start_config(saved, checkpoint_process=True, training_core=False, node="127.0.0.1:9")
+    assert overridden.acceleration == AccelerationOptions(checkpoint_process=True, training_core=False)
+    assert overridden.node == "http://127.0.0.1:9" and not overridden.allow_private_blob_hosts
+    assert "--no-checkpoint-process" in invoke("start", "--help").output
+    assert "--no-training-core" in invoke("start", "--help").output
+
+
+@pytest.mark.parametrize("field", ["checkpoint_process", "training_core"])
+def test_worker_json_refuses_an_acceleration_option_that_is_not_true_or_false(tmp_path, field):
+    from trolly.compute.worker.config import CONFIG_FILE, CONFIG_VERSION
+
+    home = tmp_path / "w"
+    home.mkdir()
+    (home / CONFIG_FILE).write_text(json.dumps({"version": CONFIG_VERSION, "key_name": "w", field: "off"}))
+    result = invoke("status", "--home", home)
+    assert result.exit_code != 0 and f"{field} must be true or false" in result.output

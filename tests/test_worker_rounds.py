@@ -24,8 +24,9 @@ from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round, train_segment
 from trolly.compute.worker.cheats import CHEATS, SkipSteps, resolve_strategy
 from trolly.compute.worker.errors import WorkerError
-from trolly.compute.worker.rounds import (RoundInterrupted, commitment, encode_update, final_report, previous_residual,
-                                          train_round)
+from trolly.compute.acceleration import Acceleration, AccelerationOptions
+from trolly.compute.worker.rounds import (ResidualStore, RoundInterrupted, commitment, encode_update, final_report,
+                                          previous_residual, train_round)
 from trolly.compute.worker.state import WorkerState
 from trolly.compute.worker.strategies import TrainingStrategy
 
@@ -42,6 +43,14 @@ def setup():
     start = initial_weights(spec, dataset.shape)
     reference = run_round(Trainer(spec, dataset), start, worker_index=1, round_index=0, steps=STEPS)
     return spec, dataset, start, reference
+
+
+@pytest.fixture
+def residuals():
+    """The worker's residual store (one per worker service)."""
+    store = ResidualStore()
+    yield store
+    store.close()
 
 
 def fresh_round(tmp_path, steps=STEPS):
@@ -110,12 +119,12 @@ def test_a_finished_round_is_not_trained_again(setup, tmp_path):
     assert again == progress.checkpoints
 
 
-def test_the_update_is_the_codec_of_start_minus_end_and_the_commitment_is_valid(setup, tmp_path):
+def test_the_update_is_the_codec_of_start_minus_end_and_the_commitment_is_valid(setup, tmp_path, residuals):
     spec, dataset, start, reference = setup
     state, progress, store = fresh_round(tmp_path)
     trainer = Trainer(spec, dataset)
     train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=1, start_weights=start)
-    update_hash, residual_stored = encode_update(trainer, store, progress, start, state=state)
+    update_hash, residual_stored = encode_update(trainer, store, progress, start, state=state, residuals=residuals)
     assert WorkerState.load(tmp_path).task(7).round(0).update_hash == update_hash == progress.update_hash  # saved
     assert residual_stored.result() == progress.residual_hash  # recorded once stored, in the background
     state.save()  # the worker's next save (the next round's checkpoint 0) carries it
@@ -185,22 +194,25 @@ def test_unknown_cheat_names_are_refused():
     assert isinstance(resolve_strategy(""), TrainingStrategy) and resolve_strategy("").honest
 
 
-def test_error_feedback_carries_the_residual_to_the_next_round_and_resumes_identically(setup, tmp_path):
+def test_error_feedback_carries_the_residual_to_the_next_round_and_resumes_identically(setup, tmp_path, residuals):
     spec, dataset, start, reference = setup
     state, first, store = fresh_round(tmp_path)
     trainer = Trainer(spec, dataset)
     train_round(trainer, TrainingStrategy(), store, state, first, worker_index=1, start_weights=start)
-    encode_update(trainer, store, first, start, state=state)
+    encode_update(trainer, store, first, start, state=state, residuals=residuals)
     second = state.task(7).round(1)
     second.steps = STEPS
     train_round(trainer, TrainingStrategy(), store, state, second, worker_index=1, start_weights=start)
-    assert previous_residual(state.task(7).rounds, 1) == first.residual_hash != ""  # waits for it to be recorded
-    assert previous_residual(state.task(7).rounds, 0) == ""
-    update, residual = encode_update(trainer, store, second, start, first.residual_hash)
-    again, residual_again = encode_update(trainer, store, second, start, first.residual_hash)  # a restart
+    # waits for it to be recorded
+    assert previous_residual(state.task(7).rounds, 1, residuals) == first.residual_hash != ""
+    assert previous_residual(state.task(7).rounds, 0, residuals) == ""
+    update, residual = encode_update(trainer, store, second, start, first.residual_hash, residuals=residuals)
+    # a restart
+    again, residual_again = encode_update(trainer, store, second, start, first.residual_hash, residuals=residuals)
     assert (again, residual_again.result()) == (update, residual.result())
     rounds = {0: dataclasses.replace(first, residual_hash=""), 1: second}  # killed before the residual was recorded
-    assert previous_residual(rounds, 2) == ""  # zero, not an older residual that round 0's update already carried
+    # zero, not an older residual that round 0's update already carried
+    assert previous_residual(rounds, 2, residuals) == ""
 
     feedback = ErrorFeedback(get_codec(spec.codec))  # the runtime's own error feedback, round after round
     feedback.encode(reference.pseudo_gradient)
@@ -210,7 +222,7 @@ def test_error_feedback_carries_the_residual_to_the_next_round_and_resumes_ident
 
 
 def test_a_residual_that_cannot_be_stored_is_logged_and_the_next_update_starts_from_zero(setup, tmp_path,
-                                                                                         monkeypatch, caplog):
+                                                                                         monkeypatch, caplog, residuals):
     spec, dataset, start, _ = setup
     state, first, store = fresh_round(tmp_path)
     trainer = Trainer(spec, dataset)
@@ -220,11 +232,11 @@ def test_a_residual_that_cannot_be_stored_is_logged_and_the_next_update_starts_f
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(store, "put_hashing", disk_full)
-    _, stored = encode_update(trainer, store, first, start, state=state)
+    _, stored = encode_update(trainer, store, first, start, state=state, residuals=residuals)
     with pytest.raises(OSError):
         stored.result()
     assert store.has(first.update_hash)  # the update, which is committed, was stored all the same
-    assert previous_residual(state.task(7).rounds, 1) == "" and first.residual_hash == ""
+    assert previous_residual(state.task(7).rounds, 1, residuals) == "" and first.residual_hash == ""
     assert "the error-feedback residual was not stored" in caplog.text and "No space left" in caplog.text
 
 
@@ -260,14 +272,14 @@ def test_a_round_that_fails_beside_its_last_checkpoint_still_says_its_checkpoint
     assert events[0].is_set()  # a residual store waiting for it is not left waiting forever
 
 
-def test_the_residual_is_stored_once_the_rounds_checkpoints_are_and_the_update_at_once(setup, tmp_path):
+def test_the_residual_is_stored_once_the_rounds_checkpoints_are_and_the_update_at_once(setup, tmp_path, residuals):
     spec, dataset, start, _ = setup
     state, progress, store = fresh_round(tmp_path)
     trainer = Trainer(spec, dataset)
     train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=1, start_weights=start)
     checkpoints_stored = threading.Event()
     update_hash, residual_stored = encode_update(trainer, store, progress, start, state=state,
-                                                 residual_after=checkpoints_stored)
+                                                 residual_after=checkpoints_stored, residuals=residuals)
     assert store.has(update_hash) and progress.update_hash == update_hash  # committed: not held back
     with pytest.raises(TimeoutError):
         residual_stored.result(timeout=0.5)
@@ -276,14 +288,14 @@ def test_the_residual_is_stored_once_the_rounds_checkpoints_are_and_the_update_a
     assert residual_stored.result(timeout=30) == progress.residual_hash and store.has(progress.residual_hash)
 
 
-def test_beside_the_last_checkpoint_the_update_is_saved_by_that_checkpoints_record(setup, tmp_path):
+def test_beside_the_last_checkpoint_the_update_is_saved_by_that_checkpoints_record(setup, tmp_path, residuals):
     spec, dataset, start, _ = setup
     state, progress, store = fresh_round(tmp_path)
     trainer = Trainer(spec, dataset)
     train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=1, start_weights=start)
     last = progress.checkpoints.pop()  # as while the round's last checkpoint is still being stored
     state.save()
-    update_hash, residual_stored = encode_update(trainer, store, progress, start, state=state)
+    update_hash, residual_stored = encode_update(trainer, store, progress, start, state=state, residuals=residuals)
     residual_stored.result(timeout=30)
     assert progress.update_hash == update_hash and store.has(update_hash)
     assert WorkerState.load(tmp_path).task(7).round(0).update_hash == ""  # not saved a second time here
@@ -294,7 +306,7 @@ def test_beside_the_last_checkpoint_the_update_is_saved_by_that_checkpoints_reco
     assert saved.update_hash == update_hash and saved.checkpoints == progress.checkpoints
 
 
-def test_an_update_encoded_beside_the_last_checkpoint_is_saved_when_the_round_returns(setup, tmp_path):
+def test_an_update_encoded_beside_the_last_checkpoint_is_saved_when_the_round_returns(setup, tmp_path, residuals):
     spec, dataset, start, _ = setup
     state, progress, store = fresh_round(tmp_path)
     trainer = Trainer(spec, dataset)
@@ -302,7 +314,7 @@ def test_an_update_encoded_beside_the_last_checkpoint_is_saved_when_the_round_re
 
     def while_storing(end_weights, checkpoints_stored):
         encoded.append(encode_update(trainer, store, progress, start, end_weights=end_weights, state=state,
-                                     residual_after=checkpoints_stored))
+                                     residual_after=checkpoints_stored, residuals=residuals))
 
     trained = train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=1, start_weights=start,
                           while_storing=while_storing)
@@ -310,3 +322,32 @@ def test_an_update_encoded_beside_the_last_checkpoint_is_saved_when_the_round_re
     residual_stored.result(timeout=30)
     saved = WorkerState.load(tmp_path).task(7).round(0)  # whichever came first, the encoding or the record
     assert saved.update_hash == update_hash and saved.checkpoints == trained.checkpoints
+
+
+@pytest.mark.parametrize("checkpoint_process, training_core", [(False, False), (True, False), (False, True),
+                                                                (True, True)])
+def test_the_workers_round_and_run_round_give_the_same_checkpoints_and_update_however_accelerated(
+        setup, tmp_path, checkpoint_process, training_core):
+    """One round loop: the worker's round, with each acceleration on or off, and the reference `run_round`, with
+    and without one, give the same checkpoint bytes, end weights and encoded update."""
+    spec, dataset, start, reference = setup
+    options = AccelerationOptions(checkpoint_process=checkpoint_process, training_core=training_core)
+    with Acceleration(options) as acceleration:
+        state, progress, store = fresh_round(tmp_path)
+        trainer = Trainer(spec, dataset)
+        residuals = ResidualStore(acceleration)
+        try:
+            trained = train_round(trainer, TrainingStrategy(), store, state, progress, worker_index=1,
+                                  start_weights=start, acceleration=acceleration)
+            update_hash, residual_stored = encode_update(trainer, store, progress, start, state=state,
+                                                         residuals=residuals)
+            residual_stored.result(timeout=30)
+        finally:
+            trainer.close()
+            residuals.close()
+        accelerated_reference = run_round(Trainer(spec, dataset), start, worker_index=1, round_index=0, steps=STEPS,
+                                          keep_bytes=True, acceleration=acceleration)
+    assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]
+    assert [bytes(c.data) for c in accelerated_reference.checkpoints] == [store.get(h) for h in trained.checkpoints]
+    assert all(torch.equal(trained.end_weights[n], reference.end_weights[n]) for n in reference.end_weights)
+    assert store.get(update_hash) == get_codec(spec.codec).encode(reference.pseudo_gradient)

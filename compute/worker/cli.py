@@ -3,7 +3,8 @@
     trolly-worker init   --home H --key NAME [--keyring-backend test] [--create-key] [--blob-port P] [--node URL]
                          [--allow-private-blob-hosts]
     trolly-worker start  --home H [--max-tasks N [--linger S]] [--task ID] [--declare-slowdown X]
-                         [--step-delay S] [--keep-blobs] [--cheat NAME (TEST SWITCH)]
+                         [--step-delay S] [--keep-blobs] [--[no-]checkpoint-process] [--[no-]training-core]
+                         [--cheat NAME (TEST SWITCH)]
     trolly-worker status --home H [-o json]
 
 The home defaults to `$TROLLY_WORKER_HOME`, else `~/.trolly-worker`. The key lives in a wallet keyring: the
@@ -142,8 +143,15 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.option("--progress/--no-progress", "progress", default=None,
               help="Live progress bar (default: when stderr is a terminal).")
+@click.option("--checkpoint-process/--no-checkpoint-process", default=None,
+              help="Copy, hash and store checkpoints in a helper process, or in the worker's threads "
+                   "(default: worker.json's checkpoint_process, true unless set). Same bytes either way.")
+@click.option("--training-core/--no-training-core", default=None,
+              help="Give the training thread a CPU to itself during a round, or leave threads to the scheduler "
+                   "(default: worker.json's training_core, true unless set). Same bytes either way.")
 def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_delay, cheat, node,
-          allow_private_blob_hosts, password_file, poll_interval, log_level, progress) -> None:
+          allow_private_blob_hosts, password_file, poll_interval, log_level, progress, checkpoint_process,
+          training_core) -> None:
     """Run the worker: serve blobs, register, join tasks, train and commit rounds, until stopped."""
     import uvloop
 
@@ -160,11 +168,8 @@ def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_d
     from .service import ServiceOptions, WorkerService
 
     root = resolve_home(home)
-    config = load_config(root)
-    if node:
-        config = dataclasses.replace(config, node=normalize_node_url(node))
-    if allow_private_blob_hosts:
-        config = dataclasses.replace(config, allow_private_blob_hosts=True)
+    config = start_config(load_config(root), node=node, allow_private_blob_hosts=allow_private_blob_hosts,
+                          checkpoint_process=checkpoint_process, training_core=training_core)
     keyring = Keyring(wallet_home(root, config), config.keyring_backend, PasswordSource(password_file))
     key = keyring.signer(config.key_name)
     use_rich = configure_logging(log_level, progress)
@@ -185,6 +190,15 @@ def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_d
             await service.stop()
 
     uvloop.run(serve())
+
+
+def start_config(config: WorkerConfig, *, node: str | None = None, allow_private_blob_hosts: bool = False,
+                 checkpoint_process: bool | None = None, training_core: bool | None = None) -> WorkerConfig:
+    """worker.json's configuration with the `start` flags that override it (None or False: not given)."""
+    changes = {"checkpoint_process": checkpoint_process, "training_core": training_core,
+               "node": normalize_node_url(node) if node else None,
+               "allow_private_blob_hosts": True if allow_private_blob_hosts else None}
+    return dataclasses.replace(config, **{name: value for name, value in changes.items() if value is not None})
 
 
 @main.command()

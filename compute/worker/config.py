@@ -20,6 +20,7 @@ from trolly.chain.errors import ChainError
 from trolly.chain.market.urls import check_blob_url
 from trolly.wallet.files import ensure_private_directory, write_private_file
 
+from ..acceleration import AccelerationOptions
 from .errors import WorkerHomeError
 
 HOME_ENVIRONMENT_VARIABLE = "TROLLY_WORKER_HOME"
@@ -50,6 +51,12 @@ class WorkerConfig:
     """Fetch blobs (datasets, peers' updates) from loopback, private and link-local addresses too. Off by default:
     blob URLs come from strangers (compute/blobs/addresses.py). A localnet, whose blob services listen on
     127.0.0.1, turns it on. Cloud metadata addresses stay refused."""
+    checkpoint_process: bool = True
+    """Copy, hash and store checkpoints in a helper process (`compute.checkpoint_process`); false: in threads of
+    the worker. The same bytes either way."""
+    training_core: bool = True
+    """Give the training thread a CPU to itself during a round (`compute.affinity`); false: leave every thread to
+    the scheduler. The same bytes either way."""
 
     def __post_init__(self) -> None:
         for name in ("blob_port", "stake", "fee"):
@@ -60,14 +67,19 @@ class WorkerConfig:
             raise WorkerHomeError(f"blob_port must be at most 65535, got {self.blob_port}")
         if not self.key_name:
             raise WorkerHomeError("a key name is required")
-        if not isinstance(self.allow_private_blob_hosts, bool):
-            raise WorkerHomeError(f"allow_private_blob_hosts must be true or false, "
-                                  f"got {self.allow_private_blob_hosts!r}")
+        for name in ("allow_private_blob_hosts", "checkpoint_process", "training_core"):
+            if not isinstance(getattr(self, name), bool):
+                raise WorkerHomeError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.public_url:
             try:
                 check_blob_url(self.public_url.rstrip("/") or self.public_url)
             except ChainError as error:
                 raise WorkerHomeError(f"the public URL {self.public_url!r} cannot be registered: {error}") from None
+
+    @property
+    def acceleration(self) -> AccelerationOptions:
+        """The options of the worker's `compute.acceleration.Acceleration`."""
+        return AccelerationOptions(checkpoint_process=self.checkpoint_process, training_core=self.training_core)
 
     @property
     def blob_url(self) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 
 from ..blobs import BlobStore
-from .rounds import wait_for_residuals
+from .rounds import ResidualStore
 from .state import TaskProgress, WorkerState
 
 
@@ -26,9 +26,12 @@ def round_blobs(progress: TaskProgress) -> set[str]:
     return names
 
 
-def prune_task(store: BlobStore, state: WorkerState, task_id: int) -> tuple[int, int]:
-    """Delete a finished task's round blobs and checkpoint listings; returns (blobs deleted, bytes freed)."""
-    wait_for_residuals()  # every residual stored is recorded first, so the progress names all that must stay
+def prune_task(store: BlobStore, state: WorkerState, task_id: int,
+               residuals: ResidualStore | None = None) -> tuple[int, int]:
+    """Delete a finished task's round blobs and checkpoint listings; returns (blobs deleted, bytes freed).
+    `residuals`: the worker's residual store, waited for first, so that the progress names all that must stay."""
+    if residuals is not None:
+        residuals.wait()
     progress = state.task(task_id)
     keep = {progress.final_weights_hash}
     for other in state.tasks.values():

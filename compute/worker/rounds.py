@@ -34,17 +34,16 @@ import torch
 
 from trolly.chain.proto.market_pb2 import MsgCommitRound
 
-from ..affinity import keep_off_training_core, training_core
+from ..acceleration import Acceleration, round_checkpoints
 from ..blobs import BlobStore
-from ..checkpoint_process import RemoteCheckpoints, RemoteSnapshot, checkpoint_process_for
-from ..checkpoints import (CheckpointHasher, DeferredSnapshot, HashedCheckpoint, TrainingState, decode_checkpoint,
-                           weights_hash)
+from ..checkpoint_process import RemoteSnapshot
+from ..checkpoints import DeferredSnapshot, HashedCheckpoint, TrainingState, decode_checkpoint, weights_hash
 from ..canonical import decode_tensors
 from ..canonical_copy import allocate_canonical
 from ..codecs import get_codec
 from ..codecs.fused import encode_with_feedback
 from ..merkle import merkle_root
-from ..training import Trainer, segment_bounds
+from ..training import Trainer, train_round_segments
 from .errors import WorkerError
 from .state import RoundProgress, WorkerState
 from .strategies import TrainingStrategy
@@ -73,15 +72,48 @@ class TrainedRound:
     (None: read them from the store)."""
 
 
+class ProgressRecorder:
+    """The sink of a worker's round: each checkpoint, once stored, is recorded in the saved progress.
+
+    Runs in the checkpoint queue's thread, after the blob is stored (it was written while it was hashed): the
+    state that names it comes after it. Checkpoint 0 also brings the start weights' hash, when the caller
+    left it to this thread (hashing W_r costs the training thread nothing here)."""
+
+    def __init__(self, state: WorkerState, progress: RoundProgress, start_weights: Mapping[str, torch.Tensor]) -> None:
+        self.state = state
+        self.progress = progress
+        self.start_weights = start_weights
+
+    def __call__(self, checkpoint: HashedCheckpoint, data: bytes | None) -> None:
+        progress = self.progress
+        digest = checkpoint.digest.hex()
+        start_hash = weights_hash(self.start_weights).hex() \
+            if checkpoint.index == 0 and not progress.start_weights_hash else ""
+        with self.state.lock:
+            if start_hash:
+                progress.start_weights_hash = start_hash
+            if checkpoint.index != len(progress.checkpoints):
+                raise WorkerError(f"checkpoint {checkpoint.index} recorded out of order")
+            progress.checkpoints.append(digest)
+            self.state.save()
+
+
 def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, state: WorkerState,
                 progress: RoundProgress, *, worker_index: int, start_weights: Mapping[str, torch.Tensor],
+                acceleration: Acceleration | None = None,
                 stop: threading.Event | None = None,
                 on_segment: Callable[[int, int], None] | None = None,
                 while_storing: Callable[[Mapping[str, torch.Tensor], threading.Event], None] | None = None,
                 ) -> TrainedRound:
     """Train round `progress.round` for `progress.steps` steps from `start_weights`, or resume it from its
-    last saved checkpoint. An empty `progress.start_weights_hash` is filled in (in the background, saved with
-    checkpoint 0).
+    last saved checkpoint, through the one round loop (`training.train_round_segments`), each checkpoint
+    stored as a blob and recorded in the saved progress (`ProgressRecorder`). An empty
+    `progress.start_weights_hash` is filled in (in the background, saved with checkpoint 0).
+
+    `acceleration`: the worker's (`compute.acceleration`: batches drawn ahead, the checkpoint process, the
+    training core); None trains as the reference does, with the same bytes. `stop`, once set, interrupts
+    the round at the next segment boundary (`RoundInterrupted`, progress saved); `on_segment(step, steps)`
+    follows it.
 
     `while_storing(end_weights, checkpoints_stored)`, if given, runs on this thread as soon as the last segment
     is trained, while the last checkpoint is still being hashed and stored in the background: the worker
@@ -90,66 +122,22 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
     the error-feedback residual (`encode_update(residual_after=...)`), waits for it rather than take the
     core and the disk from the last checkpoint, which the commitment needs. It is not called when every
     checkpoint was already stored."""
-    steps = progress.steps
-    every = trainer.spec.training.checkpoint_every
-    expected = trainer.spec.num_checkpoints(steps)
+    expected = trainer.spec.num_checkpoints(progress.steps)
     if len(progress.checkpoints) == expected:
         return TrainedRound(list(progress.checkpoints), None)
-
-    def record(checkpoint: HashedCheckpoint, data: bytes) -> None:
-        # Runs in the hasher's thread once the blob is stored (it was written while it was hashed): the state
-        # that names it comes after it. Checkpoint 0 also brings the start weights' hash, when the caller
-        # left it to this thread (hashing W_r costs the training thread nothing here).
-        digest = checkpoint.digest.hex()
-        start_hash = weights_hash(start_weights).hex() if checkpoint.index == 0 and not progress.start_weights_hash else ""
-        with state.lock:
-            if start_hash:
-                progress.start_weights_hash = start_hash
-            if checkpoint.index != len(progress.checkpoints):
-                raise WorkerError(f"checkpoint {checkpoint.index} recorded out of order")
-            progress.checkpoints.append(digest)
-            state.save()
-
-    # Checkpoints are copied, hashed and stored by the trainer's checkpoint process where there is one
-    # (`compute.checkpoint_process`: the training thread only says when), else by threads of this process.
-    process = checkpoint_process_for(trainer, store)
-    hasher = RemoteCheckpoints(store, sink=record) if process is not None else CheckpointHasher(sink=record, store=store)
-    # The training thread keeps a core to itself for the round, the checkpoint process and every background
-    # thread use the others (`compute.affinity`).
     checkpoints_stored = threading.Event()
-    segment = max(0, len(progress.checkpoints) - 1)  # where the round starts or resumes
-    # The round's batches are drawn on another core, ahead of the steps.
-    trainer.draw_batches_ahead(worker_index, progress.round, range(segment * every, steps))
     try:
-        with hasher, trainer.snapshots_by(process), training_core(trainer.spec.determinism.threads):
-            if progress.checkpoints:
-                trainer.load(load_checkpoint(store, progress.checkpoints[-1]))
-            else:
-                trainer.start_round(start_weights)
-                hasher.submit(0, trainer.snapshot_soon())  # checkpoint 0, copied beside the first step
-            snapshot = None
-            while trainer.step < steps:
-                if stop is not None and stop.is_set():
-                    hasher.results()
-                    raise RoundInterrupted(f"stopped in round {progress.round} at step {trainer.step} of {steps}")
-                _, end = segment_bounds(segment, steps, every)
-                snapshot = strategy.train_segment(trainer, worker_index=worker_index, round_index=progress.round,
-                                                  end_step=end, final=end == steps)
-                segment += 1
-                hasher.submit(segment, snapshot)
-                if on_segment is not None:
-                    on_segment(trainer.step, steps)
-            deferred = isinstance(snapshot, (DeferredSnapshot, RemoteSnapshot))
-            end_weights = None
-            if while_storing is not None and snapshot is not None:
-                # The end weights as the trainer holds them: nothing changes them before the next round, and
-                # reading them need not wait for the snapshot's copy. The caller has what it needed of them.
-                while_storing(snapshot.source_weights if deferred else snapshot.weights, checkpoints_stored)
-            elif isinstance(snapshot, RemoteSnapshot):  # the checkpoint's bytes are the process's: copy the weights
-                end_weights = {name: tensor.clone() for name, tensor in snapshot.source_weights.items()}
-            elif snapshot is not None:
-                end_weights = (snapshot.result() if deferred else snapshot).weights
-            hasher.results()
+        with round_checkpoints(trainer, acceleration, sink=ProgressRecorder(state, progress, start_weights),
+                               store=store) as checkpoints:
+            snapshot = train_round_segments(
+                trainer, checkpoints, worker_index=worker_index, round_index=progress.round, steps=progress.steps,
+                start_weights=start_weights, resume=_resumed_state(store, progress),
+                first_segment=max(0, len(progress.checkpoints) - 1), advance=strategy.train_segment,
+                before_segment=_stop_check(stop, checkpoints, progress),
+                on_step=(lambda step: on_segment(step, progress.steps)) if on_segment is not None else None,
+                acceleration=acceleration)
+            end_weights = _hand_over_end_weights(snapshot, while_storing, checkpoints_stored)
+            checkpoints.results()
     finally:
         checkpoints_stored.set()  # stored, failed or stopped: nothing waits for it forever
     if len(progress.checkpoints) != expected:
@@ -157,38 +145,69 @@ def train_round(trainer: Trainer, strategy: TrainingStrategy, store: BlobStore, 
     return TrainedRound(list(progress.checkpoints), end_weights)
 
 
+def _resumed_state(store: BlobStore, progress: RoundProgress) -> TrainingState | None:
+    """The round's last recorded checkpoint, to resume from (None: the round starts afresh)."""
+    return load_checkpoint(store, progress.checkpoints[-1]) if progress.checkpoints else None
+
+
+def _stop_check(stop: threading.Event | None, checkpoints, progress: RoundProgress) -> Callable[[int], None] | None:
+    """Before each segment: once `stop` is set, wait for what is being stored and raise `RoundInterrupted`."""
+    if stop is None:
+        return None
+
+    def check(step: int) -> None:
+        if stop.is_set():
+            checkpoints.results()
+            raise RoundInterrupted(f"stopped in round {progress.round} at step {step} of {progress.steps}")
+
+    return check
+
+
+def _hand_over_end_weights(snapshot, while_storing, checkpoints_stored: threading.Event):
+    """The round's end weights: handed to `while_storing` at once (None returned), or returned for the caller."""
+    if snapshot is None:  # every segment was trained before: the end weights are in the store
+        return None
+    deferred = isinstance(snapshot, (DeferredSnapshot, RemoteSnapshot))
+    if while_storing is not None:
+        # The end weights as the trainer holds them: nothing changes them before the next round, and reading
+        # them need not wait for the snapshot's copy. The caller has what it needed of them.
+        while_storing(snapshot.source_weights if deferred else snapshot.weights, checkpoints_stored)
+        return None
+    if isinstance(snapshot, RemoteSnapshot):  # the checkpoint's bytes are the process's: copy the weights
+        return {name: tensor.clone() for name, tensor in snapshot.source_weights.items()}
+    return (snapshot.result() if deferred else snapshot).weights
+
+
 def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
                   start_weights: Mapping[str, torch.Tensor], residual_hash: str = "",
                   end_weights: Mapping[str, torch.Tensor] | None = None, *,
+                  residuals: ResidualStore,
                   state: WorkerState | None = None,
                   residual_after: threading.Event | None = None,
                   alter_update: Callable[[bytes], bytes] | None = None) -> tuple[str, concurrent.futures.Future]:
     """Encode W_r - W_end (W_end: the round's last checkpoint, read from the store unless given) plus the
-    residual stored as `residual_hash` (none: zero); store the update, and start storing the new residual.
-    Returns (update hash, the residual's storing: a future of its blob hash).
+    residual stored as `residual_hash` (none: zero); store the update, and start storing the new residual on
+    `residuals` (the worker's `ResidualStore`). Returns (update hash, the residual's storing: a future of its
+    blob hash).
 
     With `state`, the round's progress records both: the update's hash at once, the residual's once it is
     stored, on a background thread while the worker goes on (saved with the worker's next save;
     `previous_residual` waits for it). The update's hash is saved here when every checkpoint of the round is
     recorded; beside the round's last checkpoint (`train_round`'s `while_storing`), that checkpoint's record
-    comes later and saves it: one fsync at the round's end instead of two (in the benchmark's round, medians
-    from the last step: the update encoded and stored at 4.4 ms, the last checkpoint stored at 4.9 ms, then
-    its record's save and the checkpoint listing, the round done at 6.7 ms). Only the update is on the
-    round's critical path; the residual's hash is committed too (`residual_hash`: verifiers recompute the update
-    from it), so the commitment waits for it (`wait_for_residuals`); a worker killed before it was recorded
-    encodes the round again, which gives the same bytes.
+    comes later and saves it: one fsync at the round's end instead of two. Only the update is on the round's
+    critical path; the residual's hash is committed too (`residual_hash`: verifiers recompute the update from
+    it), so the commitment waits for it (`ResidualStore.wait`); a worker killed before it was recorded encodes
+    the round again, which gives the same bytes.
 
     `alter_update`: TEST SWITCH ONLY, a cheating strategy's change to the update's bytes (`cheats.py`).
 
-    `residual_after`: the residual's store waits until it is set (`train_round`'s `checkpoints_stored`).
-    Hashing and writing the residual beside the round's last checkpoint took the checkpoint's core and disk:
-    the round, which ends when that checkpoint is stored, took 3-5 ms longer (measured on the benchmark VM,
-    two runs of 40 rounds each way: median 4.2 and 7.3 ms from the update's store to the round's end, against
-    1.6 and 2.0 ms with the residual after the checkpoints). The worker commits and waits for the other
+    `residual_after`: the residual's store waits until it is set (`train_round`'s `checkpoints_stored`):
+    hashing and writing the residual beside the round's last checkpoint would take that checkpoint's core and
+    disk, and the round ends when that checkpoint is stored. The worker commits and waits for the other
     workers meanwhile."""
     if end_weights is None:
         end_weights = load_checkpoint(store, progress.checkpoints[-1]).weights
-    previous = (_last_residual.get(residual_hash) or decode_tensors(store.get(residual_hash))) if residual_hash else None
+    previous = (residuals.last(residual_hash) or decode_tensors(store.get(residual_hash))) if residual_hash else None
     # The new residual is written straight into its canonical bytes (`ErrorFeedback.encode`'s result, fused
     # for the sign and ternary codecs: `codecs.fused`).
     residual_bytes, residual = allocate_canonical(end_weights)
@@ -203,85 +222,71 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
             # saves the state after this, the update's hash with it: one save at the round's end, not two.
             if len(progress.checkpoints) >= trainer.spec.num_checkpoints(progress.steps):
                 state.save()
-    return update_hash, _residuals.submit(_store_residual, store, residual_bytes, residual, progress, state,
-                                          residual_after)
+    return update_hash, residuals.submit(store, residual_bytes, residual, progress, state, residual_after)
 
 
-def _store_residual(store: BlobStore, data, residual: dict[str, torch.Tensor], progress: RoundProgress,
-                    state: WorkerState | None, after: threading.Event | None) -> str:
-    if after is not None:
-        after.wait()
-    try:
-        digest = store.put_hashing(data)
-    except Exception as error:
-        log.warning("the error-feedback residual was not stored (the next update starts from zero): %s", error)
-        raise
-    _last_residual.set(digest, residual)
-    if state is not None:  # saved with the worker's next save: one of its own would be one more fsync
-        with state.lock:
-            progress.residual_hash = digest
-    return digest
+class ResidualStore:
+    """A worker's error-feedback residuals on their way to the blob store, and the last one kept in memory.
 
+    One thread stores them in the order their rounds made them, so once the last one submitted is done, all
+    are. The residual stored last is kept by blob hash: the next round starts from it, and need not read back
+    from disk the 4 bytes per parameter just written (a blob hash names one content forever, so whichever
+    store the hash came from, the tensors are the same). Built once per worker, beside its `Acceleration`."""
 
-class _ResidualStores:
-    """One thread: residuals are stored in the order their rounds made them, so once the last one submitted is
-    done, all are."""
-
-    def __init__(self) -> None:
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="residual-store",
-                                                               initializer=keep_off_training_core)
+    def __init__(self, acceleration: Acceleration | None = None) -> None:
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="residual-store",
+            initializer=acceleration.keep_off_training_core if acceleration is not None else None)
         self._lock = threading.Lock()
-        self._last: concurrent.futures.Future | None = None
+        self._pending: concurrent.futures.Future | None = None
+        self._last: tuple[str, dict[str, torch.Tensor]] | None = None
 
-    def submit(self, function, *arguments) -> concurrent.futures.Future:
+    def submit(self, store: BlobStore, data, residual: dict[str, torch.Tensor], progress: RoundProgress,
+               state: WorkerState | None, after: threading.Event | None) -> concurrent.futures.Future:
+        """Store `residual` (its canonical bytes `data`) once `after` is set; record it in `progress`."""
         with self._lock:
-            self._last = self._executor.submit(function, *arguments)
-            return self._last
+            self._pending = self._executor.submit(self._store, store, data, residual, progress, state, after)
+            return self._pending
+
+    def _store(self, store: BlobStore, data, residual: dict[str, torch.Tensor], progress: RoundProgress,
+               state: WorkerState | None, after: threading.Event | None) -> str:
+        if after is not None:
+            after.wait()
+        try:
+            digest = store.put_hashing(data)
+        except Exception as error:
+            log.warning("the error-feedback residual was not stored (the next update starts from zero): %s", error)
+            raise
+        with self._lock:
+            self._last = (digest, residual)
+        if state is not None:  # saved with the worker's next save: one of its own would be one more fsync
+            with state.lock:
+                progress.residual_hash = digest
+        return digest
 
     def wait(self) -> None:
-        # Waits on the last store itself: a no-op sent through the thread instead costs a wake-up of that
-        # thread, on the core where the round's last checkpoint is being stored (~0.5 ms at the round's end,
-        # where the next update waits for it).
+        """Until every residual submitted so far is stored and recorded (or has failed: logged)."""
+        # Waits on the last store itself: a no-op sent through the thread instead would wake that thread, on
+        # the core where the round's last checkpoint is being stored, where the next update waits for it.
         with self._lock:
-            last = self._last
-        if last is not None:
-            concurrent.futures.wait([last])
+            pending = self._pending
+        if pending is not None:
+            concurrent.futures.wait([pending])
 
-
-_residuals = _ResidualStores()
-
-
-def wait_for_residuals() -> None:
-    """Until every residual submitted so far is stored and recorded (or has failed: logged)."""
-    _residuals.wait()
-
-
-class _LastResidual:
-    """The residual this process stored last, by blob hash: the next round starts from it, and need not read
-    back from disk the 4 bytes per parameter it has just written. A blob hash names one content forever, so
-    whichever store the hash came from, the tensors are the same."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entry: tuple[str, dict[str, torch.Tensor]] | None = None
-
-    def get(self, digest: str) -> dict[str, torch.Tensor] | None:
+    def last(self, digest: str) -> dict[str, torch.Tensor] | None:
+        """The residual stored last, if it is the one named `digest`."""
         with self._lock:
-            return self._entry[1] if self._entry is not None and self._entry[0] == digest else None
+            return self._last[1] if self._last is not None and self._last[0] == digest else None
 
-    def set(self, digest: str, residual: dict[str, torch.Tensor]) -> None:
-        with self._lock:
-            self._entry = (digest, residual)
-
-
-_last_residual = _LastResidual()
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
 
 
-def previous_residual(rounds: Mapping[int, RoundProgress], round_index: int) -> str:
+def previous_residual(rounds: Mapping[int, RoundProgress], round_index: int, residuals: ResidualStore) -> str:
     """The residual left by this worker's latest encoded round before `round_index` ('' if none, or if that
     round's residual was never recorded: then the next update starts from zero rather than from an older
     residual, which that round's update already carried). Waits for residuals still being stored."""
-    wait_for_residuals()
+    residuals.wait()
     encoded = [r for r, p in rounds.items() if r < round_index and p.update_hash]
     return rounds[max(encoded)].residual_hash if encoded else ""
 

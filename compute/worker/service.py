@@ -28,6 +28,7 @@ from trolly.wallet.errors import (InclusionTimeout, InsufficientBalance, NodeUnr
 from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import AddressPolicy, BlobError, BlobServer, BlobStore
+from ..acceleration import Acceleration
 from ..checkpoints import TrainingState, encode_weights
 from ..data import Dataset
 from ..determinism import current_instruction_set
@@ -45,8 +46,8 @@ from .fit import check_memory
 from .housekeeping import prune_task
 from .commits import Committer
 from .market import MarketClient
-from .rounds import (RoundInterrupted, commitment, encode_update, final_report, previous_residual, train_round,
-                     wait_for_residuals)
+from .rounds import (ResidualStore, RoundInterrupted, commitment, encode_update, final_report, previous_residual,
+                     train_round)
 from .state import TaskProgress, WorkerState
 from .throughput import BlockClock, Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
 from .weights import UpdateMirror, check_agreed, initial_state, mirror_updates, next_state
@@ -113,6 +114,10 @@ class WorkerService:
         self.addresses = AddressPolicy(allow_private=config.allow_private_blob_hosts)
         """Where blob fetches may connect (compute/blobs/addresses.py): blob URLs come from strangers."""
         self.mirror = UpdateMirror(self.store, self.addresses)
+        self.acceleration = Acceleration(config.acceleration)
+        """Batches drawn ahead, the checkpoint process, the training core: handed to every round."""
+        self.residuals = ResidualStore(self.acceleration)
+        """The error-feedback residuals being stored, one after the other."""
         self.throughput: Throughput | None = None
         self.finished_this_run = 0
         self.unfit: set[int] = set()
@@ -156,6 +161,8 @@ class WorkerService:
         self._stop_training.set()
         await self.server.stop()
         await self.market.close()
+        await asyncio.to_thread(self.residuals.close)
+        await asyncio.to_thread(self.acceleration.close)
 
     def request_stop(self) -> None:
         """Ask `run` to return soon (from a signal handler): training stops at the next segment boundary."""
@@ -325,7 +332,7 @@ class WorkerService:
         self.state.finish_task(progress.task_id, reason)
         self.finished_this_run += 1
         if not self.options.keep_blobs:
-            deleted, freed = prune_task(self.store, self.state, progress.task_id)
+            deleted, freed = prune_task(self.store, self.state, progress.task_id, self.residuals)
             log.info("task %d: deleted %d round blob(s), %.1f MB (final weights kept)", progress.task_id, deleted,
                      freed / 1e6)
 
@@ -418,15 +425,16 @@ class WorkerService:
         def encode_beside_storing(end_weights, checkpoints_stored) -> None:  # beside the last checkpoint's storing
             if not round_progress.update_hash:
                 encode_update(context.trainer, self.store, round_progress, state.weights,
-                              previous_residual(progress.rounds, round_index), end_weights, state=self.state,
-                              residual_after=checkpoints_stored, alter_update=self.strategy.alter_update)
+                              previous_residual(progress.rounds, round_index, self.residuals), end_weights,
+                              residuals=self.residuals, state=self.state, residual_after=checkpoints_stored,
+                              alter_update=self.strategy.alter_update)
 
         began = time.perf_counter()
         try:
             trained = await asyncio.to_thread(
                 train_round, context.trainer, self.strategy, self.store, self.state, round_progress,
-                worker_index=progress.worker_index, start_weights=state.weights, stop=self._stop_training,
-                on_segment=display.advance, while_storing=encode_beside_storing)
+                worker_index=progress.worker_index, start_weights=state.weights, acceleration=self.acceleration,
+                stop=self._stop_training, on_segment=display.advance, while_storing=encode_beside_storing)
         finally:
             display.end()
         if context.trainer.samples:  # the next round plans with this one's pace, checkpoints and encoding included
@@ -434,12 +442,12 @@ class WorkerService:
         hashes = trained.checkpoints
         # The commitment names the residual too (verifiers recompute the update from it): wait until it is
         # stored; one never recorded (a restart in between, a failed store) is encoded again, to the same bytes.
-        await asyncio.to_thread(wait_for_residuals)
+        await asyncio.to_thread(self.residuals.wait)
         if not round_progress.update_hash or not round_progress.residual_hash:
             _, residual_stored = await asyncio.to_thread(
                 encode_update, context.trainer, self.store, round_progress, state.weights,
-                previous_residual(progress.rounds, round_index), trained.end_weights, state=self.state,
-                alter_update=self.strategy.alter_update)
+                previous_residual(progress.rounds, round_index, self.residuals), trained.end_weights,
+                residuals=self.residuals, state=self.state, alter_update=self.strategy.alter_update)
             await asyncio.wrap_future(residual_stored)
         hashes = self.strategy.published_checkpoints(self.store, hashes)
         self.store.set_checkpoints(task_id, round_index, hashes)

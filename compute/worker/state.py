@@ -50,8 +50,8 @@ class RoundProgress:
 
     def to_json_text(self) -> str:
         """This round as JSON text, kept until a field changes: a worker saves its state at every checkpoint,
-        and re-encoding every round of a long task each time grew to 20 ms (500 rounds), held under the GIL
-        beside the training thread."""
+        and re-encoding every round of a long task each time grows with the task's rounds, held under the
+        GIL beside the training thread."""
         key = tuple(tuple(value) if isinstance(value, list) else value
                     for value in (getattr(self, name) for name in _ROUND_FIELDS))
         cached = self.__dict__.get("_text")
