@@ -57,6 +57,9 @@ UNIX_SOCKET_MODE = 0o600
 MAX_UNIX_PATH_BYTES = 107
 """Longest socket path Linux accepts (`sun_path` is 108 bytes with its terminating NUL)."""
 
+YIELD_EVERY = 8
+"""Requests of one pipelined batch served before the connection lets the others take their turn."""
+
 SOCKET_NAME = "app.sock"
 """The application's socket file name inside a home's (or a state directory's) `data/` directory."""
 
@@ -302,6 +305,13 @@ class AbciServer:
                 writer.write(b"".join(pending))
                 pending.clear()
                 await writer.drain()
+            elif len(pending) >= YIELD_EVERY:
+                # A long pipelined batch (the mempool's CheckTx and re-checks) would otherwise hold the event
+                # loop until it ends; the other connections (a consensus call waiting on the proposal, a vote
+                # extension, the block) get their turn after every few requests of it.
+                writer.write(b"".join(pending))
+                pending.clear()
+                await asyncio.sleep(0)
 
     def dispatch(self, name: str, case: str, request: abci.Request) -> abci.Response:
         """Call the application for one request; an exception becomes an ABCI `exception` response."""

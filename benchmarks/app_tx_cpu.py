@@ -38,6 +38,7 @@ from trolly.abci_app.proto.tendermint.abci import types_pb2 as abci
 from trolly.abci_app.server import AbciServer
 from trolly.abci_app.signature_checker import SignatureChecker
 from trolly.abci_app.store import Store
+from trolly.chain.checked_txs import CheckedTxs
 from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.params import AuthParams
 from trolly.chain.proto.bank_pb2 import MsgSend
@@ -120,7 +121,7 @@ def measure(count: int, block_size: int, checker_on: bool) -> dict:
         store = Store(f"{directory}/app.db")
         checker = SignatureChecker(enabled=checker_on)
         try:
-            driver = Driver(TrollyApplication(store, CHAIN_ID, signature_checker=checker))
+            driver = Driver(TrollyApplication(store, CHAIN_ID, checks=CheckedTxs(), signature_checker=checker))
             driver.call("init_chain", abci.Request(init_chain=abci.RequestInitChain(
                 chain_id=CHAIN_ID, app_state_bytes=json.dumps(app_state).encode(), initial_height=1,
                 time={"seconds": GENESIS_SECONDS})))
