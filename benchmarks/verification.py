@@ -19,15 +19,18 @@
    with a random third of the segments faked; every faked segment is verified by the real verifier
    (`detection`) and by the tolerance-measuring one (`tolerance_fallback.detection`, and the cheat side of
    the calibration).
-3. Cost. Seconds per trained step (honest `run_round`, checkpoints hashed) and seconds per verified segment
-   (fetch and hash-check both checkpoints, Merkle check, decode, replay, compare; nothing kept from another
-   segment, replays in an executor as in the service) and per update check (checkpoints 0 and n fetched and
-   checked, the update and residual recomputed) on the protocol's example model (MLP 64-1024-1024-10,
+3. Cost. Seconds per trained step (honest `run_round`, checkpoints hashed, after a warm-up round) and seconds
+   per verified segment (fetch and hash-check both checkpoints, Merkle check, decode, replay, compare, and
+   the round's one update check; nothing kept from another segment but the replayer's model and optimizer,
+   built in a warm-up verification as a verifier builds them once per task; two segments in flight over one
+   replay thread, as in the service) and per update check (checkpoints 0 and n fetched and checked, the
+   update and residual recomputed, nothing cached) on the protocol's example model (MLP 64-1024-1024-10,
    batch 32), scaled to a reference task: 20 rounds of 500 inner steps (DiLoCo's H), k = 5, 3 segments
    sampled per worker-round, i.e. 60 segments and 20 update checks per worker per task.
 
 Last line, JSON: detection (per class), false_positive_rate, honest_segments, task_detection_at_f_0_1,
-verifier_compute_fraction, tolerance_fallback, and calibration numbers (largest honest error, smallest cheat
+verifier_compute_fraction, replay_step_cost_ratio (seconds per verified segment over seconds per k trained
+steps), tolerance_fallback, and calibration numbers (largest honest error, smallest cheat
 error, under the tolerance) that `verifier/tolerance.py` documents. Targets (issue 6): detection >= 0.999
 for every class, 0 false positives over >= 200 honest segments, task detection >= 0.99 at f = 0.1,
 compute <= 0.05 of training.
@@ -342,13 +345,14 @@ def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
     trainer = Trainer(spec, dataset)
     start = initial_weights(spec, dataset.shape)
     run_round(trainer, start, worker_index=0, round_index=0, steps=10)  # warm-up
-    began = time.perf_counter()
+    began, cpu_began = time.perf_counter(), time.process_time()
     steps = 0
     for round_index in range(repeats):
         result = run_round(trainer, start, worker_index=0, round_index=round_index, steps=spec.training.inner_steps,
                            sink=lambda record, data: None)
         steps += result.steps
     seconds_per_step = (time.perf_counter() - began) / steps
+    cpu_per_step = (time.process_time() - cpu_began) / steps
     context = CheatContext(trainer, start, 0, 0, spec.training.inner_steps, frozenset(), torch.Generator())
     honest = get_cheat("honest")(context)
     published = honest.publish()
@@ -383,12 +387,21 @@ def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
         order = [segment for pair in zip(range(segments // 2), range(segments // 2, segments)) for segment in pair]
         order += list(range(2 * (segments // 2), segments))
         for _ in range(repeats):
+            replayer.update_checks.clear()  # each repeat checks the round's update once, as a verifier would
             await asyncio.gather(*(verify_one(segment) for segment in order))
         return repeats * segments
 
-    began = time.perf_counter()
+    # Warm-up, as for training above: the replayer builds its model and optimizer for this spec once, and a
+    # verifier keeps them for every segment of the task (`Replayer.trainer`); only that is kept from it.
+    asyncio.run(verify_segment(
+        SegmentClaim(1, 0, "worker-0", 0, 0, published.checkpoint_root, len(published.listing), honest.steps,
+                     honest.samples_processed, honest.start_weights_hash, own, update_hash=published.update_hash,
+                     residual_hash=published.residual_hash),
+        spec, dataset, source, replayer, spec_key="cost"))
+    began, cpu_began = time.perf_counter(), time.process_time()
     verified = asyncio.run(verify_all())
     seconds_per_segment = (time.perf_counter() - began) / verified
+    cpu_per_segment = (time.process_time() - cpu_began) / verified
 
     async def check_updates() -> int:  # the once-per-worker-round update check on its own, nothing cached
         for _ in range(repeats * 3):
@@ -401,19 +414,28 @@ def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
                 raise SystemExit(f"honest cost-measurement update check failed: {verdict.reason}")
         return repeats * 3
 
-    began = time.perf_counter()
+    began, cpu_began = time.perf_counter(), time.process_time()
     checks = asyncio.run(check_updates())
     seconds_per_update_check = (time.perf_counter() - began) / checks
+    cpu_per_update_check = (time.process_time() - cpu_began) / checks
     executor.shutdown()
     task_steps = REFERENCE_TASK["rounds"] * REFERENCE_TASK["inner_steps"]
     samples = REFERENCE_TASK["rounds"] * REFERENCE_TASK["samples_per_worker_round"]
     verifying = samples * seconds_per_segment + REFERENCE_TASK["rounds"] * seconds_per_update_check
+    cpu_verifying = samples * cpu_per_segment + REFERENCE_TASK["rounds"] * cpu_per_update_check
     return {
         "model": model.name, "seconds_per_trained_step": seconds_per_step, "seconds_per_verified_segment": seconds_per_segment,
         "seconds_per_update_check": seconds_per_update_check,
         "replay_step_cost_ratio": seconds_per_segment / (REFERENCE_TASK["checkpoint_every"] * seconds_per_step),
         "samples_per_worker_per_task": samples,
         "fraction": verifying / (task_steps * seconds_per_step),
+        # The same in CPU time (every thread of this process: the training's checkpoint hashing, the
+        # verifier's hashing beside its replays), which other work on the machine changes less than
+        # wall-clock time: what verifying costs where cores are not to spare.
+        "cpu_seconds_per_trained_step": cpu_per_step, "cpu_seconds_per_verified_segment": cpu_per_segment,
+        "cpu_seconds_per_update_check": cpu_per_update_check,
+        "replay_step_cpu_ratio": cpu_per_segment / (REFERENCE_TASK["checkpoint_every"] * cpu_per_step),
+        "cpu_fraction": cpu_verifying / (task_steps * cpu_per_step),
         "pol_fraction_reference": "0.26-0.51 (Jia et al. 2021)",
     }
 
@@ -467,6 +489,7 @@ def main(argv: list[str] | None = None) -> None:
         "task_detection_at_f_0_1": sampling.task_detection(FRACTION_FAKED, samples, weakest),
         "samples_needed_for_0_99_at_f_0_1": sampling.samples_for_detection(FRACTION_FAKED, TARGET, weakest),
         "verifier_compute_fraction": cost["fraction"],
+        "replay_step_cost_ratio": cost["replay_step_cost_ratio"],
         "tolerance_fallback": {
             "detection": under_tolerance,
             "false_positive_rate": (honest["tolerance_false_positives"] / honest["tolerance_segments"]

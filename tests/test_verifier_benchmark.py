@@ -50,3 +50,21 @@ def test_cheat_matrix_catches_builtin_and_module_cheats_and_only_those(tmp_path)
     assert result["bench_test_one_step_short"]["caught"] == result["bench_test_one_step_short"]["faked_segments"] > 0
     assert result["bench_test_relabelled_honest"]["caught"] == 0  # honest work is never "caught"
     assert result["bench_test_relabelled_honest"]["caught_under_tolerance"] == 0
+
+
+def test_the_cost_measurement_verifies_every_segment_with_one_update_check_per_round():
+    replayer = Replayer()
+    try:
+        cost = verification.measure_cost(verification.QUICK_MODELS[0], replayer, 1)
+    finally:
+        replayer.close()
+    for key in ("seconds_per_trained_step", "seconds_per_verified_segment", "seconds_per_update_check",
+                "cpu_seconds_per_trained_step", "cpu_seconds_per_verified_segment", "cpu_seconds_per_update_check"):
+        assert cost[key] > 0, key
+    every = verification.REFERENCE_TASK["checkpoint_every"]
+    assert cost["replay_step_cost_ratio"] == pytest.approx(
+        cost["seconds_per_verified_segment"] / (every * cost["seconds_per_trained_step"]))
+    assert cost["replay_step_cpu_ratio"] == pytest.approx(
+        cost["cpu_seconds_per_verified_segment"] / (every * cost["cpu_seconds_per_trained_step"]))
+    # the warm-up's check, then one for the timed round's segments (two in flight at a time share it)
+    assert replayer.update_checks.computed == 2
