@@ -91,3 +91,9 @@ def test_compute_names_the_chain_schema_rather_than_a_copy_of_it():
     assert compute_spec.MAX_CHECKPOINT_EVERY is chain_spec.MAX_CHECKPOINT_EVERY
     assert compute_spec.DATASET_NAMES is chain_spec.DATASETS
     assert compute_spec.SCHEDULE_NAMES is chain_spec.SCHEDULES
+
+
+def test_the_instruction_sets_compute_orders_are_the_ones_the_chain_accepts():
+    from trolly.compute.determinism import INSTRUCTION_SETS
+
+    assert set(INSTRUCTION_SETS) == set(chain_spec.INSTRUCTION_SETS)

@@ -1,11 +1,17 @@
 """One training round of one worker, resumable at any checkpoint (docs/protocol.md section 2).
 
-    train_round      checkpoints 0..n, every k steps, each stored as a blob and recorded in the saved
+    train_round      checkpoints 0..n, every k steps, through the one round loop every round runs
+                     (`training.train_round_segments`), each stored as a blob and recorded in the saved
                      progress as soon as it is hashed (in the background, beside training); after a restart
                      it loads the last recorded checkpoint and carries on from there
     encode_update    the pseudo-gradient W_r - W_end plus the error-feedback residual, encoded by the spec's
                      codec; the update stored as a blob, the new residual too, in the background
+                     (`ResidualStore`, one per worker)
     commitment       the `MsgCommitRound` that names all of it
+
+The worker's `compute.acceleration.Acceleration` (batches drawn ahead, the checkpoint process, the training
+core) is handed to `train_round` by the service that built it; without one a round trains as the reference
+`training.run_round` does, to the same bytes.
 
 Resuming is exact: a checkpoint holds the weights, the AdamW state and the step count (the last one, n, only
 the weights and step count: once it is stored the round is trained), and the batch of a step depends only on

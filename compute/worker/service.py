@@ -46,8 +46,8 @@ from .fit import check_memory
 from .housekeeping import prune_task
 from .commits import Committer
 from .market import MarketClient
-from .rounds import (ResidualStore, RoundInterrupted, commitment, encode_update, final_report, previous_residual,
-                     train_round)
+from .rounds import (ResidualStore, RoundInterrupted, TrainedRound, commitment, encode_update, final_report,
+                     previous_residual, train_round)
 from .state import TaskProgress, WorkerState
 from .throughput import BlockClock, Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
 from .weights import UpdateMirror, check_agreed, initial_state, mirror_updates, next_state
@@ -391,13 +391,23 @@ class WorkerService:
         return max(0.0, (view["phase_deadline"] - self.clock.last[1]) * per_block)
 
     async def work_round(self, context: TaskContext, view: dict, round_index: int) -> None:
-        progress, spec = context.progress, context.spec
-        task_id = progress.task_id
-        round_progress = progress.round(round_index)
+        """Round `round_index` of the task: plan (or resume) it, train it and encode the update beside its last
+        checkpoint, then publish its checkpoints and commit (a saved commitment is sent again instead)."""
+        task_id = context.progress.task_id
         if self.committer.pending(task_id, round_index):
             await self.committer.resend(task_id, round_index)
             return
         state = await self.global_state(context, view, round_index)
+        await self._plan_round(context, view, round_index, state)
+        trained = await self._train_round(context, round_index, state)
+        await self._commit_round(context, round_index, state, trained)
+
+    async def _plan_round(self, context: TaskContext, view: dict, round_index: int, state: GlobalState) -> None:
+        """A new round: how many steps fit its commit window at this worker's pace. A started one: check that it
+        was started from W_r, and say where it resumes."""
+        progress, spec = context.progress, context.spec
+        task_id = progress.task_id
+        round_progress = progress.round(round_index)
         if not round_progress.steps:
             await self.report_quality(context, state)
             batch = spec.training.batch_size
@@ -419,8 +429,14 @@ class WorkerService:
         elif round_progress.checkpoints:
             log.info("task %d round %d: resuming from checkpoint %d of %d", task_id, round_index,
                      len(round_progress.checkpoints) - 1, spec.num_checkpoints(round_progress.steps) - 1)
+
+    async def _train_round(self, context: TaskContext, round_index: int, state: GlobalState) -> TrainedRound:
+        """Train the round (`rounds.train_round`, with this worker's acceleration), its update encoded beside
+        the storing of its last checkpoint; the pace measured for the next round's plan."""
+        progress = context.progress
+        round_progress = progress.round(round_index)
         display = RoundDisplay(self.options.rich_output)
-        display.begin(task_id, round_index, 0, round_progress.steps)
+        display.begin(progress.task_id, round_index, 0, round_progress.steps)
 
         def encode_beside_storing(end_weights, checkpoints_stored) -> None:  # beside the last checkpoint's storing
             if not round_progress.update_hash:
@@ -439,7 +455,14 @@ class WorkerService:
             display.end()
         if context.trainer.samples:  # the next round plans with this one's pace, checkpoints and encoding included
             context.samples_per_second = context.trainer.samples / (time.perf_counter() - began)
-        hashes = trained.checkpoints
+        return trained
+
+    async def _commit_round(self, context: TaskContext, round_index: int, state: GlobalState,
+                            trained: TrainedRound) -> None:
+        """Once the update and its residual are recorded, publish the round's checkpoints and commit."""
+        progress = context.progress
+        task_id = progress.task_id
+        round_progress = progress.round(round_index)
         # The commitment names the residual too (verifiers recompute the update from it): wait until it is
         # stored; one never recorded (a restart in between, a failed store) is encoded again, to the same bytes.
         await asyncio.to_thread(self.residuals.wait)
@@ -449,9 +472,10 @@ class WorkerService:
                 previous_residual(progress.rounds, round_index, self.residuals), trained.end_weights,
                 residuals=self.residuals, state=self.state, alter_update=self.strategy.alter_update)
             await asyncio.wrap_future(residual_stored)
-        hashes = self.strategy.published_checkpoints(self.store, hashes)
+        hashes = self.strategy.published_checkpoints(self.store, trained.checkpoints)
         self.store.set_checkpoints(task_id, round_index, hashes)
-        message = commitment(task_id, round_progress, spec.training.batch_size, context.trainer.profile_id, hashes)
+        message = commitment(task_id, round_progress, context.spec.training.batch_size, context.trainer.profile_id,
+                             hashes)
         await self.committer.commit(task_id, round_index, message)
 
     async def report_final(self, context: TaskContext, view: dict) -> None:

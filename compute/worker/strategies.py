@@ -1,7 +1,8 @@
 """How a worker trains a segment: the honest strategy, and the hook that a test cheat replaces.
 
-The round loop (`rounds.py`) asks its strategy for each segment in turn: "from where the trainer stands,
-train up to `end_step` and give me the state". The honest strategy is exactly the verifier's
+The round loop (`training.train_round_segments`, which the worker's `rounds.train_round` runs) asks its
+strategy for each segment in turn: "from where the trainer stands, train up to `end_step` and give me the
+state". The honest strategy is exactly the verifier's
 `train_segment`, so a verifier replaying any segment gets the same bytes. `cheats.py` holds deliberately
 dishonest strategies, reachable only through the `--cheat` test switch, so that the localnet can show a
 cheater being caught.
