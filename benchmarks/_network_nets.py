@@ -43,10 +43,14 @@ class CometbftSettings:
     recheck: bool
     signature_checker: bool = True
     """The Trolly apps' signature checker process (config.toml `[trolly] signature_checker`)."""
+    peer_gossip_sleep: str = "100ms"
+    """`[consensus] peer_gossip_sleep_duration`: how long a peer's gossip routine sleeps when it has nothing
+    to send (CometBFT's default 100ms; a vote or block part waits up to that long to go out)."""
 
     def extra(self) -> dict:
         return {
             "mempool": {"size": self.mempool_size, "recheck": self.recheck, "cache_size": 4 * self.mempool_size},
+            "consensus": {"peer_gossip_sleep_duration": self.peer_gossip_sleep},
             "tx_index": {"indexer": "null"},
             "trolly": {"signature_checker": self.signature_checker},
         }

@@ -266,6 +266,8 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--mempool-size", type=int, default=50_000, help="CometBFT [mempool] size")
     parser.add_argument("--no-recheck", action="store_true", help="CometBFT [mempool] recheck = false")
     parser.add_argument("--capacity-txs", type=int, default=None, help="kvstore txs of the client-capacity probe")
+    parser.add_argument("--gossip-sleep", default="100ms",
+                        help="CometBFT [consensus] peer_gossip_sleep_duration, for both CometBFT networks")
     parser.add_argument("--workdir", default=None,
                         help="an empty directory to keep the networks' homes and logs in (default: a temporary one)")
     parser.add_argument("--signature-checker", default="on", choices=("on", "off"),
@@ -336,7 +338,7 @@ def main() -> int:
     log(f"signed {sum(len(step) for step in workload.trolly)} transfers of {workload.tx_bytes} bytes for "
         f"{len(workload.accounts)} accounts in {time.monotonic() - started:.1f}s")
     settings = CometbftSettings(arguments.timeout_commit, arguments.mempool_size, not arguments.no_recheck,
-                                arguments.signature_checker == "on")
+                                arguments.signature_checker == "on", arguments.gossip_sleep)
     if arguments.workdir:
         outcome = asyncio.run(run_all(arguments, cometbft, workload, settings, Path(arguments.workdir)))
     else:
@@ -364,7 +366,8 @@ def summarize(arguments, settings: CometbftSettings, workload: Workload, outcome
         "settings": {"method": arguments.method, "hold_s": arguments.hold, "senders": arguments.senders,
                      "lanes": arguments.lanes, "timeout_commit": settings.timeout_commit,
                      "mempool_size": settings.mempool_size, "recheck": settings.recheck,
-                     "signature_checker": settings.signature_checker, "tx_index": "null",
+                     "signature_checker": settings.signature_checker,
+                     "peer_gossip_sleep": settings.peer_gossip_sleep, "tx_index": "null",
                      "stakes": "40/30/20/10 %", "tx_bytes": workload.tx_bytes},
         "steps": steps,
     }
