@@ -30,6 +30,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from trolly.chain.market.records import ABANDONED, CANCELLED, COMPLETED, EXPIRED, OPEN
 from trolly.chain.proto import market_pb2
 from trolly.compute.blobs import AddressPolicy, BlobClient, BlobServer, BlobStore
 from trolly.compute.checkpoints import decode_weights
@@ -54,7 +55,7 @@ spec simulated in one process reaches about 0.95 after 4 rounds of 40 inner step
 
 DEMO_ROUNDS = 4
 DEMO_BUDGET = 50_000_000  # 50 TRL
-TERMINAL = ("completed", "cancelled", "expired", "abandoned")
+TERMINAL = (COMPLETED, CANCELLED, EXPIRED, ABANDONED)
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,7 @@ class Demo:
                             f"(see `trolly-localnet logs` for the workers and the verifier)")
 
     async def evaluate_final(self, view: dict) -> tuple[float, float]:
-        if view["status"] != "completed" or not view["final_weights_hash"]:
+        if view["status"] != COMPLETED or not view["final_weights_hash"]:
             raise LocalnetError(f"task {view['id']} ended {view['status']} without final weights")
         # Members that finished the task first: a dropped or slashed worker may have gone away.
         members = sorted(view["members"], key=lambda m: m["status"] != "finished")
@@ -314,7 +315,7 @@ def round_votes(view: dict, validator_names: dict[str, str]) -> list[dict]:
 def progress_line(view: dict) -> str:
     """One line of live progress: round, phase, commitments, verdicts, pay so far."""
     parts = [f"task {view['id']} {view['status']}", view.get("progress", "")]
-    if view["status"] == "open":
+    if view["status"] == OPEN:
         parts.append(f"{view['workers_joined']}/{view['workers_wanted']} workers joined")
     rounds = view.get("round_details", [])
     if rounds:

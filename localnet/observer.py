@@ -13,6 +13,7 @@ the observer says so and stops; the final weights are still fetched and evaluate
 
 from __future__ import annotations
 
+from trolly.chain.market.records import COMPLETED, PASSED
 from trolly.compute.blobs import AddressPolicy, BlobStore
 from trolly.compute.data import Dataset
 from trolly.compute.models import build_model
@@ -49,7 +50,7 @@ class TrainingObserver:
             loss, accuracy = self.evaluate_state()
             lines.append(f"W_0 (the spec's initial weights): held-out loss {loss:.4f}, accuracy {accuracy:.4f}")
         while not self.stopped and self.state.round < view["rounds"] and (
-                view["round"] > self.state.round or view["status"] == "completed"):
+                view["round"] > self.state.round or view["status"] == COMPLETED):
             round_index = self.state.round
             updates = round_updates(view, round_index)
             missing = await mirror_updates(self.store, updates, LOCALNET_ADDRESSES, only_passed=True)
@@ -59,7 +60,7 @@ class TrainingObserver:
             self.state = next_state(self.spec, self.state, updates, self.store)
             self.hashes[self.state.round] = self.state.weights_hash().hex()
             loss, accuracy = self.evaluate_state()
-            passed = sum(1 for u in updates if u.outcome == "passed")
+            passed = sum(1 for u in updates if u.outcome == PASSED)
             lines.append(f"W_{self.state.round} from {passed} verified update(s) of round {round_index}: "
                          f"held-out loss {loss:.4f}, accuracy {accuracy:.4f}")
         return lines
