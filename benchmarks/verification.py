@@ -24,7 +24,8 @@
    the round's one update check; nothing kept from another segment but the replayer's model and optimizer,
    built in a warm-up verification as a verifier builds them once per task; two segments in flight over one
    replay thread, as in the service) and per update check (checkpoints 0 and n fetched and checked, the
-   update and residual recomputed, nothing cached) on the protocol's example model (MLP 64-1024-1024-10,
+   update and residual recomputed, nothing cached), the three phases taking turns 3 times (6 in a full run),
+   in wall-clock and CPU time, on the protocol's example model (MLP 64-1024-1024-10,
    batch 32), scaled to a reference task: 20 rounds of 500 inner steps (DiLoCo's H), k = 5, 3 segments
    sampled per worker-round, i.e. 60 segments and 20 update checks per worker per task.
 
@@ -337,22 +338,23 @@ def verify_cheats(models, names, trials: int, exact: Replayer, tolerant: Replaye
 # ---- cost -------------------------------------------------------------------------------------------------
 
 
+UPDATE_CHECKS_PER_REPEAT = 3
+"""Update checks timed per repeat of the cost measurement, beside its round of 20 segments: enough for a
+per-check figure (the fraction counts the reference task's 20 checks per worker)."""
+
+
 def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
-    """Seconds per trained step and per verified segment for `model` (k = REFERENCE_TASK's)."""
+    """Seconds per trained step, per verified segment and per update check for `model` (k = REFERENCE_TASK's).
+
+    Training a round, verifying its segments and the update checks take turns, `repeats` times, so that other
+    work on the machine weighs on the three alike (timed one phase after the other, a load that came or went in
+    between moved the ratios from run to run)."""
     model = dataclasses.replace(model, checkpoint_every=REFERENCE_TASK["checkpoint_every"], inner_steps=100)
     dataset = dataset_for(model.dataset)
     spec = make_spec(model, dataset.manifest_hash)
     trainer = Trainer(spec, dataset)
     start = initial_weights(spec, dataset.shape)
     run_round(trainer, start, worker_index=0, round_index=0, steps=10)  # warm-up
-    began, cpu_began = time.perf_counter(), time.process_time()
-    steps = 0
-    for round_index in range(repeats):
-        result = run_round(trainer, start, worker_index=0, round_index=round_index, steps=spec.training.inner_steps,
-                           sink=lambda record, data: None)
-        steps += result.steps
-    seconds_per_step = (time.perf_counter() - began) / steps
-    cpu_per_step = (time.process_time() - cpu_began) / steps
     context = CheatContext(trainer, start, 0, 0, spec.training.inner_steps, frozenset(), torch.Generator())
     honest = get_cheat("honest")(context)
     published = honest.publish()
@@ -361,81 +363,86 @@ def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
     segments = len(published.listing) - 1
     own = DeterminismProfile(threads=1).id
 
+    def claim(segment: int) -> SegmentClaim:
+        return SegmentClaim(1, 0, "worker-0", 0, segment, published.checkpoint_root, len(published.listing),
+                            honest.steps, honest.samples_processed, honest.start_weights_hash, own,
+                            update_hash=published.update_hash, residual_hash=published.residual_hash)
+
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)  # replays off the event loop, as in the service
 
     def off_loop(function):
         return asyncio.get_running_loop().run_in_executor(executor, function)
 
-    async def verify_all() -> int:
+    # The reference task samples 3 of 100 segments a round, rarely neighbours, so no checkpoint is at hand
+    # from another segment's check: nothing is kept between segments here either.
+    replayer.verified_blobs = VerifiedBlobs(max_bytes=0)
+
+    async def verify_round() -> None:
         # As the service verifies: one event loop, SERVICE_CONCURRENCY segments in flight (one fetches and
-        # hash-checks while another replays), every replay on the one executor thread. The reference task
-        # samples 3 of 100 segments a round, rarely neighbours, so no checkpoint is at hand from another
-        # segment's check: nothing is kept between segments here either.
-        replayer.verified_blobs = VerifiedBlobs(max_bytes=0)
+        # hash-checks while another replays), every replay on the one executor thread, and one update check
+        # for the round, which the segments in flight share.
+        replayer.update_checks.clear()
         slots = asyncio.Semaphore(SERVICE_CONCURRENCY)
 
         async def verify_one(segment: int) -> None:
             async with slots:
-                claim = SegmentClaim(1, 0, "worker-0", 0, segment, published.checkpoint_root, len(published.listing),
-                                     honest.steps, honest.samples_processed, honest.start_weights_hash, own,
-                                     update_hash=published.update_hash, residual_hash=published.residual_hash)
-                report = await verify_segment(claim, spec, dataset, source, replayer, spec_key="cost",
+                report = await verify_segment(claim(segment), spec, dataset, source, replayer, spec_key="cost",
                                               run_replay=off_loop)
                 if report.outcome != PASSED:
                     raise SystemExit(f"honest cost-measurement segment failed: {report.reason}")
 
         order = [segment for pair in zip(range(segments // 2), range(segments // 2, segments)) for segment in pair]
         order += list(range(2 * (segments // 2), segments))
-        for _ in range(repeats):
-            replayer.update_checks.clear()  # each repeat checks the round's update once, as a verifier would
-            await asyncio.gather(*(verify_one(segment) for segment in order))
-        return repeats * segments
+        await asyncio.gather(*(verify_one(segment) for segment in order))
 
-    # Warm-up, as for training above: the replayer builds its model and optimizer for this spec once, and a
-    # verifier keeps them for every segment of the task (`Replayer.trainer`); only that is kept from it.
-    asyncio.run(verify_segment(
-        SegmentClaim(1, 0, "worker-0", 0, 0, published.checkpoint_root, len(published.listing), honest.steps,
-                     honest.samples_processed, honest.start_weights_hash, own, update_hash=published.update_hash,
-                     residual_hash=published.residual_hash),
-        spec, dataset, source, replayer, spec_key="cost"))
-    began, cpu_began = time.perf_counter(), time.process_time()
-    verified = asyncio.run(verify_all())
-    seconds_per_segment = (time.perf_counter() - began) / verified
-    cpu_per_segment = (time.process_time() - cpu_began) / verified
-
-    async def check_updates() -> int:  # the once-per-worker-round update check on its own, nothing cached
-        for _ in range(repeats * 3):
-            claim = SegmentClaim(1, 0, "worker-0", 0, 0, published.checkpoint_root, len(published.listing),
-                                 honest.steps, honest.samples_processed, honest.start_weights_hash, own,
-                                 update_hash=published.update_hash, residual_hash=published.residual_hash)
-            verdict = await check_round_update(claim, spec, dataset, source, list(published.listing), {},
+    async def check_updates() -> None:  # the once-per-worker-round update check on its own, nothing cached
+        for _ in range(UPDATE_CHECKS_PER_REPEAT):
+            verdict = await check_round_update(claim(0), spec, dataset, source, list(published.listing), {},
                                                UpdateChecks(), off_loop, VerifiedBlobs(max_bytes=0))
             if verdict.outcome != PASSED:
                 raise SystemExit(f"honest cost-measurement update check failed: {verdict.reason}")
-        return repeats * 3
 
-    began, cpu_began = time.perf_counter(), time.process_time()
-    checks = asyncio.run(check_updates())
-    seconds_per_update_check = (time.perf_counter() - began) / checks
-    cpu_per_update_check = (time.process_time() - cpu_began) / checks
+    # Warm-up, as for training above: the replayer builds its model and optimizer for this spec once, and a
+    # verifier keeps them for every segment of the task (`Replayer.trainer`); only that is kept from it.
+    asyncio.run(verify_segment(claim(0), spec, dataset, source, replayer, spec_key="cost"))
+    clocks = {phase: [0.0, 0.0] for phase in ("train", "segments", "checks")}  # wall, CPU seconds
+
+    def timed(phase: str, function):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = function()
+        clocks[phase][0] += time.perf_counter() - wall
+        clocks[phase][1] += time.process_time() - cpu
+        return result
+
+    steps = 0
+    for round_index in range(repeats):
+        steps += timed("train", lambda: run_round(trainer, start, worker_index=0, round_index=round_index,
+                                                  steps=spec.training.inner_steps, sink=lambda record, data: None)).steps
+        timed("segments", lambda: asyncio.run(verify_round()))
+        timed("checks", lambda: asyncio.run(check_updates()))
     executor.shutdown()
+    per_step, per_segment, per_check = (
+        [value / count for value in clocks[phase]]
+        for phase, count in (("train", steps), ("segments", repeats * segments),
+                             ("checks", repeats * UPDATE_CHECKS_PER_REPEAT)))
     task_steps = REFERENCE_TASK["rounds"] * REFERENCE_TASK["inner_steps"]
     samples = REFERENCE_TASK["rounds"] * REFERENCE_TASK["samples_per_worker_round"]
-    verifying = samples * seconds_per_segment + REFERENCE_TASK["rounds"] * seconds_per_update_check
-    cpu_verifying = samples * cpu_per_segment + REFERENCE_TASK["rounds"] * cpu_per_update_check
+    every = REFERENCE_TASK["checkpoint_every"]
+    verifying = [samples * segment + REFERENCE_TASK["rounds"] * check for segment, check in zip(per_segment, per_check)]
     return {
-        "model": model.name, "seconds_per_trained_step": seconds_per_step, "seconds_per_verified_segment": seconds_per_segment,
-        "seconds_per_update_check": seconds_per_update_check,
-        "replay_step_cost_ratio": seconds_per_segment / (REFERENCE_TASK["checkpoint_every"] * seconds_per_step),
+        "model": model.name, "seconds_per_trained_step": per_step[0], "seconds_per_verified_segment": per_segment[0],
+        "seconds_per_update_check": per_check[0],
+        "replay_step_cost_ratio": per_segment[0] / (every * per_step[0]),
         "samples_per_worker_per_task": samples,
-        "fraction": verifying / (task_steps * seconds_per_step),
+        "fraction": verifying[0] / (task_steps * per_step[0]),
         # The same in CPU time (every thread of this process: the training's checkpoint hashing, the
         # verifier's hashing beside its replays), which other work on the machine changes less than
         # wall-clock time: what verifying costs where cores are not to spare.
-        "cpu_seconds_per_trained_step": cpu_per_step, "cpu_seconds_per_verified_segment": cpu_per_segment,
-        "cpu_seconds_per_update_check": cpu_per_update_check,
-        "replay_step_cpu_ratio": cpu_per_segment / (REFERENCE_TASK["checkpoint_every"] * cpu_per_step),
-        "cpu_fraction": cpu_verifying / (task_steps * cpu_per_step),
+        "cpu_seconds_per_trained_step": per_step[1], "cpu_seconds_per_verified_segment": per_segment[1],
+        "cpu_seconds_per_update_check": per_check[1],
+        "replay_step_cpu_ratio": per_segment[1] / (every * per_step[1]),
+        "cpu_fraction": verifying[1] / (task_steps * per_step[1]),
+        "repeats": repeats,
         "pol_fraction_reference": "0.26-0.51 (Jia et al. 2021)",
     }
 
@@ -472,7 +479,7 @@ def main(argv: list[str] | None = None) -> None:
               file=sys.stderr)
         names = [name for name in CHEATS if name != "honest"]
         cheats = verify_cheats(models, names, 3 if options.quick else 6, exact, tolerant)
-        cost = measure_cost(COST_MODEL, exact, 1 if options.quick else 3)
+        cost = measure_cost(COST_MODEL, exact, 3 if options.quick else 6)
     finally:
         exact.close()
         tolerant.close()
