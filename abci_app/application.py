@@ -101,6 +101,7 @@ class TrollyApplication:
         self._genesis_changes: dict[bytes, bytes | None] | None = None  # until block 1 is committed
         self._initial_height = 1
         self._pending: Any = None  # the PendingCommit of the last FinalizeBlock
+        self._pending_txs: list[bytes] = []  # that block's transactions, forgotten by `checks` at its Commit
         self._mempool: State | None = None
         self._last_block_time_ns = 0  # for CheckTx's env only; never used by consensus paths
         self._chain_id = self._read_chain_id(State(store.reader()))
@@ -308,6 +309,7 @@ class TrollyApplication:
         )
         output = execute_block(state, env, txs, self.checks, self.signature_checker)
         self._pending = self.store.prepare(state.changes(), request.height)
+        self._pending_txs = txs
         self._last_block_time_ns = env.time_ns
         response = abci.ResponseFinalizeBlock(
             validator_updates=encode_validator_updates(output.validator_updates), app_hash=self._pending.app_hash)
@@ -324,6 +326,8 @@ class TrollyApplication:
             raise ProtocolViolation("Commit without a FinalizeBlock before it")
         self.store.commit(self._pending)
         self._pending = None
+        self.checks.forget(self._pending_txs)  # decided and applied: never checked again (a replay fails its nonce)
+        self._pending_txs = []
         self._genesis_changes = None
         self._mempool = None  # CometBFT re-checks its remaining mempool txs next, rebuilding the overlay
         return abci.ResponseCommit(retain_height=RETAIN_HEIGHT)

@@ -13,7 +13,9 @@ check ran under. Only the stateful part (nonce, fee, balances, the messages them
 - Failures are not stored: a bad transaction costs its full check every time and cannot fill the memo.
 - The decoded messages it hands back are shared between uses; message handlers only read them.
 - Bounded, oldest first out; every operation is a single call on an `OrderedDict`, so the ABCI connections'
-  threads, if any, may share it.
+  threads, if any, may share it. The adapter also `forget`s a block's transactions once it is committed
+  (they will not be checked again: a copy submitted later fails on its nonce), so the memo holds about what
+  the mempool holds.
 
 Nothing here is global: the ABCI adapter builds one `CheckedTxs` per application and passes it to
 `chain.app` (`check_tx`, `apply_block`, ...); without one, every check runs in full.
@@ -25,7 +27,7 @@ signature checker process); `chain.app` asks it before checking a signature on t
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Protocol
+from typing import Any, Iterable, Protocol
 
 
 class AnswersAhead(Protocol):
@@ -38,8 +40,9 @@ class AnswersAhead(Protocol):
         """The answer for this check if known (waiting for it if it is on its way), else None."""
 
 
-CAPACITY = 60_000
-"""Passed transactions remembered: more than a full benchmark mempool plus the blocks being decided."""
+CAPACITY = 50_000
+"""Passed transactions remembered at most (about 2 KB each for a transfer): a full mempool of the size the
+localnet and the benchmarks configure. Beyond it the oldest are checked again in full when next met."""
 
 
 class CheckedTxs:
@@ -65,6 +68,12 @@ class CheckedTxs:
         self._passed[raw] = (context, checked)
         if len(self._passed) > self._capacity:
             self._passed.popitem(last=False)
+
+    def forget(self, raws: Iterable[bytes]) -> None:
+        """Drop these transactions' entries, if any (a committed block's: they will not be met again)."""
+        passed = self._passed
+        for raw in raws:
+            passed.pop(raw, None)
 
     def __contains__(self, raw: object) -> bool:
         """Whether these bytes passed a check still remembered (under any context); checks nothing."""

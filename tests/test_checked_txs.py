@@ -8,7 +8,12 @@ a chain id or params it did not pass under.
 from __future__ import annotations
 
 import pytest
+from abci_helpers import CHAIN_ID as APP_CHAIN_ID
+from abci_helpers import FakeStore, genesis_bytes, key_for, send_tx
+from google.protobuf.timestamp_pb2 import Timestamp
 
+from trolly.abci_app.application import TrollyApplication
+from trolly.abci_app.proto.tendermint.abci import types_pb2 as abci
 from trolly.abci_app.signature_checker import MIN_BATCH, SignatureChecker, execute_block
 from trolly.chain import app as chain_app
 from trolly.chain.checked_txs import CheckedTxs
@@ -157,3 +162,27 @@ def test_a_forged_signature_is_never_taken_as_remembered():
         chain_app.check_stateless(raw, CHAIN_ID, auth_params(chain), checks)
     codes = [code for code, _, _ in execute(chain, [forge(txs[0])] + txs[1:], checks)[0]]
     assert codes[0] != 0 and codes[1:] == [0] * (len(txs) - 1)
+
+
+def test_forget_drops_only_the_given_transactions():
+    checks = CheckedTxs()
+    for index in range(3):
+        checks.remember(bytes([index]), "context", index)
+    checks.forget([bytes([0]), bytes([2]), b"never remembered"])
+    assert len(checks) == 1 and bytes([1]) in checks
+
+
+def test_the_app_forgets_a_committed_blocks_transactions_and_keeps_the_mempools():
+    senders = [key_for(200 + index) for index in range(4)]
+    app = TrollyApplication(FakeStore())
+    app.init_chain(abci.RequestInitChain(chain_id=APP_CHAIN_ID, initial_height=1,
+                                         app_state_bytes=genesis_bytes({key: 100 for key in senders})))
+    txs = [send_tx(key, senders[0].address, 1, 0) for key in senders[1:]]
+    for tx in txs:
+        assert app.check_tx(abci.RequestCheckTx(tx=tx)).code == 0
+    assert all(tx in app.checks for tx in txs)
+    response = app.finalize_block(abci.RequestFinalizeBlock(height=1, txs=txs[:2], time=Timestamp(seconds=10)))
+    assert [result.code for result in response.tx_results] == [0, 0]
+    assert all(tx in app.checks for tx in txs)  # not yet: the block may be re-sent before its Commit
+    app.commit(abci.RequestCommit())
+    assert txs[0] not in app.checks and txs[1] not in app.checks and txs[2] in app.checks
