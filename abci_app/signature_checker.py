@@ -1,17 +1,18 @@
 """Signature checks on a second core: a helper process verifies a block's signatures while the block executes.
 
-An ed25519 check (~70 us in libsodium) costs about as much as everything else a transfer does together, and
-a block's checks do not depend on its execution. So FinalizeBlock (`execute_block`) hands the block to this
-helper process first and then executes it (`chain.app.apply_block` with the answers): by the time a
-transaction's ante handler asks for its signature, the answer is usually waiting in the pipe. The executor
-checks a small interleaved share itself, sized from the last batch's timings so that both sides finish
-together (`SignatureChecker.rebalance`). A thread would not do: PyNaCl releases the GIL inside libsodium, but
-each check must take it back, and the executing thread holds it for milliseconds at a time (a check beside
-a busy Python thread runs ~50 times slower).
+An ed25519 check is the largest single cost of a transfer, and a block's checks do not depend on its
+execution. A validator has usually checked a block's transactions already, in CheckTx (the app remembers
+them, `chain.checked_txs`); a block it has not seen (catching up, block sync) is where this helper earns its
+keep. FinalizeBlock (`execute_block`) hands such a block to this helper process first and then executes it
+(`chain.app.apply_block` with the answers): by the time a transaction's ante handler asks for its signature,
+the answer is usually waiting in the pipe. The executor checks a small interleaved share itself, sized from
+the last batch's timings so that both sides finish together (`SignatureChecker.rebalance`). A thread would
+not do: PyNaCl releases the GIL inside libsodium, but each check must take it back, and the executing thread
+holds it for milliseconds at a time, so a check beside a busy Python thread waits most of its time.
 
 Answers are the same with or without the helper; only where the time is spent changes:
 - the helper verifies exactly what `chain.ante.check_tx_stateless` verifies (`chain.tx.signed_payloads`)
-  with the same reference check, and answers by a digest of (public key, SHA-256 of the signed bytes, signature);
+  with the same check (`chain.crypto.verify_signature`), and answers by a digest of (public key, SHA-256 of the signed bytes, signature);
 - a signature it was not given, a batch it has not finished when the block ends, a helper that is still
   starting, has died or is disabled: the caller checks on the spot, as it always could;
 - small batches (`MIN_BATCH`) are checked on the spot, where the round trip would cost more than it saves.
@@ -19,7 +20,7 @@ Answers are the same with or without the helper; only where the time is spent ch
 The process is `python -m trolly.abci_app.signature_checker`, started with the ABCI server (or at the first
 large block; blocks that come while it starts are checked on the spot) and ended when its stdin closes (this
 process exiting, even by kill -9). Nothing here is global: `trolly-node start` builds one `SignatureChecker`
-(on unless the home's config.toml says `[trolly] signature_checker = "off"` or `--signature-checker off` is
+(on unless the home's config.toml says `[trolly] signature_checker = false` or `--signature-checker off` is
 given) and hands it to the application, which passes it to `execute_block`.
 
 Wire form, all integers big-endian: the parent writes a batch as `u32 count` then `u32 length + tx bytes` per

@@ -41,8 +41,9 @@ class AnswersAhead(Protocol):
 
 
 CAPACITY = 50_000
-"""Passed transactions remembered at most (about 2 KB each for a transfer): a full mempool of the size the
-localnet and the benchmarks configure. Beyond it the oldest are checked again in full when next met."""
+"""Passed transactions remembered at most: a full mempool of the size the localnet and the benchmarks
+configure (each entry keeps the decoded transaction, so the bound is a bound on memory too). Beyond it the
+oldest are checked again in full when next met."""
 
 
 class CheckedTxs:
