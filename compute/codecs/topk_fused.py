@@ -8,8 +8,9 @@ in each update check.
 Here one compiled loop (numba) picks each chunk's kept positions: magnitudes are compared by their bit
 patterns (for finite float32 values >= 0, as `np.abs` leaves them, the order of the bit patterns is the order
 of the values), the k-th largest is found by counting them in three digit ranges (bits 30-20, 19-8, 7-0:
-a histogram over the chunk, then over the few values left in the chosen bin), and one scan in index order
-keeps every value above it and the first ones equal to it until k are kept. That is the reference's choice
+a histogram over the chunk, then, over the values from the chosen bin up, gathered in index order by a
+second scan, histograms of the ones still tied), and one pass over those keeps every value above it and the
+first ones equal to it until k are kept. That is the reference's choice
 exactly: the k largest magnitudes, ties to the lower index, indices ascending. The kept values then go
 through the reference's own numpy operations (int8 scales, rounding, fp16 conversion), elementwise on the
 kept values only, so their bytes and what they decode to are the reference's bit for bit (the tests compare).
@@ -29,7 +30,7 @@ NOT_FINITE = np.uint32(0x7F800000)  # magnitude bit patterns from here up are in
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
-def _select(bits, chunk_size, k_full, k_last, local, positions, histogram, candidates):
+def _select(bits, chunk_size, k_full, k_last, local, positions, histogram, candidates, candidate_positions):
     """Kept positions of every chunk of `bits` (float32 bit patterns): chunk-local ones into `local`, global
     ones into `positions`, chunk after chunk. Returns how many, or -1 when a value is NaN or infinite."""
     total = bits.shape[0]
@@ -39,51 +40,53 @@ def _select(bits, chunk_size, k_full, k_last, local, positions, histogram, candi
         base = c * chunk_size
         count = min(chunk_size, total - base)
         wanted = k_full if c < chunks - 1 else k_last
-        # Digit 1 (bits 30-20) over the whole chunk; the finiteness check on the way.
-        for b in range(2048):
+        # Digit 1 (bits 30-20) over the whole chunk, in four interleaved histograms: neighbouring values
+        # often share a bin, and one histogram would make each count wait for the one before.
+        for b in range(4 * 2048):
             histogram[b] = 0
         for i in range(count):
-            magnitude = bits[base + i] & MAGNITUDE_BITS
-            if magnitude >= NOT_FINITE:
+            histogram[(i & 3) * 2048 + ((bits[base + i] & MAGNITUDE_BITS) >> 20)] += 1
+        for b in range(2048):
+            histogram[b] += histogram[2048 + b] + histogram[4096 + b] + histogram[6144 + b]
+        for b in range(NOT_FINITE >> 20, 2048):  # the bins of infinities and NaNs
+            if histogram[b]:
                 return -1
-            histogram[magnitude >> 20] += 1
         remaining = wanted  # rank of the k-th largest among the values not yet counted above it
         digit = 2047
         while histogram[digit] < remaining:
             remaining -= histogram[digit]
             digit -= 1
-        threshold = np.uint32(digit) << np.uint32(20)
+        # Every value from the chosen bin up, in index order: the kept ones are among them.
+        floor = np.uint32(digit) << np.uint32(20)
         left = 0
         for i in range(count):
             magnitude = bits[base + i] & MAGNITUDE_BITS
-            if (magnitude >> 20) == digit:
-                candidates[left] = magnitude
-                left += 1
-        # Digits 2 (bits 19-8) and 3 (bits 7-0) over the values of the chosen bin only.
+            candidates[left] = magnitude
+            candidate_positions[left] = i
+            left += magnitude >= floor
+        # Digits 2 (bits 19-8) and 3 (bits 7-0) over the candidates still tied with the k-th largest so far.
+        threshold = floor
+        mask = np.uint32(0xFFF00000)
         for shift, bins in ((8, 4096), (0, 256)):
             for b in range(bins):
                 histogram[b] = 0
             for j in range(left):
-                histogram[(candidates[j] >> shift) & (bins - 1)] += 1
+                if candidates[j] & mask == threshold:
+                    histogram[(candidates[j] >> shift) & (bins - 1)] += 1
             digit = bins - 1
             while histogram[digit] < remaining:
                 remaining -= histogram[digit]
                 digit -= 1
             threshold |= np.uint32(digit) << np.uint32(shift)
-            narrowed = 0
-            for j in range(left):
-                if ((candidates[j] >> shift) & (bins - 1)) == digit:
-                    candidates[narrowed] = candidates[j]
-                    narrowed += 1
-            left = narrowed
+            mask |= np.uint32(bins - 1) << np.uint32(shift)
         # `threshold` is the k-th largest magnitude; `remaining` values equal to it are kept, the first ones.
-        for i in range(count):
-            magnitude = bits[base + i] & MAGNITUDE_BITS
+        for j in range(left):
+            magnitude = candidates[j]
             if magnitude > threshold or (magnitude == threshold and remaining > 0):
                 if magnitude == threshold:
                     remaining -= 1
-                local[kept] = i
-                positions[kept] = base + i
+                local[kept] = candidate_positions[j]
+                positions[kept] = base + candidate_positions[j]
                 kept += 1
     return kept
 
@@ -102,9 +105,11 @@ def encode_topk_in_place(codec: TopKCodec, values: np.ndarray, workspace) -> byt
     kept_total = (chunks - 1) * k_full + k_last
     local = workspace.array("topk-local", np.uint16, kept_total)
     positions = workspace.array("topk-positions", np.int64, kept_total)
-    histogram = workspace.array("topk-histogram", np.int64, 4096)
-    candidates = workspace.array("topk-candidates", np.uint32, chunk)
-    kept = _select(values.view(np.uint32), chunk, k_full, k_last, local, positions, histogram, candidates)
+    histogram = workspace.array("topk-histogram", np.int64, 4 * 2048)
+    candidates = workspace.array("topk-candidates", np.uint32, chunk + 1)  # + 1: the branch-free append's last write
+    candidate_positions = workspace.array("topk-candidate-positions", np.int64, chunk + 1)
+    kept = _select(values.view(np.uint32), chunk, k_full, k_last, local, positions, histogram, candidates,
+                   candidate_positions)
     if kept < 0:
         return None
     if kept != kept_total:  # pragma: no cover - the selection keeps exactly k per chunk by construction
