@@ -192,6 +192,8 @@ def check_tx(state: State, env: BlockEnv, raw: bytes, checks: CheckedTxs | None 
     result = apply_tx(state, ctx, raw, checks)
     if not result.ok:
         state.rollback(marker)
+        if checks is not None:  # not admitted: its bytes will not be met again, so they take no room
+            checks.forget((raw,))
     return result
 
 

@@ -10,7 +10,9 @@ check ran under. Only the stateful part (nonce, fee, balances, the messages them
 - It is a memo of a pure function: a hit stands for a check that passed on the same bytes under the same
   chain id and params, so results never depend on what it holds, only the speed does; nodes with different
   memos (or none) agree on every result and app hash.
-- Failures are not stored: a bad transaction costs its full check every time and cannot fill the memo.
+- Failures are not stored: a bad transaction costs its full check every time and cannot fill the memo; nor
+  is a transaction that passed these checks but was refused by the stateful ones in `chain.app.check_tx`
+  (a wrong nonce, too little to pay the fee), since it was not admitted.
 - The decoded messages it hands back are shared between uses; message handlers only read them.
 - Bounded, oldest first out; every operation is a single call on an `OrderedDict`, so the ABCI connections'
   threads, if any, may share it. The adapter also `forget`s a block's transactions once it is committed

@@ -186,3 +186,14 @@ def test_the_app_forgets_a_committed_blocks_transactions_and_keeps_the_mempools(
     assert all(tx in app.checks for tx in txs)  # not yet: the block may be re-sent before its Commit
     app.commit(abci.RequestCommit())
     assert txs[0] not in app.checks and txs[1] not in app.checks and txs[2] in app.checks
+
+
+def test_a_transaction_refused_by_the_stateful_checks_is_not_remembered():
+    chain = Chain(accounts=3)
+    wrong_nonce = build_tx(chain.accounts[1], CHAIN_ID, 7, 1, [MsgSend(to=chain.accounts[0].address, amount=1)])
+    admitted = sends(chain, 1, amount=1)[0]
+    checks = CheckedTxs()
+    state = State(chain.kv)
+    assert not chain_app.check_tx(state, chain.env(chain.height + 1), wrong_nonce, checks).ok
+    assert chain_app.check_tx(state, chain.env(chain.height + 1), admitted, checks).ok
+    assert wrong_nonce not in checks and admitted in checks
