@@ -3,6 +3,7 @@
 import asyncio
 import hashlib
 import os
+import types
 
 import pytest
 from aiohttp import web
@@ -125,6 +126,38 @@ def test_a_blob_with_a_wrong_hash_is_refused_and_a_good_server_is_used_instead(t
             await server.stop()
             await runner.cleanup()
     run(scenario())
+
+
+def test_a_fetched_blob_is_hashed_once_piece_by_piece_as_it_arrives(tmp_path, monkeypatch):
+    from trolly.compute.blobs import client as client_module
+
+    body = os.urandom(600_000)  # several pieces of the client's 64 KiB reads
+    hashed = []
+
+    class CountingHash:
+        def __init__(self, data=b""):
+            self._hash = hashlib.sha256(data)
+            hashed.append(len(data))
+
+        def update(self, data):
+            hashed.append(len(data))
+            self._hash.update(data)
+
+        def hexdigest(self):
+            return self._hash.hexdigest()
+
+    monkeypatch.setattr(client_module, "hashlib", types.SimpleNamespace(sha256=CountingHash))
+
+    async def scenario():
+        server = await serve(tmp_path)
+        try:
+            digest = server.store.put(body)
+            async with loopback_client(server.url, retry=FAST) as client:
+                assert await client.fetch(digest) == body
+        finally:
+            await server.stop()
+    run(scenario())
+    assert sum(hashed) == len(body) and len([size for size in hashed if size]) > 1
 
 
 def test_transient_server_errors_are_retried_with_backoff(tmp_path):

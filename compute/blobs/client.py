@@ -103,6 +103,16 @@ class BlobClient:
         raise BlobUnavailable(f"{what}: gave up after {self.retry.attempts} attempts ({last})")
 
     async def _get_once(self, url: str) -> bytes:
+        return (await self._receive(url, hashed=False))[0]
+
+    async def _get_hashed_once(self, url: str) -> tuple[bytes, str]:
+        """The body and its sha256 (hex), hashed piece by piece as it arrives: the hashing overlaps the
+        transfer, reads each piece while it is in the cache, and never holds the event loop for a whole
+        checkpoint at once; nothing hashes the body again."""
+        return await self._receive(url, hashed=True)
+
+    async def _receive(self, url: str, *, hashed: bool) -> tuple[bytes, str]:
+        digest = hashlib.sha256() if hashed else None
         try:
             async with self._client().get(url, allow_redirects=False) as response:
                 _refuse_redirect(url, response)
@@ -119,8 +129,10 @@ class BlobClient:
                     size += len(piece)
                     if size > self.max_blob_size:
                         raise BlobTooLarge(f"{url}: body exceeds the limit of {self.max_blob_size} bytes")
+                    if digest is not None:
+                        digest.update(piece)
                     pieces.append(piece)
-                return b"".join(pieces)
+                return b"".join(pieces), digest.hexdigest() if digest is not None else ""
         except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as error:
             raise _Transient(f"{url}: {type(error).__name__}: {error}") from None
 
@@ -131,12 +143,12 @@ class BlobClient:
         for base in self.base_urls:
             url = f"{base}/blobs/{digest}"
             try:
-                data = await self._with_retries(lambda: self._get_once(url), url)
+                data, received = await self._with_retries(lambda: self._get_hashed_once(url), url)
             except (BlobNotFound, BlobUnavailable, BlobRejected) as error:
                 failures.append(error)
                 continue
-            if hashlib.sha256(data).hexdigest() != digest:
-                failures.append(BlobHashMismatch(f"{url}: received bytes hash to {hashlib.sha256(data).hexdigest()}"))
+            if received != digest:
+                failures.append(BlobHashMismatch(f"{url}: received bytes hash to {received}"))
                 continue
             return data
         for kind in (BlobHashMismatch, BlobUnavailable, BlobAddressRefused, BlobRedirectRefused, BlobRejected):
