@@ -186,7 +186,9 @@ def start(home, address, signature_checker) -> None:
 # ---------------------------------------------------------------------------------------------- engine
 
 
-async def _run_engine(root: pathlib.Path, proxy_app: str, rpc_laddr: str, block_time: float, on_ready=None, child=None) -> None:
+async def _run_engine(root: pathlib.Path, proxy_app: str, rpc_laddr: str, block_time: float, on_ready=None, child=None,
+                      step_observer=None) -> None:
+    """The solo engine until SIGINT or SIGTERM; `step_observer` is told of each block's steps (crash tests)."""
     from .engine.node import SoloNode, SoloNodeConfig
     from .engine.producer import EngineConfig
 
@@ -198,6 +200,7 @@ async def _run_engine(root: pathlib.Path, proxy_app: str, rpc_laddr: str, block_
             engine=EngineConfig(proxy_app=proxy_app, block_interval=block_time),
             rpc_laddr=rpc_laddr,
             broadcast_tx_commit_timeout=commit_timeout,
+            step_observer=step_observer,
         ),
     )
     stop = asyncio.Event()
@@ -241,8 +244,7 @@ async def _watch_child(child: subprocess.Popen, stop: asyncio.Event) -> None:
 def engine(home, proxy_app, rpc_laddr, block_time) -> None:
     """Run the solo engine alone, driving an app started separately (`trolly-node start`).
 
-    If the app dies, the engine waits for it and its handshake replays what the app missed. For crash tests
-    only, TROLLY_ENGINE_TEST_PAUSE=<point>:<height|txs> pauses at a step (see trolly.abci_app.engine.producer).
+    If the app dies, the engine waits for it and its handshake replays what the app missed.
     """
     import uvloop
 

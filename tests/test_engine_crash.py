@@ -6,8 +6,9 @@ as an uninterrupted run, with no transaction lost or applied twice. Real process
 the engine's handshake through every stored block, and each block's app hash must equal the one recorded
 during the crashing run (the engine stops with a HandshakeError otherwise).
 
-Precise crash points use the engine's test hook `TROLLY_ENGINE_TEST_PAUSE=<point>:txs` (see
-`trolly.abci_app.engine.producer`); the load test kills at random moments instead.
+Precise crash points use `tests/pausing_engine.py`, the engine with a step observer that stops it at a
+block's step (see `trolly.abci_app.engine.producer.StepObserver`); the load test kills at random moments
+instead.
 """
 
 from __future__ import annotations
@@ -60,10 +61,11 @@ class Processes:
         self.engine: subprocess.Popen | None = None
         self.starts = 0
 
-    def _spawn(self, arguments: list[str], log_name: str, environment: dict | None = None) -> subprocess.Popen:
+    def _spawn(self, arguments: list[str], log_name: str, environment: dict | None = None,
+               program: tuple[str, ...] = ("-m", "trolly.abci_app.cli")) -> subprocess.Popen:
         env = dict(os.environ, **(environment or {}))
         log = open(self.root / log_name, "ab")
-        return subprocess.Popen([sys.executable, "-m", "trolly.abci_app.cli", *arguments], stdout=log, stderr=log, env=env)
+        return subprocess.Popen([sys.executable, *program, *arguments], stdout=log, stderr=log, env=env)
 
     def start_app(self) -> None:
         self.starts += 1
@@ -71,12 +73,15 @@ class Processes:
                                {"PYTHONHASHSEED": str(self.starts)})
 
     def start_engine(self, pause: str = "", block_time: str = "100ms") -> None:
-        environment = {"TROLLY_ENGINE_TEST_PAUSE": pause} if pause else {}
-        self.engine = self._spawn(
-            ["engine", "--home", str(self.root), "--proxy-app", self.socket,
-             "--rpc-laddr", f"tcp://127.0.0.1:{self.port}", "--block-time", block_time],
-            "engine.log", environment,
-        )
+        """`trolly-node engine`, or with `pause` (`<step>:<height|txs>`) the same engine stopping once at that
+        step (tests/pausing_engine.py)."""
+        arguments = ["--home", str(self.root), "--proxy-app", self.socket,
+                     "--rpc-laddr", f"tcp://127.0.0.1:{self.port}", "--block-time", block_time]
+        if pause:
+            self.engine = self._spawn(["--pause", pause, *arguments], "engine.log",
+                                      program=(str(pathlib.Path(__file__).with_name("pausing_engine.py")),))
+        else:
+            self.engine = self._spawn(["engine", *arguments], "engine.log")
 
     def kill_app(self) -> None:
         self.app.send_signal(signal.SIGKILL)

@@ -25,7 +25,7 @@ from ..home import Home
 from .blockstore import BlockStore
 from .events import EventBus
 from .mempool import Mempool
-from .producer import EngineConfig, Producer
+from .producer import EngineConfig, Producer, StepObserver
 from .rpc_server import RpcLimits, RpcServer
 
 log = logging.getLogger("trolly.engine")
@@ -44,6 +44,8 @@ class SoloNodeConfig:
     """Seconds a `tx_search` or `block_search` may scan before it stops with an error."""
     search_threads: int = 2
     """Searches that scan at once; later ones wait for a thread (their time budget already running)."""
+    step_observer: StepObserver | None = None
+    """Told of each block's steps (see `producer.StepObserver`); None in a node: crash tests hand one in."""
 
 
 class SoloNode:
@@ -67,7 +69,8 @@ class SoloNode:
 
     async def start(self) -> None:
         self.blockstore = BlockStore(self.home.paths.engine_db)
-        self.producer = Producer(self.home, self.config.engine, self.blockstore, self.mempool, self.events)
+        self.producer = Producer(self.home, self.config.engine, self.blockstore, self.mempool, self.events,
+                                 self.config.step_observer)
         origins = tuple(self.home.config.get("rpc", {}).get("cors_allowed_origins", []))
         self.rpc = RpcServer(self, self.config.rpc_laddr, self.config.broadcast_tx_commit_timeout, origins, self.limits)
         await self.rpc.start()

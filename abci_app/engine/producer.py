@@ -23,21 +23,19 @@ Each block at height H (CometBFT v0.38 semantics):
 The app may die at any point: if it dies before the block is stored, the block is simply proposed again;
 after, the handshake replays it. Either way no tx is lost or applied twice.
 
-Test hook (ignored unless set): `TROLLY_ENGINE_TEST_PAUSE="<point>:<height>"`. Points: `before_finalize`
-(FinalizeBlock not sent), `after_finalize` (FinalizeBlock answered and the block stored, Commit not sent),
-`after_commit` (Commit and re-check done, next block not started). Height: a number, or `txs` for the first
-block that carries transactions. There the engine writes `<home>/data/engine-paused-<point>-<height>` and
-waits until the file is deleted, once. Crash tests use it to kill the app at a precise step.
+A `StepObserver` handed to the producer is told of each block's steps as it reaches them (`STEPS`:
+`before_finalize`, FinalizeBlock not sent; `after_finalize`, FinalizeBlock answered and the block stored,
+Commit not sent; `after_commit`, Commit and re-check done, next block not started), and the block waits for
+it. The node runs without one; crash tests hand one in to stop the engine at a precise step.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import pathlib
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..home import COMETBFT_VERSION, Home, format_time, parse_time
 from ..proto.tendermint.abci import types_pb2
@@ -59,7 +57,13 @@ from .mempool import Mempool
 log = logging.getLogger("trolly.engine")
 
 ABCI_VERSION = "2.0.0"
-PAUSE_ENVIRONMENT = "TROLLY_ENGINE_TEST_PAUSE"
+STEPS = ("before_finalize", "after_finalize", "after_commit")
+"""The points of a block a `StepObserver` is told of, in the order a block reaches them."""
+
+
+class StepObserver(Protocol):
+    async def reached(self, step: str, height: int, has_txs: bool) -> None:
+        """Block `height` (carrying transactions or not) is at `step`; the block goes on when this returns."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,8 @@ having refused any tx) before the mempool connection counts as lost with the app
 class Producer:
     """Owns the ABCI client while connected; the RPC reads `client` (None while the app is away)."""
 
-    def __init__(self, home: Home, config: EngineConfig, blockstore: BlockStore, mempool: Mempool, events: EventBus) -> None:
+    def __init__(self, home: Home, config: EngineConfig, blockstore: BlockStore, mempool: Mempool, events: EventBus,
+                 observer: StepObserver | None = None) -> None:
         self.home = home
         self.config = config
         self.blockstore = blockstore
@@ -92,7 +97,7 @@ class Producer:
         self.connected = asyncio.Event()
         """Set while a handshaken app is connected (the RPC can reach it); cleared when it is lost."""
         self._key = home.validator_key
-        self._pause = _parse_pause(os.environ.get(PAUSE_ENVIRONMENT, ""))
+        self._observer = observer
 
     @property
     def genesis(self) -> dict:
@@ -279,7 +284,7 @@ class Producer:
             return None
         block, response = await self._finalize_and_store(client, frame, proposal)
         dropped = await self._commit(client, frame.height, proposal.txs)
-        await self._maybe_pause("after_commit", frame.height, bool(proposal.txs))
+        await self._reached("after_commit", frame.height, bool(proposal.txs))
         _log_block(block, response, dropped)
         blocks.publish(self.events, block, response)
         return block
@@ -358,7 +363,7 @@ class Producer:
             next_validators_hash=frame.next_validators_hash,
             proposer_address=self._key.address,
         )
-        await self._maybe_pause("before_finalize", frame.height, bool(txs))
+        await self._reached("before_finalize", frame.height, bool(txs))
         response = await client.finalize_block(request)
         if len(response.tx_results) != len(txs):
             raise EngineError(f"FinalizeBlock returned {len(response.tx_results)} results for {len(txs)} txs")
@@ -378,7 +383,7 @@ class Producer:
         updated_params = params if response.HasField("consensus_param_updates") else None
         # A synced LevelDB write takes milliseconds; off the event loop, the RPC keeps answering meanwhile.
         await asyncio.to_thread(self.blockstore.save_block, block, request, response, after_next, updated_params)
-        await self._maybe_pause("after_finalize", frame.height, bool(txs))
+        await self._reached("after_finalize", frame.height, bool(txs))
         return block, response
 
     async def _commit(self, client: AbciClient, height: int, txs: list[bytes]) -> int:
@@ -404,30 +409,9 @@ class Producer:
             self.mempool.remove_committed(txs)
             return await self._recheck_mempool(client)
 
-    async def _maybe_pause(self, point: str, height: int, has_txs: bool) -> None:
-        if self._pause is None or self._pause[0] != point:
-            return
-        wanted = self._pause[1]
-        if not (height == wanted or (wanted is None and has_txs)):
-            return
-        self._pause = None  # once
-        marker = pathlib.Path(self.home.paths.data_dir) / f"engine-paused-{point}-{height}"
-        marker.write_text(str(os.getpid()))
-        log.warning("test hook: paused %s at height %d until %s is removed", point, height, marker)
-        while marker.exists():
-            await asyncio.sleep(0.02)
-
-
-def _parse_pause(value: str) -> tuple[str, int | None] | None:
-    """(point, height), height None for "the first block with txs"; None when the hook is not set."""
-    if not value:
-        return None
-    point, _, height = value.partition(":")
-    if point not in ("before_finalize", "after_finalize", "after_commit") or not (height.isdigit() or height == "txs"):
-        raise EngineError(
-            f"{PAUSE_ENVIRONMENT}={value!r}: expected <before_finalize|after_finalize|after_commit>:<height|txs>"
-        )
-    return point, None if height == "txs" else int(height)
+    async def _reached(self, step: str, height: int, has_txs: bool) -> None:
+        if self._observer is not None:
+            await self._observer.reached(step, height, has_txs)
 
 
 async def _sleep_or_stop(seconds: float, stop: asyncio.Event) -> None:
