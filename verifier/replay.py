@@ -19,12 +19,14 @@ The steps, in order (each failure ends the check with its reason):
 4. Replay with `train_segment` from checkpoint i and compare with checkpoint i + 1 byte for byte (for the
    round's last segment, the replay's step and weights, as that checkpoint holds no optimizer state; in the
    replay's own turn when checkpoint i + 1 is fetched by then, which it usually is), under the committed
-   profile: its thread count here, another instruction set in a child process (`isa_replay.py`). A profile this verifier cannot replay exactly is a FAIL (`replayer.py`): only the
-   instruction sets every verifier replays are accepted, so no worker can move itself onto a tolerance.
-5. The update check, once per (worker, round) and shared by its sampled segments, those verified at the
-   same time included (`update_check.py`): the committed update must be the codec's encoding of W_r - W_end
-   plus the previous committed residual, and the committed residual what it leaves out. A mismatch turns this segment's PASS into FAIL (so every vote
-   on that worker's round is FAIL); a blob it needs that is not served, into UNAVAILABLE.
+   profile: its thread count here, another instruction set in a child process (`isa_replay.py`). A profile this
+   verifier cannot replay exactly is a FAIL (`replayer.py`): only the instruction sets every verifier replays
+   are accepted, so no worker can move itself onto a tolerance.
+5. The update check, once per (worker, round) and shared by its sampled segments, those verified at the same
+   time included (`update_check.py`): the committed update must be the codec's encoding of W_r - W_end plus the
+   previous committed residual, and the committed residual what it leaves out. A mismatch turns this segment's
+   PASS into FAIL (so every vote on that worker's round is FAIL); a blob it needs that is not served, into
+   UNAVAILABLE.
 
 The report carries the numbers behind the verdict; its canonical JSON is the evidence whose sha256 goes on
 chain with the vote.
