@@ -38,7 +38,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
                      "honest_segments", "task_detection_at_f_0_1"),
     "fuzz_chain": ("txs", "crashes", "invariant_failures", "nondeterministic", "unknown_codes", "hostile_tx_per_s",
                    "honest_tx_per_s"),
-    "localnet_demo": ("seconds", "engine", "validators", "baseline_seconds"),
+    "localnet_demo": ("seconds", "command_wall_seconds", "engine", "validators", "baseline_cold_start_seconds"),
 }
 """The figures a benchmark's row shows, in order (an issue's targets name them). Any other benchmark's row shows
 its first `MAX_COLUMNS` top-level numbers, strings and booleans."""
