@@ -33,13 +33,6 @@ def check_commitment(spec: TaskSpec, *, steps: int, samples_processed: int, num_
     return ""
 
 
-def check_positions(spec: TaskSpec, *, steps: int, segment: int, start: TrainingState, end: TrainingState) -> str:
-    """Checkpoint i is at step i * k and checkpoint i + 1 at the segment's end; AdamW counters agree; each holds
-    the optimizer state except the round's last, which holds none (docs/protocol.md section 2)."""
-    return (check_start_position(spec, steps=steps, segment=segment, start=start)
-            or check_end_position(spec, steps=steps, segment=segment, end=end))
-
-
 def check_start_position(spec: TaskSpec, *, steps: int, segment: int, start: TrainingState) -> str:
     """Checkpoint i holds optimizer state, sits at step i * k, and its AdamW counters say so."""
     begin, _ = segment_bounds(segment, steps, spec.training.checkpoint_every)

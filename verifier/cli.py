@@ -32,7 +32,7 @@ from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
 from .cheats import CHEATS, load_cheat_module
 from .datasets import task_dataset
 from .errors import VerifierError
-from .replay import Replayer, SegmentClaim, SegmentReport, verify_segment
+from .replay import PASSED, Replayer, SegmentClaim, SegmentReport, verify_segment
 from .service import ServiceConfig, VerifierService
 from .sources import DirectorySource
 from .tolerance import MOMENTS_THRESHOLD, WEIGHTS_THRESHOLD
@@ -154,7 +154,7 @@ def replay(node, task_id, round_index, worker, segment, claim_file, spec_file, c
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
         click.echo(explain(report))
-    if report.outcome != "pass":
+    if report.outcome != PASSED:
         sys.exit(EXIT_FAIL_VERDICT)
 
 

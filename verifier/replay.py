@@ -63,7 +63,10 @@ from .replayer import ProfileRefused, Replayer, parse_profile  # noqa: F401  (Re
 from .tolerance import BITWISE, Comparison, compare_states
 from .update_check import UpdateChecks, UpdateVerdict, judge_update
 
-PASSED, FAILED, UNAVAILABLE, TAMPERED = "pass", "fail", "unavailable", "tampered"
+PASSED, FAILED, UNAVAILABLE = (VERDICT_NAMES[v] for v in (VERDICT_PASS, VERDICT_FAIL, VERDICT_UNAVAILABLE))
+TAMPERED = "tampered"
+"""A segment's outcomes: the chain's verdict names, and TAMPERED (a served blob that is not the committed one,
+voted as unavailable)."""
 OUTCOME_VERDICTS = {PASSED: VERDICT_PASS, FAILED: VERDICT_FAIL, UNAVAILABLE: VERDICT_UNAVAILABLE,
                     TAMPERED: VERDICT_UNAVAILABLE}
 
@@ -263,18 +266,6 @@ def _details(claim: SegmentClaim, replayed: Replayed, end_step: int) -> dict:
     if replayed.losses:  # what this verifier's vote commits to: only a replay yields it
         details[evidence.DETAIL] = evidence.losses_digest(replayed.losses).hex()
     return details
-
-
-def judge_segment(claim: SegmentClaim, spec: TaskSpec, dataset: Dataset, start_bytes: bytes, end_bytes: bytes,
-                  replayer: Replayer, *, expected_start_hash: bytes | None = None,
-                  expected_start_source: str = "aggregate", spec_key: str = "",
-                  end_hash: bytes | None = None) -> SegmentReport:
-    """Steps 3 and 4 on checkpoint bytes already checked against the committed root, one after the other."""
-    replayed = replay_segment(claim, spec, dataset, start_bytes, replayer, expected_start_hash=expected_start_hash,
-                              expected_start_source=expected_start_source, spec_key=spec_key)
-    if isinstance(replayed, SegmentReport):
-        return replayed
-    return compare_replay(claim, spec, dataset, replayed, end_bytes, end_hash)
 
 
 def same_bytes(first, second) -> bool:

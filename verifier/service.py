@@ -42,6 +42,7 @@ import time
 import aiohttp
 
 from trolly.chain.crypto import PrivateKey, decode_address, encode_address
+from trolly.chain.market.records import PASSED as COMMITMENT_PASSED, RUNNING
 from trolly.chain.proto.market_pb2 import MsgRevealReplay, MsgSubmitVerdict
 from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
 from trolly.compute.checkpoints import weights_hash
@@ -308,7 +309,7 @@ class VerifierService:
             log.debug("no task listing: %s", error)
             return
         for summary in tasks:
-            if summary.get("status") != "running" or summary["id"] in self._tasks:
+            if summary.get("status") != RUNNING or summary["id"] in self._tasks:
                 continue
             try:
                 task = await self.client.query_json(f"/market/task/{summary['id']}")
@@ -334,7 +335,7 @@ class VerifierService:
             details = task["round_details"][round_index]
             return [PassedUpdate(members[c["worker"]]["index"], int(c["samples_processed"]), bytes.fromhex(c["update_hash"]),
                                  members[c["worker"]]["blob_url"])
-                    for c in details["commitments"] if c["outcome"] == "passed"]
+                    for c in details["commitments"] if c["outcome"] == COMMITMENT_PASSED]
 
         # Workers mirror the round's updates (compute/worker/weights.py): any member may serve one whose maker left.
         every_url = sorted({m["blob_url"] for m in members.values() if m.get("blob_url")})
