@@ -18,28 +18,16 @@ moment_error <= `MOMENTS_THRESHOLD`. Measuring against the segment's own update 
 the rule meaningful for a model whose weights barely move in k steps: a cheat saves compute only by making
 the update different.
 
-Calibration (`python -m benchmarks.verification`, its `calibration` section; this machine: 2 shared cores
-with AVX-512, torch 2.13.0 CPU; models mlp 64-64 (k = 5 and 10), cnn 4-8 (k = 10) and a 1-layer transformer
-(k = 10) with AdamW lr 1e-3; honest workers in child processes under threads 1 and 2 and
-ATEN_CPU_CAPABILITY default, avx2 and avx512; 828 honest segments judged here by the fallback rule, 48-138
-faked segments per cheat class):
-
-                                          weights_error        moment_error
-    honest, largest (default ISA)         8.8e-5 (transformer) 1.1e-3 (cnn, first segment: moments start at 0)
-    bf16 autocast, smallest               2.1e-3               8.9e-4
-    fp16 autocast, smallest               1.4e-4               1.0e-4
-    every other class, smallest           9.6e-2 (half batch)  1.2e-1 (changed lr)
-
-So WEIGHTS_THRESHOLD = 3e-4 is 3.4 times the largest honest drift and 7 times below the smallest bf16 error
-(2.8 times on the 32-unit MLP of `--quick`, bf16 8.3e-4); MOMENTS_THRESHOLD = 3e-3 is 2.8 times the largest
-honest moment drift and only catches gross forgeries of the optimizer state. These margins are thin, and
-fp16 autocast sits inside honest cross-instruction-set drift: the fallback caught it in 0.875 of the faked
-segments only (bf16 and every coarser class: all). Honest drift here is up to 1e-4 of the update at k = 10,
-not the 1e-7 seen after 200 steps of a large MLP, because small models are dominated by a few ReLUs and
-attention weights whose rounding flips. Hence the exact path for every instruction set the verifier's CPU
-supports; a verifier without AVX-512 judging an AVX-512 worker is the case left to this rule. Segments
-longer than 10 steps are refused by the spec (compute/spec.py): at 100 steps honest CNN drift reaches ~1.4%
-of the update and overlaps bf16 (docs/architecture.md section 5).
+Calibration (`python -m benchmarks.verification`, its `calibration` section; the figures are in
+docs/performance.md): honest workers under every thread count and instruction set available, and every cheat
+class, judged by this rule. `WEIGHTS_THRESHOLD` sits a few times above the largest honest drift and several
+times below the smallest bf16-autocast error; `MOMENTS_THRESHOLD` a few times above the largest honest moment
+drift, so it only catches gross forgeries of the optimizer state. The margins are thin, and fp16 autocast sits
+inside honest cross-instruction-set drift (the fallback misses some of its faked segments): hence the exact
+path for every instruction set the verifier's CPU supports, and this rule only for a verifier without the
+worker's instruction set. Small models drift more per step than large ones (a few ReLUs and attention weights
+whose rounding flips dominate them), and drift grows with a segment's length: segments longer than 10 steps are
+refused by the spec (compute/spec.py), beyond which honest drift overlaps bf16 (docs/architecture.md section 5).
 """
 
 from __future__ import annotations
@@ -141,7 +129,7 @@ def compare_states(start: TrainingState, claimed: TrainingState, replayed: Train
                           0.0 if same_profile else weights_threshold)
     if same_profile and claimed_hash == replayed_hash:
         # Identical bytes: both errors are zero by definition, and the update's size, the scale they would be
-        # measured against, is not computed (it took longer than the replayed steps of a large model).
+        # measured against, is not computed (for a large model it costs as much as the replayed steps).
         return Comparison(BITWISE, True, "replay is bitwise identical", 0.0, 0.0, math.nan, 0.0)
     weights_error, update_norm = relative_error((start.weights[n] for n in names), (claimed.weights[n] for n in names),
                                                 (replayed.weights[n] for n in names))
