@@ -96,17 +96,19 @@ def round_checkpoints(trainer: Trainer, acceleration: Acceleration | None, *,
 
     With an acceleration whose checkpoint process runs for `store`, the process takes the checkpoints
     (`checkpoint_process.RemoteCheckpoints`: the sink gets no bytes); otherwise a `CheckpointHasher` hashes
-    them in a thread (and stores them, with `store`). The training thread is pinned first, so that the
-    queue's thread, started from it, moves off its CPU."""
+    them in a thread (and stores them, with `store`). The queue's thread and the trainer's snapshot copier
+    keep off the training core with the acceleration's `keep_off_training_core` (handed to them here); the
+    blob store's hashing thread, started from the queue's thread, inherits its CPUs."""
     process = acceleration.checkpoint_process_for(trainer, store) \
         if acceleration is not None and store is not None else None
     threads = trainer.spec.determinism.threads
+    keep_off = acceleration.keep_off_training_core if acceleration is not None else None
     with acceleration.training_core(threads) if acceleration is not None else contextlib.nullcontext():
         if process is not None:
             from .checkpoint_process import RemoteCheckpoints
 
-            queue: CheckpointQueue = RemoteCheckpoints(store, sink=sink)
+            queue: CheckpointQueue = RemoteCheckpoints(store, sink=sink, on_start=keep_off)
         else:
-            queue = CheckpointHasher(sink=sink, keep_bytes=keep_bytes, store=store)
-        with queue, trainer.snapshots_by(process):
+            queue = CheckpointHasher(sink=sink, keep_bytes=keep_bytes, store=store, on_start=keep_off)
+        with queue, trainer.snapshots_by(process, keep_off=keep_off):
             yield queue

@@ -18,10 +18,11 @@ training thread gets the first, every background thread the others. Only a singl
 determinism profile's thread count, 1 by default) is pinned: PyTorch's intra-op threads would share the
 training thread's one CPU. Which CPU runs a computation changes no byte of it.
 
-Threads owned by modules that are not handed the pinning (the blob store's hashing thread, the checkpoint
-copier, `compute.background` queues) call the module-level `keep_off_training_core()`: it follows the
-pinning of the round being trained in this process, if any (`training_core` records it for the round's
-duration), and does nothing otherwise.
+Nothing here is module-level state: a background thread keeps off the training core because whoever starts
+it was handed the hook (`Acceleration.keep_off_training_core`): the checkpoint queues' threads
+(`BackgroundQueue(on_start=...)`), the trainer's snapshot copier (`Trainer.snapshots_by(keep_off=...)`), the
+worker's residual store. A thread started from one that keeps off the training core inherits its CPUs (Linux),
+as the blob store's hashing thread does from the checkpoint thread that first stores a blob.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import threading
 from collections.abc import Iterator
 
 
@@ -72,11 +72,10 @@ class CorePinning:
             return
         previous = os.sched_getaffinity(0)
         _set(0, self.training)
-        with _in_effect(self):
-            try:
-                yield
-            finally:
-                _set(0, previous)
+        try:
+            yield
+        finally:
+            _set(0, previous)
 
 
 @contextlib.contextmanager
@@ -87,40 +86,6 @@ def training_core(pinning: CorePinning | None, threads: int = 1) -> Iterator[Non
         return
     with pinning.training_core(threads):
         yield
-
-
-class _RoundPinning:
-    """The pinning of the round being trained in this process, for threads owned by modules it is not handed to.
-    Set only while a round's training thread is pinned; a second round pinned at once (tests) nests."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._stack: list[CorePinning] = []
-
-    @contextlib.contextmanager
-    def __call__(self, pinning: CorePinning) -> Iterator[None]:
-        with self._lock:
-            self._stack.append(pinning)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._stack.remove(pinning)
-
-    def current(self) -> CorePinning | None:
-        with self._lock:
-            return self._stack[-1] if self._stack else None
-
-
-_in_effect = _RoundPinning()
-
-
-def keep_off_training_core() -> None:
-    """For background threads of modules that are not handed the pinning: keep off the training CPU of the round
-    being trained in this process (nothing when no round is pinned)."""
-    pinning = _in_effect.current()
-    if pinning is not None:
-        pinning.keep_off_training_core()
 
 
 def _set(pid: int, cpus: frozenset[int] | set[int]) -> None:

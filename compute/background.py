@@ -6,7 +6,9 @@ submission order. Both need the same few rules, kept here once:
 
 - the first error stops the work: later items are dropped, and the next `put` or `join` raises it (wrapped
   by the owner's `failure` function, so each keeps its own error type);
-- `join` waits until everything queued so far is done; `close` joins and ends the thread.
+- `join` waits until everything queued so far is done; `close` joins and ends the thread;
+- `on_start`, if given, is the thread's first call: the hook that keeps it off the training core during a
+  pinned round (`Acceleration.keep_off_training_core`, handed down by whoever has the acceleration).
 
 The handler runs on the background thread; it should spend its time in code that releases the GIL (hashing
 large buffers, file writes, torch copies) so that the training thread keeps running.
@@ -19,8 +21,6 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from .affinity import keep_off_training_core
-
 Item = TypeVar("Item")
 
 _STOP = object()
@@ -28,8 +28,9 @@ _STOP = object()
 
 class BackgroundQueue(Generic[Item]):
     def __init__(self, handle: Callable[[Item], None], *, name: str,
-                 failure: Callable[[BaseException], Exception]) -> None:
+                 failure: Callable[[BaseException], Exception], on_start: Callable[[], None] | None = None) -> None:
         self._handle = handle
+        self._on_start = on_start
         self._failure = failure
         self._queue: queue.Queue = queue.Queue()
         self._error: BaseException | None = None
@@ -56,7 +57,8 @@ class BackgroundQueue(Generic[Item]):
             raise self._failure(self._error) from self._error
 
     def _run(self) -> None:
-        keep_off_training_core()  # beside training, not on its core (`compute.affinity`)
+        if self._on_start is not None:
+            self._on_start()  # e.g. beside training, not on its core (`compute.affinity`)
         while True:
             item = self._queue.get()
             try:

@@ -30,11 +30,14 @@ from .errors import EncodingError
 PAGE = 4096
 
 
-class _BufferPool:
+class BufferPool:
     """Spare checkpoint buffers, by size. Fresh memory costs a page fault per 4 KiB page on first touch, paid
-    on the training thread; a worker takes checkpoints of
-    one size over and over, so a buffer nobody references any more is kept for the next one instead of
-    being freed."""
+    on the training thread; a worker takes checkpoints of one size over and over, so a buffer nobody
+    references any more is kept for the next one instead of being freed.
+
+    Owned by whoever allocates over and over (a `Trainer` for its snapshots, the worker's residual store) and
+    passed to `CanonicalLayout.allocate`; without one, every buffer is fresh memory. Safe to share between
+    threads."""
 
     SPARES_PER_SIZE = 4
 
@@ -48,9 +51,8 @@ class _BufferPool:
             spares = self._spares.get(size)
             raw = spares.pop() if spares else None
         if raw is None:
-            raw = torch.empty(size + 2 * PAGE, dtype=torch.uint8)
-        start = -raw.data_ptr() % PAGE
-        array = raw[start:start + size].numpy()  # the array keeps `raw` alive
+            raw = _fresh(size)
+        array = _aligned(raw, size)
         # Runs when the last view, memoryview or state holding the array is gone.
         weakref.finalize(array, self._give_back, size, raw)
         return array
@@ -62,7 +64,14 @@ class _BufferPool:
                 spares.append(raw)
 
 
-_pool = _BufferPool()
+def _fresh(size: int) -> torch.Tensor:
+    """Room for `size` bytes starting on a page boundary, with at least a page to spare after them."""
+    return torch.empty(size + 2 * PAGE, dtype=torch.uint8)
+
+
+def _aligned(raw: torch.Tensor, size: int) -> np.ndarray:
+    start = -raw.data_ptr() % PAGE
+    return raw[start:start + size].numpy()  # the array keeps `raw` alive
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,9 +82,10 @@ class CanonicalLayout:
     headers: tuple[tuple[int, bytes], ...]  # (offset, bytes): the file header and each entry's header
     entries: tuple[tuple[str, torch.dtype, torch.Size, int], ...]  # (name, dtype, shape, data offset)
 
-    def allocate(self) -> tuple[memoryview, dict[str, torch.Tensor]]:
-        """A page-aligned buffer with the headers written, and a view of each entry's (unset) data."""
-        buffer = _pool.take(self.size)
+    def allocate(self, pool: BufferPool | None = None) -> tuple[memoryview, dict[str, torch.Tensor]]:
+        """A page-aligned buffer (a spare of `pool`, or fresh memory) with the headers written, and a view of
+        each entry's (unset) data."""
+        buffer = pool.take(self.size) if pool is not None else _aligned(_fresh(self.size), self.size)
         for where, header in self.headers:
             buffer[where:where + len(header)] = np.frombuffer(header, dtype=np.uint8)
         views: dict[str, torch.Tensor] = {}
@@ -120,15 +130,18 @@ def copy_tensors(targets: Mapping[str, torch.Tensor], sources: Mapping[str, torc
     torch._foreach_copy_([targets[n] for n in names], [sources[n].detach() for n in names])
 
 
-def copy_into_canonical(tensors: Mapping[str, torch.Tensor]) -> tuple[memoryview, dict[str, torch.Tensor]]:
+def copy_into_canonical(tensors: Mapping[str, torch.Tensor], pool: BufferPool | None = None
+                        ) -> tuple[memoryview, dict[str, torch.Tensor]]:
     """The canonical bytes of `tensors` and, for each name, a view of its data inside those bytes, holding a
     copy of the tensor as it is now. Same checks and errors as `encode_tensors`."""
-    data, views = allocate_canonical(tensors)
+    data, views = allocate_canonical(tensors, pool)
     copy_tensors(views, tensors)
     return data, views
 
 
-def allocate_canonical(like: Mapping[str, torch.Tensor]) -> tuple[memoryview, dict[str, torch.Tensor]]:
+def allocate_canonical(like: Mapping[str, torch.Tensor], pool: BufferPool | None = None
+                       ) -> tuple[memoryview, dict[str, torch.Tensor]]:
     """Canonical bytes for tensors of the names, dtypes and shapes of `like`, with their data not yet set,
-    and the view of each one's data there: whatever is written into the views is the encoding's data."""
-    return layout_of(like).allocate()
+    and the view of each one's data there: whatever is written into the views is the encoding's data.
+    `pool`: where the buffer comes from (none: fresh memory)."""
+    return layout_of(like).allocate(pool)

@@ -263,10 +263,11 @@ class RemoteCheckpoints(CheckpointQueue):
     all and raises the first failure as CheckpointError.
     """
 
-    def __init__(self, store: BlobStore, sink: Callable[[HashedCheckpoint, None], None] | None = None) -> None:
+    def __init__(self, store: BlobStore, sink: Callable[[HashedCheckpoint, None], None] | None = None,
+                 on_start: Callable[[], None] | None = None) -> None:
         super().__init__(self._finish, name="checkpoint-records",
                          failure=lambda error: error if isinstance(error, CheckpointError)
-                         else CheckpointError(f"checkpoint failed: {error}"))
+                         else CheckpointError(f"checkpoint failed: {error}"), on_start=on_start)
         self._store = store
         self._sink = sink
 

@@ -32,11 +32,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .affinity import keep_off_training_core
 from .background import BackgroundQueue
 from .canonical import decode_entries, decode_tensors, encode_tensors, encode_tensors_into_buffer, hash_tensors
 from .canonical import read_entries
-from .canonical_copy import copy_tensors, layout_of
+from .canonical_copy import BufferPool, copy_tensors, layout_of
 from .errors import CheckpointError, EncodingError
 from .layout import LayoutError, ModelLayout
 
@@ -90,19 +89,20 @@ class EncodedCheckpoint:
 
 
 def capture(step: int, weights: Mapping[str, torch.Tensor],
-            optimizer: Mapping[str, Mapping[str, torch.Tensor]]) -> TrainingState:
-    """A copy of (step, weights, optimizer state) written straight into checkpoint bytes."""
-    state, fill = prepare_capture(step, weights, optimizer)
+            optimizer: Mapping[str, Mapping[str, torch.Tensor]], pool: BufferPool | None = None) -> TrainingState:
+    """A copy of (step, weights, optimizer state) written straight into checkpoint bytes (a buffer of `pool`,
+    or fresh memory)."""
+    state, fill = prepare_capture(step, weights, optimizer, pool)
     fill()
     return state
 
 
-def prepare_capture(step: int, weights: Mapping[str, torch.Tensor], optimizer: Mapping[str, Mapping[str, torch.Tensor]]
-                    ) -> tuple[TrainingState, Callable[[], None]]:
+def prepare_capture(step: int, weights: Mapping[str, torch.Tensor], optimizer: Mapping[str, Mapping[str, torch.Tensor]],
+                    pool: BufferPool | None = None) -> tuple[TrainingState, Callable[[], None]]:
     """`capture` in two halves: the state, whose tensors are views of checkpoint bytes not yet filled in, and
     the function that copies the data (one call that releases the GIL, meant for another thread)."""
     live = checkpoint_tensors(TrainingState(step=step, weights=weights, optimizer=optimizer))
-    data, views = layout_of(live).allocate()
+    data, views = layout_of(live).allocate(pool)
     copied_weights = {name: views[f"weights/{name}"] for name in weights}
     copied_optimizer = {name: {slot: views[f"adamw/{name}/{slot}"] for slot in ("step", *MOMENTS)}
                         for name in optimizer}
@@ -112,7 +112,7 @@ def prepare_capture(step: int, weights: Mapping[str, torch.Tensor], optimizer: M
 
 
 class DeferredSnapshot:
-    """A snapshot whose data is being copied on its own thread while the training thread goes on
+    """A snapshot whose data is being copied on another thread (`copier`'s) while the training thread goes on
     (`Trainer.snapshot_soon`).
 
     The trainer waits for the copy before it changes anything (its optimizer step, a load); consumers call
@@ -122,13 +122,13 @@ class DeferredSnapshot:
     """
 
     def __init__(self, state: TrainingState, fill: Callable[[], None],
-                 source_weights: Mapping[str, torch.Tensor]) -> None:
+                 source_weights: Mapping[str, torch.Tensor], copier: SnapshotCopier) -> None:
         self._state = state
         self.source_weights = source_weights
         self._fill = fill
         self._done = threading.Event()
         self._error: BaseException | None = None
-        _copier.put(self)
+        copier.put(self)
 
     def _copy(self) -> None:
         try:
@@ -149,29 +149,57 @@ class DeferredSnapshot:
         return self._state
 
 
-class _Copier:
-    """The one thread that fills deferred snapshots, started on first use. A thread started per snapshot
-    would cost the training thread a hand-over of the GIL each time (up to the 5 ms switch interval)."""
+class SnapshotCopier:
+    """The one thread that fills a trainer's deferred snapshots, started on first use and again after `close`.
+    A thread started per snapshot would cost the training thread a hand-over of the GIL each time (up to the
+    switch interval).
+
+    `keep_off` (set by `Trainer.snapshots_by`, from the acceleration of the round) is the hook that keeps the
+    thread off the training core: the thread calls it before its next copy whenever it has changed. The
+    thread refers to the copier only, never to the trainer, so a trainer dropped unclosed can be collected
+    (its finalizer then closes the copier)."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[DeferredSnapshot] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._queue: queue.SimpleQueue[DeferredSnapshot | None] = queue.SimpleQueue()  # the thread's
+        self.keep_off: Callable[[], None] | None = None
 
     def put(self, snapshot: DeferredSnapshot) -> None:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="checkpoint-copy", daemon=True)
+                self._queue = queue.SimpleQueue()
+                self._thread = threading.Thread(target=self._run, args=(self._queue,), name="checkpoint-copy",
+                                                daemon=True)
                 self._thread.start()
-        self._queue.put(snapshot)
+            self._queue.put(snapshot)
 
-    def _run(self) -> None:
-        keep_off_training_core()
+    @property
+    def running(self) -> bool:
+        with self._lock:
+            return self._thread is not None and self._thread.is_alive()
+
+    def close(self) -> None:
+        """End the thread after the copies queued before (a later `put` starts a new one)."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            if thread is None:
+                return
+            self._queue.put(None)
+        if thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self, snapshots: queue.SimpleQueue) -> None:
+        applied = None
         while True:
-            self._queue.get()._copy()  # never raises: errors are kept for result()
-
-
-_copier = _Copier()
+            snapshot = snapshots.get()
+            if snapshot is None:
+                return
+            keep_off = self.keep_off
+            if keep_off is not None and keep_off != applied:  # bound methods compare by object and function
+                keep_off()
+                applied = keep_off
+            snapshot._copy()  # never raises: errors are kept for result()
 
 
 def checkpoint_bytes(state: TrainingState) -> bytes | bytearray | memoryview:
@@ -276,9 +304,10 @@ class CheckpointQueue:
     stored, recorded) by `handle` on a background thread, in submission order; `results()` waits for all of
     them and raises the first failure (as `failure` words it); `close()` ends the thread."""
 
-    def __init__(self, handle: Callable, *, name: str, failure: Callable[[BaseException], Exception]) -> None:
+    def __init__(self, handle: Callable, *, name: str, failure: Callable[[BaseException], Exception],
+                 on_start: Callable[[], None] | None = None) -> None:
         self._results: list[HashedCheckpoint] = []
-        self._queue: BackgroundQueue = BackgroundQueue(handle, name=name, failure=failure)
+        self._queue: BackgroundQueue = BackgroundQueue(handle, name=name, failure=failure, on_start=on_start)
 
     def submit(self, index: int, state) -> None:
         self._queue.put((index, state))
@@ -305,13 +334,14 @@ class CheckpointHasher(CheckpointQueue):
     `blobs.BlobStore`), each checkpoint is stored as a blob, written while it is hashed (`put_hashing`).
     `sink`, if given, is then called in the background thread with each (HashedCheckpoint, bytes-like), e.g.
     to record the stored blob. `results()` waits for everything submitted and re-raises any error from the
-    background thread.
+    background thread. `on_start`: the thread's first call (`Acceleration.keep_off_training_core`).
     """
 
     def __init__(self, sink: Callable[[HashedCheckpoint, bytes], None] | None = None, keep_bytes: bool = False,
-                 store: BlobStore | None = None) -> None:
+                 store: BlobStore | None = None, on_start: Callable[[], None] | None = None) -> None:
         super().__init__(self._hash, name="checkpoint-hasher",
-                         failure=lambda error: CheckpointError(f"checkpoint hashing failed: {error}"))
+                         failure=lambda error: CheckpointError(f"checkpoint hashing failed: {error}"),
+                         on_start=on_start)
         self._sink = sink
         self._store = store
         self._keep_bytes = keep_bytes

@@ -27,8 +27,9 @@ import torch
 from torch.nn import functional
 
 from .acceleration import Acceleration, round_checkpoints
-from .checkpoints import (CheckpointQueue, DeferredSnapshot, HashedCheckpoint, TrainingState, checkpoint_tensors,
-                          prepare_capture, weights_hash)
+from .canonical_copy import BufferPool
+from .checkpoints import (CheckpointQueue, DeferredSnapshot, HashedCheckpoint, SnapshotCopier, TrainingState,
+                          checkpoint_tensors, prepare_capture, weights_hash)
 from .data.dataset import Dataset, sample_batch
 from .determinism import apply_profile, flushing_subnormals
 from .errors import CheckpointError, SpecError
@@ -71,6 +72,11 @@ class Trainer:
     Applies the spec's determinism profile when constructed (thread count, deterministic algorithms; refuses
     a mismatched instruction set), and keeps freed memory for reuse (`memory.retain_freed_memory`): both are
     process-wide.
+
+    Owns what its snapshots need: the spare checkpoint buffers (`canonical_copy.BufferPool`) and the thread
+    that copies `snapshot_soon`'s snapshots (`checkpoints.SnapshotCopier`, started at the first one). `close()`
+    ends that thread (and the checkpoint process); so does dropping a trainer unclosed (the verifier keeps
+    trainers without closing them).
     """
 
     def __init__(self, spec: TaskSpec, dataset: Dataset) -> None:
@@ -97,6 +103,9 @@ class Trainer:
         self.checkpoint_process: CheckpointProcess | None = None  # the worker's, see compute.checkpoint_process
         self._snapshot_taker: CheckpointProcess | None = None  # set by snapshots_by()
         self._process_finalizer: weakref.finalize | None = None  # ends the process of a trainer never closed
+        self.buffers = BufferPool()  # spare checkpoint buffers: this trainer's snapshots are all of one size
+        self._copier = SnapshotCopier()
+        weakref.finalize(self, self._copier.close)  # the copier's thread ends with a trainer never closed
 
     def load(self, state: TrainingState) -> None:
         """Make the model and optimizer exactly `state` (copies, the state is not aliased). Everything is
@@ -211,17 +220,24 @@ class Trainer:
         self._process_finalizer = weakref.finalize(self, process.close)
 
     @contextlib.contextmanager
-    def snapshots_by(self, process: CheckpointProcess | None) -> Iterator[None]:
-        """Within: `snapshot_soon` asks `process` for the checkpoint (a `RemoteSnapshot`), if one is given."""
+    def snapshots_by(self, process: CheckpointProcess | None,
+                     keep_off: Callable[[], None] | None = None) -> Iterator[None]:
+        """Within: `snapshot_soon` asks `process` for the checkpoint (a `RemoteSnapshot`), if one is given;
+        otherwise the copier thread copies it, calling `keep_off` first (the acceleration's
+        `keep_off_training_core`: off the training core of a pinned round)."""
         self._snapshot_taker = process
+        self._copier.keep_off = keep_off
         try:
             yield
         finally:
             self._snapshot_taker = None
+            self._copier.keep_off = None
 
     def close(self) -> None:
-        """End the checkpoint process, if one was started (the trainer stays usable)."""
+        """End the snapshot copier's thread and the checkpoint process, if they were started (the trainer stays
+        usable: the next `snapshot_soon` starts a copier thread again)."""
         self._wait_for_copy()
+        self._copier.close()
         if self.checkpoint_process is not None:
             self._process_finalizer.detach()
             self.checkpoint_process.close()
@@ -246,7 +262,7 @@ class Trainer:
             self._copying = self._snapshot_taker.snapshot(self.step, self.model.state_dict(), final=final)
             return self._copying
         state, fill, weights = self._prepare_snapshot(final)
-        self._copying = DeferredSnapshot(state, fill, source_weights=weights)
+        self._copying = DeferredSnapshot(state, fill, source_weights=weights, copier=self._copier)
         return self._copying
 
     def _wait_for_copy(self) -> None:
@@ -264,7 +280,7 @@ class Trainer:
             else:
                 optimizer[name] = {slot: slots[slot] for slot in ("step", "exp_avg", "exp_avg_sq")}
         weights = self.model.state_dict()
-        return (*prepare_capture(self.step, weights, optimizer), weights)
+        return (*prepare_capture(self.step, weights, optimizer, self.buffers), weights)
 
     def loss(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         logits = self.model(inputs)

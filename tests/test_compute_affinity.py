@@ -12,6 +12,7 @@ import pytest
 from trolly.compute import affinity, checkpoint_process
 from trolly.compute.acceleration import Acceleration, AccelerationOptions
 from trolly.compute.affinity import CorePinning
+from trolly.compute.background import BackgroundQueue
 from trolly.compute.blobs import BlobStore
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.spec import example_spec, spec_from_dict
@@ -70,19 +71,25 @@ def test_background_threads_keep_off_the_training_cpu():
 
 
 @needs_two_cpus
-def test_threads_not_handed_the_pinning_follow_the_round_being_pinned_and_only_then():
+def test_a_background_queue_started_from_a_pinned_thread_keeps_off_the_training_cpu_only_with_the_hook():
     pinning = CorePinning.of_this_process()
 
-    def keep_off():
-        affinity.keep_off_training_core()
-        return os.sched_getaffinity(0)
+    def queue_cpus(on_start):
+        seen = []
+        work = BackgroundQueue(lambda item: seen.append(os.sched_getaffinity(0)), name="test-queue",
+                               failure=RuntimeError, on_start=on_start)
+        work.put(None)
+        work.join()
+        work.close()
+        return seen[0]
 
-    def started_within_a_pinned_round():
+    def started_within_a_pinned_round(on_start):
         with pinning.training_core(1):
-            return in_thread(keep_off)
+            return in_thread(lambda: queue_cpus(on_start))
 
-    assert in_thread(started_within_a_pinned_round) == set(CPUS[1:])
-    assert in_thread(keep_off) == set(CPUS)  # no round pinned: left alone
+    assert in_thread(lambda: started_within_a_pinned_round(pinning.keep_off_training_core)) == set(CPUS[1:])
+    # Without the hook nothing moves it: it keeps the training CPU it inherited (nothing module-level guesses).
+    assert in_thread(lambda: started_within_a_pinned_round(None)) == {CPUS[0]}
 
 
 @needs_two_cpus
@@ -137,3 +144,37 @@ def test_in_a_round_the_checkpoint_process_and_the_background_threads_are_off_th
         assert training == {CPUS[0]}
         assert threads and all(cpus == set(CPUS[1:]) for cpus in threads.values()), threads
         assert helper == set(CPUS[1:]) if checkpoint_process.available() else helper is None
+
+
+@needs_two_cpus
+def test_in_a_round_without_the_checkpoint_process_the_copier_and_hasher_threads_are_off_the_training_cpu(tmp_path):
+    blobs = build_dataset("digits")
+    spec = spec_from_dict(example_spec(
+        blobs.manifest_hash, model={"arch": "mlp", "config": {"hidden": [32]}}, codec="ternary",
+        training={"rounds": 2, "inner_steps": 12, "batch_size": 8, "checkpoint_every": 5, "seed": 11}))
+    dataset = dataset_from_blobs(blobs)
+    trainer = Trainer(spec, dataset)
+    state = WorkerState.load(tmp_path)
+    progress = state.add_task(3, "00" * 32, worker_index=0).round(0)
+    progress.steps = 12
+    seen = []
+
+    def look(step, steps):  # on the training thread, between segments
+        threads = {t.name: os.sched_getaffinity(t.native_id) for t in threading.enumerate()
+                   if t.name == "checkpoint-hasher"}
+        copier = trainer._copier._thread  # this trainer's (other tests' trainers may have copiers too)
+        if copier is not None:
+            threads["checkpoint-copy"] = os.sched_getaffinity(copier.native_id)
+        seen.append(threads)
+
+    try:
+        with Acceleration(AccelerationOptions(checkpoint_process=False)) as acceleration:
+            in_thread(lambda: train_round(trainer, TrainingStrategy(), BlobStore(tmp_path / "blobs"), state, progress,
+                                          worker_index=0, start_weights=initial_weights(spec, dataset.shape),
+                                          acceleration=acceleration, on_segment=look))
+    finally:
+        trainer.close()
+    assert seen
+    for threads in seen[1:]:  # from the second segment on, the copier has copied under the round's hook
+        assert set(threads) == {"checkpoint-hasher", "checkpoint-copy"}, threads
+        assert all(cpus == set(CPUS[1:]) for cpus in threads.values()), threads

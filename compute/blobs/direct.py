@@ -1,11 +1,11 @@
 """Write large files with direct I/O (`O_DIRECT`), past the page cache.
 
-A worker stores a checkpoint (13.5 MB for the 1.1M-parameter MLP) every k inner steps, from a background
+A worker stores a checkpoint (megabytes: the weights and AdamW state) every k inner steps, from a background
 thread on the core that training does not use. Through the page cache each such write costs CPU time in the
-kernel: measured on this project's 2-core benchmark VM, about 55 ms of CPU per 13.5 MB once the pages come
-from memory the host has not backed recently (4 MB/ms; a worker writing new blobs round after round is always
-in that case). With `O_DIRECT` the device reads the bytes straight from our buffer: about 1 ms of CPU and
-12 ms of waiting, which frees that core for hashing and for everything else on the machine.
+kernel, much of it once the pages come from memory the host has not backed recently (a worker writing new
+blobs round after round is always in that case). With `O_DIRECT` the device reads the bytes straight from our
+buffer: little CPU and mostly waiting, which frees that core for hashing and for everything else on the
+machine (docs/performance.md has the figures).
 
 Direct I/O wants block-aligned memory, offsets and lengths. A chunk that starts on a page boundary (a
 checkpoint captured by `compute.canonical_copy`) is written from where it lies, all but its last partial

@@ -13,10 +13,11 @@ import hashlib
 import json
 import os
 import pathlib
+import threading
+from collections.abc import Callable
 
 from trolly.wallet.files import create_temporary, install, make_directories, write_all
 
-from ..affinity import keep_off_training_core
 from .direct import DIRECT_MINIMUM, write_direct
 from .errors import BlobHashMismatch, BlobNotFound, BlobTooLarge, InvalidBlobHash
 
@@ -58,16 +59,30 @@ def _sha256_hex(data) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# Hashes `put_hashing` overlaps with its write: one thread, beside the writing thread on the same core.
-_hasher = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="blob-hash",
-                                                initializer=keep_off_training_core)
-
-
 class BlobStore:
-    def __init__(self, root: str | os.PathLike, max_blob_size: int = DEFAULT_MAX_BLOB_SIZE) -> None:
+    """The blobs under `root`.
+
+    `put_hashing` hashes on a thread of the store's own, created by the first call: on Linux a thread takes
+    the CPUs of the thread that creates it, so in a worker's round (where the first call comes from the
+    checkpoint thread, which keeps off the training core) the hashing thread keeps off it too. `keep_off`, if
+    given, is that thread's first call instead (`Acceleration.keep_off_training_core`)."""
+
+    def __init__(self, root: str | os.PathLike, max_blob_size: int = DEFAULT_MAX_BLOB_SIZE,
+                 keep_off: Callable[[], None] | None = None) -> None:
         self.root = pathlib.Path(root)
         self.max_blob_size = max_blob_size
+        self._keep_off = keep_off
+        self._hasher: concurrent.futures.ThreadPoolExecutor | None = None  # see put_hashing
+        self._hasher_lock = threading.Lock()
         make_directories(self.root / "blobs")
+
+    def _hashing_thread(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The one thread `put_hashing` hashes on, beside the writing thread (its threads end with the store)."""
+        with self._hasher_lock:
+            if self._hasher is None:
+                self._hasher = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="blob-hash", initializer=self._keep_off)
+            return self._hasher
 
     def path(self, digest: str) -> pathlib.Path:
         check_blob_hash(digest)
@@ -100,17 +115,16 @@ class BlobStore:
         return digest
 
     def put_hashing(self, data: bytes | bytearray | memoryview) -> str:
-        """`put(data)` with the hash overlapping the write: another thread hashes the bytes while this one
-        writes them to a temporary file, which takes its name once both are over. For large blobs of our own
-        making (checkpoints: 13.5 MB is about 7.5 ms of hashing and 9.4 ms of direct I/O here).
+        """`put(data)` with the hash overlapping the write: another thread (the store's, see the class) hashes
+        the bytes while this one writes them to a temporary file, which takes its name once both are over. For
+        large blobs of our own making (checkpoints), whose hashing and direct write take comparable time.
 
         The write is issued from this thread at once and the hash runs while it waits for the device: the other
         way round, the writing thread had to wait for a turn on a core busy hashing (both keep off the training
-        core): a round's last checkpoint (4.5 MB) started its write 1.3 ms after its hash and took 5.7-6.6 ms
-        from its copy to its store in the worker_overhead benchmark; 4.4 ms this way (medians of 20 rounds)."""
+        core), and a checkpoint took longer from its copy to its store (docs/performance.md)."""
         if len(data) > self.max_blob_size:
             raise BlobTooLarge(f"blob of {len(data)} bytes exceeds the limit of {self.max_blob_size}")
-        hashing = _hasher.submit(_sha256_hex, data)
+        hashing = self._hashing_thread().submit(_sha256_hex, data)
         try:
             temporary = _write_temporary(self.root / "blobs", data)
         except BaseException:

@@ -4,8 +4,8 @@ top-k codecs.
 The reference is `ErrorFeedback(codec).encode(start - end)` (`feedback.py`, `quantize.SignCodec`,
 `ternary.TernaryCodec`, `topk.TopKCodec`): form the pseudo-gradient, add the residual, flatten, take per-chunk
 sums (or the top k), compare, pack, rebuild what the bytes decode to, subtract it for the next residual.
-Written as whole-vector numpy calls, that is 25 to 30 passes over multi-megabyte arrays for the 1.1M-parameter
-MLP, at the end of every worker round and in every verifier's update check.
+Written as whole-vector numpy calls, that is a few dozen passes over arrays the size of the model, at the end
+of every worker round and in every verifier's update check.
 
 `encode_with_feedback` gives the same bytes and residual, bit for bit (the tests compare). It forms the
 corrected pseudo-gradient once into a flat vector (torch, as the reference), then one compiled loop (numba)
@@ -16,7 +16,10 @@ float32 or float64, and nothing is compiled with fast-math, so no addition is re
 is fused. For top-k the loop only chooses the kept positions (`topk_fused.py`); the kept values go through
 the reference's numpy operations. Other codecs take the reference path.
 
-The loops are compiled on first use and cached beside this file (a few seconds, once per machine).
+The loops are compiled on first use and cached beside this file (once per machine).
+
+Scratch arrays come from a `Workspace` that the caller who encodes every round owns and passes in (the
+worker's residual store, a verifier's update check); without one, each call allocates its own.
 """
 
 from __future__ import annotations
@@ -38,10 +41,10 @@ from .topk import TopKCodec
 from .topk_fused import encode_topk_in_place
 
 
-class _Workspace:
+class Workspace:
     """Scratch arrays by purpose, per thread, grown to the largest size asked for and reused: a worker encodes
     an update of the same size every round, and fresh multi-megabyte temporaries each cost page faults on
-    first touch (measured inside the worker's round: the sign codec took 6-28 ms instead of 4; see
+    first touch, which made the encoding inside a worker's round several times slower than alone (see
     `compute.memory`). Only for values that do not outlive the call that asks for them."""
 
     def __init__(self) -> None:
@@ -55,20 +58,19 @@ class _Workspace:
         return current[:size]
 
 
-_workspace = _Workspace()
-
-
 def encode_with_feedback(codec: Codec, start: Mapping[str, torch.Tensor], end: Mapping[str, torch.Tensor],
-                         residual: Mapping[str, torch.Tensor] | None,
-                         residual_out: Mapping[str, torch.Tensor]) -> bytes:
+                         residual: Mapping[str, torch.Tensor] | None, residual_out: Mapping[str, torch.Tensor],
+                         workspace: Workspace | None = None) -> bytes:
     """The encoded update of the pseudo-gradient `start - end` plus `residual` (None: zero), as
     `ErrorFeedback(codec).encode` gives it; the new residual (what the bytes leave out) is written into
-    `residual_out` (float32 tensors by name, e.g. views of its canonical bytes). Nothing else is changed."""
+    `residual_out` (float32 tensors by name, e.g. views of its canonical bytes). Nothing else is changed.
+    `workspace`: the scratch arrays to reuse (none: fresh ones for this call)."""
     if set(start) != set(end) or (residual is not None and set(residual) != set(end)) or set(residual_out) != set(end):
         raise CodecError("the start weights, end weights and residuals name different tensors")
     everything = [*start.values(), *end.values(), *(residual.values() if residual is not None else ())]
     if isinstance(codec, (SignCodec, TernaryCodec, TopKCodec)) and all(t.dtype == torch.float32 for t in everything):
-        return _encode_fused(codec, start, end, residual, residual_out)
+        return _encode_fused(codec, start, end, residual, residual_out,
+                             workspace if workspace is not None else Workspace())
     pseudo_gradient = {name: start[name] - end[name] for name in end}
     feedback = ErrorFeedback(codec)
     if residual is not None:  # read only: encode replaces it
@@ -77,7 +79,7 @@ def encode_with_feedback(codec: Codec, start: Mapping[str, torch.Tensor], end: M
     return data
 
 
-def _encode_fused(codec: Codec, start, end, residual, residual_out) -> bytes:
+def _encode_fused(codec: Codec, start, end, residual, residual_out, workspace: Workspace) -> bytes:
     header, layout = codec.frame(end)
     for name, shape in layout:
         if tuple(start[name].shape) != shape or residual is not None and tuple(residual[name].shape) != shape:
@@ -89,14 +91,14 @@ def _encode_fused(codec: Codec, start, end, residual, residual_out) -> bytes:
     total = offsets[-1]
 
     # The corrected pseudo-gradient, flat in canonical order: (start - end) + residual, as the reference.
-    corrected = _workspace.array("corrected", np.float32, total)  # then the new residual, in place
+    corrected = workspace.array("corrected", np.float32, total)  # then the new residual, in place
     for (name, _), offset, size in zip(layout, offsets, sizes):
         target = torch.from_numpy(corrected[offset:offset + size])
         torch.sub(start[name].detach().reshape(-1), end[name].detach().reshape(-1), out=target)
         if residual is not None:
             target.add_(residual[name].detach().reshape(-1))
     if isinstance(codec, TopKCodec):
-        payload = encode_topk_in_place(codec, corrected, _workspace)  # `corrected` becomes the new residual
+        payload = encode_topk_in_place(codec, corrected, workspace)  # `corrected` becomes the new residual
         if payload is None:
             _raise_not_finite(start, end, residual, layout)
         _write_residual(corrected, residual_out, layout, offsets, sizes)

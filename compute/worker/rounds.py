@@ -45,9 +45,9 @@ from ..blobs import BlobStore
 from ..checkpoint_process import RemoteSnapshot
 from ..checkpoints import DeferredSnapshot, HashedCheckpoint, TrainingState, decode_checkpoint, weights_hash
 from ..canonical import decode_tensors
-from ..canonical_copy import allocate_canonical
+from ..canonical_copy import BufferPool, allocate_canonical
 from ..codecs import get_codec
-from ..codecs.fused import encode_with_feedback
+from ..codecs.fused import Workspace, encode_with_feedback
 from ..merkle import merkle_root
 from ..training import Trainer, train_round_segments
 from .errors import WorkerError
@@ -216,8 +216,9 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
     previous = (residuals.last(residual_hash) or decode_tensors(store.get(residual_hash))) if residual_hash else None
     # The new residual is written straight into its canonical bytes (`ErrorFeedback.encode`'s result, fused
     # for the sign and ternary codecs: `codecs.fused`).
-    residual_bytes, residual = allocate_canonical(end_weights)
-    data = encode_with_feedback(get_codec(trainer.spec.codec), start_weights, end_weights, previous, residual)
+    residual_bytes, residual = allocate_canonical(end_weights, residuals.buffers)
+    data = encode_with_feedback(get_codec(trainer.spec.codec), start_weights, end_weights, previous, residual,
+                                residuals.workspace)
     if alter_update is not None:
         data = alter_update(data)
     update_hash = store.put(data)
@@ -237,9 +238,14 @@ class ResidualStore:
     One thread stores them in the order their rounds made them, so once the last one submitted is done, all
     are. The residual stored last is kept by blob hash: the next round starts from it, and need not read back
     from disk the 4 bytes per parameter just written (a blob hash names one content forever, so whichever
-    store the hash came from, the tensors are the same). Built once per worker, beside its `Acceleration`."""
+    store the hash came from, the tensors are the same). Built once per worker, beside its `Acceleration`.
+
+    It also holds what `encode_update` reuses every round: the spare buffers of the residuals' canonical
+    bytes (`buffers`) and the encoder's scratch arrays (`workspace`)."""
 
     def __init__(self, acceleration: Acceleration | None = None) -> None:
+        self.buffers = BufferPool()
+        self.workspace = Workspace()
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="residual-store",
             initializer=acceleration.keep_off_training_core if acceleration is not None else None)
