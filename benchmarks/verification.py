@@ -343,12 +343,33 @@ UPDATE_CHECKS_PER_REPEAT = 3
 per-check figure (the fraction counts the reference task's 20 checks per worker)."""
 
 
-def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
-    """Seconds per trained step, per verified segment and per update check for `model` (k = REFERENCE_TASK's).
+@dataclasses.dataclass
+class CostRound:
+    """One honest round of the cost model, published to an in-memory source, and what verifying it needs."""
 
-    Training a round, verifying its segments and the update checks take turns, `repeats` times, so that other
-    work on the machine weighs on the three alike (timed one phase after the other, a load that came or went in
-    between moved the ratios from run to run)."""
+    model: Model
+    spec: object
+    dataset: object
+    trainer: Trainer
+    start: dict
+    published: object
+    honest: object
+    source: MemorySource
+
+    @property
+    def segments(self) -> int:
+        return len(self.published.listing) - 1
+
+    def claim(self, segment: int) -> SegmentClaim:
+        honest, published = self.honest, self.published
+        return SegmentClaim(1, 0, "worker-0", 0, segment, published.checkpoint_root, len(published.listing),
+                            honest.steps, honest.samples_processed, honest.start_weights_hash,
+                            DeterminismProfile(threads=1).id, update_hash=published.update_hash,
+                            residual_hash=published.residual_hash)
+
+
+def prepare_cost_round(model: Model) -> CostRound:
+    """`model` at the reference task's k, trained once for warm-up, and one honest round of it published."""
     model = dataclasses.replace(model, checkpoint_every=REFERENCE_TASK["checkpoint_every"], inner_steps=100)
     dataset = dataset_for(model.dataset)
     spec = make_spec(model, dataset.manifest_hash)
@@ -360,78 +381,52 @@ def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
     published = honest.publish()
     source = MemorySource()
     source.add_round(1, 0, published.listing, published.blobs)
-    segments = len(published.listing) - 1
-    own = DeterminismProfile(threads=1).id
+    return CostRound(model, spec, dataset, trainer, start, published, honest, source)
 
-    def claim(segment: int) -> SegmentClaim:
-        return SegmentClaim(1, 0, "worker-0", 0, segment, published.checkpoint_root, len(published.listing),
-                            honest.steps, honest.samples_processed, honest.start_weights_hash, own,
-                            update_hash=published.update_hash, residual_hash=published.residual_hash)
 
-    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)  # replays off the event loop, as in the service
+async def verify_cost_round(setup: CostRound, replayer: Replayer, off_loop) -> None:
+    """Every segment of the round as the service verifies: one event loop, SERVICE_CONCURRENCY segments in flight
+    (one fetches and hash-checks while another replays), every replay on the one executor thread, and one update
+    check for the round, which the segments in flight share."""
+    replayer.update_checks.clear()
+    slots = asyncio.Semaphore(SERVICE_CONCURRENCY)
+    segments = setup.segments
 
-    def off_loop(function):
-        return asyncio.get_running_loop().run_in_executor(executor, function)
+    async def verify_one(segment: int) -> None:
+        async with slots:
+            report = await verify_segment(setup.claim(segment), setup.spec, setup.dataset, setup.source, replayer,
+                                          spec_key="cost", run_replay=off_loop)
+            if report.outcome != PASSED:
+                raise SystemExit(f"honest cost-measurement segment failed: {report.reason}")
 
-    # The reference task samples 3 of 100 segments a round, rarely neighbours, so no checkpoint is at hand
-    # from another segment's check: nothing is kept between segments here either.
-    replayer.verified_blobs = VerifiedBlobs(max_bytes=0)
+    order = [segment for pair in zip(range(segments // 2), range(segments // 2, segments)) for segment in pair]
+    order += list(range(2 * (segments // 2), segments))
+    await asyncio.gather(*(verify_one(segment) for segment in order))
 
-    async def verify_round() -> None:
-        # As the service verifies: one event loop, SERVICE_CONCURRENCY segments in flight (one fetches and
-        # hash-checks while another replays), every replay on the one executor thread, and one update check
-        # for the round, which the segments in flight share.
-        replayer.update_checks.clear()
-        slots = asyncio.Semaphore(SERVICE_CONCURRENCY)
 
-        async def verify_one(segment: int) -> None:
-            async with slots:
-                report = await verify_segment(claim(segment), spec, dataset, source, replayer, spec_key="cost",
-                                              run_replay=off_loop)
-                if report.outcome != PASSED:
-                    raise SystemExit(f"honest cost-measurement segment failed: {report.reason}")
+async def check_cost_updates(setup: CostRound, off_loop) -> None:
+    """The once-per-worker-round update check on its own, UPDATE_CHECKS_PER_REPEAT times, nothing cached."""
+    for _ in range(UPDATE_CHECKS_PER_REPEAT):
+        verdict = await check_round_update(setup.claim(0), setup.spec, setup.dataset, setup.source,
+                                           list(setup.published.listing), {}, UpdateChecks(), off_loop,
+                                           VerifiedBlobs(max_bytes=0))
+        if verdict.outcome != PASSED:
+            raise SystemExit(f"honest cost-measurement update check failed: {verdict.reason}")
 
-        order = [segment for pair in zip(range(segments // 2), range(segments // 2, segments)) for segment in pair]
-        order += list(range(2 * (segments // 2), segments))
-        await asyncio.gather(*(verify_one(segment) for segment in order))
 
-    async def check_updates() -> None:  # the once-per-worker-round update check on its own, nothing cached
-        for _ in range(UPDATE_CHECKS_PER_REPEAT):
-            verdict = await check_round_update(claim(0), spec, dataset, source, list(published.listing), {},
-                                               UpdateChecks(), off_loop, VerifiedBlobs(max_bytes=0))
-            if verdict.outcome != PASSED:
-                raise SystemExit(f"honest cost-measurement update check failed: {verdict.reason}")
-
-    # Warm-up, as for training above: the replayer builds its model and optimizer for this spec once, and a
-    # verifier keeps them for every segment of the task (`Replayer.trainer`); only that is kept from it.
-    asyncio.run(verify_segment(claim(0), spec, dataset, source, replayer, spec_key="cost"))
-    clocks = {phase: [0.0, 0.0] for phase in ("train", "segments", "checks")}  # wall, CPU seconds
-
-    def timed(phase: str, function):
-        wall, cpu = time.perf_counter(), time.process_time()
-        result = function()
-        clocks[phase][0] += time.perf_counter() - wall
-        clocks[phase][1] += time.process_time() - cpu
-        return result
-
-    steps = 0
-    for round_index in range(repeats):
-        steps += timed("train", lambda: run_round(trainer, start, worker_index=0, round_index=round_index,
-                                                  steps=spec.training.inner_steps, sink=lambda record, data: None)).steps
-        timed("segments", lambda: asyncio.run(verify_round()))
-        timed("checks", lambda: asyncio.run(check_updates()))
-    executor.shutdown()
+def cost_figures(setup: CostRound, clocks: dict, steps: int, repeats: int) -> dict:
+    """Per step, segment and update check, wall and CPU, scaled to the reference task."""
     per_step, per_segment, per_check = (
         [value / count for value in clocks[phase]]
-        for phase, count in (("train", steps), ("segments", repeats * segments),
+        for phase, count in (("train", steps), ("segments", repeats * setup.segments),
                              ("checks", repeats * UPDATE_CHECKS_PER_REPEAT)))
     task_steps = REFERENCE_TASK["rounds"] * REFERENCE_TASK["inner_steps"]
     samples = REFERENCE_TASK["rounds"] * REFERENCE_TASK["samples_per_worker_round"]
     every = REFERENCE_TASK["checkpoint_every"]
     verifying = [samples * segment + REFERENCE_TASK["rounds"] * check for segment, check in zip(per_segment, per_check)]
     return {
-        "model": model.name, "seconds_per_trained_step": per_step[0], "seconds_per_verified_segment": per_segment[0],
-        "seconds_per_update_check": per_check[0],
+        "model": setup.model.name, "seconds_per_trained_step": per_step[0],
+        "seconds_per_verified_segment": per_segment[0], "seconds_per_update_check": per_check[0],
         "replay_step_cost_ratio": per_segment[0] / (every * per_step[0]),
         "samples_per_worker_per_task": samples,
         "fraction": verifying[0] / (task_steps * per_step[0]),
@@ -447,26 +442,66 @@ def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> None:
+def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
+    """Seconds per trained step, per verified segment and per update check for `model` (k = REFERENCE_TASK's).
+
+    Training a round, verifying its segments and the update checks take turns, `repeats` times, so that other
+    work on the machine weighs on the three alike (timed one phase after the other, a load that came or went in
+    between moved the ratios from run to run)."""
+    setup = prepare_cost_round(model)
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)  # replays off the event loop, as in the service
+
+    def off_loop(function):
+        return asyncio.get_running_loop().run_in_executor(executor, function)
+
+    # The reference task samples 3 of 100 segments a round, rarely neighbours, so no checkpoint is at hand
+    # from another segment's check: nothing is kept between segments here either.
+    replayer.verified_blobs = VerifiedBlobs(max_bytes=0)
+    # Warm-up, as for training above: the replayer builds its model and optimizer for this spec once, and a
+    # verifier keeps them for every segment of the task (`Replayer.trainer`); only that is kept from it.
+    asyncio.run(verify_segment(setup.claim(0), setup.spec, setup.dataset, setup.source, replayer, spec_key="cost"))
+    clocks = {phase: [0.0, 0.0] for phase in ("train", "segments", "checks")}  # wall, CPU seconds
+
+    def timed(phase: str, function):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = function()
+        clocks[phase][0] += time.perf_counter() - wall
+        clocks[phase][1] += time.process_time() - cpu
+        return result
+
+    steps = 0
+    for round_index in range(repeats):
+        steps += timed("train", lambda: run_round(setup.trainer, setup.start, worker_index=0, round_index=round_index,
+                                                  steps=setup.spec.training.inner_steps,
+                                                  sink=lambda record, data: None)).steps
+        timed("segments", lambda: asyncio.run(verify_cost_round(setup, replayer, off_loop)))
+        timed("checks", lambda: asyncio.run(check_cost_updates(setup, off_loop)))
+    executor.shutdown()
+    return cost_figures(setup, clocks, steps, repeats)
+
+
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one tiny model, fewer trials (about a minute or two)")
     parser.add_argument("--cheat-module", action="append", default=[], metavar="FILE",
                         help="a Python file registering more cheats (repeatable)")
     parser.add_argument("--honest-child", help=argparse.SUPPRESS)
-    options = parser.parse_args(argv)
-    if options.honest_child:
-        honest_child(json.loads(options.honest_child))
-        return
-    torch.set_num_threads(1)
-    for path in options.cheat_module:
-        print(f"loaded cheats {load_cheat_module(path)} from {path}", file=sys.stderr)
-    models = QUICK_MODELS if options.quick else FULL_MODELS
-    workers, rounds = (3, 2) if options.quick else (3, 3)
+    return parser.parse_args(argv)
+
+
+def honest_profiles(quick: bool) -> list[tuple[int, str]]:
+    """The (threads, instruction set) profiles the honest children train under, without repeats."""
     native = current_instruction_set()
     profiles = [(1, native), (2, native), (1, "avx2"), (2, "default")]
-    if not options.quick:
+    if not quick:
         profiles += [(1, "default"), (2, "avx2")]
-    profiles = list(dict.fromkeys(profiles))
+    return list(dict.fromkeys(profiles))
+
+
+def run_matrices(quick: bool, models, profiles: list[tuple[int, str]]) -> tuple[dict, dict, dict]:
+    """The honest matrix, the cheat matrix and the cost measurement, with one exact and one tolerance-measuring
+    verifier shared by all three."""
+    workers, rounds = (3, 2) if quick else (3, 3)
     exact, tolerant = Replayer(), Replayer(children=False, tolerance_fallback=True)
     began = time.perf_counter()
     try:
@@ -478,18 +513,23 @@ def main(argv: list[str] | None = None) -> None:
               f"(under tolerance only: {honest['tolerance_false_positives']} of {honest['tolerance_segments']})",
               file=sys.stderr)
         names = [name for name in CHEATS if name != "honest"]
-        cheats = verify_cheats(models, names, 3 if options.quick else 6, exact, tolerant)
-        cost = measure_cost(COST_MODEL, exact, 3 if options.quick else 6)
+        cheats = verify_cheats(models, names, 3 if quick else 6, exact, tolerant)
+        print(f"cheats: {json.dumps(cheats, default=str)}", file=sys.stderr)
+        cost = measure_cost(COST_MODEL, exact, 3 if quick else 6)
     finally:
         exact.close()
         tolerant.close()
+    return honest, cheats, cost
+
+
+def summarize(honest: dict, cheats: dict, cost: dict) -> dict:
+    """The JSON line's figures from the three measurements (without the run's settings)."""
     detection = {name: t["caught"] / t["faked_segments"] for name, t in cheats.items() if t["faked_segments"]}
     under_tolerance = {name: t["caught_under_tolerance"] / t["faked_segments"] for name, t in cheats.items()
                        if t["faked_segments"]}
-    print(f"cheats: {json.dumps(cheats, default=str)}", file=sys.stderr)
     weakest = min(detection.values())
     samples = cost["samples_per_worker_per_task"]
-    result = {
+    return {
         "detection": detection,
         "false_positive_rate": honest["false_positives"] / honest["segments"],
         "honest_segments": honest["segments"],
@@ -516,11 +556,28 @@ def main(argv: list[str] | None = None) -> None:
         "aggregation": honest["aggregation"],
         "faked_segments": {name: t["faked_segments"] for name, t in cheats.items()},
         "honest_failures": honest["failures"],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    options = parse_arguments(argv)
+    if options.honest_child:
+        honest_child(json.loads(options.honest_child))
+        return
+    torch.set_num_threads(1)
+    for path in options.cheat_module:
+        print(f"loaded cheats {load_cheat_module(path)} from {path}", file=sys.stderr)
+    models = QUICK_MODELS if options.quick else FULL_MODELS
+    profiles = honest_profiles(options.quick)
+    began = time.perf_counter()
+    honest, cheats, cost = run_matrices(options.quick, models, profiles)
+    result = summarize(honest, cheats, cost)
+    result.update({
         "profiles": [f"threads-{t}/isa-{i}" for t, i in profiles],
         "models": [m.name for m in models],
         "seconds": round(time.perf_counter() - began, 1),
         "quick": options.quick,
-    }
+    })
     print(json.dumps(result, default=lambda v: str(v)))
 
 
