@@ -9,8 +9,8 @@ machine (docs/performance.md has the figures).
 
 Direct I/O wants block-aligned memory, offsets and lengths. A chunk that starts on a page boundary (a
 checkpoint captured by `compute.canonical_copy`) is written from where it lies, all but its last partial
-block; other bytes pass through a page-aligned scratch buffer (one per thread, reused) in pieces of `PIECE`
-bytes. The last piece is zero-padded to a whole block and the file is then truncated to its real length. Where the filesystem refuses `O_DIRECT` (tmpfs on older
+block; other bytes pass through a page-aligned scratch buffer in pieces of `PIECE` bytes: a `DirectScratch`'s,
+reused (one per thread; a `BlobStore` owns one), or one made for the call. The last piece is zero-padded to a whole block and the file is then truncated to its real length. Where the filesystem refuses `O_DIRECT` (tmpfs on older
 kernels, some network filesystems) the caller falls back to an ordinary write: `write_direct` returns False
 having written nothing that counts.
 """
@@ -29,18 +29,28 @@ BLOCK = 4096  # alignment that satisfies every common logical block size (512 or
 PIECE = 4 * 1024 * 1024
 DIRECT_MINIMUM = 1024 * 1024  # below this the page cache costs little and a write need not wait for the device
 
-_scratch = threading.local()
+class DirectScratch:
+    """Page-aligned scratch buffers for `write_direct`, one per thread, made on first use and kept: fresh
+    memory costs a page fault per page on first touch, on every write."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def view(self) -> memoryview:
+        view = getattr(self._local, "view", None)
+        if view is None:
+            view = self._local.view = _fresh_view()
+        return view
 
 
-def _scratch_view() -> memoryview:
-    view = getattr(_scratch, "view", None)
-    if view is None:
-        view = _scratch.view = memoryview(mmap.mmap(-1, PIECE))  # anonymous mappings are page-aligned
-    return view
+def _fresh_view() -> memoryview:
+    return memoryview(mmap.mmap(-1, PIECE))  # anonymous mappings are page-aligned
 
 
-def write_direct(path: str | os.PathLike, chunks: Iterable[bytes | bytearray | memoryview]) -> bool:
-    """Write the concatenation of `chunks` to the existing, empty file `path` with direct I/O.
+def write_direct(path: str | os.PathLike, chunks: Iterable[bytes | bytearray | memoryview],
+                 scratch: DirectScratch | None = None) -> bool:
+    """Write the concatenation of `chunks` to the existing, empty file `path` with direct I/O, unaligned
+    bytes through `scratch`'s buffer (none: one made for this call).
 
     Returns False (the file may then hold garbage: the caller rewrites it) when direct I/O is not supported
     here; any other OSError propagates.
@@ -53,7 +63,7 @@ def write_direct(path: str | os.PathLike, chunks: Iterable[bytes | bytearray | m
         if error.errno == errno.EINVAL:
             return False
         raise
-    view = _scratch_view()
+    view = scratch.view() if scratch is not None else _fresh_view()
     try:
         filled = 0
         written = 0

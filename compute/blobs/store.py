@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from trolly.wallet.files import create_temporary, install, make_directories, write_all
 
-from .direct import DIRECT_MINIMUM, write_direct
+from .direct import DIRECT_MINIMUM, DirectScratch, write_direct
 from .errors import BlobHashMismatch, BlobNotFound, BlobTooLarge, InvalidBlobHash
 
 DEFAULT_MAX_BLOB_SIZE = 256 * 1024 * 1024
@@ -31,19 +31,20 @@ def check_blob_hash(digest: str) -> str:
     return digest
 
 
-def _write_atomically(path: pathlib.Path, data: bytes) -> None:
+def _write_atomically(path: pathlib.Path, data: bytes, scratch: DirectScratch | None = None) -> None:
     make_directories(path.parent)
-    install(_write_temporary(path.parent, data), path)
+    install(_write_temporary(path.parent, data, scratch), path)
 
 
-def _write_temporary(directory: pathlib.Path, data: bytes) -> pathlib.Path:
+def _write_temporary(directory: pathlib.Path, data: bytes, scratch: DirectScratch | None = None) -> pathlib.Path:
     """`data` in a new temporary file in `directory`, on the disk (fsynced) before it is given a name by
-    `install` (which fsyncs the directory after the rename); removed again if writing fails."""
+    `install` (which fsyncs the directory after the rename); removed again if writing fails. `scratch`: the
+    direct writes' buffers for unaligned bytes (`direct.write_direct`)."""
     descriptor, temporary = create_temporary(directory, "incoming")
     try:
         try:
             # Large blobs (checkpoints) go past the page cache: far less CPU, see direct.py.
-            if not (memoryview(data).nbytes >= DIRECT_MINIMUM and write_direct(temporary, (data,))):
+            if not (memoryview(data).nbytes >= DIRECT_MINIMUM and write_direct(temporary, (data,), scratch)):
                 os.ftruncate(descriptor, 0)  # whatever a refused direct write left
                 write_all(descriptor, data)
             os.fsync(descriptor)
@@ -65,7 +66,8 @@ class BlobStore:
     `put_hashing` hashes on a thread of the store's own, created by the first call: on Linux a thread takes
     the CPUs of the thread that creates it, so in a worker's round (where the first call comes from the
     checkpoint thread, which keeps off the training core) the hashing thread keeps off it too. `keep_off`, if
-    given, is that thread's first call instead (`Acceleration.keep_off_training_core`)."""
+    given, is that thread's first call instead (`Acceleration.keep_off_training_core`). The store also keeps
+    the scratch buffers its direct writes copy unaligned bytes through (`direct.DirectScratch`)."""
 
     def __init__(self, root: str | os.PathLike, max_blob_size: int = DEFAULT_MAX_BLOB_SIZE,
                  keep_off: Callable[[], None] | None = None) -> None:
@@ -74,6 +76,7 @@ class BlobStore:
         self._keep_off = keep_off
         self._hasher: concurrent.futures.ThreadPoolExecutor | None = None  # see put_hashing
         self._hasher_lock = threading.Lock()
+        self._scratch = DirectScratch()
         make_directories(self.root / "blobs")
 
     def _hashing_thread(self) -> concurrent.futures.ThreadPoolExecutor:
@@ -100,7 +103,7 @@ class BlobStore:
             raise BlobHashMismatch(f"bytes hash to {digest}, not {expected}")
         path = self.path(digest)
         if not path.is_file():
-            _write_atomically(path, data)
+            _write_atomically(path, data, self._scratch)
         return digest
 
     def put_hashed(self, data: bytes, digest: str) -> str:
@@ -111,7 +114,7 @@ class BlobStore:
             raise BlobTooLarge(f"blob of {len(data)} bytes exceeds the limit of {self.max_blob_size}")
         path = self.path(digest)
         if not path.is_file():
-            _write_atomically(path, data)
+            _write_atomically(path, data, self._scratch)
         return digest
 
     def put_hashing(self, data: bytes | bytearray | memoryview) -> str:
@@ -126,7 +129,7 @@ class BlobStore:
             raise BlobTooLarge(f"blob of {len(data)} bytes exceeds the limit of {self.max_blob_size}")
         hashing = self._hashing_thread().submit(_sha256_hex, data)
         try:
-            temporary = _write_temporary(self.root / "blobs", data)
+            temporary = _write_temporary(self.root / "blobs", data, self._scratch)
         except BaseException:
             concurrent.futures.wait([hashing])  # the caller may reuse the buffer once this returns
             raise
