@@ -280,7 +280,7 @@ def test_put_hashing_leaves_nothing_behind_when_the_write_or_the_hash_fails(tmp_
     from trolly.compute.blobs import store as store_module
     store = BlobStore(tmp_path)
 
-    def full_disk(directory, data):
+    def full_disk(directory, data, scratch=None):
         raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as patch:
