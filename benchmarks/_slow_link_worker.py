@@ -101,64 +101,79 @@ class Commands:
                 for peer, digest in enumerate(hashes) if peer != own]
 
 
-async def main(config: dict) -> None:
-    loop = asyncio.get_running_loop()
-    index = config["index"]
-    blobs = build_dataset("digits")
-    dataset = dataset_from_blobs(blobs)
-    settings = dict(MLP_SETTINGS, codec=config["codec"], inner_steps=config["inner_steps"])
-    spec = make_spec(blobs.manifest_hash, {"arch": "mlp", "config": {"hidden": [1024, 1024]}}, "digits", settings,
-                     rounds=config["max_rounds"] + 1, seed=FULL_SEEDS[0])
-    trainer = Trainer(spec, dataset)
-    store = BlobStore(config["store"])
-    writer = BlobWriter(store)  # checkpoints reach the disk while training goes on, as in a worker
-    server = BlobServer(store, host=config["host"], port=config["port"])
-    await server.start()
-    downlink = SimulatedDownlink(config["simulated_rate_mbit"])
-    # The benchmark's workers reach each other on loopback or on the private addresses of its veth pairs.
-    session = blob_session(AddressPolicy(allow_private=True), RETRY.request_timeout)
-    published_bytes = 0
-    own_digests: list[str] = []
-    last_fetch_seconds = [0.0]  # wall time of the latest exchange's fetches: what the link costs
+class LinkWorker:
+    """One benchmark worker: its trainer, blob store and server, its link to the others, and the exchanges."""
 
-    async def fetch_from(number: int, digest: str) -> bytes:
-        return await LinkClient([config["peers"][number]], config["latency"], downlink, session).fetch(digest)
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.index = config["index"]
+        blobs = build_dataset("digits")
+        self.dataset = dataset_from_blobs(blobs)
+        settings = dict(MLP_SETTINGS, codec=config["codec"], inner_steps=config["inner_steps"])
+        self.spec = make_spec(blobs.manifest_hash, {"arch": "mlp", "config": {"hidden": [1024, 1024]}}, "digits",
+                              settings, rounds=config["max_rounds"] + 1, seed=FULL_SEEDS[0])
+        self.trainer = Trainer(self.spec, self.dataset)
+        self.store = BlobStore(config["store"])
+        self.writer = BlobWriter(self.store)  # checkpoints reach the disk while training goes on, as in a worker
+        self.server = BlobServer(self.store, host=config["host"], port=config["port"])
+        self.downlink = SimulatedDownlink(config["simulated_rate_mbit"])
+        self.published_bytes = 0
+        self.own_digests: list[str] = []
+        self.last_fetch_seconds = 0.0  # wall time of the latest exchange's fetches: what the link costs
+        self.session = None
+        self.commands: Commands | None = None
 
-    commands = Commands(loop, fetch_from)
-    emit({"ready": True})
-    if "stop" in await commands.next():
-        return
+    async def start(self) -> bool:
+        """Serve blobs, say ready, and wait for the start; False when told to stop instead."""
+        await self.server.start()
+        # The benchmark's workers reach each other on loopback or on the private addresses of its veth pairs.
+        self.session = blob_session(AddressPolicy(allow_private=True), RETRY.request_timeout)
+        self.commands = Commands(asyncio.get_running_loop(), self.fetch_from)
+        emit({"ready": True})
+        return "stop" not in await self.commands.next()
 
-    async def exchange(own_data: bytes) -> list[bytes] | None:
+    async def close(self) -> None:
+        await self.session.close()
+        await self.server.stop()
+
+    async def fetch_from(self, number: int, digest: str) -> bytes:
+        config = self.config
+        return await LinkClient([config["peers"][number]], config["latency"], self.downlink, self.session).fetch(digest)
+
+    async def exchange(self, own_data: bytes) -> list[bytes] | None:
         """Publish, wait for everyone's hashes, fetch the peers' blobs (own one locally), in worker order."""
-        nonlocal published_bytes
-        digest = store.put(own_data)
-        published_bytes += len(own_data)
-        own_digests.append(digest)
-        if config["mode"] == "dense" and len(own_digests) > 2:
+        digest = self.store.put(own_data)
+        self.published_bytes += len(own_data)
+        self.own_digests.append(digest)
+        if self.config["mode"] == "dense" and len(self.own_digests) > 2:
             # everyone has published the exchange after it, so everyone has fetched it: free the disk
-            stale = own_digests.pop(0)
-            if stale not in own_digests:
-                store.path(stale).unlink(missing_ok=True)
-        emit({"hash": digest, "bytes_published": published_bytes})
-        command = await commands.next()
+            stale = self.own_digests.pop(0)
+            if stale not in self.own_digests:
+                self.store.path(stale).unlink(missing_ok=True)
+        emit({"hash": digest, "bytes_published": self.published_bytes})
+        command = await self.commands.next()
         if "stop" in command:
             return None
         hashes = command["hashes"]
+        loop = asyncio.get_running_loop()
         began = loop.time()  # from the barrier: what the link still costs once everyone has published
-        others = iter(await asyncio.gather(*commands.fetches(hashes, index)))
-        last_fetch_seconds[0] = loop.time() - began
-        return [own_data if number == index else next(others) for number in range(len(hashes))]
+        others = iter(await asyncio.gather(*self.commands.fetches(hashes, self.index)))
+        self.last_fetch_seconds = loop.time() - began
+        return [own_data if number == self.index else next(others) for number in range(len(hashes))]
 
-    codec = get_codec(spec.codec) if config["mode"] == "ours" else get_codec("fp32")
-    if config["mode"] == "ours":
+    async def run_diloco(self) -> None:
+        """Ours: rounds of inner steps, each worker's encoded update exchanged, then the outer step."""
+        loop = asyncio.get_running_loop()
+        spec, trainer, dataset = self.spec, self.trainer, self.dataset
+        codec = get_codec(spec.codec)
         state = GlobalState.initial(initial_weights(spec, dataset.shape))
         feedback = ErrorFeedback(codec)
-        for round_index in range(config["max_rounds"] + 1):
+        for round_index in range(self.config["max_rounds"] + 1):
             encoded = await loop.run_in_executor(None, lambda: train_and_encode(
-                trainer, feedback, state.weights, worker_index=index, round_index=round_index,
-                steps=spec.training.inner_steps, sink=lambda record, data: writer.write(record.digest.hex(), data)))
-            everyone = await exchange(encoded.encoded_update)
+                trainer, feedback, state.weights, worker_index=self.index, round_index=round_index,
+                steps=spec.training.inner_steps,
+                sink=lambda record, data: self.writer.write(record.digest.hex(), data)))
+            everyone = await self.exchange(encoded.encoded_update)
             if everyone is None:
                 break
 
@@ -168,38 +183,56 @@ async def main(config: dict) -> None:
 
             # off the event loop, which serves this worker's update to the others meanwhile
             state = await loop.run_in_executor(None, aggregate)
-            if index == 0:
+            if self.index == 0:
                 trainer.model.load_state_dict(state.weights)
                 accuracy = (await loop.run_in_executor(None, evaluate, trainer.model, dataset))[1]
-                emit({"accuracy": accuracy, "fetch_seconds": last_fetch_seconds[0]})
-    else:
+                emit({"accuracy": accuracy, "fetch_seconds": self.last_fetch_seconds})
+
+    async def run_dense(self) -> None:
+        """The baseline: dense fp32 data parallel, every step's gradients exchanged and averaged."""
+        loop = asyncio.get_running_loop()
+        spec, trainer, dataset, config = self.spec, self.trainer, self.dataset, self.config
+        codec = get_codec("fp32")
         model = trainer.model
         inner = spec.training.inner_optimizer
         optimizer = torch.optim.AdamW(model.parameters(), lr=inner.lr, weight_decay=inner.weight_decay, foreach=False)
-        names = [name for name, _ in model.named_parameters()]
         for step in range(config["max_steps"] + 1):
             def compute_gradient():
-                inputs, targets = sample_batch(dataset, spec.training.batch_size, spec.training.seed, index, 0, step)
+                inputs, targets = sample_batch(dataset, spec.training.batch_size, spec.training.seed, self.index, 0,
+                                               step)
                 loss = trainer.loss(inputs, targets)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 return codec.encode({name: parameter.grad for name, parameter in model.named_parameters()})
-            everyone = await exchange(await loop.run_in_executor(None, compute_gradient))
+            everyone = await self.exchange(await loop.run_in_executor(None, compute_gradient))
             if everyone is None:
                 break
-            gradients = [codec.decode(data) for data in everyone]
-            with torch.no_grad():
-                for name, parameter in model.named_parameters():
-                    total = gradients[0][name].clone()
-                    for other in gradients[1:]:
-                        total += other[name]
-                    parameter.grad = total / len(gradients)
+            average_gradients(model, [codec.decode(data) for data in everyone])
             optimizer.step()
-            if index == 0:
+            if self.index == 0:
                 due = (step + 1) % config["eval_every"] == 0
-                emit({"accuracy": evaluate(model, dataset)[1] if due else None, "fetch_seconds": last_fetch_seconds[0]})
-    await session.close()
-    await server.stop()
+                emit({"accuracy": evaluate(model, dataset)[1] if due else None,
+                      "fetch_seconds": self.last_fetch_seconds})
+
+
+def average_gradients(model: torch.nn.Module, gradients: list[dict]) -> None:
+    """Set each parameter's gradient to the mean of the workers' gradients, in worker order."""
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            total = gradients[0][name].clone()
+            for other in gradients[1:]:
+                total += other[name]
+            parameter.grad = total / len(gradients)
+
+
+async def main(config: dict) -> None:
+    worker = LinkWorker(config)
+    if await worker.start():
+        if config["mode"] == "ours":
+            await worker.run_diloco()
+        else:
+            await worker.run_dense()
+    await worker.close()
 
 
 if __name__ == "__main__":
