@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import hashlib
 import gc
 import pathlib
 import threading
@@ -191,3 +192,14 @@ def test_a_direct_write_through_a_kept_scratch_writes_the_same_bytes_as_through_
             pytest.skip("the filesystem under tmp_path refuses O_DIRECT")
         written.append(path.read_bytes())
     assert written[0] == written[1] == written[2] == data[1:]
+
+
+def test_a_blob_writer_calls_its_on_start_hook_first_on_its_thread(tmp_path):
+    from trolly.compute.blobs import BlobWriter
+    calls = []
+    with BlobWriter(BlobStore(tmp_path), on_start=lambda: calls.append(threading.current_thread().name)) as writer:
+        data = b"blob"
+        writer.write(hashlib.sha256(data).hexdigest(), data)
+        writer.flush()
+        writer.write(hashlib.sha256(data).hexdigest(), data)
+    assert calls == ["blob-writer"]
