@@ -404,11 +404,13 @@ async def verify_cost_round(setup: CostRound, replayer: Replayer, off_loop) -> N
     await asyncio.gather(*(verify_one(segment) for segment in order))
 
 
-async def check_cost_updates(setup: CostRound, off_loop) -> None:
-    """The once-per-worker-round update check on its own, UPDATE_CHECKS_PER_REPEAT times, nothing cached."""
+async def check_cost_updates(setup: CostRound, replayer: Replayer, off_loop) -> None:
+    """The once-per-worker-round update check on its own, UPDATE_CHECKS_PER_REPEAT times, no result cached (only
+    the encoder's scratch, which a verifier keeps for every check: `UpdateChecks.workspace`)."""
     for _ in range(UPDATE_CHECKS_PER_REPEAT):
+        checks = UpdateChecks(workspace=replayer.update_checks.workspace)
         verdict = await check_round_update(setup.claim(0), setup.spec, setup.dataset, setup.source,
-                                           list(setup.published.listing), {}, UpdateChecks(), off_loop,
+                                           list(setup.published.listing), {}, checks, off_loop,
                                            VerifiedBlobs(max_bytes=0))
         if verdict.outcome != PASSED:
             raise SystemExit(f"honest cost-measurement update check failed: {verdict.reason}")
@@ -475,7 +477,7 @@ def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
                                                   steps=setup.spec.training.inner_steps,
                                                   sink=lambda record, data: None)).steps
         timed("segments", lambda: asyncio.run(verify_cost_round(setup, replayer, off_loop)))
-        timed("checks", lambda: asyncio.run(check_cost_updates(setup, off_loop)))
+        timed("checks", lambda: asyncio.run(check_cost_updates(setup, replayer, off_loop)))
     executor.shutdown()
     return cost_figures(setup, clocks, steps, repeats)
 

@@ -18,7 +18,7 @@ from trolly.compute.codecs import CODEC_REGISTRY, get_codec
 from trolly.compute.layout import model_layout
 from trolly.verifier.replay import FAILED, PASSED, UNAVAILABLE, Replayer, verify_segment
 from trolly.verifier.sources import MemorySource
-from trolly.verifier.update_check import expected_update, expected_update_reference, judge_update
+from trolly.verifier.update_check import UpdateChecks, expected_update, expected_update_reference, judge_update
 
 from verifier_helpers import build_round, claim_for, digits, tiny_spec
 
@@ -146,10 +146,12 @@ def test_fast_and_reference_update_recomputations_agree_bit_for_bit(codec):
     start = {n: torch.randn(s, generator=generator) for n, (_, s) in layout.weights.items()}
     end = {n: t - 1e-2 * torch.randn(t.shape, generator=generator) for n, t in start.items()}
     previous = {n: 1e-3 * torch.randn(t.shape, generator=generator) for n, t in start.items()}
-    for residual in (None, previous):
-        fast_update, fast_residual = expected_update(get_codec(codec), start, end, residual)
+    kept = UpdateChecks().workspace  # the scratch a verifier keeps from one check to the next
+    for residual in (None, previous, None):
         reference_update, reference_residual = expected_update_reference(get_codec(codec), start, end, residual)
-        assert bytes(fast_update) == reference_update and bytes(fast_residual) == reference_residual
+        for workspace in (None, kept):
+            fast_update, fast_residual = expected_update(get_codec(codec), start, end, residual, workspace)
+            assert bytes(fast_update) == reference_update and bytes(fast_residual) == reference_residual
 
 
 def test_judge_update_refuses_a_last_checkpoint_with_optimizer_state(spec):

@@ -337,7 +337,7 @@ async def _check_update(key: tuple, claim: SegmentClaim, spec: TaskSpec, dataset
     verdict = await run(lambda: judge_update(
         get_codec(spec.codec), layout, first=blobs[0], last=blobs[len(listing) - 1],
         previous_residual=blobs.get("residual"), start_weights_hash=claim.start_weights_hash,
-        update_hash=claim.update_hash, residual_hash=claim.residual_hash))
+        update_hash=claim.update_hash, residual_hash=claim.residual_hash, workspace=checks.workspace))
     checks.put(key, verdict)
     checks.computed += 1
     return verdict

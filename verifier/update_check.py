@@ -34,7 +34,7 @@ from trolly.compute.canonical import decode_entries, encode_tensors
 from trolly.compute.canonical_copy import allocate_canonical
 from trolly.compute.checkpoints import decode_checkpoint, weights_hash
 from trolly.compute.codecs import Codec, ErrorFeedback
-from trolly.compute.codecs.fused import encode_with_feedback
+from trolly.compute.codecs.fused import Workspace, encode_with_feedback
 from trolly.compute.errors import ComputeError
 from trolly.compute.layout import ModelLayout, check_blob
 
@@ -48,10 +48,12 @@ class UpdateVerdict:
 
 
 def expected_update(codec: Codec, start: Mapping[str, torch.Tensor], end: Mapping[str, torch.Tensor],
-                    previous_residual: Mapping[str, torch.Tensor] | None) -> tuple[bytes, memoryview]:
-    """(the update's bytes, the new residual's canonical bytes), as the worker makes them."""
+                    previous_residual: Mapping[str, torch.Tensor] | None, workspace: Workspace | None = None
+                    ) -> tuple[bytes, memoryview]:
+    """(the update's bytes, the new residual's canonical bytes), as the worker makes them; `workspace` holds
+    the encoder's scratch between checks (None: fresh for this one)."""
     residual_bytes, residual = allocate_canonical(end)
-    return encode_with_feedback(codec, start, end, previous_residual, residual), residual_bytes
+    return encode_with_feedback(codec, start, end, previous_residual, residual, workspace), residual_bytes
 
 
 def expected_update_reference(codec: Codec, start: Mapping[str, torch.Tensor], end: Mapping[str, torch.Tensor],
@@ -65,7 +67,8 @@ def expected_update_reference(codec: Codec, start: Mapping[str, torch.Tensor], e
 
 
 def judge_update(codec: Codec, layout: ModelLayout, *, first: bytes, last: bytes, previous_residual: bytes | None,
-                 start_weights_hash: bytes, update_hash: bytes, residual_hash: bytes) -> UpdateVerdict:
+                 start_weights_hash: bytes, update_hash: bytes, residual_hash: bytes,
+                 workspace: Workspace | None = None) -> UpdateVerdict:
     """Recompute the update and residual from checkpoint 0 (`first`), checkpoint n (`last`) and the previous
     residual's bytes (None: zero), all already hash-checked against the commitments, and compare."""
     if len(update_hash) != 32 or len(residual_hash) != 32:
@@ -85,7 +88,7 @@ def judge_update(codec: Codec, layout: ModelLayout, *, first: bytes, last: bytes
     if weights_hash(start.weights) != start_weights_hash:
         return UpdateVerdict("fail", "checkpoint 0 does not hold the committed start weights")
     try:
-        data, residual = expected_update(codec, start.weights, end.weights, previous)
+        data, residual = expected_update(codec, start.weights, end.weights, previous, workspace)
     except ComputeError as error:  # e.g. non-finite weights: no honest round produces them
         return UpdateVerdict("fail", f"the committed checkpoints give no update: {error}")
     if hashlib.sha256(data).digest() != update_hash:
@@ -104,7 +107,9 @@ class UpdateChecks:
     and two sampled segments of one worker's round that both reach the check before either has finished it
     wait for the one check instead of fetching its blobs and recomputing the update twice."""
 
-    def __init__(self, size: int = 256) -> None:
+    def __init__(self, size: int = 256, workspace: Workspace | None = None) -> None:
+        self.workspace = workspace if workspace is not None else Workspace()
+        """The encoder's scratch, kept from one check to the next (every round's update has the same size)."""
         self._results: collections.OrderedDict[tuple, UpdateVerdict] = collections.OrderedDict()
         self._running: dict[tuple, asyncio.Future] = {}
         self._size = size
