@@ -112,8 +112,8 @@ def test_one_cpu_is_no_cpu_to_spare():
         pass
 
 
-@needs_two_cpus
-def test_in_a_round_the_checkpoint_process_and_the_background_threads_are_off_the_training_cpu(tmp_path):
+def small_round(tmp_path):
+    """A tiny MLP task's round 0 of 12 steps for worker 0: (spec, dataset, trainer, worker state, progress)."""
     blobs = build_dataset("digits")
     spec = spec_from_dict(example_spec(
         blobs.manifest_hash, model={"arch": "mlp", "config": {"hidden": [32]}}, codec="ternary",
@@ -123,6 +123,24 @@ def test_in_a_round_the_checkpoint_process_and_the_background_threads_are_off_th
     state = WorkerState.load(tmp_path)
     progress = state.add_task(3, "00" * 32, worker_index=0).round(0)
     progress.steps = 12
+    return spec, dataset, trainer, state, progress
+
+
+def train_watched(tmp_path, spec, dataset, trainer, state, progress, options: AccelerationOptions, look) -> None:
+    """Train the round on a thread of its own under an acceleration with `options`, `look` called between
+    segments; the trainer is closed after."""
+    try:
+        with Acceleration(options) as acceleration:
+            in_thread(lambda: train_round(trainer, TrainingStrategy(), BlobStore(tmp_path / "blobs"), state, progress,
+                                          worker_index=0, start_weights=initial_weights(spec, dataset.shape),
+                                          acceleration=acceleration, on_segment=look))
+    finally:
+        trainer.close()
+
+
+@needs_two_cpus
+def test_in_a_round_the_checkpoint_process_and_the_background_threads_are_off_the_training_cpu(tmp_path):
+    spec, dataset, trainer, state, progress = small_round(tmp_path)
     seen = []
 
     def look(step, steps):  # on the training thread, between segments
@@ -132,13 +150,7 @@ def test_in_a_round_the_checkpoint_process_and_the_background_threads_are_off_th
         helper = os.sched_getaffinity(process._process.pid) if process is not None else None
         seen.append((os.sched_getaffinity(0), threads, helper))
 
-    try:
-        with Acceleration() as acceleration:
-            in_thread(lambda: train_round(trainer, TrainingStrategy(), BlobStore(tmp_path / "blobs"), state, progress,
-                                          worker_index=0, start_weights=initial_weights(spec, dataset.shape),
-                                          acceleration=acceleration, on_segment=look))
-    finally:
-        trainer.close()
+    train_watched(tmp_path, spec, dataset, trainer, state, progress, AccelerationOptions(), look)
     assert seen
     for training, threads, helper in seen:
         assert training == {CPUS[0]}
@@ -148,15 +160,7 @@ def test_in_a_round_the_checkpoint_process_and_the_background_threads_are_off_th
 
 @needs_two_cpus
 def test_in_a_round_without_the_checkpoint_process_the_copier_and_hasher_threads_are_off_the_training_cpu(tmp_path):
-    blobs = build_dataset("digits")
-    spec = spec_from_dict(example_spec(
-        blobs.manifest_hash, model={"arch": "mlp", "config": {"hidden": [32]}}, codec="ternary",
-        training={"rounds": 2, "inner_steps": 12, "batch_size": 8, "checkpoint_every": 5, "seed": 11}))
-    dataset = dataset_from_blobs(blobs)
-    trainer = Trainer(spec, dataset)
-    state = WorkerState.load(tmp_path)
-    progress = state.add_task(3, "00" * 32, worker_index=0).round(0)
-    progress.steps = 12
+    spec, dataset, trainer, state, progress = small_round(tmp_path)
     seen = []
 
     def look(step, steps):  # on the training thread, between segments
@@ -167,13 +171,8 @@ def test_in_a_round_without_the_checkpoint_process_the_copier_and_hasher_threads
             threads["checkpoint-copy"] = os.sched_getaffinity(copier.native_id)
         seen.append(threads)
 
-    try:
-        with Acceleration(AccelerationOptions(checkpoint_process=False)) as acceleration:
-            in_thread(lambda: train_round(trainer, TrainingStrategy(), BlobStore(tmp_path / "blobs"), state, progress,
-                                          worker_index=0, start_weights=initial_weights(spec, dataset.shape),
-                                          acceleration=acceleration, on_segment=look))
-    finally:
-        trainer.close()
+    train_watched(tmp_path, spec, dataset, trainer, state, progress, AccelerationOptions(checkpoint_process=False),
+                  look)
     assert seen
     for threads in seen[1:]:  # from the second segment on, the copier has copied under the round's hook
         assert set(threads) == {"checkpoint-hasher", "checkpoint-copy"}, threads

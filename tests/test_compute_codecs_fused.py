@@ -15,39 +15,20 @@ from hypothesis.extra import numpy as hnp
 
 from trolly.compute.canonical import decode_tensors
 from trolly.compute.canonical_copy import allocate_canonical
-from trolly.compute.codecs import ErrorFeedback, get_codec
+from trolly.compute.codecs import get_codec
 from trolly.compute.codecs import fused
 from trolly.compute.codecs.quantize import SIGN_CHUNK, fixed_tree_sum
 from trolly.compute.errors import CodecError
 
+from codec_helpers import draw_cuts, model_sized_update, reference, split
+
 finite = st.floats(min_value=-1000, max_value=1000, allow_nan=False, allow_infinity=False, width=32)
-
-
-def split(flat: np.ndarray, cuts: list[int]) -> dict[str, torch.Tensor]:
-    """Named tensors of the sizes `cuts` gives, names chosen so that the canonical order is not insertion order."""
-    tensors, begin = {}, 0
-    for index, size in enumerate(cuts):
-        tensors[f"t{(7 * index) % 10}.{index}"] = torch.from_numpy(flat[begin:begin + size].copy())
-        begin += size
-    return tensors
-
-
-def reference(codec_name, start, end, residual):
-    feedback = ErrorFeedback(get_codec(codec_name))
-    if residual is not None:
-        feedback.load_state(residual)
-    data, _ = feedback.encode({name: start[name] - end[name] for name in end})
-    return data, feedback.residual
 
 
 @st.composite
 def updates(draw):
     size = draw(st.integers(1, 5 * SIGN_CHUNK + 9))
-    cuts, left = [], size
-    while left:
-        take = draw(st.integers(1, left))
-        cuts.append(take)
-        left -= take
+    cuts = draw_cuts(draw, st.integers, size)
     start = draw(hnp.arrays(np.float32, size, elements=finite))
     moved = draw(hnp.arrays(np.float32, size, elements=st.floats(-1, 1, width=32)))
     residual = draw(st.none() | hnp.arrays(np.float32, size, elements=st.floats(-0.5, 0.5, width=32)))
@@ -135,12 +116,7 @@ def test_chunk_sums_follow_the_fixed_tree_where_another_order_would_round_differ
 
 @pytest.mark.parametrize("codec_name", ["sign", "ternary"])
 def test_a_model_sized_update_is_the_reference(codec_name):
-    generator = torch.Generator().manual_seed(5)
-    shapes = {"0.weight": (1024, 64), "0.bias": (1024,), "2.weight": (1024, 1024), "2.bias": (1024,),
-              "4.weight": (10, 1024), "4.bias": (10,)}
-    start = {name: torch.randn(shape, generator=generator) for name, shape in shapes.items()}
-    end = {name: tensor - 1e-3 * torch.randn(tensor.shape, generator=generator) for name, tensor in start.items()}
-    residual = {name: 1e-4 * torch.randn(tensor.shape, generator=generator) for name, tensor in start.items()}
+    start, end, residual = model_sized_update()
     expected, expected_residual = reference(codec_name, start, end, residual)
     _, residual_out = allocate_canonical(end)
     assert fused.encode_with_feedback(get_codec(codec_name), start, end, residual, residual_out) == expected

@@ -20,8 +20,10 @@ from hypothesis.extra import numpy as hnp
 
 from trolly.compute.canonical import decode_tensors
 from trolly.compute.canonical_copy import allocate_canonical
-from trolly.compute.codecs import CODEC_REGISTRY, ErrorFeedback, TopKCodec, fused, get_codec
+from trolly.compute.codecs import CODEC_REGISTRY, TopKCodec, fused, get_codec
 from trolly.compute.errors import CodecError
+
+from codec_helpers import draw_cuts, model_sized_update, reference, split
 
 TOPK_NAMES = sorted(name for name, codec in CODEC_REGISTRY.items() if isinstance(codec, TopKCodec))
 SMALL_CODECS = [TopKCodec(f"topk-{value_format}-{density}-{chunk}", density, value_format, chunk=chunk)
@@ -30,14 +32,6 @@ SMALL_CODECS = [TopKCodec(f"topk-{value_format}-{density}-{chunk}", density, val
 
 TIES = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0 ** -140, -(2.0 ** -140), 1.0000001, -1.0000001]
 values = st.one_of(st.sampled_from(TIES), st.floats(-100, 100, allow_nan=False, allow_infinity=False, width=32))
-
-
-def reference(codec, start, end, residual):
-    feedback = ErrorFeedback(codec)
-    if residual is not None:
-        feedback.load_state(residual)
-    data, _ = feedback.encode({name: start[name] - end[name] for name in end})
-    return data, feedback.residual
 
 
 def assert_fused_is_reference(codec, start, end, residual=None):
@@ -49,23 +43,10 @@ def assert_fused_is_reference(codec, start, end, residual=None):
         assert stored[name].numpy().tobytes() == expected_residual[name].numpy().tobytes(), name
 
 
-def split(flat: np.ndarray, cuts: list[int]) -> dict[str, torch.Tensor]:
-    """Named tensors of the sizes `cuts` gives, named so that the canonical order is not insertion order."""
-    tensors, begin = {}, 0
-    for index, size in enumerate(cuts):
-        tensors[f"t{(7 * index) % 10}.{index}"] = torch.from_numpy(flat[begin:begin + size].copy())
-        begin += size
-    return tensors
-
-
 @st.composite
 def updates(draw):
     size = draw(st.integers(1, 5 * 64 + 9))
-    cuts, left = [], size
-    while left:
-        take = draw(st.integers(1, left))
-        cuts.append(take)
-        left -= take
+    cuts = draw_cuts(draw, st.integers, size)
     start = draw(hnp.arrays(np.float32, size, elements=values))
     end = draw(st.just(np.zeros(size, np.float32)) | hnp.arrays(np.float32, size, elements=values))
     residual = draw(st.none() | hnp.arrays(np.float32, size, elements=values))
@@ -81,12 +62,7 @@ def test_the_fused_top_k_update_is_the_reference_bit_for_bit(codec, update):
 
 @pytest.mark.parametrize("codec_name", TOPK_NAMES)
 def test_a_model_sized_update_is_the_reference_for_every_registered_top_k_codec(codec_name):
-    generator = torch.Generator().manual_seed(5)
-    shapes = {"0.weight": (1024, 64), "0.bias": (1024,), "2.weight": (1024, 1024), "2.bias": (1024,),
-              "4.weight": (10, 1024), "4.bias": (10,)}
-    start = {name: torch.randn(shape, generator=generator) for name, shape in shapes.items()}
-    end = {name: tensor - 1e-3 * torch.randn(tensor.shape, generator=generator) for name, tensor in start.items()}
-    residual = {name: 1e-4 * torch.randn(tensor.shape, generator=generator) for name, tensor in start.items()}
+    start, end, residual = model_sized_update()
     assert_fused_is_reference(get_codec(codec_name), start, end, None)
     assert_fused_is_reference(get_codec(codec_name), start, end, residual)
 
