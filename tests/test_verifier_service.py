@@ -9,8 +9,10 @@ import asyncio
 import pytest
 
 from trolly.chain.crypto import encode_address
+from trolly.chain.tx import decode_tx
 from trolly.verifier.service import ServiceConfig, VerifierService
-from trolly.verifier.votes import VoteRecord
+from trolly.verifier.votes import BROADCAST, INCLUDED, VoteRecord
+from trolly.wallet.nonces import NonceCache
 from trolly.wallet.rpc import AsyncRpcClient
 
 from verifier_scenario import VALIDATOR, WORKERS, assert_decided_correctly, market_node, open_and_commit, wait_for
@@ -79,6 +81,31 @@ def test_an_unreachable_worker_is_retried_before_unavailable(node, tmp_path):
             reports = await service.run_once()
             assert [r.outcome for r in reports if r.claim.worker == offline] == ["unavailable"] * 3
             await service.close()
+        finally:
+            await scenario.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.slow
+def test_votes_signed_with_a_stale_remembered_nonce_are_signed_again_at_once_and_reach_the_mempool(node, tmp_path):
+    """A remembered nonce goes stale when a vote transaction leaves the mempools unincluded: CheckTx refuses the
+    next one, and the verifier signs it again with the chain's nonce in the same pass, not a pass later (by
+    then other validators may have decided the segments, and the vote would be lost)."""
+    async def main():
+        scenario = await open_and_commit(node.url, tmp_path)
+        config = config_for(node, tmp_path, attempts=2)
+        NonceCache(config.home).remember(encode_address(VALIDATOR.address), 1_000)  # far ahead of the chain's
+        try:
+            service = VerifierService(config, VALIDATOR, AsyncRpcClient(node.url))
+            voted = await service.run_once()
+            await service.close()
+            assert voted
+            record = VoteRecord(config.home / "votes.sqlite")
+            rows = [record.get(report.claim.key) for report in voted]
+            assert all(row is not None and row.status in (BROADCAST, INCLUDED) for row in rows), rows
+            nonces = {decode_tx(row.signed_tx).body.nonce for row in rows}
+            assert max(nonces) < 1_000
         finally:
             await scenario.close()
 

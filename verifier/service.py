@@ -377,11 +377,18 @@ class VerifierService:
                     verdict=report.verdict, evidence_hash=evidence_hash,
                     replay_commitment=evidence.commitment(self.signer.address, salt, digest)))
                 rows.append((claim.key, report.verdict, report.outcome, report.reason, evidence_hash.hex(), salt, digest))
-            plan = await self.sender.plan(self.address, messages, await self._fee_amount())
-            signed = plan.sign(self.signer)
-            if not self.record.reserve_batch(rows, signed):
+            keys = [report.claim.key for report in reports]
+            for _ in range(2):  # a second time only when CheckTx refused the nonce: the votes were released
+                plan = await self.sender.plan(self.address, messages, await self._fee_amount())
+                signed = plan.sign(self.signer)
+                if not self.record.reserve_batch(rows, signed):
+                    return []
+                if await self._broadcast(keys, signed):
+                    break
+            else:
                 return []
-            await self._broadcast([report.claim.key for report in reports], signed)
+            for key in keys:
+                self._retry_at.pop(key, None)
         for report in reports:
             log.info("%s: voted %s (%s)", _name(report.claim), report.verdict_name.upper(), report.reason)
         return reports
@@ -432,8 +439,11 @@ class VerifierService:
                 self.record.mark_revealed(keys, "refused")
                 log.warning("task %d round %d: reveals refused by CheckTx: %s", task_id, round_, result.log)
 
-    async def _broadcast(self, keys: list[tuple], signed: bytes) -> None:
-        """Hand one signed transaction (the votes on `keys`) to the node and record what became of it."""
+    async def _broadcast(self, keys: list[tuple], signed: bytes) -> bool:
+        """Hand one signed transaction (the votes on `keys`) to the node and record what became of it. False
+        when CheckTx refused its nonce: the votes are released (and the nonce memory forgotten), so that signing
+        them again at once, with the node's nonce, sends them (a remembered nonce goes stale when a transaction
+        of ours leaves the mempools unincluded, as one whose segments others decided first does)."""
         result = await self.client.broadcast_tx_sync(signed, check=False)
         if result.code == 0:
             if self.sender.nonce_cache is not None:
@@ -441,6 +451,7 @@ class VerifierService:
                 self.sender.nonce_cache.remember(self.address, plan_nonce + 1)
             for key in keys:
                 self.record.mark(key, BROADCAST, tx_hash=result.hash)
+            return True
         else:
             log.warning("votes on %s refused by CheckTx: %s", keys, result.log)
             if result.code == INVALID_NONCE_CODE and result.codespace == CHAIN_CODESPACE:
@@ -450,10 +461,12 @@ class VerifierService:
                 for key in keys:
                     self.record.release(key)
                     self._retry_at[key] = time.monotonic() + self.config.retry_delay
+                return False
             else:
                 for key in keys:
                     self.record.mark(key, REJECTED, tx_hash=result.hash,
                                      log=f"code {result.code} ({result.codespace}): {result.log}")
+        return True
 
     async def _confirm_votes(self) -> None:
         reserved: dict[bytes, list[tuple]] = {}
