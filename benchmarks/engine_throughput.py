@@ -37,9 +37,12 @@ from trolly.abci_app.engine.chainstate import init_chain_request, timestamp
 from trolly.abci_app.proto.tendermint.abci import types_pb2
 from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.proto.bank_pb2 import MsgSend
-from trolly.chain.tx import build_tx
+from trolly.chain.params import AuthParams
+from trolly.wallet.txbuilder import TxPlan
 
 CHAIN_ID = "bench-engine"
+AUTH = AuthParams()
+"""The default chain's fee rule, which the genesis keeps: every transaction pays its minimum fee."""
 CONCURRENCY = 32
 BLOCK_TIME = "200ms"
 
@@ -54,11 +57,13 @@ def make_genesis(count: int, validator: homelib.ValidatorKey) -> tuple[dict, lis
     senders = [PrivateKey(i.to_bytes(32, "big")) for i in range(1, count + 1)]
     recipient = PrivateKey(b"\xff" * 32).address
     operator = encode_address(validator.address)
-    accounts = {encode_address(key.address): 10 for key in senders}
+    plans = [TxPlan(CHAIN_ID, 0, 0, (MsgSend(to=recipient, amount=1),)).with_minimum_fee(AUTH.min_fee, AUTH.fee_per_byte)
+             for _ in senders]  # the default chain's fee for a send: every sender pays it once
+    accounts = {encode_address(key.address): plan.spend for key, plan in zip(senders, plans)}
     accounts[operator] = homelib.DEFAULT_VALIDATOR_STAKE
     staked = homelib.GenesisValidator(validator.pubkey, operator, homelib.DEFAULT_VALIDATOR_STAKE, "bench")
     genesis = homelib.build_genesis(CHAIN_ID, homelib.build_app_state(accounts, [staked]), [staked])
-    txs = [build_tx(key, CHAIN_ID, 0, 0, [MsgSend(to=recipient, amount=1)]) for key in senders]
+    txs = [plan.sign(key) for key, plan in zip(senders, plans)]
     return genesis, txs
 
 

@@ -30,9 +30,12 @@ from trolly.chain.block import BlockEnv
 from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.proto import market_pb2 as pb
 from trolly.chain.state import MemoryKV, State
-from trolly.chain.tx import build_tx
+from trolly.chain.params import AuthParams
+from trolly.wallet.txbuilder import TxPlan
 
 CHAIN_ID = "trolly-bench"
+AUTH = AuthParams()
+"""The default chain's fee rule: every transaction pays its minimum fee."""
 SPEC = json.dumps({
     "version": 1, "model": {"arch": "mlp"}, "dataset": {"name": "digits", "manifest_hash": "ab" * 32},
     "training": {"rounds": 2, "inner_steps": 20, "batch_size": 8, "checkpoint_every": 5, "seed": 1},
@@ -106,7 +109,8 @@ class BenchChain:
                                    join_blocks=join_blocks, round_blocks=10, samples_per_worker=2)
         txs = []
         for start in range(0, count, PER_TX):
-            txs.append(build_tx(self.requester, CHAIN_ID, self.nonce, 0, [message] * min(PER_TX, count - start)))
+            plan = TxPlan(CHAIN_ID, self.nonce, 0, (message,) * min(PER_TX, count - start))
+            txs.append(plan.with_minimum_fee(AUTH.min_fee, AUTH.fee_per_byte).sign(self.requester))
             self.nonce += 1
         self.block(txs)
 
