@@ -93,11 +93,13 @@ def _verifier(ahead: AnswersAhead | None) -> Callable[[bytes, bytes, bytes], boo
 
 
 def check_stateless(raw: bytes, chain_id: str, params: AuthParams, checks: CheckedTxs | None = None,
-                    ahead: AnswersAhead | None = None) -> tuple[SignedTx, list[tuple[MessageRoute, Any]]]:
+                    ahead: AnswersAhead | None = None,
+                    remember: bool = True) -> tuple[SignedTx, list[tuple[MessageRoute, Any]]]:
     """Decode `raw` and run every check that needs no state (`ante.check_tx_stateless`); raises its ChainError.
 
     With `checks` (the node's memo of passed checks), bytes that passed before under the same chain id and
-    params are not checked again: the answer would be the same (see `checked_txs`)."""
+    params are not checked again: the answer would be the same (see `checked_txs`). A check that passes here
+    is stored in `checks` unless `remember` is False (FinalizeBlock: its transactions are not met again)."""
     context = (chain_id, params)
     if checks is not None:
         remembered = checks.recall(raw, context)
@@ -105,25 +107,25 @@ def check_stateless(raw: bytes, chain_id: str, params: AuthParams, checks: Check
             return remembered
     tx = decode_tx(raw, params.max_tx_bytes)
     checked = (tx, check_tx_stateless(tx, chain_id, params, MESSAGE_ROUTES, _verifier(ahead)))
-    if checks is not None:
+    if checks is not None and remember:
         checks.remember(raw, context, checked)
     return checked
 
 
 def apply_tx(state: State, ctx: BlockContext, raw: bytes, checks: CheckedTxs | None = None,
-             ahead: AnswersAhead | None = None) -> TxResult:
+             ahead: AnswersAhead | None = None, remember: bool = True) -> TxResult:
     """Execute one transaction. Failed ante: no effect. Failed message: fee and nonce stay charged.
 
     A transaction can only fail, never raise: a ChainError is its expected failure; anything else that checking
     or running it raises (a bug its bytes reached) fails it with `UnexpectedFailure`, rolled back the same way,
-    so every node records the same result and no transaction can stop a node. `checks` and `ahead` only
-    change how fast the stateless checks answer (`check_stateless`), never what they answer."""
+    so every node records the same result and no transaction can stop a node. `checks`, `ahead` and
+    `remember` only change how fast the stateless checks answer (`check_stateless`), never what they answer."""
     params = ctx.auth_params
     if params is None:  # no message changes params, so one read serves the whole block
         params = ctx.auth_params = get_params(state, AuthParams)
     before_ante = state.snapshot()
     try:
-        tx, messages = check_stateless(raw, ctx.env.chain_id, params, checks, ahead)
+        tx, messages = check_stateless(raw, ctx.env.chain_id, params, checks, ahead, remember)
         charge_fee_and_nonce(state, tx, params)
     except ChainError as error:
         state.rollback(before_ante)
@@ -166,7 +168,10 @@ def apply_block(state: State, env: BlockEnv, txs: list[bytes], checks: CheckedTx
     `checks` is the node's memo of passed stateless checks (`checked_txs`); `ahead`, if given, holds answers
     to the block's signature checks computed elsewhere (the ABCI adapter's signature checker process): told
     which transaction runs next, it answers or says it cannot, and the check happens here as always.
-    Results never depend on either."""
+    Results never depend on either. A block's transactions are looked up in `checks` but not added to it:
+    once the block is committed they are not checked again (the adapter forgets them at Commit), so storing
+    the ones met here for the first time (a block this node never saw in CheckTx) would only cost time and
+    leave more objects for the garbage collector to walk."""
     ctx = BlockContext(env)
     for module in MODULES:
         if module.begin_block is not None:
@@ -175,7 +180,7 @@ def apply_block(state: State, env: BlockEnv, txs: list[bytes], checks: CheckedTx
     for index, raw in enumerate(txs):
         if ahead is not None:
             ahead.at(index)
-        tx_results.append(apply_tx(state, ctx, raw, checks, ahead))
+        tx_results.append(apply_tx(state, ctx, raw, checks, ahead, remember=False))
         state.discard_journal()
     for module in MODULES:
         if module.end_block is not None:

@@ -17,7 +17,9 @@ check ran under. Only the stateful part (nonce, fee, balances, the messages them
 - Bounded, oldest first out; every operation is a single call on an `OrderedDict`, so the ABCI connections'
   threads, if any, may share it. The adapter also `forget`s a block's transactions once it is committed
   (they will not be checked again: a copy submitted later fails on its nonce), so the memo holds about what
-  the mempool holds.
+  the mempool holds. For the same reason `chain.app.apply_block` (FinalizeBlock) only looks a block's
+  transactions up and stores none it meets for the first time (a block this node never saw in CheckTx:
+  catching up, block sync); storing them would only cost time and give the garbage collector more to walk.
 
 Nothing here is global: the ABCI adapter builds one `CheckedTxs` per application and passes it to
 `chain.app` (`check_tx`, `apply_block`, ...); without one, every check runs in full.

@@ -123,6 +123,27 @@ def test_a_block_gives_the_same_results_and_writes_with_a_filled_memo_an_empty_o
     assert codes[3] != 0 and codes[7] != 0 and codes[11] != 0 and codes.count(0) == len(txs) - 3
 
 
+def test_a_block_met_first_in_finalize_block_is_checked_in_full_and_not_remembered(spot_checks):
+    chain = Chain(accounts=MIN_BATCH + 1)
+    txs = sends(chain, MIN_BATCH, amount=3)
+    checks = CheckedTxs()
+    alone = execute(chain, txs, None)
+    assert len(spot_checks) == len(txs)
+    assert execute(chain, txs, checks) == alone
+    assert len(spot_checks) == 2 * len(txs) and len(checks) == 0  # committed next: never met again
+
+
+def test_a_block_uses_the_checks_remembered_before_and_leaves_them_for_commit_to_forget(spot_checks):
+    chain = Chain(accounts=MIN_BATCH + 1)
+    txs = sends(chain, MIN_BATCH, amount=4)
+    checks = CheckedTxs()
+    for raw in txs[::2]:  # CheckTx met half of them
+        chain_app.check_stateless(raw, CHAIN_ID, auth_params(chain), checks)
+    assert execute(chain, txs, checks) == execute(chain, txs, None)
+    assert len(spot_checks) == len(txs[::2]) + len(txs[1::2]) + len(txs)
+    assert all(raw in checks for raw in txs[::2]) and not any(raw in checks for raw in txs[1::2])
+
+
 class RecordingChecker(SignatureChecker):
     """A checker that records the blocks handed to it and checks nothing (every answer on the spot)."""
 
