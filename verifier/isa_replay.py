@@ -3,8 +3,8 @@
 `ATEN_CPU_CAPABILITY` is read once, when torch is imported, so a process cannot switch its instruction set;
 but a verifier whose CPU supports the instruction set a worker committed to (default < avx2 < avx512) can
 start a child with that setting (`compute.determinism.child_environment`) and replay there bit for bit. This
-matters: across instruction sets honest drift reaches ~1e-4 of a segment's update in weights and ~1e-3 in
-optimizer moments (benchmarks/verification.py), the same order as an fp16 cheat, so a tolerance cannot
+matters: honest drift across instruction sets is of the same order as an fp16 cheat (the calibration in
+docs/performance.md, from benchmarks/verification.py), so a tolerance cannot
 separate them; an exact replay can.
 
 One long-lived child per instruction set (`IsaReplayPool`), spoken to over its stdin/stdout with

@@ -5,8 +5,8 @@ magnitude (the sum in float64 by the same fixed tree as the sign codec's scale, 
 decodes to its sign times s, the mean magnitude of the values sent in the chunk. The others decode to 0 and
 stay in the error-feedback residual until they grow past the threshold. Compared with `sign`, which sends
 every value at the mean magnitude, small values are not inflated to it and large ones are not cut down to
-it. On the compression benchmark (MLP, 16 rounds, 8 seeds) the test loss goes from 7% above the best dense
-run's (sign) to within 0.1% of it; a threshold of the mean itself sends fewer values but did worse (+2.5%).
+it, which brings the test loss of the compression benchmark close to the best dense run's (docs/performance.md);
+a threshold of the mean itself sends fewer values but did worse.
 
 Payload, all little-endian:
 
