@@ -1,27 +1,32 @@
-"""The three networks `benchmarks.network_throughput` drives, each started fresh and always stopped.
+"""The networks `benchmarks.network_throughput` drives, each started fresh and always stopped.
 
-- `trolly`: 4 CometBFT v0.38 validators, each a `cometbft node` and its `trolly-node start` app on TCP, homes
+- `trolly`: 4 CometBFT v0.38 validators, each a `cometbft node` and its `trolly-node start` app on a unix
+  socket (CometBFT's advice for an app on the same host, and `trolly-node start`'s default), homes
   written with `trolly.abci_app.home.write_home` (the localnet's own writer) from one genesis that funds the
   benchmark's accounts and bonds the validators with unequal stakes, 40/30/20/10 % of the power, as the
   localnet does;
 - `kvstore`: the same 4 CometBFT validators (same config.toml, same consensus params), each running
   CometBFT's built-in `kvstore` app (`proxy_app = "kvstore"`): the anchor, the same consensus with an app that
   does almost nothing;
-- `solo`: `trolly-node start` driven by the solo engine (`trolly-node engine`), as in `trolly-node dev` but
-  over TCP, like the CometBFT networks' apps.
+- `noop`: the `trolly` network with `benchmarks._noop_app` in place of the Trolly app: Trolly's ABCI server in
+  a process of its own, over the same socket, with an app that runs nothing (the floor of any app served so);
+- `solo`: `trolly-node start` driven by the solo engine (`trolly-node engine`), as in `trolly-node dev`.
 
 Every process starts in its own session and is stopped (SIGTERM, then SIGKILL of the whole session) by
 `Network.stop`, which the benchmark calls in a `finally`; ports are taken free from the kernel; homes live in
-a temporary directory the caller removes.
+a temporary directory the caller removes. The apps' sockets live in a short directory of their own (a unix
+socket's path is limited to 107 bytes, and a home may be deeper), which `Network.stop` removes.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,16 +75,33 @@ def free_ports(count: int) -> list[int]:
             probe.close()
 
 
-def wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
+def wait_for_listener(address: str, process: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
+    """Until something accepts connections at `address` (`unix://PATH` or `tcp://127.0.0.1:PORT`)."""
+    unix = address.startswith("unix://")
+    target = address[len("unix://"):] if unix else ("127.0.0.1", int(address.rsplit(":", 1)[1]))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{what} exited with code {process.returncode} while starting")
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
+        with socket.socket(socket.AF_UNIX if unix else socket.AF_INET) as probe:
+            if probe.connect_ex(target) == 0:
                 return
         time.sleep(0.1)
-    raise RuntimeError(f"{what} did not listen on port {port} within {timeout:.0f}s")
+    raise RuntimeError(f"{what} did not listen on {address} within {timeout:.0f}s")
+
+
+MAX_SOCKET_PATH_BYTES = 107
+"""The longest unix socket path Linux takes (`sun_path` holds 108 bytes with the terminating NUL)."""
+
+
+def _socket_directory() -> Path:
+    """A fresh directory for the apps' sockets: in the temporary directory if its paths fit a socket, else in
+    /tmp."""
+    directory = Path(tempfile.mkdtemp(prefix="tnb-"))
+    if len(os.fsencode(directory / "app00.sock")) <= MAX_SOCKET_PATH_BYTES:
+        return directory
+    directory.rmdir()
+    return Path(tempfile.mkdtemp(prefix="tnb-", dir="/tmp"))
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -116,6 +138,11 @@ class Network:
     directory: Path
     processes: dict[str, list[subprocess.Popen]] = field(default_factory=dict)
     logs: list = field(default_factory=list)
+    sockets: Path = field(default_factory=lambda: _socket_directory())
+    """Where the apps' unix sockets are: a short path, whatever the depth of `directory`."""
+
+    def app_address(self, index: int) -> str:
+        return f"unix://{self.sockets / f'app{index}.sock'}"
 
     @property
     def endpoints(self) -> list[tuple[str, int]]:
@@ -165,17 +192,18 @@ class Network:
             process.wait()
         for log in self.logs:
             log.close()
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
 
 def _node_config(index: int, ports: list[int], node_ids: list[str], proxy_app: str,
                  settings: CometbftSettings) -> homelib.NodeConfig:
-    p2p = [ports[3 * i] for i in range(VALIDATORS)]
+    p2p = [ports[2 * i] for i in range(VALIDATORS)]
     peers = ",".join(f"{node_ids[j]}@127.0.0.1:{p2p[j]}" for j in range(VALIDATORS) if j != index)
     return homelib.NodeConfig(
         moniker=f"validator-{index}",
         proxy_app=proxy_app,
         p2p_laddr=f"tcp://127.0.0.1:{p2p[index]}",
-        rpc_laddr=f"tcp://127.0.0.1:{ports[3 * index + 1]}",
+        rpc_laddr=f"tcp://127.0.0.1:{ports[2 * index + 1]}",
         persistent_peers=peers,
         addr_book_strict=False,
         allow_duplicate_ip=True,
@@ -190,30 +218,42 @@ def _validator_set(keys: list[homelib.ValidatorKey]) -> list[homelib.GenesisVali
                                      f"validator-{i}") for i, key in enumerate(keys)]
 
 
+APPS = ("trolly", "kvstore", "noop")
+"""What a CometBFT network's validators run: `trolly-node start`, CometBFT's own kvstore, or the noop app."""
+
+
+def _app_argv(app: str, root: Path, address: str) -> list[str]:
+    if app == "noop":
+        return [sys.executable, str(Path(__file__).with_name("_noop_app.py")), "--abci", address]
+    return [sys.executable, "-m", "trolly.abci_app.cli", "--log-level", "warning", "start", "--home", str(root),
+            "--abci", address]
+
+
 def start_cometbft_network(name: str, cometbft: str, directory: Path, chain_id: str, accounts: dict[str, int],
-                           settings: CometbftSettings, kvstore: bool) -> Network:
-    """4 validators on CometBFT: with Trolly apps (funding `accounts`), or with the kvstore app."""
+                           settings: CometbftSettings, app: str) -> Network:
+    """4 validators on CometBFT running `app` (one of `APPS`); the Trolly apps' genesis funds `accounts`."""
+    if app not in APPS:
+        raise ValueError(f"app must be one of {APPS}, not {app!r}")
     directory.mkdir(parents=True)
-    ports = free_ports(3 * VALIDATORS)  # per node: p2p, rpc, abci
+    ports = free_ports(2 * VALIDATORS)  # per node: p2p, rpc (the app listens on a unix socket)
     validator_keys = [homelib.ValidatorKey.generate() for _ in range(VALIDATORS)]
     node_keys = [homelib.ValidatorKey.generate() for _ in range(VALIDATORS)]
     validators = _validator_set(validator_keys)
     funded = dict(accounts)
     funded.update({validator.operator: validator.stake for validator in validators})
-    app_state = homelib.build_app_state(funded, validators) if not kvstore else {}
+    app_state = homelib.build_app_state(funded, validators) if app == "trolly" else {}
     genesis = homelib.build_genesis(chain_id, app_state, validators)
-    network = Network(name, [ports[3 * i + 1] for i in range(VALIDATORS)], directory)
+    network = Network(name, [ports[2 * i + 1] for i in range(VALIDATORS)], directory)
     try:
         for index in range(VALIDATORS):
-            abci = f"tcp://127.0.0.1:{ports[3 * index + 2]}"
-            config = _node_config(index, ports, [key.node_id for key in node_keys], "kvstore" if kvstore else abci,
-                                  settings)
+            address = network.app_address(index)
+            config = _node_config(index, ports, [key.node_id for key in node_keys],
+                                  "kvstore" if app == "kvstore" else address, settings)
             root = directory / f"node{index}"
             homelib.write_home(root, genesis, validator_keys[index], node_keys[index], config)
-            if not kvstore:
-                app = network.spawn("app", [sys.executable, "-m", "trolly.abci_app.cli", "--log-level", "warning",
-                                            "start", "--home", str(root), "--abci", abci], f"app{index}")
-                wait_for_port(ports[3 * index + 2], app, f"{name} app {index}")
+            if app != "kvstore":
+                process = network.spawn("app", _app_argv(app, root, address), f"app{index}")
+                wait_for_listener(address, process, f"{name} app {index}")
             network.spawn("cometbft", [cometbft, "node", "--home", str(root)], f"cometbft{index}")
         return network
     except BaseException:
@@ -224,7 +264,7 @@ def start_cometbft_network(name: str, cometbft: str, directory: Path, chain_id: 
 def start_solo(directory: Path, chain_id: str, accounts: dict[str, int], settings: CometbftSettings) -> Network:
     """One Trolly validator under the solo engine (`trolly-node start` + `trolly-node engine`)."""
     directory.mkdir(parents=True)
-    rpc_port, abci_port = free_ports(2)
+    [rpc_port] = free_ports(1)
     key = homelib.ValidatorKey.generate()
     validators = _validator_set([key])
     funded = dict(accounts)
@@ -233,12 +273,12 @@ def start_solo(directory: Path, chain_id: str, accounts: dict[str, int], setting
     root = directory / "node"
     rpc = f"tcp://127.0.0.1:{rpc_port}"
     homelib.write_home(root, genesis, key, config=homelib.NodeConfig(rpc_laddr=rpc, extra=settings.extra()))
-    address = f"tcp://127.0.0.1:{abci_port}"  # as the CometBFT networks' apps (a unix path may be too long)
     network = Network("solo", [rpc_port], directory)
+    address = network.app_address(0)
     try:
         node = [sys.executable, "-m", "trolly.abci_app.cli", "--log-level", "warning"]
         app = network.spawn("app", [*node, "start", "--home", str(root), "--abci", address], "app")
-        wait_for_port(abci_port, app, "solo app")
+        wait_for_listener(address, app, "solo app")
         network.spawn("engine", [*node, "engine", "--home", str(root), "--proxy-app", address, "--rpc-laddr",
                                  rpc, "--block-time", settings.timeout_commit], "engine")
         return network

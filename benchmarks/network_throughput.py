@@ -1,12 +1,15 @@
 """Network throughput: signed transfers at a rising rate into 4 CometBFT validators running Trolly, 4 running
-CometBFT's `kvstore` app, and the solo engine.
+CometBFT's `kvstore` app, 4 running an app that does nothing, and the solo engine.
 
-    python -m benchmarks.network_throughput [--quick] [--networks trolly,kvstore,solo] [--senders N] ...
+    python -m benchmarks.network_throughput [--quick] [--networks trolly,kvstore,noop,solo] [--senders N] ...
 
 Workload. Genesis funds one account per transaction of the largest step; every transaction is a 1 utrl
 `MsgSend` signed with the account's ed25519 key, all signed before any network starts (an account sends once
 per step, its nonce counting the steps it sent in before, which are committed by then). The kvstore app gets
-`key=value` transactions of the same size, each key used once.
+`key=value` transactions of the same size, each key used once. The `noop` network (`benchmarks._noop_app`:
+Trolly's ABCI server in its own process, as the Trolly apps are, with an app that admits and "executes"
+everything without work) gets the Trolly transactions: what it sustains is the ceiling of any app served out
+of process on this machine, so that the Trolly figure can be read against both anchors.
 
 Steps. Each network, started fresh (`benchmarks._network_nets`), gets the same ladder of rates (tx/s), each
 held for `--hold` seconds: transaction i of a step is due at start + i / rate and is submitted with
@@ -22,7 +25,8 @@ The senders' own capacity is measured on kvstore (the cheapest app) with every t
 is not well above a network's figure, that figure is the client's, not the network's. CPU seconds per step
 are reported by role (cometbft, app, engine, senders, observer) next to the whole machine's, which other
 work shares. The last line is JSON: `tx_per_s_trolly`, `tx_per_s_kvstore`, `tx_per_s_solo`,
-`ratio_to_kvstore`, `p99_latency_s` (of Trolly's highest sustained step), then the settings and every step.
+`ratio_to_kvstore`, `p99_latency_s` (of Trolly's highest sustained step), `tx_per_s_noop` and
+`noop_ratio_to_kvstore`, then the settings and every step.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ MAX_P99_SECONDS = 3.0
 MIN_PACE = 0.95
 DRAIN_SECONDS = 10.0
 """How long after its last submission a step waits for its transactions to commit; any still missing is lost."""
-NETWORKS = ("trolly", "kvstore", "solo")
+NETWORKS = ("trolly", "kvstore", "noop", "solo")
 
 FULL_RATES = (100, 200, 300, 400, 600, 800, 1000, 1200, 1600, 2000, 2400, 3000, 3600, 4400, 5200, 6000)
 QUICK_RATES = (250, 400, 600, 1000, 1500, 2200, 3000, 4400)
@@ -257,7 +261,7 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a run of a minute or two: fewer, shorter steps")
     parser.add_argument("--rates", default=None, help="comma-separated ladder of tx/s (default: by --quick)")
     parser.add_argument("--hold", type=float, default=None, help="seconds each step lasts (default 10, quick 3)")
-    parser.add_argument("--networks", default=",".join(NETWORKS), help="which of trolly,kvstore,solo to run")
+    parser.add_argument("--networks", default=",".join(NETWORKS), help=f"which of {','.join(NETWORKS)} to run")
     parser.add_argument("--senders", type=int, default=2, help="sender processes")
     parser.add_argument("--lanes", type=int, default=192, help="keep-alive connections in all, over the nodes")
     parser.add_argument("--method", default="broadcast_tx_sync", choices=("broadcast_tx_sync", "broadcast_tx_async"),
@@ -307,7 +311,7 @@ async def run_all(arguments, cometbft: str | None, workload: Workload, settings:
                 network = start_solo(scratch / name, CHAIN_ID, workload.accounts, settings)
             else:
                 network = start_cometbft_network(name, cometbft, scratch / name, CHAIN_ID, workload.accounts,
-                                                 settings, kvstore=name == "kvstore")
+                                                 settings, app=name)
             try:
                 results[name] = await run_ladder(network, senders, workload, arguments.lanes, arguments.method)
                 if name == "kvstore" and arguments.capacity_txs:
@@ -325,14 +329,14 @@ async def run_all(arguments, cometbft: str | None, workload: Workload, settings:
 def main() -> int:
     arguments = parse_arguments()
     cometbft = None
-    if {"trolly", "kvstore"} & set(arguments.networks):
+    if {"trolly", "kvstore", "noop"} & set(arguments.networks):
         try:
             cometbft = find_cometbft().path
         except CometbftError as exc:
             log(f"cannot run the CometBFT networks: {exc}")
             return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the `finally`s stop every process
-    trolly_rates = arguments.rates if {"trolly", "solo"} & set(arguments.networks) else (1,)
+    trolly_rates = arguments.rates if {"trolly", "noop", "solo"} & set(arguments.networks) else (1,)
     started = time.monotonic()
     workload = build_workload(arguments.rates, arguments.hold, trolly_rates)
     log(f"signed {sum(len(step) for step in workload.trolly)} transfers of {workload.tx_bytes} bytes for "
@@ -360,6 +364,9 @@ def summarize(arguments, settings: CometbftSettings, workload: Workload, outcome
         "ratio_to_kvstore": (round(rates["trolly"] / rates["kvstore"], 3)
                              if rates["trolly"] and rates["kvstore"] else None),
         "p99_latency_s": trolly_best["p99_latency_s"] if trolly_best else None,
+        "tx_per_s_noop": rates["noop"],
+        "noop_ratio_to_kvstore": (round(rates["noop"] / rates["kvstore"], 3)
+                                  if rates["noop"] and rates["kvstore"] else None),
         "ladder_top_reached": {name: len(steps[name]) == len(arguments.rates) and steps[name][-1]["sustained"]
                                for name in steps},
         "client_capacity": outcome["client_capacity"],
@@ -367,7 +374,7 @@ def summarize(arguments, settings: CometbftSettings, workload: Workload, outcome
                      "lanes": arguments.lanes, "timeout_commit": settings.timeout_commit,
                      "mempool_size": settings.mempool_size, "recheck": settings.recheck,
                      "signature_checker": settings.signature_checker,
-                     "peer_gossip_sleep": settings.peer_gossip_sleep, "tx_index": "null",
+                     "peer_gossip_sleep": settings.peer_gossip_sleep, "tx_index": "null", "abci": "unix socket",
                      "stakes": "40/30/20/10 %", "tx_bytes": workload.tx_bytes},
         "steps": steps,
     }

@@ -1,5 +1,6 @@
 """The network throughput benchmark (`python -m benchmarks.network_throughput`): a very short run on real
-processes (4 CometBFT validators with Trolly, 4 with kvstore, the solo engine), and its refusals of bad input."""
+processes (4 CometBFT validators with Trolly, 4 with kvstore, 4 with the noop app, the solo engine), and its
+refusals of bad input."""
 
 from __future__ import annotations
 
@@ -38,9 +39,10 @@ def test_short_run_commits_every_network_s_transactions_and_ends_with_the_json_l
                          "--capacity-txs", "200", timeout=400, scratch=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
-    for key in ("tx_per_s_trolly", "tx_per_s_kvstore", "tx_per_s_solo", "ratio_to_kvstore", "p99_latency_s"):
+    for key in ("tx_per_s_trolly", "tx_per_s_kvstore", "tx_per_s_solo", "ratio_to_kvstore", "p99_latency_s",
+                "tx_per_s_noop", "noop_ratio_to_kvstore"):
         assert key in summary
-    for network in ("trolly", "kvstore", "solo"):
+    for network in ("trolly", "kvstore", "noop", "solo"):
         first = summary["steps"][network][0]
         assert first["sent"] == 80 and first["committed"] == first["sent"] and first["lost"] == 0, (network, first)
         assert first["p99_latency_s"] is not None
@@ -95,10 +97,25 @@ def test_rates_that_do_not_rise_are_refused_with_a_message():
 def test_an_unknown_network_is_refused_naming_the_known_ones():
     done = run_benchmark("--networks", "trolly,ethereum")
     assert done.returncode == 2
-    assert "trolly, kvstore, solo" in done.stderr
+    assert "trolly, kvstore, noop, solo" in done.stderr
 
 
 def test_a_rate_that_is_not_a_number_is_refused():
     done = run_benchmark("--rates", "100,fast", "--networks", "solo")
     assert done.returncode == 2
     assert "integers separated by commas" in done.stderr
+
+
+def test_the_noop_app_admits_everything_and_proposes_only_what_fits():
+    from benchmarks._noop_app import APP_HASH, NoopApplication
+    from trolly.abci_app.proto.tendermint.abci import types_pb2 as abci
+
+    app = NoopApplication()
+    assert app.check_tx(abci.RequestCheckTx(tx=b"not even a transaction")).code == 0
+    proposal = app.prepare_proposal(abci.RequestPrepareProposal(txs=[b"a" * 40, b"b" * 40, b"c" * 40],
+                                                                max_tx_bytes=100))
+    assert list(proposal.txs) == [b"a" * 40, b"b" * 40]
+    assert app.info(abci.RequestInfo()).last_block_height == 0
+    block = app.finalize_block(abci.RequestFinalizeBlock(height=7, txs=[b"x", b"y"]))
+    assert [result.code for result in block.tx_results] == [0, 0] and block.app_hash == APP_HASH
+    assert app.info(abci.RequestInfo()).last_block_height == 7

@@ -1,0 +1,101 @@
+"""An ABCI application that does no work, served by Trolly's own ABCI server: the benchmark's floor.
+
+    python -m benchmarks._noop_app --abci unix:///path/app.sock
+
+`benchmarks.network_throughput` runs it as its `noop` network: 4 CometBFT validators exactly like the `trolly`
+network's (same homes, same config.toml, the app in its own process over the same kind of socket), but the
+application admits every transaction, executes none and always answers the same app hash. What that network
+sustains is the most any app served out of process by this server can sustain on the machine: the cost of
+CometBFT driving an app over a socket, plus the server's framing, with nothing of Trolly's state machine.
+Against `kvstore` (in CometBFT's own process) it shows what the socket alone costs; against `trolly`, what
+the state machine costs.
+
+It is a benchmark instrument, never a chain: it keeps no state beyond the last height, so that CometBFT's
+handshake after InitChain sees the height it expects.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from trolly.abci_app.proto.tendermint.abci import types_pb2 as abci
+from trolly.abci_app.server import run_until_signalled
+
+APP_HASH = bytes(32)
+"""The app hash of every height: there is no state to commit to."""
+
+
+class NoopApplication:
+    """Accepts every transaction and every proposal; every transaction succeeds without running."""
+
+    def __init__(self) -> None:
+        self.height = 0
+
+    def echo(self, request: abci.RequestEcho) -> abci.ResponseEcho:
+        return abci.ResponseEcho(message=request.message)
+
+    def info(self, request: abci.RequestInfo) -> abci.ResponseInfo:
+        return abci.ResponseInfo(last_block_height=self.height, last_block_app_hash=APP_HASH if self.height else b"")
+
+    def query(self, request: abci.RequestQuery) -> abci.ResponseQuery:
+        return abci.ResponseQuery(code=1, log="the noop benchmark app keeps no state")
+
+    def check_tx(self, request: abci.RequestCheckTx) -> abci.ResponseCheckTx:
+        return abci.ResponseCheckTx(code=0)
+
+    def init_chain(self, request: abci.RequestInitChain) -> abci.ResponseInitChain:
+        return abci.ResponseInitChain(app_hash=APP_HASH)
+
+    def prepare_proposal(self, request: abci.RequestPrepareProposal) -> abci.ResponsePrepareProposal:
+        """The mempool's transactions in its order, as many as fit (CometBFT may offer more than fit)."""
+        chosen, size = [], 0
+        for tx in request.txs:
+            size += len(tx)
+            if size > request.max_tx_bytes:
+                break
+            chosen.append(tx)
+        return abci.ResponsePrepareProposal(txs=chosen)
+
+    def process_proposal(self, request: abci.RequestProcessProposal) -> abci.ResponseProcessProposal:
+        return abci.ResponseProcessProposal(status=abci.ResponseProcessProposal.ACCEPT)
+
+    def extend_vote(self, request: abci.RequestExtendVote) -> abci.ResponseExtendVote:
+        return abci.ResponseExtendVote()
+
+    def verify_vote_extension(self, request: abci.RequestVerifyVoteExtension) -> abci.ResponseVerifyVoteExtension:
+        return abci.ResponseVerifyVoteExtension(status=abci.ResponseVerifyVoteExtension.ACCEPT)
+
+    def finalize_block(self, request: abci.RequestFinalizeBlock) -> abci.ResponseFinalizeBlock:
+        self.height = request.height
+        response = abci.ResponseFinalizeBlock(app_hash=APP_HASH)
+        for _ in request.txs:
+            response.tx_results.add(code=0)
+        return response
+
+    def commit(self, request: abci.RequestCommit) -> abci.ResponseCommit:
+        return abci.ResponseCommit()
+
+    def list_snapshots(self, request: abci.RequestListSnapshots) -> abci.ResponseListSnapshots:
+        return abci.ResponseListSnapshots()
+
+    def offer_snapshot(self, request: abci.RequestOfferSnapshot) -> abci.ResponseOfferSnapshot:
+        return abci.ResponseOfferSnapshot(result=abci.ResponseOfferSnapshot.REJECT)
+
+    def load_snapshot_chunk(self, request: abci.RequestLoadSnapshotChunk) -> abci.ResponseLoadSnapshotChunk:
+        return abci.ResponseLoadSnapshotChunk()
+
+    def apply_snapshot_chunk(self, request: abci.RequestApplySnapshotChunk) -> abci.ResponseApplySnapshotChunk:
+        return abci.ResponseApplySnapshotChunk(result=abci.ResponseApplySnapshotChunk.REJECT_SNAPSHOT)
+
+
+def main() -> None:
+    import uvloop  # as `trolly-node start` serves the real app
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--abci", required=True, help="unix://path or tcp://host:port to listen on")
+    arguments = parser.parse_args()
+    uvloop.run(run_until_signalled(NoopApplication(), arguments.abci))
+
+
+if __name__ == "__main__":
+    main()
