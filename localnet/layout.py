@@ -29,6 +29,7 @@ from trolly.abci_app.home import (
     build_genesis,
     write_home,
 )
+from trolly.abci_app.server import MAX_UNIX_PATH_BYTES
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.params import MarketParams
 from trolly.chain.params import params_to_json
@@ -74,8 +75,8 @@ class LocalnetConfig:
     single-validator engine). Nodes 0 .. validators-1 are the genesis validators, named `validator-<i>`;
     `full_nodes` more (added later by `Localnet.add_node`) start from the same genesis as non-validators.
 
-    Ports, all on 127.0.0.1, are offsets from `base_port`: node i uses base + 10i (RPC), + 1 (ABCI, when the
-    app listens on TCP), + 2 (CometBFT p2p); the demo serves its dataset on base + 90; worker i serves its
+    Ports, all on 127.0.0.1, are offsets from `base_port`: node i uses base + 10i (RPC), + 1 (ABCI, only when
+    the home is too deep for the app's unix socket: `Layout.app_address`), + 2 (CometBFT p2p); the demo serves its dataset on base + 90; worker i serves its
     blobs on base + 100 + i. Two localnets with base ports 200 apart never collide.
     """
 
@@ -176,6 +177,18 @@ class Layout:
     def app_socket(self, index: int) -> Path:
         return self.node_home(index) / "data" / "app.sock"
 
+    def app_address(self, config: LocalnetConfig, index: int) -> str:
+        """Where node `index`'s app listens, and its engine dials it, for either engine: the home's 0600 unix
+        socket, or loopback TCP on the node's ABCI port when the home is too deep for a socket path (Linux takes
+        at most MAX_UNIX_PATH_BYTES). A unix socket spares the engine and the app the loopback TCP stack on
+        every ABCI round trip, and no other user can connect to it."""
+        socket_path = self.app_socket(index)
+        # The server binds in a private directory beside it first (`.abci-XXXXXXXX/s`), which must fit too.
+        staging = socket_path.parent / ".abci-XXXXXXXX" / "s"
+        if len(str(staging).encode()) <= MAX_UNIX_PATH_BYTES:
+            return f"unix://{socket_path}"
+        return f"tcp://127.0.0.1:{config.abci_port(index)}"
+
     def exists(self) -> bool:
         return self.config_file.is_file()
 
@@ -263,11 +276,12 @@ def init_localnet(layout: Layout, config: LocalnetConfig) -> None:
 
 def write_node_home(layout: Layout, config: LocalnetConfig, index: int, genesis: dict, validator_key: ValidatorKey,
                     node_key: ValidatorKey, peers: list[str]) -> None:
-    """Node `index`'s home as `cometbft testnet` writes one: its ports, every other node as a persistent peer,
-    peering over one loopback address allowed, the localnet's short `timeout_commit`."""
+    """Node `index`'s home as `cometbft testnet` writes one: its app's address (`Layout.app_address`), its ports,
+    every other node as a persistent peer, peering over one loopback address allowed, the localnet's short
+    `timeout_commit`."""
     node_config = NodeConfig(
         moniker=config.node_name(index),
-        proxy_app=f"tcp://127.0.0.1:{config.abci_port(index)}",
+        proxy_app=layout.app_address(config, index),
         rpc_laddr=f"tcp://127.0.0.1:{config.rpc_port(index)}",
         p2p_laddr=f"tcp://127.0.0.1:{config.p2p_port(index)}",
         persistent_peers=",".join(peers),

@@ -358,7 +358,11 @@ def check_ports_free(config: LocalnetConfig) -> None:
 def check_node_ports_free(config: LocalnetConfig, index: int, services: list[str]) -> None:
     """Before starting a node's app or engine: the ports those will listen on must be free."""
     ports = []
-    if any(s.startswith("app-") for s in services) and config.engine == "cometbft":
+    if any(s.startswith("app-") for s in services):
+        # Checked for either engine, whether the app takes its home's unix socket or falls back to this port
+        # (`Layout.app_address`): it is this node's port in the localnet's plan either way, as `up`'s check of
+        # every planned port has it, and one rule is simpler than asking which address the app takes. The cost
+        # is a refusal when another program holds exactly this port while the app would not have used it.
         ports.append(config.abci_port(index))
     if any(s.startswith(("cometbft-", "engine-")) for s in services):
         ports.append(config.rpc_port(index))

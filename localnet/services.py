@@ -11,8 +11,6 @@ import shutil
 import sys
 from pathlib import Path
 
-from trolly.abci_app.server import MAX_UNIX_PATH_BYTES
-
 from .layout import Layout, LocalnetConfig, LocalnetError
 from .supervisor import ServiceSpec
 
@@ -47,28 +45,15 @@ def app_hash_seed(index: int) -> str:
     return str(index + 1)
 
 
-def solo_app_address(layout: Layout, config: LocalnetConfig, index: int) -> str:
-    """Where a solo localnet's app listens: its home's 0600 unix socket, or loopback TCP on its ABCI port when the
-    home is too deep for a socket path (Linux takes at most MAX_UNIX_PATH_BYTES)."""
-    socket_path = layout.app_socket(index)
-    # The server binds in a private directory beside it first (`.abci-XXXXXXXX/s`), which must fit too.
-    staging = socket_path.parent / ".abci-XXXXXXXX" / "s"
-    if len(str(staging).encode()) <= MAX_UNIX_PATH_BYTES:
-        return f"unix://{socket_path}"
-    return f"tcp://127.0.0.1:{config.abci_port(index)}"
-
-
 def app_service(layout: Layout, config: LocalnetConfig, index: int) -> ServiceSpec:
+    """Node `index`'s app, listening where its engine dials it (`Layout.app_address`, as its config.toml's
+    `proxy_app` says). CometBFT connects to its app once, at start-up: its app must be listening before it starts
+    (`ready_address`). The solo engine dials again until its app answers, so it need not wait."""
     node = console_script("trolly-node")
-    home = str(layout.node_home(index))
-    env = {"PYTHONHASHSEED": app_hash_seed(index)}
-    if config.engine == "solo":
-        return ServiceSpec(f"app-{index}", (node, "start", "--home", home, "--abci", solo_app_address(layout, config, index)),
-                           env=env)
-    # Listening before its CometBFT starts (`ready_port`): CometBFT connects to its app once at start-up.
-    return ServiceSpec(f"app-{index}", (node, "start", "--home", home, "--abci",
-                                        f"tcp://127.0.0.1:{config.abci_port(index)}"), env=env,
-                       ready_port=config.abci_port(index))
+    address = layout.app_address(config, index)
+    argv = (node, "start", "--home", str(layout.node_home(index)), "--abci", address)
+    ready = address if config.engine == "cometbft" else ""
+    return ServiceSpec(f"app-{index}", argv, env={"PYTHONHASHSEED": app_hash_seed(index)}, ready_address=ready)
 
 
 def engine_service(layout: Layout, config: LocalnetConfig, index: int, cometbft: str | None) -> ServiceSpec:
@@ -76,12 +61,16 @@ def engine_service(layout: Layout, config: LocalnetConfig, index: int, cometbft:
     home = str(layout.node_home(index))
     if config.engine == "solo":
         node = console_script("trolly-node")
-        return ServiceSpec("engine-0", (node, "engine", "--home", home, "--proxy-app", solo_app_address(layout, config, 0),
+        return ServiceSpec("engine-0", (node, "engine", "--home", home, "--proxy-app", layout.app_address(config, 0),
                                         "--rpc-laddr", f"tcp://127.0.0.1:{config.rpc_port(0)}",
                                         "--block-time", config.block_time))
     if cometbft is None:
         raise LocalnetError("internal: a CometBFT localnet's engine needs the cometbft binary's path")
-    return ServiceSpec(f"cometbft-{index}", (cometbft, "node", "--home", home))
+    # The app's address on the command line too (it overrides config.toml's `proxy_app`, which says the same), so
+    # a home whose config.toml names another address (written by an older version that put every app on TCP, or
+    # a localnet directory moved since) still dials its app where `app_service` makes it listen.
+    return ServiceSpec(f"cometbft-{index}", (cometbft, "node", "--home", home,
+                                             "--proxy_app", layout.app_address(config, index)))
 
 
 def node_services(layout: Layout, config: LocalnetConfig, cometbft: str | None = None) -> list[ServiceSpec]:

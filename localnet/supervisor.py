@@ -33,9 +33,20 @@ class ServiceSpec:
     name: str
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
-    ready_port: int = 0
-    """A 127.0.0.1 TCP port the service listens on once ready (0: none); `wait_ready` waits for it, so that a
-    service that connects to it once at start-up (CometBFT to its app) is not started too early."""
+    ready_address: str = ""
+    """Where the service listens once ready, `unix://PATH` or `tcp://HOST:PORT` (empty: nothing to wait for);
+    `wait_ready` waits until it accepts a connection, so that a service that connects to it once at start-up
+    (CometBFT to its app) is not started too early."""
+
+
+def _socket_target(address: str) -> tuple[socket.AddressFamily, str | tuple[str, int]]:
+    """The socket family and connect target of `unix://PATH` or `tcp://HOST:PORT`."""
+    if address.startswith("unix://") and len(address) > len("unix://"):
+        return socket.AF_UNIX, address[len("unix://"):]
+    host, _, port = address.removeprefix("tcp://").rpartition(":")
+    if not address.startswith("tcp://") or not host or not port.isdigit():
+        raise ServiceError(f"internal: cannot wait for {address!r}: expected unix://PATH or tcp://HOST:PORT")
+    return socket.AF_INET, (host, int(port))
 
 
 def _process_start_time(pid: int) -> str | None:
@@ -94,20 +105,28 @@ class Supervisor:
         return proc
 
     def wait_ready(self, spec: ServiceSpec, timeout: float) -> None:
-        """Return once `spec.ready_port` accepts connections; fail if the service exits or time runs out."""
+        """Return once `spec.ready_address` accepts connections; fail if the service exits or time runs out.
+
+        A unix socket file left by a killed run of the service refuses connections until the new run replaces
+        it, so it is not taken for the service being ready."""
+        if not spec.ready_address:
+            return
+        family, target = _socket_target(spec.ready_address)
         deadline = time.monotonic() + timeout
-        while spec.ready_port:
-            try:
-                socket.create_connection(("127.0.0.1", spec.ready_port), timeout=1.0).close()
-                return
-            except OSError:
-                pass
+        while True:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.settimeout(1.0)
+                try:
+                    probe.connect(target)
+                    return
+                except OSError:
+                    pass
             proc = self.procs.get(spec.name)
             if proc is not None and proc.poll() is not None:
-                raise ServiceError(f"{spec.name} exited with code {proc.returncode} during start-up; "
-                                   f"see {self.log_file(spec.name)}")
+                raise ServiceError(f"{spec.name} exited with code {proc.returncode} during start-up, before it "
+                                   f"listened on {spec.ready_address}; see {self.log_file(spec.name)}")
             if time.monotonic() > deadline:
-                raise ServiceError(f"{spec.name} did not listen on port {spec.ready_port} within {timeout:.0f}s; "
+                raise ServiceError(f"{spec.name} did not listen on {spec.ready_address} within {timeout:.0f}s; "
                                    f"see {self.log_file(spec.name)}")
             time.sleep(0.1)
 

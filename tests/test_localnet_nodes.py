@@ -98,6 +98,7 @@ def test_add_node_writes_a_full_node_from_the_same_genesis_peering_with_everyone
     assert len(peers) == 4 and all(f"127.0.0.1:{config.p2p_port(i)}" in document["p2p"]["persistent_peers"]
                                    for i in range(4))
     assert document["rpc"]["laddr"] == f"tcp://127.0.0.1:{config.rpc_port(4)}"
+    assert document["proxy_app"] == net.layout.app_address(config, 4)  # its own app's socket (or ABCI port)
     # Its operator key is in the test keyring, ready to stake.
     from trolly.wallet.keyring import Keyring
 

@@ -1,6 +1,7 @@
 """Fast tests of the localnet's pieces: its configuration and ports, the files it generates (checked against
-CometBFT v0.38's formats), the supervisor's process handling (with tiny `sleep` processes), the progress line
-of the demo, and the help of every command."""
+CometBFT v0.38's formats), the supervisor's process handling (with tiny `sleep` processes), where each app
+listens and its engine dials it, the progress line of the demo, and the help of every command; one slow test
+kills a real app and starts it again on its socket."""
 
 from __future__ import annotations
 
@@ -203,7 +204,7 @@ def test_config_toml_gives_each_node_distinct_loopback_ports_and_names_its_peers
         assert document["genesis_file"] == "config/genesis.json"
         assert document["priv_validator_key_file"] == "config/priv_validator_key.json"
         assert document["node_key_file"] == "config/node_key.json"
-        assert document["proxy_app"] == f"tcp://127.0.0.1:{config.abci_port(i)}"
+        assert document["proxy_app"] == layout.app_address(config, i)  # the home's socket, or TCP when too deep
         assert document["rpc"]["laddr"] == f"tcp://127.0.0.1:{config.rpc_port(i)}"
         p2p = document["p2p"]
         assert p2p["laddr"] == f"tcp://127.0.0.1:{config.p2p_port(i)}"
@@ -327,9 +328,11 @@ def test_starting_a_running_service_again_is_refused(tmp_path):
 
 def test_wait_ready_reports_a_service_that_exits_before_listening(tmp_path):
     supervisor = Supervisor(tmp_path)
-    spec = ServiceSpec("broken", ("/bin/sh", "-c", "echo cannot start; exit 3"), ready_port=BASE + 399)
+    spec = ServiceSpec("broken", ("/bin/sh", "-c", "echo cannot start; exit 3"),
+                       ready_address=f"tcp://127.0.0.1:{BASE + 399}")
     supervisor.start(spec)
-    with pytest.raises(ServiceError, match="exited with code 3"):
+    with pytest.raises(ServiceError, match=f"exited with code 3 during start-up, before it listened on "
+                                           f"tcp://127.0.0.1:{BASE + 399}; see .*broken.log"):
         supervisor.wait_ready(spec, timeout=10)
     supervisor.stop_all(timeout=1)
 
@@ -340,12 +343,62 @@ def test_wait_ready_returns_once_the_port_listens(tmp_path):
     spec = ServiceSpec("listener", (sys.executable, "-c", (
         "import socket, time; time.sleep(0.3); s = socket.socket(); "
         "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
-        f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(60)")), ready_port=port)
+        f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(60)")), ready_address=f"tcp://127.0.0.1:{port}")
     supervisor.start(spec)
     try:
         supervisor.wait_ready(spec, timeout=20)
     finally:
         supervisor.stop_all(timeout=5)
+
+
+def _stale_socket(path: Path) -> None:
+    """A unix socket file nobody listens on, as a SIGKILLed server leaves it."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as left:
+        left.bind(str(path))
+    assert stat.S_ISSOCK(path.lstat().st_mode)
+
+
+def test_wait_ready_returns_once_the_unix_socket_listens_and_a_stale_one_does_not_count(tmp_path):
+    supervisor = Supervisor(tmp_path)
+    path = tmp_path / "app.sock"
+    _stale_socket(path)
+    # The stand-in replaces the stale socket after a while, as the ABCI server does (bound aside, renamed on it).
+    spec = ServiceSpec("listener", (sys.executable, "-c", (
+        "import os, socket, time; time.sleep(1.0); s = socket.socket(socket.AF_UNIX); "
+        f"s.bind({str(path) + '.new'!r}); s.listen(); os.replace({str(path) + '.new'!r}, {str(path)!r}); "
+        "open('listening', 'w').close(); time.sleep(60)")), ready_address=f"unix://{path}")
+    supervisor.start(spec)
+    try:
+        supervisor.wait_ready(spec, timeout=20)
+        assert (tmp_path / "listening").exists(), "wait_ready returned before the service listened"
+    finally:
+        supervisor.stop_all(timeout=5)
+
+
+def test_wait_ready_on_a_unix_socket_names_it_when_the_service_exits_or_never_listens(tmp_path):
+    supervisor = Supervisor(tmp_path)
+    path = tmp_path / "app.sock"
+    _stale_socket(path)
+    broken = ServiceSpec("broken", ("/bin/sh", "-c", "exit 4"), ready_address=f"unix://{path}")
+    supervisor.start(broken)
+    with pytest.raises(ServiceError, match=f"broken exited with code 4 during start-up, before it listened on "
+                                           f"unix://{path}; see .*broken.log"):
+        supervisor.wait_ready(broken, timeout=10)
+    silent = ServiceSpec("silent", ("sleep", "60"), ready_address=f"unix://{path}")
+    supervisor.start(silent)
+    try:
+        with pytest.raises(ServiceError, match=f"silent did not listen on unix://{path} within 1s"):
+            supervisor.wait_ready(silent, timeout=1)
+    finally:
+        supervisor.stop_all(timeout=5)
+
+
+def test_wait_ready_refuses_an_address_it_cannot_connect_to(tmp_path):
+    spec = ServiceSpec("odd", ("sleep", "60"), ready_address="udp://127.0.0.1:1")
+    with pytest.raises(ServiceError, match="cannot wait for 'udp://127.0.0.1:1': expected unix://PATH or tcp://"):
+        Supervisor(tmp_path).wait_ready(spec, timeout=1)
 
 
 # ----------------------------------------------------------------------------------------- progress line
@@ -462,17 +515,94 @@ def test_a_localnet_json_this_version_cannot_read_says_to_reset(tmp_path, text):
         layout.load()
 
 
-def test_a_solo_app_in_a_home_too_deep_for_a_socket_listens_on_loopback_tcp(tmp_path):
-    from trolly.localnet.services import solo_app_address
-
-    config = LocalnetConfig(engine="solo", validators=1)
+@pytest.mark.parametrize("engine", ["cometbft", "solo"])
+def test_an_app_in_a_home_too_deep_for_a_socket_listens_on_loopback_tcp(tmp_path, engine):
+    config = LocalnetConfig(engine=engine, validators=4 if engine == "cometbft" else 1)
     # pytest's own temporary directory may already be too deep (its path grows with the run's number)
     with tempfile.TemporaryDirectory(dir="/tmp", prefix="t") as short:
         shallow = Layout(Path(short) / "n")
-        assert solo_app_address(shallow, config, 0) == f"unix://{shallow.app_socket(0)}"
+        assert shallow.app_address(config, 0) == f"unix://{shallow.app_socket(0)}"
     deep = Layout(tmp_path / ("d" * 120))
-    assert solo_app_address(deep, config, 0) == f"tcp://127.0.0.1:{config.abci_port(0)}"
+    assert deep.app_address(config, 0) == f"tcp://127.0.0.1:{config.abci_port(0)}"
     # a socket path that fits while the server's private staging path beside it does not
     borderline = Layout(tmp_path / ("b" * (103 - 1 - len(str(tmp_path / "nodes/node-0/data/app.sock")))))
     assert len(str(borderline.app_socket(0))) <= 107
-    assert solo_app_address(borderline, config, 0).startswith("tcp://")
+    assert borderline.app_address(config, 0).startswith("tcp://")
+
+
+def _argument(argv: tuple[str, ...], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_a_cometbft_node_dials_its_app_on_the_unix_socket_the_app_listens_on(tmp_path):
+    from trolly.localnet.services import app_service, engine_service
+
+    config = LocalnetConfig(engine="cometbft", validators=2, workers=0, slow_workers=0, base_port=BASE + 800)
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="t") as short:
+        layout = Layout(Path(short) / "n")
+        init_localnet(layout, config)
+        for i in range(config.validators):
+            socket_address = f"unix://{layout.app_socket(i)}"
+            proxy_app = tomllib.loads((_home(layout, i) / "config.toml").read_text())["proxy_app"]
+            app = app_service(layout, config, i)
+            cometbft = engine_service(layout, config, i, "/usr/bin/cometbft")
+            dialed = _argument(cometbft.argv, "--proxy_app")
+            assert proxy_app == _argument(app.argv, "--abci") == dialed == socket_address
+            assert app.ready_address == socket_address  # its CometBFT starts once the app listens there
+
+
+def test_a_cometbft_node_in_a_home_too_deep_for_a_socket_dials_its_app_on_its_abci_port(tmp_path):
+    from trolly.localnet.services import app_service, engine_service
+
+    config = LocalnetConfig(engine="cometbft", validators=2, workers=0, slow_workers=0, base_port=BASE + 800)
+    layout = Layout(tmp_path / ("d" * 120))
+    init_localnet(layout, config)
+    for i in range(config.validators):
+        tcp = f"tcp://127.0.0.1:{config.abci_port(i)}"
+        proxy_app = tomllib.loads((_home(layout, i) / "config.toml").read_text())["proxy_app"]
+        app, cometbft = app_service(layout, config, i), engine_service(layout, config, i, "/usr/bin/cometbft")
+        assert proxy_app == _argument(app.argv, "--abci") == _argument(cometbft.argv, "--proxy_app") == tcp
+        assert app.ready_address == tcp
+
+
+def test_a_solo_engine_dials_its_app_where_it_listens_without_a_readiness_wait(tmp_path):
+    from trolly.localnet.services import app_service, engine_service
+
+    config = LocalnetConfig(engine="solo", validators=1, workers=0, slow_workers=0)
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="t") as short:
+        layout = Layout(Path(short) / "n")
+        app, engine = app_service(layout, config, 0), engine_service(layout, config, 0, None)
+        socket_address = f"unix://{layout.app_socket(0)}"
+        assert _argument(app.argv, "--abci") == _argument(engine.argv, "--proxy-app") == socket_address
+        assert app.ready_address == ""  # the solo engine dials again until its app answers
+
+
+@pytest.mark.slow
+def test_an_app_sigkilled_leaves_a_stale_socket_and_binds_it_again_when_started(tmp_path):
+    """`trolly-localnet kill validator-<i>` then `start`: the killed app cannot remove its socket file; the new
+    one replaces it (abci_app/server.py `bind_private_unix_socket`) and the readiness wait sees it listen."""
+    import socket
+
+    from trolly.localnet.services import app_service
+
+    config = LocalnetConfig(engine="cometbft", validators=1, workers=0, slow_workers=0, base_port=BASE + 800)
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="t") as short:
+        layout = Layout(Path(short) / "n")
+        init_localnet(layout, config)
+        supervisor = Supervisor(layout.home)
+        app = app_service(layout, config, 0)
+        assert app.ready_address.startswith("unix://")
+        try:
+            supervisor.start(app)
+            supervisor.wait_ready(app, timeout=60)
+            assert supervisor.kill(app.name)
+            socket_path = layout.app_socket(0)
+            assert stat.S_ISSOCK(socket_path.lstat().st_mode), "a SIGKILLed app leaves its socket file"
+            with socket.socket(socket.AF_UNIX) as probe, pytest.raises(ConnectionRefusedError):
+                probe.connect(str(socket_path))
+            supervisor.start(app)
+            supervisor.wait_ready(app, timeout=60)
+            assert supervisor.is_running(app.name)
+            assert stat.S_IMODE(socket_path.lstat().st_mode) == 0o600
+        finally:
+            supervisor.stop_all(timeout=10)
