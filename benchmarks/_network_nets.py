@@ -10,6 +10,8 @@
   does almost nothing;
 - `noop`: the `trolly` network with `benchmarks._noop_app` in place of the Trolly app: Trolly's ABCI server in
   a process of its own, over the same socket, with an app that runs nothing (the floor of any app served so);
+- `sigcheck`: the `noop` network whose app decodes each new transaction and checks its signature, the one
+  piece of work every validator must do per transaction;
 - `solo`: `trolly-node start` driven by the solo engine (`trolly-node engine`), as in `trolly-node dev`.
 
 Every process starts in its own session and is stopped (SIGTERM, then SIGKILL of the whole session) by
@@ -218,13 +220,15 @@ def _validator_set(keys: list[homelib.ValidatorKey]) -> list[homelib.GenesisVali
                                      f"validator-{i}") for i, key in enumerate(keys)]
 
 
-APPS = ("trolly", "kvstore", "noop")
-"""What a CometBFT network's validators run: `trolly-node start`, CometBFT's own kvstore, or the noop app."""
+APPS = ("trolly", "kvstore", "noop", "sigcheck")
+"""What a CometBFT network's validators run: `trolly-node start`, CometBFT's own kvstore, or the noop app
+(checking signatures, for `sigcheck`)."""
 
 
 def _app_argv(app: str, root: Path, address: str) -> list[str]:
-    if app == "noop":
-        return [sys.executable, str(Path(__file__).with_name("_noop_app.py")), "--abci", address]
+    if app in ("noop", "sigcheck"):
+        flags = ["--signatures"] if app == "sigcheck" else []
+        return [sys.executable, str(Path(__file__).with_name("_noop_app.py")), "--abci", address, *flags]
     return [sys.executable, "-m", "trolly.abci_app.cli", "--log-level", "warning", "start", "--home", str(root),
             "--abci", address]
 

@@ -1,7 +1,8 @@
 """Network throughput: signed transfers at a rising rate into 4 CometBFT validators running Trolly, 4 running
-CometBFT's `kvstore` app, 4 running an app that does nothing, and the solo engine.
+CometBFT's `kvstore` app, 4 running an app that does nothing (and one that only checks signatures), and the
+solo engine.
 
-    python -m benchmarks.network_throughput [--quick] [--networks trolly,kvstore,noop,solo] [--senders N] ...
+    python -m benchmarks.network_throughput [--quick] [--networks trolly,kvstore,noop,sigcheck,solo] ...
 
 Workload. Genesis funds one account per transaction of the largest step; every transaction is a 1 utrl
 `MsgSend` signed with the account's ed25519 key, all signed before any network starts (an account sends once
@@ -9,7 +10,9 @@ per step, its nonce counting the steps it sent in before, which are committed by
 `key=value` transactions of the same size, each key used once. The `noop` network (`benchmarks._noop_app`:
 Trolly's ABCI server in its own process, as the Trolly apps are, with an app that admits and "executes"
 everything without work) gets the Trolly transactions: what it sustains is the ceiling of any app served out
-of process on this machine, so that the Trolly figure can be read against both anchors.
+of process on this machine, so that the Trolly figure can be read against both anchors. The `sigcheck`
+network is `noop` with one piece of work: each new transaction decoded and its ed25519 signature checked,
+which every validator must do whatever its state machine, so it bounds any app that checks signatures.
 
 Steps. Each network, started fresh (`benchmarks._network_nets`), gets the same ladder of rates (tx/s), each
 held for `--hold` seconds: transaction i of a step is due at start + i / rate and is submitted with
@@ -25,8 +28,8 @@ The senders' own capacity is measured on kvstore (the cheapest app) with every t
 is not well above a network's figure, that figure is the client's, not the network's. CPU seconds per step
 are reported by role (cometbft, app, engine, senders, observer) next to the whole machine's, which other
 work shares. The last line is JSON: `tx_per_s_trolly`, `tx_per_s_kvstore`, `tx_per_s_solo`,
-`ratio_to_kvstore`, `p99_latency_s` (of Trolly's highest sustained step), `tx_per_s_noop` and
-`noop_ratio_to_kvstore`, then the settings and every step.
+`ratio_to_kvstore`, `p99_latency_s` (of Trolly's highest sustained step), `tx_per_s_noop`,
+`noop_ratio_to_kvstore` and `tx_per_s_sigcheck`, then the settings and every step.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ MAX_P99_SECONDS = 3.0
 MIN_PACE = 0.95
 DRAIN_SECONDS = 10.0
 """How long after its last submission a step waits for its transactions to commit; any still missing is lost."""
-NETWORKS = ("trolly", "kvstore", "noop", "solo")
+NETWORKS = ("trolly", "kvstore", "noop", "sigcheck", "solo")
 
 FULL_RATES = (100, 200, 300, 400, 600, 800, 1000, 1200, 1600, 2000, 2400, 3000, 3600, 4400, 5200, 6000)
 QUICK_RATES = (250, 400, 600, 1000, 1500, 2200, 3000, 4400)
@@ -329,14 +332,14 @@ async def run_all(arguments, cometbft: str | None, workload: Workload, settings:
 def main() -> int:
     arguments = parse_arguments()
     cometbft = None
-    if {"trolly", "kvstore", "noop"} & set(arguments.networks):
+    if {"trolly", "kvstore", "noop", "sigcheck"} & set(arguments.networks):
         try:
             cometbft = find_cometbft().path
         except CometbftError as exc:
             log(f"cannot run the CometBFT networks: {exc}")
             return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the `finally`s stop every process
-    trolly_rates = arguments.rates if {"trolly", "noop", "solo"} & set(arguments.networks) else (1,)
+    trolly_rates = arguments.rates if set(arguments.networks) - {"kvstore"} else (1,)
     started = time.monotonic()
     workload = build_workload(arguments.rates, arguments.hold, trolly_rates)
     log(f"signed {sum(len(step) for step in workload.trolly)} transfers of {workload.tx_bytes} bytes for "
@@ -367,6 +370,7 @@ def summarize(arguments, settings: CometbftSettings, workload: Workload, outcome
         "tx_per_s_noop": rates["noop"],
         "noop_ratio_to_kvstore": (round(rates["noop"] / rates["kvstore"], 3)
                                   if rates["noop"] and rates["kvstore"] else None),
+        "tx_per_s_sigcheck": rates["sigcheck"],
         "ladder_top_reached": {name: len(steps[name]) == len(arguments.rates) and steps[name][-1]["sustained"]
                                for name in steps},
         "client_capacity": outcome["client_capacity"],

@@ -33,7 +33,7 @@ END = "<!-- figures:end -->"
 
 HEADLINES: dict[str, tuple[str, ...]] = {
     "network_throughput": ("tx_per_s_trolly", "tx_per_s_kvstore", "tx_per_s_solo", "ratio_to_kvstore",
-                           "p99_latency_s", "tx_per_s_noop"),
+                           "p99_latency_s", "tx_per_s_noop", "tx_per_s_sigcheck"),
     "verification": ("replay_step_cost_ratio", "verifier_compute_fraction", "false_positive_rate",
                      "honest_segments", "task_detection_at_f_0_1"),
     "fuzz_chain": ("txs", "crashes", "invariant_failures", "nondeterministic", "unknown_codes", "hostile_tx_per_s",

@@ -1,6 +1,6 @@
 """The network throughput benchmark (`python -m benchmarks.network_throughput`): a very short run on real
-processes (4 CometBFT validators with Trolly, 4 with kvstore, 4 with the noop app, the solo engine), and its
-refusals of bad input."""
+processes (4 CometBFT validators with Trolly, 4 with kvstore, 4 with the noop app, 4 with the noop app checking
+signatures, the solo engine), and its refusals of bad input."""
 
 from __future__ import annotations
 
@@ -40,9 +40,9 @@ def test_short_run_commits_every_network_s_transactions_and_ends_with_the_json_l
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     for key in ("tx_per_s_trolly", "tx_per_s_kvstore", "tx_per_s_solo", "ratio_to_kvstore", "p99_latency_s",
-                "tx_per_s_noop", "noop_ratio_to_kvstore"):
+                "tx_per_s_noop", "noop_ratio_to_kvstore", "tx_per_s_sigcheck"):
         assert key in summary
-    for network in ("trolly", "kvstore", "noop", "solo"):
+    for network in ("trolly", "kvstore", "noop", "sigcheck", "solo"):
         first = summary["steps"][network][0]
         assert first["sent"] == 80 and first["committed"] == first["sent"] and first["lost"] == 0, (network, first)
         assert first["p99_latency_s"] is not None
@@ -97,7 +97,7 @@ def test_rates_that_do_not_rise_are_refused_with_a_message():
 def test_an_unknown_network_is_refused_naming_the_known_ones():
     done = run_benchmark("--networks", "trolly,ethereum")
     assert done.returncode == 2
-    assert "trolly, kvstore, noop, solo" in done.stderr
+    assert "trolly, kvstore, noop, sigcheck, solo" in done.stderr
 
 
 def test_a_rate_that_is_not_a_number_is_refused():
@@ -119,3 +119,21 @@ def test_the_noop_app_admits_everything_and_proposes_only_what_fits():
     block = app.finalize_block(abci.RequestFinalizeBlock(height=7, txs=[b"x", b"y"]))
     assert [result.code for result in block.tx_results] == [0, 0] and block.app_hash == APP_HASH
     assert app.info(abci.RequestInfo()).last_block_height == 7
+
+
+def test_the_signature_checking_noop_app_refuses_a_forged_or_undecodable_transaction_only_when_new():
+    from benchmarks._noop_app import NoopApplication
+    from trolly.abci_app.proto.tendermint.abci import types_pb2 as abci
+    from trolly.chain.crypto import PrivateKey
+    from trolly.chain.proto.bank_pb2 import MsgSend
+    from trolly.chain.tx import build_tx
+
+    key = PrivateKey(bytes(range(32)))
+    good = build_tx(key, "bench", 0, 1000, [MsgSend(to=key.address, amount=1)])
+    forged = good[:-1] + bytes([good[-1] ^ 1])  # the signature is the envelope's last field
+    app = NoopApplication(signatures=True)
+    assert app.check_tx(abci.RequestCheckTx(tx=good, type=abci.CheckTxType.NEW)).code == 0
+    assert app.check_tx(abci.RequestCheckTx(tx=forged, type=abci.CheckTxType.NEW)).code != 0
+    assert app.check_tx(abci.RequestCheckTx(tx=b"junk", type=abci.CheckTxType.NEW)).code != 0
+    assert app.check_tx(abci.RequestCheckTx(tx=forged, type=abci.CheckTxType.RECHECK)).code == 0
+    assert NoopApplication().check_tx(abci.RequestCheckTx(tx=forged, type=abci.CheckTxType.NEW)).code == 0
