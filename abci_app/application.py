@@ -32,6 +32,7 @@ from trolly.chain.checked_txs import CheckedTxs
 from trolly.chain.codec import canonical_json
 from trolly.chain.errors import ChainError, InvalidRequest, UnexpectedFailure
 from trolly.chain.merkle import PROOF_OP_TYPE
+from trolly.chain.params import AuthParams, get_params
 from trolly.chain.state import State
 
 from . import seed
@@ -103,6 +104,8 @@ class TrollyApplication:
         self._pending: Any = None  # the PendingCommit of the last FinalizeBlock
         self._pending_txs: list[bytes] = []  # that block's transactions, forgotten by `checks` at its Commit
         self._mempool: State | None = None
+        self._mempool_auth: AuthParams | None = None  # the overlay's auth params, read when it is built
+        self._check_env: BlockEnv | None = None  # the last env CheckTx ran under (see `_next_env`)
         self._last_block_time_ns = 0  # for CheckTx's env only; never used by consensus paths
         self._chain_id = self._read_chain_id(State(store.reader()))
 
@@ -122,15 +125,23 @@ class TrollyApplication:
         raw = state.get(CHAIN_ID_KEY)
         return raw.decode() if raw is not None else (self.chain_id_hint or "")
 
-    def _mempool_state(self) -> State:
-        if self._mempool is None:
+    def _mempool_state(self) -> tuple[State, AuthParams]:
+        """The mempool overlay and its auth params (read once: no transaction changes them)."""
+        if self._mempool is None or self._mempool_auth is None:
             self._mempool = self._execution_base()
-        return self._mempool
+            self._mempool_auth = get_params(self._mempool, AuthParams)
+        return self._mempool, self._mempool_auth
 
     def _next_env(self) -> BlockEnv:
-        """The env CheckTx runs under: the next height, the last block's time (no clock in the chain)."""
-        return BlockEnv(chain_id=self._chain_id, height=self.store.last_height + 1,
-                        time_ns=self._last_block_time_ns)
+        """The env CheckTx runs under: the next height, the last block's time (no clock in the chain).
+        Built again only when one of them changed, not for every transaction."""
+        env = self._check_env
+        height = self.store.last_height + 1
+        if (env is None or env.height != height or env.time_ns != self._last_block_time_ns
+                or env.chain_id != self._chain_id):
+            env = self._check_env = BlockEnv(chain_id=self._chain_id, height=height,
+                                             time_ns=self._last_block_time_ns)
+        return env
 
     def on_all_connections_closed(self) -> None:
         """The consensus engine went away (the server calls this when its last connection closes).
@@ -190,10 +201,10 @@ class TrollyApplication:
         A RECHECK (and any later sight of the same bytes) finds the tx's decoding and signature in `checks`
         and runs only the stateful part. The answer carries no events: CometBFT v0.38's mempool and its
         `broadcast_tx_sync` use only the code, log, codespace and gas; the block's results carry the events."""
-        mempool = self._mempool_state()
+        mempool, auth_params = self._mempool_state()
         marker = mempool.snapshot()
         try:
-            result = chain_app.check_tx(mempool, self._next_env(), request.tx, self.checks)
+            result = chain_app.check_tx(mempool, self._next_env(), request.tx, self.checks, auth_params)
         except Exception as exc:  # noqa: BLE001 - chain.check_tx fails txs itself; this guards the overlay too
             mempool.rollback(marker)
             result = chain_app.error_result(_as_chain_error(exc, "CheckTx"))
@@ -244,10 +255,11 @@ class TrollyApplication:
         if seed_tx is not None and len(seed_tx) <= request.max_tx_bytes:
             kept.append(seed_tx)  # first, so that the block's sampling seed comes from the vote extensions
             total += len(seed_tx)
+        auth_params = get_params(scratch, AuthParams)
         for tx in request.txs:
             if total + len(tx) > request.max_tx_bytes:
                 break
-            if chain_app.check_tx(scratch, env, tx, self.checks).ok:
+            if chain_app.check_tx(scratch, env, tx, self.checks, auth_params).ok:
                 kept.append(tx)
                 total += len(tx)
         return abci.ResponsePrepareProposal(txs=kept)

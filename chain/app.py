@@ -135,14 +135,19 @@ def apply_tx(state: State, ctx: BlockContext, raw: bytes, checks: CheckedTxs | N
         return error_result(_unexpected(exc, "checking the transaction"))
 
     signer = tx.signer
-    sender = tx.sender
-    charged = [Event.of("tx", fee=tx.body.fee, signer=sender, nonce=tx.body.nonce)]
-    events = list(charged)
+    recording = ctx.record_events
+    if recording:
+        sender = tx.sender
+        charged = [Event.of("tx", fee=tx.body.fee, signer=sender, nonce=tx.body.nonce)]
+        events = list(charged)
+    else:  # CheckTx: the answer carries no events, so none are built
+        charged, events = [], []
     ctx.tx_events = events
     before_messages = state.snapshot()
     try:
         for route, message in messages:
-            events.append(Event.of("message", action=route.type_url, sender=sender))
+            if recording:
+                events.append(Event.of("message", action=route.type_url, sender=sender))
             route.process(state, ctx, signer, message)
     except ChainError as error:
         state.rollback(before_messages)
@@ -190,9 +195,14 @@ def apply_block(state: State, env: BlockEnv, txs: list[bytes], checks: CheckedTx
     return BlockOutput(tx_results=tx_results, events=ctx.events, validator_updates=updates)
 
 
-def check_tx(state: State, env: BlockEnv, raw: bytes, checks: CheckedTxs | None = None) -> TxResult:
-    """Mempool admission against a mempool overlay: the tx must succeed whole, or it changes nothing."""
-    ctx = BlockContext(env)
+def check_tx(state: State, env: BlockEnv, raw: bytes, checks: CheckedTxs | None = None,
+             auth_params: AuthParams | None = None) -> TxResult:
+    """Mempool admission against a mempool overlay: the tx must succeed whole, or it changes nothing.
+
+    The result carries no events (nothing reads a CheckTx's events; FinalizeBlock's results carry them).
+    `auth_params`, if given, must be `state`'s (no transaction changes them, so a caller checking many
+    transactions against one overlay reads them once); without them they are read here."""
+    ctx = BlockContext(env, auth_params=auth_params, record_events=False)
     marker = state.snapshot()
     result = apply_tx(state, ctx, raw, checks)
     if not result.ok:

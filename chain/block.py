@@ -88,9 +88,13 @@ class BlockContext:
     validator_updates: dict[bytes, int] = field(default_factory=dict)  # consensus pubkey -> power
     tx_events: list[Event] | None = None  # events of the tx being executed, None outside a tx
     auth_params: object | None = None  # AuthParams, read once per block by the first transaction (app.apply_tx)
+    record_events: bool = True
+    """False where nothing reads the events (CheckTx, PrepareProposal's trial run: their answers carry none):
+    `emit` drops them, and hot handlers skip building them. Results and state are the same either way."""
 
     def emit(self, event: Event) -> None:
-        (self.tx_events if self.tx_events is not None else self.events).append(event)
+        if self.record_events:
+            (self.tx_events if self.tx_events is not None else self.events).append(event)
 
     def update_validator(self, pubkey: bytes, power: int) -> None:
         self.validator_updates[pubkey] = power

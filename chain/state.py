@@ -52,19 +52,24 @@ class State:
         self._base = base
         self._overlay: dict[bytes, bytes | None] = {}  # None marks a deletion
         self._journal: list[tuple[bytes, object]] = []  # (key, previous overlay entry or _MISSING)
+        # First bytes of every key ever put in the overlay (a superset after rollbacks): `iterate` under a
+        # prefix none of them starts skips scanning the overlay, which holds a whole block's writes.
+        self._heads: set[bytes] = set()
 
     # -- reads -------------------------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
-        if key in self._overlay:
-            return self._overlay[key]
-        return self._base.get(key)
+        value = self._overlay.get(key, _MISSING)
+        return self._base.get(key) if value is _MISSING else value
 
     def has(self, key: bytes) -> bool:
         return self.get(key) is not None
 
     def iterate(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Merged view of base and overlay under `prefix`, ascending by key, deletions hidden."""
-        pending = sorted(k for k in self._overlay if k.startswith(prefix))
+        if prefix[:1] and prefix[:1] not in self._heads:
+            pending = []
+        else:
+            pending = sorted(k for k in self._overlay if k.startswith(prefix))
         base_iter = iter(self._base.iterate(prefix))
         base_item = next(base_iter, None)
         i = 0
@@ -87,11 +92,17 @@ class State:
             if not isinstance(value, (bytes, bytearray)):
                 raise TypeError("state values are bytes")
             value = bytes(value)
-        self._journal.append((key, self._overlay.get(key, _MISSING)))
+        previous = self._overlay.get(key, _MISSING)
+        if previous is _MISSING:
+            self._heads.add(key[:1])
+        self._journal.append((key, previous))
         self._overlay[key] = value
 
     def delete(self, key: bytes) -> None:
-        self._journal.append((key, self._overlay.get(key, _MISSING)))
+        previous = self._overlay.get(key, _MISSING)
+        if previous is _MISSING:
+            self._heads.add(key[:1])
+        self._journal.append((key, previous))
         self._overlay[key] = None
 
     # -- snapshots ---------------------------------------------------------------------------------------

@@ -171,14 +171,15 @@ def test_an_unexpected_error_in_check_tx_leaves_the_mempool_overlay_unchanged(mo
     ok = build_tx(ALICE, CHAIN_ID, 0, 0, [bank_pb2.MsgSend(to=key_for(2).address, amount=1)])
     assert app.check_tx(abci.RequestCheckTx(tx=ok)).code == 0
 
-    def broken(state, env, raw):
+    def broken(state, env, raw, *helpers):
         state.set(b"\x00garbage", b"x")
         raise RuntimeError("a bug outside apply_tx")
 
     monkeypatch.setattr(chain_app, "check_tx", broken)
     response = app.check_tx(abci.RequestCheckTx(tx=ok))
     assert response.code == UnexpectedFailure.code
-    assert app._mempool_state().get(b"\x00garbage") is None
+    mempool, _ = app._mempool_state()
+    assert mempool.get(b"\x00garbage") is None
 
 
 @pytest.mark.parametrize("path", ["/market/task/\u00b2", "/market/task/" + "9" * 5000, "/market/task/1/round/\u0661"])
