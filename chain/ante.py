@@ -7,11 +7,11 @@ and the fee, at least `min_fee + fee_per_byte x the tx's size`, moves to the fee
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from .accounts import Account, add_balance, get_account, set_account
 from .codec import U64_MAX
-from .crypto import module_address, verify_signature
+from .crypto import address_from_pubkey, module_address, verify_signature
 from .errors import InsufficientFee, InsufficientFunds, InvalidAmount, InvalidNonce, InvalidRequest, InvalidSignature
 from .errors import TxDecodeError, UnknownMessage, WrongChainId
 from .module import MessageRoute
@@ -21,6 +21,29 @@ from .tx import SignedTx, is_canonical, sign_bytes
 
 FEE_COLLECTOR = module_address("fee_collector")
 """Where fees wait until the end of the block, when the distribution module pays them out."""
+
+
+class CheckedTx(NamedTuple):
+    """A transaction that passed `check_tx_stateless`, with the fields the stateful part reads taken out once.
+
+    The memo of passed checks (`checked_txs`) keeps one per transaction bytes, so a transaction met again
+    (the re-check, the proposal, FinalizeBlock) neither reads its protobuf fields nor hashes its key again."""
+
+    tx: SignedTx
+    messages: list[tuple[MessageRoute, Any]]
+    signer: bytes
+    """The signer's address (`tx.signer`)."""
+    fee: int
+    nonce: int
+    minimum_fee: int
+    """`params.minimum_fee(len(tx.raw))` under the params the check ran with (the memo keys entries by them)."""
+
+
+def checked_tx(tx: SignedTx, messages: list[tuple[MessageRoute, Any]], params: AuthParams) -> CheckedTx:
+    """The record of a transaction whose stateless checks passed, with its `messages` decoded."""
+    body = tx.body
+    return CheckedTx(tx, messages, address_from_pubkey(tx.pubkey), body.fee, body.nonce,
+                     params.minimum_fee(len(tx.raw)))
 
 
 def decode_messages(tx: SignedTx, routes: dict[str, MessageRoute]) -> list[tuple[MessageRoute, Any]]:
@@ -66,17 +89,17 @@ def check_tx_stateless(
     return decode_messages(tx, routes)
 
 
-def charge_fee_and_nonce(state: State, tx: SignedTx, params: AuthParams) -> None:
-    signer = tx.signer
+def charge_fee_and_nonce(state: State, checked: CheckedTx, params: AuthParams) -> None:
+    signer = checked.signer
+    fee = checked.fee
     account = get_account(state, signer)
-    if tx.body.nonce != account.nonce:
-        raise InvalidNonce(f"nonce {tx.body.nonce} is not the account's next nonce {account.nonce}")
-    required = params.minimum_fee(len(tx.raw))
-    if tx.body.fee < required:
-        raise InsufficientFee(f"fee {tx.body.fee}utrl is below the minimum {required}utrl = {params.min_fee}utrl + "
-                              f"{params.fee_per_byte}utrl x {len(tx.raw)} bytes")
-    if account.balance < tx.body.fee:
-        raise InsufficientFunds(f"balance {account.balance}utrl cannot pay the fee {tx.body.fee}utrl")
+    if checked.nonce != account.nonce:
+        raise InvalidNonce(f"nonce {checked.nonce} is not the account's next nonce {account.nonce}")
+    if fee < checked.minimum_fee:
+        raise InsufficientFee(f"fee {fee}utrl is below the minimum {checked.minimum_fee}utrl = {params.min_fee}utrl + "
+                              f"{params.fee_per_byte}utrl x {len(checked.tx.raw)} bytes")
+    if account.balance < fee:
+        raise InsufficientFunds(f"balance {account.balance}utrl cannot pay the fee {fee}utrl")
     # One read and one write of the signer's account: fee out and nonce up together.
-    set_account(state, signer, Account(account.balance - tx.body.fee, account.nonce + 1))
-    add_balance(state, FEE_COLLECTOR, tx.body.fee)
+    set_account(state, signer, Account(account.balance - fee, account.nonce + 1))
+    add_balance(state, FEE_COLLECTOR, fee)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any, Callable
+from typing import Callable
 
-from .ante import check_tx_stateless, charge_fee_and_nonce
+from .ante import CheckedTx, check_tx_stateless, charge_fee_and_nonce, checked_tx
 from .block import BlockContext, BlockEnv, BlockOutput, Event, TxResult, ValidatorUpdate
 from .checked_txs import AnswersAhead, CheckedTxs
-from .crypto import verify_signature
+from .crypto import encode_address, verify_signature
 from .errors import ChainError, InvalidRequest, UnexpectedFailure, UnknownQueryPath
 from .module import MessageRoute, Module, QueryResult, QueryRoute
 from .market.module import MARKET
@@ -24,7 +24,7 @@ from .modules.slashing import SLASHING
 from .modules.staking import STAKING
 from .params import AuthParams, get_params, params_from_json, params_to_json, set_params
 from .state import State
-from .tx import SignedTx, decode_tx
+from .tx import decode_tx
 
 log = logging.getLogger("trolly.chain")
 
@@ -94,7 +94,7 @@ def _verifier(ahead: AnswersAhead | None) -> Callable[[bytes, bytes, bytes], boo
 
 def check_stateless(raw: bytes, chain_id: str, params: AuthParams, checks: CheckedTxs | None = None,
                     ahead: AnswersAhead | None = None,
-                    remember: bool = True) -> tuple[SignedTx, list[tuple[MessageRoute, Any]]]:
+                    remember: bool = True) -> CheckedTx:
     """Decode `raw` and run every check that needs no state (`ante.check_tx_stateless`); raises its ChainError.
 
     With `checks` (the node's memo of passed checks), bytes that passed before under the same chain id and
@@ -106,7 +106,7 @@ def check_stateless(raw: bytes, chain_id: str, params: AuthParams, checks: Check
         if remembered is not None:
             return remembered
     tx = decode_tx(raw, params.max_tx_bytes)
-    checked = (tx, check_tx_stateless(tx, chain_id, params, MESSAGE_ROUTES, _verifier(ahead)))
+    checked = checked_tx(tx, check_tx_stateless(tx, chain_id, params, MESSAGE_ROUTES, _verifier(ahead)), params)
     if checks is not None and remember:
         checks.remember(raw, context, checked)
     return checked
@@ -125,8 +125,8 @@ def apply_tx(state: State, ctx: BlockContext, raw: bytes, checks: CheckedTxs | N
         params = ctx.auth_params = get_params(state, AuthParams)
     before_ante = state.snapshot()
     try:
-        tx, messages = check_stateless(raw, ctx.env.chain_id, params, checks, ahead, remember)
-        charge_fee_and_nonce(state, tx, params)
+        checked = check_stateless(raw, ctx.env.chain_id, params, checks, ahead, remember)
+        charge_fee_and_nonce(state, checked, params)
     except ChainError as error:
         state.rollback(before_ante)
         return error_result(error)
@@ -134,20 +134,20 @@ def apply_tx(state: State, ctx: BlockContext, raw: bytes, checks: CheckedTxs | N
         state.rollback(before_ante)
         return error_result(_unexpected(exc, "checking the transaction"))
 
-    signer = tx.signer
+    signer = checked.signer
     recording = ctx.record_events
-    if recording:
-        sender = tx.sender
-        charged = [Event.of("tx", fee=tx.body.fee, signer=sender, nonce=tx.body.nonce)]
+    if recording:  # the events as Event.of builds them, without its keyword dict
+        sender = encode_address(signer)
+        charged = [Event("tx", (("fee", str(checked.fee)), ("signer", sender), ("nonce", str(checked.nonce))))]
         events = list(charged)
     else:  # CheckTx: the answer carries no events, so none are built
         charged, events = [], []
     ctx.tx_events = events
     before_messages = state.snapshot()
     try:
-        for route, message in messages:
+        for route, message in checked.messages:
             if recording:
-                events.append(Event.of("message", action=route.type_url, sender=sender))
+                events.append(Event("message", (("action", route.type_url), ("sender", sender))))
             route.process(state, ctx, signer, message)
     except ChainError as error:
         state.rollback(before_messages)

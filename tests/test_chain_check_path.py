@@ -1,8 +1,9 @@
-"""The CheckTx path's shortcuts change nothing but speed: it builds no events, reads the auth params once, and
-`State.iterate` skips scanning the overlay under prefixes it never wrote; results and writes stay the same.
+"""The per-transaction shortcuts change nothing but speed: CheckTx builds no events and reads the auth params
+once, `State.iterate` skips scanning the overlay under prefixes it never wrote, balances change without
+`Account` tuples, and the memo's record of a passed check holds the fields the stateful part reads.
 
 Each test compares against the path without the shortcut: a block's `apply_tx` (which records events), a
-fresh params read, or a merged view built by hand.
+fresh params read, a merged view built by hand, `get_account`+`set_account`, or a fresh decode.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ from hypothesis import strategies as st
 
 from trolly.chain import app as chain_app
 from trolly.chain.accounts import Account, add_balance, get_account, set_account, sub_balance
+from trolly.chain.ante import decode_messages
 from trolly.chain.block import BlockContext, Event
+from trolly.chain.checked_txs import CheckedTxs
 from trolly.chain.codec import U64_MAX
-from trolly.chain.crypto import encode_address
+from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.errors import ChainError, InsufficientFunds, InvalidAmount
 from trolly.chain.params import AuthParams
 from trolly.chain.proto.bank_pb2 import MsgSend
 from trolly.chain.proto.staking_pb2 import MsgBond, MsgUnbond
 from trolly.chain.state import MemoryKV, State
-from trolly.chain.tx import build_tx
+from trolly.chain.tx import build_tx, decode_tx
 
 from chain_helpers import CHAIN_ID, GENESIS_BALANCE, Chain
 
@@ -175,3 +178,22 @@ def test_add_and_sub_balance_write_and_refuse_as_the_get_set_reference_does(star
                 outcomes.append((type(error), error.log))
         assert outcomes[0] == outcomes[1]
         assert fast.changes() == reference.changes()
+
+
+# -- the memo's record of a passed check ------------------------------------------------------------------------
+@given(fee=st.integers(0, U64_MAX), nonce=st.integers(0, U64_MAX), memo=st.text(max_size=20),
+       amounts=st.lists(st.integers(1, U64_MAX), min_size=1, max_size=3),
+       min_fee=st.integers(0, 10**6), fee_per_byte=st.integers(0, 100))
+def test_a_remembered_check_holds_the_fields_a_fresh_decode_reads(fee, nonce, memo, amounts, min_fee, fee_per_byte):
+    key = PrivateKey(b"\x21" * 32)
+    raw = build_tx(key, CHAIN_ID, nonce, fee, [MsgSend(to=b"\x03" * 20, amount=amount) for amount in amounts], memo)
+    params = AuthParams(min_fee=min_fee, fee_per_byte=fee_per_byte)
+    checks = CheckedTxs()
+    first = chain_app.check_stateless(raw, CHAIN_ID, params, checks)
+    remembered = chain_app.check_stateless(raw, CHAIN_ID, params, checks)
+    fresh = decode_tx(raw)
+    assert remembered is first and first.tx.raw == raw
+    assert (first.signer, first.fee, first.nonce, first.minimum_fee) == (
+        fresh.signer, fresh.body.fee, fresh.body.nonce, params.minimum_fee(len(raw)))
+    assert [(route.type_url, message) for route, message in first.messages] == [
+        (route.type_url, message) for route, message in decode_messages(fresh, chain_app.MESSAGE_ROUTES)]
