@@ -77,6 +77,9 @@ def test_a_killed_validator_stops_whole_the_others_go_on_and_it_catches_up_on_st
     assert "killed verifier-3, cometbft-3, app-3" in " ".join(done.stderr.split())
     assert survivors(family) == []
     assert status(net)["nodes"][3]["services"] == {"app-3": False, "cometbft-3": False, "verifier-3": False}
+    # Its app listened on its home's unix socket, and SIGKILL left the socket file: `start` must bind it again.
+    assert net.layout.app_address(net.config, 3) == f"unix://{net.layout.app_socket(3)}"
+    assert net.layout.app_socket(3).is_socket()
     # 90 % of the power is left: blocks go on.
     height = net.height(0)
     net.wait_for_height(height + 3, nodes=[0, 1, 2], timeout=30)
