@@ -29,6 +29,8 @@ asked (LevelDB's own in-process refusal closes a descriptor of its LOCK file, wh
 process's POSIX lock and would let another process open the database alongside).
 Inside the process, `reader()`, `snapshot()` and `prove()` may be used from any thread while the consensus
 path prepares and commits: a lock orders commits against proofs, and a snapshot reads one commit's state.
+The live reader keeps recently read and committed state values in memory (`DEFAULT_CACHE_VALUES`); `commit`
+updates them with the block's write set under the same lock, so the cache never shows an older commit.
 """
 
 from __future__ import annotations
@@ -64,6 +66,13 @@ accounts; without the cache each would be a LevelDB read per block. With up to ~
 fits; beyond that the least recently written or read-in records are dropped first."""
 
 
+DEFAULT_CACHE_VALUES = 100_000
+"""How many committed state values (an account is 16 bytes) the live reader keeps in memory, absent keys
+included. Each transaction's signer is read once by CheckTx, the re-check, PrepareProposal and FinalizeBlock,
+each over a fresh overlay of committed state: with the cache only the first is a LevelDB read. Beyond the
+bound the least recently read-in or committed values are dropped first."""
+
+
 class StoreError(AbciAppError):
     """A store operation that cannot be done (bad arguments, stale pending commit, corrupt database)."""
 
@@ -89,6 +98,26 @@ class StoreReader:
         with self._source.iterator(prefix=STATE_PREFIX + prefix) as items:
             for key, value in items:
                 yield key[1:], value
+
+
+class _CachedStoreReader(StoreReader):
+    """The live reader behind the committed-values cache: a miss reads LevelDB and fills the cache under the
+    store's lock, which `Store.commit` holds while it writes and updates the cache, so no value read before a
+    commit is put in the cache after it."""
+
+    def __init__(self, db: "plyvel.DB", cache: "_ValueCache", lock: threading.RLock) -> None:
+        super().__init__(db)
+        self._values = cache.values
+        self._cache = cache
+        self._lock = lock
+
+    def get(self, key: bytes) -> bytes | None:
+        value = self._values.get(key, _UNCACHED)
+        if value is _UNCACHED:
+            with self._lock:
+                value = self._source.get(STATE_PREFIX + key)
+                self._cache.remember(key, value)
+        return value
 
 
 class StoreSnapshot(StoreReader):
@@ -155,6 +184,35 @@ class _NodeCache:
             del self.records[path]
 
 
+class _ValueCache:
+    """Committed state values by key (None: absent), bounded by count, oldest first out. `committed` applies
+    a block's write set, so the cache always equals the last commit for every key it holds."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.values: dict[bytes, bytes | None] = {}
+
+    def remember(self, key: bytes, value: bytes | None) -> None:
+        if self.capacity > 0 and type(key) is bytes:
+            self.values[key] = value
+            if len(self.values) > self.capacity:
+                self._evict()
+
+    def committed(self, changes: dict[bytes, bytes | None]) -> None:
+        values = self.values
+        for key, value in changes.items():
+            values.pop(key, None)  # re-inserting moves it to the young end
+            if self.capacity > 0:
+                values[key] = value
+        if len(values) > self.capacity:
+            self._evict()
+
+    def _evict(self) -> None:
+        excess = len(self.values) - self.capacity * 9 // 10  # to 90% at once, as _NodeCache does
+        for key in list(itertools.islice(self.values, excess)):
+            del self.values[key]
+
+
 class _NodeReader:
     """The committed tree for `update_tree`/`prove_from_nodes`: LevelDB reads behind the node cache."""
 
@@ -184,7 +242,8 @@ _OPEN_PATHS_LOCK = threading.Lock()
 class Store:
     """LevelDB via plyvel, committed with a history-independent 16-ary sparse Merkle tree (see module doc)."""
 
-    def __init__(self, path: str | os.PathLike, *, sync: bool = True, cache_nodes: int = DEFAULT_CACHE_NODES) -> None:
+    def __init__(self, path: str | os.PathLike, *, sync: bool = True, cache_nodes: int = DEFAULT_CACHE_NODES,
+                 cache_values: int = DEFAULT_CACHE_VALUES) -> None:
         self.path = os.path.realpath(os.fspath(path))
         with _OPEN_PATHS_LOCK:
             # Checked before LevelDB sees the path: a second in-process open makes LevelDB open and close its
@@ -204,6 +263,7 @@ class Store:
             _OPEN_PATHS.add(self.path)
         self.sync = sync
         self._cache = _NodeCache(cache_nodes)
+        self._values = _ValueCache(cache_values)
         self._lock = threading.RLock()
         self._closed = False
         self._token = object()
@@ -231,9 +291,10 @@ class Store:
 
     # -- reading -------------------------------------------------------------------------------------------
     def reader(self) -> StoreReader:
-        """Committed state, always the latest commit (pass it to `trolly.chain.state.State`)."""
+        """Committed state, always the latest commit (pass it to `trolly.chain.state.State`); reads go through
+        the cache of committed values."""
         self._check_open()
-        return StoreReader(self._db)
+        return _CachedStoreReader(self._db, self._values, self._lock)
 
     def snapshot(self) -> StoreSnapshot:
         """Committed state frozen at the current commit, whatever commits follow (`.height`, `.app_hash`)."""
@@ -307,12 +368,14 @@ class Store:
             self.last_height = pending.height
             self.last_app_hash = pending.app_hash
             self._cache.committed(pending.tree)
+            self._values.committed(pending.changes)
 
     def close(self) -> None:
         with self._lock:
             if not self._closed:
                 self._closed = True
                 self._cache.records.clear()
+                self._values.values.clear()
                 self._db.close()
                 with _OPEN_PATHS_LOCK:
                     _OPEN_PATHS.discard(self.path)
