@@ -209,6 +209,8 @@ class TrollyApplication:
             mempool.rollback(marker)
             result = chain_app.error_result(_as_chain_error(exc, "CheckTx"))
         mempool.discard_journal()  # an admitted tx stays until Commit: no need to keep its undo history
+        if not (result.code or result.log or result.codespace or result.data or result.gas_wanted or result.gas_used):
+            return abci.ResponseCheckTx()  # what fill_tx_result writes for a plain success: every field default
         return fill_tx_result(abci.ResponseCheckTx(), result, events=False)
 
     # -- connection: consensus --------------------------------------------------------------------------------
@@ -268,6 +270,7 @@ class TrollyApplication:
         """Reject a block carrying any tx that fails the stateless checks; stateful failures are fine (they
         are recorded in the block's results, and their fee logic runs in FinalizeBlock)."""
         base = self._execution_base()
+        auth_params = get_params(base, AuthParams)
         for index, tx in enumerate(request.txs):
             if index == 0 and seed.is_seed_tx(tx):
                 try:
@@ -276,7 +279,7 @@ class TrollyApplication:
                     log.warning("rejecting proposal at height %d: %s", request.height, error)
                     return abci.ResponseProcessProposal(status=abci.ResponseProcessProposal.REJECT)
                 continue
-            result = chain_app.check_tx_stateless_only(tx, self._chain_id, base, self.checks)
+            result = chain_app.check_tx_stateless_only(tx, self._chain_id, base, self.checks, auth_params)
             if not result.ok:
                 log.warning("rejecting proposal at height %d: tx %d: %s", request.height, index, result.log)
                 return abci.ResponseProcessProposal(status=abci.ResponseProcessProposal.REJECT)

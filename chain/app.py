@@ -212,9 +212,11 @@ def check_tx(state: State, env: BlockEnv, raw: bytes, checks: CheckedTxs | None 
     return result
 
 
-def check_tx_stateless_only(raw: bytes, chain_id: str, state: State, checks: CheckedTxs | None = None) -> TxResult:
-    """What ProcessProposal can check without executing: decoding, chain id, signature, message shapes."""
-    params = get_params(state, AuthParams)
+def check_tx_stateless_only(raw: bytes, chain_id: str, state: State, checks: CheckedTxs | None = None,
+                            auth_params: AuthParams | None = None) -> TxResult:
+    """What ProcessProposal can check without executing: decoding, chain id, signature, message shapes.
+    `auth_params`, if given, must be `state`'s (as for `check_tx`); without them they are read here."""
+    params = auth_params if auth_params is not None else get_params(state, AuthParams)
     try:
         check_stateless(raw, chain_id, params, checks)
     except ChainError as error:

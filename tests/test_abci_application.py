@@ -225,6 +225,27 @@ def test_mempool_overlay_is_reset_after_commit_and_recheck_rebuilds_it():
     assert app.check_tx(abci.RequestCheckTx(tx=first, type=recheck)).code == errors.InvalidNonce.code
 
 
+def test_check_tx_answers_success_with_default_fields_and_failure_with_code_log_and_no_events():
+    app, _ = started()
+    commit_block(app, 1, [])
+    admitted = app.check_tx(abci.RequestCheckTx(tx=send_tx(ALICE, CAROL.address, 10, 0)))
+    refused = app.check_tx(abci.RequestCheckTx(tx=send_tx(ALICE, CAROL.address, 10, 7)))
+    assert admitted.SerializeToString() == b""
+    assert (refused.code, refused.codespace) == (errors.InvalidNonce.code, errors.InvalidNonce.codespace)
+    assert "nonce" in refused.log and len(refused.events) == 0
+
+
+def test_check_tx_env_is_kept_until_a_commit_moves_the_height_and_time():
+    app, _ = started()
+    commit_block(app, 1, [])
+    first = app._next_env()
+    assert app._next_env() is first and first.height == 2
+    finalize(app, 2, [], time_s=1_700_000_009)
+    app.commit(abci.RequestCommit())
+    second = app._next_env()
+    assert (second.height, second.time_ns) == (3, 1_700_000_009 * 10**9) and app._next_env() is second
+
+
 def test_check_tx_before_block_one_sees_the_pending_genesis():
     app, _ = started()
     assert app.check_tx(abci.RequestCheckTx(tx=send_tx(ALICE, CAROL.address, 10, 0))).code == 0

@@ -99,6 +99,17 @@ def test_check_tx_with_the_auth_params_given_answers_as_when_it_reads_them():
     assert given_state.changes() == read_state.changes()
 
 
+def test_the_stateless_check_with_the_auth_params_given_answers_as_when_it_reads_them():
+    chain = Chain(accounts=3, params={"auth": {"min_fee": 4, "fee_per_byte": 0, "max_tx_bytes": 200}})
+    params = AuthParams(min_fee=4, fee_per_byte=0, max_tx_bytes=200)
+    alice = chain.accounts[0]
+    txs = mixed_txs(chain) + [build_tx(alice, CHAIN_ID, 0, 5, [MsgSend(to=alice.address, amount=1)], "m" * 300)]
+    answers = [(chain_app.check_tx_stateless_only(raw, CHAIN_ID, State(chain.kv), auth_params=params),
+                chain_app.check_tx_stateless_only(raw, CHAIN_ID, State(chain.kv))) for raw in txs]
+    assert [(given.code, given.log) for given, _ in answers] == [(read.code, read.log) for _, read in answers]
+    assert answers[-1][0].code != 0  # the oversized one is refused either way
+
+
 # -- State.iterate under prefixes the overlay never wrote -----------------------------------------------------------
 KEYS = st.binary(min_size=1, max_size=3).map(lambda tail: bytes([tail[0] % 4]) + tail[1:])
 OPERATIONS = st.lists(st.tuples(st.sampled_from(["set", "delete", "snapshot", "rollback"]), KEYS,

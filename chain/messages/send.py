@@ -15,9 +15,10 @@ def validate_send(msg: MsgSend) -> None:
 
 
 def process_send(state: State, ctx: BlockContext, signer: bytes, msg: MsgSend) -> None:
-    if is_module_address(msg.to):
-        raise Unauthorized(f"{encode_address(msg.to)} is a module account and cannot receive transfers")
-    move_funds(state, signer, msg.to, msg.amount)
+    recipient = msg.to  # read once: each protobuf field read makes a new bytes object
+    if is_module_address(recipient):
+        raise Unauthorized(f"{encode_address(recipient)} is a module account and cannot receive transfers")
+    move_funds(state, signer, recipient, msg.amount)
     if ctx.record_events:  # skipped on the CheckTx path, where nothing reads events
-        ctx.emit(Event.of("transfer", sender=encode_address(signer), recipient=encode_address(msg.to),
+        ctx.emit(Event.of("transfer", sender=encode_address(signer), recipient=encode_address(recipient),
                           amount=msg.amount))
