@@ -185,8 +185,8 @@ class _NodeCache:
 
 
 class _ValueCache:
-    """Committed state values by key (None: absent), bounded by count, oldest first out. `committed` applies
-    a block's write set, so the cache always equals the last commit for every key it holds."""
+    """Committed state values by key (None: absent), bounded by count, first cached first out. `committed`
+    applies a block's write set, so the cache always equals the last commit for every key it holds."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -199,13 +199,12 @@ class _ValueCache:
                 self._evict()
 
     def committed(self, changes: dict[bytes, bytes | None]) -> None:
-        values = self.values
-        for key, value in changes.items():
-            values.pop(key, None)  # re-inserting moves it to the young end
-            if self.capacity > 0:
-                values[key] = value
-        if len(values) > self.capacity:
-            self._evict()
+        if self.capacity > 0:
+            self.values.update(changes)  # in place: a key keeps its age (no reordering: this runs every block)
+            if len(self.values) > self.capacity:
+                self._evict()
+        else:
+            self.values.clear()
 
     def _evict(self) -> None:
         excess = len(self.values) - self.capacity * 9 // 10  # to 90% at once, as _NodeCache does
