@@ -19,6 +19,6 @@ def process_send(state: State, ctx: BlockContext, signer: bytes, msg: MsgSend) -
     if is_module_address(recipient):
         raise Unauthorized(f"{encode_address(recipient)} is a module account and cannot receive transfers")
     move_funds(state, signer, recipient, msg.amount)
-    if ctx.record_events:  # skipped on the CheckTx path, where nothing reads events
-        ctx.emit(Event.of("transfer", sender=encode_address(signer), recipient=encode_address(recipient),
-                          amount=msg.amount))
+    if ctx.record_events:  # skipped on the CheckTx path, where nothing reads events; built as Event.of would
+        ctx.emit(Event("transfer", (("sender", encode_address(signer)), ("recipient", encode_address(recipient)),
+                                    ("amount", str(msg.amount)))))
