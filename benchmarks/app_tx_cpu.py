@@ -1,6 +1,6 @@
 """The app's CPU per transaction, as one validator of a CometBFT network spends it: the ABCI calls in process.
 
-    python -m benchmarks.app_tx_cpu [--txs N] [--block-size N] [--checker on|off]
+    python -m benchmarks.app_tx_cpu [--txs N] [--block-size N] [--checker on|off] [--gc node|default]
 
 Why: on a shared 2-core machine the network benchmark's rates swing with the load, but the CPU time the app
 spends per transaction does not; this is the figure to compare a change against.
@@ -19,6 +19,8 @@ its response serialized, as on the socket (the socket's system calls are not cou
 The figure per phase is CPU seconds (`time.process_time`, this process only) divided by the transactions the
 phase handled; `per_tx_us` is one NEW, one RECHECK, a quarter of a PrepareProposal, one ProcessProposal and
 one FinalizeBlock+Commit per transaction. Every transaction must succeed (the run fails if one does not).
+The garbage collector is tuned as `trolly-node start` tunes the app's process (`--gc default` leaves Python's
+own settings, to see what the tuning saves).
 The last line is JSON: `{"per_tx_us": N, "phases_us": {...}, "txs": N, "block_size": N, "app_hash": "..."}`.
 """
 
@@ -33,6 +35,7 @@ import tempfile
 import time
 
 from trolly.abci_app.application import TrollyApplication
+from trolly.abci_app.cli import tune_garbage_collection
 from trolly.abci_app.home_genesis import GenesisValidator, build_app_state
 from trolly.abci_app.proto.tendermint.abci import types_pb2 as abci
 from trolly.abci_app.server import AbciServer
@@ -110,7 +113,7 @@ def run_block(driver: Driver, height: int, txs: list[bytes], proposer: bytes) ->
     return finalized.finalize_block.app_hash
 
 
-def measure(count: int, block_size: int, checker_on: bool) -> dict:
+def measure(count: int, block_size: int, checker_on: bool, node_gc: bool = True) -> dict:
     txs, accounts, operator = sign_transfers(count)
     validator_key = PrivateKey(b"\x0b" * 32)
     validators = [GenesisValidator(validator_key.pubkey, encode_address(operator.address), 10_000_000, "bench")]
@@ -127,7 +130,10 @@ def measure(count: int, block_size: int, checker_on: bool) -> dict:
                 time={"seconds": GENESIS_SECONDS})))
             if checker_on:
                 checker.start(wait=60)
-            gc.collect()
+            if node_gc:
+                tune_garbage_collection()  # as `trolly-node start` runs the app
+            else:
+                gc.collect()
             check_all(driver, blocks[0], abci.NEW, "check_tx_new")
             app_hash = b""
             for index, block in enumerate(blocks):
@@ -144,7 +150,7 @@ def measure(count: int, block_size: int, checker_on: bool) -> dict:
               + per_phase["finalize_block"] + per_phase["commit"])
     return {"per_tx_us": round(per_tx, 1), "phases_us": {k: round(v, 1) for k, v in per_phase.items()},
             "txs": count, "block_size": block_size, "checker": "on" if checker_on else "off",
-            "app_hash": app_hash.hex()}
+            "gc": "node" if node_gc else "default", "app_hash": app_hash.hex()}
 
 
 def main() -> int:
@@ -153,10 +159,12 @@ def main() -> int:
     parser.add_argument("--block-size", type=int, default=1000, help="transactions per block (default 1000)")
     parser.add_argument("--checker", choices=("on", "off"), default="off",
                         help="the signature checker process (its CPU is not counted; default off)")
+    parser.add_argument("--gc", choices=("node", "default"), default="node",
+                        help="the garbage collector tuned as trolly-node start tunes it (default), or Python's default")
     arguments = parser.parse_args()
     if arguments.txs < 1 or arguments.block_size < 1:
         parser.error("--txs and --block-size must be at least 1")
-    result = measure(arguments.txs, arguments.block_size, arguments.checker == "on")
+    result = measure(arguments.txs, arguments.block_size, arguments.checker == "on", arguments.gc == "node")
     for phase, micros in result["phases_us"].items():
         log(f"{phase:>18}: {micros:8.1f} us CPU per tx")
     print(json.dumps(result), flush=True)

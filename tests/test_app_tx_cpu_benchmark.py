@@ -27,6 +27,19 @@ def test_app_tx_cpu_reports_every_phase_and_the_same_app_hash_with_the_checker_o
                                             "process_proposal", "finalize_block", "commit"}
     assert figures[0]["per_tx_us"] > 0 and figures[0]["txs"] == 120 and figures[0]["block_size"] == 40
     assert figures[0]["app_hash"] == figures[1]["app_hash"] and len(figures[0]["app_hash"]) == 64
+    assert figures[0]["gc"] == "node"
+
+
+@pytest.mark.slow
+def test_app_tx_cpu_gives_the_same_app_hash_with_the_node_s_collector_settings_and_python_s():
+    hashes = []
+    for setting in ("node", "default"):
+        finished = run("--txs", "60", "--block-size", "20", "--gc", setting)
+        assert finished.returncode == 0, finished.stderr[-3000:]
+        summary = json.loads(finished.stdout.strip().splitlines()[-1])
+        assert summary["gc"] == setting
+        hashes.append(summary["app_hash"])
+    assert hashes[0] == hashes[1]
 
 
 def test_app_tx_cpu_refuses_a_block_size_below_one():
