@@ -39,6 +39,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "fuzz_chain": ("txs", "crashes", "invariant_failures", "nondeterministic", "unknown_codes", "hostile_tx_per_s",
                    "honest_tx_per_s"),
     "localnet_demo": ("seconds", "command_wall_seconds", "engine", "validators", "baseline_cold_start_seconds"),
+    "app_tx_cpu": ("per_tx_us", "txs", "block_size", "gc"),
 }
 """The figures a benchmark's row shows, in order (an issue's targets name them). Any other benchmark's row shows
 its first `MAX_COLUMNS` top-level numbers, strings and booleans."""
