@@ -393,6 +393,7 @@ def main(argv: list[str] | None = None) -> None:
     from trolly.chain.checked_txs import CheckedTxs
 
     from .application import TrollyApplication
+    from .cli import tune_garbage_collection
     from .signature_checker import SignatureChecker
     from .store import Store
 
@@ -408,6 +409,7 @@ def main(argv: list[str] | None = None) -> None:
     app = TrollyApplication(store, arguments.chain_id, checks=CheckedTxs(), signature_checker=checker)
     try:
         checker.start()  # now, so that the first large block finds it ready
+        tune_garbage_collection()  # as `trolly-node start` runs the app
         uvloop.run(run_until_signalled(app, address))
     except AddressError as exc:
         raise SystemExit(f"error: {exc}") from None

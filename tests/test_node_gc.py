@@ -1,4 +1,5 @@
-"""The app process tunes its garbage collector once start-up is done, before it serves (`trolly-node start`)."""
+"""The app process tunes its garbage collector once start-up is done, before it serves (`trolly-node start`, and
+`python -m trolly.abci_app.server`, the app alone)."""
 
 from __future__ import annotations
 
@@ -40,4 +41,17 @@ def test_the_app_is_served_with_the_tuned_collector(tmp_path, monkeypatch, resto
     monkeypatch.setattr(server, "run_until_signalled", fake_run_until_signalled)
     gc.set_threshold(700, *gc.get_threshold()[1:])
     asyncio.run(cli._serve_app(tmp_path / "h", f"unix://{tmp_path}/app.sock", signature_checker=False))
+    assert len(seen) == 1 and seen[0][0] == cli.GC_YOUNG_THRESHOLD and seen[0][1] > 0
+
+
+def test_the_app_alone_is_served_with_the_tuned_collector(tmp_path, monkeypatch, restored_gc):
+    seen: list[tuple[int, int]] = []
+
+    async def fake_run_until_signalled(app, address):  # a unit-test stand-in for the server loop
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count()))
+
+    monkeypatch.setattr(server, "run_until_signalled", fake_run_until_signalled)
+    gc.set_threshold(700, *gc.get_threshold()[1:])
+    server.main(["--db", str(tmp_path / "app.db"), "--address", f"unix://{tmp_path}/app.sock",
+                 "--signature-checker", "off", "--log-level", "WARNING"])
     assert len(seen) == 1 and seen[0][0] == cli.GC_YOUNG_THRESHOLD and seen[0][1] > 0
