@@ -209,8 +209,6 @@ class TrollyApplication:
             mempool.rollback(marker)
             result = chain_app.error_result(_as_chain_error(exc, "CheckTx"))
         mempool.discard_journal()  # an admitted tx stays until Commit: no need to keep its undo history
-        if not (result.code or result.log or result.codespace or result.data or result.gas_wanted or result.gas_used):
-            return abci.ResponseCheckTx()  # what fill_tx_result writes for a plain success: every field default
         return fill_tx_result(abci.ResponseCheckTx(), result, events=False)
 
     # -- connection: consensus --------------------------------------------------------------------------------

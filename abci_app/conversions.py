@@ -33,14 +33,17 @@ def add_events(target: Any, events: list[Event]) -> None:
 
 
 def fill_tx_result(target: Any, result: TxResult, events: bool = True) -> Any:
-    """Write a chain TxResult into an ExecTxResult (FinalizeBlock) or ResponseCheckTx: they share field numbers.
-    `events=False` leaves the events out (CheckTx's answer, which nothing reads them from)."""
-    target.code = result.code
-    target.data = result.data
-    target.log = result.log
-    target.codespace = result.codespace
-    target.gas_wanted = result.gas_wanted
-    target.gas_used = result.gas_used
+    """Write a chain TxResult into a fresh ExecTxResult (FinalizeBlock) or ResponseCheckTx: they share field
+    numbers. `events=False` leaves the events out (CheckTx's answer, which nothing reads them from). A plain
+    success (every field at its default, the common case) leaves the fields untouched: setting each to its
+    default is what most of the time of this call would go to, for the same bytes."""
+    if result.code or result.log or result.codespace or result.data or result.gas_wanted or result.gas_used:
+        target.code = result.code
+        target.data = result.data
+        target.log = result.log
+        target.codespace = result.codespace
+        target.gas_wanted = result.gas_wanted
+        target.gas_used = result.gas_used
     if events:
         add_events(target.events, result.events)
     return target

@@ -152,6 +152,14 @@ class ProvenValue:
     proof: bytes
 
 
+def _drop_oldest(entries: dict, capacity: int) -> None:
+    """Drop a bounded cache's first-inserted entries down to 90 % of `capacity` at once, so that a full cache
+    does not evict on every insert."""
+    excess = len(entries) - capacity * 9 // 10
+    for key in list(itertools.islice(entries, excess)):
+        del entries[key]
+
+
 class _NodeCache:
     """Committed node records by path, bounded by count. Oldest first out, where committing a record or
     reading it from disk makes it newest: the upper levels, rewritten every block, never leave."""
@@ -178,10 +186,7 @@ class _NodeCache:
                 self._evict()
 
     def _evict(self) -> None:
-        # drop to 90% at once, so a full cache does not evict on every insert
-        excess = len(self.records) - self.capacity * 9 // 10
-        for path in list(itertools.islice(self.records, excess)):
-            del self.records[path]
+        _drop_oldest(self.records, self.capacity)
 
 
 class _ValueCache:
@@ -207,9 +212,7 @@ class _ValueCache:
             self.values.clear()
 
     def _evict(self) -> None:
-        excess = len(self.values) - self.capacity * 9 // 10  # to 90% at once, as _NodeCache does
-        for key in list(itertools.islice(self.values, excess)):
-            del self.values[key]
+        _drop_oldest(self.values, self.capacity)
 
 
 class _NodeReader:
