@@ -64,11 +64,18 @@ SOCKET_NAME = "app.sock"
 """The application's socket file name inside a home's (or a state directory's) `data/` directory."""
 
 
+def unix_socket_fits(path: str | os.PathLike) -> bool:
+    """Whether `bind_private_unix_socket` can listen at `path`: the path, and the private path it binds first
+    beside it (`.abci-XXXXXXXX/s`, longer than a socket's file name), must both fit a socket address."""
+    staging = os.path.join(os.path.dirname(os.path.abspath(path)), ".abci-XXXXXXXX", "s")
+    return max(len(os.fsencode(path)), len(os.fsencode(staging))) <= MAX_UNIX_PATH_BYTES
+
+
 def default_unix_address(directory: str | os.PathLike) -> str:
     """`unix://DIRECTORY/app.sock` with DIRECTORY made absolute; AddressError if that path is too long for a
     socket (then an explicit `unix://SHORTER` or `tcp://HOST:PORT` address is needed)."""
     path = os.path.join(os.path.abspath(directory), SOCKET_NAME)
-    if len(os.fsencode(path)) > MAX_UNIX_PATH_BYTES:
+    if not unix_socket_fits(path):
         raise AddressError(f"the default socket path {path} is longer than a unix socket allows "
                            f"({MAX_UNIX_PATH_BYTES} bytes); give an address: unix://SHORTER_PATH or tcp://HOST:PORT")
     return f"unix://{path}"

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trolly.abci_app import home as homelib
+from trolly.abci_app.server import unix_socket_fits
 
 VALIDATORS = 4
 STAKE_UNIT = 10_000_000
@@ -92,15 +93,11 @@ def wait_for_listener(address: str, process: subprocess.Popen, what: str, timeou
     raise RuntimeError(f"{what} did not listen on {address} within {timeout:.0f}s")
 
 
-MAX_SOCKET_PATH_BYTES = 107
-"""The longest unix socket path Linux takes (`sun_path` holds 108 bytes with the terminating NUL)."""
-
-
 def _socket_directory() -> Path:
     """A fresh directory for the apps' sockets: in the temporary directory if its paths fit a socket, else in
     /tmp."""
     directory = Path(tempfile.mkdtemp(prefix="tnb-"))
-    if len(os.fsencode(directory / "app00.sock")) <= MAX_SOCKET_PATH_BYTES:
+    if unix_socket_fits(directory / "app00.sock"):
         return directory
     directory.rmdir()
     return Path(tempfile.mkdtemp(prefix="tnb-", dir="/tmp"))

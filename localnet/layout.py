@@ -29,7 +29,7 @@ from trolly.abci_app.home import (
     build_genesis,
     write_home,
 )
-from trolly.abci_app.server import MAX_UNIX_PATH_BYTES
+from trolly.abci_app.server import unix_socket_fits
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.params import MarketParams
 from trolly.chain.params import params_to_json
@@ -179,13 +179,11 @@ class Layout:
 
     def app_address(self, config: LocalnetConfig, index: int) -> str:
         """Where node `index`'s app listens, and its engine dials it, for either engine: the home's 0600 unix
-        socket, or loopback TCP on the node's ABCI port when the home is too deep for a socket path (Linux takes
-        at most MAX_UNIX_PATH_BYTES). A unix socket spares the engine and the app the loopback TCP stack on
-        every ABCI round trip, and no other user can connect to it."""
+        socket, or loopback TCP on the node's ABCI port when the home is too deep for a socket path
+        (`unix_socket_fits`). A unix socket spares the engine and the app the loopback TCP stack on every ABCI
+        round trip, and no other user can connect to it."""
         socket_path = self.app_socket(index)
-        # The server binds in a private directory beside it first (`.abci-XXXXXXXX/s`), which must fit too.
-        staging = socket_path.parent / ".abci-XXXXXXXX" / "s"
-        if len(str(staging).encode()) <= MAX_UNIX_PATH_BYTES:
+        if unix_socket_fits(socket_path):
             return f"unix://{socket_path}"
         return f"tcp://127.0.0.1:{config.abci_port(index)}"
 

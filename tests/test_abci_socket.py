@@ -24,7 +24,8 @@ from trolly.abci_app import cli
 from trolly.abci_app import home as homelib
 from trolly.abci_app import server as server_module
 from trolly.abci_app.application import TrollyApplication
-from trolly.abci_app.server import AbciServer, AddressError, bind_private_unix_socket, default_unix_address
+from trolly.abci_app.server import (AbciServer, AddressError, bind_private_unix_socket, default_unix_address,
+                                    unix_socket_fits)
 
 
 def mode_of(path) -> int:
@@ -136,6 +137,16 @@ def test_socket_paths_too_long_or_in_a_missing_directory_are_refused(tmp_path):
         bind_private_unix_socket(str(tmp_path / "missing" / "app.sock"))
     with pytest.raises(AddressError, match="unix://SHORTER_PATH or tcp://HOST:PORT"):
         default_unix_address(tmp_path / ("d" * 120))
+
+
+def test_a_socket_path_fits_only_when_its_private_staging_path_fits_too():
+    directory = "/" + "d" * 80
+    fits = f"{directory}/app.sock"  # 89 bytes; staging beside it, 97
+    assert unix_socket_fits(fits) and len(fits) <= 107
+    deeper = "/" + "d" * 95 + "/app.sock"  # 105 bytes: a socket address, but its staging path (113) is not
+    assert len(deeper) <= 107 and not unix_socket_fits(deeper)
+    with pytest.raises(AddressError, match="unix://SHORTER_PATH or tcp://HOST:PORT"):
+        default_unix_address("/" + "d" * 95)
 
 
 def test_abci_server_listens_on_a_0600_unix_socket_and_removes_it_on_stop(tmp_path):
