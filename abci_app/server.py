@@ -111,6 +111,8 @@ def parse_address(text: str) -> ListenAddress:
             raise AddressError(f"unix address {text!r} has no path")
         return ListenAddress("unix", path=path)
     rest = text[len("tcp://"):] if text.startswith("tcp://") else text
+    if "://" in rest:
+        raise AddressError(f"invalid ABCI address {text!r}: expected tcp://host:port or unix://path")
     host, separator, port = rest.rpartition(":")
     if not separator or not port.isdigit() or not host:
         raise AddressError(f"invalid ABCI address {text!r}: expected tcp://host:port or unix://path")

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trolly.abci_app import home as homelib
-from trolly.abci_app.server import unix_socket_fits
+from trolly.abci_app.server import parse_address, unix_socket_fits
 
 VALIDATORS = 4
 STAKE_UNIT = 10_000_000
@@ -80,8 +80,9 @@ def free_ports(count: int) -> list[int]:
 
 def wait_for_listener(address: str, process: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
     """Until something accepts connections at `address` (`unix://PATH` or `tcp://127.0.0.1:PORT`)."""
-    unix = address.startswith("unix://")
-    target = address[len("unix://"):] if unix else ("127.0.0.1", int(address.rsplit(":", 1)[1]))
+    listen = parse_address(address)
+    unix = listen.scheme == "unix"
+    target = listen.path if unix else (listen.host, listen.port)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

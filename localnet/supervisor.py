@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trolly.abci_app.server import AddressError, parse_address
+
 from .layout import LocalnetError
 
 log = logging.getLogger("trolly.localnet")
@@ -40,13 +42,12 @@ class ServiceSpec:
 
 
 def _socket_target(address: str) -> tuple[socket.AddressFamily, str | tuple[str, int]]:
-    """The socket family and connect target of `unix://PATH` or `tcp://HOST:PORT`."""
-    if address.startswith("unix://") and len(address) > len("unix://"):
-        return socket.AF_UNIX, address[len("unix://"):]
-    host, _, port = address.removeprefix("tcp://").rpartition(":")
-    if not address.startswith("tcp://") or not host or not port.isdigit():
-        raise ServiceError(f"internal: cannot wait for {address!r}: expected unix://PATH or tcp://HOST:PORT")
-    return socket.AF_INET, (host, int(port))
+    """The socket family and connect target of `unix://PATH` or `tcp://HOST:PORT` (the app server's rule)."""
+    try:
+        listen = parse_address(address)
+    except AddressError:
+        raise ServiceError(f"internal: cannot wait for {address!r}: expected unix://PATH or tcp://HOST:PORT") from None
+    return (socket.AF_UNIX, listen.path) if listen.scheme == "unix" else (socket.AF_INET, (listen.host, listen.port))
 
 
 def _process_start_time(pid: int) -> str | None:

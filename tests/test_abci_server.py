@@ -216,7 +216,8 @@ def test_parse_address():
     assert str(parse_address("tcp://127.0.0.1:26658")) == "tcp://127.0.0.1:26658"
     assert str(parse_address("127.0.0.1:1")) == "tcp://127.0.0.1:1"
     assert parse_address("unix:///tmp/x.sock").path == "/tmp/x.sock"
-    for bad in ("tcp://nohost", "unix://", "tcp://:80", "tcp://h:99999", "tcp://h:port"):
+    for bad in ("tcp://nohost", "unix://", "tcp://:80", "tcp://h:99999", "tcp://h:port", "udp://127.0.0.1:1",
+                "http://h:80"):
         with pytest.raises(AddressError):
             parse_address(bad)
 

@@ -22,6 +22,7 @@ import logging
 
 from google.protobuf.message import DecodeError
 
+from .. import server
 from ..framing import FramingError, encode_frame, read_message
 from ..proto.tendermint.abci import types_pb2
 from . import AppConnectionLost, EngineError
@@ -36,17 +37,13 @@ class AppProtocolError(EngineError):
 
 
 def parse_address(address: str) -> tuple[str, str | tuple[str, int]]:
-    """("unix", path) or ("tcp", (host, port)) from `unix://PATH` or `tcp://HOST:PORT` (bare HOST:PORT too)."""
-    if address.startswith("unix://"):
-        path = address[len("unix://"):]
-        if not path:
-            raise EngineError(f"invalid ABCI address {address!r}: empty socket path")
-        return "unix", path
-    rest = address[len("tcp://"):] if address.startswith("tcp://") else address
-    host, separator, port = rest.rpartition(":")
-    if not separator or not port.isdigit() or not host:
-        raise EngineError(f"invalid ABCI address {address!r}: use tcp://HOST:PORT or unix://PATH")
-    return "tcp", (host, int(port))
+    """("unix", path) or ("tcp", (host, port)) from `unix://PATH` or `tcp://HOST:PORT` (bare HOST:PORT too), by
+    the rule the app's server listens by (`server.parse_address`)."""
+    try:
+        listen = server.parse_address(address)
+    except server.AddressError as exc:
+        raise EngineError(f"invalid ABCI address {address!r}: {exc}") from None
+    return ("unix", listen.path) if listen.scheme == "unix" else ("tcp", (listen.host, listen.port))
 
 
 class AbciConnection:
