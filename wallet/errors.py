@@ -129,3 +129,8 @@ class ProofInvalid(WalletError):
     """A Merkle proof did not verify against the app hash."""
 
     exit_code = 11
+
+
+class MarketAnswerError(WalletError):
+    """A market query answered something this client does not understand: a missing field, a value of the wrong
+    type or shape, a status it does not know (`trolly.wallet.market_views`)."""

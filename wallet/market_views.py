@@ -1,0 +1,322 @@
+"""What the market answers, as typed views: the one reading of `/market/...` every client shares.
+
+The chain's market queries (`trolly.chain.market.queries`) answer JSON; each answer is read here, once, into
+frozen dataclasses whose field names are its keys, checked on the way in (`market_answers.py`): a missing
+field, a value of the wrong type, a status the client does not know raise `MarketAnswerError`. The wallet CLI,
+the worker, the verifier and the localnet read the market only through these views, fetched by
+`market_queries.py`, so they never disagree about what the chain says.
+
+    /market/task/<id>               TaskView: a TaskSummary with its terms, members (TaskMember), and one
+                                    RoundView per round so far: commitments (Commitment), each with its sampled
+                                    segments, their committees and the validators' votes (Vote)
+    /market/task/<id>/round/<r>     RoundView
+    /market/tasks[/open]...         TaskPage: TaskSummary items and the id the next page starts after
+    /market/spec/<id>               TaskSpecView
+    /market/worker/<address>        WorkerView, with its WorkerRecord (Hardware) while registered, and Unbonding
+    /market/verify/<address>        VerifyWork: the SampledSegment items a validator must verify
+    /market/params                  the chain's own `MarketParams`
+
+Payments are fields, not objects of their own, as the chain answers them: what a member was paid, penalized
+and slashed (TaskMember), a commitment's pay and held verifier fee (Commitment), the task's totals (TaskSummary).
+
+A task's rounds come whole in its view today. A paged view of a task (its rounds, or what comes back once
+verified) belongs here beside TaskPage when the chain answers one, followed page by page in `market_queries.py`
+as the task listing is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Self
+
+from trolly.chain.market.records import (ABANDONED, ACTIVE, CANCELLED, COMMIT, COMPLETED, DISAGREED, DONE, DROPPED,
+                                         EXPIRED, FAILED, FINISHED, JOIN, OPEN, PASSED, PENDING, RUNNING, SAMPLING,
+                                         SEGMENT_FAIL, SEGMENT_PASS, SLASHED, UNDECIDED, UNVERIFIED, VERDICT_NAMES,
+                                         VERIFY)
+
+from .errors import MarketAnswerError
+from .market_answers import Address, Hash, one_of, parse_answer, plain
+
+Committee = tuple[Address, ...]
+"""The validators drawn to verify one sampled segment, in draw order."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MarketView:
+    """A view of one market answer: read from it with `from_answer`, written back as the same JSON by `to_answer`."""
+
+    @classmethod
+    def from_answer(cls, answer: Any, where: str = "") -> Self:
+        """The view of `answer` (decoded JSON); raises MarketAnswerError naming what does not fit."""
+        return parse_answer(cls, answer, where or cls.__name__)
+
+    def to_answer(self) -> dict:
+        """The JSON this view was read from (what `-o json` prints)."""
+        return plain(self)
+
+
+# ---- tasks -----------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class TaskSummary(MarketView):
+    """A task as the listing shows it: terms, status, progress and money."""
+
+    id: int
+    requester: Address
+    spec_hash: Hash
+    status: str = one_of(OPEN, RUNNING, COMPLETED, CANCELLED, EXPIRED, ABANDONED)
+    phase: str = one_of(JOIN, COMMIT, SAMPLING, VERIFY, DONE)
+    round: int
+    """The current round (equal to `rounds` during the final report)."""
+    rounds: int
+    workers_wanted: int
+    workers_joined: int
+    active_members: int
+    reward_per_round: int
+    collateral: int
+    budget: int
+    escrow_remaining: int
+    paid_workers: int
+    paid_fees: int
+    refunded: int
+    final_weights_hash: Hash
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskPage(MarketView):
+    """One page of the task listing."""
+
+    tasks: tuple[TaskSummary, ...]
+    next: int | None
+    """The id the following page starts after; None on the last page."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskMember(MarketView):
+    """A worker's membership of a task: its index, standing and what it was paid."""
+
+    worker: Address
+    index: int
+    """The worker index (join order): what its shard and batches are drawn for."""
+    status: str = one_of(ACTIVE, DROPPED, SLASHED, FINISHED)
+    collateral: int
+    paid: int
+    penalized: int
+    slashed: int
+    rounds_passed: int
+    samples_paid: int
+    left_round: int
+    reason: str
+    """Why the member was dropped or slashed ('' while active)."""
+    blob_url: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Vote(MarketView):
+    """One validator's verdict on one sampled segment."""
+
+    segment: int
+    validator: Address
+    verdict: str = one_of(*VERDICT_NAMES.values())
+    evidence_hash: Hash
+    height: int
+    replay_commitment: Hash
+    replay_digest: Hash
+    """The revealed replay digest ('' until revealed)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Commitment(MarketView):
+    """A worker's commitment of one round, its sampled segments and how they were decided."""
+
+    worker: Address
+    update_hash: Hash
+    samples_processed: int
+    steps: int
+    checkpoint_root: Hash
+    num_checkpoints: int
+    start_weights_hash: Hash
+    determinism_profile: str
+    height: int
+    residual_hash: Hash
+    outcome: str = one_of(PENDING, PASSED, FAILED, UNVERIFIED, DISAGREED)
+    segments: tuple[int, ...]
+    """The sampled segments; `decisions`, `committees` and `escalated` are in the same order."""
+    decisions: tuple[str, ...] = one_of(UNDECIDED, SEGMENT_PASS, SEGMENT_FAIL)
+    paid: int
+    verdicts: tuple[Vote, ...]
+    committees: tuple[Committee, ...]
+    escalated: tuple[int, ...]
+    held_verifier_fee: int
+    reveal_deadline: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundView(MarketView):
+    """One round of a task: the start weights its members agreed on and its commitments."""
+
+    round: int
+    start_weights_hash: Hash
+    """The agreed start weights W_r ('' until the round closed)."""
+    final_report: bool
+    commitments: tuple[Commitment, ...]
+
+    def commitment_of(self, worker: str) -> Commitment | None:
+        return next((c for c in self.commitments if c.worker == worker), None)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskView(TaskSummary):
+    """Everything `/market/task/<id>` shows of a task."""
+
+    progress: str
+    samples_per_worker: int
+    round_blocks: int
+    inner_steps: int
+    batch_size: int
+    checkpoint_every: int
+    seed: int
+    terms: dict[str, int]
+    """The params that concern this task, copied when it was submitted."""
+    created_height: int
+    join_deadline: int
+    started_height: int
+    ended_height: int
+    phase_deadline: int
+    cancel_requested: bool
+    members: tuple[TaskMember, ...]
+    round_details: tuple[RoundView, ...]
+    """Rounds 0..round once the task started (none before)."""
+
+    def member(self, worker: str) -> TaskMember | None:
+        return next((m for m in self.members if m.worker == worker), None)
+
+    def round_detail(self, round_index: int) -> RoundView | None:
+        """Round `round_index`, found by its number (never by its place in the list)."""
+        return next((d for d in self.round_details if d.round == round_index), None)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpecView(MarketView):
+    """A task's spec exactly as submitted, and the hash the chain recorded for it."""
+
+    task_id: int
+    spec_hash: Hash
+    spec: str
+
+    @property
+    def spec_bytes(self) -> bytes:
+        return self.spec.encode("utf-8")
+
+
+# ---- workers ---------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Hardware(MarketView):
+    """What a worker declared it trains on."""
+
+    device: str
+    samples_per_second: int
+    memory_mb: int
+    threads: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Unbonding(MarketView):
+    """Worker stake on its way back: `amount` utrl at `maturity_height`."""
+
+    maturity_height: int
+    amount: int
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerRecord(MarketView):
+    """A registered worker's stake, hardware, blob URL, tasks and earnings."""
+
+    stake: int
+    blob_url: str
+    hardware: Hardware
+    registered_height: int
+    tasks: tuple[int, ...]
+    """Open or running tasks the worker belongs to, ascending."""
+    earned: int
+    slashed: int
+    penalized: int
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerView(MarketView):
+    """A worker: registered (with its record) or only still unbonding."""
+
+    address: Address
+    registered: bool
+    unbonding: tuple[Unbonding, ...]
+    record: WorkerRecord | None = None
+    """Present exactly when `registered`; the answer carries its fields beside the others."""
+
+    @classmethod
+    def from_answer(cls, answer: Any, where: str = "") -> WorkerView:
+        where = where or cls.__name__
+        view = parse_answer(cls, answer, where, skip=frozenset({"record"}))
+        if not view.registered:
+            return view
+        return dataclasses.replace(view, record=WorkerRecord.from_answer(answer, where))
+
+    def to_answer(self) -> dict:
+        answer = {"address": self.address, "registered": self.registered, "unbonding": plain(self.unbonding)}
+        return answer | (self.record.to_answer() if self.record is not None else {})
+
+
+# ---- verification ----------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class SampledSegment(MarketView):
+    """One sampled segment a validator must verify, with the commitment it belongs to."""
+
+    task_id: int
+    round: int
+    worker: Address
+    worker_index: int
+    segment: int
+    spec_hash: Hash
+    update_hash: Hash
+    checkpoint_root: Hash
+    num_checkpoints: int
+    steps: int
+    samples_processed: int
+    start_weights_hash: Hash
+    determinism_profile: str
+    residual_hash: Hash
+    previous_residual_hash: Hash
+    """The worker's residual of the round before ('' in round 0)."""
+    blob_url: str
+    deadline: int
+    """The height at which the segment's verification window closes."""
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyWork(MarketView):
+    """The segments awaiting a validator's verdicts.
+
+    Each entry is read on its own: one the client cannot read is set aside with the reason (in `unreadable`),
+    so that a validator still votes on the others rather than on none."""
+
+    validator: Address
+    segments: tuple[SampledSegment, ...] = ()
+    unreadable: tuple[str, ...] = ()
+    """Why each entry that could not be read was set aside."""
+
+    @classmethod
+    def from_answer(cls, answer: Any, where: str = "") -> VerifyWork:
+        where = where or cls.__name__
+        view = parse_answer(cls, answer, where, skip=frozenset({"segments", "unreadable"}))
+        entries = answer.get("segments")
+        if not isinstance(entries, list):
+            raise MarketAnswerError(f"{where}.segments: expected a list, got {type(entries).__name__}")
+        segments, unreadable = [], []
+        for i, entry in enumerate(entries):
+            try:
+                segments.append(SampledSegment.from_answer(entry, f"{where}.segments[{i}]"))
+            except MarketAnswerError as error:
+                unreadable.append(str(error))
+        return dataclasses.replace(view, segments=tuple(segments), unreadable=tuple(unreadable))
