@@ -38,7 +38,7 @@ from trolly.compute.data import build_dataset, load_dataset
 from trolly.compute.models import build_model
 from trolly.compute.spec import example_spec, parse_spec
 from trolly.compute.training import evaluate
-from trolly.wallet.market_queries import list_tasks
+from trolly.wallet.market_queries import get_market_params, list_tasks
 from trolly.wallet.errors import WalletError
 from trolly.wallet.keyring import Keyring
 from trolly.wallet.rpc import AsyncRpcClient
@@ -167,7 +167,7 @@ class Demo:
         self.console.print(f"{self.config.workers} workers registered")
 
     async def submit(self, client: AsyncRpcClient, spec: bytes) -> int:
-        params = await client.query_json("/market/params")
+        params = await get_market_params(client)
         plan = plan_task(spec, params, self.options.budget, None, self.config.workers, 2, None)
         message = market_pb2.MsgSubmitTask(
             spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan["budget"], workers=self.config.workers,
@@ -180,7 +180,7 @@ class Demo:
         outcome = await sender.send(self.keyring.signer("requester"), tx_plan, timeout=30.0)
         tasks = await list_tasks(client, open_only=False)
         spec_hash = hashlib.sha256(spec).hexdigest()
-        mine = [t["id"] for t in tasks if t["requester"] == requester and t["spec_hash"] == spec_hash]
+        mine = [t.id for t in tasks if t.requester == requester and t.spec_hash == spec_hash]
         if not mine:
             raise LocalnetError(f"task submitted in tx {outcome.hash} but not found on chain")
         task_id = max(mine)

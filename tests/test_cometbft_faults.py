@@ -224,13 +224,13 @@ def _patient_demo(net: Localnet, log_file):
 
     from trolly.chain.proto import market_pb2
     from trolly.localnet.demo import Demo, DemoOptions
-    from trolly.wallet.market_queries import list_tasks
+    from trolly.wallet.market_queries import get_market_params, list_tasks
     from trolly.wallet.sender import TxSender
     from trolly.wallet.tasks import plan_task
 
     class PatientDemo(Demo):
         async def submit(self, client, spec: bytes) -> int:
-            params = await client.query_json("/market/params")
+            params = await get_market_params(client)
             plan = plan_task(spec, params, self.options.budget, None, self.config.workers, 2, None)
             message = market_pb2.MsgSubmitTask(
                 spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan["budget"],
@@ -240,7 +240,7 @@ def _patient_demo(net: Localnet, log_file):
             sender = TxSender(client)
             tx_plan = await sender.plan(self.keyring.get("requester").address, [message])
             await sender.send(self.keyring.signer("requester"), tx_plan, timeout=60.0)
-            return max(task["id"] for task in await list_tasks(client, open_only=False))
+            return max(task.id for task in await list_tasks(client, open_only=False))
 
     console = Console(file=log_file, width=200, force_terminal=False)
     demo = PatientDemo(net, net.config, DemoOptions(rounds=TASK_ROUNDS, timeout=TASK_TIMEOUT), console)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from market_view_helpers import summary_answer
 from trolly.wallet.market_queries import list_tasks
 
 
@@ -21,13 +22,13 @@ class PagedNode:
         more = len(page) > self.size
         page = page[:self.size]
         following = (self.broken_next if self.broken_next is not None else page[-1]) if more else None
-        return {"tasks": [{"id": i} for i in page], "next": following}
+        return {"tasks": [summary_answer(id=i) for i in page], "next": following}
 
 
 def test_every_page_is_read_in_id_order():
     node = PagedNode(list(range(1, 251)), size=100)
     tasks = asyncio.run(list_tasks(node, open_only=True))
-    assert [t["id"] for t in tasks] == list(range(1, 251))
+    assert [t.id for t in tasks] == list(range(1, 251))
     assert node.paths == ["/market/tasks/open", "/market/tasks/open/after/100", "/market/tasks/open/after/200"]
 
 

@@ -13,6 +13,7 @@ from trolly.compute.spec import example_spec
 from trolly.compute.worker.config import WorkerConfig
 from trolly.compute.worker.service import ServiceOptions, WorkerService
 from trolly.wallet.errors import NodeUnreachable, TxRejected
+from trolly.wallet.market_views import TaskPage
 from trolly.wallet.rpc import TxResult
 from trolly.wallet.sender import SendOutcome
 
@@ -71,7 +72,7 @@ class ChainMarket:
         return None
 
     async def live_tasks(self):
-        return self.chain.query("/market/tasks/open")["tasks"]
+        return list(TaskPage.from_answer(self.chain.query("/market/tasks/open")).tasks)
 
     async def params(self):
         return self.chain.query("/market/params")

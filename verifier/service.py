@@ -309,14 +309,14 @@ class VerifierService:
             log.debug("no task listing: %s", error)
             return
         for summary in tasks:
-            if summary.get("status") != RUNNING or summary["id"] in self._tasks:
+            if summary.status != RUNNING or summary.id in self._tasks:
                 continue
             try:
-                task = await self.client.query_json(f"/market/task/{summary['id']}")
-                await self._load_task(summary["id"], [m.get("blob_url", "") for m in task.get("members", [])])
-                log.info("task %d loaded (spec, dataset, initial weights)", summary["id"])
+                task = await self.client.query_json(f"/market/task/{summary.id}")
+                await self._load_task(summary.id, [m.get("blob_url", "") for m in task.get("members", [])])
+                log.info("task %d loaded (spec, dataset, initial weights)", summary.id)
             except (VerifierError, ComputeError, WalletError) as error:
-                log.info("task %d not loaded yet: %s", summary["id"], error)
+                log.info("task %d not loaded yet: %s", summary.id, error)
 
     async def _expected_start(self, claim: SegmentClaim, context: TaskContext) -> tuple[bytes | None, str]:
         """The round's global weights hash: recomputed here when possible, else the chain's agreed one."""

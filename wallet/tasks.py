@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from trolly.chain.market.economics import minimum_collateral, segment_count, task_cost
+from trolly.chain.market.params import MarketParams
 from trolly.chain.market.spec import validate_spec
 
 from .amounts import format_amount_both as amount_text
@@ -27,18 +28,17 @@ def largest_reward(budget: int, rounds: int, validator_fee_bps: int, verifier_fe
     return low
 
 
-def plan_task(spec: bytes, params: dict, budget: int, reward: int | None, workers: int, samples: int,
+def plan_task(spec: bytes, params: MarketParams, budget: int, reward: int | None, workers: int, samples: int,
               collateral: int | None) -> dict:
     """The numbers `submit` shows and sends; raises WalletError when the chain would refuse them."""
     summary = validate_spec(spec, json.loads(spec)["training"]["rounds"])
     if reward is None:
-        reward = largest_reward(budget, summary.rounds, params["validator_fee_bps"], params["verifier_fee_bps"])
+        reward = largest_reward(budget, summary.rounds, params.validator_fee_bps, params.verifier_fee_bps)
         if reward == 0:
             raise WalletError(f"a budget of {amount_text(budget)} cannot pay any reward over {summary.rounds} rounds")
-    cost = task_cost(summary.rounds, reward, params["validator_fee_bps"], params["verifier_fee_bps"])
+    cost = task_cost(summary.rounds, reward, params.validator_fee_bps, params.verifier_fee_bps)
     segments = segment_count(summary.inner_steps, summary.checkpoint_every)
-    needed = minimum_collateral(reward, workers, segments, samples, params["value_at_risk_bps"],
-                                params["min_collateral"])
+    needed = minimum_collateral(reward, workers, segments, samples, params.value_at_risk_bps, params.min_collateral)
     collateral = needed if collateral is None else collateral
     if budget < cost:
         raise WalletError(f"the budget {amount_text(budget)} does not cover the cost {amount_text(cost)} "

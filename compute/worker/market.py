@@ -18,6 +18,7 @@ from trolly.chain.proto import market_pb2
 from trolly.chain.tx import tx_hash
 from trolly.wallet.errors import QueryFailed
 from trolly.wallet.market_queries import list_tasks
+from trolly.wallet.market_views import TaskSummary
 from trolly.wallet.nonces import NonceCache
 from trolly.wallet.rpc import AsyncRpcClient, TxResult
 from trolly.wallet.sender import SendOutcome, TxSender
@@ -65,7 +66,7 @@ class MarketClient:
     async def spec(self, task_id: int) -> bytes:
         return (await self.rpc.query_json(f"/market/spec/{task_id}"))["spec"].encode("utf-8")
 
-    async def live_tasks(self) -> list[dict]:
+    async def live_tasks(self) -> list[TaskSummary]:
         return await list_tasks(self.rpc, open_only=True)
 
     # ---- transactions -------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import time
 from trolly.chain.crypto import PrivateKey
 from trolly.wallet.errors import (InclusionTimeout, InsufficientBalance, NodeUnreachable, QueryFailed, RpcError,
                                   TxRejected)
+from trolly.wallet.market_views import TaskSummary
 from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import AddressPolicy, BlobError, BlobServer, BlobStore
@@ -241,8 +242,8 @@ class WorkerService:
     async def find_and_join(self) -> bool:
         """Join one open task this worker fits; True if it joined one."""
         for summary in await self.market.live_tasks():
-            task_id = summary["id"]
-            if (summary["status"] != plan.OPEN or summary["workers_joined"] >= summary["workers_wanted"]
+            task_id = summary.id
+            if (summary.status != plan.OPEN or summary.workers_joined >= summary.workers_wanted
                     or task_id in self.state.tasks or task_id in self.unfit
                     or (self.options.task_id and task_id != self.options.task_id)):
                 continue
@@ -259,15 +260,15 @@ class WorkerService:
                 continue
             view = await self.market.task(task_id)
             member = plan.find_member(view, self.address)
-            self.state.add_task(task_id, summary["spec_hash"], member["index"])
+            self.state.add_task(task_id, summary.spec_hash, member["index"])
             log.info("joined task %d as worker %d (collateral %d utrl locked)", task_id, member["index"],
-                     summary["collateral"])
+                     summary.collateral)
             return True
         return False
 
-    async def _check_fit(self, task_id: int, summary: dict) -> TaskSpec:
+    async def _check_fit(self, task_id: int, summary: TaskSummary) -> TaskSpec:
         raw = await self.market.spec(task_id)
-        if hashlib.sha256(raw).hexdigest() != summary["spec_hash"]:
+        if hashlib.sha256(raw).hexdigest() != summary.spec_hash:
             raise TaskUnfit("the spec does not match its hash on chain")
         spec = parse_spec(raw)
         wanted = spec.determinism.instruction_set
@@ -278,8 +279,8 @@ class WorkerService:
             raise TaskUnfit(f"the task trains with {spec.determinism.threads} threads, this machine has {cores} cores")
         record = await self.market.worker()
         check_memory(raw, int(((record or {}).get("hardware") or {}).get("memory_mb", 0)))
-        if summary["collateral"] > await self.market.balance():
-            raise TaskUnfit(f"the collateral {summary['collateral']} utrl exceeds this worker's balance")
+        if summary.collateral > await self.market.balance():
+            raise TaskUnfit(f"the collateral {summary.collateral} utrl exceeds this worker's balance")
         return spec
 
     async def work_on(self, progress: TaskProgress) -> None:

@@ -21,7 +21,9 @@ from trolly.chain.proto import market_pb2
 
 from ..amounts import parse_amount
 from ..errors import WalletError
+from ..market_queries import get_market_params, get_task
 from ..market_queries import list_tasks as fetch_task_listing
+from ..market_views import TaskSummary, TaskView
 from ..tasks import plan_task
 from .errors import WalletGroup
 from .options import node_options, output_option, settings
@@ -68,7 +70,8 @@ def submit(spec_file: str, budget: str, reward_per_round: str | None, workers: i
     """Pay for the training task described by SPEC_FILE (JSON, docs/protocol.md section 1)."""
     spec = read_spec(spec_file)
     options = settings()
-    params = options.client().query_json("/market/params")
+    client = options.client()
+    params = client.run(get_market_params(client.async_client))
     plan = plan_task(spec, params, parse_amount(budget, what="budget"),
                      None if reward_per_round is None else parse_amount(reward_per_round, what="reward per round"),
                      workers, samples_per_worker,
@@ -96,20 +99,20 @@ def announce_task_id(signer: str, spec_hash: str) -> None:
     """Tell the requester the id of the task it just submitted: its newest live task with this spec hash."""
     address = resolve_key(settings().keyring(), signer).address
     client = settings().client()
-    mine = [t["id"] for t in client.run(fetch_task_listing(client.async_client, open_only=True))
-            if t["requester"] == address and t["spec_hash"] == spec_hash]
+    mine = [t.id for t in client.run(fetch_task_listing(client.async_client, open_only=True))
+            if t.requester == address and t.spec_hash == spec_hash]
     if mine:
         click.echo(f"Task {max(mine)} submitted; follow it with `trolly-wallet task status {max(mine)}`.")
 
 
-def progress(view: dict) -> str:
-    if view["status"] == OPEN:
-        return f"waiting for workers ({view['workers_joined']}/{view['workers_wanted']})"
-    if view["status"] == RUNNING:
-        if view["round"] >= view["rounds"]:
-            return f"final report (all {view['rounds']} rounds done)"
-        return f"round {view['round'] + 1} of {view['rounds']} ({view.get('phase', '')})"
-    return view["status"]
+def progress(task: TaskSummary) -> str:
+    if task.status == OPEN:
+        return f"waiting for workers ({task.workers_joined}/{task.workers_wanted})"
+    if task.status == RUNNING:
+        if task.round >= task.rounds:
+            return f"final report (all {task.rounds} rounds done)"
+        return f"round {task.round + 1} of {task.rounds} ({task.phase})"
+    return task.status
 
 
 @task.command("list")
@@ -121,10 +124,10 @@ def list_tasks(show_all: bool) -> None:
     options = settings()
     client = options.client()
     found = client.run(fetch_task_listing(client.async_client, open_only=not show_all))
-    emit(found, options.json, lambda data: print_table(
+    emit([t.to_answer() for t in found], options.json, lambda _: print_table(
         ["id", "status", "progress", "workers", "reward/round", "escrow", "requester"],
-        [[t["id"], t["status"], progress(t), f"{t['active_members']}/{t['workers_wanted']}",
-          amount_text(t["reward_per_round"]), amount_text(t["escrow_remaining"]), t["requester"]] for t in data],
+        [[t.id, t.status, progress(t), f"{t.active_members}/{t.workers_wanted}", amount_text(t.reward_per_round),
+          amount_text(t.escrow_remaining), t.requester] for t in found],
         empty="No tasks."))
 
 
@@ -141,32 +144,32 @@ def task_id_argument(text: str) -> int:
 def status(task_id: str) -> None:
     """Round r of R, workers, commitments, verdicts, what was paid and what escrow remains for TASK_ID."""
     options = settings()
-    view = options.client().query_json(f"/market/task/{task_id_argument(task_id)}")
+    client = options.client()
+    view = client.run(get_task(client.async_client, task_id_argument(task_id)))
+    emit(view.to_answer(), options.json, lambda _: render_task(view))
 
-    def render(data: dict) -> None:
-        print_key_values([
-            ("task", data["id"]), ("status", data["status"]), ("progress", progress(data)),
-            ("requester", data["requester"]), ("spec hash", data["spec_hash"]),
-            ("reward per round", amount_text(data["reward_per_round"])), ("budget", amount_text(data["budget"])),
-            ("paid to workers", amount_text(data["paid_workers"])), ("fees paid", amount_text(data["paid_fees"])),
-            ("escrow remaining", amount_text(data["escrow_remaining"])), ("refunded", amount_text(data["refunded"])),
-            ("collateral per worker", amount_text(data["collateral"])),
-            ("final weights hash", data["final_weights_hash"] or "-"),
-        ])
-        print_table(["#", "worker", "status", "collateral", "paid", "rounds passed"],
-                    [[m["index"], m["worker"], m["status"] + (f" ({m['reason']})" if m["reason"] else ""),
-                      amount_text(m["collateral"]), amount_text(m["paid"]), m["rounds_passed"]]
-                     for m in data["members"]], title="Workers", empty="No workers yet.")
-        rows = []
-        for details in data["round_details"]:
-            for c in details["commitments"]:
-                votes = ", ".join(f"{v['segment']}:{v['verdict']}" for v in c["verdicts"]) or "-"
-                rows.append([details["round"], c["worker"], c["outcome"], ",".join(map(str, c["segments"])) or "-",
-                             votes, amount_text(c["paid"])])
-        if rows:
-            print_table(["round", "worker", "outcome", "sampled", "verdicts", "paid"], rows, title="Rounds")
 
-    emit(view, options.json, render)
+def render_task(view: TaskView) -> None:
+    print_key_values([
+        ("task", view.id), ("status", view.status), ("progress", progress(view)),
+        ("requester", view.requester), ("spec hash", view.spec_hash),
+        ("reward per round", amount_text(view.reward_per_round)), ("budget", amount_text(view.budget)),
+        ("paid to workers", amount_text(view.paid_workers)), ("fees paid", amount_text(view.paid_fees)),
+        ("escrow remaining", amount_text(view.escrow_remaining)), ("refunded", amount_text(view.refunded)),
+        ("collateral per worker", amount_text(view.collateral)),
+        ("final weights hash", view.final_weights_hash or "-"),
+    ])
+    print_table(["#", "worker", "status", "collateral", "paid", "rounds passed"],
+                [[m.index, m.worker, m.status + (f" ({m.reason})" if m.reason else ""), amount_text(m.collateral),
+                  amount_text(m.paid), m.rounds_passed] for m in view.members], title="Workers", empty="No workers yet.")
+    rows = []
+    for details in view.round_details:
+        for c in details.commitments:
+            votes = ", ".join(f"{v.segment}:{v.verdict}" for v in c.verdicts) or "-"
+            rows.append([details.round, c.worker, c.outcome, ",".join(map(str, c.segments)) or "-", votes,
+                         amount_text(c.paid)])
+    if rows:
+        print_table(["round", "worker", "outcome", "sampled", "verdicts", "paid"], rows, title="Rounds")
 
 
 @task.command("cancel")

@@ -12,6 +12,8 @@ import click
 from trolly.chain.proto import market_pb2
 
 from ..amounts import parse_amount
+from ..market_queries import get_worker
+from ..market_views import WorkerView
 from .errors import WalletGroup
 from .options import keyring_options, node_options, output_option, settings
 from .output import amount_text, emit, print_key_values
@@ -67,18 +69,19 @@ def unregister(**flags) -> None:
 def status(address_or_name: str) -> None:
     """Stake, hardware, blob URL, tasks and earnings of the worker ADDRESS_OR_NAME (address or key name)."""
     options = settings()
-    view = options.client().query_json(f"/market/worker/{address_of(address_or_name)}")
+    client = options.client()
+    view = client.run(get_worker(client.async_client, address_of(address_or_name)))
+    emit(view.to_answer(), options.json, lambda _: render_worker(view))
 
-    def render(data: dict) -> None:
-        rows = [("address", data["address"]), ("registered", "yes" if data["registered"] else "no")]
-        if data["registered"]:
-            hardware = data["hardware"]
-            rows += [("stake", amount_text(data["stake"])), ("blob url", data["blob_url"]),
-                     ("hardware", f"{hardware['device']}, {hardware['samples_per_second']} samples/s"),
-                     ("tasks", ", ".join(map(str, data["tasks"])) or "-"), ("earned", amount_text(data["earned"])),
-                     ("slashed", amount_text(data["slashed"])), ("penalties", amount_text(data["penalized"]))]
-        for entry in data["unbonding"]:
-            rows.append(("unbonding", f"{amount_text(entry['amount'])} at height {entry['maturity_height']}"))
-        print_key_values(rows)
 
-    emit(view, options.json, render)
+def render_worker(view: WorkerView) -> None:
+    rows = [("address", view.address), ("registered", "yes" if view.registered else "no")]
+    record = view.record
+    if record is not None:
+        rows += [("stake", amount_text(record.stake)), ("blob url", record.blob_url),
+                 ("hardware", f"{record.hardware.device}, {record.hardware.samples_per_second} samples/s"),
+                 ("tasks", ", ".join(map(str, record.tasks)) or "-"), ("earned", amount_text(record.earned)),
+                 ("slashed", amount_text(record.slashed)), ("penalties", amount_text(record.penalized))]
+    for entry in view.unbonding:
+        rows.append(("unbonding", f"{amount_text(entry.amount)} at height {entry.maturity_height}"))
+    print_key_values(rows)
