@@ -30,7 +30,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from trolly.chain.market.records import ABANDONED, CANCELLED, COMPLETED, EXPIRED, OPEN
+from trolly.chain.market.records import ABANDONED, CANCELLED, COMPLETED, DROPPED, EXPIRED, FINISHED, OPEN, SLASHED
 from trolly.chain.proto import market_pb2
 from trolly.compute.blobs import AddressPolicy, BlobClient, BlobServer, BlobStore
 from trolly.compute.checkpoints import decode_weights
@@ -38,7 +38,8 @@ from trolly.compute.data import build_dataset, load_dataset
 from trolly.compute.models import build_model
 from trolly.compute.spec import example_spec, parse_spec
 from trolly.compute.training import evaluate
-from trolly.wallet.market_queries import get_market_params, list_tasks
+from trolly.wallet.market_queries import get_market_params, get_task, get_worker, list_tasks
+from trolly.wallet.market_views import TaskView
 from trolly.wallet.errors import WalletError
 from trolly.wallet.keyring import Keyring
 from trolly.wallet.rpc import AsyncRpcClient
@@ -157,7 +158,7 @@ class Demo:
                 raise LocalnetError(f"{', '.join(waiting)} did not register within 90s (see `trolly-localnet logs`)")
             address = self.keyring.get(waiting[0]).address
             try:
-                registered = (await client.query_json(f"/market/worker/{address}")).get("registered", False)
+                registered = (await get_worker(client, address)).registered
             except WalletError:
                 registered = False
             if registered:
@@ -191,12 +192,12 @@ class Demo:
         )
         return task_id
 
-    async def follow(self, client: AsyncRpcClient, task_id: int) -> dict:
+    async def follow(self, client: AsyncRpcClient, task_id: int) -> TaskView:
         deadline = time.monotonic() + self.options.timeout
         last_line = ""
         while time.monotonic() < deadline:
             try:
-                view = await client.query_json(f"/market/task/{task_id}")
+                view = await get_task(client, task_id)
             except (WalletError, OSError) as exc:
                 # The node may be restarting (a crash, or a developer restarting it): keep following.
                 line = f"node not answering ({exc}); still following task {task_id}"
@@ -211,64 +212,64 @@ class Demo:
                 last_line = line
             for weights_line in await self.observer.advance(view):
                 self.console.print(f"  [cyan]{weights_line}[/cyan]")
-            if view["status"] in TERMINAL:
+            if view.status in TERMINAL:
                 return view
             await asyncio.sleep(0.5)
         raise LocalnetError(f"task {task_id} did not settle within {self.options.timeout:.0f}s "
                             f"(see `trolly-localnet logs` for the workers and the verifier)")
 
-    async def evaluate_final(self, view: dict) -> tuple[float, float]:
-        if view["status"] != COMPLETED or not view["final_weights_hash"]:
-            raise LocalnetError(f"task {view['id']} ended {view['status']} without final weights")
+    async def evaluate_final(self, view: TaskView) -> tuple[float, float]:
+        if view.status != COMPLETED or not view.final_weights_hash:
+            raise LocalnetError(f"task {view.id} ended {view.status} without final weights")
         # Members that finished the task first: a dropped or slashed worker may have gone away.
-        members = sorted(view["members"], key=lambda m: m["status"] != "finished")
-        urls = [m["blob_url"] for m in members if m["blob_url"]]
+        members = sorted(view.members, key=lambda m: m.status != FINISHED)
+        urls = [m.blob_url for m in members if m.blob_url]
         async with BlobClient(urls, address_policy=AddressPolicy(allow_private=True)) as blobs:  # on 127.0.0.1
-            weights_bytes = await blobs.fetch(view["final_weights_hash"])  # hash-checked by the client
+            weights_bytes = await blobs.fetch(view.final_weights_hash)  # hash-checked by the client
         spec, dataset = self.observer.spec, self.observer.dataset
         model = build_model(spec.model.arch, spec.model.config, dataset.shape, spec.training.seed)
         model.load_state_dict(decode_weights(weights_bytes))
         loss, accuracy = evaluate(model, dataset)
         self.console.print(
-            f"final weights {view['final_weights_hash'][:16]} ({len(weights_bytes)} bytes) fetched by hash: "
+            f"final weights {view.final_weights_hash[:16]} ({len(weights_bytes)} bytes) fetched by hash: "
             f"held-out loss {loss:.4f}, accuracy [bold]{accuracy:.4f}[/bold]"
         )
         return accuracy, loss
 
-    def settle(self, view: dict, accuracy: float, loss: float, before: dict, after: dict, tx_fees: dict,
+    def settle(self, view: TaskView, accuracy: float, loss: float, before: dict, after: dict, tx_fees: dict,
                started: float) -> dict:
-        table = Table(title=f"Settlement of task {view['id']} ({view['status']})")
+        table = Table(title=f"Settlement of task {view.id} ({view.status})")
         for column in ("account", "paid by the task", "penalties", "tx fees paid", "balance change on chain"):
             table.add_column(column, justify="right" if column != "account" else "left")
         change = {name: after[name] - before[name] for name in after}
         paid: dict[str, int] = {}
         name_of = {self.keyring.get(name).address: name for name in self.names()}
-        for member in view["members"]:
-            name = name_of.get(member["worker"], member["worker"])
-            paid[name] = member["paid"]
-            penalties = member["penalized"] + member["slashed"]
-            table.add_row(f"{name} ({member['status']})", str(member["paid"]), str(penalties), str(tx_fees[name]),
+        for member in view.members:
+            name = name_of.get(member.worker, member.worker)
+            paid[name] = member.paid
+            penalties = member.penalized + member.slashed
+            table.add_row(f"{name} ({member.status})", str(member.paid), str(penalties), str(tx_fees[name]),
                           f"{change[name]:+d}")
-        spent = view["budget"] - view["refunded"]
-        table.add_row("validator + verifier fees of the task", str(view["paid_fees"]), "", "", "")
+        spent = view.budget - view.refunded
+        table.add_row("validator + verifier fees of the task", str(view.paid_fees), "", "", "")
         validators = self.validator_shares(change, tx_fees)
         for name, share in validators.items():
             table.add_row(f"{name} ({share['power_percent']}% power): fee share", str(share["fee_share"]), "",
                           str(tx_fees[name]), f"{change[name]:+d}")
-        table.add_row("requester", f"-{spent} (refund {view['refunded']})", "", str(tx_fees["requester"]),
+        table.add_row("requester", f"-{spent} (refund {view.refunded})", "", str(tx_fees["requester"]),
                       f"{change['requester']:+d}")
         self.console.print(table)
         checks = {
             "requester paid budget minus refund, plus its tx fees": change["requester"] == -spent - tx_fees["requester"],
-            "spent = worker pay + fees": spent == view["paid_workers"] + view["paid_fees"],
+            "spent = worker pay + fees": spent == view.paid_workers + view.paid_fees,
             "each worker's balance change = pay - penalties - tx fees": all(
-                change[name_of[m["worker"]]] == m["paid"] - m["penalized"] - m["slashed"] - tx_fees[name_of[m["worker"]]]
-                for m in view["members"]
+                change[name_of[m.worker]] == m.paid - m.penalized - m.slashed - tx_fees[name_of[m.worker]]
+                for m in view.members
             ),
         }
         if not self.observer.stopped:
-            checks[f"W_1..W_{view['rounds']} recomputed here = the chain's agreed and final weights hashes"] = (
-                len(self.observer.hashes) == view["rounds"] + 1 and not self.observer.mismatches(view))
+            checks[f"W_1..W_{view.rounds} recomputed here = the chain's agreed and final weights hashes"] = (
+                len(self.observer.hashes) == view.rounds + 1 and not self.observer.mismatches(view))
         for what, holds in checks.items():
             self.console.print(f"  {'[green]ok[/green]' if holds else '[red]MISMATCH[/red]'}  {what}")
         for wrong in self.observer.mismatches(view):
@@ -276,10 +277,10 @@ class Demo:
         if not all(checks.values()):
             raise LocalnetError("the settlement does not match the chain's balances")
         return {
-            "task_id": view["id"], "rounds": view["rounds"], "status": view["status"],
+            "task_id": view.id, "rounds": view.rounds, "status": view.status,
             "final_accuracy": round(accuracy, 4), "final_loss": round(loss, 4),
-            "accuracy_floor": ACCURACY_FLOOR, "paid_per_worker": paid, "fees": view["paid_fees"],
-            "refund": view["refunded"], "engine": self.config.engine, "validators": validators,
+            "accuracy_floor": ACCURACY_FLOOR, "paid_per_worker": paid, "fees": view.paid_fees,
+            "refund": view.refunded, "engine": self.config.engine, "validators": validators,
             "votes": round_votes(view, {self.keyring.get(n).address: n for n in self.validator_names()}),
             "seconds": round(time.monotonic() - started, 1),
         }
@@ -296,40 +297,39 @@ class Demo:
         }
 
 
-def round_votes(view: dict, validator_names: dict[str, str]) -> list[dict]:
+def round_votes(view: TaskView, validator_names: dict[str, str]) -> list[dict]:
     """Per round, which validator voted what: [{"round": r, "votes": {"validator-0": {"pass": 3}, ...}}]."""
     rounds = []
-    for details in view.get("round_details", []):
-        if details.get("final_report"):
+    for details in view.round_details:
+        if details.final_report:
             continue
         votes: dict[str, dict[str, int]] = {}
-        for commitment in details["commitments"]:
-            for verdict in commitment["verdicts"]:
-                name = validator_names.get(verdict["validator"], verdict["validator"])
+        for commitment in details.commitments:
+            for vote in commitment.verdicts:
+                name = validator_names.get(vote.validator, vote.validator)
                 tally = votes.setdefault(name, {})
-                tally[verdict["verdict"]] = tally.get(verdict["verdict"], 0) + 1
-        rounds.append({"round": details["round"], "votes": dict(sorted(votes.items()))})
+                tally[vote.verdict] = tally.get(vote.verdict, 0) + 1
+        rounds.append({"round": details.round, "votes": dict(sorted(votes.items()))})
     return rounds
 
 
-def progress_line(view: dict) -> str:
+def progress_line(view: TaskView) -> str:
     """One line of live progress: round, phase, commitments, verdicts, pay so far."""
-    parts = [f"task {view['id']} {view['status']}", view.get("progress", "")]
-    if view["status"] == OPEN:
-        parts.append(f"{view['workers_joined']}/{view['workers_wanted']} workers joined")
-    rounds = view.get("round_details", [])
-    if rounds:
-        current = rounds[-1]
-        commitments = current["commitments"]
-        verdicts = sum(len(c["verdicts"]) for c in commitments)
-        outcomes = ",".join(sorted(c["outcome"] for c in commitments)) or "-"
-        label = "final weights" if current.get("final_report") else f"round {current['round']}"
+    parts = [f"task {view.id} {view.status}", view.progress]
+    if view.status == OPEN:
+        parts.append(f"{view.workers_joined}/{view.workers_wanted} workers joined")
+    if view.round_details:
+        current = view.round_details[-1]
+        commitments = current.commitments
+        verdicts = sum(len(c.verdicts) for c in commitments)
+        outcomes = ",".join(sorted(c.outcome for c in commitments)) or "-"
+        label = "final weights" if current.final_report else f"round {current.round}"
         parts.append(f"{label}: {len(commitments)} commits, {verdicts} verdicts, outcomes {outcomes}")
-    parts.append(f"phase {view['phase']}")
-    parts.append(f"paid {view['paid_workers']}utrl to workers, {view['paid_fees']}utrl fees")
-    slashed = [m for m in view["members"] if m["status"] in ("slashed", "dropped")]
+    parts.append(f"phase {view.phase}")
+    parts.append(f"paid {view.paid_workers}utrl to workers, {view.paid_fees}utrl fees")
+    slashed = [m for m in view.members if m.status in (SLASHED, DROPPED)]
     if slashed:
-        parts.append("dropped/slashed: " + ", ".join(f"{m['worker'][:12]}.. {m['status']}" for m in slashed))
+        parts.append("dropped/slashed: " + ", ".join(f"{m.worker[:12]}.. {m.status}" for m in slashed))
     return " | ".join(p for p in parts if p)
 
 

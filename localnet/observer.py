@@ -21,6 +21,7 @@ from trolly.compute.spec import TaskSpec
 from trolly.compute.training import evaluate
 from trolly.compute.worker.plan import agreed_start_hash, round_updates
 from trolly.compute.worker.weights import initial_state, mirror_updates, next_state
+from trolly.wallet.market_views import TaskView
 
 LOCALNET_ADDRESSES = AddressPolicy(allow_private=True)
 """The localnet's blob services listen on 127.0.0.1."""
@@ -41,7 +42,7 @@ class TrainingObserver:
         model.load_state_dict(dict(self.state.weights))
         return evaluate(model, self.dataset)
 
-    async def advance(self, view: dict) -> list[str]:
+    async def advance(self, view: TaskView) -> list[str]:
         """Lines for each W_{r+1} whose round r has settled since the last call (round r is settled once the
         task has moved past it)."""
         lines = []
@@ -49,8 +50,8 @@ class TrainingObserver:
             self.shown_initial = True
             loss, accuracy = self.evaluate_state()
             lines.append(f"W_0 (the spec's initial weights): held-out loss {loss:.4f}, accuracy {accuracy:.4f}")
-        while not self.stopped and self.state.round < view["rounds"] and (
-                view["round"] > self.state.round or view["status"] == COMPLETED):
+        while not self.stopped and self.state.round < view.rounds and (
+                view.round > self.state.round or view.status == COMPLETED):
             round_index = self.state.round
             updates = round_updates(view, round_index)
             missing = await mirror_updates(self.store, updates, LOCALNET_ADDRESSES, only_passed=True)
@@ -65,12 +66,12 @@ class TrainingObserver:
                          f"held-out loss {loss:.4f}, accuracy {accuracy:.4f}")
         return lines
 
-    def mismatches(self, view: dict) -> list[str]:
+    def mismatches(self, view: TaskView) -> list[str]:
         """Rounds whose recomputed W_r differs from what the chain recorded (the agreed start weights of round
         r, or for r = rounds the final weights)."""
         wrong = []
         for round_index, digest in self.hashes.items():
-            on_chain = view["final_weights_hash"] if round_index == view["rounds"] else agreed_start_hash(view, round_index)
+            on_chain = view.final_weights_hash if round_index == view.rounds else agreed_start_hash(view, round_index)
             if on_chain and on_chain != digest:
                 wrong.append(f"W_{round_index}: recomputed {digest[:16]}, chain {on_chain[:16]}")
         return wrong

@@ -43,8 +43,10 @@ from trolly.localnet.layout import (
 )
 from trolly.localnet.supervisor import ServiceError, ServiceSpec, Supervisor
 from trolly.wallet.keyring import Keyring
+from trolly.wallet.market_views import TaskView
 
 from localnet_helpers import process_family, survivors
+from market_view_helpers import address, commitment_answer, member_answer, round_answer, task_answer, vote_answer
 
 # ------------------------------------------------------------------------------------------ configuration
 
@@ -404,11 +406,8 @@ def test_wait_ready_refuses_an_address_it_cannot_connect_to(tmp_path):
 # ----------------------------------------------------------------------------------------- progress line
 
 
-def _view(**changes) -> dict:
-    view = {"id": 7, "status": "running", "progress": "round 2 of 3", "workers_joined": 3, "workers_wanted": 3,
-            "phase": "verify", "paid_workers": 1200, "paid_fees": 60, "members": [], "round_details": []}
-    view.update(changes)
-    return view
+def _view(**changes) -> TaskView:
+    return TaskView.from_answer(task_answer(**changes))
 
 
 def test_progress_line_of_an_open_task_counts_the_workers_joined():
@@ -418,22 +417,21 @@ def test_progress_line_of_an_open_task_counts_the_workers_joined():
 
 def test_progress_line_counts_commits_and_verdicts_and_names_the_slashed():
     commitments = [
-        {"outcome": "passed", "verdicts": [{}, {}]},
-        {"outcome": "pending", "verdicts": [{}]},
-        {"outcome": "failed", "verdicts": [{}, {}]},
+        commitment_answer(outcome="passed", verdicts=[vote_answer(), vote_answer(segment=1)]),
+        commitment_answer(outcome="pending", verdicts=[vote_answer()]),
+        commitment_answer(outcome="failed", verdicts=[vote_answer(), vote_answer(segment=1)]),
     ]
-    members = [{"worker": "trolly1cheater0000000000", "status": "slashed"},
-               {"worker": "trolly1honest00000000000", "status": "active"}]
-    line = progress_line(_view(round_details=[{"round": 1, "commitments": commitments, "final_report": False}],
-                               members=members))
+    cheater, honest = address(3), address(4)
+    members = [member_answer(worker=cheater, status="slashed"), member_answer(worker=honest, index=1)]
+    line = progress_line(_view(round_details=[round_answer(round=1, commitments=commitments)], members=members))
     assert "round 1: 3 commits, 5 verdicts, outcomes failed,passed,pending" in line
     assert "paid 1200utrl to workers, 60utrl fees" in line
-    assert "dropped/slashed: trolly1cheat.. slashed" in line and "honest" not in line
+    assert f"dropped/slashed: {cheater[:12]}.. slashed" in line and honest[:12] not in line
 
 
 def test_progress_line_labels_the_final_report():
     line = progress_line(_view(status="completed", phase="done",
-                               round_details=[{"round": 3, "commitments": [], "final_report": True}]))
+                               round_details=[round_answer(round=3, final_report=True)]))
     assert "final weights: 0 commits, 0 verdicts, outcomes -" in line
 
 
@@ -495,15 +493,15 @@ def test_the_observer_evaluates_w0_and_flags_weights_the_chain_disagrees_with(tm
     blobs = build_dataset("digits")
     spec = parse_spec(demo_spec(blobs.manifest_hash, "http://127.0.0.1:1", rounds=2))
     observer = TrainingObserver(spec, dataset_from_blobs(blobs), BlobStore(tmp_path))
-    view = {"status": "running", "round": 0, "rounds": 2, "final_weights_hash": "", "members": [],
-            "round_details": [{"round": 0, "start_weights_hash": "", "final_report": False, "commitments": []}]}
+    answer = task_answer(round=0, rounds=2, round_details=[round_answer(round=0)])
+    view = TaskView.from_answer(answer)
     (line,) = asyncio.run(observer.advance(view))
     loss = float(line.split("held-out loss ")[1].split(",")[0])
     assert line.startswith("W_0") and 2.0 < loss < 2.6  # untrained: about ln(10)
     assert asyncio.run(observer.advance(view)) == []  # nothing new until round 0 settles
     assert observer.mismatches(view) == []
-    view["round_details"][0]["start_weights_hash"] = "ab" * 32
-    (wrong,) = observer.mismatches(view)
+    answer["round_details"][0]["start_weights_hash"] = "ab" * 32
+    (wrong,) = observer.mismatches(TaskView.from_answer(answer))
     assert wrong.startswith("W_0: recomputed") and "chain abababab" in wrong
 
 

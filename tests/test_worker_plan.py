@@ -1,7 +1,7 @@
 """The worker loop's decisions (`compute/worker/plan.py`), on task views produced by the real market module.
 
-The views come from `/market/task/<id>` of an in-process chain driven by `market_helpers.Market`, so the
-decision code is tested against the very JSON the worker reads from a node.
+The views come from `/market/task/<id>` of an in-process chain driven by `market_helpers.Market`, read into the
+`TaskView` the worker reads, so the decision code is tested against the very JSON the worker reads from a node.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from market_helpers import MARKET_PARAMS, Market, final_message
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS
 from trolly.compute.worker import plan
+from trolly.wallet.market_views import TaskView
 
 
 def market_with_task(make_chain, workers: int = 2):
@@ -21,6 +22,10 @@ def market_with_task(make_chain, workers: int = 2):
     return chain, market, task_id
 
 
+def task_view(market, task_id: int) -> TaskView:
+    return TaskView.from_answer(market.task(task_id))
+
+
 def me(market, index: int) -> str:
     return encode_address(market.workers[index].address)
 
@@ -28,7 +33,7 @@ def me(market, index: int) -> str:
 def test_open_task_waits_for_workers_and_a_stranger_finishes(make_chain):
     chain, market, task_id = market_with_task(make_chain)
     market.join(task_id, market.workers[:1])
-    view = market.task(task_id)
+    view = task_view(market, task_id)
     action = plan.decide(view, me(market, 0))
     assert action.kind == plan.WAIT and "1 of 2" in action.reason
     assert plan.decide(view, me(market, 2)).kind == plan.FINISH
@@ -37,9 +42,9 @@ def test_open_task_waits_for_workers_and_a_stranger_finishes(make_chain):
 def test_running_task_trains_round_zero_then_waits_once_committed(make_chain):
     chain, market, task_id = market_with_task(make_chain)
     market.join(task_id, market.workers[:2])
-    assert plan.decide(market.task(task_id), me(market, 0)) == plan.Action(plan.TRAIN, 0, "round 0")
+    assert plan.decide(task_view(market, task_id), me(market, 0)) == plan.Action(plan.TRAIN, 0, "round 0")
     market.commit(task_id, 0, market.workers[:1])
-    view = market.task(task_id)
+    view = task_view(market, task_id)
     waiting = plan.decide(view, me(market, 0))
     assert waiting.kind == plan.WAIT and waiting.mirror_round == 0
     assert plan.decide(view, me(market, 1)).kind == plan.TRAIN
@@ -49,8 +54,8 @@ def test_sampling_and_verification_wait_and_mirror_the_round(make_chain):
     chain, market, task_id = market_with_task(make_chain)
     market.join(task_id, market.workers[:2])
     market.commit(task_id, 0, market.workers[:2])
-    view = market.task(task_id)
-    assert view["phase"] in ("sampling", "verify")
+    view = task_view(market, task_id)
+    assert view.phase in ("sampling", "verify")
     action = plan.decide(view, me(market, 1))
     assert (action.kind, action.round, action.mirror_round) == (plan.WAIT, 0, 0)
     updates = plan.round_updates(view, 0)
@@ -67,11 +72,11 @@ def test_next_round_trains_and_outcomes_decide_what_is_aggregated(make_chain):
     market.vote(chain.operators, task_id, VERDICT_PASS, worker=me(market, 0))
     market.vote(chain.operators, task_id, VERDICT_FAIL, worker=me(market, 1), strict=False)  # one FAIL decides
     chain.advance(1)
-    view = market.task(task_id)
-    assert view["round"] == 1
+    view = task_view(market, task_id)
+    assert view.round == 1
     outcomes = {u.worker_index: u.outcome for u in plan.round_updates(view, 0)}
     assert outcomes == {0: plan.PASSED, 1: "failed"}
-    assert plan.agreed_start_hash(view, 0) == view["round_details"][0]["start_weights_hash"] != ""
+    assert plan.agreed_start_hash(view, 0) == view.round_details[0].start_weights_hash != ""
     assert plan.decide(view, me(market, 0)) == plan.Action(plan.TRAIN, 1, "round 1")
     slashed = plan.decide(view, me(market, 1))
     assert slashed.kind == plan.FINISH and slashed.reason.startswith("slashed")
@@ -85,14 +90,14 @@ def test_final_round_reports_and_a_completed_task_finishes(make_chain):
         chain.advance(1)
         market.vote(chain.operators, task_id, VERDICT_PASS)
         chain.advance(1)
-    view = market.task(task_id)
-    assert view["round"] == 2 and view["phase"] == "commit"
+    view = task_view(market, task_id)
+    assert view.round == 2 and view.phase == "commit"
     assert plan.decide(view, me(market, 0)) == plan.Action(plan.REPORT_FINAL, 2, "final report")
     assert plan.round_updates(view, 2) == []  # the final report carries no update
     output = chain.block(chain.tx(market.workers[0], final_message(task_id, 2)))
     assert all(r.ok for r in output.tx_results)
-    view = market.task(task_id)
-    assert view["status"] == "completed"
+    view = task_view(market, task_id)
+    assert view.status == "completed"
     assert plan.decide(view, me(market, 0)) == plan.Action(plan.FINISH, reason="task completed")
 
 
@@ -101,7 +106,7 @@ def test_a_member_that_missed_its_round_is_told_to_finish(make_chain):
     market.join(task_id, market.workers[:2])
     market.commit(task_id, 0, market.workers[:1])
     chain.advance(6)  # past round_blocks: worker 1 missed round 0 and is dropped
-    view = market.task(task_id)
+    view = task_view(market, task_id)
     action = plan.decide(view, me(market, 1))
     assert action.kind == plan.FINISH and "dropped" in action.reason and "missed round" in action.reason
     assert plan.decide(view, me(market, 0)).kind != plan.FINISH

@@ -27,6 +27,7 @@ from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.compute.worker import plan
 from trolly.compute.worker.state import WorkerState
+from trolly.wallet.market_views import TaskView
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +101,8 @@ def test_the_loop_trains_commits_aggregates_verified_updates_and_reports_the_fin
     view = market.task(task_id)
     assert view["status"] == "completed"
     assert view["final_weights_hash"] == expected_final_weights(spec, dataset_from_blobs(dataset_blobs))
-    member = plan.find_member(view, encode_address(worker.address))
-    assert member["rounds_passed"] == ROUNDS and member["paid"] > 0
+    member = TaskView.from_answer(view).member(encode_address(worker.address))
+    assert member.rounds_passed == ROUNDS and member.paid > 0
     assert chain.nonce(worker) == 2 + ROUNDS + 1  # register, join, the rounds, the final report
     progress = WorkerState.load(home).task(task_id)
     assert progress.status == "finished" and progress.outcome == "task completed"
@@ -212,7 +213,8 @@ def test_a_member_that_dies_after_a_verified_round_still_counts_and_the_task_com
                 view = market.task(task_id)
                 if view["phase"] == "verify":
                     market.vote(chain.operators, task_id, VERDICT_PASS)
-                elif view["phase"] == "sampling" or plan.committed_on_chain(view, view["round"], services[0].address):
+                elif view["phase"] == "sampling" or plan.committed_on_chain(TaskView.from_answer(view), view["round"],
+                                                                             services[0].address):
                     chain.advance(1)
         finally:
             for service in services:

@@ -22,6 +22,7 @@ from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.compute.worker import plan
+from trolly.wallet.market_views import TaskView
 
 replay = pytest.importorskip("trolly.verifier.replay", reason="the verifier package (trolly.verifier.replay)")
 evidence = pytest.importorskip("trolly.verifier.evidence", reason="the verifier package (trolly.verifier.evidence)")
@@ -106,4 +107,4 @@ def test_the_verifier_passes_the_honest_worker_and_catches_skip_steps(make_chain
         update = WorkerUpdate(0, result.samples_processed, codec.decode(feedback.encode(result.pseudo_gradient)[0]))
         state = outer_step(state, [update], spec.training.outer_optimizer)
     assert view["final_weights_hash"] == state.weights_hash().hex()
-    assert plan.decide(view, cheater).kind == plan.FINISH
+    assert plan.decide(TaskView.from_answer(view), cheater).kind == plan.FINISH

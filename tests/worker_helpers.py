@@ -7,13 +7,15 @@ import json
 
 from trolly.chain.crypto import encode_address
 from trolly.chain.errors import NotFound
+from trolly.chain.market.params import MarketParams
 from trolly.chain.proto import market_pb2 as pb
 from trolly.chain.tx import decode_tx, tx_hash
 from trolly.compute.spec import example_spec
 from trolly.compute.worker.config import WorkerConfig
 from trolly.compute.worker.service import ServiceOptions, WorkerService
 from trolly.wallet.errors import NodeUnreachable, TxRejected
-from trolly.wallet.market_views import TaskPage
+from trolly.wallet.market_answers import parse_answer
+from trolly.wallet.market_views import TaskPage, TaskView, WorkerView
 from trolly.wallet.rpc import TxResult
 from trolly.wallet.sender import SendOutcome
 
@@ -43,7 +45,7 @@ class ChainMarket:
             raise NodeUnreachable("http://127.0.0.1:26657", "connection refused")
         if self.auto_blocks:
             self.chain.advance(1)
-        return self.chain.query(f"/market/task/{task_id}")
+        return TaskView.from_answer(self.chain.query(f"/market/task/{task_id}"))
 
     async def height(self):
         return self.chain.height
@@ -75,14 +77,14 @@ class ChainMarket:
         return list(TaskPage.from_answer(self.chain.query("/market/tasks/open")).tasks)
 
     async def params(self):
-        return self.chain.query("/market/params")
+        return parse_answer(MarketParams, self.chain.query("/market/params"), "/market/params")
 
     async def balance(self):
         return self.chain.balance(self.key)
 
     async def worker(self):
         try:
-            return self.chain.query(f"/market/worker/{self.address}")
+            return WorkerView.from_answer(self.chain.query(f"/market/worker/{self.address}")).record
         except NotFound:
             return None
 

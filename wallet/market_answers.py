@@ -101,7 +101,8 @@ def _read(hint: Any, value: Any, where: str, metadata: typing.Mapping) -> Any:
         if type(value) is not hint:
             raise MarketAnswerError(f"{where}: expected {hint.__name__}, got {_kind(value)}")
         if "one_of" in metadata and value not in metadata["one_of"]:
-            raise MarketAnswerError(f"{where}: unknown value {value[:40]!r} (known: {', '.join(sorted(metadata['one_of']))})")
+            known = ", ".join(sorted(metadata["one_of"]))
+            raise MarketAnswerError(f"{where}: unknown value {value[:40]!r} (known: {known})")
         return value
     raise TypeError(f"{where}: a view field of type {hint!r} has no reader")  # a view written wrong: a bug here
 

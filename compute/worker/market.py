@@ -14,11 +14,12 @@ from google.protobuf.message import Message
 
 from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.errors import NotFound
+from trolly.chain.market.params import MarketParams
 from trolly.chain.proto import market_pb2
 from trolly.chain.tx import tx_hash
 from trolly.wallet.errors import QueryFailed
-from trolly.wallet.market_queries import list_tasks
-from trolly.wallet.market_views import TaskSummary
+from trolly.wallet.market_queries import get_market_params, get_spec, get_task, get_worker, list_tasks
+from trolly.wallet.market_views import TaskSummary, TaskView, WorkerRecord
 from trolly.wallet.nonces import NonceCache
 from trolly.wallet.rpc import AsyncRpcClient, TxResult
 from trolly.wallet.sender import SendOutcome, TxSender
@@ -40,8 +41,8 @@ class MarketClient:
     async def height(self) -> int:
         return (await self.rpc.status()).latest_block_height
 
-    async def params(self) -> dict:
-        return await self.rpc.query_json("/market/params")
+    async def params(self) -> MarketParams:
+        return await get_market_params(self.rpc)
 
     async def balance(self) -> int:
         return int((await self.rpc.query_json(f"/account/{self.address}"))["balance"])
@@ -50,21 +51,21 @@ class MarketClient:
         """The next nonce the chain expects from this worker (committed state)."""
         return int((await self.rpc.query_json(f"/account/{self.address}"))["nonce"])
 
-    async def worker(self) -> dict | None:
+    async def worker(self) -> WorkerRecord | None:
         """This worker's record, or None when it is not registered."""
         try:
-            view = await self.rpc.query_json(f"/market/worker/{self.address}")
+            view = await get_worker(self.rpc, self.address)
         except QueryFailed as error:
             if error.code == NotFound.code:
                 return None
             raise
-        return view if view.get("registered") else None
+        return view.record
 
-    async def task(self, task_id: int) -> dict:
-        return await self.rpc.query_json(f"/market/task/{task_id}")
+    async def task(self, task_id: int) -> TaskView:
+        return await get_task(self.rpc, task_id)
 
     async def spec(self, task_id: int) -> bytes:
-        return (await self.rpc.query_json(f"/market/spec/{task_id}"))["spec"].encode("utf-8")
+        return (await get_spec(self.rpc, task_id)).spec_bytes
 
     async def live_tasks(self) -> list[TaskSummary]:
         return await list_tasks(self.rpc, open_only=True)

@@ -1,9 +1,9 @@
 """The worker loop's decision: given the chain's view of a task, what this worker does next.
 
-The chain is the clock. `decide(view, address)` reads the task as `/market/task/<id>` shows it and returns
-one `Action`; the service carries it out and asks again. Because the decision depends only on the chain,
-a restarted worker takes the same decision as the one that was killed, and its saved progress
-(`state.py`) tells the action where to resume.
+The chain is the clock. `decide(view, address)` reads the task as `/market/task/<id>` shows it (its
+`TaskView`) and returns one `Action`; the service carries it out and asks again. Because the decision depends
+only on the chain, a restarted worker takes the same decision as the one that was killed, and its saved
+progress (`state.py`) tells the action where to resume.
 
     task ended, or we are not an active member any more     FINISH (with the reason)
     task open, waiting for workers                          WAIT
@@ -19,6 +19,7 @@ import dataclasses
 # The chain's vocabulary, as the task query's JSON spells it: imported from where the chain declares it.
 from trolly.chain.market.records import ACTIVE, LIVE_STATUSES, OPEN, PASSED
 from trolly.chain.market.records import COMMIT as COMMIT_PHASE
+from trolly.wallet.market_views import TaskView
 
 WAIT, TRAIN, REPORT_FINAL, FINISH = "wait", "train", "report_final", "finish"
 
@@ -44,57 +45,47 @@ class CommittedUpdate:
     blob_url: str
 
 
-def find_member(view: dict, address: str) -> dict | None:
-    return next((m for m in view.get("members", []) if m["worker"] == address), None)
+def committed_on_chain(view: TaskView, round_index: int, address: str) -> bool:
+    detail = view.round_detail(round_index)
+    return detail is not None and detail.commitment_of(address) is not None
 
 
-def round_detail(view: dict, round_index: int) -> dict | None:
-    return next((d for d in view.get("round_details", []) if d["round"] == round_index), None)
-
-
-def committed_on_chain(view: dict, round_index: int, address: str) -> bool:
-    detail = round_detail(view, round_index)
-    return detail is not None and any(c["worker"] == address for c in detail["commitments"])
-
-
-def round_updates(view: dict, round_index: int) -> list[CommittedUpdate]:
+def round_updates(view: TaskView, round_index: int) -> list[CommittedUpdate]:
     """Every training commitment of a round with its member's index and blob URL, in worker-index order."""
-    detail = round_detail(view, round_index)
-    if detail is None or detail.get("final_report"):
+    detail = view.round_detail(round_index)
+    if detail is None or detail.final_report:
         return []
-    members = {m["worker"]: m for m in view.get("members", [])}
+    members = {m.worker: m for m in view.members}
     updates = [
-        CommittedUpdate(worker=c["worker"], worker_index=members[c["worker"]]["index"], update_hash=c["update_hash"],
-                        samples_processed=c["samples_processed"], outcome=c["outcome"],
-                        blob_url=members[c["worker"]]["blob_url"])
-        for c in detail["commitments"] if c["worker"] in members and c["update_hash"]
+        CommittedUpdate(worker=c.worker, worker_index=members[c.worker].index, update_hash=c.update_hash,
+                        samples_processed=c.samples_processed, outcome=c.outcome, blob_url=members[c.worker].blob_url)
+        for c in detail.commitments if c.worker in members and c.update_hash
     ]
     return sorted(updates, key=lambda u: u.worker_index)
 
 
-def agreed_start_hash(view: dict, round_index: int) -> str:
+def agreed_start_hash(view: TaskView, round_index: int) -> str:
     """The chain's agreed start weights hash of a closed round ('' while it is not closed)."""
-    detail = round_detail(view, round_index)
-    return detail.get("start_weights_hash", "") if detail else ""
+    detail = view.round_detail(round_index)
+    return detail.start_weights_hash if detail else ""
 
 
-def decide(view: dict, address: str) -> Action:
-    member = find_member(view, address)
+def decide(view: TaskView, address: str) -> Action:
+    member = view.member(address)
     if member is None:
         return Action(FINISH, reason="not a member of the task")
-    status = view["status"]
-    if status not in LIVE_STATUSES:
-        return Action(FINISH, reason=f"task {status}")
-    if member["status"] != ACTIVE:
-        return Action(FINISH, reason=f"{member['status']}: {member.get('reason') or 'no reason given'}")
-    if status == OPEN:
-        return Action(WAIT, reason=f"waiting for workers ({view['workers_joined']} of {view['workers_wanted']})")
-    round_index, phase = view["round"], view["phase"]
+    if view.status not in LIVE_STATUSES:
+        return Action(FINISH, reason=f"task {view.status}")
+    if member.status != ACTIVE:
+        return Action(FINISH, reason=f"{member.status}: {member.reason or 'no reason given'}")
+    if view.status == OPEN:
+        return Action(WAIT, reason=f"waiting for workers ({view.workers_joined} of {view.workers_wanted})")
+    round_index, phase = view.round, view.phase
     if phase == COMMIT_PHASE:
         if committed_on_chain(view, round_index, address):
             return Action(WAIT, round_index, f"round {round_index} committed, waiting for the others",
                           mirror_round=round_index)
-        if round_index == view["rounds"]:
+        if round_index == view.rounds:
             return Action(REPORT_FINAL, round_index, "final report")
         return Action(TRAIN, round_index, f"round {round_index}")
     return Action(WAIT, round_index, f"round {round_index}: {phase}", mirror_round=round_index)

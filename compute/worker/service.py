@@ -25,7 +25,7 @@ import time
 from trolly.chain.crypto import PrivateKey
 from trolly.wallet.errors import (InclusionTimeout, InsufficientBalance, NodeUnreachable, QueryFailed, RpcError,
                                   TxRejected)
-from trolly.wallet.market_views import TaskSummary
+from trolly.wallet.market_views import TaskSummary, TaskView
 from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import AddressPolicy, BlobError, BlobServer, BlobStore
@@ -180,14 +180,14 @@ class WorkerService:
         record = await self.market.worker()
         hardware = hardware_profile(self.throughput, self.options.declare_slowdown)
         if record is None:
-            stake = self.config.stake or int((await self.market.params())["min_worker_stake"])
+            stake = self.config.stake or (await self.market.params()).min_worker_stake
             outcome = await self.market.register(stake, hardware, self.blob_url)
             log.info("registered as a worker with stake %d utrl (block %d)", stake, outcome.included.height)
-        elif record["blob_url"] != self.blob_url:
+        elif record.blob_url != self.blob_url:
             await self.market.update(hardware, self.blob_url)
             log.info("updated the registered blob URL to %s", self.blob_url)
         else:
-            log.info("already registered (stake %s utrl, earned %s utrl)", record["stake"], record["earned"])
+            log.info("already registered (stake %s utrl, earned %s utrl)", record.stake, record.earned)
 
     # ---- the main loop ------------------------------------------------------------------------------------
 
@@ -229,15 +229,15 @@ class WorkerService:
         """Take up tasks the chain says this worker belongs to but the saved state does not know: a worker
         killed between its join being included and the state being saved must still train them."""
         record = await self.market.worker()
-        for task_id in (record or {}).get("tasks", []):
+        for task_id in record.tasks if record is not None else ():
             if task_id in self.state.tasks:
                 continue
             view = await self.market.task(task_id)
-            member = plan.find_member(view, self.address)
-            if member is not None and member["status"] == plan.ACTIVE:
-                self.state.add_task(task_id, view["spec_hash"], member["index"])
+            member = view.member(self.address)
+            if member is not None and member.status == plan.ACTIVE:
+                self.state.add_task(task_id, view.spec_hash, member.index)
                 log.info("task %d: found on chain as worker %d (joined before the last restart)", task_id,
-                         member["index"])
+                         member.index)
 
     async def find_and_join(self) -> bool:
         """Join one open task this worker fits; True if it joined one."""
@@ -258,10 +258,9 @@ class WorkerService:
             except TxRejected as error:
                 log.info("could not join task %d: %s", task_id, error.log)
                 continue
-            view = await self.market.task(task_id)
-            member = plan.find_member(view, self.address)
-            self.state.add_task(task_id, summary.spec_hash, member["index"])
-            log.info("joined task %d as worker %d (collateral %d utrl locked)", task_id, member["index"],
+            member = (await self.market.task(task_id)).member(self.address)
+            self.state.add_task(task_id, summary.spec_hash, member.index)
+            log.info("joined task %d as worker %d (collateral %d utrl locked)", task_id, member.index,
                      summary.collateral)
             return True
         return False
@@ -278,7 +277,7 @@ class WorkerService:
         if spec.determinism.threads > cores:
             raise TaskUnfit(f"the task trains with {spec.determinism.threads} threads, this machine has {cores} cores")
         record = await self.market.worker()
-        check_memory(raw, int(((record or {}).get("hardware") or {}).get("memory_mb", 0)))
+        check_memory(raw, record.hardware.memory_mb if record is not None else 0)
         if summary.collateral > await self.market.balance():
             raise TaskUnfit(f"the collateral {summary.collateral} utrl exceeds this worker's balance")
         return spec
@@ -323,13 +322,14 @@ class WorkerService:
             await self._sleep()
         return True
 
-    def _finish(self, progress: TaskProgress, view: dict, reason: str) -> None:
-        member = plan.find_member(view, self.address) or {}
+    def _finish(self, progress: TaskProgress, view: TaskView, reason: str) -> None:
+        member = view.member(self.address)
+        paid, rounds_passed, slashed, penalized = ((member.paid, member.rounds_passed, member.slashed, member.penalized)
+                                                   if member is not None else (0, 0, 0, 0))
         log.info("task %d: done (%s); paid %s utrl for %s verified round(s), slashed %s, penalized %s",
-                 progress.task_id, reason, member.get("paid", 0), member.get("rounds_passed", 0),
-                 member.get("slashed", 0), member.get("penalized", 0))
-        if view.get("final_weights_hash"):
-            log.info("task %d: final weights %s", progress.task_id, view["final_weights_hash"])
+                 progress.task_id, reason, paid, rounds_passed, slashed, penalized)
+        if view.final_weights_hash:
+            log.info("task %d: final weights %s", progress.task_id, view.final_weights_hash)
         self.state.finish_task(progress.task_id, reason)
         self.finished_this_run += 1
         if not self.options.keep_blobs:
@@ -339,7 +339,7 @@ class WorkerService:
 
     # ---- rounds -------------------------------------------------------------------------------------------
 
-    async def global_state(self, context: TaskContext, view: dict, round_index: int) -> GlobalState:
+    async def global_state(self, context: TaskContext, view: TaskView, round_index: int) -> GlobalState:
         """W_r and the outer momentum: from the saved blob, else computed from W_{r-1} and round r-1's
         verified updates (fetched from any member that has them)."""
         progress = context.progress
@@ -385,13 +385,13 @@ class WorkerService:
         log.info("task %d: W_%d test loss %.4f, accuracy %.2f%%", context.progress.task_id, state.round, loss,
                  100 * accuracy)
 
-    def _seconds_left(self, view: dict) -> float | None:
+    def _seconds_left(self, view: TaskView) -> float | None:
         per_block = self.clock.seconds_per_block()
         if per_block is None or self.clock.last is None:
             return None
-        return max(0.0, (view["phase_deadline"] - self.clock.last[1]) * per_block)
+        return max(0.0, (view.phase_deadline - self.clock.last[1]) * per_block)
 
-    async def work_round(self, context: TaskContext, view: dict, round_index: int) -> None:
+    async def work_round(self, context: TaskContext, view: TaskView, round_index: int) -> None:
         """Round `round_index` of the task: plan (or resume) it, train it and encode the update beside its last
         checkpoint, then publish its checkpoints and commit (a saved commitment is sent again instead)."""
         task_id = context.progress.task_id
@@ -403,7 +403,7 @@ class WorkerService:
         trained = await self._train_round(context, round_index, state)
         await self._commit_round(context, round_index, state, trained)
 
-    async def _plan_round(self, context: TaskContext, view: dict, round_index: int, state: GlobalState) -> None:
+    async def _plan_round(self, context: TaskContext, view: TaskView, round_index: int, state: GlobalState) -> None:
         """A new round: how many steps fit its commit window at this worker's pace. A started one: check that it
         was started from W_r, and say where it resumes."""
         progress, spec = context.progress, context.spec
@@ -479,9 +479,9 @@ class WorkerService:
                              hashes)
         await self.committer.commit(task_id, round_index, message)
 
-    async def report_final(self, context: TaskContext, view: dict) -> None:
+    async def report_final(self, context: TaskContext, view: TaskView) -> None:
         progress = context.progress
-        rounds = view["rounds"]
+        rounds = view.rounds
         if self.committer.pending(progress.task_id, rounds):
             await self.committer.resend(progress.task_id, rounds)
             return

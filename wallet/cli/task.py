@@ -161,7 +161,8 @@ def render_task(view: TaskView) -> None:
     ])
     print_table(["#", "worker", "status", "collateral", "paid", "rounds passed"],
                 [[m.index, m.worker, m.status + (f" ({m.reason})" if m.reason else ""), amount_text(m.collateral),
-                  amount_text(m.paid), m.rounds_passed] for m in view.members], title="Workers", empty="No workers yet.")
+                  amount_text(m.paid), m.rounds_passed] for m in view.members],
+                title="Workers", empty="No workers yet.")
     rows = []
     for details in view.round_details:
         for c in details.commitments:
