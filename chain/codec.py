@@ -45,6 +45,9 @@ _STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.S)
 _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
 _NESTING_STEP = [1 if byte in b"[{" else -1 if byte in b"]}" else 0 for byte in range(256)]
 """What each byte value does to the nesting depth: +1 for an opening bracket, -1 for a closing one."""
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""The start of a `\\uD800`..`\\uDFFF` escape: the only way a lone surrogate gets into a parsed string (UTF-8
+input cannot encode one), so a document without it needs no walk over its strings."""
 
 
 class JsonRejected(ValueError):
@@ -151,7 +154,8 @@ def load_untrusted_json(raw: bytes) -> Any:
         raise
     except ValueError as exc:  # json.JSONDecodeError, and int()/Decimal() on a token json.loads let through
         raise JsonRejected(f"not valid JSON: {exc}") from None
-    _check_strings(value)
+    if _SURROGATE_ESCAPE.search(raw):
+        _check_strings(value)
     return value
 
 
