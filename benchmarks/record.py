@@ -37,7 +37,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "verification": ("replay_step_cost_ratio", "verifier_compute_fraction", "false_positive_rate",
                      "honest_segments", "task_detection_at_f_0_1"),
     "fuzz_chain": ("txs", "crashes", "invariant_failures", "nondeterministic", "unknown_codes", "hostile_tx_per_s",
-                   "honest_tx_per_s"),
+                   "honest_tx_per_s", "transfer_check_tx_ms", "worst_check_tx_ms", "worst_block_seconds"),
     "localnet_demo": ("seconds", "command_wall_seconds", "engine", "validators", "baseline_cold_start_seconds"),
     "app_tx_cpu": ("per_tx_us", "txs", "block_size", "gc"),
 }
