@@ -26,6 +26,7 @@ from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.verifier import evidence, replay
+from trolly.wallet.market_views import SampledSegment
 
 
 @pytest.mark.parametrize("cheat, reason", [("forged-update", "forged update"), ("garbage-blobs", "does not decode")])
@@ -46,7 +47,7 @@ def test_a_worker_publishing_what_its_checkpoints_do_not_give_is_slashed_and_nob
     async def verify_pending(task_id: int) -> None:
         txs = []
         for item in market.to_verify(chain.operators[0]):
-            claim = replay.SegmentClaim.from_query(item)
+            claim = replay.SegmentClaim.from_segment(SampledSegment.from_answer(item))
             async with BlobClient([claim.blob_url], address_policy=AddressPolicy(allow_private=True)) as source:
                 report = await replay.verify_segment(claim, spec, dataset, source, replayer)
             reports.setdefault(claim.worker, []).append(report)

@@ -22,7 +22,7 @@ from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.compute.worker import plan
-from trolly.wallet.market_views import TaskView
+from trolly.wallet.market_views import SampledSegment, TaskView
 
 replay = pytest.importorskip("trolly.verifier.replay", reason="the verifier package (trolly.verifier.replay)")
 evidence = pytest.importorskip("trolly.verifier.evidence", reason="the verifier package (trolly.verifier.evidence)")
@@ -44,7 +44,7 @@ def test_the_verifier_passes_the_honest_worker_and_catches_skip_steps(make_chain
     async def verify_pending(task_id: int) -> None:
         txs = []
         for item in market.to_verify(chain.operators[0]):
-            claim = replay.SegmentClaim.from_query(item)
+            claim = replay.SegmentClaim.from_segment(SampledSegment.from_answer(item))
             async with BlobClient([claim.blob_url], address_policy=AddressPolicy(allow_private=True)) as source:
                 report = await replay.verify_segment(claim, spec, dataset, source, replayer)
             verdicts.setdefault(claim.worker, []).append(report.verdict)

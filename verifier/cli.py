@@ -26,6 +26,7 @@ from trolly.compute.errors import ComputeError
 from trolly.compute.spec import parse_spec
 from trolly.wallet.errors import WalletError
 from trolly.wallet.keyring import BACKENDS, Keyring
+from trolly.wallet.market_queries import get_spec, get_task
 from trolly.wallet.passwords import PasswordSource
 from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
 
@@ -159,30 +160,35 @@ def replay(node, task_id, round_index, worker, segment, claim_file, spec_file, c
 
 
 async def _claim_from_chain(client: AsyncRpcClient, task_id: int, round_index: int, worker: str, segment: int) -> SegmentClaim:
-    task = await client.query_json(f"/market/task/{task_id}")
-    details = task.get("round_details") or []
-    if round_index >= len(details):
+    task = await get_task(client, task_id)
+    details = task.round_detail(round_index)
+    if details is None:
         raise VerifierError(f"task {task_id} has no round {round_index} yet")
-    commitment = next((c for c in details[round_index]["commitments"] if c["worker"] == worker), None)
-    member = next((m for m in task.get("members", []) if m["worker"] == worker), None)
+    commitment = details.commitment_of(worker)
+    member = task.member(worker)
     if commitment is None or member is None:
         raise VerifierError(f"{worker} has no commitment in round {round_index} of task {task_id}")
-    return SegmentClaim.from_query({**commitment, "task_id": task_id, "round": round_index, "worker": worker,
-                                    "worker_index": member["index"], "segment": segment,
-                                    "blob_url": member["blob_url"], "spec_hash": task["spec_hash"]})
+    return SegmentClaim(
+        task_id=task_id, round=round_index, worker=worker, worker_index=member.index, segment=segment,
+        checkpoint_root=bytes.fromhex(commitment.checkpoint_root), num_checkpoints=commitment.num_checkpoints,
+        steps=commitment.steps, samples_processed=commitment.samples_processed,
+        start_weights_hash=bytes.fromhex(commitment.start_weights_hash),
+        determinism_profile=commitment.determinism_profile, blob_url=member.blob_url,
+        update_hash=bytes.fromhex(commitment.update_hash), spec_hash=task.spec_hash,
+        residual_hash=bytes.fromhex(commitment.residual_hash))
 
 
 async def _replay(node, task_id, round_index, worker, segment, claim_file, spec_file, checkpoint_dir,
                   expected_start, addresses: AddressPolicy) -> SegmentReport:
     async with AsyncRpcClient(node) as client:
         if claim_file:
-            claim = SegmentClaim.from_query(json.loads(pathlib.Path(claim_file).read_text()))
+            claim = SegmentClaim.from_json(json.loads(pathlib.Path(claim_file).read_text()))
         else:
             claim = await _claim_from_chain(client, task_id, round_index, worker, segment)
         if spec_file:
             spec_bytes = pathlib.Path(spec_file).read_bytes()
         else:
-            spec_bytes = (await client.query_json(f"/market/spec/{claim.task_id}"))["spec"].encode("utf-8")
+            spec_bytes = (await get_spec(client, claim.task_id)).spec_bytes
     spec = parse_spec(spec_bytes)
     retry = RetryPolicy(attempts=2, initial_delay=0.5, max_delay=2.0, request_timeout=30.0)
     dataset = await task_dataset(spec, [claim.blob_url], retry, addresses)

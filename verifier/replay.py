@@ -1,6 +1,6 @@
 """Replaying one sampled segment and judging it.
 
-    claim  = SegmentClaim.from_query(item)              # one entry of /market/verify/<validator>
+    claim  = SegmentClaim.from_segment(segment)         # a SampledSegment of /market/verify/<validator>
     report = await verify_segment(claim, spec, dataset, source, replayer)
     report.verdict                                      # VERDICT_PASS, VERDICT_FAIL or VERDICT_UNAVAILABLE
 
@@ -56,6 +56,7 @@ from trolly.compute.layout import model_layout
 from trolly.compute.merkle import merkle_root
 from trolly.compute.spec import TaskSpec
 from trolly.compute.training import segment_bounds
+from trolly.wallet.market_views import SampledSegment
 
 from . import claims, evidence
 from .blob_cache import VerifiedBlobs
@@ -93,8 +94,22 @@ class SegmentClaim:
     previous_residual_hash: bytes = b""  # the worker's residual of the round before (empty: zero)
 
     @classmethod
-    def from_query(cls, item: Mapping) -> "SegmentClaim":
-        """From one entry of `/market/verify/<validator>`."""
+    def from_segment(cls, segment: SampledSegment) -> "SegmentClaim":
+        """From one sampled segment the chain asks this validator to verify (`/market/verify/<validator>`)."""
+        return cls(
+            task_id=segment.task_id, round=segment.round, worker=segment.worker, worker_index=segment.worker_index,
+            segment=segment.segment, checkpoint_root=bytes.fromhex(segment.checkpoint_root),
+            num_checkpoints=segment.num_checkpoints, steps=segment.steps, samples_processed=segment.samples_processed,
+            start_weights_hash=bytes.fromhex(segment.start_weights_hash),
+            determinism_profile=segment.determinism_profile, blob_url=segment.blob_url,
+            update_hash=bytes.fromhex(segment.update_hash), spec_hash=segment.spec_hash,
+            residual_hash=bytes.fromhex(segment.residual_hash),
+            previous_residual_hash=bytes.fromhex(segment.previous_residual_hash),
+        )
+
+    @classmethod
+    def from_json(cls, item: Mapping) -> "SegmentClaim":
+        """From a claim as `to_json` writes it (a claim file, kept with the evidence for disputes)."""
         return cls(
             task_id=int(item["task_id"]), round=int(item["round"]), worker=str(item["worker"]),
             worker_index=int(item["worker_index"]), segment=int(item["segment"]),

@@ -51,7 +51,8 @@ from trolly.compute.spec import parse_spec
 from trolly.compute.training import initial_weights
 from trolly.wallet.errors import WalletError
 from trolly.wallet.files import write_atomically
-from trolly.wallet.market_queries import list_tasks
+from trolly.wallet.market_queries import get_round, get_spec, get_task, get_verify_work, list_tasks
+from trolly.wallet.market_views import TaskView
 from trolly.wallet.nonces import NonceCache
 from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
 from trolly.wallet.sender import CHAIN_CODESPACE, INVALID_NONCE_CODE, TxSender
@@ -196,20 +197,18 @@ class VerifierService:
         status = await self.client.status()
         self.progress.height = status.latest_block_height
         await self._confirm_votes()
-        work = (await self.client.query_json(f"/market/verify/{self.address}") or {}).get("segments", [])
+        work = await get_verify_work(self.client, self.address)
+        for reason in work.unreadable:
+            log.warning("skipping a malformed entry of /market/verify: %s", reason)
         voted = self.record.voted_keys()
         now = time.monotonic()
         due = []
-        for item in work:
-            try:
-                claim = SegmentClaim.from_query(item)
-            except (KeyError, TypeError, ValueError) as error:
-                log.warning("skipping a malformed entry of /market/verify: %s (%r)", error, item)
-                continue
+        for segment in work.segments:
+            claim = SegmentClaim.from_segment(segment)
             if claim.key in voted or claim.key in self._in_flight or self._retry_at.get(claim.key, 0) > now:
                 continue
-            due.append((claim, int(item.get("deadline", 0))))
-        self.progress.pending = len(work)
+            due.append((claim, segment.deadline))
+        self.progress.pending = len(work.segments) + len(work.unreadable)
         if not due:
             await self._warm_up()
         results = await asyncio.gather(*(self._verify_and_vote(claim, deadline) for claim, deadline in due))
@@ -288,16 +287,16 @@ class VerifierService:
         context = self._tasks.get(task_id)
         if context is not None:
             return context
-        answer = await self.client.query_json(f"/market/spec/{task_id}")
-        spec_bytes = answer["spec"].encode("utf-8")
-        if hashlib.sha256(spec_bytes).hexdigest() != answer["spec_hash"]:
+        answer = await get_spec(self.client, task_id)
+        spec_bytes = answer.spec_bytes
+        if hashlib.sha256(spec_bytes).hexdigest() != answer.spec_hash:
             raise WorkUnavailable(f"task {task_id}'s spec does not hash to its recorded spec_hash")
         spec = parse_spec(spec_bytes)
         dataset = await task_dataset(spec, extra_urls, self.config.blob_retry, self.addresses)
         loop = asyncio.get_running_loop()
         initial = await loop.run_in_executor(self._executor, initial_weights, spec, dataset.shape)
         weights = GlobalWeights(spec, initial, self.config.home / "weights" / str(task_id))
-        context = TaskContext(spec, answer["spec_hash"], dataset, weights, weights_hash(initial))
+        context = TaskContext(spec, answer.spec_hash, dataset, weights, weights_hash(initial))
         self._tasks[task_id] = context
         return context
 
@@ -312,15 +311,15 @@ class VerifierService:
             if summary.status != RUNNING or summary.id in self._tasks:
                 continue
             try:
-                task = await self.client.query_json(f"/market/task/{summary.id}")
-                await self._load_task(summary.id, [m.get("blob_url", "") for m in task.get("members", [])])
+                task = await get_task(self.client, summary.id)
+                await self._load_task(summary.id, [m.blob_url for m in task.members])
                 log.info("task %d loaded (spec, dataset, initial weights)", summary.id)
             except (VerifierError, ComputeError, WalletError) as error:
                 log.info("task %d not loaded yet: %s", summary.id, error)
 
     async def _expected_start(self, claim: SegmentClaim, context: TaskContext) -> tuple[bytes | None, str]:
         """The round's global weights hash: recomputed here when possible, else the chain's agreed one."""
-        task = await self.client.query_json(f"/market/task/{claim.task_id}")
+        task = await get_task(self.client, claim.task_id)
         agreed = _agreed_start(task, claim.round)
         agreed_initial = _agreed_start(task, 0)
         if context.weights is not None and agreed_initial is not None and agreed_initial != context.initial_hash:
@@ -329,16 +328,18 @@ class VerifierService:
             context.weights = None
         if context.weights is None:
             return agreed, "the chain's agreement"
-        members = {m["worker"]: m for m in task.get("members", [])}
+        members = {m.worker: m for m in task.members}
 
         def passed(round_index: int) -> list[PassedUpdate]:
-            details = task["round_details"][round_index]
-            return [PassedUpdate(members[c["worker"]]["index"], int(c["samples_processed"]), bytes.fromhex(c["update_hash"]),
-                                 members[c["worker"]]["blob_url"])
-                    for c in details["commitments"] if c["outcome"] == COMMITMENT_PASSED]
+            details = task.round_detail(round_index)
+            if details is None:
+                raise WorkUnavailable(f"round {round_index} of task {claim.task_id} is not on chain")
+            return [PassedUpdate(members[c.worker].index, c.samples_processed, bytes.fromhex(c.update_hash),
+                                 members[c.worker].blob_url)
+                    for c in details.commitments if c.outcome == COMMITMENT_PASSED]
 
         # Workers mirror the round's updates (compute/worker/weights.py): any member may serve one whose maker left.
-        every_url = sorted({m["blob_url"] for m in members.values() if m.get("blob_url")})
+        every_url = sorted({m.blob_url for m in members.values() if m.blob_url})
 
         async def fetch(update: PassedUpdate) -> bytes:
             sources = [update.blob_url] + [url for url in every_url if url != update.blob_url]
@@ -348,7 +349,7 @@ class VerifierService:
 
         try:
             state = await context.weights.weights_for(claim.round, passed, fetch)
-        except (WorkUnavailable, ComputeError, KeyError, IndexError) as error:
+        except (WorkUnavailable, ComputeError, KeyError) as error:
             log.info("%s: own aggregate unavailable (%s); using the chain's agreed start weights", _name(claim), error)
             return agreed, "the chain's agreement"
         return state.weights_hash(), "this verifier's aggregate of the previous round"
@@ -401,11 +402,11 @@ class VerifierService:
             pending.setdefault((key[0], key[1]), []).append((key, salt, digest))
         for (task_id, round_), entries in pending.items():
             try:
-                details = await self.client.query_json(f"/market/task/{task_id}/round/{round_}")
+                details = await get_round(self.client, task_id, round_)
             except WalletError as error:
                 log.debug("task %d round %d not readable for reveals yet: %s", task_id, round_, error)
                 continue
-            deadlines = {c["worker"]: int(c.get("reveal_deadline", 0)) for c in _round_commitments(details)}
+            deadlines = {c.worker: c.reveal_deadline for c in details.commitments}
             ready, missed = [], []
             for key, salt, digest in entries:
                 deadline = deadlines.get(key[2], 0)
@@ -508,11 +509,10 @@ class VerifierService:
                  counts.get(BROADCAST, 0) + counts.get(RESERVED, 0), counts.get(REJECTED, 0))
 
 
-def _agreed_start(task: dict, round_index: int) -> bytes | None:
-    details = task.get("round_details") or []
-    if round_index < len(details) and details[round_index].get("start_weights_hash"):
-        return bytes.fromhex(details[round_index]["start_weights_hash"])
-    return None
+def _agreed_start(task: TaskView, round_index: int) -> bytes | None:
+    """The start weights hash the chain agreed on for a round (None while it has none)."""
+    details = task.round_detail(round_index)
+    return bytes.fromhex(details.start_weights_hash) if details is not None and details.start_weights_hash else None
 
 
 def lazy_report(claim: SegmentClaim) -> SegmentReport:
@@ -526,14 +526,6 @@ def failing_report(claim: SegmentClaim) -> SegmentReport:
     """TEST SWITCH (`ServiceConfig.fail_without_replay`): FAIL without a replay, committed to a made-up digest."""
     guess = hashlib.sha256(b"dishonest fail" + claim.checkpoint_root + claim.segment.to_bytes(8, "big")).hexdigest()
     return SegmentReport(claim, FAILED, "TEST SWITCH: voted FAIL without replaying", details={evidence.DETAIL: guess})
-
-
-def _round_commitments(details: dict) -> list[dict]:
-    """The commitments of a `/market/task/<id>/round/<r>` answer (a round view, or a task view holding one)."""
-    if "commitments" in details:
-        return details["commitments"]
-    rounds = details.get("round_details") or []
-    return rounds[0].get("commitments", []) if rounds else []
 
 
 def _worker_bytes(worker: str) -> bytes:

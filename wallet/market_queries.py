@@ -10,7 +10,7 @@ from __future__ import annotations
 from trolly.chain.market.params import MarketParams
 
 from .market_answers import parse_answer
-from .market_views import TaskPage, TaskSpecView, TaskSummary, TaskView, WorkerView
+from .market_views import RoundView, TaskPage, TaskSpecView, TaskSummary, TaskView, VerifyWork, WorkerView
 from .rpc import AsyncRpcClient
 
 MAX_PAGES = 10_000
@@ -37,6 +37,11 @@ async def get_task(client: AsyncRpcClient, task_id: int) -> TaskView:
     return TaskView.from_answer(await client.query_json(path), path)
 
 
+async def get_round(client: AsyncRpcClient, task_id: int, round_index: int) -> RoundView:
+    path = f"/market/task/{task_id}/round/{round_index}"
+    return RoundView.from_answer(await client.query_json(path), path)
+
+
 async def get_spec(client: AsyncRpcClient, task_id: int) -> TaskSpecView:
     path = f"/market/spec/{task_id}"
     return TaskSpecView.from_answer(await client.query_json(path), path)
@@ -46,6 +51,11 @@ async def get_worker(client: AsyncRpcClient, address: str) -> WorkerView:
     """The worker at `address`; QueryFailed (code NotFound) when it is neither registered nor unbonding."""
     path = f"/market/worker/{address}"
     return WorkerView.from_answer(await client.query_json(path), path)
+
+
+async def get_verify_work(client: AsyncRpcClient, validator: str) -> VerifyWork:
+    path = f"/market/verify/{validator}"
+    return VerifyWork.from_answer(await client.query_json(path), path)
 
 
 async def get_market_params(client: AsyncRpcClient) -> MarketParams:
