@@ -58,7 +58,12 @@ MAX_UNIX_PATH_BYTES = 107
 """Longest socket path Linux accepts (`sun_path` is 108 bytes with its terminating NUL)."""
 
 YIELD_EVERY = 8
-"""Requests of one pipelined batch served before the connection lets the others take their turn."""
+"""Requests served in a row before the connection lets the others take their turn."""
+
+YIELD_BYTES = 16 * 1024
+"""Request bytes served in a row before the connection lets the others take their turn, however few the requests.
+Every check of a request is linear in its bytes, so bytes bound the work: a pipeline of large CheckTx (task specs
+of the maximum size) lets a consensus call in after each one instead of after `YIELD_EVERY` of them."""
 
 SOCKET_NAME = "app.sock"
 """The application's socket file name inside a home's (or a state directory's) `data/` directory."""
@@ -283,6 +288,7 @@ class AbciServer:
         # The responses to a pipelined batch (every request already in the buffer) go out in one write: a
         # write per response costs a system call and a wake-up of the engine's reader for each one.
         pending: list[bytes] = []
+        served = served_bytes = 0  # requests and their bytes since this connection last let the others in
         while True:
             try:
                 frame = await frames.read()
@@ -310,15 +316,19 @@ class AbciServer:
                 writer.write(b"".join(pending))
                 return
             pending.append(encode_frame(self.dispatch(name, case, request).SerializeToString()))
+            served += 1
+            served_bytes += len(frame)
             if not frames.buffered():  # end of a pipelined batch: write it, apply back-pressure once
                 writer.write(b"".join(pending))
                 pending.clear()
                 await writer.drain()
-            elif len(pending) % YIELD_EVERY == 0:
-                # A long pipelined batch (the mempool's CheckTx and re-checks) would otherwise hold the event
-                # loop until it ends; the other connections (a consensus call waiting on the proposal, a vote
-                # extension, the block) get their turn after every few requests of it. Its answers still go
-                # out in one write when it ends: a write per turn costs a system call each.
+            if served >= YIELD_EVERY or served_bytes >= YIELD_BYTES:
+                # A long pipeline (the mempool's CheckTx and re-checks) would otherwise hold the event loop until
+                # it ends, and reading it does not wait while its bytes are already buffered, nor does a drain
+                # below the high-water mark; the other connections (a consensus call waiting on the proposal, a
+                # vote extension, the block) get their turn after every few requests or kilobytes of it. A
+                # batch's answers still go out in one write when it ends: a write per turn costs a system call.
+                served = served_bytes = 0
                 await asyncio.sleep(0)
 
     def dispatch(self, name: str, case: str, request: abci.Request) -> abci.Response:
