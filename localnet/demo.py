@@ -54,6 +54,8 @@ ACCURACY_FLOOR = 0.85
 """The demo's trained MLP must reach at least this accuracy on the held-out digits (chance is 0.10), with room
 below what the demo's spec reaches (docs/performance.md)."""
 
+REQUESTER = "requester"
+"""The key name the demo pays for the task from (`layout.key_names`)."""
 DEMO_ROUNDS = 4
 DEMO_BUDGET = 50_000_000  # 50 TRL
 TERMINAL = (COMPLETED, CANCELLED, EXPIRED, ABANDONED)
@@ -116,7 +118,7 @@ class Demo:
         return [self.config.node_name(i) for i in range(self.config.validators)]
 
     def names(self) -> list[str]:
-        return ["requester"] + [f"worker-{i}" for i in range(self.config.workers)] + self.validator_names()
+        return [REQUESTER] + [f"worker-{i}" for i in range(self.config.workers)] + self.validator_names()
 
     async def balances(self, client: AsyncRpcClient) -> tuple[int, dict[str, int]]:
         """Every account's balance, all read at one height (read again if a block came in between)."""
@@ -171,14 +173,14 @@ class Demo:
         params = await get_market_params(client)
         plan = plan_task(spec, params, self.options.budget, None, self.config.workers, 2, None)
         message = market_pb2.MsgSubmitTask(
-            spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan["budget"], workers=self.config.workers,
-            rounds=plan["rounds"], reward_per_round=plan["reward_per_round"], collateral=plan["collateral"],
+            spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan.budget, workers=self.config.workers,
+            rounds=plan.rounds, reward_per_round=plan.reward_per_round, collateral=plan.collateral,
             join_blocks=120, round_blocks=60, samples_per_worker=2,
         )
-        requester = self.keyring.get("requester").address
+        requester = self.keyring.get(REQUESTER).address
         sender = TxSender(client)
         tx_plan = await sender.plan(requester, [message])
-        outcome = await sender.send(self.keyring.signer("requester"), tx_plan, timeout=30.0)
+        outcome = await sender.send(self.keyring.signer(REQUESTER), tx_plan, timeout=30.0)
         tasks = await list_tasks(client, open_only=False)
         spec_hash = hashlib.sha256(spec).hexdigest()
         mine = [t.id for t in tasks if t.requester == requester and t.spec_hash == spec_hash]
@@ -186,9 +188,9 @@ class Demo:
             raise LocalnetError(f"task submitted in tx {outcome.hash} but not found on chain")
         task_id = max(mine)
         self.console.print(
-            f"submitted task [bold]{task_id}[/bold]: {plan['rounds']} rounds, {self.config.workers} workers, "
-            f"reward {plan['reward_per_round']}utrl/round, collateral {plan['collateral']}utrl, "
-            f"budget {plan['budget']}utrl (tx {outcome.hash[:12]}, height {outcome.included.height})"
+            f"submitted task [bold]{task_id}[/bold]: {plan.rounds} rounds, {self.config.workers} workers, "
+            f"reward {plan.reward_per_round}utrl/round, collateral {plan.collateral}utrl, "
+            f"budget {plan.budget}utrl (tx {outcome.hash[:12]}, height {outcome.included.height})"
         )
         return task_id
 
@@ -256,11 +258,11 @@ class Demo:
         for name, share in validators.items():
             table.add_row(f"{name} ({share['power_percent']}% power): fee share", str(share["fee_share"]), "",
                           str(tx_fees[name]), f"{change[name]:+d}")
-        table.add_row("requester", f"-{spent} (refund {view.refunded})", "", str(tx_fees["requester"]),
-                      f"{change['requester']:+d}")
+        table.add_row(REQUESTER, f"-{spent} (refund {view.refunded})", "", str(tx_fees[REQUESTER]),
+                      f"{change[REQUESTER]:+d}")
         self.console.print(table)
         checks = {
-            "requester paid budget minus refund, plus its tx fees": change["requester"] == -spent - tx_fees["requester"],
+            "requester paid budget minus refund, plus its tx fees": change[REQUESTER] == -spent - tx_fees[REQUESTER],
             "spent = worker pay + fees": spent == view.paid_workers + view.paid_fees,
             "each worker's balance change = pay - penalties - tx fees": all(
                 change[name_of[m.worker]] == m.paid - m.penalized - m.slashed - tx_fees[name_of[m.worker]]

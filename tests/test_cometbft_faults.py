@@ -233,9 +233,9 @@ def _patient_demo(net: Localnet, log_file):
             params = await get_market_params(client)
             plan = plan_task(spec, params, self.options.budget, None, self.config.workers, 2, None)
             message = market_pb2.MsgSubmitTask(
-                spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan["budget"],
-                workers=self.config.workers, rounds=plan["rounds"], reward_per_round=plan["reward_per_round"],
-                collateral=plan["collateral"], join_blocks=600, round_blocks=600, samples_per_worker=2,
+                spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan.budget,
+                workers=self.config.workers, rounds=plan.rounds, reward_per_round=plan.reward_per_round,
+                collateral=plan.collateral, join_blocks=600, round_blocks=600, samples_per_worker=2,
             )
             sender = TxSender(client)
             tx_plan = await sender.plan(self.keyring.get("requester").address, [message])

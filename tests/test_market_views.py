@@ -4,8 +4,10 @@ understand is refused with `MarketAnswerError`, naming the field."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
+import pathlib
 
 import pytest
 
@@ -146,3 +148,81 @@ def test_an_unreadable_segment_to_verify_is_set_aside_and_the_others_kept(answer
     assert reason.startswith("VerifyWork.segments[0].segment: expected int")
     with pytest.raises(MarketAnswerError, match="VerifyWork.segments: expected a list, got NoneType"):
         VerifyWork.from_answer({**answers["verify"], "segments": None})
+
+
+# ---- one reading: no client reads a market answer's keys itself ---------------------------------------------
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CLIENTS = ("compute", "verifier", "wallet", "localnet")
+"""The packages that ask the market (`chain` answers it; `abci_app` serves the answers, never reads them)."""
+THE_READING = {"wallet/market_views.py", "wallet/market_answers.py"}
+OTHER_DOCUMENTS = {
+    "wallet/rpc.py": ({"address", "height", "id"}, "CometBFT's JSON-RPC results (node info, headers, validators)"),
+    "wallet/rpc_types.py": ({"height", "index"}, "CometBFT's JSON-RPC results"),
+    "wallet/keyring.py": ({"address", "seed"}, "the keyring's own key files"),
+    "wallet/armor.py": ({"address"}, "armored key headers"),
+    "wallet/proofs.py": ({"address"}, "the /account answer"),
+    "wallet/sender.py": ({"address"}, "the /account answer"),
+    "wallet/tasks.py": ({"rounds"}, "a task spec's training section"),
+    "wallet/cli/task.py:read_spec": ({"rounds"}, "a task spec's training section"),
+    "wallet/cli/query.py": ({"address", "amount", "height", "maturity_height", "stake"},
+                            "the /account, /validators and /staking answers"),
+    "compute/spec.py": ({"batch_size", "checkpoint_every", "inner_steps", "rounds", "seed", "threads"},
+                        "a task spec's training section"),
+    "compute/worker/fit.py": ({"batch_size"}, "a task spec's training section"),
+    "compute/worker/state.py": ({"rounds", "tasks"}, "the worker's own state file"),
+    "compute/blobs/server.py": ({"round", "task_id"}, "aiohttp's route match"),
+    "verifier/isa_replay.py": ({"spec", "threads", "worker_index"}, "requests to the replay child process"),
+    "verifier/replay.py:SegmentClaim.from_json": (None, "the verifier's own claim files (SegmentClaim.to_json)"),
+}
+"""Files, or one function of a file, that read JSON of their own whose keys share names with the market's: the
+keys each may read (None: any), and what it reads them from."""
+
+
+def market_keys() -> set[str]:
+    from trolly.wallet import market_views
+
+    views = [v for v in vars(market_views).values() if isinstance(v, type) and issubclass(v, market_views.MarketView)]
+    return {f.name for view in views + [MarketParams] for f in dataclasses.fields(view)}
+
+
+def key_reads(tree: ast.AST) -> list[tuple[str, int, str]]:
+    """(enclosing function, line, key) of every `x["key"]` load and `x.get("key", ...)` in a module."""
+    reads = []
+
+    def visit(node: ast.AST, scope: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = f"{scope}.{child.name}".lstrip(".") if isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else scope
+            key = None
+            if isinstance(child, ast.Subscript) and isinstance(child.ctx, ast.Load):
+                key = child.slice.value if isinstance(child.slice, ast.Constant) else None
+            elif (isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and child.func.attr == "get"
+                  and child.args and isinstance(child.args[0], ast.Constant)):
+                key = child.args[0].value
+            if isinstance(key, str):
+                reads.append((inner, child.lineno, key))
+            visit(child, inner)
+
+    visit(tree, "")
+    return reads
+
+
+def test_no_client_reads_a_market_answer_key_outside_the_views():
+    keys = market_keys()
+    found = []
+    for package in CLIENTS:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = str(path.relative_to(ROOT))
+            if name in THE_READING or "/proto/" in name:
+                continue
+            for scope, line, key in key_reads(ast.parse(path.read_text(), filename=name)):
+                allowed, _ = OTHER_DOCUMENTS.get(f"{name}:{scope}", OTHER_DOCUMENTS.get(name, (set(), "")))
+                if key in keys and allowed is not None and key not in allowed:
+                    found.append(f"{name}:{line} ({scope or 'module'}) reads {key!r}")
+    assert found == [], "read the market through trolly.wallet.market_views instead:\n" + "\n".join(found)
+
+
+def test_the_scan_finds_a_raw_read_where_there_is_one():
+    code = "def follow(view):\n    return view['round_details'][0].get('start_weights_hash')\n"
+    assert [key for _, _, key in key_reads(ast.parse(code))] == ["start_weights_hash", "round_details"]

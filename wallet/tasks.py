@@ -6,6 +6,7 @@ requester sees them and a doomed task is refused locally with a reason.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from trolly.chain.market.economics import minimum_collateral, segment_count, task_cost
@@ -14,6 +15,23 @@ from trolly.chain.market.spec import validate_spec
 
 from .amounts import format_amount_both as amount_text
 from .errors import WalletError
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskPlan:
+    """What a task will cost and lock, as `submit` shows it and sends it."""
+
+    rounds: int
+    reward_per_round: int
+    cost: int
+    """rounds x (reward + validator and verifier fees)."""
+    budget: int
+    refund_if_all_paid: int
+    collateral: int
+    minimum_collateral: int
+    segments_per_round: int
+    workers: int
+    samples_per_worker: int
 
 
 def largest_reward(budget: int, rounds: int, validator_fee_bps: int, verifier_fee_bps: int) -> int:
@@ -29,7 +47,7 @@ def largest_reward(budget: int, rounds: int, validator_fee_bps: int, verifier_fe
 
 
 def plan_task(spec: bytes, params: MarketParams, budget: int, reward: int | None, workers: int, samples: int,
-              collateral: int | None) -> dict:
+              collateral: int | None) -> TaskPlan:
     """The numbers `submit` shows and sends; raises WalletError when the chain would refuse them."""
     summary = validate_spec(spec, json.loads(spec)["training"]["rounds"])
     if reward is None:
@@ -46,6 +64,6 @@ def plan_task(spec: bytes, params: MarketParams, budget: int, reward: int | None
     if collateral < needed:
         raise WalletError(f"collateral {amount_text(collateral)} is below the minimum {amount_text(needed)} "
                           f"for {segments} segments and {samples} samples per worker")
-    return {"rounds": summary.rounds, "reward_per_round": reward, "cost": cost, "budget": budget,
-            "refund_if_all_paid": budget - cost, "collateral": collateral, "minimum_collateral": needed,
-            "segments_per_round": segments, "workers": workers, "samples_per_worker": samples}
+    return TaskPlan(rounds=summary.rounds, reward_per_round=reward, cost=cost, budget=budget,
+                    refund_if_all_paid=budget - cost, collateral=collateral, minimum_collateral=needed,
+                    segments_per_round=segments, workers=workers, samples_per_worker=samples)

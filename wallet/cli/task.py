@@ -78,16 +78,16 @@ def submit(spec_file: str, budget: str, reward_per_round: str | None, workers: i
                      None if collateral is None else parse_amount(collateral, what="collateral"))
     if not options.json:
         rows = [("spec", f"{spec_file} ({len(spec)} bytes, sha256 {hashlib.sha256(spec).hexdigest()})"),
-                ("rounds", plan["rounds"]), ("workers", workers),
-                ("reward per round", amount_text(plan["reward_per_round"])),
-                ("cost (rounds x reward + fees)", amount_text(plan["cost"])), ("budget", amount_text(plan["budget"])),
-                ("collateral per worker", f"{amount_text(plan['collateral'])} "
-                                          f"(minimum {amount_text(plan['minimum_collateral'])})"),
-                ("samples per worker", f"{samples_per_worker} of {plan['segments_per_round']} segments per round")]
+                ("rounds", plan.rounds), ("workers", workers),
+                ("reward per round", amount_text(plan.reward_per_round)),
+                ("cost (rounds x reward + fees)", amount_text(plan.cost)), ("budget", amount_text(plan.budget)),
+                ("collateral per worker", f"{amount_text(plan.collateral)} "
+                                          f"(minimum {amount_text(plan.minimum_collateral)})"),
+                ("samples per worker", f"{samples_per_worker} of {plan.segments_per_round} segments per round")]
         console(err=True).print(key_value_table(rows, title="Task"))
     message = market_pb2.MsgSubmitTask(
-        spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan["budget"], workers=workers,
-        rounds=plan["rounds"], reward_per_round=plan["reward_per_round"], collateral=plan["collateral"],
+        spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan.budget, workers=workers,
+        rounds=plan.rounds, reward_per_round=plan.reward_per_round, collateral=plan.collateral,
         join_blocks=join_blocks, round_blocks=round_blocks, samples_per_worker=samples_per_worker)
     transaction = TransactionFlags(**flags)
     run_transaction(transaction, [message])
