@@ -76,6 +76,8 @@ REFUSED = [
     ("224.0.0.1", "multicast"), ("239.255.255.250", "multicast"), ("ff02::1", "multicast"),
     ("::ffff:127.0.0.1", "loopback"), ("::ffff:169.254.169.254", "cloud metadata"), ("::ffff:10.1.2.3", "private"),
     ("64:ff9b::a9fe:a9fe", "cloud metadata"), ("2002:c0a8:0101::1", "private"),
+    ("::127.0.0.1", "loopback"), ("::169.254.169.254", "cloud metadata"), ("::10.1.2.3", "private"),
+    ("::ffff:0:127.0.0.1", "loopback"), ("::ffff:0:a9fe:a9fe", "cloud metadata"), ("::ffff:0:192.168.0.1", "private"),
     ("100.64.0.1", "not globally routable"), ("240.0.0.1", "not globally routable"),
 ]
 
@@ -86,7 +88,8 @@ def test_each_refused_class_is_named(address, reason):
     assert AddressPolicy().refusal(ipaddress.ip_address(address)) == reason
 
 
-@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "2a00:1450:4001::200e"])
+@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "2a00:1450:4001::200e",
+                                     "::ffff:0:8.8.8.8"])
 def test_public_addresses_are_allowed(address):
     assert AddressPolicy().refusal(ipaddress.ip_address(address)) is None
 

@@ -14,8 +14,9 @@ names (chain/market/urls.py). So every fetcher refuses, unless its operator allo
     multicast         224.0.0.0/4, ff00::/8
     not global        anything else not globally routable (0/8, 100.64/10, 240/4, documentation ranges...)
 
-An IPv6 address that carries an IPv4 one (IPv4-mapped `::ffff:a.b.c.d`, 6to4 `2002::/16`, NAT64
-`64:ff9b::/96`) is judged by the IPv4 address as well.
+An IPv6 address that carries an IPv4 one (IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`,
+IPv4-translated `::ffff:0:a.b.c.d`, 6to4 `2002::/16`, NAT64 `64:ff9b::/96`) is judged by the IPv4 address as
+well: a stack that still routes one of them reaches the IPv4 host.
 
 The check is made on the address the socket actually connects to (`GuardedConnector`): the resolver drops
 refused addresses from a name's answers, and the socket factory checks each address once more right before
@@ -42,7 +43,9 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 METADATA = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
 PRIVATE = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"))
-NAT64 = ipaddress.ip_network("64:ff9b::/96")
+IPV4_IN_LOW_BITS = tuple(ipaddress.ip_network(n) for n in ("64:ff9b::/96", "::/96", "::ffff:0:0:0/96"))
+"""IPv6 prefixes whose last 32 bits are an IPv4 address: NAT64, IPv4-compatible, IPv4-translated (RFC 2765's
+`::ffff:0:a.b.c.d`, one group longer than IPv4-mapped `::ffff:a.b.c.d`)."""
 
 
 def refusal(address: Address) -> str | None:
@@ -62,8 +65,9 @@ def _with_embedded(address: Address) -> list[Address]:
             found.append(address.ipv4_mapped)
         if address.sixtofour is not None:
             found.append(address.sixtofour)
-        if address in NAT64:
-            found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+        if any(address in prefix for prefix in IPV4_IN_LOW_BITS) and not (address.is_loopback or
+                                                                           address.is_unspecified):
+            found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))  # `::1` and `::` name themselves
     return found + [address]
 
 
