@@ -3,7 +3,8 @@
     python -m benchmarks.verification [--quick] [--cheat-module FILE]
 
 1. Honest matrix. Child processes play honest workers under each determinism profile available here
-   (threads 1 and 2; ATEN_CPU_CAPABILITY default, avx2 and the native one), each training several workers
+   (threads 1 and 2; instruction sets default, avx2 and the one this CPU's workers train under, each with
+   every library pinned as `trolly.compute.instruction_sets` pins a worker), each training several workers
    for several rounds (the rounds chained by the real outer step over codec-encoded updates) and writing
    blobs and listings to a blob-store directory. This process, the verifier, checks every segment of every
    round through `verify_segment` as the service does: the committed profile replayed exactly (thread count
@@ -492,7 +493,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 def honest_profiles(quick: bool) -> list[tuple[int, str]]:
-    """The (threads, instruction set) profiles the honest children train under, without repeats."""
+    """The (threads, instruction set) profiles the honest children train under, without repeats: `native` is
+    what a worker on this CPU trains under (the package pinned it before torch loaded)."""
     native = current_instruction_set()
     profiles = [(1, native), (2, native), (1, "avx2"), (2, "default")]
     if not quick:

@@ -1,7 +1,7 @@
 """The determinism profile: everything that must match for two replays to give identical bytes.
 
-On CPU, PyTorch is bitwise reproducible for a fixed thread count and instruction set (the kernels it
-dispatches to, `ATEN_CPU_CAPABILITY`), with deterministic algorithms on, and with the same treatment of
+On CPU, PyTorch is bitwise reproducible for a fixed thread count and instruction set (the kernels it and
+its math libraries dispatch to, pinned before torch loads by `instruction_sets.py`), with deterministic algorithms on, and with the same treatment of
 subnormal floats: training steps run with them flushed to zero (`flushing_subnormals`; the `-ftz` of the
 profile's mode). Once a model has nearly fitted its data, many parameters get zero gradients and their AdamW
 first moments decay by 0.9 a step into the subnormal range, where x86 arithmetic is many times slower
@@ -27,21 +27,7 @@ from collections.abc import Iterator
 import torch
 
 from .errors import DeterminismError
-
-# Names accepted by ATEN_CPU_CAPABILITY, weakest first. The variable is read once, when torch is imported,
-# so a process can only check its own capability; `child_environment` sets it for processes it starts.
-INSTRUCTION_SETS = ("default", "avx2", "avx512")
-
-REPLAYABLE_INSTRUCTION_SETS = ("default", "avx2")
-"""The instruction sets a worker may commit (docs/protocol.md 4.4a): every verifier replays them bit for bit
-(avx2 runs on the x86-64 CPUs of the last decade, `default` anywhere), and verifiers refuse any other, so that
-no worker can move its verification onto a tolerance that some cheats pass. A worker whose CPU dispatches to
-avx512 trains under avx2 (`worker_instruction_set`)."""
-
-
-def worker_instruction_set(current: str) -> str:
-    """The instruction set a worker running `current` trains under: itself when replayable, else avx2."""
-    return current if current in REPLAYABLE_INSTRUCTION_SETS else "avx2"
+from .instruction_sets import INSTRUCTION_SETS, REPLAYABLE_INSTRUCTION_SETS, pinned_environment, unpinned_libraries
 
 # Relative L2 distance allowed between a replay and a checkpoint when the profiles differ (different thread
 # count or instruction set): orders of magnitude above the drift such a difference causes over a segment
@@ -119,10 +105,28 @@ def flushing_subnormals() -> Iterator[None]:
         torch.set_flush_denormal(False)
 
 
+def require_replayable_process() -> str:
+    """The instruction set this process trains under, checked to be one every verifier replays bit for bit,
+    with each library pinned to it (`instruction_sets`); else a DeterminismError that says how to start it.
+    A worker calls this before it joins a task: bytes made under another setting fail honest replays."""
+    actual = current_instruction_set()
+    unpinned = unpinned_libraries(actual, os.environ)
+    if actual in REPLAYABLE_INSTRUCTION_SETS and not unpinned:
+        return actual
+    reason = (f"its torch runs {actual}, which verifiers refuse" if actual not in REPLAYABLE_INSTRUCTION_SETS
+              else f"{' '.join(unpinned)} is not set, so its math libraries may run another instruction set")
+    fix = " ".join(f"{name}={value}" for name, value in pinned_environment("avx2", {}).items())
+    raise DeterminismError(
+        f"this process cannot train for the protocol: {reason}. Start it with {fix} (the default set where the "
+        f"CPU lacks avx2); the trolly-* commands, python -m benchmarks.* and the test suite do so themselves, and "
+        f"a library caller calls trolly.compute.instruction_sets.pin_replayable_instruction_set() before torch "
+        f"is imported")
+
+
 def child_environment(profile: DeterminismProfile, base: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for a child process that should run under `profile` (instruction set and thread pools)."""
-    environment = dict(os.environ if base is None else base)
-    environment["ATEN_CPU_CAPABILITY"] = profile.resolved_instruction_set
+    """Environment for a child process that should run under `profile`: its instruction set with every
+    library pinned to it (`instruction_sets.LIBRARY_SETTINGS`), and its thread pools."""
+    environment = pinned_environment(profile.resolved_instruction_set, os.environ if base is None else base)
     # OpenMP/MKL pools are sized at start-up; keep them from oversubscribing before set_num_threads runs.
     environment["OMP_NUM_THREADS"] = str(profile.threads)
     environment["MKL_NUM_THREADS"] = str(profile.threads)

@@ -1,10 +1,19 @@
 """Shared fixtures. Every State a state-machine test registers has all module invariants checked when the
 test ends (like Cosmos `keeper/invariants.go`), so no test can leave the chain inconsistent
-unnoticed. `chain` / `make_chain` give the harness of `chain_helpers.py`, registered automatically."""
+unnoticed. `chain` / `make_chain` give the harness of `chain_helpers.py`, registered automatically.
+The session pins a replayable instruction set first, and no test may replace its process (`process_guard`)."""
 
 from __future__ import annotations
 
 import pytest
+
+from trolly.compute.instruction_sets import pin_replayable_instruction_set
+
+# Before any test imports torch: the session trains and commits under a replayable instruction set, as the
+# console scripts do, whatever this machine's CPU (its children inherit the pin).
+pin_replayable_instruction_set()
+
+pytest_plugins = ["process_guard"]
 
 
 @pytest.fixture(autouse=True)

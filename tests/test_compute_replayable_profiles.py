@@ -1,24 +1,13 @@
-"""Only profiles every verifier replays exactly are committed (issue 19 item 6, worker side), and a round's
-commitment names its residual (item 1)."""
+"""A round's commitment names its residual (issue 19 item 1). Which instruction sets a worker commits:
+`test_instruction_set_pin.py`."""
 
 from __future__ import annotations
 
 import pytest
 
-from trolly.compute.determinism import INSTRUCTION_SETS, REPLAYABLE_INSTRUCTION_SETS, worker_instruction_set
 from trolly.compute.worker.errors import WorkerError
 from trolly.compute.worker.rounds import commitment
 from trolly.compute.worker.state import RoundProgress
-
-
-def test_a_worker_on_a_replayable_instruction_set_keeps_it():
-    for instruction_set in REPLAYABLE_INSTRUCTION_SETS:
-        assert worker_instruction_set(instruction_set) == instruction_set
-
-
-def test_a_worker_on_avx512_trains_under_avx2_which_every_verifier_replays():
-    assert "avx512" in INSTRUCTION_SETS and "avx512" not in REPLAYABLE_INSTRUCTION_SETS
-    assert worker_instruction_set("avx512") == "avx2"
 
 
 def round_progress(residual_hash: str) -> RoundProgress:

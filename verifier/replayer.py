@@ -15,6 +15,7 @@ benchmark's calibration of what such a fallback would let through).
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import torch
@@ -23,6 +24,7 @@ from trolly.compute.checkpoints import TrainingState, decode_checkpoint
 from trolly.compute.data.dataset import Dataset
 from trolly.compute.determinism import (INSTRUCTION_SETS, MODE, REPLAYABLE_INSTRUCTION_SETS, DeterminismProfile,
                                         apply_profile, current_instruction_set)
+from trolly.compute.instruction_sets import unpinned_libraries
 from trolly.compute.spec import TaskSpec
 from trolly.compute.training import Trainer, segment_bounds, train_segment
 
@@ -79,8 +81,12 @@ class Replayer:
         self._trainers: dict[tuple, Trainer] = {}
         self._cache_size = cache_size
         self.instruction_set = current_instruction_set()
+        self.in_process_instruction_set = (None if unpinned_libraries(self.instruction_set, os.environ)
+                                           else self.instruction_set)
+        """What replays in this process: its own instruction set where every library is pinned to it
+        (`compute.instruction_sets`), else nothing (each replay runs in a pinned child)."""
         self.exact_instruction_sets = (supported_instruction_sets(self.instruction_set) if children
-                                       else (self.instruction_set,))
+                                       else tuple(filter(None, (self.in_process_instruction_set,))))
         self._pool = IsaReplayPool()
         self.tolerance_fallback = tolerance_fallback
         """Measurements only: judge a profile this CPU cannot run within the tolerance instead of refusing it."""
@@ -116,7 +122,7 @@ class Replayer:
                 raise ProfileRefused(f"the committed profile claims {threads} threads; at most {MAX_REPLAY_THREADS} "
                                      "are replayed")
             return ReplayPlan("tolerance", spec.determinism.threads, self.instruction_set)
-        if instruction_set == self.instruction_set:
+        if instruction_set == self.in_process_instruction_set:
             return ReplayPlan("process", threads, instruction_set)
         if instruction_set in self.exact_instruction_sets:
             return ReplayPlan("child", threads, instruction_set)

@@ -18,11 +18,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import pathlib
 import signal
 import socket
-import sys
 
 import click
 
@@ -154,16 +152,6 @@ def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_d
           training_core) -> None:
     """Run the worker: serve blobs, register, join tasks, train and commit rounds, until stopped."""
     import uvloop
-
-    from ..determinism import current_instruction_set, worker_instruction_set
-
-    current = current_instruction_set()
-    wanted = worker_instruction_set(current)
-    if wanted != current:  # torch reads ATEN_CPU_CAPABILITY once, at import: start again under it
-        click.echo(f"this CPU runs {current}, which verifiers do not all replay exactly; restarting under {wanted}",
-                   err=True)
-        os.execve(sys.executable, [sys.executable, "-m", "trolly.compute.worker.cli", *sys.argv[1:]],
-                  {**os.environ, "ATEN_CPU_CAPABILITY": wanted})
 
     from .service import ServiceOptions, WorkerService
 

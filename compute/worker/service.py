@@ -32,7 +32,7 @@ from ..blobs import AddressPolicy, BlobError, BlobServer, BlobStore
 from ..acceleration import Acceleration
 from ..checkpoints import TrainingState, encode_weights
 from ..data import Dataset
-from ..determinism import current_instruction_set
+from ..determinism import current_instruction_set, require_replayable_process
 from ..errors import DatasetError, SpecError
 from ..rounds import GlobalState
 from ..spec import TaskSpec, parse_spec
@@ -137,6 +137,7 @@ class WorkerService:
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        require_replayable_process()  # before anything is served, registered or staked
         try:
             await self.server.start()
         except OSError as error:
