@@ -2,7 +2,9 @@
 
 import base64
 import json
+import os
 import shutil
+import stat
 
 import click
 import pytest
@@ -172,6 +174,23 @@ def test_export_import_moves_a_key_between_homes(wallet, home, tmp_path):
     wrong.write_text("not-the-armor-password\n")
     refused = wallet("keys", "import", "again", armor_file, "--armor-password-file", wrong)
     fails_with(refused, 4, "wrong password for this armored key")
+
+
+def test_export_to_a_file_leaves_the_mode_of_an_existing_folder_alone_and_makes_new_folders_private(wallet,
+                                                                                                     tmp_path):
+    add_dev_key(wallet)
+    armor_password = tmp_path / "armor.txt"
+    armor_password.write_text("armor-password-9\n")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # like /tmp
+    for armor_file in (shared / "dev.armor", shared / "new" / "deeper" / "dev.armor"):
+        assert wallet("keys", "export", "dev", "--armor-password-file", armor_password, "--out",
+                      armor_file).exit_code == 0
+        assert stat.S_IMODE(armor_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+    for created in (shared / "new", shared / "new" / "deeper"):
+        assert stat.S_IMODE(created.stat().st_mode) & 0o077 == 0
 
 
 # ---- transactions ---------------------------------------------------------------------------------------------

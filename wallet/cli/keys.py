@@ -10,7 +10,7 @@ from trolly.chain.hd import COIN_TYPE, DEFAULT_PATH
 
 from ..armor import decrypt_armor, encrypt_armor
 from ..errors import KeyringError, WalletError
-from ..files import write_private_file
+from ..files import DIRECTORY_MODE, make_directories, write_atomically
 from ..keyring import TEST_BACKEND_WARNING, KeyInfo
 from ..passwords import read_password_file
 from .errors import WalletGroup
@@ -139,7 +139,10 @@ def export_key(name: str, armor_password_file: str | None, out_file: str | None)
     key = options.keyring().signer(name)
     armor = encrypt_armor(key, _armor_password(armor_password_file, confirm=True))
     if out_file:
-        write_private_file(pathlib.Path(out_file), armor.encode())
+        path = pathlib.Path(out_file)
+        # The folders it has to create are private; one that exists is the user's (a home, /tmp) and keeps its mode.
+        make_directories(path.parent, DIRECTORY_MODE)
+        write_atomically(path, armor.encode())
     result = {"name": name, "address": options.keyring().get(name).address, "armor": armor, "file": out_file}
     if options.json:
         emit(result, True, lambda data: None)
