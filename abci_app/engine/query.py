@@ -63,7 +63,7 @@ def _compare(left, operator: str, right) -> bool:
 
 
 _TOKEN = re.compile(
-    r"\s*(?:(?P<and>AND)\b|(?P<op><=|>=|=|<|>|CONTAINS\b|EXISTS\b)|'(?P<string>[^']*)'|(?P<number>-?\d+)\b"
+    r"\s*(?:(?P<and>AND)\b|(?P<op><=|>=|=|<|>|CONTAINS\b|EXISTS\b)|'(?P<string>[^']*)'|(?P<number>-?[0-9]+)\b"
     r"|(?P<key>[A-Za-z_][\w.\-/]*))"
 )
 
@@ -82,6 +82,16 @@ class Query:
             if condition.key == key and condition.operator == "=":
                 return condition.operand
         return None
+
+
+MAX_NUMBER_DIGITS = 19
+"""A query's number is an int64 in CometBFT (heights, amounts): at most 19 digits."""
+
+
+def _operand_number(text: str, raw: str) -> int:
+    if len(raw.lstrip("-")) > MAX_NUMBER_DIGITS or not -(1 << 63) <= int(raw) < 1 << 63:
+        raise QueryError(f"failed to parse query {text[:200]!r}: the number {raw[:40]!r} is not a 64-bit integer")
+    return int(raw)
 
 
 def parse_query(text: str) -> Query:
@@ -115,7 +125,7 @@ def parse_query(text: str) -> Query:
             raise QueryError(f"failed to parse query {text!r}: {key} {operator} needs a 'string' or number")
         kind, raw = tokens[index]
         index += 1
-        conditions.append(Condition(key, operator, int(raw) if kind == "number" else raw))
+        conditions.append(Condition(key, operator, _operand_number(text, raw) if kind == "number" else raw))
     if not conditions:
         raise QueryError("empty query")
     return Query(text, tuple(conditions))

@@ -25,6 +25,17 @@ Limits, each answered as CometBFT answers it (`RpcLimits`, from config.toml `[rp
   in clients (`events.EventBus`): `max_subscriptions_per_client 5 reached`, `max_subscription_clients 100
   reached`;
 - a websocket send that does not complete within `write_timeout` closes that websocket.
+
+Integers are what CometBFT's Go handlers take, 64-bit: one with more digits, outside the int64 range, or written
+with other than ASCII digits is invalid params (-32602), however it came (a URI value, a JSON string, a JSON
+number of any length), and never reaches a handler; a query's number likewise fails the query's parse. A
+request that is not JSON a reader can take (too deep, a number too long) is a parse error (-32700) on POST and on
+the websocket, whose connection stays open.
+
+Browsers: a web page the user visits can send a POST to `http://127.0.0.1:26657` or open its websocket (CORS
+does not stop either from happening, only from being read, and not at all for a websocket), so a POST or a
+websocket whose `Origin` header names a site not in `[rpc] cors_allowed_origins` (empty by default) is refused
+with HTTP 403 before it is read. Clients that are not browsers send no `Origin` and are served as before.
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 import socket
 from dataclasses import dataclass
 
@@ -48,6 +60,9 @@ from .rpc_methods import METHODS, RpcError
 log = logging.getLogger("trolly.engine.rpc")
 
 URI_REQUEST_ID = -1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
+"""A decimal integer with at most the 19 digits of an int64, in ASCII digits only."""
 
 
 @dataclass(frozen=True)
@@ -107,13 +122,39 @@ def _result(request_id, result) -> dict:
 # ------------------------------------------------------------------------------------ argument decoding
 
 
+def _int64(text: str, source: str) -> int:
+    """`text` as the int64 a CometBFT handler takes; InvalidParams for anything else."""
+    value = int(text) if _INTEGER.fullmatch(text) else None
+    if value is None or not INT64_MIN <= value <= INT64_MAX:
+        raise InvalidParams(f"error converting {source} params to arguments: expected a 64-bit integer, "
+                            f"got {text[:40]!r}{'...' if len(text) > 40 else ''}")
+    return value
+
+
+def _json_integer(token: str) -> int | str:
+    """`json.loads`'s reading of an integer literal: an int while it is short enough to be an int64, else its
+    text, which no integer parameter accepts (and which never meets the interpreter's digit limit)."""
+    return int(token) if len(token) <= 20 else token
+
+
+def _decode_json(raw: str | bytes):
+    """The JSON value of a request; `_Unparsable` for anything that is not JSON this reader takes (bad syntax or
+    encoding, nesting deeper than the interpreter recurses)."""
+    try:
+        return json.loads(raw, parse_int=_json_integer)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise _Unparsable(f"error unmarshaling request: {exc}") from None
+
+
+class _Unparsable(Exception):
+    """A request body or websocket message that is not JSON; answered -32700."""
+
+
 def _uri_value(kind: str, raw: str):
     quoted = len(raw) >= 2 and raw[0] == raw[-1] == '"'
     inner = raw[1:-1] if quoted else raw
     if kind == "int":
-        if not inner.lstrip("-").isdigit():
-            raise InvalidParams(f"error converting http params to arguments: expected an integer, got {raw!r}")
-        return int(inner)
+        return _int64(inner, "http")
     if kind == "bool":
         if inner not in ("true", "false"):
             raise InvalidParams(f"error converting http params to arguments: expected true or false, got {raw!r}")
@@ -134,9 +175,9 @@ def _uri_value(kind: str, raw: str):
 def _json_value(kind: str, value):
     try:
         if kind == "int":
-            if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).lstrip("-").isdigit():
-                raise ValueError(f"expected an integer, got {value!r}")
-            return int(value)
+            if isinstance(value, bool) or not isinstance(value, (int, str)):
+                raise ValueError(f"expected an integer, got {value!r}"[:120])
+            return _int64(str(value), "json")
         if kind == "bool":
             if not isinstance(value, bool):
                 raise ValueError(f"expected a boolean, got {value!r}")
@@ -252,7 +293,7 @@ class RpcServer:
         kind, target = parse_address(self.laddr)
         if kind != "tcp":
             raise EngineError(f"the RPC listens on tcp://HOST:PORT only, got {self.laddr!r}")
-        application = web.Application(client_max_size=self.limits.max_body_bytes, middlewares=[self._clock, self._cors])
+        application = web.Application(client_max_size=self.limits.max_body_bytes, middlewares=[self._clock, self._same_site, self._cors])
         application.router.add_get("/websocket", self._websocket)
         application.router.add_route("OPTIONS", "/{tail:.*}", self._preflight)
         application.router.add_post("/", self._post)
@@ -357,6 +398,21 @@ class RpcServer:
         return origin if "*" in self.cors_origins or origin in self.cors_origins else None
 
     @web.middleware
+    async def _same_site(self, request: web.Request, handler):
+        """Refuse a browser's POST or websocket from a site not in `cors_allowed_origins` (see the module
+        docstring): HTTP 403, before the body is read or the websocket opened."""
+        origin = request.headers.get("Origin")
+        if (origin is not None and (request.method == "POST" or request.path == "/websocket")
+                and self._allowed_origin(request) is None):
+            log.info("refused a %s from the web page of %.100r: not in cors_allowed_origins", request.method, origin)
+            response = web.json_response(_error(None, -32600, "Invalid Request",
+                                                f"origin {origin[:100]!r} is not in cors_allowed_origins"),
+                                         status=403)
+            response.force_close()  # its body, if any, is not read
+            return response
+        return await handler(request)
+
+    @web.middleware
     async def _cors(self, request: web.Request, handler):
         """CORS as config.toml `[rpc] cors_allowed_origins` allows (none by default, like CometBFT)."""
         response = await handler(request)
@@ -411,9 +467,9 @@ class RpcServer:
             response.force_close()  # what is left of the body is not read: the connection cannot carry on
             return response
         try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-            return web.json_response(_error(None, -32700, "Parse error", f"error unmarshaling request: {exc}"))
+            body = _decode_json(raw)
+        except _Unparsable as exc:
+            return web.json_response(_error(None, -32700, "Parse error", str(exc)))
         client = _client_of(request)
         if isinstance(body, list):
             if not body:
@@ -458,9 +514,9 @@ class RpcServer:
                 if message.type != WSMsgType.TEXT:
                     continue
                 try:
-                    item = json.loads(message.data)
-                except json.JSONDecodeError as exc:
-                    await send(_error(None, -32700, "Parse error", f"error unmarshaling request: {exc}"))
+                    item = _decode_json(message.data)
+                except _Unparsable as exc:
+                    await send(_error(None, -32700, "Parse error", str(exc)))
                     continue
                 if not isinstance(item, dict) or not isinstance(item.get("method"), str):
                     await send(_error(None, -32600, "Invalid Request", "a request needs a string method"))
