@@ -38,8 +38,8 @@ LIBRARY_SETTINGS: Mapping[str, Mapping[str, str]] = {
 """The environment that makes each library run one instruction set's code whatever the CPU. `MKL_CBWR` is
 MKL's conditional numerical reproducibility mode (the same bits on every CPU that has the named instruction
 set, for a fixed thread count); COMPATIBLE is its code path for any x86-64 CPU. avx512 is never committed, so
-it pins ATen alone and leaves the others to pick the CPU's own (the calibration runs it as a worker on an
-avx512 CPU would run without Trolly's pinning)."""
+it pins ATen alone and leaves the others to pick the CPU's own: what a process on an avx512 CPU runs unpinned,
+for a child that measures it (`compute.determinism.child_environment`)."""
 
 PINNED_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
 
@@ -92,26 +92,28 @@ def pinned_environment(instruction_set: str, base: Mapping[str, str]) -> dict[st
 
 def pin_replayable_instruction_set(environ: MutableMapping[str, str] | None = None,
                                    flags: frozenset[str] | None = None) -> str:
-    """Pin the libraries of this process (or `environ`) to one instruction set and return its name.
+    """Pin the libraries of this process (or `environ`) to a replayable instruction set and return its name.
 
-    Where `ATEN_CPU_CAPABILITY` is already set (a parent chose, or the user did), that choice stands and the
-    other libraries are pinned to match it; otherwise the strongest replayable set this CPU runs is chosen.
-    Must run before torch is imported: torch reads the variables once, when it loads, so a pin after that
-    changes nothing in this process and is refused rather than left to commit bytes under a false label.
+    Where `ATEN_CPU_CAPABILITY` already names a replayable set (a parent chose, or the user did), that choice
+    stands and the other libraries are pinned to match it where they are not set. Otherwise (unset, avx512, or
+    a name torch would ignore) the strongest replayable set this CPU runs replaces it, with every library
+    pinned to it. Must run before torch is imported: torch reads the variables once, when it loads, so a pin
+    after that would change nothing in this process, and is refused rather than left to commit bytes under a
+    false label.
     """
     environ = os.environ if environ is None else environ
     chosen = environ.get("ATEN_CPU_CAPABILITY")
-    if chosen is None:
-        if environ is os.environ and "torch" in sys.modules:
-            raise InstructionSetError(
-                "torch was imported before the instruction set was pinned: call "
-                "trolly.compute.instruction_sets.pin_replayable_instruction_set() before importing torch, or "
-                "start the process with ATEN_CPU_CAPABILITY=avx2 (or default where the CPU lacks avx2)")
-        chosen = replayable_instruction_set(cpu_flags() if flags is None else flags)
-    pinned = pinned_environment(chosen, {})
-    for name in PINNED_VARIABLES:
-        if name in pinned:
-            environ.setdefault(name, pinned[name])
+    if chosen in REPLAYABLE_INSTRUCTION_SETS:
+        for name, value in LIBRARY_SETTINGS[chosen].items():
+            environ.setdefault(name, value)
+        return chosen
+    if environ is os.environ and "torch" in sys.modules:
+        raise InstructionSetError(
+            f"torch was imported before the instruction set was pinned (ATEN_CPU_CAPABILITY={chosen}): call "
+            "trolly.compute.instruction_sets.pin_replayable_instruction_set() before importing torch, or start "
+            "the process with ATEN_CPU_CAPABILITY=avx2 (or default where the CPU lacks avx2)")
+    chosen = replayable_instruction_set(cpu_flags() if flags is None else flags)
+    environ.update(LIBRARY_SETTINGS[chosen])
     return chosen
 
 

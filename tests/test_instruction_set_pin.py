@@ -52,13 +52,17 @@ def test_on_an_avx512_cpu_every_library_is_pinned_to_avx2():
     assert environ == {"PATH": "/bin", **AVX2_PINNED}
 
 
-def test_a_set_chosen_before_stands_and_the_libraries_follow_it():
+def test_a_replayable_set_chosen_before_stands_and_the_libraries_follow_it():
     environ = {"ATEN_CPU_CAPABILITY": "default"}
     assert pin_replayable_instruction_set(environ, flags=AVX512_CPU) == "default"
     assert environ == {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41"}
-    calibration = {"ATEN_CPU_CAPABILITY": "avx512"}  # the benchmark's calibration child: the CPU's own libraries
-    assert pin_replayable_instruction_set(calibration, flags=AVX512_CPU) == "avx512"
-    assert calibration == {"ATEN_CPU_CAPABILITY": "avx512"}
+
+
+@pytest.mark.parametrize("inherited", ["avx512", "neon", ""])
+def test_an_inherited_set_no_verifier_replays_is_replaced_by_the_cpus_replayable_one(inherited):
+    environ = {"ATEN_CPU_CAPABILITY": inherited, "MKL_CBWR": "AUTO"}
+    assert pin_replayable_instruction_set(environ, flags=AVX512_CPU) == "avx2"
+    assert environ == AVX2_PINNED
 
 
 def test_a_child_environment_drops_the_parents_pins_for_its_own():
