@@ -55,16 +55,26 @@ def decode_address(text: str) -> bytes:
     return bytes(raw)
 
 
-MODULE_ADDRESSES: set[bytes] = set()
-"""Every module account address computed so far (modules compute theirs at import time)."""
+MODULE_ACCOUNTS = ("fee_collector", "bonded_pool", "unbonding_pool", "market_escrow")
+"""Every module account, by name: the fee collector (ante.py), the staking pools (validators.py) and the
+market's escrow (market/store.py). Listed here, not collected as modules are imported, so that which
+addresses users cannot send to never depends on what happened to be imported first."""
+
+
+def _derive_module_address(name: str) -> bytes:
+    return hashlib.sha256(b"trolly/module/" + name.encode()).digest()[:ADDRESS_LENGTH]
+
+
+MODULE_ADDRESSES = frozenset(_derive_module_address(name) for name in MODULE_ACCOUNTS)
 
 
 def module_address(name: str) -> bytes:
     """Address of a module account (escrow, fee collector, bonded pool); no key can sign for it, and users
-    cannot send to it directly (tokens sent there would break the module's bookkeeping)."""
-    address = hashlib.sha256(b"trolly/module/" + name.encode()).digest()[:ADDRESS_LENGTH]
-    MODULE_ADDRESSES.add(address)
-    return address
+    cannot send to it directly (tokens sent there would break the module's bookkeeping). A name missing from
+    MODULE_ACCOUNTS is refused, so that every module account is protected."""
+    if name not in MODULE_ACCOUNTS:
+        raise ValueError(f"{name!r} is not a module account; add it to chain.crypto.MODULE_ACCOUNTS")
+    return _derive_module_address(name)
 
 
 def is_module_address(address: bytes) -> bool:

@@ -91,3 +91,21 @@ def test_send_into_the_bonded_pool_is_refused():
     result = chain.deliver(chain.accounts[0], MsgSend(to=BONDED_POOL, amount=1))  # raises if it went through
     assert not result.ok
     assert result.code == Unauthorized.code and "module account" in result.log
+
+
+def test_every_module_account_is_listed_and_refused_as_a_recipient_whatever_was_imported():
+    """chain.crypto.MODULE_ACCOUNTS is an explicit list (issue 25 item 5): a fresh interpreter that imports only
+    the send message already refuses every module account, and an unlisted name has no module address."""
+    import subprocess
+    import sys
+
+    from trolly.chain.crypto import MODULE_ACCOUNTS, module_address
+
+    probe = ("from trolly.chain.messages.send import is_module_address\n"
+             "from trolly.chain.crypto import MODULE_ACCOUNTS, _derive_module_address\n"
+             "print(all(is_module_address(_derive_module_address(name)) for name in MODULE_ACCOUNTS))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "True", result.stderr
+    assert set(MODULE_ACCOUNTS) == {"fee_collector", "bonded_pool", "unbonding_pool", "market_escrow"}
+    with pytest.raises(ValueError, match="not a module account"):
+        module_address("treasury")
