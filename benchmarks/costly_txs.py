@@ -4,7 +4,7 @@ A stranger pays nothing for a transaction that CheckTx refuses, so the most a no
 is what its stateless and early stateful checks cost on the worst bytes that fit. Every transaction here is of
 the maximum size (`AuthParams.max_tx_bytes`) and carries task specs of the maximum size
 (`MarketParams.max_spec_bytes`): three valid specs padded out with the costliest content a valid spec may hold
-(sixteen long dataset URLs full of percent escapes, escaped strings), which pass and escrow in the mempool
+(sixteen dataset URLs as long as fit, full of percent escapes), which pass and escrow in the mempool
 overlay so that the fourth is read too, then one costly spec that fails only after it has been read:
 
 - escaped_quotes_unclosed: a string of `\\"` escapes that never closes (what a backtracking string pattern
