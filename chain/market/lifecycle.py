@@ -2,7 +2,7 @@
 
 A member leaves a running task in one of three ways: dropped (missed a deadline or lost the weights
 agreement: a penalty is burned and the rest of its collateral returned at once), slashed (a two-thirds
-FAIL verdict: all its collateral taken) or finished (the task ended: collateral returned in full). A task ends
+adverse verdict: all its collateral taken) or finished (the task ended: collateral returned in full). A task ends
 completed, cancelled, expired (never filled) or abandoned (no active member left); in every case the unspent
 budget goes back to the requester and nothing of the task remains in escrow.
 """
@@ -47,13 +47,21 @@ def drop_member(state: State, ctx: BlockContext, task: Task, member: Member, rea
                penalty=penalty)
 
 
-def slash_member(state: State, ctx: BlockContext, task: Task, member: Member, voters: list[tuple[bytes, int]]) -> None:
-    """Take a caught cheater's whole collateral: `slash_verifier_bps` of it to the validators whose verdicts
-    decided against it (by power), the rest burned."""
+def slash_member(state: State, ctx: BlockContext, task: Task, member: Member,
+                 voters: list[tuple[bytes, int, bool]]) -> None:
+    """Take a caught cheater's whole collateral: `slash_verifier_bps` of it is shared by power among the
+    validators whose verdicts decided against it (`tally.slash_voters`), and paid to those who replayed (voted
+    FAIL); the shares of those who only voted UNAVAILABLE are burned with the rest. Burned, not refunded to the
+    requester: a requester may run validators too, and must not gain from calling its workers unavailable."""
     amount = member.collateral
-    to_verifiers = fee_of(amount, task.terms["slash_verifier_bps"]) if voters else 0
-    for validator, share in split_by_power(to_verifiers, voters):
-        escrow_out(state, validator, share)
+    shares = split_by_power(fee_of(amount, task.terms["slash_verifier_bps"]) if voters else 0,
+                            [(validator, power) for validator, power, _ in voters])
+    replayed = {validator for validator, _, did_replay in voters if did_replay}
+    to_verifiers = 0
+    for validator, share in shares:
+        if validator in replayed:
+            escrow_out(state, validator, share)
+            to_verifiers += share
     escrow_burn(state, amount - to_verifiers)
     member.slashed += amount
     member.collateral = 0

@@ -41,8 +41,9 @@ with more segments make it dearer, so requesters choose samples_per_worker again
 
 Missing a round is not cheating but it stalls everyone else: the worker loses `missed_round_penalty_bps` of
 its collateral (burned, so nobody gains from provoking it) and is dropped, the rest of its collateral is
-returned at once. A caught cheater loses all of it: `slash_verifier_bps` goes to the validators whose
-verdicts (FAIL or UNAVAILABLE) carried the decision, by power, and the rest is burned.
+returned at once. A caught cheater loses all of it: `slash_verifier_bps` is shared by power among the
+validators whose verdicts (FAIL or UNAVAILABLE) carried the decision, only FAIL voters are paid their share
+(an UNAVAILABLE voter's is burned, so nobody profits from calling a worker unavailable), and the rest is burned.
 """
 
 from __future__ import annotations

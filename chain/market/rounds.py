@@ -31,7 +31,7 @@ from .reveals import REVEAL
 from .sampling import draw_committee, sample_segments
 from .store import enter_phase, escrow_out, find_commitment, find_member, get_worker, mark_pending
 from .store import members_in_order, put_commitment, put_member, put_worker, round_commitments, unmark_pending
-from .tally import apply_decision, deciding_voters, tally_segment
+from .tally import apply_decision, slash_voters, tally_segment
 
 
 def agreed_hash(weights: dict[bytes, tuple[int, int]]) -> bytes:
@@ -168,7 +168,7 @@ def settle_round(state: State, ctx: BlockContext, task: Task) -> None:
         elif commitment.outcome == FAILED:
             member = find_member(state, task.id, commitment.worker)
             if member.status == ACTIVE:
-                slash_member(state, ctx, task, member, deciding_voters(state, commitment, want_pass=False))
+                slash_member(state, ctx, task, member, slash_voters(state, commitment))
 
     shares = [(c.worker, c.samples_processed, c.outcome == PASSED) for c in commitments]
     payouts = split_round_pay(task.reward_per_round, shares, task.terms["validator_fee_bps"],

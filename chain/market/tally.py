@@ -2,7 +2,8 @@
 
 A sampled segment is decided the moment one side holds two thirds of its committee's power (the current power
 of the validators drawn for it), compared in integers (3 * votes >= 2 * total): PASS votes decide `pass`; FAIL and UNAVAILABLE votes together decide `fail` (a
-checkpoint that is not served cannot be checked, and a worker must not profit from hiding it). Power is read
+checkpoint that is not served cannot be checked, and a worker must not profit from hiding it; but only FAIL
+voters share the slash that follows, see `slash_voters`). Power is read
 when the tally runs, so a validator that lost its power no longer counts. One decided `fail` fails the
 worker's round; all segments decided `pass` pass it.
 """
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 from ..state import State
 from .power import operator_power
-from .records import FAILED, PASSED, PENDING, SEGMENT_FAIL, SEGMENT_PASS, UNDECIDED, VERDICT_PASS, Commitment
+from .records import FAILED, PASSED, PENDING, SEGMENT_FAIL, SEGMENT_PASS, UNDECIDED, VERDICT_PASS, VERDICT_UNAVAILABLE
+from .records import Commitment
 from .store import segment_votes, unmark_pending
 
 
@@ -61,15 +63,28 @@ def apply_decision(state: State, commitment: Commitment, segment: int, decision:
 def deciding_voters(state: State, commitment: Commitment, want_pass: bool) -> list[tuple[bytes, int]]:
     """Validators (with current power) who voted on the commitment's decided segments on the winning side:
     PASS voters of a passed round, FAIL/UNAVAILABLE voters of the failed segments of a failed one."""
+    return [(validator, power) for validator, power, _ in _winning_votes(state, commitment, want_pass)]
+
+
+def slash_voters(state: State, commitment: Commitment) -> list[tuple[bytes, int, bool]]:
+    """(validator, current power, replayed) of every validator whose adverse votes decided a failed
+    commitment, ascending; `replayed` is True when one of them is a FAIL (a replay that found the fault), False
+    when all are UNAVAILABLE (nothing was replayed). Only replayed voters earn a share of the slash, so that
+    calling a worker unavailable, which anyone able to flood its blob port can make true, pays nobody."""
+    return _winning_votes(state, commitment, want_pass=False)
+
+
+def _winning_votes(state: State, commitment: Commitment, want_pass: bool) -> list[tuple[bytes, int, bool]]:
     wanted = SEGMENT_PASS if want_pass else SEGMENT_FAIL
-    voters: dict[bytes, int] = {}
+    voters: dict[bytes, tuple[int, bool]] = {}
     for segment, decision in zip(commitment.segments, commitment.decisions):
         if decision != wanted:
             continue
         for validator, vote in segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment):
             if (vote.verdict == VERDICT_PASS) == want_pass:
-                voters[validator] = operator_power(state, validator)
-    return sorted(voters.items())
+                replayed = vote.verdict != VERDICT_UNAVAILABLE or voters.get(validator, (0, False))[1]
+                voters[validator] = (operator_power(state, validator), replayed)
+    return sorted((validator, power, replayed) for validator, (power, replayed) in voters.items())
 
 
 def round_undecided(commitments: list[Commitment]) -> bool:
