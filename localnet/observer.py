@@ -19,8 +19,7 @@ from trolly.compute.data import Dataset
 from trolly.compute.models import build_model
 from trolly.compute.spec import TaskSpec
 from trolly.compute.training import evaluate
-from trolly.compute.worker.plan import agreed_start_hash, round_updates
-from trolly.compute.worker.weights import initial_state, mirror_updates, next_state
+from trolly.compute.weights_follower import StartUnavailable, WeightsFollower, agreed_start_hash, round_updates
 from trolly.wallet.market_views import TaskView
 
 LOCALNET_ADDRESSES = AddressPolicy(allow_private=True)
@@ -31,8 +30,8 @@ class TrainingObserver:
     def __init__(self, spec: TaskSpec, dataset: Dataset, store: BlobStore) -> None:
         self.spec = spec
         self.dataset = dataset
-        self.store = store
-        self.state = initial_state(spec, dataset.shape)
+        self.follower = WeightsFollower(spec, dataset.shape, LOCALNET_ADDRESSES, store=store)
+        self.state = self.follower.initial()
         self.hashes = {0: self.state.weights_hash().hex()}
         self.stopped = ""
         self.shown_initial = False
@@ -54,11 +53,11 @@ class TrainingObserver:
                 view.round > self.state.round or view.status == COMPLETED):
             round_index = self.state.round
             updates = round_updates(view, round_index)
-            missing = await mirror_updates(self.store, updates, LOCALNET_ADDRESSES, only_passed=True)
-            if missing:
-                self.stopped = f"updates of round {round_index} are no longer served ({len(missing)} missing)"
+            try:
+                self.state = await self.follower.state(round_index + 1, view)
+            except StartUnavailable as error:
+                self.stopped = f"updates of round {round_index} are no longer served ({len(error.missing)} missing)"
                 return lines + [f"cannot recompute W_{round_index + 1}: {self.stopped}"]
-            self.state = next_state(self.spec, self.state, updates, self.store)
             self.hashes[self.state.round] = self.state.weights_hash().hex()
             loss, accuracy = self.evaluate_state()
             passed = sum(1 for u in updates if u.outcome == PASSED)

@@ -307,18 +307,22 @@ def test_a_worker_refuses_a_dataset_on_a_private_host_unless_its_config_allows_i
 
 def test_a_worker_does_not_mirror_a_peer_update_from_a_private_host_unless_allowed(tmp_path):
     from trolly.compute.blobs import BlobServer, BlobStore
-    from trolly.compute.worker.plan import CommittedUpdate
-    from trolly.compute.worker.weights import mirror_updates
+    from trolly.compute.models import DataShape
+    from trolly.compute.spec import example_spec, spec_from_dict
+    from trolly.compute.weights_follower import RoundUpdate, WeightsFollower
+
+    spec = spec_from_dict(example_spec("ab" * 32))
+    shape = DataShape(kind="classification", input_size=64, num_classes=10)
 
     async def scenario():
         peer = BlobStore(tmp_path / "peer")
         digest = peer.put(PAYLOAD)
         async with BlobServer(peer) as server:
-            update = CommittedUpdate(worker="w1", worker_index=1, update_hash=digest, samples_processed=1,
-                                     outcome="pending", blob_url=server.url)
+            update = RoundUpdate(worker="w1", worker_index=1, update_hash=digest, samples_processed=1,
+                                 outcome="pending", blob_url=server.url)
             ours = BlobStore(tmp_path / "ours")
-            refused = await mirror_updates(ours, [update], AddressPolicy(), retry=FAST)
-            allowed = await mirror_updates(ours, [update], PRIVATE_OK, retry=FAST)
+            refused = await WeightsFollower(spec, shape, AddressPolicy(), store=ours, retry=FAST).mirror([update])
+            allowed = await WeightsFollower(spec, shape, PRIVATE_OK, store=ours, retry=FAST).mirror([update])
             return refused, allowed, ours.has(digest), digest
     refused, allowed, stored, digest = run(scenario())
     assert refused == [digest] and allowed == [] and stored
@@ -326,12 +330,12 @@ def test_a_worker_does_not_mirror_a_peer_update_from_a_private_host_unless_allow
 
 def test_a_verifier_refuses_a_dataset_on_a_private_host_unless_allowed():
     from trolly.compute.data import build_dataset
-    from trolly.verifier.datasets import task_dataset
+    from trolly.verifier.datasets import TaskDatasets
     from trolly.verifier.errors import WorkUnavailable
 
     small = build_dataset("pycorpus", max_bytes=20_000)
     with pytest.raises(WorkUnavailable, match="loopback"):
-        run(task_dataset(pycorpus_spec(small, ["http://127.0.0.1:9"]), [], FAST, AddressPolicy()))
+        run(TaskDatasets().task_dataset(pycorpus_spec(small, ["http://127.0.0.1:9"]), [], FAST, AddressPolicy()))
 
 
 def test_the_worker_and_verifier_settings_default_to_refusing_and_reach_their_services(tmp_path):

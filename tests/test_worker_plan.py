@@ -11,6 +11,7 @@ from market_helpers import MARKET_PARAMS, Market, final_message
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS
 from trolly.compute.worker import plan
+from trolly.compute.weights_follower import agreed_start_hash, round_updates
 from trolly.wallet.market_views import TaskView
 
 
@@ -58,7 +59,7 @@ def test_sampling_and_verification_wait_and_mirror_the_round(make_chain):
     assert view.phase in ("sampling", "verify")
     action = plan.decide(view, me(market, 1))
     assert (action.kind, action.round, action.mirror_round) == (plan.WAIT, 0, 0)
-    updates = plan.round_updates(view, 0)
+    updates = round_updates(view, 0)
     assert [u.worker_index for u in updates] == [0, 1]
     assert all(u.outcome == "pending" and u.samples_processed > 0 and len(u.update_hash) == 64 for u in updates)
     assert updates[0].blob_url.startswith("http://127.0.0.1:")
@@ -74,9 +75,9 @@ def test_next_round_trains_and_outcomes_decide_what_is_aggregated(make_chain):
     chain.advance(1)
     view = task_view(market, task_id)
     assert view.round == 1
-    outcomes = {u.worker_index: u.outcome for u in plan.round_updates(view, 0)}
-    assert outcomes == {0: plan.PASSED, 1: "failed"}
-    assert plan.agreed_start_hash(view, 0) == view.round_details[0].start_weights_hash != ""
+    outcomes = {u.worker_index: u.outcome for u in round_updates(view, 0)}
+    assert outcomes == {0: "passed", 1: "failed"}
+    assert agreed_start_hash(view, 0) == view.round_details[0].start_weights_hash != ""
     assert plan.decide(view, me(market, 0)) == plan.Action(plan.TRAIN, 1, "round 1")
     slashed = plan.decide(view, me(market, 1))
     assert slashed.kind == plan.FINISH and slashed.reason.startswith("slashed")
@@ -93,7 +94,7 @@ def test_final_round_reports_and_a_completed_task_finishes(make_chain):
     view = task_view(market, task_id)
     assert view.round == 2 and view.phase == "commit"
     assert plan.decide(view, me(market, 0)) == plan.Action(plan.REPORT_FINAL, 2, "final report")
-    assert plan.round_updates(view, 2) == []  # the final report carries no update
+    assert round_updates(view, 2) == []  # the final report carries no update
     output = chain.block(chain.tx(market.workers[0], final_message(task_id, 2)))
     assert all(r.ok for r in output.tx_results)
     view = task_view(market, task_id)

@@ -22,6 +22,7 @@ import sys
 import click
 
 from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
+from trolly.compute.cheats import CHEATS, load_cheat_module
 from trolly.compute.errors import ComputeError
 from trolly.compute.spec import parse_spec
 from trolly.wallet.errors import WalletError
@@ -30,8 +31,7 @@ from trolly.wallet.market_queries import get_spec, get_task
 from trolly.wallet.passwords import PasswordSource
 from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
 
-from .cheats import CHEATS, load_cheat_module
-from .datasets import task_dataset
+from .datasets import TaskDatasets
 from .errors import VerifierError
 from .replay import PASSED, Replayer, SegmentClaim, SegmentReport, verify_segment
 from .service import ServiceConfig, VerifierService
@@ -191,7 +191,7 @@ async def _replay(node, task_id, round_index, worker, segment, claim_file, spec_
             spec_bytes = (await get_spec(client, claim.task_id)).spec_bytes
     spec = parse_spec(spec_bytes)
     retry = RetryPolicy(attempts=2, initial_delay=0.5, max_delay=2.0, request_timeout=30.0)
-    dataset = await task_dataset(spec, [claim.blob_url], retry, addresses)
+    dataset = await TaskDatasets().task_dataset(spec, [claim.blob_url], retry, addresses)
     if not checkpoint_dir and not claim.blob_url:
         raise VerifierError("the claim names no blob URL; pass --checkpoints DIR")
     replayer = Replayer()
@@ -235,7 +235,7 @@ def explain(report: SegmentReport) -> str:
 @click.option("--cheat-module", type=click.Path(exists=True, dir_okay=False), multiple=True,
               help="Python file registering more cheats.")
 def cheats(cheat_module) -> None:
-    """List the registered cheat strategies (usable by the benchmark and by `trolly-worker --cheat NAME`)."""
+    """List the registered cheats (`compute.cheats`: the benchmark's, and `trolly-worker start --cheat NAME`'s)."""
     for path in cheat_module:
         load_cheat_module(path)
     for name, entry in sorted(CHEATS.items()):

@@ -17,33 +17,39 @@ from trolly.compute.spec import TaskSpec
 from .errors import WorkUnavailable
 
 log = logging.getLogger("trolly.verifier")
-_LOCAL: dict[str, Dataset] = {}
 
 
-def local_dataset(spec: TaskSpec) -> Dataset | None:
-    """The bundled dataset if its local build has the spec's manifest hash, else None."""
-    name = spec.dataset.name
-    if name not in _LOCAL:
+class TaskDatasets:
+    """Where a verifier gets its tasks' datasets, with the bundled ones it built kept for its lifetime (the
+    service holds one; each `trolly-verifier replay` builds its own)."""
+
+    def __init__(self) -> None:
+        self._local: dict[str, Dataset] = {}
+
+    def local_dataset(self, spec: TaskSpec) -> Dataset | None:
+        """The bundled dataset if its local build has the spec's manifest hash, else None."""
+        name = spec.dataset.name
+        if name not in self._local:
+            try:
+                self._local[name] = dataset_from_blobs(build_dataset(name))
+            except ComputeError as error:
+                log.info("cannot build dataset %s locally: %s", name, error)
+                return None
+        dataset = self._local[name]
+        return dataset if dataset.manifest_hash == spec.dataset.manifest_hash else None
+
+    async def task_dataset(self, spec: TaskSpec, extra_urls: list[str], retry: RetryPolicy,
+                           addresses: AddressPolicy) -> Dataset:
+        """The task's dataset: bundled if it matches, else fetched from the spec's URLs and `extra_urls`
+        (strangers' URLs: connections only where `addresses` allows)."""
+        dataset = self.local_dataset(spec)
+        if dataset is not None:
+            return dataset
+        urls = list(spec.dataset.urls) + [url for url in extra_urls if url]
+        if not urls:
+            raise WorkUnavailable(f"dataset {spec.dataset.manifest_hash[:16]}... is not bundled and no URL serves it")
         try:
-            _LOCAL[name] = dataset_from_blobs(build_dataset(name))
+            async with BlobClient(urls, retry=retry, address_policy=addresses) as blobs:
+                return await fetch_dataset(blobs, spec.dataset.manifest_hash)
         except ComputeError as error:
-            log.info("cannot build dataset %s locally: %s", name, error)
-            return None
-    dataset = _LOCAL[name]
-    return dataset if dataset.manifest_hash == spec.dataset.manifest_hash else None
-
-
-async def task_dataset(spec: TaskSpec, extra_urls: list[str], retry: RetryPolicy, addresses: AddressPolicy) -> Dataset:
-    """The task's dataset: bundled if it matches, else fetched from the spec's URLs and `extra_urls` (strangers'
-    URLs: connections only where `addresses` allows)."""
-    dataset = local_dataset(spec)
-    if dataset is not None:
-        return dataset
-    urls = list(spec.dataset.urls) + [url for url in extra_urls if url]
-    if not urls:
-        raise WorkUnavailable(f"dataset {spec.dataset.manifest_hash[:16]}... is not bundled and no URL serves it")
-    try:
-        async with BlobClient(urls, retry=retry, address_policy=addresses) as blobs:
-            return await fetch_dataset(blobs, spec.dataset.manifest_hash)
-    except ComputeError as error:
-        raise WorkUnavailable(f"dataset {spec.dataset.manifest_hash[:16]}... could not be fetched: {error}") from None
+            raise WorkUnavailable(f"dataset {spec.dataset.manifest_hash[:16]}... could not be fetched: {error}") from None

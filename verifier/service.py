@@ -42,13 +42,12 @@ import time
 import aiohttp
 
 from trolly.chain.crypto import PrivateKey, decode_address, encode_address
-from trolly.chain.market.records import PASSED as COMMITMENT_PASSED, RUNNING
+from trolly.chain.market.records import RUNNING
 from trolly.chain.proto.market_pb2 import MsgRevealReplay, MsgSubmitVerdict
 from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
-from trolly.compute.checkpoints import weights_hash
 from trolly.compute.errors import ComputeError
 from trolly.compute.spec import parse_spec
-from trolly.compute.training import initial_weights
+from trolly.compute.weights_follower import DirectoryCache, WeightsFollower
 from trolly.wallet.errors import WalletError
 from trolly.wallet.files import write_atomically
 from trolly.wallet.market_queries import get_round, get_spec, get_task, get_verify_work, list_tasks
@@ -57,9 +56,8 @@ from trolly.wallet.nonces import NonceCache
 from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
 from trolly.wallet.sender import CHAIN_CODESPACE, INVALID_NONCE_CODE, TxSender
 
-from .aggregation import GlobalWeights, PassedUpdate
 from . import evidence
-from .datasets import task_dataset
+from .datasets import TaskDatasets
 from .errors import VerifierError, WorkUnavailable
 from .replay import FAILED, PASSED, TAMPERED, UNAVAILABLE, Replayer, SegmentClaim, SegmentReport, verify_segment
 from .votes import BROADCAST, INCLUDED, REJECTED, RESERVED, VoteRecord
@@ -106,7 +104,7 @@ class TaskContext:
     spec: object
     spec_key: str
     dataset: object
-    weights: GlobalWeights | None  # None when this verifier cannot reproduce W_0 (then the chain's agreement is used)
+    weights: WeightsFollower | None  # None when this verifier cannot reproduce W_0 (then the chain's agreement is used)
     initial_hash: bytes  # this verifier's W_0
 
 
@@ -132,6 +130,8 @@ class VerifierService:
         self.progress = Progress()
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay")
         self._tasks: dict[int, TaskContext] = {}
+        self.datasets = TaskDatasets()
+        """The datasets of the tasks it verifies: the bundled ones built once for the life of the service."""
         self._in_flight: set[tuple] = set()
         self._retry_at: dict[tuple, float] = {}
         self._send_lock = asyncio.Lock()
@@ -292,11 +292,11 @@ class VerifierService:
         if hashlib.sha256(spec_bytes).hexdigest() != answer.spec_hash:
             raise WorkUnavailable(f"task {task_id}'s spec does not hash to its recorded spec_hash")
         spec = parse_spec(spec_bytes)
-        dataset = await task_dataset(spec, extra_urls, self.config.blob_retry, self.addresses)
-        loop = asyncio.get_running_loop()
-        initial = await loop.run_in_executor(self._executor, initial_weights, spec, dataset.shape)
-        weights = GlobalWeights(spec, initial, self.config.home / "weights" / str(task_id))
-        context = TaskContext(spec, answer.spec_hash, dataset, weights, weights_hash(initial))
+        dataset = await self.datasets.task_dataset(spec, extra_urls, self.config.blob_retry, self.addresses)
+        weights = WeightsFollower(spec, dataset.shape, self.addresses, retry=self.config.blob_retry,
+                                  cache=DirectoryCache(self.config.home / "weights" / str(task_id)))
+        initial = await asyncio.get_running_loop().run_in_executor(self._executor, weights.initial)
+        context = TaskContext(spec, answer.spec_hash, dataset, weights, initial.weights_hash())
         self._tasks[task_id] = context
         return context
 
@@ -328,28 +328,9 @@ class VerifierService:
             context.weights = None
         if context.weights is None:
             return agreed, "the chain's agreement"
-        members = {m.worker: m for m in task.members}
-
-        def passed(round_index: int) -> list[PassedUpdate]:
-            details = task.round_detail(round_index)
-            if details is None:
-                raise WorkUnavailable(f"round {round_index} of task {claim.task_id} is not on chain")
-            return [PassedUpdate(members[c.worker].index, c.samples_processed, bytes.fromhex(c.update_hash),
-                                 members[c.worker].blob_url)
-                    for c in details.commitments if c.outcome == COMMITMENT_PASSED]
-
-        # Workers mirror the round's updates (compute/worker/weights.py): any member may serve one whose maker left.
-        every_url = sorted({m.blob_url for m in members.values() if m.blob_url})
-
-        async def fetch(update: PassedUpdate) -> bytes:
-            sources = [update.blob_url] + [url for url in every_url if url != update.blob_url]
-            async with BlobClient([url for url in sources if url], retry=self.config.blob_retry,
-                                  address_policy=self.addresses) as blobs:
-                return await blobs.fetch(update.update_hash.hex())
-
         try:
-            state = await context.weights.weights_for(claim.round, passed, fetch)
-        except (WorkUnavailable, ComputeError, KeyError) as error:
+            state = await context.weights.state(claim.round, task)
+        except ComputeError as error:  # StartUnavailable among them
             log.info("%s: own aggregate unavailable (%s); using the chain's agreed start weights", _name(claim), error)
             return agreed, "the chain's agreement"
         return state.weights_hash(), "this verifier's aggregate of the previous round"

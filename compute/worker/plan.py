@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 # The chain's vocabulary, as the task query's JSON spells it: imported from where the chain declares it.
-from trolly.chain.market.records import ACTIVE, LIVE_STATUSES, OPEN, PASSED
+from trolly.chain.market.records import ACTIVE, LIVE_STATUSES, OPEN
 from trolly.chain.market.records import COMMIT as COMMIT_PHASE
 from trolly.wallet.market_views import TaskView
 
@@ -33,41 +33,9 @@ class Action:
     """While waiting: a round whose committed updates should be fetched and kept (-1: none)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class CommittedUpdate:
-    """One member's commitment of a round, as the next round's aggregation needs it."""
-
-    worker: str
-    worker_index: int
-    update_hash: str
-    samples_processed: int
-    outcome: str
-    blob_url: str
-
-
 def committed_on_chain(view: TaskView, round_index: int, address: str) -> bool:
     detail = view.round_detail(round_index)
     return detail is not None and detail.commitment_of(address) is not None
-
-
-def round_updates(view: TaskView, round_index: int) -> list[CommittedUpdate]:
-    """Every training commitment of a round with its member's index and blob URL, in worker-index order."""
-    detail = view.round_detail(round_index)
-    if detail is None or detail.final_report:
-        return []
-    members = {m.worker: m for m in view.members}
-    updates = [
-        CommittedUpdate(worker=c.worker, worker_index=members[c.worker].index, update_hash=c.update_hash,
-                        samples_processed=c.samples_processed, outcome=c.outcome, blob_url=members[c.worker].blob_url)
-        for c in detail.commitments if c.worker in members and c.update_hash
-    ]
-    return sorted(updates, key=lambda u: u.worker_index)
-
-
-def agreed_start_hash(view: TaskView, round_index: int) -> str:
-    """The chain's agreed start weights hash of a closed round ('' while it is not closed)."""
-    detail = view.round_detail(round_index)
-    return detail.start_weights_hash if detail else ""
 
 
 def decide(view: TaskView, address: str) -> Action:

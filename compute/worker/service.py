@@ -23,6 +23,7 @@ import threading
 import time
 
 from trolly.chain.crypto import PrivateKey
+from trolly.chain.market.records import PASSED
 from trolly.wallet.errors import (InclusionTimeout, InsufficientBalance, NodeUnreachable, QueryFailed, RpcError,
                                   TxRejected)
 from trolly.wallet.market_views import TaskSummary, TaskView
@@ -37,6 +38,7 @@ from ..errors import DatasetError, SpecError
 from ..rounds import GlobalState
 from ..spec import TaskSpec, parse_spec
 from ..training import Trainer, evaluate
+from ..weights_follower import StartUnavailable, WeightsFollower, round_updates
 from . import plan
 from .cheats import resolve_strategy
 from .config import WorkerConfig
@@ -51,7 +53,7 @@ from .rounds import (ResidualStore, RoundInterrupted, TrainedRound, commitment, 
                      previous_residual, train_round)
 from .state import TaskProgress, WorkerState
 from .throughput import BlockClock, Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
-from .weights import UpdateMirror, check_agreed, initial_state, mirror_updates, next_state
+from .weights import ProgressCache
 
 log = logging.getLogger("trolly.worker")
 
@@ -93,6 +95,7 @@ class TaskContext:
     spec: TaskSpec
     dataset: Dataset
     trainer: Trainer
+    weights: WeightsFollower
     last_reason: str = ""
     samples_per_second: float | None = None
     """This task's training pace on this machine as the last round measured it (step delay included)."""
@@ -114,7 +117,6 @@ class WorkerService:
         self.clock = BlockClock()
         self.addresses = AddressPolicy(allow_private=config.allow_private_blob_hosts)
         """Where blob fetches may connect (compute/blobs/addresses.py): blob URLs come from strangers."""
-        self.mirror = UpdateMirror(self.store, self.addresses)
         self.acceleration = Acceleration(config.acceleration)
         """Batches drawn ahead, the checkpoint process, the training core: handed to every round."""
         self.residuals = ResidualStore(self.acceleration)
@@ -220,7 +222,7 @@ class WorkerService:
                 unexpected = isinstance(error, RpcError) and error.code != INTERNAL_RPC_ERROR
                 log.log(logging.ERROR if unexpected else logging.WARNING, "%s; retrying", error)
                 await self._sleep(2.0)
-            except (WeightsMismatch, BlobError, DatasetError) as error:
+            except (WeightsMismatch, StartUnavailable, BlobError, DatasetError) as error:
                 # An update nobody serves, a dataset that cannot be fetched: retry; if the round's deadline passes
                 # first, the chain drops this worker from the task and the next look at it says so.
                 log.error("%s; retrying in 5 s", error)
@@ -299,7 +301,9 @@ class WorkerService:
             raise TaskUnfit(f"task {progress.task_id}'s spec no longer matches the hash it was joined with")
         spec = parse_spec(raw)
         dataset = await obtain_dataset(self.store, spec, self.addresses)
-        return TaskContext(progress, spec, dataset, await asyncio.to_thread(Trainer, spec, dataset))
+        weights = WeightsFollower(spec, dataset.shape, self.addresses, store=self.store,
+                                  cache=ProgressCache(self.store, self.state, progress))
+        return TaskContext(progress, spec, dataset, await asyncio.to_thread(Trainer, spec, dataset), weights)
 
     async def step(self, context: TaskContext) -> bool:
         """Look at the chain once and do what it calls for; False once this worker is done with the task."""
@@ -319,7 +323,7 @@ class WorkerService:
                 log.info("task %d: %s", task_id, action.reason)
                 context.last_reason = action.reason
             if action.mirror_round >= 0:
-                await self.mirror.mirror(plan.round_updates(view, action.mirror_round))
+                await context.weights.mirror(round_updates(view, action.mirror_round))
             await self._sleep()
         return True
 
@@ -341,36 +345,29 @@ class WorkerService:
     # ---- rounds -------------------------------------------------------------------------------------------
 
     async def global_state(self, context: TaskContext, view: TaskView, round_index: int) -> GlobalState:
-        """W_r and the outer momentum: from the saved blob, else computed from W_{r-1} and round r-1's
-        verified updates (fetched from any member that has them)."""
-        progress = context.progress
-        digest = progress.global_states.get(round_index)
-        if digest and self.store.has(digest):
-            return GlobalState.decode(self.store.get(digest))
-        if round_index == 0:
-            state = initial_state(context.spec, context.dataset.shape)
-        else:
-            previous = await self.global_state(context, view, round_index - 1)
+        """W_r and the outer momentum, as the task's weights follower derives them: saved with the progress,
+        else from W_{r-1} and round r-1's verified updates (fetched from any member that has them, retried
+        for half a minute while members still upload them)."""
+        follower, task_id = context.weights, context.progress.task_id
+        derived_before = follower.cache.load(round_index) is not None
+        for attempt in range(30):
             try:
-                check_agreed(previous, plan.agreed_start_hash(view, round_index - 1))
-            except WeightsMismatch as error:
-                log.error("%s", error)
-            updates = plan.round_updates(view, round_index - 1)
-            for attempt in range(30):
-                missing = await mirror_updates(self.store, updates, self.addresses, only_passed=True)
-                if not missing:
-                    break
+                state = await follower.state(round_index, view)
+                break
+            except StartUnavailable as error:
+                if attempt == 29:
+                    raise
                 if attempt == 0:
-                    log.warning("task %d: %d verified update(s) of round %d not fetched yet; retrying",
-                                progress.task_id, len(missing), round_index - 1)
+                    log.warning("task %d: %s; retrying", task_id, error)
                 await self._sleep(1.0)
-            # in a thread: the blob service shares this event loop, and peers and verifiers fetch from it meanwhile
-            state = await asyncio.to_thread(next_state, context.spec, previous, updates, self.store)
-            log.info("task %d: W_%d from %d verified update(s) of round %d", progress.task_id, round_index,
-                     sum(1 for u in updates if u.outcome == plan.PASSED), round_index - 1)
-        with self.state.lock:
-            progress.global_states[round_index] = self.store.put(state.encode())
-            self.state.save()
+        if round_index > 0 and not derived_before:
+            previous = follower.cache.load(round_index - 1)
+            disagreement = follower.disagreement(previous, view) if previous is not None else ""
+            if disagreement:
+                log.error("task %d: %s", task_id, disagreement)
+            passed = sum(1 for u in round_updates(view, round_index - 1) if u.outcome == PASSED)
+            log.info("task %d: W_%d from %d verified update(s) of round %d", task_id, round_index, passed,
+                     round_index - 1)
         return state
 
     async def report_quality(self, context: TaskContext, state: GlobalState) -> None:
