@@ -5,11 +5,12 @@ bytes. The server (`BlobServer`) lets anyone `GET /blobs/<hex>` and only its own
 `POST`; it also serves a round's checkpoint listing (docs/protocol.md section 3). The client (`BlobClient`)
 checks the hash of everything it fetches, retries transient failures with exponential backoff across the
 given base URLs, connects only to addresses its `AddressPolicy` allows (no private or metadata hosts unless
-the node allows them), follows no redirect, and raises a typed `BlobError` that says what went wrong.
+the node allows them), follows no redirect, and raises a typed `BlobError` that says what went wrong. The
+server caps connections per peer and in all and times out slow senders (`ConnectionLimits`, connections.py).
 
 The store and the errors import nothing heavy; the client, server and writer (aiohttp, torch) are imported
-on first use, so that the checkpoint writer process (`compute.checkpoint_process_main`) can use the store
-without loading torch.
+on first use, so that the checkpoint writer process (`compute.acceleration.checkpoint_process_main`) can use
+the store without loading torch.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from .errors import (BlobAddressRefused, BlobError, BlobHashMismatch, BlobNotFou
 from .store import BlobStore, DEFAULT_MAX_BLOB_SIZE
 
 _LAZY = {"BlobClient": ".client", "RetryPolicy": ".client", "fetch_dataset": ".client", "BlobServer": ".server",
-         "build_app": ".server", "BlobWriter": ".writer", "AddressPolicy": ".addresses", "blob_session": ".addresses"}
+         "build_app": ".server", "ConnectionLimits": ".connections", "BlobWriter": ".writer",
+         "AddressPolicy": ".addresses", "blob_session": ".addresses"}
 
 
 def __getattr__(name: str):
@@ -30,7 +32,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["BlobWriter", "BlobClient", "RetryPolicy", "fetch_dataset", "BlobServer", "build_app", "BlobStore",
-           "AddressPolicy", "blob_session", "DEFAULT_MAX_BLOB_SIZE", "BlobError", "BlobAddressRefused",
+__all__ = ["BlobWriter", "BlobClient", "RetryPolicy", "fetch_dataset", "BlobServer", "build_app", "ConnectionLimits",
+           "BlobStore", "AddressPolicy", "blob_session", "DEFAULT_MAX_BLOB_SIZE", "BlobError", "BlobAddressRefused",
            "BlobHashMismatch", "BlobNotFound", "BlobRedirectRefused", "BlobRejected", "BlobTooLarge", "BlobUnavailable",
            "InvalidBlobHash"]

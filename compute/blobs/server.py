@@ -8,22 +8,28 @@
     GET  /health                                       {"ok": true}
 
 The owner authenticates with `Authorization: Bearer <token>`. Bodies above the store's size limit are cut
-off while streaming (413) and never touch the disk. Errors are JSON `{"error": "..."}`.
+off while streaming (413) and never touch the disk; a body slower than the limits' `body_timeout` is cut off
+too (408). Connections are capped per peer and in all, below the process's file limit, and a connection that
+does not send a complete request head within `header_timeout` is closed (`connections.py`), so a peer that
+floods the port neither keeps others from being served nor takes the descriptors the worker's own store
+needs. Errors are JSON `{"error": "..."}`.
 """
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
 import hmac
 import json
 
 from aiohttp import web
 
+from .connections import ConnectionGuard, ConnectionLimits, admitted_total
 from .errors import BlobError, BlobHashMismatch, BlobNotFound, BlobTooLarge, InvalidBlobHash
 from .store import BlobStore, check_blob_hash
 
 STORE_KEY = web.AppKey("store", BlobStore)
 TOKEN_KEY = web.AppKey("owner_token", str)
+LIMITS_KEY = web.AppKey("limits", ConnectionLimits)
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -38,17 +44,32 @@ def _owner_only(request: web.Request) -> web.Response | None:
     return None
 
 
+class BodyTooSlow(BlobError):
+    """An upload's body did not arrive within the limits' `body_timeout`."""
+
+
 async def _read_limited(request: web.Request, limit: int) -> bytes:
     if request.content_length is not None and request.content_length > limit:
         raise BlobTooLarge(f"body of {request.content_length} bytes exceeds the limit of {limit}")
+    timeout = request.app[LIMITS_KEY].body_timeout
     pieces = []
     size = 0
-    async for piece in request.content.iter_chunked(1 << 16):
-        size += len(piece)
-        if size > limit:
-            raise BlobTooLarge(f"body exceeds the limit of {limit} bytes")
-        pieces.append(piece)
+    try:
+        async with asyncio.timeout(timeout):
+            async for piece in request.content.iter_chunked(1 << 16):
+                size += len(piece)
+                if size > limit:
+                    raise BlobTooLarge(f"body exceeds the limit of {limit} bytes")
+                pieces.append(piece)
+    except TimeoutError:
+        raise BodyTooSlow(f"body not received within {timeout:g} s ({size} bytes came)") from None
     return b"".join(pieces)
+
+
+def _slow_body(error: BodyTooSlow) -> web.Response:
+    response = _error(408, str(error))
+    response.force_close()  # the rest of the body may still be on its way
+    return response
 
 
 def _route_task(request: web.Request) -> tuple[int, int]:
@@ -87,6 +108,8 @@ async def put_blob(request: web.Request) -> web.Response:
         stored = store.put(data, expected=digest)
     except BlobTooLarge as error:
         return _error(413, str(error))
+    except BodyTooSlow as error:
+        return _slow_body(error)
     except (InvalidBlobHash, BlobHashMismatch) as error:
         return _error(400, str(error))
     return web.json_response({"hash": stored, "size": len(data)}, status=200 if existed else 201)
@@ -114,6 +137,8 @@ async def put_checkpoints(request: web.Request) -> web.Response:
         for digest in hashes:
             check_blob_hash(digest)
         store.set_checkpoints(task_id, round_index, hashes)
+    except BodyTooSlow as error:
+        return _slow_body(error)
     except (ValueError, KeyError, TypeError) as error:
         return _error(400, f"malformed checkpoint listing: {error}")
     except BlobError as error:
@@ -125,11 +150,12 @@ async def health(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
-def build_app(store: BlobStore, owner_token: str) -> web.Application:
+def build_app(store: BlobStore, owner_token: str, limits: ConnectionLimits = ConnectionLimits()) -> web.Application:
     """The aiohttp application; `owner_token` empty means read-only."""
     app = web.Application(client_max_size=store.max_blob_size + 1)
     app[STORE_KEY] = store
     app[TOKEN_KEY] = owner_token
+    app[LIMITS_KEY] = limits
     app.router.add_get("/health", health)
     app.router.add_get("/blobs/{digest}", get_blob)
     app.router.add_put("/blobs/{digest}", put_blob)
@@ -140,29 +166,42 @@ def build_app(store: BlobStore, owner_token: str) -> web.Application:
 
 
 class BlobServer:
-    """Serve a store on host:port with a start/stop lifecycle (port 0 picks a free port)."""
+    """Serve a store on host:port with a start/stop lifecycle (port 0 picks a free port), within `limits`."""
 
-    def __init__(self, store: BlobStore, owner_token: str = "", host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, store: BlobStore, owner_token: str = "", host: str = "127.0.0.1", port: int = 0,
+                 limits: ConnectionLimits = ConnectionLimits()) -> None:
         self.store = store
         self.owner_token = owner_token
         self.host = host
         self.port = port
+        self.limits = limits
+        self.guard: ConnectionGuard | None = None
+        """The connection counts, from `start` on (the total cap is fixed then, from the file limit)."""
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.AbstractServer | None = None
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(build_app(self.store, self.owner_token), access_log=None)
+        # keepalive_timeout is aiohttp's timer on a connection waiting for a complete request, from its start
+        # and after each response: the header timeout.
+        self._runner = web.AppRunner(build_app(self.store, self.owner_token, self.limits), access_log=None,
+                                     keepalive_timeout=self.limits.header_timeout)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        self.guard = ConnectionGuard(self.limits, admitted_total(self.limits))
+        # Served without an aiohttp site, so that every accepted connection passes the guard first.
+        self._server = await asyncio.get_running_loop().create_server(
+            self.guard.protocol_factory(self._runner.server), self.host, self.port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()  # no new connections
+            self._server = None
         if self._runner is not None:
-            await self._runner.cleanup()
+            await self._runner.cleanup()  # closes the connections it serves
             self._runner = None
 
     async def __aenter__(self) -> "BlobServer":
