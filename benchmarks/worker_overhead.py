@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> dict:
         timed = time_rounds(worker, plain, initial_weights(spec, dataset.shape), options)
         checkpoint_bytes = sum(worker.store.path(digest).stat().st_size for r in range(1, options.rounds + 1)
                                for digest in worker.store.get_checkpoints(TASK_ID, r))
-        checkpoints_by = "process" if trainer.checkpoint_process is not None else "threads"
+        checkpoints_by = "process" if trainer.snapshot_taker is not None else "threads"
         trainer.close()
         residuals.close()
     result = summary(timed, spec, options, checkpoints_by=checkpoints_by,

@@ -58,7 +58,7 @@ class BackgroundQueue(Generic[Item]):
 
     def _run(self) -> None:
         if self._on_start is not None:
-            self._on_start()  # e.g. beside training, not on its core (`compute.affinity`)
+            self._on_start()  # e.g. beside training, not on its core (`compute.acceleration.affinity`)
         while True:
             item = self._queue.get()
             try:

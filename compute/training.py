@@ -11,12 +11,17 @@ must give checkpoint i + 1 byte for byte under the same determinism profile.
 A round's loop, `train_round_segments`, is the one every round runs: the reference `run_round` (checkpoints
 hashed in the background, the Merkle root, the pseudo-gradient), and the worker's `compute.worker.rounds.
 train_round`, which adds its collaborators as parameters (the segment trainer of its strategy, the stop
-check, resumption from a stored checkpoint, the progress display) and its `compute.acceleration`.
+check, resumption from a stored checkpoint, the progress display) and its acceleration.
+
+This module is the protocol's core: it imports nothing of `compute.acceleration`, which speeds a worker's
+rounds up behind two interfaces defined here and changes no byte. `RoundAcceleration` (`run_round`,
+`train_round_segments`, `round_checkpoints`): batches drawn ahead, the training core, the round's checkpoint
+queue. `SnapshotTaker` (`Trainer.snapshots_by`): who takes `snapshot_soon`'s snapshots instead of the trainer's
+own copier thread, such as a checkpoint process reading the state where `Trainer.relocate_state` put it.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import dataclasses
 import weakref
@@ -26,10 +31,9 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 from torch.nn import functional
 
-from .acceleration import Acceleration, round_checkpoints
 from .canonical_copy import BufferPool
-from .checkpoints import (CheckpointQueue, DeferredSnapshot, HashedCheckpoint, SnapshotCopier, TrainingState,
-                          checkpoint_tensors, prepare_capture, weights_hash)
+from .checkpoints import (CheckpointHasher, CheckpointQueue, DeferredSnapshot, HashedCheckpoint, SnapshotCopier,
+                          TrainingState, checkpoint_tensors, prepare_capture, weights_hash)
 from .data.dataset import Dataset, sample_batch
 from .determinism import apply_profile, flushing_subnormals
 from .errors import CheckpointError, SpecError
@@ -40,10 +44,7 @@ from .schedule import inner_lr
 from .spec import TaskSpec
 
 if TYPE_CHECKING:
-    from .checkpoint_process import CheckpointProcess, RemoteSnapshot, StateArena
-
-
-AHEAD_BYTES = 64 * 1024 * 1024  # batches drawn ahead of the training thread at most
+    from .blobs import BlobStore
 
 
 def initial_weights(spec: TaskSpec, shape) -> dict[str, torch.Tensor]:
@@ -66,6 +67,35 @@ def segment_bounds(segment: int, steps: int, checkpoint_every: int) -> tuple[int
     return start, min(start + checkpoint_every, steps)
 
 
+class PendingSnapshot(Protocol):
+    """A snapshot still being taken while training goes on (`checkpoints.DeferredSnapshot`, or a taker's own)."""
+
+    source_weights: Mapping[str, torch.Tensor]
+    """The trainer's live weights, which the snapshot holds until the trainer's next change."""
+
+    def wait(self) -> None:
+        """Until the trainer may change its state again (the snapshot's data is copied, or taking it failed)."""
+
+
+class SnapshotTaker(Protocol):
+    """Takes `Trainer.snapshot_soon`'s snapshots instead of the trainer's copier thread, in the rounds it is
+    handed in for (`Trainer.snapshots_by`): the worker's checkpoint process (`compute.acceleration`)."""
+
+    def snapshot(self, step: int, source_weights: Mapping[str, torch.Tensor],
+                 final: bool = False) -> PendingSnapshot:
+        """A snapshot of the trainer's state as it is now, at `step` (`final`: a round's last, weights only)."""
+
+    def close(self) -> None:
+        """End whatever takes the snapshots, once what it was asked is done."""
+
+
+class StateHome(Protocol):
+    """Memory the trainer's weights and AdamW state live in instead of its own (`Trainer.relocate_state`)."""
+
+    tensors: Mapping[str, torch.Tensor]
+    """A tensor for each checkpoint name but "step" (`checkpoints.checkpoint_tensors`), of its dtype and shape."""
+
+
 class Trainer:
     """A model and its AdamW built from a spec, kept alive so consecutive segments need no rebuild.
 
@@ -74,9 +104,9 @@ class Trainer:
     process-wide.
 
     Owns what its snapshots need: the spare checkpoint buffers (`canonical_copy.BufferPool`) and the thread
-    that copies `snapshot_soon`'s snapshots (`checkpoints.SnapshotCopier`, started at the first one). `close()`
-    ends that thread (and the checkpoint process); so does dropping a trainer unclosed (the verifier keeps
-    trainers without closing them).
+    that copies `snapshot_soon`'s snapshots (`checkpoints.SnapshotCopier`, started at the first one), and the
+    snapshot taker it was handed to keep (`keep_snapshot_taker`). `close()` ends that thread and the taker; so
+    does dropping a trainer unclosed (the verifier keeps trainers without closing them).
     """
 
     def __init__(self, spec: TaskSpec, dataset: Dataset) -> None:
@@ -97,12 +127,13 @@ class Trainer:
         )
         self.step = 0
         self.samples = 0  # samples trained since the last load()
-        self._copying: DeferredSnapshot | RemoteSnapshot | None = None  # a snapshot still reading the model and optimizer
-        self._ahead: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor]] = {}  # see draw_batches_ahead
-        self._arena: StateArena | None = None  # shared memory holding the weights and AdamW state, once moved
-        self.checkpoint_process: CheckpointProcess | None = None  # the worker's, see compute.checkpoint_process
-        self._snapshot_taker: CheckpointProcess | None = None  # set by snapshots_by()
-        self._process_finalizer: weakref.finalize | None = None  # ends the process of a trainer never closed
+        self._copying: PendingSnapshot | None = None  # a snapshot still reading the model and optimizer
+        self.batches_ahead: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        """Batches of (worker, round, step) drawn before their step (`compute.acceleration.batches_ahead`)."""
+        self.state_home: StateHome | None = None  # where the weights and AdamW state live, once relocated
+        self.snapshot_taker: SnapshotTaker | None = None  # kept with the trainer, see keep_snapshot_taker
+        self._snapshots_by: SnapshotTaker | None = None  # set by snapshots_by()
+        self._taker_finalizer: weakref.finalize | None = None  # ends the taker of a trainer never closed
         self.buffers = BufferPool()  # spare checkpoint buffers: this trainer's snapshots are all of one size
         self._copier = SnapshotCopier()
         weakref.finalize(self, self._copier.close)  # the copier's thread ends with a trainer never closed
@@ -160,8 +191,8 @@ class Trainer:
         for name, parameter in self.parameters.items():
             slots = state.optimizer[name]
             own_slots = self.optimizer.state.get(parameter)
-            # The arena's tensors stay where they are whatever the checkpoint's dtypes (copy_ converts).
-            if own_slots and (self._arena is not None or all(own_slots[m].dtype == slots[m].dtype
+            # Relocated tensors stay where they are whatever the checkpoint's dtypes (copy_ converts).
+            if own_slots and (self.state_home is not None or all(own_slots[m].dtype == slots[m].dtype
                                                              for m in ("exp_avg", "exp_avg_sq"))):
                 # Overwrite the tensors AdamW already has: the same values as fresh clones, without
                 # allocating (and page-faulting) the moments again at the start of every round.
@@ -187,61 +218,61 @@ class Trainer:
             tensors[name] = {slot: slots[slot] for slot in ("step", "exp_avg", "exp_avg_sq")}
         return tensors
 
-    def shared_state_arena(self) -> StateArena:
-        """Move the weights and AdamW state into one shared memory file (values unchanged; on first call) and
-        return it: a checkpoint process reads them there (`compute.checkpoint_process`). Every tensor keeps
-        the 64-byte alignment PyTorch's allocator gives, so the kernels, and the bytes, are the same."""
-        if self._arena is not None:
-            return self._arena
-        from .checkpoint_process import StateArena  # Linux only; the verifier never needs it
-
+    def relocate_state(self, make_home: Callable[[dict[str, torch.Tensor]], StateHome]) -> StateHome:
+        """Move the weights and AdamW state into the tensors of `make_home(live)` (values unchanged; on first
+        call, later calls return the same home) and return it; loads then convert into them instead of
+        replacing them. How a checkpoint process comes to read them (`compute.acceleration.state_arena`)."""
+        if self.state_home is not None:
+            return self.state_home
         weights = self.model.state_dict()
         if set(weights) != set(self.parameters):
-            raise CheckpointError("the model has buffers besides its parameters: its state cannot be shared")
+            raise CheckpointError("the model has buffers besides its parameters: its state cannot be moved")
         live = checkpoint_tensors(TrainingState(step=0, weights=weights, optimizer=self._optimizer_tensors()))
         del live["step"]
-        arena = StateArena(live)
+        home = make_home(live)
         with torch.no_grad():
             for name, tensor in live.items():
-                arena.tensors[name].copy_(tensor)
+                home.tensors[name].copy_(tensor)
             for name, parameter in self.parameters.items():
-                parameter.data = arena.tensors[f"weights/{name}"]
+                parameter.data = home.tensors[f"weights/{name}"]
                 slots = self.optimizer.state[parameter]
                 for slot in ("step", "exp_avg", "exp_avg_sq"):
-                    slots[slot] = arena.tensors[f"adamw/{name}/{slot}"]
-        self._arena = arena
-        return arena
+                    slots[slot] = home.tensors[f"adamw/{name}/{slot}"]
+        self.state_home = home
+        return home
 
-    def set_checkpoint_process(self, process: CheckpointProcess) -> None:
-        if self.checkpoint_process is not None and self.checkpoint_process is not process:
+    def keep_snapshot_taker(self, taker: SnapshotTaker) -> None:
+        """Keep `taker` with the trainer: closed by `close()`, or when another replaces it, or when the trainer
+        is dropped unclosed. It takes snapshots only within `snapshots_by(taker)`."""
+        if self.snapshot_taker is not None and self.snapshot_taker is not taker:
             self.close()
-        self.checkpoint_process = process
-        # A trainer dropped without close() still ends its process (its input closes, it exits).
-        self._process_finalizer = weakref.finalize(self, process.close)
+        self.snapshot_taker = taker
+        # A trainer dropped without close() still ends its taker (a checkpoint process: its input closes, it exits).
+        self._taker_finalizer = weakref.finalize(self, taker.close)
 
     @contextlib.contextmanager
-    def snapshots_by(self, process: CheckpointProcess | None,
+    def snapshots_by(self, taker: SnapshotTaker | None,
                      keep_off: Callable[[], None] | None = None) -> Iterator[None]:
-        """Within: `snapshot_soon` asks `process` for the checkpoint (a `RemoteSnapshot`), if one is given;
-        otherwise the copier thread copies it, calling `keep_off` first (the acceleration's
-        `keep_off_training_core`: off the training core of a pinned round)."""
-        self._snapshot_taker = process
+        """Within: `snapshot_soon` asks `taker` for the snapshot, if one is given; otherwise the copier thread
+        copies it, calling `keep_off` first (the acceleration's `keep_off_training_core`: off the training core
+        of a pinned round)."""
+        self._snapshots_by = taker
         self._copier.keep_off = keep_off
         try:
             yield
         finally:
-            self._snapshot_taker = None
+            self._snapshots_by = None
             self._copier.keep_off = None
 
     def close(self) -> None:
-        """End the snapshot copier's thread and the checkpoint process, if they were started (the trainer stays
+        """End the snapshot copier's thread and the kept snapshot taker, if they were started (the trainer stays
         usable: the next `snapshot_soon` starts a copier thread again)."""
         self._wait_for_copy()
         self._copier.close()
-        if self.checkpoint_process is not None:
-            self._process_finalizer.detach()
-            self.checkpoint_process.close()
-            self.checkpoint_process = None
+        if self.snapshot_taker is not None:
+            self._taker_finalizer.detach()
+            self.snapshot_taker.close()
+            self.snapshot_taker = None
 
     def snapshot(self, final: bool = False) -> TrainingState:
         """A copy of the current state, safe to hand to another thread while training goes on. The copy is
@@ -252,14 +283,14 @@ class Trainer:
         fill()
         return state
 
-    def snapshot_soon(self, final: bool = False) -> DeferredSnapshot | RemoteSnapshot:
+    def snapshot_soon(self, final: bool = False) -> PendingSnapshot:
         """The same snapshot, its data copied on another thread while this one goes on with the next step's
         batch, forward and backward passes, which change nothing in it: the copy costs the training thread
-        nothing unless it is not over by the next optimizer step, where `train_step` waits for it. Within
-        `snapshots_by(process)` the process takes it instead (`checkpoint_process.RemoteSnapshot`)."""
+        nothing unless it is not over by the next optimizer step, where `train_step` waits for it (a
+        `DeferredSnapshot`). Within `snapshots_by(taker)` the taker takes it instead (and says what it returns)."""
         self._wait_for_copy()
-        if self._snapshot_taker is not None:
-            self._copying = self._snapshot_taker.snapshot(self.step, self.model.state_dict(), final=final)
+        if self._snapshots_by is not None:
+            self._copying = self._snapshots_by.snapshot(self.step, self.model.state_dict(), final=final)
             return self._copying
         state, fill, weights = self._prepare_snapshot(final)
         self._copying = DeferredSnapshot(state, fill, source_weights=weights, copier=self._copier)
@@ -286,39 +317,11 @@ class Trainer:
         logits = self.model(inputs)
         return functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
-    def draw_batches_ahead(self, worker_index: int, round_index: int, steps: range,
-                           drawer: concurrent.futures.Executor) -> concurrent.futures.Future:
-        """Draw the batches of `steps` (`sample_batch`, the same tensors) on `drawer`'s thread (the worker's
-        `Acceleration.batch_drawer`, off the training core) for `train_step` to take; a step whose batch is
-        not drawn yet draws it itself. At most `AHEAD_BYTES` of batches are drawn. Returns the drawing's
-        future (how many it drew).
-
-        Why: drawing a batch in the training thread (a generator seeded for the step, `randint`, two gathers)
-        costs a step beside checkpoints much more than the drawing alone does."""
-        training = self.spec.training
-        per_batch = training.batch_size * sum(
-            tensor.element_size() * (tensor.numel() // max(tensor.shape[0], 1))
-            for tensor in (self.dataset.train_inputs, self.dataset.train_targets))
-        steps = steps[:max(1, AHEAD_BYTES // max(per_batch, 1))]
-        ahead = self._ahead = {}
-
-        def draw() -> int:
-            drawn = 0
-            for step in steps:
-                if ahead is not self._ahead:  # a later call took over
-                    break
-                ahead[(worker_index, round_index, step)] = sample_batch(
-                    self.dataset, training.batch_size, training.seed, worker_index, round_index, step)
-                drawn += 1
-            return drawn
-
-        return drawer.submit(draw)
-
     def train_step(self, worker_index: int, round_index: int) -> float:
         """One inner AdamW step on the batch of (seed, worker, round, self.step), with the spec's lr for that
         step (`compute.schedule`), set on every step so that a replay from any checkpoint uses the same."""
         training = self.spec.training
-        batch = self._ahead.pop((worker_index, round_index, self.step), None)
+        batch = self.batches_ahead.pop((worker_index, round_index, self.step), None)
         inputs, targets = batch if batch is not None else sample_batch(
             self.dataset, training.batch_size, training.seed, worker_index, round_index, self.step)
         loss = self.loss(inputs, targets)
@@ -389,13 +392,38 @@ def train_segment_soon(trainer: Trainer, *, worker_index: int, round_index: int,
                          soon=True, final=final)
 
 
+class RoundAcceleration(Protocol):
+    """What speeds a round up without changing a byte of it: the worker's `Acceleration`
+    (`compute.acceleration.worker_acceleration`), handed to `run_round` and the worker's rounds. A round
+    without one (the reference, the verifier's cheat rounds) hashes its checkpoints in a thread and pins nothing."""
+
+    def round_checkpoints(self, trainer: Trainer, *, sink: Callable[[HashedCheckpoint, bytes | None], None] | None,
+                          store: BlobStore | None, keep_bytes: bool) -> contextlib.AbstractContextManager:
+        """Within: the `CheckpointQueue` the round submits its checkpoints to, the trainer's snapshots taken and
+        its training thread placed as the acceleration chooses."""
+
+    def draw_batches_ahead(self, trainer: Trainer, worker_index: int, round_index: int, steps: range) -> object:
+        """Start drawing the batches of `steps` for `Trainer.train_step` to take (`Trainer.batches_ahead`)."""
+
+
+def round_checkpoints(trainer: Trainer, acceleration: RoundAcceleration | None, *,
+                      sink: Callable[[HashedCheckpoint, bytes | None], None] | None = None,
+                      store: BlobStore | None = None,
+                      keep_bytes: bool = False) -> contextlib.AbstractContextManager:
+    """Within: the queue a round submits its checkpoints to. The acceleration's, if there is one; otherwise a
+    `CheckpointHasher` hashes them in a thread (and stores them, with `store`; hands them to `sink`)."""
+    if acceleration is not None:
+        return acceleration.round_checkpoints(trainer, sink=sink, store=store, keep_bytes=keep_bytes)
+    return CheckpointHasher(sink=sink, keep_bytes=keep_bytes, store=store)
+
+
 def train_round_segments(trainer: Trainer, checkpoints: CheckpointQueue, *, worker_index: int, round_index: int,
                          steps: int, start_weights: Mapping[str, torch.Tensor] | None = None,
                          resume: TrainingState | None = None, first_segment: int = 0,
                          advance: SegmentTrainer = train_segment_soon,
                          before_segment: Callable[[int], None] | None = None,
                          on_step: Callable[[int], None] | None = None,
-                         acceleration: Acceleration | None = None):
+                         acceleration: RoundAcceleration | None = None):
     """The round loop: every round, the reference's and the worker's, is trained by this function.
 
     Starts the round from `start_weights` (checkpoint 0, a fresh AdamW, submitted to `checkpoints` as it is
@@ -407,8 +435,7 @@ def train_round_segments(trainer: Trainer, checkpoints: CheckpointQueue, *, work
     """
     every = trainer.spec.training.checkpoint_every
     if acceleration is not None:
-        trainer.draw_batches_ahead(worker_index, round_index, range(first_segment * every, steps),
-                                   acceleration.batch_drawer)
+        acceleration.draw_batches_ahead(trainer, worker_index, round_index, range(first_segment * every, steps))
     if resume is not None:
         trainer.load(resume)
     else:
@@ -432,7 +459,7 @@ def train_round_segments(trainer: Trainer, checkpoints: CheckpointQueue, *, work
 def run_round(trainer: Trainer, start_weights: Mapping[str, torch.Tensor], *, worker_index: int, round_index: int,
               steps: int, sink: Callable[[HashedCheckpoint, bytes], None] | None = None,
               keep_bytes: bool = False, on_step: Callable[[int], None] | None = None,
-              acceleration: Acceleration | None = None) -> RoundResult:
+              acceleration: RoundAcceleration | None = None) -> RoundResult:
     """A whole round from `start_weights`: checkpoints 0..n every k steps (`train_round_segments`), hashed in the
     background; the last one (after `steps`) without the optimizer state; the Merkle root and the
     pseudo-gradient.

@@ -1,4 +1,4 @@
-"""`compute.affinity`: the training thread gets a core to itself for a round, everything beside it the others.
+"""`compute.acceleration.affinity`: the training thread gets a core to itself for a round, everything beside it the others.
 
 The pinning is an option of the worker's `compute.acceleration.Acceleration`, handed to its rounds."""
 
@@ -9,9 +9,8 @@ import threading
 
 import pytest
 
-from trolly.compute import affinity, checkpoint_process
-from trolly.compute.acceleration import Acceleration, AccelerationOptions
-from trolly.compute.affinity import CorePinning
+from trolly.compute.acceleration import Acceleration, AccelerationOptions, affinity, checkpoint_process
+from trolly.compute.acceleration.affinity import CorePinning
 from trolly.compute.background import BackgroundQueue
 from trolly.compute.blobs import BlobStore
 from trolly.compute.data import build_dataset, dataset_from_blobs
@@ -146,7 +145,7 @@ def test_in_a_round_the_checkpoint_process_and_the_background_threads_are_off_th
     def look(step, steps):  # on the training thread, between segments
         threads = {t.name: os.sched_getaffinity(t.native_id) for t in threading.enumerate()
                    if t.name in ("checkpoint-records", "checkpoint-process-answers")}
-        process = trainer.checkpoint_process
+        process = trainer.snapshot_taker
         helper = os.sched_getaffinity(process._process.pid) if process is not None else None
         seen.append((os.sched_getaffinity(0), threads, helper))
 

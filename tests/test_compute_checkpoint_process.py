@@ -1,4 +1,4 @@
-"""The checkpoint process (`compute/checkpoint_process.py`): the same bytes as the threads, and its failures.
+"""The checkpoint process (`compute/acceleration/checkpoint_process.py`): the same bytes as the threads, and its failures.
 
 A worker's rounds hand their checkpoints to a helper process that reads the trainer's state from shared
 memory. Nothing a verifier sees may change because of it, and when the process dies or cannot store, the
@@ -18,8 +18,8 @@ import time
 import pytest
 import torch
 
-from trolly.compute import checkpoint_process
-from trolly.compute.acceleration import Acceleration, AccelerationOptions
+from trolly.compute.acceleration import Acceleration, AccelerationOptions, checkpoint_process
+from trolly.compute.acceleration.state_arena import ALIGNMENT, shared_state_arena
 from trolly.compute.blobs import BlobStore
 from trolly.compute.checkpoints import checkpoint_bytes, decode_checkpoint
 from trolly.compute.data import build_dataset, dataset_from_blobs
@@ -81,7 +81,7 @@ def test_the_process_and_the_threads_store_the_runtimes_checkpoints(setup, train
     _, _, start, reference = setup
     with Acceleration(AccelerationOptions(checkpoint_process=process)) as acceleration:
         trained, _, store = run(trainer, tmp_path, start, acceleration)
-    assert (trainer.checkpoint_process is not None) == process
+    assert (trainer.snapshot_taker is not None) == process
     assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]
     for digest in trained.checkpoints:  # each blob holds exactly the bytes its name says
         assert store.has(digest)
@@ -95,16 +95,16 @@ def test_the_process_and_the_threads_store_the_runtimes_checkpoints(setup, train
 def test_training_in_the_shared_arena_gives_the_same_bytes(setup):
     spec, dataset, start, _ = setup
     plain, shared = Trainer(spec, dataset), Trainer(spec, dataset)
-    arena = shared.shared_state_arena()
+    arena = shared_state_arena(shared)
     # the parameters now live in the arena, each on a 64-byte boundary, with their values kept
     for name, parameter in shared.parameters.items():
         assert parameter.data_ptr() == arena.tensors[f"weights/{name}"].data_ptr()
-        assert parameter.data_ptr() % checkpoint_process.ALIGNMENT == 0
+        assert parameter.data_ptr() % ALIGNMENT == 0
     for trainer in (plain, shared):
         trainer.start_round(start)
     states = [train_segment(t, None, worker_index=1, round_index=0, end_step=7) for t in (plain, shared)]
     assert bytes(checkpoint_bytes(states[0])) == bytes(checkpoint_bytes(states[1]))
-    assert shared.shared_state_arena() is arena  # moved once
+    assert shared_state_arena(shared) is arena  # moved once
 
 
 @needs_memfd
@@ -114,7 +114,7 @@ def test_a_killed_process_fails_the_round_clearly_and_the_next_attempt_resumes(s
 
     def kill_after_first_segment(step, steps):
         if not killed:
-            killed.append(trainer.checkpoint_process._process.pid)
+            killed.append(trainer.snapshot_taker._process.pid)
             os.kill(killed[0], signal.SIGKILL)
 
     with pytest.raises(CheckpointError, match="checkpoint process"):
@@ -122,7 +122,7 @@ def test_a_killed_process_fails_the_round_clearly_and_the_next_attempt_resumes(s
     recorded = WorkerState.load(tmp_path).task(3).round(0).checkpoints
     assert recorded == [h.hex() for h in reference.checkpoint_hashes[:len(recorded)]]
     trained, _, _ = run(trainer, tmp_path, start, acceleration)  # a new process, resuming from what was recorded
-    assert trainer.checkpoint_process._process.pid != killed[0]
+    assert trainer.snapshot_taker._process.pid != killed[0]
     assert trained.checkpoints == [h.hex() for h in reference.checkpoint_hashes]
 
 
@@ -144,10 +144,10 @@ def test_a_storage_failure_fails_that_checkpoint_and_every_later_one(setup, trai
 @needs_memfd
 def test_closing_the_trainer_ends_the_process(setup, trainer, tmp_path, acceleration):
     run(trainer, tmp_path, setup[2], acceleration)
-    process = trainer.checkpoint_process._process
+    process = trainer.snapshot_taker._process
     trainer.close()
     assert process.returncode == 0
-    assert trainer.checkpoint_process is None
+    assert trainer.snapshot_taker is None
 
 
 @needs_memfd
@@ -161,7 +161,7 @@ def test_a_process_that_cannot_start_leaves_checkpoints_to_threads(trainer, tmp_
 
 
 def test_the_process_main_refuses_to_run_without_its_arena():
-    result = subprocess.run([sys.executable, "-m", "trolly.compute.checkpoint_process_main"],
+    result = subprocess.run([sys.executable, "-m", "trolly.compute.acceleration.checkpoint_process_main"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "ARENA_FD" in result.stderr
@@ -174,7 +174,7 @@ def test_a_worker_killed_with_sigkill_leaves_no_checkpoint_process_behind(tmp_pa
     script.write_text(
         "import sys, time\n"
         "from trolly.compute.blobs import BlobStore\n"
-        "from trolly.compute.checkpoint_process import checkpoint_process_for\n"
+        "from trolly.compute.acceleration.checkpoint_process import checkpoint_process_for\n"
         "from trolly.compute.data import build_dataset, dataset_from_blobs\n"
         "from trolly.compute.spec import example_spec, spec_from_dict\n"
         "from trolly.compute.training import Trainer\n"
@@ -214,7 +214,7 @@ def test_a_dropped_trainer_releases_its_shared_memory(setup):
     import gc
     spec, dataset, _, _ = setup
     trainer = Trainer(spec, dataset)
-    link = pathlib.Path(f"/proc/self/fd/{trainer.shared_state_arena().descriptor}")
+    link = pathlib.Path(f"/proc/self/fd/{shared_state_arena(trainer).descriptor}")
     assert "trolly-training-state" in os.readlink(link)  # open while the trainer lives
     del trainer
     gc.collect()
@@ -227,7 +227,7 @@ def test_a_trainer_dropped_without_close_ends_its_process(setup, tmp_path, accel
     spec, dataset, start, _ = setup
     trainer = Trainer(spec, dataset)
     run(trainer, tmp_path, start, acceleration)
-    process = trainer.checkpoint_process._process
+    process = trainer.snapshot_taker._process
     del trainer
     gc.collect()
     assert process.wait(timeout=30) == 0

@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 
+from trolly.compute.acceleration.batches_ahead import draw_batches_ahead
 from trolly.compute.checkpoints import (CheckpointHasher, TrainingState, checkpoint_hash, decode_checkpoint,
                                         encode_checkpoint, weights_hash)
 from trolly.compute.data import build_dataset, dataset_from_blobs
@@ -222,28 +223,28 @@ def test_batches_drawn_ahead_are_the_steps_own_and_give_the_same_bytes(digits, d
     expected = train_segment(inline, None, worker_index=1, round_index=2, end_step=12)
     ahead = Trainer(spec, digits)
     ahead.start_round(start)
-    assert ahead.draw_batches_ahead(1, 2, range(0, 12), drawer).result(timeout=30) == 12
-    drawn = dict(ahead._ahead)
+    assert draw_batches_ahead(ahead, 1, 2, range(0, 12), drawer).result(timeout=30) == 12
+    drawn = dict(ahead.batches_ahead)
     for step in (0, 11):
         own = sample_batch(digits, spec.training.batch_size, spec.training.seed, 1, 2, step)
         assert all(torch.equal(a, b) for a, b in zip(drawn[(1, 2, step)], own))
     replayed = train_segment(ahead, None, worker_index=1, round_index=2, end_step=12)
-    assert ahead._ahead == {}  # every step took its batch from those drawn
+    assert ahead.batches_ahead == {}  # every step took its batch from those drawn
     assert checkpoint_hash(replayed) == checkpoint_hash(expected)
 
 
 def test_batches_drawn_ahead_stop_at_the_memory_bound_and_the_rest_are_drawn_in_step(digits, monkeypatch, drawer):
-    from trolly.compute import training
+    from trolly.compute.acceleration import batches_ahead
     spec = small_spec(digits.manifest_hash)
     start = initial_weights(spec, digits.shape)
     expected = train_segment(Trainer(spec, digits), TrainingState.fresh(start), worker_index=0, round_index=0,
                              end_step=12)
     per_batch = spec.training.batch_size * (digits.train_inputs[0].numel() * 4 + 8)
-    monkeypatch.setattr(training, "AHEAD_BYTES", 3 * per_batch)
+    monkeypatch.setattr(batches_ahead, "AHEAD_BYTES", 3 * per_batch)
     trainer = Trainer(spec, digits)
     trainer.start_round(start)
-    assert trainer.draw_batches_ahead(0, 0, range(0, 12), drawer).result(timeout=30) == 3
-    assert sorted(step for _, _, step in trainer._ahead) == [0, 1, 2]
+    assert draw_batches_ahead(trainer, 0, 0, range(0, 12), drawer).result(timeout=30) == 3
+    assert sorted(step for _, _, step in trainer.batches_ahead) == [0, 1, 2]
     assert checkpoint_hash(train_segment(trainer, None, worker_index=0, round_index=0, end_step=12)) == \
         checkpoint_hash(expected)
 
@@ -252,9 +253,9 @@ def test_a_later_drawing_takes_over_and_batches_of_another_round_are_not_used(di
     spec = small_spec(digits.manifest_hash)
     start = initial_weights(spec, digits.shape)
     trainer = Trainer(spec, digits)
-    trainer.draw_batches_ahead(0, 5, range(0, 12), drawer).result(timeout=30)
-    assert trainer.draw_batches_ahead(0, 6, range(0, 12), drawer).result(timeout=30) == 12
-    assert {round_index for _, round_index, _ in trainer._ahead} == {6}
+    draw_batches_ahead(trainer, 0, 5, range(0, 12), drawer).result(timeout=30)
+    assert draw_batches_ahead(trainer, 0, 6, range(0, 12), drawer).result(timeout=30) == 12
+    assert {round_index for _, round_index, _ in trainer.batches_ahead} == {6}
     trainer.start_round(start)  # round 7's steps find nothing drawn for them and draw their own
     trained = train_segment(trainer, None, worker_index=0, round_index=7, end_step=12)
     reference = train_segment(Trainer(spec, digits), TrainingState.fresh(start), worker_index=0, round_index=7,

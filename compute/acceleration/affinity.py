@@ -12,7 +12,7 @@ training thread alone on one core and the rest on the others avoids that.
     pinning.keep_off_training_core()            # first thing in every background thread the round starts
     pinning.keep_process_off_training_core(pid) # the checkpoint process
 
-The worker builds one `CorePinning` when it starts (`compute.acceleration.Acceleration`, switched off by the
+The worker builds one `CorePinning` when it starts (`worker_acceleration.Acceleration`, switched off by the
 `training_core` option) and hands it down. The split is taken from the CPUs the process may use then: the
 training thread gets the first, every background thread the others. Only a single-threaded profile (the
 determinism profile's thread count, 1 by default) is pinned: PyTorch's intra-op threads would share the

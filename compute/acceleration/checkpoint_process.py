@@ -1,12 +1,12 @@
 """Checkpoints taken by a helper process, for the worker's rounds: the training thread only says when.
 
 The worker's trainer keeps its live weights and AdamW state in one shared memory file (the state arena,
-`Trainer.move_state`). `CheckpointProcess` starts `compute.checkpoint_process_main` on it: for each
-checkpoint the training thread sends (sequence, step) and goes on with the next step's batch, forward and
-backward passes; the process copies the arena into canonical checkpoint bytes meanwhile and says so (the
-trainer waits for that before its optimizer step changes the arena, as it does for a `DeferredSnapshot`),
-then hashes the bytes and stores them as a blob, on its own core and under its own GIL. Why a process and
-not threads: see that module's docstring.
+`state_arena.py`). `CheckpointProcess` starts `checkpoint_process_main.py` on it: for each checkpoint the
+training thread sends (sequence, step) and goes on with the next step's batch, forward and backward passes;
+the process copies the arena into canonical checkpoint bytes meanwhile and says so (the trainer waits for
+that before its optimizer step changes the arena, as it does for a `DeferredSnapshot`), then hashes the bytes
+and stores them as a blob, on its own core and under its own GIL. Why a process and not threads: see that
+module's docstring.
 
 The bytes are those of `checkpoints.capture` (the tests compare them), so nothing a verifier sees changes.
 
@@ -15,76 +15,46 @@ The bytes are those of `checkpoints.capture` (the tests compare them), so nothin
         checkpoints.submit(0, trainer.snapshot_soon())   # a RemoteSnapshot
         ...
 
-The process is started once per trainer and store, and ends with the trainer (`Trainer.close`) or with the
-worker: it exits when its input closes, so a worker killed with SIGKILL leaves no orphan behind. Whether a
-worker uses one is an option of its acceleration (`compute.acceleration`: the `checkpoint_process` key of
-worker.json, `trolly-worker start --checkpoint-process/--no-checkpoint-process`); without one, checkpoints
-stay in threads of the worker itself.
+A `CheckpointProcess` is the trainer's `training.SnapshotTaker`: started once per trainer and store, kept by
+the trainer (`Trainer.keep_snapshot_taker`), it ends with the trainer (`Trainer.close`) or with the worker: it
+exits when its input closes, so a worker killed with SIGKILL leaves no orphan behind. Whether a worker uses
+one is an option of its acceleration (`worker_acceleration.py`: the `checkpoint_process` key of worker.json,
+`trolly-worker start --checkpoint-process/--no-checkpoint-process`); without one, checkpoints stay in threads
+of the worker itself.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import mmap
 import os
 import subprocess
 import sys
 import threading
-import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import torch
 
+from ..canonical_copy import layout_of
+from ..checkpoints import CheckpointQueue, HashedCheckpoint, TrainingState, checkpoint_bytes
+from ..errors import CheckpointError
 from .affinity import CorePinning
-from .canonical_copy import layout_of
 from .checkpoint_process_main import ANSWER, COMMAND, COPIED, FAILED, FINAL, READY, SNAPSHOT, STORED, read_exactly
-from .checkpoints import CheckpointQueue, HashedCheckpoint, TrainingState, checkpoint_bytes
-from .errors import CheckpointError
+from .state_arena import StateArena, shared_state_arena
 
 if TYPE_CHECKING:
-    from .blobs import BlobStore
-    from .training import Trainer
+    from ..blobs import BlobStore
+    from ..training import Trainer
 
 log = logging.getLogger(__name__)
 
-ALIGNMENT = 64  # the start of every arena tensor: what PyTorch's own CPU allocator gives, so kernels see the same
 START_TIMEOUT = 30.0
 
 
 def available() -> bool:
     """True where a checkpoint process can run: Linux shared memory files."""
     return hasattr(os, "memfd_create")
-
-
-class StateArena:
-    """One shared memory file holding tensors (each at a 64-byte boundary), mapped into this process."""
-
-    def __init__(self, tensors: Mapping[str, torch.Tensor]) -> None:
-        offsets: dict[str, int] = {}
-        size = 0
-        for name, tensor in tensors.items():
-            size = -(-size // ALIGNMENT) * ALIGNMENT
-            offsets[name] = size
-            size += tensor.numel() * tensor.element_size()
-        self.size = max(size, 1)
-        self.descriptor = os.memfd_create("trolly-training-state", os.MFD_CLOEXEC)
-        # Kept open while the arena lives (a restarted process attaches to it again); closed with the arena,
-        # so a finished task's trainer leaves neither a descriptor nor its shared memory behind.
-        weakref.finalize(self, os.close, self.descriptor)
-        os.ftruncate(self.descriptor, self.size)
-        self._map = mmap.mmap(self.descriptor, self.size)
-        self.offsets = offsets
-        self.tensors: dict[str, torch.Tensor] = {}
-        for name, tensor in tensors.items():
-            view = torch.frombuffer(self._map, dtype=tensor.dtype, count=tensor.numel(), offset=offsets[name]) \
-                if tensor.numel() else torch.empty(0, dtype=tensor.dtype)
-            self.tensors[name] = view.view(tensor.shape)
-
-    def nbytes(self, name: str) -> int:
-        tensor = self.tensors[name]
-        return tensor.numel() * tensor.element_size()
 
 
 class RemoteSnapshot:
@@ -141,7 +111,7 @@ class CheckpointProcess:
                  "layouts": {SNAPSHOT.decode(): _copy_plan(arena, arena.tensors),
                              FINAL.decode(): _copy_plan(arena, weights)}}
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "trolly.compute.checkpoint_process_main", str(arena.descriptor)],
+            [sys.executable, "-m", "trolly.compute.acceleration.checkpoint_process_main", str(arena.descriptor)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(arena.descriptor,), bufsize=0)
         if pinning is not None:  # before its setup: the threads it starts follow
             pinning.keep_process_off_training_core(self._process.pid)
@@ -290,13 +260,13 @@ def checkpoint_process_for(trainer: Trainer, store: BlobStore,
     if not available():
         return None
     root = os.fspath(store.root)
-    current = trainer.checkpoint_process
-    if current is not None and current.alive and current.blob_root == root:
+    current = trainer.snapshot_taker
+    if isinstance(current, CheckpointProcess) and current.alive and current.blob_root == root:
         return current
     try:
-        process = CheckpointProcess(trainer.shared_state_arena(), root, pinning)
+        process = CheckpointProcess(shared_state_arena(trainer), root, pinning)
     except (OSError, CheckpointError) as error:
         log.warning("checkpoints stay in this process's threads: %s", error)
         return None
-    trainer.set_checkpoint_process(process)
+    trainer.keep_snapshot_taker(process)
     return process

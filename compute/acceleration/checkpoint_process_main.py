@@ -1,8 +1,9 @@
 """The checkpoint writer process: copies, hashes and stores a worker's checkpoints on its own core.
 
-Started by `compute.checkpoint_process.CheckpointProcess` as `python -m trolly.compute.checkpoint_process_main
+Started by `checkpoint_process.CheckpointProcess` as `python -m trolly.compute.acceleration.checkpoint_process_main
 FD`, where FD is a shared memory file (memfd) holding the trainer's live weights and AdamW state (the state
-arena). It imports neither torch nor numpy's users: only the standard library and the blob store.
+arena, `state_arena.py`). It imports neither torch nor numpy's users: only the standard library and the blob
+store.
 
 Why a process: the training thread of a worker is Python driving many short PyTorch calls, each releasing and
 retaking the GIL. Background *threads* that copy, hash, write and record checkpoints in the same process keep
@@ -35,7 +36,7 @@ import struct
 import sys
 import threading
 
-from .blobs.store import BlobStore
+from ..blobs.store import BlobStore
 
 COMMAND = struct.Struct("<cIq")
 ANSWER = struct.Struct("<cII")
@@ -149,7 +150,8 @@ def serve(commands, answers: Answers, copiers: dict[bytes, CheckpointCopier], st
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or not argv[0].isdigit():
-        print("usage: python -m trolly.compute.checkpoint_process_main ARENA_FD (started by a worker)", file=sys.stderr)
+        print("usage: python -m trolly.compute.acceleration.checkpoint_process_main ARENA_FD (started by a worker)",
+              file=sys.stderr)
         return 2
     commands = sys.stdin.buffer
     answers = Answers(sys.stdout.fileno())

@@ -3,20 +3,22 @@
 None of it changes a byte of what a round produces (the tests train with each part on and off and compare):
 
     batches drawn ahead   one thread draws the round's batches (`sample_batch`) ahead of the training thread,
-                          off its core (`Trainer.draw_batches_ahead`)
+                          off its core (`batches_ahead.py`)
     checkpoint process    a helper process copies, hashes and stores checkpoints from shared memory, so the
-                          training thread only says when (`compute.checkpoint_process`); otherwise threads
-                          of the worker do it
+                          training thread only says when (`checkpoint_process.py`); otherwise threads of the
+                          worker do it
     core pinning          the training thread gets a CPU to itself for the round, everything beside it the
-                          others (`compute.affinity`)
+                          others (`affinity.py`)
 
     acceleration = Acceleration(AccelerationOptions(checkpoint_process=True, training_core=True))
     ...  run_round(..., acceleration=acceleration) / rounds.train_round(..., acceleration=acceleration)
     acceleration.close()
 
-The options come from the worker's configuration file and `trolly-worker start` flags, once, at the edge.
-A round trained without an `Acceleration` (the verifier's replays, the reference `run_round`) draws its
-batches in the step, hashes its checkpoints in a thread and pins nothing.
+`Acceleration` is the core's `training.RoundAcceleration`: the rounds call it through that interface and
+import nothing of this subpackage. The options come from the worker's configuration file and
+`trolly-worker start` flags, once, at the edge. A round trained without an `Acceleration` (the verifier's
+replays, the reference `run_round`) draws its batches in the step, hashes its checkpoints in a thread and pins
+nothing.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from ..checkpoints import CheckpointHasher, CheckpointQueue, HashedCheckpoint
 from .affinity import CorePinning, training_core
-from .checkpoints import CheckpointHasher, CheckpointQueue, HashedCheckpoint
+from .batches_ahead import draw_batches_ahead
 
 if TYPE_CHECKING:
-    from .blobs import BlobStore
+    from ..blobs import BlobStore
+    from ..training import Trainer
     from .checkpoint_process import CheckpointProcess
-    from .training import Trainer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,13 +72,41 @@ class Acceleration:
         """Within: the calling (training) thread on its own CPU, if pinned and single-threaded."""
         return training_core(self.pinning, threads)
 
+    def draw_batches_ahead(self, trainer: Trainer, worker_index: int, round_index: int,
+                           steps: range) -> concurrent.futures.Future:
+        """The batches of `steps` drawn on this acceleration's thread (`batches_ahead.draw_batches_ahead`)."""
+        return draw_batches_ahead(trainer, worker_index, round_index, steps, self.batch_drawer)
+
     def checkpoint_process_for(self, trainer: Trainer, store: BlobStore) -> CheckpointProcess | None:
         """The trainer's checkpoint process for `store`, or None: switched off, unavailable, or it cannot start."""
         if not self.options.checkpoint_process:
             return None
-        from .checkpoint_process import checkpoint_process_for  # Linux only; a verifier never needs it
+        from .checkpoint_process import checkpoint_process_for  # Linux only: loaded where it is switched on
 
         return checkpoint_process_for(trainer, store, self.pinning)
+
+    @contextlib.contextmanager
+    def round_checkpoints(self, trainer: Trainer, *,
+                          sink: Callable[[HashedCheckpoint, bytes | None], None] | None = None,
+                          store: BlobStore | None = None, keep_bytes: bool = False) -> Iterator[CheckpointQueue]:
+        """Within: the queue a round submits its checkpoints to, and the round's training thread pinned.
+
+        With a checkpoint process running for `store`, the process takes the checkpoints
+        (`checkpoint_process.RemoteCheckpoints`: the sink gets no bytes); otherwise a `CheckpointHasher` hashes
+        them in a thread (and stores them, with `store`). The queue's thread and the trainer's snapshot copier
+        keep off the training core with `keep_off_training_core` (handed to them here); the blob store's
+        hashing thread, started from the queue's thread, inherits its CPUs."""
+        process = self.checkpoint_process_for(trainer, store) if store is not None else None
+        keep_off = self.keep_off_training_core
+        with self.training_core(trainer.spec.determinism.threads):
+            if process is not None:
+                from .checkpoint_process import RemoteCheckpoints
+
+                queue: CheckpointQueue = RemoteCheckpoints(store, sink=sink, on_start=keep_off)
+            else:
+                queue = CheckpointHasher(sink=sink, keep_bytes=keep_bytes, store=store, on_start=keep_off)
+            with queue, trainer.snapshots_by(process, keep_off=keep_off):
+                yield queue
 
     def close(self) -> None:
         """Stop the batch-drawing thread (after what it is drawing)."""
@@ -86,29 +117,3 @@ class Acceleration:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
-
-
-@contextlib.contextmanager
-def round_checkpoints(trainer: Trainer, acceleration: Acceleration | None, *,
-                      sink: Callable[[HashedCheckpoint, bytes | None], None] | None = None,
-                      store: BlobStore | None = None, keep_bytes: bool = False) -> Iterator[CheckpointQueue]:
-    """Within: the queue a round submits its checkpoints to, and the round's training thread pinned.
-
-    With an acceleration whose checkpoint process runs for `store`, the process takes the checkpoints
-    (`checkpoint_process.RemoteCheckpoints`: the sink gets no bytes); otherwise a `CheckpointHasher` hashes
-    them in a thread (and stores them, with `store`). The queue's thread and the trainer's snapshot copier
-    keep off the training core with the acceleration's `keep_off_training_core` (handed to them here); the
-    blob store's hashing thread, started from the queue's thread, inherits its CPUs."""
-    process = acceleration.checkpoint_process_for(trainer, store) \
-        if acceleration is not None and store is not None else None
-    threads = trainer.spec.determinism.threads
-    keep_off = acceleration.keep_off_training_core if acceleration is not None else None
-    with acceleration.training_core(threads) if acceleration is not None else contextlib.nullcontext():
-        if process is not None:
-            from .checkpoint_process import RemoteCheckpoints
-
-            queue: CheckpointQueue = RemoteCheckpoints(store, sink=sink, on_start=keep_off)
-        else:
-            queue = CheckpointHasher(sink=sink, keep_bytes=keep_bytes, store=store, on_start=keep_off)
-        with queue, trainer.snapshots_by(process, keep_off=keep_off):
-            yield queue

@@ -52,11 +52,11 @@ class WorkerConfig:
     blob URLs come from strangers (compute/blobs/addresses.py). A localnet, whose blob services listen on
     127.0.0.1, turns it on. Cloud metadata addresses stay refused."""
     checkpoint_process: bool = True
-    """Copy, hash and store checkpoints in a helper process (`compute.checkpoint_process`); false: in threads of
-    the worker. The same bytes either way."""
+    """Copy, hash and store checkpoints in a helper process (`compute.acceleration.checkpoint_process`); false: in
+    threads of the worker. The same bytes either way."""
     training_core: bool = True
-    """Give the training thread a CPU to itself during a round (`compute.affinity`); false: leave every thread to
-    the scheduler. The same bytes either way."""
+    """Give the training thread a CPU to itself during a round (`compute.acceleration.affinity`); false: leave every
+    thread to the scheduler. The same bytes either way."""
 
     def __post_init__(self) -> None:
         for name in ("blob_port", "stake", "fee"):

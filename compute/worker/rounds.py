@@ -40,16 +40,16 @@ import torch
 
 from trolly.chain.proto.market_pb2 import MsgCommitRound
 
-from ..acceleration import Acceleration, round_checkpoints
+from ..acceleration import Acceleration
+from ..acceleration.checkpoint_process import RemoteSnapshot
 from ..blobs import BlobStore
-from ..checkpoint_process import RemoteSnapshot
 from ..checkpoints import DeferredSnapshot, HashedCheckpoint, TrainingState, decode_checkpoint, weights_hash
 from ..canonical import decode_tensors
 from ..canonical_copy import BufferPool, allocate_canonical
 from ..codecs import get_codec
 from ..codecs.fused import Workspace, encode_with_feedback
 from ..merkle import merkle_root
-from ..training import Trainer, train_round_segments
+from ..training import Trainer, round_checkpoints, train_round_segments
 from .errors import WorkerError
 from .state import RoundProgress, WorkerState
 from .strategies import TrainingStrategy
