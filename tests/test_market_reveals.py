@@ -127,3 +127,50 @@ def test_fees_held_when_a_task_ends_are_paid_when_the_reveal_window_closes(make_
     chain.advance(REVEAL_WINDOW)
     gains = [chain.balance(op) - b for op, b in zip(ops, balances)]
     assert sum(gains) >= 2 * VERIFIER_FEE
+
+
+def test_a_lazy_verifier_that_unbonds_before_its_reveal_deadline_is_penalised_from_its_unbonding_stake(make_chain):
+    from trolly.chain.accounts import get_supply
+    from trolly.chain.proto.staking_pb2 import MsgUnbond
+    from trolly.chain.validators import UNBONDING_POOL, unbonding_entries_of
+
+    chain, market, task_id, items = setup(make_chain)
+    honest, lazy = chain.operators[:2]
+    vote(chain, task_id, [(op, item, VERDICT_PASS, None) for item in items for op in (honest, lazy)])
+    bonded = stake(chain, lazy)
+    assert chain.deliver(lazy, MsgUnbond(amount=bonded)).ok  # all of it, before the reveal deadline
+    assert stake(chain, lazy) == 0
+    supply, pool = get_supply(chain.state), chain.balance(UNBONDING_POOL)
+
+    reveal(chain, task_id, [(honest, item, None) for item in items])
+    outputs = chain.advance(REVEAL_WINDOW)
+    lazy_events = [a for o in outputs for a in event_actions(o, "lazy_verifier")]
+    assert [a["penalty"] for a in lazy_events] == [str(PENALTY)] * len(items)
+    burned = len(items) * PENALTY
+    missed = sum(int(a["penalty"]) for o in outputs for a in event_actions(o, "dropped"))  # round 1 went uncommitted
+    assert get_supply(chain.state) == supply - burned - missed
+    assert chain.balance(UNBONDING_POOL) == pool - burned
+    assert [e.amount for e in unbonding_entries_of(chain.state, lazy.address)] == [bonded - burned]
+
+
+def test_an_unbonding_entry_from_before_the_vote_is_not_penalised(make_chain):
+    from trolly.chain.proto.staking_pb2 import MsgUnbond
+    from trolly.chain.validators import unbonding_entries_of
+
+    chain = make_chain(accounts=3, validators=3, params={"market": PARAMS})
+    market = Market(chain)
+    lazy = chain.operators[1]
+    earlier = stake(chain, lazy) // 2
+    assert chain.deliver(lazy, MsgUnbond(amount=earlier)).ok  # unbonded before it ever voted
+    task_id = market.open_task(workers=2, collateral=4 * REWARD)
+    market.commit(task_id, 0, market.workers[:2])
+    chain.block()
+    items = market.to_verify(chain.operators[0])
+    vote(chain, task_id, [(op, item, VERDICT_PASS, None) for item in items for op in chain.operators])
+    later = stake(chain, lazy)
+    assert chain.deliver(lazy, MsgUnbond(amount=later)).ok
+    reveal(chain, task_id, [(op, item, None) for item in items for op in (chain.operators[0], chain.operators[2])])
+    outputs = chain.advance(REVEAL_WINDOW)
+    penalties = [int(a["penalty"]) for o in outputs for a in event_actions(o, "lazy_verifier")]
+    assert len(items) * PENALTY > later and sum(penalties) == later  # all it unbonded since the vote, no more
+    assert [e.amount for e in unbonding_entries_of(chain.state, lazy.address)] == [earlier]

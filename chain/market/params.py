@@ -160,8 +160,8 @@ class MarketParams:
     The verifier fees of the round are held until then."""
 
     lazy_verifier_penalty: int = 1_000_000
-    """utrl burned from the bonded stake of a validator whose reveal is missing or disagrees with the
-    segment's majority digest (it also loses its share of the verifier fee)."""
+    """utrl burned from the stake of a validator whose reveal is missing or disagrees with the segment's
+    majority digest, bonded or unbonding since its vote (it also loses its share of the verifier fee)."""
 
     def __post_init__(self) -> None:
         if self.sampling_delay < 1:

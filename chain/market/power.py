@@ -30,16 +30,31 @@ def powered_operators(state: State) -> list[tuple[bytes, int]]:
     return sorted((operator, power) for operator, power in found if power > 0)
 
 
-def burn_validator_stake(state: State, operator: bytes, amount: int) -> int:
-    """Burn up to `amount` of a validator's bonded stake (its power follows); returns what was burned. The only
-    validator with power is spared, since an empty validator set would halt the chain."""
+def burn_validator_stake(state: State, operator: bytes, amount: int, since_height: int) -> int:
+    """Burn up to `amount` of a validator's stake for a fault committed at `since_height`; returns what was
+    burned. Bonded stake goes first, then the unbonding entries created at or after that height, oldest
+    first: those tokens were bonded when the fault was committed, so unbonding before the penalty falls
+    cannot dodge it (as slashing treats them, `modules.slashing`). The only validator with power keeps its
+    bonded stake, since an empty validator set would halt the chain."""
+    if amount <= 0:
+        return 0
+    taken = 0
     validator = validators.get_validator(state, operator)
-    if validator is None or amount <= 0:
-        return 0
-    if [v.operator for v in validators.active_validators(state)] == [operator]:
-        return 0
-    taken = min(amount, validator.stake)
-    if taken:
-        burn(state, validators.BONDED_POOL, taken)
-        validators.save_validator(state, dataclasses.replace(validator, stake=validator.stake - taken))
-    return taken
+    if validator is not None and [v.operator for v in validators.active_validators(state)] != [operator]:
+        taken = min(amount, validator.stake)
+        if taken:
+            burn(state, validators.BONDED_POOL, taken)
+            validators.save_validator(state, dataclasses.replace(validator, stake=validator.stake - taken))
+    from_unbonding = 0
+    entries = sorted(validators.unbonding_entries_of(state, operator), key=lambda e: (e.creation_height, e.sequence))
+    for entry in entries:
+        if taken + from_unbonding == amount:
+            break
+        if entry.creation_height < since_height:
+            continue
+        cut = min(entry.amount, amount - taken - from_unbonding)
+        validators.set_unbonding_entry(state, dataclasses.replace(entry, amount=entry.amount - cut))
+        from_unbonding += cut
+    if from_unbonding:
+        burn(state, validators.UNBONDING_POOL, from_unbonding)
+    return taken + from_unbonding

@@ -8,8 +8,9 @@ window closes, every sampled segment's majority digest is the revealed digest ba
 (ties: the smaller digest). A voter is lazy on a segment when it revealed nothing, or (unless it voted
 UNAVAILABLE, which replays nothing) revealed another digest than the majority's. A lazy voter gets no share of
 the verifier fee of that worker's payout (held since settlement; the others who decided it share it, or the
-fee collector takes it when none is left) and `lazy_verifier_penalty` of its bonded stake is burned, once per
-segment. Binding the operator address into the commitment stops a validator from copying another's.
+fee collector takes it when none is left) and `lazy_verifier_penalty` of its stake is burned, once per
+segment: bonded stake first, then what it unbonded since its vote (unbonding before the reveal deadline does
+not dodge the penalty). Binding the operator address into the commitment stops a validator from copying another's.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..state import State
 from .economics import split_evenly
 from .events import task_event
 from .power import burn_validator_stake, operator_power
-from .records import VERDICT_UNAVAILABLE, Commitment, Task
+from .records import VERDICT_UNAVAILABLE, Commitment, Task, Vote
 from .store import escrow_out, put_commitment, round_commitments, segment_votes
 from .tally import deciding_voters
 
@@ -46,11 +47,12 @@ def majority_digest(state: State, votes: list) -> bytes:
     return min(backing, key=lambda digest: (-backing[digest], digest)) if backing else b""
 
 
-def lazy_voters(state: State, commitment: Commitment, segment: int) -> list[bytes]:
-    """Voters on one segment whose reveal is missing or disagrees with the majority digest, ascending."""
+def lazy_voters(state: State, commitment: Commitment, segment: int) -> list[tuple[bytes, Vote]]:
+    """Voters on one segment (with their votes) whose reveal is missing or disagrees with the majority digest,
+    ascending."""
     votes = segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment)
     majority = majority_digest(state, votes)
-    return [validator for validator, vote in votes
+    return [(validator, vote) for validator, vote in votes
             if not vote.replay_digest or (vote.verdict != VERDICT_UNAVAILABLE and vote.replay_digest != majority)]
 
 
@@ -60,9 +62,9 @@ def settle_reveals(state: State, ctx: BlockContext, task: Task, round_: int) -> 
     for commitment in round_commitments(state, task, round_):
         lazy: set[bytes] = set()
         for segment in commitment.segments:
-            for validator in lazy_voters(state, commitment, segment):
+            for validator, vote in lazy_voters(state, commitment, segment):
                 lazy.add(validator)
-                burned = burn_validator_stake(state, validator, penalty)
+                burned = burn_validator_stake(state, validator, penalty, since_height=vote.height)
                 task_event(ctx, task.id, "lazy_verifier", round=round_, worker=encode_address(commitment.worker),
                            segment=segment, validator=encode_address(validator), penalty=burned)
         fee = commitment.held_verifier_fee
