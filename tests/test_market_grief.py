@@ -1,5 +1,5 @@
-"""Requesters cannot grief: a cancel waits for the round whose commitments are on chain, and a spec's model,
-batch and memory estimate are bounded by chain params."""
+"""Requesters cannot grief: a cancel waits for the round in progress (from its start, with or without commitments
+on chain), and a spec's model, batch and memory estimate are bounded by chain params."""
 
 from __future__ import annotations
 
@@ -54,6 +54,31 @@ def test_a_cancel_after_commitments_lets_the_round_settle_and_pays_it(make_chain
     view = market.task(task_id)
     assert chain.balance(ESCROW) == 3 * STAKE
     assert_fails(cancel(market, task_id), TaskEnded)
+
+
+def test_a_cancel_as_soon_as_a_round_starts_lets_it_be_trained_verified_and_paid(make_chain):
+    market = make_market(make_chain)
+    chain = market.chain
+    requester_balance = chain.balance(market.requester)
+    task_id = market.open_task(workers=2, collateral=COLLATERAL, budget=5 * REWARD)
+    worker_balances = [chain.balance(w) for w in market.workers[:2]]
+    view = market.task(task_id)
+    assert (view["round"], view["phase"]) == (0, "commit")
+    assert not market.round_commitments(task_id, 0)  # nothing on chain yet: the workers are training
+    assert cancel(market, task_id).ok
+    view = market.task(task_id)
+    assert view["status"] == "running" and view["cancel_requested"]
+
+    market.commit(task_id, 0, market.workers[:2])
+    chain.block()  # sampled
+    output = market.vote(chain.operators, task_id)
+    assert len(event_actions(output, "cancelled")) == 1 and event_actions(output, "round_started") == []
+    view = market.task(task_id)
+    assert view["status"] == "cancelled" and view["paid_workers"] == REWARD
+    assert view["refunded"] == 5 * REWARD - SPENT_PER_ROUND
+    assert chain.balance(market.requester) == requester_balance - SPENT_PER_ROUND
+    for worker, before in zip(market.workers[:2], worker_balances):
+        assert chain.balance(worker) == before + COLLATERAL + HALF
 
 
 def test_a_cancel_during_verification_still_pays_the_round(make_chain):

@@ -117,10 +117,17 @@ def test_reveals_are_refused_before_settlement_twice_with_the_wrong_salt_after_t
 def test_fees_held_when_a_task_ends_are_paid_when_the_reveal_window_closes(make_chain):
     from trolly.chain.proto import market_pb2 as pb
 
-    chain, market, task_id, items = setup(make_chain)
+    from market_helpers import spec_bytes
+
+    chain = make_chain(accounts=3, validators=3, params={"market": PARAMS})
+    market = Market(chain)
+    task_id = market.open_task(workers=2, collateral=4 * REWARD, rounds=1, spec=spec_bytes(rounds=1))
+    market.commit(task_id, 0, market.workers[:2])
+    chain.block()
+    items = market.to_verify(chain.operators[0])
     ops = chain.operators[:2]
     vote(chain, task_id, [(op, item, VERDICT_PASS, None) for item in items for op in ops])
-    assert chain.deliver(market.requester, pb.MsgCancelTask(task_id=task_id)).ok  # ends now: round 1 has nothing
+    assert chain.deliver(market.requester, pb.MsgCancelTask(task_id=task_id)).ok  # ends now: the final report
     assert market.task(task_id)["status"] == "cancelled"
     balances = [chain.balance(op) for op in ops]
     reveal(chain, task_id, [(op, item, None) for item in items for op in ops])

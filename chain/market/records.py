@@ -96,8 +96,8 @@ class Task:
     reveals_due: list[list[int]] = field(default_factory=list)
     """[height, round] of each settled round whose reveal window closes at that height."""
     cancel_requested: int = 0
-    """1 once the requester cancelled while a round's commitments were on chain: that round is verified and
-    paid, then the task ends `cancelled` instead of starting the next round."""
+    """1 once the requester cancelled during a training round: that round is trained, verified and paid, then
+    the task ends `cancelled` instead of starting the next round."""
 
 
 @dataclass
