@@ -20,7 +20,6 @@ unix address as `proxy_app` unless `--proxy-app` gives another (`tcp://...` wher
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import pathlib
 import re
@@ -36,7 +35,9 @@ from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
 
 from . import home as homelib
+from .addresses import AddressError, default_unix_address
 from .errors import AbciAppError
+from .gc_tuning import tune_garbage_collection
 
 log = logging.getLogger("trolly.node")
 
@@ -115,32 +116,12 @@ def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, p2p_laddr) -
 
 def _default_app_address(root: pathlib.Path) -> str:
     """The app's socket when nothing names one: `unix://ROOT/data/app.sock` (mode 0600 once listening)."""
-    from .server import default_unix_address
-
     return default_unix_address(root / "data")
 
 
 def _app_address(root: pathlib.Path, given: str | None, config: dict) -> str:
     """The address given on the command line, else config.toml `proxy_app`, else the home's unix socket."""
     return given or config.get("proxy_app") or _default_app_address(root)
-
-
-GC_YOUNG_THRESHOLD = 50_000
-"""The app process collects its youngest generation once this many more tracked objects were made than freed
-(Python's default is 700). A block's transient objects (each transaction's results, events, decoded messages)
-then die by reference counting before a collection walks them, instead of being walked and promoted through
-every generation while the block runs; the bound still collects any cyclic garbage after that much."""
-
-
-def tune_garbage_collection() -> None:
-    """The app process's collector settings, applied once its start-up is done (`_serve_app`).
-
-    `gc.freeze` moves everything alive then (modules, protobuf descriptors, the store) out of the
-    collector's reach, so the full collections that remain no longer walk it; `GC_YOUNG_THRESHOLD` makes
-    collections rare (see there). Neither changes any answer of the app, only when memory is scanned."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
 async def _serve_app(root: pathlib.Path, address: str, exit_before_commit_height: int | None = None,
@@ -305,8 +286,6 @@ def version() -> None:
 def _dev_app_address(root: pathlib.Path) -> tuple[str, str | None]:
     """The app's unix socket: in the home if its path fits, else in a new private (0700) temporary directory,
     returned second so that `dev` removes it at the end (None when the home's socket is used)."""
-    from .server import AddressError
-
     try:
         return _default_app_address(root), None
     except AddressError:

@@ -39,12 +39,12 @@ import signal
 import socket
 import stat
 import tempfile
-from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import DecodeError
 
 
+from .addresses import MAX_UNIX_PATH_BYTES, AddressError, default_unix_address, parse_address
 from .errors import AbciAppError
 from .framing import MAX_MESSAGE_BYTES, FrameReader, FramingError, encode_frame
 from .proto.tendermint.abci import types_pb2 as abci
@@ -54,9 +54,6 @@ log = logging.getLogger("trolly.abci.server")
 UNIX_SOCKET_MODE = 0o600
 """Only the node's own user may connect to the application's unix socket."""
 
-MAX_UNIX_PATH_BYTES = 107
-"""Longest socket path Linux accepts (`sun_path` is 108 bytes with its terminating NUL)."""
-
 YIELD_EVERY = 8
 """Requests served in a row before the connection lets the others take their turn."""
 
@@ -65,65 +62,12 @@ YIELD_BYTES = 16 * 1024
 Every check of a request is linear in its bytes, so bytes bound the work: a pipeline of large CheckTx (task specs
 of the maximum size) lets a consensus call in after each one instead of after `YIELD_EVERY` of them."""
 
-SOCKET_NAME = "app.sock"
-"""The application's socket file name inside a home's (or a state directory's) `data/` directory."""
-
-
-def unix_socket_fits(path: str | os.PathLike) -> bool:
-    """Whether `bind_private_unix_socket` can listen at `path`: the path, and the private path it binds first
-    beside it (`.abci-XXXXXXXX/s`, longer than a socket's file name), must both fit a socket address."""
-    staging = os.path.join(os.path.dirname(os.path.abspath(path)), ".abci-XXXXXXXX", "s")
-    return max(len(os.fsencode(path)), len(os.fsencode(staging))) <= MAX_UNIX_PATH_BYTES
-
-
-def default_unix_address(directory: str | os.PathLike) -> str:
-    """`unix://DIRECTORY/app.sock` with DIRECTORY made absolute; AddressError if that path is too long for a
-    socket (then an explicit `unix://SHORTER` or `tcp://HOST:PORT` address is needed)."""
-    path = os.path.join(os.path.abspath(directory), SOCKET_NAME)
-    if not unix_socket_fits(path):
-        raise AddressError(f"the default socket path {path} is longer than a unix socket allows "
-                           f"({MAX_UNIX_PATH_BYTES} bytes); give an address: unix://SHORTER_PATH or tcp://HOST:PORT")
-    return f"unix://{path}"
-
 APPLICATION_METHODS = (
     "echo", "info", "init_chain", "query", "check_tx", "commit", "list_snapshots", "offer_snapshot",
     "load_snapshot_chunk", "apply_snapshot_chunk", "prepare_proposal", "process_proposal", "extend_vote",
     "verify_vote_extension", "finalize_block",
 )
 """Request cases answered by the application method of the same name (`flush` is the server's own)."""
-
-
-class AddressError(AbciAppError):
-    """An ABCI listen address is not `tcp://host:port` or `unix://path`."""
-
-
-@dataclass(frozen=True)
-class ListenAddress:
-    scheme: str  # "tcp" or "unix"
-    host: str = ""
-    port: int = 0
-    path: str = ""
-
-    def __str__(self) -> str:
-        return f"unix://{self.path}" if self.scheme == "unix" else f"tcp://{self.host}:{self.port}"
-
-
-def parse_address(text: str) -> ListenAddress:
-    """`tcp://127.0.0.1:26658`, `127.0.0.1:26658` (tcp implied) or `unix:///path/to/socket`."""
-    if text.startswith("unix://"):
-        path = text[len("unix://"):]
-        if not path:
-            raise AddressError(f"unix address {text!r} has no path")
-        return ListenAddress("unix", path=path)
-    rest = text[len("tcp://"):] if text.startswith("tcp://") else text
-    if "://" in rest:
-        raise AddressError(f"invalid ABCI address {text!r}: expected tcp://host:port or unix://path")
-    host, separator, port = rest.rpartition(":")
-    if not separator or not port.isdigit() or not host:
-        raise AddressError(f"invalid ABCI address {text!r}: expected tcp://host:port or unix://path")
-    if not 0 <= int(port) <= 65535:
-        raise AddressError(f"invalid port in {text!r}")
-    return ListenAddress("tcp", host=host.strip("[]"), port=int(port))
 
 
 def bind_private_unix_socket(path: str, backlog: int = 100) -> socket.socket:
@@ -412,7 +356,7 @@ def main(argv: list[str] | None = None) -> None:
     from trolly.chain.checked_txs import CheckedTxs
 
     from .application import TrollyApplication
-    from .cli import tune_garbage_collection
+    from .gc_tuning import tune_garbage_collection
     from .signature_checker import SignatureChecker
     from .store import Store
 

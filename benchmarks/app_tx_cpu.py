@@ -35,7 +35,7 @@ import tempfile
 import time
 
 from trolly.abci_app.application import TrollyApplication
-from trolly.abci_app.cli import tune_garbage_collection
+from trolly.abci_app.gc_tuning import tune_garbage_collection
 from trolly.abci_app.home_genesis import GenesisValidator, build_app_state
 from trolly.abci_app.proto.tendermint.abci import types_pb2 as abci
 from trolly.abci_app.server import AbciServer

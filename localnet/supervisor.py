@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trolly.abci_app.server import AddressError, parse_address
+from trolly.abci_app.addresses import AddressError, parse_address
 
 from .layout import LocalnetError
 

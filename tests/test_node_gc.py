@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from trolly.abci_app import cli
 from trolly.abci_app import server
+from trolly.abci_app.gc_tuning import GC_YOUNG_THRESHOLD, tune_garbage_collection
 
 
 @pytest.fixture
@@ -25,8 +26,8 @@ def restored_gc():
 def test_tuning_freezes_what_is_alive_and_raises_only_the_young_threshold(restored_gc):
     older = gc.get_threshold()[1:]
     alive_before = [["start-up state"]]
-    cli.tune_garbage_collection()
-    assert gc.get_freeze_count() > 0 and gc.get_threshold() == (cli.GC_YOUNG_THRESHOLD, *older)
+    tune_garbage_collection()
+    assert gc.get_freeze_count() > 0 and gc.get_threshold() == (GC_YOUNG_THRESHOLD, *older)
     assert all(tracked is not alive_before[0] for generation in range(3) for tracked in gc.get_objects(generation))
 
 
@@ -41,7 +42,7 @@ def test_the_app_is_served_with_the_tuned_collector(tmp_path, monkeypatch, resto
     monkeypatch.setattr(server, "run_until_signalled", fake_run_until_signalled)
     gc.set_threshold(700, *gc.get_threshold()[1:])
     asyncio.run(cli._serve_app(tmp_path / "h", f"unix://{tmp_path}/app.sock", signature_checker=False))
-    assert len(seen) == 1 and seen[0][0] == cli.GC_YOUNG_THRESHOLD and seen[0][1] > 0
+    assert len(seen) == 1 and seen[0][0] == GC_YOUNG_THRESHOLD and seen[0][1] > 0
 
 
 def test_the_app_alone_is_served_with_the_tuned_collector(tmp_path, monkeypatch, restored_gc):
@@ -54,4 +55,4 @@ def test_the_app_alone_is_served_with_the_tuned_collector(tmp_path, monkeypatch,
     gc.set_threshold(700, *gc.get_threshold()[1:])
     server.main(["--db", str(tmp_path / "app.db"), "--address", f"unix://{tmp_path}/app.sock",
                  "--signature-checker", "off", "--log-level", "WARNING"])
-    assert len(seen) == 1 and seen[0][0] == cli.GC_YOUNG_THRESHOLD and seen[0][1] > 0
+    assert len(seen) == 1 and seen[0][0] == GC_YOUNG_THRESHOLD and seen[0][1] > 0

@@ -22,7 +22,7 @@ import logging
 
 from google.protobuf.message import DecodeError
 
-from .. import server
+from ..addresses import AddressError, parse_address as parse_listen_address
 from ..framing import FramingError, encode_frame, read_message
 from ..proto.tendermint.abci import types_pb2
 from . import AppConnectionLost, EngineError
@@ -38,10 +38,10 @@ class AppProtocolError(EngineError):
 
 def parse_address(address: str) -> tuple[str, str | tuple[str, int]]:
     """("unix", path) or ("tcp", (host, port)) from `unix://PATH` or `tcp://HOST:PORT` (bare HOST:PORT too), by
-    the rule the app's server listens by (`server.parse_address`)."""
+    the rule the app's server listens by (`addresses.parse_address`)."""
     try:
-        listen = server.parse_address(address)
-    except server.AddressError as exc:
+        listen = parse_listen_address(address)
+    except AddressError as exc:
         raise EngineError(f"invalid ABCI address {address!r}: {exc}") from None
     return ("unix", listen.path) if listen.scheme == "unix" else ("tcp", (listen.host, listen.port))
 
