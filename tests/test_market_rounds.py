@@ -85,23 +85,29 @@ def test_cancel_before_start_refunds_everything(make_chain):
 
 
 def test_cancel_mid_task_keeps_verified_rounds_paid_and_refunds_the_rest(make_chain):
-    """Cancelled in round 1's commit phase before anyone committed: the task ends at once."""
+    """Cancelled in round 1's commit phase before anyone committed: round 1 still runs and is paid, then the
+    task ends; round 2 never starts."""
     market = make_market(make_chain)
     chain = market.chain
     requester_balance = chain.balance(market.requester)
-    task_id = market.open_task(workers=2, collateral=COLLATERAL, budget=5 * REWARD)
+    task_id = market.open_task(workers=2, collateral=COLLATERAL, budget=5 * REWARD, rounds=3,
+                               spec=spec_bytes(rounds=3))
     worker_balances = [chain.balance(w) for w in market.workers[:2]]
     market.commit(task_id, 0, market.workers[:2])
     chain.block()
     market.vote(chain.operators, task_id)
     assert chain.deliver(market.requester, pb.MsgCancelTask(task_id=task_id)).ok
+    assert market.task(task_id)["status"] == "running"
+    market.commit(task_id, 1, market.workers[:2])
+    chain.block()
+    market.vote(chain.operators, task_id)
     half = REWARD // 2
-    spent = 2 * (half + half * 200 // 10_000 + half * 300 // 10_000)
+    spent = 2 * 2 * (half + half * 200 // 10_000 + half * 300 // 10_000)
     view = market.task(task_id)
-    assert view["status"] == "cancelled" and view["refunded"] == 5 * REWARD - spent
+    assert view["status"] == "cancelled" and view["round"] == 1 and view["refunded"] == 5 * REWARD - spent
     assert chain.balance(market.requester) == requester_balance - spent
     for worker, before in zip(market.workers[:2], worker_balances):
-        assert chain.balance(worker) == before + COLLATERAL + half  # collateral back in full, round 0 paid
+        assert chain.balance(worker) == before + COLLATERAL + 2 * half  # collateral back in full, two rounds paid
     market.reveal(task_id)  # the verifier fees stay in escrow until the reveal window closes
     chain.advance(10)
     view = market.task(task_id)
