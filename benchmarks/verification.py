@@ -15,9 +15,11 @@
    gives the honest side of the tolerance calibration and its own false-positive count.
    It also recomputes each round's aggregate from the encoded updates and compares it with the start
    weights of the next round (and with stale weights, which it must reject).
-2. Cheat matrix. For every registered cheat (`verifier/cheats/`, plus `--cheat-module` files, and
-   `forged_update`, whose segments are honest and whose update is not) and model, cheating rounds are built
-   with a random third of the segments faked; every faked segment is verified by the real verifier
+2. Cheat matrix. For every registered cheat (the one registry, `compute/cheats/`, whose cheats a worker
+   started with `--cheat NAME` plays too, under the same names; plus `--cheat-module` files) and model,
+   cheating rounds are built with a random third of the segments faked (whole-round cheats such as
+   `forged_update`, whose segments are honest and whose update is not, fake all of them); every faked
+   segment is verified by the real verifier
    (`detection`) and by the tolerance-measuring one (`tolerance_fallback.detection`, and the cheat side of
    the calibration).
 3. Cost. Seconds per trained step (honest `run_round`, checkpoints hashed, after a warm-up round) and seconds
@@ -66,7 +68,7 @@ from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.verifier import sampling
 from trolly.verifier.aggregation import check_aggregation
-from trolly.verifier.cheats import CHEATS, CheatContext, choose_faked_segments, get_cheat, load_cheat_module
+from trolly.compute.cheats import CHEATS, CheatContext, choose_faked_segments, get_cheat, honest_round, load_cheat_module
 from trolly.verifier.replay import PASSED, Replayer, SegmentClaim, check_round_update, verify_segment
 from trolly.verifier.blob_cache import VerifiedBlobs
 from trolly.verifier.update_check import UpdateChecks
@@ -282,6 +284,11 @@ def foreign_profile() -> str:
     return f"torch-{torch.__version__}/threads-1/isa-{other}/deterministic-ftz"
 
 
+def cheat_names() -> list[str]:
+    """The cheats of the matrix: every one registered (`compute.cheats`, and `--cheat-module` files), in order."""
+    return list(CHEATS)
+
+
 def verify_cheats(models, names, trials: int, exact: Replayer, tolerant: Replayer) -> dict:
     """Each faked segment judged by the real verifier under the profile the round was made with (bitwise) and,
     separately, within the tolerance (claiming an instruction set the tolerant verifier cannot run)."""
@@ -309,9 +316,9 @@ def verify_cheats(models, names, trials: int, exact: Replayer, tolerant: Replaye
 
                 context = CheatContext(
                     trainer, round1, worker, 1, spec.training.inner_steps, faked, generator,
-                    other_worker_round=lambda: get_cheat("honest")(base((worker + 1) % 3, 1, round1)),
-                    earlier_round=lambda: get_cheat("honest")(base(worker, 0, round0)))
-                cheated = get_cheat(name)(context)
+                    other_worker_round=lambda: honest_round(base((worker + 1) % 3, 1, round1)),
+                    earlier_round=lambda: honest_round(base(worker, 0, round0)))
+                cheated = get_cheat(name).play(context)
                 published = cheated.publish()
                 source = MemorySource()
                 source.add_round(1, 1, published.listing, published.blobs)
@@ -378,7 +385,7 @@ def prepare_cost_round(model: Model) -> CostRound:
     start = initial_weights(spec, dataset.shape)
     run_round(trainer, start, worker_index=0, round_index=0, steps=10)  # warm-up
     context = CheatContext(trainer, start, 0, 0, spec.training.inner_steps, frozenset(), torch.Generator())
-    honest = get_cheat("honest")(context)
+    honest = honest_round(context)
     published = honest.publish()
     source = MemorySource()
     source.add_round(1, 0, published.listing, published.blobs)
@@ -516,8 +523,7 @@ def run_matrices(quick: bool, models, profiles: list[tuple[int, str]]) -> tuple[
         print(f"honest segments verified: {honest['segments']}, false positives {honest['false_positives']} "
               f"(under tolerance only: {honest['tolerance_false_positives']} of {honest['tolerance_segments']})",
               file=sys.stderr)
-        names = [name for name in CHEATS if name != "honest"]
-        cheats = verify_cheats(models, names, 3 if quick else 6, exact, tolerant)
+        cheats = verify_cheats(models, cheat_names(), 3 if quick else 6, exact, tolerant)
         print(f"cheats: {json.dumps(cheats, default=str)}", file=sys.stderr)
         cost = measure_cost(COST_MODEL, exact, 3 if quick else 6)
     finally:

@@ -39,3 +39,8 @@ class MerkleError(ComputeError):
 
 class RoundError(ComputeError):
     """A round's updates cannot be aggregated (no updates, mismatched shapes, zero samples)."""
+
+
+class CheatError(ComputeError):
+    """A cheat (the test switch's registry, `compute.cheats`) is unknown, cannot be loaded or registered, or
+    lacks what it needs to play a round (another worker's round, its own previous one)."""

@@ -59,12 +59,24 @@ def network_options(function):
                      help="First port: RPC of node 0; others are offsets from it."),
         click.option("--block-time", default="500ms", show_default=True,
                      help="Block interval of the solo engine; CometBFT's timeout_commit."),
-        click.option("--cheat", default="", metavar="STRATEGY",
-                     help="TEST SWITCH: worker-0 cheats with this strategy (e.g. skip-steps) to show it is caught."),
+        click.option("--cheat", default="", metavar="NAME", callback=_known_cheat,
+                     help="TEST SWITCH: worker-0 plays its rounds with this cheat (e.g. skipped_steps; "
+                          "`trolly-verifier cheats` lists them) to show it is caught."),
     ]
     for option in reversed(options):
         function = option(function)
     return function
+
+
+def _known_cheat(context, parameter, value: str) -> str:
+    """`--cheat`: a name from the one cheat registry (`compute.cheats`), which the worker checks again. Imported
+    only when a cheat is asked for: it loads torch, which the localnet's other commands do without."""
+    if value:
+        from trolly.compute.cheats import CHEATS
+
+        if value not in CHEATS:
+            raise click.BadParameter(f"unknown cheat {value!r}; known: {', '.join(sorted(CHEATS))}")
+    return value
 
 
 def config_from(home, engine, validators, workers, slow_workers, base_port, block_time, cheat,

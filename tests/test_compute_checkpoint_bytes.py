@@ -17,13 +17,13 @@ from trolly.compute.blobs import BlobStore
 from trolly.compute.blobs import direct
 from trolly.compute.canonical import encode_tensors
 from trolly.compute.canonical_copy import copy_into_canonical
+from trolly.compute.cheats.distortions import forge_counters
 from trolly.compute.checkpoints import (TrainingState, capture, checkpoint_bytes, checkpoint_hash,
                                         checkpoint_tensors, encode_checkpoint)
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.errors import EncodingError
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, train_segment
-from trolly.compute.worker.cheats import forge_counters
 
 
 @pytest.fixture(scope="module")

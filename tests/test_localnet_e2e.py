@@ -244,7 +244,7 @@ def test_a_cheating_worker_is_slashed_and_down_then_reset_leave_a_clean_localnet
     base = free_base_port()
     rpc = LocalnetConfig(base_port=base).rpc_url(0)
     try:
-        done = localnet("demo", "--keep", *SOLO, "--cheat", "skip-steps", "--home", str(home), "--base-port", str(base),
+        done = localnet("demo", "--keep", *SOLO, "--cheat", "skipped_steps", "--home", str(home), "--base-port", str(base),
                         *DEMO_ARGS, timeout=TASK_TIMEOUT + 300)
         summary = last_json_line(done.stdout)
         assert summary["status"] == "completed" and summary["final_accuracy"] >= ACCURACY_FLOOR

@@ -88,7 +88,7 @@ def test_init_refuses_an_existing_localnet(tmp_path):
 
 
 def test_the_saved_configuration_loads_back_equal(tmp_path):
-    config = LocalnetConfig(workers=2, slow_workers=0, base_port=23_000, block_time="250ms", cheat="skip-steps")
+    config = LocalnetConfig(workers=2, slow_workers=0, base_port=23_000, block_time="250ms", cheat="skipped_steps")
     layout = Layout(tmp_path)
     init_localnet(layout, config)
     assert layout.load() == config

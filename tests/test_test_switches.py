@@ -2,7 +2,10 @@
 a bad value with a clear error, and does what it says. None of them is for a real validator.
 
 - `TROLLY_TEST_EXIT_BEFORE_COMMIT_HEIGHT` (trolly-node start): the app exits at that height's Commit;
-- `trolly-verifier start --test-switch-vote-fail` / `--test-switch-never-vote`: a dishonest verifier.
+- `trolly-verifier start --test-switch-vote-fail` / `--test-switch-never-vote`: a dishonest verifier;
+- `trolly-worker start --cheat NAME` / `trolly-localnet up --cheat NAME`: a cheating worker, playing a cheat from
+  the one registry (`compute/cheats/`) that the verification benchmark measures and `trolly-verifier cheats`
+  lists (every cheat played by a worker and caught: tests/test_compute_cheats.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from click.testing import CliRunner
 from trolly.abci_app.cli import main as node_main
 from trolly.abci_app.crash_switch import ENVIRONMENT_VARIABLE, exit_before_commit_height
 from trolly.abci_app.errors import AbciAppError
+from trolly.compute import cheats
+from trolly.compute.worker import cli as worker_cli
+from trolly.localnet.cli import main as localnet_main
 from trolly.verifier.cli import main_group as verifier_main
 from trolly.verifier.replay import FAILED, SegmentClaim
 from trolly.verifier.service import ServiceConfig, VerifierService, failing_report
@@ -68,3 +74,25 @@ def test_a_verifier_refuses_two_test_switches_at_once(tmp_path):
         "--keyring-backend", "test", "--test-switch-vote-fail", "--test-switch-never-vote"])
     assert result.exit_code != 0
     assert "at most one test switch" in result.output
+
+
+def test_the_worker_the_benchmark_and_the_verifier_share_one_cheat_registry():
+    """One registry, one name per cheat: the worker's `--cheat` choices, `trolly-verifier cheats` and the cheats
+    the verification benchmark runs are the same names, read from the same dict."""
+    import benchmarks.verification as benchmark
+    from trolly.verifier import cli as verifier_cli
+
+    assert worker_cli.CHEATS is verifier_cli.CHEATS is benchmark.CHEATS is cheats.CHEATS
+    names = set(cheats.CHEATS)
+    assert len(names) >= 15 and all("-" not in name for name in names)
+    switch = next(p for p in worker_cli.main.commands["start"].params if p.name == "cheat")
+    assert set(switch.type.choices) == names
+    listed = CliRunner().invoke(verifier_main, ["cheats"])
+    assert listed.exit_code == 0 and {line.split()[0] for line in listed.output.splitlines()} == names
+    assert set(benchmark.cheat_names()) == names
+
+
+def test_the_localnet_refuses_a_cheat_the_registry_does_not_have(tmp_path):
+    result = CliRunner().invoke(localnet_main, ["up", "--home", str(tmp_path), "--cheat", "skip-steps"])
+    assert result.exit_code != 0 and "unknown cheat 'skip-steps'" in result.output and "skipped_steps" in result.output
+    assert not any(tmp_path.iterdir())

@@ -1,5 +1,6 @@
-"""The verification benchmark's cheat matrix, on a small scale: built-in classes and a cheat loaded from a
-`--cheat-module` file are caught by the exact path, and a harmless "cheat" is not (so the matrix can fail)."""
+"""The verification benchmark's cheat matrix, on a small scale: every registered cheat (the one registry,
+`compute/cheats/`) and a cheat loaded from a `--cheat-module` file are caught by the exact path, and a harmless
+"cheat" is not (so the matrix can fail)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import verification  # noqa: E402
-from trolly.verifier.cheats import CHEATS, load_cheat_module  # noqa: E402
+from trolly.compute.cheats import CHEATS, load_cheat_module  # noqa: E402
 from trolly.verifier.replay import Replayer  # noqa: E402
 
 MODULE = '''
 import dataclasses
-from trolly.verifier.cheats import register_cheat, segment_cheat
-from trolly.verifier.cheats.training import cheat_steps
+from trolly.compute.cheats import honest_round, register_cheat, segment_cheat
+from trolly.compute.cheats.distortions import cheat_steps
 from trolly.compute.training import segment_bounds
 
 def _one_step_short(context, segment, start):
@@ -27,27 +28,27 @@ def _one_step_short(context, segment, start):
 
 register_cheat("bench_test_one_step_short", "faked segments skip their last step")(segment_cheat(_one_step_short))
 register_cheat("bench_test_relabelled_honest", "honest work labelled as faked (must not be caught)")(
-    lambda context: dataclasses.replace(CHEATS["honest"].function(context), faked_segments=frozenset({0, 1})))
+    lambda context: dataclasses.replace(honest_round(context), faked_segments=frozenset({0, 1})))
 '''
 
 
 @pytest.mark.slow
-def test_cheat_matrix_catches_builtin_and_module_cheats_and_only_those(tmp_path):
+def test_cheat_matrix_catches_every_registered_and_module_cheat_and_only_those(tmp_path):
+    builtin = verification.cheat_names()
     path = tmp_path / "more_cheats.py"
-    path.write_text("from trolly.verifier.cheats import CHEATS\n" + MODULE)
+    path.write_text("from trolly.compute.cheats import CHEATS\n" + MODULE)
     added = load_cheat_module(path)
     exact, tolerant = Replayer(), Replayer(children=False, tolerance_fallback=True)
     try:
-        result = verification.verify_cheats(verification.QUICK_MODELS, ["bf16", "forged_update", *added], 1, exact,
-                                            tolerant)
+        assert verification.cheat_names() == [*builtin, *added]
+        result = verification.verify_cheats(verification.QUICK_MODELS, verification.cheat_names(), 1, exact, tolerant)
     finally:
         exact.close()
         tolerant.close()
         for name in added:
             CHEATS.pop(name, None)
-    assert result["bf16"]["caught"] == result["bf16"]["faked_segments"] > 0
-    assert result["forged_update"]["caught"] == result["forged_update"]["faked_segments"] > 0
-    assert result["bench_test_one_step_short"]["caught"] == result["bench_test_one_step_short"]["faked_segments"] > 0
+    for name in [*builtin, "bench_test_one_step_short"]:
+        assert result[name]["caught"] == result[name]["faked_segments"] > 0, name
     assert result["bench_test_relabelled_honest"]["caught"] == 0  # honest work is never "caught"
     assert result["bench_test_relabelled_honest"]["caught_under_tolerance"] == 0
 

@@ -60,9 +60,9 @@ def test_replay_needs_a_segment_to_check():
 
 def test_cheats_lists_builtins_and_module_additions(tmp_path):
     module = tmp_path / "extra.py"
-    module.write_text("from trolly.verifier.cheats import register_cheat, honest_round\n"
+    module.write_text("from trolly.compute.cheats import register_cheat, honest_round\n"
                       "register_cheat('cli_test_cheat', 'listed by the CLI test')(honest_round)\n")
-    from trolly.verifier.cheats import CHEATS
+    from trolly.compute.cheats import CHEATS
     try:
         result = CliRunner().invoke(main_group, ["cheats", "--cheat-module", str(module)])
         assert result.exit_code == 0

@@ -14,7 +14,7 @@ from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS, VERDICT_UNAV
 from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
 from trolly.compute.checkpoints import decode_checkpoint, encode_checkpoint, final_state
 from trolly.compute.training import Trainer
-from trolly.verifier.cheats import CHEATS
+from trolly.compute.cheats import CHEATS
 from trolly.verifier.replay import (FAILED, PASSED, TAMPERED, UNAVAILABLE, ProfileRefused, Replayer, SegmentClaim,
                                     parse_profile, verify_segment)
 from trolly.verifier.sources import MemorySource
@@ -230,7 +230,7 @@ def test_a_checkpoint_labelled_at_the_wrong_step_fails(spec, trainer, replayer):
 def publish_as_is(states):
     """A round's checkpoints published exactly as given (the last one too keeps whatever optimizer state it has)."""
     from trolly.compute.merkle import merkle_root
-    from trolly.verifier.cheats import PublishedRound
+    from trolly.compute.cheats import PublishedRound
     import hashlib
 
     blobs = {hashlib.sha256(encode_checkpoint(state)).hexdigest(): encode_checkpoint(state) for state in states}
@@ -259,7 +259,7 @@ def test_only_the_rounds_last_checkpoint_leaves_out_the_optimizer_state(spec, ho
 
 def test_a_committed_checkpoint_that_does_not_decode_fails(spec, trainer, replayer):
     cheated, published = build_round(spec, trainer=trainer)
-    from trolly.verifier.cheats import PublishedRound
+    from trolly.compute.cheats import PublishedRound
     from trolly.compute.merkle import merkle_root
     import hashlib
 

@@ -19,7 +19,7 @@ from trolly.compute.codecs import get_codec
 from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights
-from trolly.verifier.cheats import CheatContext, get_cheat
+from trolly.compute.cheats import CheatContext, honest_round
 from trolly.verifier.service import ServiceConfig, VerifierService
 from trolly.wallet.rpc import AsyncRpcClient
 
@@ -44,7 +44,7 @@ async def play_round(client, spec, trainer, servers, task_id: int, round_index: 
     """Both workers train honestly from `start`, serve and commit; returns (index, samples, encoded update)."""
     encoded = []
     for index, key in enumerate(WORKERS):
-        played = get_cheat("honest")(CheatContext(trainer, start, index, round_index, spec.training.inner_steps,
+        played = honest_round(CheatContext(trainer, start, index, round_index, spec.training.inner_steps,
                                                   frozenset(), torch.Generator()))
         # error feedback across rounds, as a worker does: each round's update carries the last round's residual
         published = played.publish(previous_residual=RESIDUALS.get((task_id, index)) if round_index else None)

@@ -1,7 +1,7 @@
 """A worker that publishes what its checkpoints do not give (issue 19 items 1 and 2), end to end in process.
 
-An honest worker and a cheating one (`--cheat forged-update`: honest segments, altered update; or
-`--cheat garbage-blobs`: hash-consistent hostile checkpoints and update, with forged shapes of 2^31 elements,
+An honest worker and a cheating one (`--cheat forged_update`: honest segments, altered update; or
+`--cheat garbage_blobs`: hash-consistent hostile checkpoints and update, with forged shapes of 2^31 elements,
 zero dimensions and truncations) train a task on the in-process chain and serve their blobs from real blob
 services on 127.0.0.1; the verifier's `verify_segment` judges every sampled segment from what they serve.
 The honest worker and the verifier carry on through every round, the cheater is slashed on its first round,
@@ -29,7 +29,7 @@ from trolly.verifier import evidence, replay
 from trolly.wallet.market_views import SampledSegment
 
 
-@pytest.mark.parametrize("cheat, reason", [("forged-update", "forged update"), ("garbage-blobs", "does not decode")])
+@pytest.mark.parametrize("cheat, reason", [("forged_update", "forged update"), ("garbage_blobs", "does not decode")])
 def test_a_worker_publishing_what_its_checkpoints_do_not_give_is_slashed_and_nobody_crashes(make_chain, tmp_path,
                                                                                           cheat, reason):
     blobs = build_dataset("digits")

@@ -1,4 +1,4 @@
-"""A worker's round (`compute/worker/rounds.py`): resumable training, the update, the commitment, the cheat.
+"""A worker's round (`compute/worker/rounds.py`): resumable training, the update, the commitment, a cheat's.
 
 The reference is the compute runtime's own `run_round` (what a verifier's replay agrees with): a round
 interrupted at any checkpoint and resumed in a fresh trainer must give exactly its checkpoints.
@@ -22,7 +22,8 @@ from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.merkle import merkle_root
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round, train_segment
-from trolly.compute.worker.cheats import CHEATS, SkipSteps, resolve_strategy
+from trolly.compute.cheats import get_cheat
+from trolly.compute.worker.cheat_round import play_cheat_round
 from trolly.compute.worker.errors import WorkerError
 from trolly.compute.acceleration import Acceleration, AccelerationOptions
 from trolly.compute.worker.rounds import (ResidualStore, RoundInterrupted, commitment, encode_update, final_report,
@@ -161,13 +162,12 @@ def test_a_corrupt_checkpoint_on_disk_is_refused_on_resume(setup, tmp_path):
                     start_weights=start)
 
 
-def test_skip_steps_claims_every_step_and_any_replayed_segment_exposes_it(setup, tmp_path):
+def test_skipped_steps_claims_every_step_and_any_replayed_segment_exposes_it(setup, tmp_path):
     spec, dataset, start, reference = setup
     state, progress, store = fresh_round(tmp_path)
-    assert resolve_strategy("skip-steps").name == "skip-steps" and not CHEATS["skip-steps"].honest
-    assert type(resolve_strategy("skipped_steps")) is SkipSteps  # the verifier registry's name
-    hashes = train_round(Trainer(spec, dataset), SkipSteps(), store, state, progress, worker_index=1,
-                         start_weights=start).checkpoints
+    hashes = play_cheat_round(get_cheat("skipped_steps"), Trainer(spec, dataset), store, state, state.task(7), 0,
+                              start_weights=start, previous_residual_hash="").checkpoints
+    assert progress.checkpoints == hashes and WorkerState.load(tmp_path).task(7).rounds[0].checkpoints == hashes
     assert len(hashes) == 4 and hashes[0] == reference.checkpoint_hashes[0].hex()
     checkpoints = [decode_checkpoint(store.get(h)) for h in hashes]
     assert [c.step for c in checkpoints] == [0, 5, 10, 12]  # claims the full round
@@ -186,12 +186,6 @@ def test_step_delay_changes_timing_not_bytes(setup, tmp_path):
                          worker_index=1, start_weights=start).checkpoints
     expected = run_round(Trainer(spec, dataset), start, worker_index=1, round_index=0, steps=3)
     assert hashes == [h.hex() for h in expected.checkpoint_hashes]
-
-
-def test_unknown_cheat_names_are_refused():
-    with pytest.raises(WorkerError, match="unknown cheat"):
-        resolve_strategy("bf16-everything")
-    assert isinstance(resolve_strategy(""), TrainingStrategy) and resolve_strategy("").honest
 
 
 def test_error_feedback_carries_the_residual_to_the_next_round_and_resumes_identically(setup, tmp_path, residuals):

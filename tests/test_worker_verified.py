@@ -1,4 +1,4 @@
-"""Worker and verifier together, in process: an honest worker and a `--cheat skip-steps` worker train a task on
+"""Worker and verifier together, in process: an honest worker and a `--cheat skipped_steps` worker train a task on
 the in-process chain, serve their checkpoints from real blob services on 127.0.0.1, and the verifier's own
 `verify_segment` replays every sampled segment from what they serve. The honest worker's segments pass and it
 is paid; the cheater's fail, it is slashed and told to finish; the task completes with weights built from the
@@ -28,7 +28,7 @@ replay = pytest.importorskip("trolly.verifier.replay", reason="the verifier pack
 evidence = pytest.importorskip("trolly.verifier.evidence", reason="the verifier package (trolly.verifier.evidence)")
 
 
-def test_the_verifier_passes_the_honest_worker_and_catches_skip_steps(make_chain, tmp_path):
+def test_the_verifier_passes_the_honest_worker_and_catches_skipped_steps(make_chain, tmp_path):
     blobs = build_dataset("digits")
     dataset = dataset_from_blobs(blobs)
     spec_bytes = spec_document(blobs.manifest_hash)
@@ -37,7 +37,7 @@ def test_the_verifier_passes_the_honest_worker_and_catches_skip_steps(make_chain
     market = Market(chain)
     keys = market.workers[:2]
     services = [new_service(tmp_path / "honest", chain, keys[0]), new_service(tmp_path / "cheat", chain, keys[1],
-                                                                              cheat="skip-steps")]
+                                                                              cheat="skipped_steps")]
     replayer = replay.Replayer()
     verdicts: dict[str, list[int]] = {}
 

@@ -11,7 +11,7 @@ from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.determinism import DeterminismProfile, current_instruction_set
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights
-from trolly.verifier.cheats import CheatContext, get_cheat
+from trolly.compute.cheats import CheatContext, get_cheat, honest_round
 from trolly.verifier.replay import SegmentClaim
 
 WORKER_ADDRESS = "trolly1qypqxpq9qcrsszg2pvxq6rs0zqg3yyc5mjg9m2"  # encode_address(bytes(range(1, 21)))
@@ -50,6 +50,11 @@ def round_weights(spec, round_index: int):
     return {n: t + 1e-3 * torch.randn(t.shape, generator=generator) for n, t in weights.items()}
 
 
+def play(strategy: str, context: CheatContext):
+    """The round played by the named cheat, or honestly ("honest": the baseline, not a registered cheat)."""
+    return honest_round(context) if strategy == "honest" else get_cheat(strategy).play(context)
+
+
 def build_round(spec, cheat: str = "honest", *, worker: int = 1, round_index: int = 1, faked=frozenset({1}),
                 trainer: Trainer | None = None):
     """(CheatedRound, PublishedRound) of one worker-round played by the named strategy."""
@@ -57,14 +62,14 @@ def build_round(spec, cheat: str = "honest", *, worker: int = 1, round_index: in
     steps = spec.training.inner_steps
 
     def honest(worker_index, round_number):
-        return get_cheat("honest")(CheatContext(trainer, round_weights(spec, round_number), worker_index, round_number,
+        return honest_round(CheatContext(trainer, round_weights(spec, round_number), worker_index, round_number,
                                                 steps, frozenset(), torch.Generator().manual_seed(3)))
 
     context = CheatContext(trainer, round_weights(spec, round_index), worker, round_index, steps, frozenset(faked),
                            torch.Generator().manual_seed(11),
                            other_worker_round=lambda: honest(worker + 1, round_index),
                            earlier_round=lambda: honest(worker, max(0, round_index - 1)))
-    cheated = get_cheat(cheat)(context)
+    cheated = play(cheat, context)
     return cheated, cheated.publish()
 
 

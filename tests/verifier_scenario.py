@@ -26,11 +26,11 @@ from trolly.chain.proto import market_pb2 as pb
 from trolly.compute.blobs import BlobServer, BlobStore
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights
-from trolly.verifier.cheats import CheatContext, get_cheat
+from trolly.compute.cheats import CheatContext
 from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.sender import TxSender
 
-from verifier_helpers import digits, own_profile, tiny_spec_document
+from verifier_helpers import digits, own_profile, play, tiny_spec_document
 from wallet_helpers import FakeNode, dev_app_state
 
 WORKERS = [dev_key(1), dev_key(2), dev_key(3)]  # join order = worker index: honest, cheat, offline
@@ -131,8 +131,8 @@ async def open_and_commit(url: str, directory, *, fund: bool = False) -> Scenari
     trainer = Trainer(spec, digits())
     start = initial_weights(spec, digits().shape)
     for index, (key, strategy) in enumerate(zip(WORKERS, STRATEGIES)):
-        played = get_cheat(strategy)(CheatContext(trainer, start, index, 0, spec.training.inner_steps, frozenset({1}),
-                                                  torch.Generator().manual_seed(1)))
+        played = play(strategy, CheatContext(trainer, start, index, 0, spec.training.inner_steps, frozenset({1}),
+                                             torch.Generator().manual_seed(1)))
         published = played.publish()  # checkpoints, the update and the residual (the worker's first round)
         if index < 2:
             store = servers[index].store

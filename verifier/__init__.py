@@ -8,6 +8,6 @@ from the worker's blob service, checks them against the committed root, replays 
 within a calibrated tolerance otherwise (`tolerance.py`). It also checks the worker's claims (step count,
 samples, checkpoint count) and the round's start weights against the deterministic aggregate of the previous
 round (`claims.py`, `aggregation.py`). The service (`service.py`) follows the chain and signs one verdict per
-segment; `cli.py` is `trolly-verifier`. Cheat strategies for the benchmark and for test workers live in
-`cheats/`.
+segment; `cli.py` is `trolly-verifier`. The cheats the benchmark measures it against (and test workers play)
+live in one registry beside the training code, `compute/cheats/`.
 """

@@ -14,10 +14,6 @@ class ConfigurationError(VerifierError):
     """The verifier's options or home directory are unusable (missing key, bad path, bad number)."""
 
 
-class CheatError(VerifierError):
-    """A cheat strategy is unknown, or a cheat module cannot be loaded or registers something malformed."""
-
-
 class WorkUnavailable(VerifierError):
     """What a segment needs (spec, dataset, checkpoints) could not be fetched after the retries."""
 

@@ -10,7 +10,8 @@ checkpoints, final weights) from its own blob service. The pieces:
     rounds.py      one round: resumable training with checkpoints, encoding, the commitment
     commits.py     sending each round's commitment exactly once (signed bytes saved before they are sent)
     weights.py     the global weights W_r: initial, and each next round's from the verified updates
-    strategies.py  the honest training strategy, the hook a test cheat (`cheats.py`) replaces
+    strategies.py  the honest training strategy (its pace: a step delay emulates a slower device)
+    cheat_round.py TEST SWITCH ONLY: a round played by a cheat from `compute.cheats` (`--cheat NAME`)
     market.py      the chain side: queries and the worker's transactions (register, join, commit)
     throughput.py  measuring this machine's samples per second, the H it declares, the block interval
     data.py        the task's dataset: local store, bundled build, or fetched by hash

@@ -31,8 +31,8 @@ from trolly.wallet.keyring import BACKENDS, Keyring
 from trolly.wallet.passwords import PasswordSource
 from trolly.wallet.rpc import DEFAULT_NODE, normalize_node_url
 
+from ..cheats import CHEATS
 from ..errors import ComputeError
-from .cheats import CHEATS
 from .config import CONFIG_FILE, HOME_ENVIRONMENT_VARIABLE, WorkerConfig, load_config, resolve_home, save_config
 from .config import wallet_home
 from .display import configure_logging
@@ -129,7 +129,8 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
 @click.option("--step-delay", type=click.FloatRange(0.0), default=0.0, show_default=True,
               help="Seconds slept after each inner step, emulating a slower device.")
 @click.option("--cheat", type=click.Choice(sorted(CHEATS)), default=None,
-              help="TEST SWITCH: train dishonestly with this strategy, to show that verifiers catch it.")
+              help="TEST SWITCH: play every round with this cheat (`trolly-verifier cheats` lists them), to show "
+                   "that verifiers catch it.")
 @click.option("--node", default=None, help="Override the node address from worker.json.")
 @click.option("--allow-private-blob-hosts", is_flag=True,
               help="Fetch blobs from loopback and private addresses too, whatever worker.json says (a localnet).")

@@ -76,6 +76,8 @@ class TrainedRound:
     end_weights: Mapping[str, torch.Tensor] | None
     """The weights of checkpoint n, when this call trained up to it and did not hand them to `while_storing`
     (None: read them from the store)."""
+    claimed_samples: int | None = None
+    """TEST SWITCH ONLY: the samples a cheat claims (`cheat_round.py`); None: the honest count, steps x batch."""
 
 
 class ProgressRecorder:
@@ -189,8 +191,7 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
                   end_weights: Mapping[str, torch.Tensor] | None = None, *,
                   residuals: ResidualStore,
                   state: WorkerState | None = None,
-                  residual_after: threading.Event | None = None,
-                  alter_update: Callable[[bytes], bytes] | None = None) -> tuple[str, concurrent.futures.Future]:
+                  residual_after: threading.Event | None = None) -> tuple[str, concurrent.futures.Future]:
     """Encode W_r - W_end (W_end: the round's last checkpoint, read from the store unless given) plus the
     residual stored as `residual_hash` (none: zero); store the update, and start storing the new residual on
     `residuals` (the worker's `ResidualStore`). Returns (update hash, the residual's storing: a future of its
@@ -205,8 +206,6 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
     it), so the commitment waits for it (`ResidualStore.wait`); a worker killed before it was recorded encodes
     the round again, which gives the same bytes.
 
-    `alter_update`: TEST SWITCH ONLY, a cheating strategy's change to the update's bytes (`cheats.py`).
-
     `residual_after`: the residual's store waits until it is set (`train_round`'s `checkpoints_stored`):
     hashing and writing the residual beside the round's last checkpoint would take that checkpoint's core and
     disk, and the round ends when that checkpoint is stored. The worker commits and waits for the other
@@ -219,8 +218,6 @@ def encode_update(trainer: Trainer, store: BlobStore, progress: RoundProgress,
     residual_bytes, residual = allocate_canonical(end_weights, residuals.buffers)
     data = encode_with_feedback(get_codec(trainer.spec.codec), start_weights, end_weights, previous, residual,
                                 residuals.workspace)
-    if alter_update is not None:
-        data = alter_update(data)
     update_hash = store.put(data)
     if state is not None:
         with state.lock:
@@ -304,15 +301,16 @@ def previous_residual(rounds: Mapping[int, RoundProgress], round_index: int, res
 
 
 def commitment(task_id: int, progress: RoundProgress, batch_size: int, profile_id: str,
-               checkpoints: list[str] | None = None) -> MsgCommitRound:
-    """The round's `MsgCommitRound` from its saved progress (`checkpoints`: the hashes published, when a test
-    cheat publishes others than it trained)."""
+               claimed_samples: int | None = None) -> MsgCommitRound:
+    """The round's `MsgCommitRound` from its saved progress (`claimed_samples`: TEST SWITCH ONLY, a cheat's
+    claim instead of the honest steps x batch size)."""
     if not progress.residual_hash:
         raise WorkerError(f"round {progress.round} has no recorded residual; its update cannot be committed")
-    hashes = [bytes.fromhex(h) for h in (progress.checkpoints if checkpoints is None else checkpoints)]
+    hashes = [bytes.fromhex(h) for h in progress.checkpoints]
+    samples = progress.steps * batch_size if claimed_samples is None else claimed_samples
     return MsgCommitRound(
         task_id=task_id, round=progress.round, update_hash=bytes.fromhex(progress.update_hash),
-        samples_processed=progress.steps * batch_size, steps=progress.steps, checkpoint_root=merkle_root(hashes),
+        samples_processed=samples, steps=progress.steps, checkpoint_root=merkle_root(hashes),
         num_checkpoints=len(hashes), start_weights_hash=bytes.fromhex(progress.start_weights_hash),
         determinism_profile=profile_id, residual_hash=bytes.fromhex(progress.residual_hash),
     )

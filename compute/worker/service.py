@@ -31,16 +31,17 @@ from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import AddressPolicy, BlobError, BlobServer, BlobStore
 from ..acceleration import Acceleration
+from ..cheats import get_cheat
 from ..checkpoints import TrainingState, encode_weights
 from ..data import Dataset
 from ..determinism import current_instruction_set, require_replayable_process
-from ..errors import DatasetError, SpecError
+from ..errors import CheatError, DatasetError, SpecError
 from ..rounds import GlobalState
 from ..spec import TaskSpec, parse_spec
 from ..training import Trainer, evaluate
 from ..weights_follower import StartUnavailable, WeightsFollower, round_updates
 from . import plan
-from .cheats import resolve_strategy
+from .cheat_round import play_cheat_round
 from .config import WorkerConfig
 from .data import obtain_dataset
 from .display import RoundDisplay
@@ -52,6 +53,7 @@ from .market import MarketClient
 from .rounds import (ResidualStore, RoundInterrupted, TrainedRound, commitment, encode_update, final_report,
                      previous_residual, train_round)
 from .state import TaskProgress, WorkerState
+from .strategies import TrainingStrategy
 from .throughput import BlockClock, Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
 from .weights import ProgressCache
 
@@ -72,7 +74,7 @@ class ServiceOptions:
     step_delay: float = 0.0
     """Seconds slept after each inner step, emulating a slower device (tests, localnet)."""
     cheat: str = ""
-    """TEST SWITCH: the name of a dishonest strategy from `cheats.py`."""
+    """TEST SWITCH: play every round with this cheat from `compute.cheats` ('': train honestly)."""
     poll_interval: float = 0.5
     linger: float = 0.0
     """Seconds to keep serving blobs (final weights...) after the last of `max_tasks` tasks ends."""
@@ -108,7 +110,9 @@ class WorkerService:
         self.home = home
         self.config = config
         self.options = options
-        self.strategy = resolve_strategy(options.cheat, options.step_delay)
+        self.strategy = TrainingStrategy(options.step_delay)
+        self.cheat = get_cheat(options.cheat) if options.cheat else None
+        """TEST SWITCH: the cheat that plays this worker's rounds (`cheat_round.py`), None for an honest worker."""
         self.state = WorkerState.load(home)
         self.store = BlobStore(home / "blobs")
         self.server = BlobServer(self.store, owner_token="", host=config.blob_host, port=config.blob_port)
@@ -146,8 +150,8 @@ class WorkerService:
             raise WorkerError(f"cannot serve blobs on {self.server.url}: {error.strerror or error} "
                               f"(is another worker using this home's port? see worker.json)") from None
         log.info("worker %s serving blobs at %s (registered as %s)", self.address, self.server.url, self.blob_url)
-        if not self.strategy.honest:
-            log.warning("TEST SWITCH --cheat %s: this worker trains dishonestly and will be slashed", self.strategy.name)
+        if self.cheat is not None:
+            log.warning("TEST SWITCH --cheat %s: this worker trains dishonestly and will be slashed", self.cheat.name)
         self.throughput = await asyncio.to_thread(measure_reference)
         log.info("measured %.0f samples/s on the reference MLP (declaring %d)", self.throughput.samples_per_second,
                  self.throughput.declared(self.options.declare_slowdown))
@@ -434,6 +438,15 @@ class WorkerService:
         the storing of its last checkpoint; the pace measured for the next round's plan."""
         progress = context.progress
         round_progress = progress.round(round_index)
+        if self.cheat is not None:
+            try:
+                return await asyncio.to_thread(
+                    play_cheat_round, self.cheat, context.trainer, self.store, self.state, progress, round_index,
+                    start_weights=state.weights,
+                    previous_residual_hash=previous_residual(progress.rounds, round_index, self.residuals))
+            except CheatError as error:
+                log.warning("task %d round %d: trained honestly, the cheat cannot play it: %s", progress.task_id,
+                            round_index, error)
         display = RoundDisplay(self.options.rich_output)
         display.begin(progress.task_id, round_index, 0, round_progress.steps)
 
@@ -441,8 +454,7 @@ class WorkerService:
             if not round_progress.update_hash:
                 encode_update(context.trainer, self.store, round_progress, state.weights,
                               previous_residual(progress.rounds, round_index, self.residuals), end_weights,
-                              residuals=self.residuals, state=self.state, residual_after=checkpoints_stored,
-                              alter_update=self.strategy.alter_update)
+                              residuals=self.residuals, state=self.state, residual_after=checkpoints_stored)
 
         began = time.perf_counter()
         try:
@@ -469,12 +481,11 @@ class WorkerService:
             _, residual_stored = await asyncio.to_thread(
                 encode_update, context.trainer, self.store, round_progress, state.weights,
                 previous_residual(progress.rounds, round_index, self.residuals), trained.end_weights,
-                residuals=self.residuals, state=self.state, alter_update=self.strategy.alter_update)
+                residuals=self.residuals, state=self.state)
             await asyncio.wrap_future(residual_stored)
-        hashes = self.strategy.published_checkpoints(self.store, trained.checkpoints)
-        self.store.set_checkpoints(task_id, round_index, hashes)
+        self.store.set_checkpoints(task_id, round_index, trained.checkpoints)
         message = commitment(task_id, round_progress, context.spec.training.batch_size, context.trainer.profile_id,
-                             hashes)
+                             trained.claimed_samples)
         await self.committer.commit(task_id, round_index, message)
 
     async def report_final(self, context: TaskContext, view: TaskView) -> None:

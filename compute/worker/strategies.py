@@ -1,11 +1,10 @@
-"""How a worker trains a segment: the honest strategy, and the hook that a test cheat replaces.
+"""How a worker trains a segment: honestly, at the pace of the device it emulates.
 
 The round loop (`training.train_round_segments`, which the worker's `rounds.train_round` runs) asks its
 strategy for each segment in turn: "from where the trainer stands, train up to `end_step` and give me the
-state". The honest strategy is exactly the verifier's
-`train_segment`, so a verifier replaying any segment gets the same bytes. `cheats.py` holds deliberately
-dishonest strategies, reachable only through the `--cheat` test switch, so that the localnet can show a
-cheater being caught.
+state". The strategy is exactly the verifier's `train_segment`, so a verifier replaying any segment gets the
+same bytes. (A worker started with the `--cheat` test switch plays its rounds with a cheat from
+`compute.cheats` instead: `cheat_round.py`.)
 
 `step_delay` emulates a slower device (seconds slept after each inner step): the localnet's "slow" worker
 and the restart test use it to make a round last long enough to watch or interrupt. It changes timing only,
@@ -15,21 +14,13 @@ never the bytes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ..checkpoints import DeferredSnapshot, TrainingState
 from ..training import Trainer, train_segment
 
-if TYPE_CHECKING:
-    from ..blobs import BlobStore
-
 
 class TrainingStrategy:
-    """Honest training. Subclasses (test cheats only) override `train_segment`."""
-
-    name = "honest"
-    honest = True
+    """Honest training, one step at a time with a pause after each when emulating a slower device."""
 
     def __init__(self, step_delay: float = 0.0) -> None:
         if step_delay < 0:
@@ -55,10 +46,3 @@ class TrainingStrategy:
                       end_step: int, final: bool = False) -> TrainingState | DeferredSnapshot:
         return self.advance(trainer, worker_index=worker_index, round_index=round_index, end_step=end_step, soon=True,
                             final=final)
-
-    alter_update: Callable[[bytes], bytes] | None = None
-    """Test cheats only: a change to the encoded update's bytes before they are stored and committed."""
-
-    def published_checkpoints(self, store: BlobStore, checkpoints: list[str]) -> list[str]:
-        """The checkpoint hashes the round publishes and commits: the ones it trained (test cheats: others)."""
-        return checkpoints

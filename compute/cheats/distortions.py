@@ -12,11 +12,10 @@ import contextlib
 
 import torch
 
-from trolly.compute.checkpoints import TrainingState
-from trolly.compute.data.dataset import batch_indices
-from trolly.compute.determinism import flushing_subnormals
-from trolly.compute.schedule import inner_lr
-
+from ..checkpoints import TrainingState
+from ..data.dataset import batch_indices
+from ..determinism import flushing_subnormals
+from ..schedule import inner_lr
 from .registry import CheatContext
 
 

@@ -1,24 +1,22 @@
-"""The built-in cheat strategies (issue 6): one per way of faking a round that the verifier must catch.
+"""The built-in cheats: one per way of faking a round that the verifier must catch.
 
 Per-segment cheats fake the segments in `context.faked_segments` and train the others honestly; whole-round
-cheats (copying, replaying, inflated claims) fake every segment. Each docstring says what the cheater saves.
+cheats (copying, replaying, inflated claims, forged or hostile blobs) fake every segment. Each description
+says what the cheater does; a worker started with `--cheat NAME` fakes every segment it can.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import struct
 
 import torch
 
-from trolly.compute.checkpoints import TrainingState
-from trolly.compute.checkpoints import weights_hash
-from trolly.compute.training import segment_bounds
-
+from ..checkpoints import TrainingState, weights_hash
+from ..errors import CheatError
+from ..training import segment_bounds
+from .distortions import cheat_steps, forge_counters, mix_states
 from .registry import CheatContext, CheatedRound, honest_round, register_cheat, segment_cheat
-from .training import cheat_steps, forge_counters, mix_states
-
-register_cheat("honest", "no cheating: the round exactly as compute.training.run_round trains it")(honest_round)
-
 
 def _bounds(context: CheatContext, segment: int) -> tuple[int, int]:
     return segment_bounds(segment, context.steps, context.spec.training.checkpoint_every)
@@ -117,7 +115,7 @@ def inflated_samples(context: CheatContext) -> CheatedRound:
 @register_cheat("copied_update", "copies another worker's whole round (checkpoints and claims)")
 def copied_update(context: CheatContext) -> CheatedRound:
     if context.other_worker_round is None:
-        raise ValueError("copied_update needs another worker's round (context.other_worker_round)")
+        raise CheatError("copied_update needs another worker's round (context.other_worker_round)")
     other = context.other_worker_round()
     return dataclasses.replace(other, faked_segments=frozenset(range(context.segments)))
 
@@ -125,7 +123,7 @@ def copied_update(context: CheatContext) -> CheatedRound:
 @register_cheat("replayed_round", "re-serves its own previous round's checkpoints, claiming this round's start")
 def replayed_round(context: CheatContext) -> CheatedRound:
     if context.earlier_round is None:
-        raise ValueError("replayed_round needs the worker's previous round (context.earlier_round)")
+        raise CheatError("replayed_round needs the worker's previous round (context.earlier_round)")
     earlier = context.earlier_round()
     # Claim the current round's start weights, so the round's agreement on W_r is not disturbed.
     return dataclasses.replace(earlier, start_weights_hash=honest_start_hash(context),
@@ -151,3 +149,33 @@ def _altered_update(data: bytes) -> bytes:
 def honest_start_hash(context: CheatContext) -> bytes:
     return weights_hash(context.start_weights)
 
+
+
+@register_cheat("garbage_blobs", "trains honestly, then serves and commits hostile blobs that only decoding exposes")
+def garbage_blobs(context: CheatContext) -> CheatedRound:
+    honest = honest_round(context)
+    # Checkpoints declaring 2^31 elements, truncated, of the wrong shapes, and an update that does not decode:
+    # every hash matches its commitment, so only decoding them finds out. Honest workers and verifiers must
+    # turn that into a verdict against the cheater, never into a crash.
+    return dataclasses.replace(honest, forge_checkpoint=_garbage_checkpoint, forge_update=_garbage_update,
+                               faked_segments=frozenset(range(context.segments)))
+
+
+def _garbage_checkpoint(index: int, data: bytes) -> bytes:
+    """Hostile canonical bytes in place of checkpoint `index`, a different kind per index."""
+    name = b"weights/layers.0.weight"
+    entry = struct.pack("<H", len(name)) + name
+    kinds = (
+        b"TRLT" + struct.pack("<BI", 1, 1) + entry + struct.pack("<BBQ", 1, 1, 2**31),  # 2^31 floats, no data
+        b"TRLT" + struct.pack("<BI", 1, 1) + entry + struct.pack("<BBQQ", 1, 2, 0, 7),  # a zero dimension
+        b"TRLT" + struct.pack("<BI", 1, 2**32 - 1),  # a forged tensor count, nothing after it
+        b"TRLT" + struct.pack("<BI", 1, 1) + entry + struct.pack("<BBQ", 1, 1, 3) + b"\x00" * 12,  # wrong shape
+        b"not a checkpoint at all " + bytes([index % 256]),
+    )
+    return kinds[index % len(kinds)]
+
+
+def _garbage_update(data: bytes) -> bytes:
+    """A well-framed update header announcing 2^31 values, with no payload."""
+    header = b"TRCU" + struct.pack("<BB", 1, len(b"fp32")) + b"fp32" + struct.pack("<I", 1)
+    return header + struct.pack("<H", 1) + b"x" + struct.pack("<BQ", 1, 2**31)

@@ -11,14 +11,14 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from trolly.compute.canonical import decode_tensors
-from trolly.compute.checkpoints import TrainingState, encode_checkpoint, final_state, weights_hash
-from trolly.compute.codecs import get_codec
-from trolly.compute.merkle import merkle_root
-from trolly.compute.training import Trainer, segment_bounds, train_segment
-
+from ..canonical import decode_tensors
+from ..canonical_copy import allocate_canonical
+from ..checkpoints import TrainingState, encode_checkpoint, final_state, weights_hash
+from ..codecs import get_codec
+from ..codecs.fused import encode_with_feedback
 from ..errors import CheatError
-from ..update_check import expected_update
+from ..merkle import merkle_root
+from ..training import Trainer, segment_bounds, train_segment
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +72,8 @@ class CheatedRound:
     """The spec's codec: the round's update and residual are published with it ("": no update)."""
     forge_update: Callable[[bytes], bytes] | None = None
     """A cheat's change to the honest update's bytes (the residual committed stays the honest one)."""
+    forge_checkpoint: Callable[[int, bytes], bytes] | None = None
+    """A cheat's replacement of checkpoint i's bytes (`(i, honest bytes) -> bytes served and committed`)."""
 
     def publish(self, previous_residual: Mapping[str, torch.Tensor] | None = None) -> PublishedRound:
         """The checkpoints' bytes, the last in the form of a round's last checkpoint (`final_state`), and the
@@ -81,6 +83,8 @@ class CheatedRound:
         listing = []
         for index, state in enumerate(self.checkpoints):
             data = encode_checkpoint(final_state(state) if index == len(self.checkpoints) - 1 else state)
+            if self.forge_checkpoint is not None:
+                data = self.forge_checkpoint(index, data)
             digest = hashlib.sha256(data).hexdigest()
             listing.append(digest)
             if index not in self.withheld:
@@ -89,8 +93,11 @@ class CheatedRound:
         if not self.codec:
             return PublishedRound(blobs, tuple(listing), root)
         start, end = self.checkpoints[0].weights, self.checkpoints[-1].weights
-        update, residual_bytes = expected_update(get_codec(self.codec), start, end, previous_residual)
-        update, residual_bytes = bytes(update), bytes(residual_bytes)
+        # As the worker encodes its update (`worker.rounds.encode_update`) and the verifier's update check
+        # recomputes it: the codec's encoding of W_r - W_end plus the previous residual, in canonical bytes.
+        residual_bytes, residual = allocate_canonical(end)
+        update = bytes(encode_with_feedback(get_codec(self.codec), start, end, previous_residual, residual))
+        residual_bytes = bytes(residual_bytes)
         if self.forge_update is not None:
             update = self.forge_update(update)
         for data in (update, residual_bytes):
@@ -99,30 +106,34 @@ class CheatedRound:
                               hashlib.sha256(residual_bytes).digest(), decode_tensors(residual_bytes))
 
 
-Cheat = Callable[[CheatContext], CheatedRound]
+CheatFunction = Callable[[CheatContext], CheatedRound]
 
 
 @dataclasses.dataclass(frozen=True)
-class CheatEntry:
+class Cheat:
+    """A registered cheat: its one name, what it does, and the function that plays a round with it."""
+
     name: str
     description: str
-    function: Cheat
+    play: CheatFunction
 
 
-CHEATS: dict[str, CheatEntry] = {}
+CHEATS: dict[str, Cheat] = {}
+"""Every cheat by name, in the order registered: the built-in ones (`builtin.py`), then any module's. The
+worker's `--cheat`, the verification benchmark and `trolly-verifier cheats` all read this one dict."""
 
 
-def register_cheat(name: str, description: str) -> Callable[[Cheat], Cheat]:
+def register_cheat(name: str, description: str) -> Callable[[CheatFunction], CheatFunction]:
     """Decorator: register `function(context) -> CheatedRound` under `name` (names are unique)."""
-    if not name or not name.replace("_", "").replace("-", "").isalnum():
-        raise CheatError(f"cheat name {name!r} must be letters, digits, '_' or '-'")
+    if not name or not name.replace("_", "").isalnum():
+        raise CheatError(f"cheat name {name!r} must be letters, digits or '_'")
 
-    def register(function: Cheat) -> Cheat:
-        if name in CHEATS and CHEATS[name].function is not function:
+    def register(function: CheatFunction) -> CheatFunction:
+        if name in CHEATS and CHEATS[name].play is not function:
             raise CheatError(f"a cheat named {name!r} is already registered")
         if not callable(function):
             raise CheatError(f"cheat {name!r} is not callable")
-        CHEATS[name] = CheatEntry(name, description, function)
+        CHEATS[name] = Cheat(name, description, function)
         return function
 
     return register
@@ -130,7 +141,7 @@ def register_cheat(name: str, description: str) -> Callable[[Cheat], Cheat]:
 
 def get_cheat(name: str) -> Cheat:
     try:
-        return CHEATS[name].function
+        return CHEATS[name]
     except KeyError:
         raise CheatError(f"unknown cheat {name!r}; known: {', '.join(sorted(CHEATS))}") from None
 
@@ -161,7 +172,7 @@ def load_cheat_module(path: str | pathlib.Path) -> list[str]:
 
 
 def choose_faked_segments(segments: int, fraction: float, generator: torch.Generator) -> frozenset[int]:
-    """A random `fraction` of a round's segments (at least one), for a worker started with `--cheat NAME`."""
+    """A random `fraction` of a round's segments (at least one): the segments the benchmark's cheats fake."""
     if segments < 1 or not 0.0 < fraction <= 1.0:
         raise CheatError(f"need at least one segment and a fraction in (0, 1], got {segments}, {fraction}")
     count = max(1, round(segments * fraction))
@@ -173,7 +184,7 @@ def honest_round(context: CheatContext) -> CheatedRound:
     return segment_cheat(None)(dataclasses.replace(context, faked_segments=frozenset()))
 
 
-def segment_cheat(fake: Callable[[CheatContext, int, TrainingState], TrainingState] | None) -> Cheat:
+def segment_cheat(fake: Callable[[CheatContext, int, TrainingState], TrainingState] | None) -> CheatFunction:
     """A round-level cheat that fakes `context.faked_segments` with `fake` and trains the rest honestly."""
 
     def run(context: CheatContext) -> CheatedRound:
