@@ -24,6 +24,9 @@ from trolly.chain.market.spec import (CODECS, DATASET_FIELDS, DATASETS, DECAYING
                                       OUTER_OPTIMIZER_FIELDS, OUTER_OPTIMIZER_NAME, SCHEDULE_FIELDS, SCHEDULES,
                                       SPEC_FIELDS, SPEC_VERSION, TRAINING_FIELDS, Fields, field_problem)
 
+from trolly.chain.market.datasets import PACKED, dataset_shape
+from trolly.chain.market.errors import InvalidSpec
+
 from .determinism import DeterminismProfile
 from .errors import SpecError
 
@@ -45,6 +48,14 @@ class DatasetSpec:
     name: str
     manifest_hash: str
     urls: tuple[str, ...]
+    input_size: int = 0
+    """A packed dataset's declared features per sample (0 for a bundled one, whose name fixes it)."""
+    num_classes: int = 0
+    """A packed dataset's declared labels (0 for a bundled one)."""
+
+    @property
+    def packed(self) -> bool:
+        return self.name == PACKED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,6 +215,12 @@ def spec_from_dict(document: Any) -> TaskSpec:
     urls = dataset.get("urls", [])
     if not isinstance(urls, list) or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
         raise SpecError("dataset.urls must be a list of http(s) URLs")
+    _string(dataset["name"], "dataset.name", DATASET_NAMES)
+    try:
+        input_size, num_classes, _ = dataset_shape(dataset)
+    except InvalidSpec as error:
+        raise SpecError(str(error)) from None
+    declared = {"input_size": input_size, "num_classes": num_classes} if dataset["name"] == PACKED else {}
     determinism = _object(fields.get("determinism", {"threads": DEFAULT_THREADS}), "determinism", DETERMINISM_FIELDS)
     instruction_set = determinism.get("instruction_set")
     if instruction_set is not None:
@@ -213,7 +230,7 @@ def spec_from_dict(document: Any) -> TaskSpec:
         model=ModelSpec(arch=_string(model["arch"], "model.arch", MODEL_ARCHS),
                         config=types.MappingProxyType(dict(config))),
         dataset=DatasetSpec(name=_string(dataset["name"], "dataset.name", DATASET_NAMES), manifest_hash=manifest_hash,
-                            urls=tuple(u.rstrip("/") for u in urls)),
+                            urls=tuple(u.rstrip("/") for u in urls), **declared),
         training=_parse_training(fields["training"]),
         codec=_string(fields["codec"], "codec", CODECS),
         determinism=DeterminismProfile(threads=_positive_int(determinism["threads"], "determinism.threads"),

@@ -18,8 +18,8 @@ moments, the round's start weights and a checkpoint's weights and moments (8 cop
 forward and backward activations (2 x batch_size x the activations of one sample), plus `RUNTIME_OVERHEAD_MB`
 for the interpreter and PyTorch themselves.
 
-The dataset fixes the input size, classes, vocabulary and context (`DATASET_SHAPES`, as `compute/data`
-writes them into the manifests).
+The dataset fixes the input size, classes, vocabulary and context: by name for a bundled one, declared in the
+spec for a packed one (`market.datasets`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .datasets import dataset_shape
 from .errors import InvalidSpec
-
-DATASET_SHAPES = {"digits": (64, 10, 0), "pycorpus": (64, 256, 64)}
-"""name -> (input_size, num_classes or vocabulary, context), as `compute/data/manifest.py` builds them."""
 
 MODEL_DEFAULTS = {
     "mlp": {"hidden": (1024, 1024)},
@@ -114,13 +112,14 @@ def _isqrt(value: int) -> int:
     return root
 
 
-def model_footprint(arch: str, config: Any, dataset: str, batch_size: int) -> Footprint:
-    """Parameters, activations per sample and the memory estimate (MiB, rounded up) of a spec's model."""
+def model_footprint(arch: str, config: Any, dataset: str | dict, batch_size: int) -> Footprint:
+    """Parameters, activations per sample and the memory estimate (MiB, rounded up) of a spec's model.
+    `dataset`: the spec's `dataset` section, or the name of a bundled dataset."""
     if not isinstance(config, dict):
         raise InvalidSpec("model.config must be a JSON object")
-    if arch not in MODEL_DEFAULTS or dataset not in DATASET_SHAPES:
-        raise InvalidSpec(f"no footprint for model {arch!r} on dataset {dataset!r}")
-    inputs, classes, context = DATASET_SHAPES[dataset]
+    if arch not in MODEL_DEFAULTS:
+        raise InvalidSpec(f"no footprint for model {arch!r}")
+    inputs, classes, context = dataset_shape(dataset if isinstance(dataset, dict) else {"name": dataset})
     values = _config(arch, config)
     if arch == "transformer":
         if not context:

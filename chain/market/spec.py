@@ -18,13 +18,13 @@ from decimal import Decimal
 from typing import Any
 
 from ..codec import JsonRejected, load_untrusted_json
+from .datasets import DATASETS, PACKED_SHAPE_FIELDS, dataset_shape
 from .errors import InvalidBlobUrl, InvalidSpec
 from .urls import check_blob_url
 from .footprint import Footprint, model_footprint
 
 SPEC_VERSION = 1
 MODEL_ARCHS = ("cnn", "mlp", "transformer")
-DATASETS = ("digits", "pycorpus")
 CODECS = ("fp16", "fp32", "int8", "sign", "ternary", "topk", "topk-fp16", "topk-int8", "topk-int8-sparse")
 """The fixed codec names of docs/protocol.md section 2a (`compute/codecs`)."""
 INSTRUCTION_SETS = ("avx2", "avx512", "default")
@@ -63,7 +63,7 @@ class Fields:
 
 SPEC_FIELDS = Fields(frozenset({"version", "model", "dataset", "training", "codec"}), frozenset({"determinism"}))
 MODEL_FIELDS = Fields(frozenset({"arch"}), frozenset({"config"}))
-DATASET_FIELDS = Fields(frozenset({"name", "manifest_hash"}), frozenset({"urls"}))
+DATASET_FIELDS = Fields(frozenset({"name", "manifest_hash"}), frozenset({"urls", *PACKED_SHAPE_FIELDS}))
 TRAINING_FIELDS = Fields(frozenset({"rounds", "inner_steps", "batch_size", "checkpoint_every", "seed"}),
                          frozenset({"inner_optimizer", "outer_optimizer"}))
 INNER_OPTIMIZER_FIELDS = Fields(frozenset({"name"}), frozenset(INNER_OPTIMIZER) | {"schedule"})
@@ -177,7 +177,7 @@ def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
         raise InvalidSpec("model.config must be a JSON object")
 
     dataset = _object(spec["dataset"], "dataset", DATASET_FIELDS)
-    _choice(dataset["name"], "dataset.name", DATASETS)
+    dataset_shape(dataset)  # a known name; a packed dataset declares its shape
     manifest = dataset["manifest_hash"]
     if not isinstance(manifest, str) or len(manifest) != 64 or any(c not in "0123456789abcdef" for c in manifest):
         raise InvalidSpec("dataset.manifest_hash must be 64 lower-case hex digits")
@@ -197,7 +197,7 @@ def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
         batch_size=_integer(training["batch_size"], "training.batch_size"),
         checkpoint_every=_integer(training["checkpoint_every"], "training.checkpoint_every", 1, MAX_CHECKPOINT_EVERY),
         seed=_integer(training["seed"], "training.seed", 0),
-        footprint=model_footprint(model["arch"], model.get("config", {}), dataset["name"],
+        footprint=model_footprint(model["arch"], model.get("config", {}), dataset,
                                   _integer(training["batch_size"], "training.batch_size")),
     )
     if summary.rounds != rounds:

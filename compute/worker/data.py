@@ -6,6 +6,9 @@ Tried in order, the first that works wins:
    only if its manifest hashes to the spec's `manifest_hash`;
 3. fetching the manifest and its shards from the spec's `dataset.urls` (every blob hash-checked).
 
+A packed dataset (a requester's own) is never built locally, and its manifest's shape must be the one its spec
+declares: the chain bounded the model by the declared shape (`trolly.chain.market.datasets`).
+
 Whatever way it came, the blobs end up in the worker's store, so the worker serves the dataset too.
 """
 
@@ -34,6 +37,8 @@ def _from_store(store: BlobStore, manifest_hash: str) -> Dataset | None:
 
 
 def _build_locally(store: BlobStore, spec: TaskSpec) -> Dataset | None:
+    if spec.dataset.packed:
+        return None
     blobs = build_dataset(spec.dataset.name)
     if blobs.manifest_hash != spec.dataset.manifest_hash:
         log.info("the bundled %s dataset hashes to %s, the task wants %s: fetching it instead",
@@ -61,6 +66,16 @@ async def _fetch(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy) -> 
     return load_dataset(manifest_hash, store.get)
 
 
+def check_declared_shape(spec: TaskSpec, dataset: Dataset) -> None:
+    """Refuse a packed dataset whose manifest disagrees with the shape its spec declared on chain."""
+    if spec.dataset.packed and (dataset.shape.kind != "classification" or
+                                (dataset.shape.input_size, dataset.shape.num_classes)
+                                != (spec.dataset.input_size, spec.dataset.num_classes)):
+        raise DatasetError(f"dataset {spec.dataset.manifest_hash[:12]} is {dataset.shape.kind} with "
+                           f"{dataset.shape.input_size} inputs and {dataset.shape.num_classes} classes, the spec "
+                           f"declares {spec.dataset.input_size} and {spec.dataset.num_classes}")
+
+
 async def obtain_dataset(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy) -> Dataset:
     """The task's dataset: from the store, else built from the bundled data, else fetched from the spec's URLs
     (the requester's: connections only where `addresses` allows)."""
@@ -69,5 +84,6 @@ async def obtain_dataset(store: BlobStore, spec: TaskSpec, addresses: AddressPol
         dataset = await asyncio.to_thread(_build_locally, store, spec)
     if dataset is None:
         dataset = await _fetch(store, spec, addresses)
+    check_declared_shape(spec, dataset)
     log.info("dataset %s ready: %d training samples", spec.dataset.name, dataset.train_size)
     return dataset

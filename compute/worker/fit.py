@@ -19,7 +19,7 @@ def check_memory(raw_spec: bytes, memory_mb: int) -> int:
     try:
         spec = parse_chain_spec(raw_spec)
         model = spec["model"]
-        estimate = model_footprint(model["arch"], model.get("config", {}), spec["dataset"]["name"],
+        estimate = model_footprint(model["arch"], model.get("config", {}), spec["dataset"],
                                    spec["training"]["batch_size"]).memory_mb
     except (InvalidSpec, KeyError, TypeError) as error:
         raise TaskUnfit(f"the spec's memory estimate cannot be computed: {error}") from None

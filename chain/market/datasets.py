@@ -1,0 +1,54 @@
+"""The datasets a spec may name, and the shape each gives a model: bundled ones by name, packed ones declared.
+
+A bundled dataset (`digits`, `pycorpus`) is built by every worker from files it already has, so its name fixes
+its shape. A `packed` dataset is a requester's own data (`trolly-wallet data pack`): classification samples
+of `input_size` float features and `num_classes` labels, fetched by manifest hash. Its spec declares the two
+sizes in its `dataset` section, so the chain can bound the model it asks for (`market.footprint`) without
+seeing the data; a worker refuses a manifest whose shape differs from the declared one
+(`compute/worker/data.py`), so the bound cannot be dodged by declaring a small shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import InvalidSpec
+
+BUNDLED_SHAPES = {"digits": (64, 10, 0), "pycorpus": (64, 256, 64)}
+"""name -> (input_size, num_classes or vocabulary, context), as `compute/data/manifest.py` builds them."""
+PACKED = "packed"
+DATASETS = ("digits", PACKED, "pycorpus")
+PACKED_SHAPE_FIELDS = ("input_size", "num_classes")
+"""The `dataset` fields a packed dataset's spec must have (and a bundled one's must not)."""
+MAX_PACKED_INPUT_SIZE = 1 << 16
+"""Most features per sample of a packed dataset (a 128x128 RGB image flattened is 49,152)."""
+MAX_PACKED_CLASSES = 1 << 12
+"""Most labels of a packed dataset."""
+MAX_PACKED_SAMPLES = 1_000_000
+"""Most samples (rows, images, texts) a packed dataset may hold, train and held-out together. Checked by
+`trolly-wallet data pack` before anything is paid; the chain never sees the rows, and a worker's own
+check is the manifest's shape above. The one place this bound is defined until the market params bound
+a dataset's shards and bytes."""
+
+
+def _bounded(value: Any, where: str, maximum: int, minimum: int = 1) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        raise InvalidSpec(f"{where} must be an integer in {minimum}..{maximum}, got {value!r}")
+    return value
+
+
+def dataset_shape(dataset: dict) -> tuple[int, int, int]:
+    """(input_size, num_classes, context) of a spec's `dataset` section, whose name is one of DATASETS."""
+    name = dataset.get("name")
+    if name not in DATASETS:
+        raise InvalidSpec(f"dataset.name must be one of {', '.join(DATASETS)}, got {name!r}")
+    declared = [field for field in PACKED_SHAPE_FIELDS if field in dataset]
+    if name != PACKED:
+        if declared:
+            raise InvalidSpec(f"dataset {name!r} is bundled: its shape is fixed, drop dataset.{declared[0]}")
+        return BUNDLED_SHAPES[name]
+    missing = [field for field in PACKED_SHAPE_FIELDS if field not in dataset]
+    if missing:
+        raise InvalidSpec(f"a packed dataset must declare dataset.{missing[0]}")
+    return (_bounded(dataset["input_size"], "dataset.input_size", MAX_PACKED_INPUT_SIZE),
+            _bounded(dataset["num_classes"], "dataset.num_classes", MAX_PACKED_CLASSES, 2), 0)
