@@ -266,7 +266,9 @@ class TrollyApplication:
 
     def process_proposal(self, request: abci.RequestProcessProposal) -> abci.ResponseProcessProposal:
         """Reject a block carrying any tx that fails the stateless checks; stateful failures are fine (they
-        are recorded in the block's results, and their fee logic runs in FinalizeBlock)."""
+        are recorded in the block's results, and their fee logic runs in FinalizeBlock). What an earlier
+        proposal alone left in `checks` goes first, and what this one left goes too if it is rejected."""
+        self.checks.drop_provisional()
         base = self._execution_base()
         auth_params = get_params(base, AuthParams)
         for index, tx in enumerate(request.txs):
@@ -275,11 +277,13 @@ class TrollyApplication:
                     seed.verify_seed_tx(base, self._chain_id, request.height, tx, request.proposed_last_commit)
                 except seed.InvalidSeedTx as error:
                     log.warning("rejecting proposal at height %d: %s", request.height, error)
+                    self.checks.drop_provisional()
                     return abci.ResponseProcessProposal(status=abci.ResponseProcessProposal.REJECT)
                 continue
             result = chain_app.check_tx_stateless_only(tx, self._chain_id, base, self.checks, auth_params)
             if not result.ok:
                 log.warning("rejecting proposal at height %d: tx %d: %s", request.height, index, result.log)
+                self.checks.drop_provisional()
                 return abci.ResponseProcessProposal(status=abci.ResponseProcessProposal.REJECT)
         return abci.ResponseProcessProposal(status=abci.ResponseProcessProposal.ACCEPT)
 
@@ -340,6 +344,7 @@ class TrollyApplication:
         self.store.commit(self._pending)
         self._pending = None
         self.checks.forget(self._pending_txs)  # decided and applied: never checked again (a replay fails its nonce)
+        self.checks.drop_provisional()  # what undecided proposals left
         self._pending_txs = []
         self._genesis_changes = None
         self._mempool = None  # CometBFT re-checks its remaining mempool txs next, rebuilding the overlay

@@ -94,12 +94,13 @@ def _verifier(ahead: AnswersAhead | None) -> Callable[[bytes, bytes, bytes], boo
 
 def check_stateless(raw: bytes, chain_id: str, params: AuthParams, checks: CheckedTxs | None = None,
                     ahead: AnswersAhead | None = None,
-                    remember: bool = True) -> CheckedTx:
+                    remember: bool = True, provisional: bool = False) -> CheckedTx:
     """Decode `raw` and run every check that needs no state (`ante.check_tx_stateless`); raises its ChainError.
 
     With `checks` (the node's memo of passed checks), bytes that passed before under the same chain id and
     params are not checked again: the answer would be the same (see `checked_txs`). A check that passes here
-    is stored in `checks` unless `remember` is False (FinalizeBlock: its transactions are not met again)."""
+    is stored in `checks` unless `remember` is False (FinalizeBlock: its transactions are not met again);
+    `provisional` stores it as met in a proposal only (ProcessProposal: see `checked_txs`)."""
     context = (chain_id, params)
     if checks is not None:
         remembered = checks.recall(raw, context)
@@ -108,7 +109,7 @@ def check_stateless(raw: bytes, chain_id: str, params: AuthParams, checks: Check
     tx = decode_tx(raw, params.max_tx_bytes)
     checked = checked_tx(tx, check_tx_stateless(tx, chain_id, params, MESSAGE_ROUTES, _verifier(ahead)), params)
     if checks is not None and remember:
-        checks.remember(raw, context, checked)
+        checks.remember(raw, context, checked, provisional)
     return checked
 
 
@@ -209,16 +210,19 @@ def check_tx(state: State, env: BlockEnv, raw: bytes, checks: CheckedTxs | None 
         state.rollback(marker)
         if checks is not None:  # not admitted: its bytes will not be met again, so they take no room
             checks.forget((raw,))
+    elif checks is not None:  # admitted: kept even if a proposal brought it first
+        checks.admit(raw)
     return result
 
 
 def check_tx_stateless_only(raw: bytes, chain_id: str, state: State, checks: CheckedTxs | None = None,
                             auth_params: AuthParams | None = None) -> TxResult:
     """What ProcessProposal can check without executing: decoding, chain id, signature, message shapes.
-    `auth_params`, if given, must be `state`'s (as for `check_tx`); without them they are read here."""
+    `auth_params`, if given, must be `state`'s (as for `check_tx`); without them they are read here. A check
+    that passes is remembered as provisional (`checked_txs`): a proposal alone does not admit a transaction."""
     params = auth_params if auth_params is not None else get_params(state, AuthParams)
     try:
-        check_stateless(raw, chain_id, params, checks)
+        check_stateless(raw, chain_id, params, checks, provisional=True)
     except ChainError as error:
         return error_result(error)
     except Exception as exc:  # noqa: BLE001 - a tx must not raise (see apply_tx)

@@ -16,7 +16,7 @@ from trolly.abci_app.application import TrollyApplication
 from trolly.abci_app.proto.tendermint.abci import types_pb2 as abci
 from trolly.abci_app.signature_checker import MIN_BATCH, SignatureChecker, execute_block
 from trolly.chain import app as chain_app
-from trolly.chain.checked_txs import CheckedTxs
+from trolly.chain.checked_txs import DECODED_BYTES_PER_BYTE, ENTRY_OVERHEAD_BYTES, CheckedTxs, entry_cost
 from trolly.chain.crypto import verify_signature
 from trolly.chain.params import AuthParams, get_params
 from trolly.chain.proto.bank_pb2 import MsgSend
@@ -88,20 +88,86 @@ def test_a_check_passed_under_another_chain_id_or_params_is_made_again(spot_chec
     assert len(spot_checks) == 1  # the two refusals came before the signature
 
 
-def test_the_memo_is_bounded_oldest_first_out():
-    checks = CheckedTxs(capacity=3)
-    for index in range(5):
-        checks.remember(bytes([index]), "context", index)
-    assert len(checks) == 3 and bytes([0]) not in checks and bytes([4]) in checks
-    assert checks.recall(bytes([4]), "context") == 4 and checks.recall(bytes([4]), "other") is None
+def test_the_memo_is_bounded_in_bytes_oldest_first_out():
+    small = [bytes([index]) * 100 for index in range(5)]
+    checks = CheckedTxs(capacity_bytes=3 * entry_cost(small[0]))
+    for index, raw in enumerate(small):
+        checks.remember(raw, "context", index)
+    assert len(checks) == 3 and small[0] not in checks and small[4] in checks
+    assert checks.held_bytes == 3 * entry_cost(small[0]) <= checks.capacity_bytes
+    assert checks.recall(small[4], "context") == 4 and checks.recall(small[4], "other") is None
+    large = b"L" * (entry_cost(small[0]) // DECODED_BYTES_PER_BYTE)  # two small entries' room and more
+    checks.remember(large, "context", "large")
+    assert large in checks and small[4] in checks and small[2] not in checks and small[3] not in checks
+    assert checks.held_bytes <= checks.capacity_bytes
+
+
+def test_a_transaction_larger_than_the_whole_memo_is_not_remembered_and_pushes_nothing_out():
+    checks = CheckedTxs(capacity_bytes=entry_cost(b"x" * 1_000))
+    checks.remember(b"x" * 1_000, "context", 1)
+    checks.remember(b"y" * 1_001, "context", 2)
+    assert b"x" * 1_000 in checks and b"y" * 1_001 not in checks and len(checks) == 1
 
 
 def test_a_mutable_buffer_is_never_remembered():
     checks = CheckedTxs()
     checks.remember(bytearray(b"tx"), "context", 1)
-    assert len(checks) == 0 and bytearray(b"tx") not in checks
+    checks.forget([bytearray(b"tx")])
+    assert len(checks) == 0 and bytearray(b"tx") not in checks and checks.held_bytes == 0
     with pytest.raises(ValueError):
-        CheckedTxs(capacity=0)
+        CheckedTxs(capacity_bytes=ENTRY_OVERHEAD_BYTES - 1)
+
+
+def test_what_a_proposal_alone_brought_is_dropped_and_what_check_tx_admitted_stays():
+    checks = CheckedTxs()
+    chain = Chain(accounts=4)
+    admitted, proposed, both = sends(chain, 3, amount=1)
+    chain_app.check_stateless(admitted, CHAIN_ID, AuthParams(), checks)
+    for raw in (proposed, both):
+        chain_app.check_tx_stateless_only(raw, CHAIN_ID, State(chain.kv), checks, AuthParams())
+    assert checks.provisional(proposed) and checks.provisional(both) and not checks.provisional(admitted)
+    assert chain_app.check_tx(State(chain.kv), chain.env(chain.height + 1), both, checks, auth_params(chain)).ok
+    checks.drop_provisional()
+    assert admitted in checks and both in checks and proposed not in checks
+    assert checks.held_bytes == entry_cost(admitted) + entry_cost(both)
+
+
+def throwaway_proposal(proposal: int, count: int) -> list[bytes]:
+    """`count` well-signed transfers from keys nobody funded: they pass ProcessProposal's stateless checks,
+    no mempool ever saw them, and no block will carry them."""
+    return [send_tx(key_for(10_000 + proposal * count + index), key_for(1).address, 1, 0)
+            for index in range(count)]
+
+
+def test_a_proposer_proposing_throwaway_transactions_never_grows_the_memo_past_its_bound():
+    admitted = [send_tx(key_for(index), key_for(0).address, 1, 0) for index in range(1, 9)]
+    per_proposal = 20
+    capacity = sum(entry_cost(raw) for raw in admitted) + per_proposal * entry_cost(admitted[0])
+    app = TrollyApplication(FakeStore(), checks=CheckedTxs(capacity_bytes=capacity))
+    app.init_chain(abci.RequestInitChain(chain_id=APP_CHAIN_ID, initial_height=1,
+                                         app_state_bytes=genesis_bytes({key_for(index): 10**6 for index in range(9)})))
+    for raw in admitted:  # the mempool's transactions
+        assert app.check_tx(abci.RequestCheckTx(tx=raw)).code == 0
+    accept, reject = abci.ResponseProcessProposal.ACCEPT, abci.ResponseProcessProposal.REJECT
+    left_behind: list[bytes] = []
+    for proposal in range(30):  # round after round at height 1, never decided
+        txs = throwaway_proposal(proposal, per_proposal)
+        if proposal % 3 == 2:  # one bad transaction at the end: rejected after the others were checked
+            txs[-1] = forge(txs[-1])
+        status = app.process_proposal(abci.RequestProcessProposal(txs=txs, height=1)).status
+        assert status == (reject if proposal % 3 == 2 else accept)
+        assert app.checks.held_bytes <= capacity
+        assert all(raw in app.checks for raw in admitted)  # the mempool's checks were not pushed out
+        assert not any(raw in app.checks for raw in left_behind)  # an earlier proposal's are gone
+        if status == reject:
+            assert not any(raw in app.checks for raw in txs)
+        left_behind = txs
+    finalize = app.finalize_block(abci.RequestFinalizeBlock(height=1, txs=admitted[:4],
+                                                            time=Timestamp(seconds=1_700_000_000)))
+    assert [result.code for result in finalize.tx_results] == [0, 0, 0, 0]
+    app.commit(abci.RequestCommit())
+    assert set(admitted[4:]) == {raw for raw in admitted if raw in app.checks}
+    assert app.checks.held_bytes == sum(entry_cost(raw) for raw in admitted[4:])
 
 
 def test_a_block_gives_the_same_results_and_writes_with_a_filled_memo_an_empty_one_and_none():
