@@ -10,6 +10,7 @@ from trolly.chain.market.errors import AlreadyCommitted, InvalidCommitment, NotM
 from trolly.chain.market.errors import TaskEnded, TaskNotFound, TaskNotOpen
 from trolly.chain.market.store import ESCROW
 from trolly.chain.proto import market_pb2 as pb
+from trolly.chain.market.records import VERDICT_FAIL
 
 COLLATERAL = 4 * REWARD
 PENALTY = COLLATERAL * 1_000 // 10_000  # missed_round_penalty_bps default
@@ -146,21 +147,29 @@ def test_refused_commitments_leave_state_unchanged(make_chain):
     assert_fails(chain.deliver(late, commit_message(task_id, 1, "z")), RoundClosed)
 
 
-def test_workers_reporting_other_start_weights_are_outvoted_by_samples(make_chain):
+def test_a_majority_start_is_not_adopted_every_member_is_sampled_and_the_passed_start_is_recorded(make_chain):
+    """Issue 24 item 1: the two members with the most samples committing the same start does not make it the
+    round's start nor drop the third; all three are sampled, and the chain records the start of the members
+    whose round passed verification (here the lone member's), not the majority's."""
     market = make_market(make_chain, accounts=4)
     chain = market.chain
     task_id = market.open_task(workers=3, collateral=COLLATERAL)
-    odd = market.workers[0]
-    # The odd worker reports its own weights with the most samples of anyone, but the other two together have more.
-    output = market.commit(task_id, 0, market.workers[:3], steps=[20, 15, 15],
-                           starts=[digest("mine"), digest("agreed"), digest("agreed")])
-    assert [d["reason"] for d in event_actions(output, "dropped")] == ["weights disagree"]
+    lone, majority = market.workers[0], market.workers[1:3]
+    output = market.commit(task_id, 0, market.workers[:3], steps=[10, 15, 15],
+                           starts=[digest("derived"), digest("chosen"), digest("chosen")])
+    assert event_actions(output, "dropped") == []
     chain.block()
     sampled = {item["worker"] for item in market.to_verify(chain.operators[0])}
-    assert encode_address(odd.address) not in sampled and len(sampled) == 2
-    details = market.task(task_id)["round_details"][0]
-    assert details["start_weights_hash"] == digest("agreed").hex()
-    assert market.round_commitments(task_id, 0)[encode_address(odd.address)]["outcome"] == "disagreed"
+    assert sampled == {encode_address(w.address) for w in market.workers[:3]}
+    assert market.task(task_id)["round_details"][0]["start_weights_hash"] == ""  # nothing recorded before settling
+    market.vote(chain.operators, task_id, worker=encode_address(lone.address))
+    for worker in majority:  # their verifiers derived another start: FAIL
+        market.vote(chain.operators, task_id, VERDICT_FAIL, worker=encode_address(worker.address), strict=False)
+    view = market.task(task_id)
+    assert view["round"] == 1 and view["round_details"][0]["start_weights_hash"] == digest("derived").hex()
+    outcomes = market.round_commitments(task_id, 0)
+    assert outcomes[encode_address(lone.address)]["outcome"] == "passed"
+    assert {outcomes[encode_address(w.address)]["outcome"] for w in majority} == {"failed"}
 
 
 def test_final_report_puts_the_agreed_final_weights_hash_on_chain(make_chain):

@@ -183,7 +183,7 @@ def test_undecided_workers_are_unverified_when_the_window_closes(make_chain):
     outputs = chain.advance(MARKET_PARAMS["verification_window"])
     settled = [a for o in outputs for a in event_actions(o, "round_settled")]
     assert settled == [{"id": str(task_id), "action": "round_settled", "round": "0", "passed": "0", "failed": "0",
-                        "unverified": "2"}]
+                        "unverified": "2", "start_weights_hash": ""}]
     view = market.task(task_id)
     assert view["paid_workers"] == 0 and view["active_members"] == 2 and view["round"] == 1
     assert chain.balance(market.workers[0]) == balance

@@ -1,6 +1,7 @@
 """The round's aggregation check in the service: round 1 must start from the outer step over round 0's passed
-updates, which the verifier recomputes itself. Workers that agree among themselves on other start weights
-(here: all of them reuse W_0, so the chain's agreement is on the stale hash) fail every sampled segment."""
+updates, which the verifier derives itself. Workers that agree among themselves on other start weights
+(here: all of them reuse W_0, every member of the round) fail every sampled segment: a unanimous start is
+not adopted (issue 24 item 1)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import torch
 from trolly.chain.crypto import encode_address
 from trolly.chain.proto import market_pb2 as pb
 from trolly.compute.blobs import BlobServer, BlobStore
-from trolly.compute.checkpoints import weights_hash
 from trolly.compute.codecs import get_codec
 from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
@@ -72,7 +72,7 @@ async def wait_sampled(client, task_id: int, round_index: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("round_one_start", ["aggregate", "stale"])
+@pytest.mark.parametrize("round_one_start", ["aggregate", "stale", "unserved"])
 def test_round_start_weights_are_checked_against_the_verifiers_own_aggregate(node, tmp_path, round_one_start):
     async def main():
         client = AsyncRpcClient(node.url)
@@ -80,7 +80,8 @@ def test_round_start_weights_are_checked_against_the_verifiers_own_aggregate(nod
         for server in servers:
             await server.start()
         service = VerifierService(ServiceConfig(home=tmp_path / "verifier", node=node.url, websocket=False,
-                                                retry_delay=0.0, allow_private_blob_hosts=True),
+                                                retry_delay=0.0, allow_private_blob_hosts=True,
+                                                unavailable_attempts=1),
                                   VALIDATOR, AsyncRpcClient(node.url))
         try:
             spec_bytes = json.dumps(tiny_spec_document(digits().manifest_hash, rounds=2)).encode()
@@ -109,19 +110,25 @@ def test_round_start_weights_are_checked_against_the_verifiers_own_aggregate(nod
             await wait_for(round_one_open, what="round 1")
             codec = get_codec(spec.codec)
             w1 = outer_step(w0, [WorkerUpdate(i, s, codec.decode(d)) for i, s, d in encoded], spec.training.outer_optimizer)
-            start = dict(w1.weights) if round_one_start == "aggregate" else dict(w0.weights)
+            start = dict(w0.weights) if round_one_start == "stale" else dict(w1.weights)
             await play_round(client, spec, trainer, servers, task_id, 1, start)
+            if round_one_start == "unserved":  # round 0's updates served by nobody: W_1 cannot be derived
+                for server, (_, _, data) in zip(servers, encoded):
+                    server.store.path(hashlib.sha256(data).hexdigest()).unlink()
             await wait_sampled(client, task_id, 1)
             task = await client.query_json(f"/market/task/{task_id}")
-            assert task["round_details"][1]["start_weights_hash"] == weights_hash(start).hex()  # the chain agreed
+            assert task["round_details"][1]["start_weights_hash"] == ""  # recorded once the round is verified
 
             reports = await service.run_once()
             assert len(reports) >= 1
             if round_one_start == "aggregate":
                 assert {r.outcome for r in reports} == {"pass"} and len(reports) == 6
+            elif round_one_start == "unserved":  # never the chain's nor the workers' word for it
+                assert {r.outcome for r in reports} == {"unavailable"}
+                assert all("cannot derive the round's start weights" in r.reason for r in reports)
             else:
                 assert {r.outcome for r in reports} == {"fail"}
-                assert all("this verifier's aggregate" in r.reason for r in reports)
+                assert all("derived by this verifier" in r.reason for r in reports)
         finally:
             await service.close()
             for server in servers:

@@ -5,8 +5,8 @@ weighted by samples processed (docs/protocol.md section 2, `compute.rounds.outer
 in every process). A verifier recomputes it from the updates (fetched by their committed hash) and compares
 its hash with what round r + 1's workers say they started from. A worker that starts round r + 1 from
 anything else (stale weights, its own update only, weights it likes better) fails each of its sampled
-segments of round r + 1 with the reason; when the updates cannot be fetched the verifier falls back to the
-chain's agreed start hash (the one most workers reported) and says so.
+segments of round r + 1 with the reason, whatever the other members committed; when the updates cannot be
+fetched the verifier votes UNAVAILABLE, never adopting the chain's majority.
 
 The verifier service follows a task's W_r with the one weights follower (`compute/weights_follower.py`);
 `check_aggregation` is the same rule as a report, for the verification benchmark.

@@ -70,7 +70,7 @@ def check_round_start(start: TrainingState, start_weights_hash: bytes) -> str:
 
 def check_expected_start(start_weights_hash: bytes, expected: bytes | None, source: str) -> str:
     """The weights the worker says it started from are the round's global weights (`source` names who says so:
-    the verifier's own aggregate of the previous round, or the chain's agreed hash)."""
+    the verifying service derives them itself, `trolly-verifier replay` takes `--expected-start`)."""
     if expected is None or start_weights_hash == expected:
         return ""
     return (f"started from weights {start_weights_hash.hex()[:16]}..., but the round's global weights "

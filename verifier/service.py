@@ -12,7 +12,9 @@ websocket is not available it polls `status` every `poll_interval` seconds):
 2. Ask `/market/verify/<operator address>` for the segments this validator has not voted on, skip those in
    the vote record or already in flight, and verify up to `concurrency` at a time: spec from
    `/market/spec/<id>` (its hash checked), dataset from the spec's URLs and the worker's blob service (every
-   blob hash-checked), the round's expected start weights (`aggregation.py`), then `replay.verify_segment`.
+   blob hash-checked), the round's start weights as this verifier derives them (`compute/weights_follower.py`:
+   W_0 from the spec, each later start from the updates it checked; a start it cannot derive is voted
+   UNAVAILABLE, never taken from the chain or a worker), then `replay.verify_segment`.
    Replays run one at a time in a single worker thread (torch's thread count is process-wide).
 3. A segment whose checkpoints cannot be fetched is retried on later passes; after `unavailable_attempts`
    failures (or when the verification deadline is `deadline_margin` blocks away) it is voted UNAVAILABLE.
@@ -47,11 +49,10 @@ from trolly.chain.proto.market_pb2 import MsgRevealReplay, MsgSubmitVerdict
 from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
 from trolly.compute.errors import ComputeError
 from trolly.compute.spec import parse_spec
-from trolly.compute.weights_follower import DirectoryCache, WeightsFollower
+from trolly.compute.weights_follower import DirectoryCache, StartUnavailable, WeightsFollower
 from trolly.wallet.errors import WalletError
 from trolly.wallet.files import write_atomically
 from trolly.wallet.market_queries import get_round, get_spec, get_task, get_verify_work, list_tasks
-from trolly.wallet.market_views import TaskView
 from trolly.wallet.nonces import NonceCache
 from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
 from trolly.wallet.sender import CHAIN_CODESPACE, INVALID_NONCE_CODE, TxSender
@@ -104,8 +105,7 @@ class TaskContext:
     spec: object
     spec_key: str
     dataset: object
-    weights: WeightsFollower | None  # None when this verifier cannot reproduce W_0 (then the chain's agreement is used)
-    initial_hash: bytes  # this verifier's W_0
+    weights: WeightsFollower  # W_0 and each round's start, derived here
 
 
 @dataclasses.dataclass
@@ -257,7 +257,9 @@ class VerifierService:
         """The report for one segment, or None when the verifier itself could not do the work (retried later)."""
         try:
             context = await self._task_context(claim)
-            expected, source = await self._expected_start(claim, context)
+            expected = await self._derived_start(claim, context)
+        except StartUnavailable as error:
+            return SegmentReport(claim, UNAVAILABLE, f"this verifier cannot derive the round's start weights: {error}")
         except (VerifierError, ComputeError, WalletError) as error:
             log.warning("%s: cannot verify yet: %s", _name(claim), error)
             self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
@@ -268,7 +270,7 @@ class VerifierService:
                                   address_policy=self.addresses) as blobs:
                 report = await verify_segment(
                     claim, context.spec, context.dataset, blobs, self.replayer, expected_start_hash=expected,
-                    expected_start_source=source, spec_key=context.spec_key,
+                    expected_start_source="derived by this verifier", spec_key=context.spec_key,
                     run_replay=lambda function: loop.run_in_executor(self._executor, function))
         except VerifierError as error:  # our own replay machinery failed (a child died): not the worker's fault
             log.warning("%s: replay failed here, will retry: %s", _name(claim), error)
@@ -295,8 +297,8 @@ class VerifierService:
         dataset = await self.datasets.task_dataset(spec, extra_urls, self.config.blob_retry, self.addresses)
         weights = WeightsFollower(spec, dataset.shape, self.addresses, retry=self.config.blob_retry,
                                   cache=DirectoryCache(self.config.home / "weights" / str(task_id)))
-        initial = await asyncio.get_running_loop().run_in_executor(self._executor, weights.initial)
-        context = TaskContext(spec, answer.spec_hash, dataset, weights, initial.weights_hash())
+        await asyncio.get_running_loop().run_in_executor(self._executor, weights.initial)
+        context = TaskContext(spec, answer.spec_hash, dataset, weights)
         self._tasks[task_id] = context
         return context
 
@@ -317,23 +319,13 @@ class VerifierService:
             except (VerifierError, ComputeError, WalletError) as error:
                 log.info("task %d not loaded yet: %s", summary.id, error)
 
-    async def _expected_start(self, claim: SegmentClaim, context: TaskContext) -> tuple[bytes | None, str]:
-        """The round's global weights hash: recomputed here when possible, else the chain's agreed one."""
+    async def _derived_start(self, claim: SegmentClaim, context: TaskContext) -> bytes:
+        """The round's start weights hash as this verifier derives it: W_0 from the spec, W_r from W_{r-1}
+        and the updates of round r-1 it fetched and checked itself. Never the chain's majority nor a worker's
+        word: raises StartUnavailable when it cannot derive it (the segment is then voted UNAVAILABLE)."""
         task = await get_task(self.client, claim.task_id)
-        agreed = _agreed_start(task, claim.round)
-        agreed_initial = _agreed_start(task, 0)
-        if context.weights is not None and agreed_initial is not None and agreed_initial != context.initial_hash:
-            log.warning("task %d: this verifier's W_0 differs from the one the workers agreed on; round start "
-                        "weights are checked against the chain's agreement only", claim.task_id)
-            context.weights = None
-        if context.weights is None:
-            return agreed, "the chain's agreement"
-        try:
-            state = await context.weights.state(claim.round, task)
-        except ComputeError as error:  # StartUnavailable among them
-            log.info("%s: own aggregate unavailable (%s); using the chain's agreed start weights", _name(claim), error)
-            return agreed, "the chain's agreement"
-        return state.weights_hash(), "this verifier's aggregate of the previous round"
+        state = await context.weights.state(claim.round, task)
+        return state.weights_hash()
 
     # ---- voting -----------------------------------------------------------------------------------------------
 
@@ -488,12 +480,6 @@ class VerifierService:
                  len(self._in_flight), counts.get("pass", 0), counts.get("fail", 0),
                  counts.get("unavailable", 0) + counts.get("tampered", 0), counts.get(INCLUDED, 0),
                  counts.get(BROADCAST, 0) + counts.get(RESERVED, 0), counts.get(REJECTED, 0))
-
-
-def _agreed_start(task: TaskView, round_index: int) -> bytes | None:
-    """The start weights hash the chain agreed on for a round (None while it has none)."""
-    details = task.round_detail(round_index)
-    return bytes.fromhex(details.start_weights_hash) if details is not None and details.start_weights_hash else None
 
 
 def lazy_report(claim: SegmentClaim) -> SegmentReport:

@@ -7,11 +7,13 @@ sample_round  (sampling_delay blocks later) draws each worker's segments from th
 settle_round  (when every worker is decided, or the verification window closes) slashes, pays, and starts
               the next round.
 
-Agreement on the global weights: every worker of round r reports the `start_weights_hash` it started from.
-The hash backed by the most samples processed wins (ties: more reporters, then the smaller hash); members
-that reported another hash are dropped as if they had missed the round. For the final report the weight of
-a member is the samples it was paid for over the whole task. The winner of round r is W_r's hash; the
-winner of the final report is the task's `final_weights_hash`.
+Start weights are derived, never voted on: every worker of round r commits the `start_weights_hash` it
+started from, and the round's verifiers derive W_r themselves (from the spec and the updates they checked)
+and FAIL every sampled segment of a member whose start is another, whatever the other members committed. So
+a training round keeps every committed member; the chain records as round r's start the hash that the
+members whose round PASSED started from (the most samples, then the smallest hash, should they differ),
+which clients compare with, never adopt. For the final report the weight of a member is the samples it
+was paid for over the whole task; the winner is the task's `final_weights_hash`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,17 @@ def agreed_hash(weights: dict[bytes, tuple[int, int]]) -> bytes:
     return min(weights, key=lambda h: (-weights[h][0], -weights[h][1], h))
 
 
+def majority_start(state: State, task: Task, commitments: list[Commitment], *, final: bool = False) -> bytes:
+    """The start weights hash backed by the most samples among `commitments` (b"" for none): samples processed
+    in the round, or for the final report the samples each member was paid for over the task."""
+    weights: dict[bytes, tuple[int, int]] = {}
+    for commitment in commitments:
+        weight = find_member(state, task.id, commitment.worker).samples_paid if final else commitment.samples_processed
+        total, reporters = weights.get(commitment.start_weights_hash, (0, 0))
+        weights[commitment.start_weights_hash] = (total + weight, reporters + 1)
+    return agreed_hash(weights) if weights else b""
+
+
 def close_round(state: State, ctx: BlockContext, task: Task) -> None:
     final = task.round == task.rounds
     committed: list[Commitment] = []
@@ -51,25 +64,17 @@ def close_round(state: State, ctx: BlockContext, task: Task) -> None:
         else:
             committed.append(commitment)
 
-    weights: dict[bytes, tuple[int, int]] = {}
-    for commitment in committed:
-        weight = find_member(state, task.id, commitment.worker).samples_paid if final else commitment.samples_processed
-        total, reporters = weights.get(commitment.start_weights_hash, (0, 0))
-        weights[commitment.start_weights_hash] = (total + weight, reporters + 1)
-    winner = agreed_hash(weights) if weights else b""
-    for commitment in committed:
-        if commitment.start_weights_hash != winner:
-            commitment.outcome = DISAGREED
-            put_commitment(state, commitment)
-            drop_member(state, ctx, task, find_member(state, task.id, commitment.worker), "weights disagree")
-    if winner:
-        task.round_start_hashes.append(winner)
-    task_event(ctx, task.id, "round_closed", round=task.round, committed=len(committed),
-               agreed=sum(1 for c in committed if c.start_weights_hash == winner), start_weights_hash=winner.hex())
-
+    task_event(ctx, task.id, "round_closed", round=task.round, committed=len(committed))
     if task.active_members == 0:
         end_task(state, ctx, task, ABANDONED)
     elif final:
+        winner = majority_start(state, task, committed, final=True)
+        for commitment in committed:
+            if commitment.start_weights_hash != winner:
+                commitment.outcome = DISAGREED
+                put_commitment(state, commitment)
+                drop_member(state, ctx, task, find_member(state, task.id, commitment.worker), "weights disagree")
+        task.round_start_hashes.append(winner)
         task.final_weights_hash = winner
         for commitment in committed:
             if commitment.outcome == PENDING:
@@ -184,8 +189,10 @@ def settle_round(state: State, ctx: BlockContext, task: Task) -> None:
         task.paid_fees += payout.validator_fee + payout.verifier_fee
         task_event(ctx, task.id, "payout", round=task.round, worker=encode_address(payout.worker), amount=payout.pay,
                    validator_fee=payout.validator_fee, verifier_fee=payout.verifier_fee)
+    verified_start = majority_start(state, task, [c for c in commitments if c.outcome == PASSED])
+    task.round_start_hashes.append(verified_start)  # b"" when no member's round passed
     outcomes = {outcome: sum(1 for c in commitments if c.outcome == outcome) for outcome in (PASSED, FAILED, UNVERIFIED)}
-    task_event(ctx, task.id, "round_settled", round=task.round, **outcomes)
+    task_event(ctx, task.id, "round_settled", round=task.round, start_weights_hash=verified_start.hex(), **outcomes)
     hold_reveals(state, task, commitments, ctx.env.height + task.terms.get("reveal_window", 1))
 
     if task.active_members == 0:
