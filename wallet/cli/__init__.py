@@ -6,11 +6,10 @@ loads the network stack). Adding a group is one line here, e.g. `"task": "trolly
 
 from __future__ import annotations
 
-import importlib
-
 import click
 
 from .errors import WalletGroup
+from .lazy import load_target
 
 COMMAND_GROUPS: dict[str, str] = {
     "keys": "trolly.wallet.cli.keys:keys",
@@ -18,6 +17,7 @@ COMMAND_GROUPS: dict[str, str] = {
     "query": "trolly.wallet.cli.query:query",
     "task": "trolly.wallet.cli.task:task",
     "worker": "trolly.wallet.cli.worker:worker",
+    "data": "trolly.compute.requester.cli:data",
 }
 """name -> "module:attribute" of a click group; the market engineer adds `task` and `worker` here."""
 
@@ -34,8 +34,7 @@ class LazyGroup(WalletGroup):
         target = COMMAND_GROUPS.get(name)
         if target is None:
             return None
-        module_name, _, attribute = target.partition(":")
-        return getattr(importlib.import_module(module_name), attribute)
+        return load_target(target)
 
 
 EXIT_CODES_HELP = """

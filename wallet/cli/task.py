@@ -4,6 +4,8 @@
 (reward + validator and verifier fees)) and the collateral each worker must lock (the honesty minimum of
 `trolly.chain.market.params`), shows both, and only then asks to sign. `list` and `status` read the market
 queries; `cancel` ends a task (before it starts everything is refunded; later, settled rounds stay paid).
+`submit --data`, `fetch` and `eval` need the compute library: they are registered by name (`TASK_COMMANDS`,
+`DATA_SUBMISSION`, see `lazy.py`) and imported only when used.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
+import time
 
 import click
 
@@ -26,12 +29,34 @@ from ..market_queries import list_tasks as fetch_task_listing
 from ..market_views import TaskSummary, TaskView
 from ..tasks import plan_task
 from .errors import WalletGroup
+from .lazy import load_target
 from .options import node_options, output_option, settings
 from .output import amount_text, console, emit, key_value_table, print_key_values, print_table
 from .transactions import TransactionFlags, resolve_key, run_transaction, transaction_options
 
 
-@click.group(cls=WalletGroup)
+TASK_COMMANDS: dict[str, str] = {
+    "fetch": "trolly.compute.requester.cli:fetch",
+    "eval": "trolly.compute.requester.cli:evaluate_command",
+}
+"""The `task` commands that need the compute library, imported on first use."""
+DATA_SUBMISSION = "trolly.compute.requester.cli:prepare_data_submission"
+"""What `task submit --data` calls to pack, serve and build the spec (returns a `DataSubmission`)."""
+
+
+class TaskGroup(WalletGroup):
+    """The `task` group: its own commands, and TASK_COMMANDS imported when used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(TASK_COMMANDS))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.commands:
+            return self.commands[name]
+        return load_target(TASK_COMMANDS[name]) if name in TASK_COMMANDS else None
+
+
+@click.group(cls=TaskGroup)
 def task() -> None:
     """Submit, list, follow and cancel training tasks."""
 
@@ -52,7 +77,18 @@ def read_spec(path: str) -> bytes:
 
 
 @task.command("submit")
-@click.argument("spec_file", type=click.Path(dir_okay=False))
+@click.argument("spec_file", type=click.Path(dir_okay=False), required=False)
+@click.option("--data", "data_path", default=None,
+              help="Your data: a packed directory, or a CSV, JSONL or image folder packed here first. The spec "
+                   "(SPEC_FILE's, else a default one) gets the data's input and output sizes.")
+@click.option("--data-url", "data_urls", multiple=True,
+              help="Where the data is already served (`trolly-wallet data serve`); else this command serves it.")
+@click.option("--listen", default="127.0.0.1:8600", show_default=True,
+              help="With --data and no --data-url: host:port to serve the data on while the task runs.")
+@click.option("--model", type=click.Choice(["mlp", "cnn"]), default="mlp", show_default=True,
+              help="With --data and no SPEC_FILE: the architecture to train.")
+@click.option("--rounds", type=click.IntRange(min=1), default=None, help="With --data: the task's rounds.")
+@click.option("--label-column", default=None, help="With --data on a CSV: the label column (default: the last).")
 @click.option("--budget", required=True, help="What you escrow for the task, e.g. 50trl; the unspent part is refunded.")
 @click.option("--reward-per-round", default=None,
               help="Paid to each round's verified workers, split by samples processed (default: all the budget allows).")
@@ -65,10 +101,42 @@ def read_spec(path: str) -> bytes:
 @click.option("--round-blocks", type=click.IntRange(min=1), default=30, show_default=True,
               help="Blocks each round's workers have to commit.")
 @transaction_options
-def submit(spec_file: str, budget: str, reward_per_round: str | None, workers: int, collateral: str | None,
-           samples_per_worker: int, join_blocks: int, round_blocks: int, **flags) -> None:
-    """Pay for the training task described by SPEC_FILE (JSON, docs/protocol.md section 1)."""
-    spec = read_spec(spec_file)
+def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, ...], listen: str, model: str,
+           rounds: int | None, label_column: str | None, budget: str, reward_per_round: str | None, workers: int,
+           collateral: str | None, samples_per_worker: int, join_blocks: int, round_blocks: int, **flags) -> None:
+    """Pay for the training task described by SPEC_FILE (JSON, docs/protocol.md section 1), or for training
+    on your own data (--data): packed if needed, served while the task runs, checked before anything is paid."""
+    if data_path is None:
+        if spec_file is None:
+            raise WalletError("name a SPEC_FILE, or your data with --data")
+        submit_spec(read_spec(spec_file), spec_file, budget, reward_per_round, workers, collateral,
+                    samples_per_worker, join_blocks, round_blocks, flags)
+        return
+    prepared = load_target(DATA_SUBMISSION)(data_path, spec_file, model, rounds, data_urls, listen, label_column)
+    try:
+        task_id = submit_spec(prepared.spec, f"built for {data_path}", budget, reward_per_round, workers, collateral,
+                              samples_per_worker, join_blocks, round_blocks, flags)
+        if prepared.server is not None and task_id is not None:
+            serve_until_settled(task_id, prepared.server.url)
+    finally:
+        prepared.close()
+
+
+def serve_until_settled(task_id: int, url: str) -> None:
+    """Keep the data served (by the caller) until the task is neither open nor running, or Ctrl-C."""
+    click.echo(f"Serving the data at {url} until task {task_id} ends (Ctrl-C stops serving).", err=True)
+    client = settings().client()
+    try:
+        while client.run(get_task(client.async_client, task_id)).status in (OPEN, RUNNING):
+            time.sleep(2.0)
+    except KeyboardInterrupt:
+        click.echo("Stopped serving the data; workers that still need it fetch it from each other.", err=True)
+
+
+def submit_spec(spec: bytes, spec_label: str, budget: str, reward_per_round: str | None, workers: int,
+                collateral: str | None, samples_per_worker: int, join_blocks: int, round_blocks: int,
+                flags: dict) -> int | None:
+    """Plan, show, sign and send the task for `spec`; the new task's id once it is included, else None."""
     options = settings()
     client = options.client()
     params = client.run(get_market_params(client.async_client))
@@ -77,7 +145,7 @@ def submit(spec_file: str, budget: str, reward_per_round: str | None, workers: i
                      workers, samples_per_worker,
                      None if collateral is None else parse_amount(collateral, what="collateral"))
     if not options.json:
-        rows = [("spec", f"{spec_file} ({len(spec)} bytes, sha256 {hashlib.sha256(spec).hexdigest()})"),
+        rows = [("spec", f"{spec_label} ({len(spec)} bytes, sha256 {hashlib.sha256(spec).hexdigest()})"),
                 ("rounds", plan.rounds), ("workers", workers),
                 ("reward per round", amount_text(plan.reward_per_round)),
                 ("cost (rounds x reward + fees)", amount_text(plan.cost)), ("budget", amount_text(plan.budget)),
@@ -91,18 +159,23 @@ def submit(spec_file: str, budget: str, reward_per_round: str | None, workers: i
         join_blocks=join_blocks, round_blocks=round_blocks, samples_per_worker=samples_per_worker)
     transaction = TransactionFlags(**flags)
     run_transaction(transaction, [message])
-    if not (options.json or transaction.dry_run or transaction.generate_only or transaction.no_wait):
-        announce_task_id(transaction.signer, message.spec_hash.hex())
+    if transaction.dry_run or transaction.generate_only or transaction.no_wait:
+        return None
+    return announce_task_id(transaction.signer, message.spec_hash.hex(), quiet=options.json)
 
 
-def announce_task_id(signer: str, spec_hash: str) -> None:
-    """Tell the requester the id of the task it just submitted: its newest live task with this spec hash."""
+def announce_task_id(signer: str, spec_hash: str, quiet: bool = False) -> int | None:
+    """The id of the task the requester just submitted (its newest live task with this spec hash), told to it
+    unless `quiet`."""
     address = resolve_key(settings().keyring(), signer).address
     client = settings().client()
     mine = [t.id for t in client.run(fetch_task_listing(client.async_client, open_only=True))
             if t.requester == address and t.spec_hash == spec_hash]
-    if mine:
+    if not mine:
+        return None
+    if not quiet:
         click.echo(f"Task {max(mine)} submitted; follow it with `trolly-wallet task status {max(mine)}`.")
+    return max(mine)
 
 
 def progress(task: TaskSummary) -> str:

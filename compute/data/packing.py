@@ -1,0 +1,164 @@
+"""A requester's own data packed into the project's dataset format, in a directory that can be served.
+
+`pack_samples` checks the samples against the bounds a spec may declare (`trolly.chain.market.datasets`),
+refuses a label with a single example (it could not be both trained on and held out), draws the held-out
+split from an explicit seed (per label, so every label is in both splits), and builds the same manifest and
+content-addressed shards as the bundled datasets (`manifest.py`), with the label names and the source's
+description added to the manifest.
+
+A packed directory holds a blob store (`blobs/`, what `trolly-wallet data serve` serves) and `dataset.json`,
+the summary a `task submit --data` reads. It is written under a temporary name and renamed into place, so a
+failed pack leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+
+import numpy as np
+
+from trolly.chain.market.datasets import MAX_PACKED_CLASSES, MAX_PACKED_INPUT_SIZE, MAX_PACKED_SAMPLES, PACKED
+
+from ..blobs.store import BlobStore
+from ..errors import ComputeError, DatasetError
+from .dataset import Dataset
+from .manifest import MANIFEST_VERSION, DatasetBlobs, _finish, _shard_split, load_dataset
+from .readers import LabelledSamples
+
+SUMMARY_FILE = "dataset.json"
+DEFAULT_TEST_FRACTION = 0.2
+
+
+@dataclasses.dataclass(frozen=True)
+class PackedDataset:
+    """A packed directory: its blob store and summary (manifest hash, sizes, label names)."""
+
+    directory: pathlib.Path
+    manifest_hash: str
+    input_size: int
+    num_classes: int
+    labels: tuple[str, ...]
+    train_samples: int
+    test_samples: int
+    source_format: str
+
+    @property
+    def store(self) -> BlobStore:
+        return BlobStore(self.directory)
+
+    def summary(self) -> dict:
+        return {"manifest_hash": self.manifest_hash, "input_size": self.input_size, "num_classes": self.num_classes,
+                "labels": list(self.labels), "train_samples": self.train_samples, "test_samples": self.test_samples,
+                "format": self.source_format, "directory": str(self.directory)}
+
+    def spec_dataset(self, urls: list[str]) -> dict:
+        """The spec's `dataset` section for this data served at `urls`."""
+        return {"name": PACKED, "manifest_hash": self.manifest_hash, "urls": urls, "input_size": self.input_size,
+                "num_classes": self.num_classes}
+
+    def load(self) -> Dataset:
+        """The dataset from the directory's store, every blob hash-checked."""
+        return load_dataset(self.manifest_hash, self.store.get)
+
+
+def held_out_split(targets: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
+    """A boolean mask of the held-out samples: per label, round(n x fraction) of its n samples (at least one,
+    at most n - 1) drawn by a PCG64 generator seeded with `seed`, so the split is the same on every machine."""
+    generator = np.random.Generator(np.random.PCG64(seed))
+    test = np.zeros(len(targets), dtype=bool)
+    for label in range(int(targets.max()) + 1):
+        members = np.flatnonzero(targets == label)
+        count = min(max(1, round(len(members) * test_fraction)), len(members) - 1)
+        test[generator.permutation(members)[:count]] = True
+    return test
+
+
+def check_samples(samples: LabelledSamples) -> tuple[tuple[str, ...], np.ndarray]:
+    """The sorted label names and each sample's label index; refuses data no task could be trained on."""
+    count, features = samples.inputs.shape
+    if count > MAX_PACKED_SAMPLES:
+        raise DatasetError(f"{count} samples is more than the {MAX_PACKED_SAMPLES} a packed dataset may hold: "
+                           f"keep a sample of your data")
+    if features > MAX_PACKED_INPUT_SIZE:
+        raise DatasetError(f"{features} features per sample is more than the {MAX_PACKED_INPUT_SIZE} a spec may "
+                           f"declare: use fewer columns or smaller images")
+    names, targets, counts = np.unique(np.array(samples.labels, dtype=object), return_inverse=True, return_counts=True)
+    if len(names) < 2:
+        raise DatasetError(f"every sample has the label {names[0]!r}: a classifier needs at least two labels")
+    if len(names) > MAX_PACKED_CLASSES:
+        raise DatasetError(f"{len(names)} labels is more than the {MAX_PACKED_CLASSES} a spec may declare")
+    single = [str(name) for name, n in zip(names, counts) if n < 2]
+    if single:
+        raise DatasetError(f"label(s) {', '.join(map(repr, single[:5]))} have a single example: each label needs at "
+                           f"least two (one to train on, one held out); add examples or drop the label")
+    return tuple(str(name) for name in names), targets.astype(np.int64)
+
+
+def pack_samples(samples: LabelledSamples, test_fraction: float = DEFAULT_TEST_FRACTION,
+                 seed: int = 0) -> tuple[DatasetBlobs, tuple[str, ...]]:
+    """The manifest and shards of `samples`, with the held-out split drawn from `seed`; and the label names."""
+    if not 0 < test_fraction < 1:
+        raise DatasetError(f"the held-out fraction must be between 0 and 1, got {test_fraction}")
+    labels, targets = check_samples(samples)
+    test = held_out_split(targets, test_fraction, seed)
+    shards: dict[str, bytes] = {}
+    splits = {split: _shard_split({"inputs": samples.inputs[mask], "targets": targets[mask]}, shards)
+              for split, mask in (("train", ~test), ("test", test))}
+    manifest = {"version": MANIFEST_VERSION, "name": PACKED, "kind": "classification",
+                "input_size": int(samples.inputs.shape[1]), "num_classes": len(labels), "context": 0,
+                "splits": splits, "labels": list(labels),
+                "source": {"format": samples.source_format, "seed": seed, "test_fraction": test_fraction,
+                           **samples.feature_description}}
+    return _finish(manifest, shards), labels
+
+
+def write_packed(blobs: DatasetBlobs, labels: tuple[str, ...], source_format: str,
+                 directory: pathlib.Path) -> PackedDataset:
+    """Write the blobs and summary under a temporary name beside `directory`, then rename it into place;
+    refuses a `directory` that exists and is not empty."""
+    directory = pathlib.Path(directory)
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise DatasetError(f"{directory} already exists and is not empty: pack into a new directory")
+    manifest = json.loads(blobs.manifest)
+    packed = PackedDataset(directory, blobs.manifest_hash, manifest["input_size"], manifest["num_classes"], labels,
+                           manifest["splits"]["train"]["samples"], manifest["splits"]["test"]["samples"], source_format)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".partial", dir=directory.parent))
+    try:
+        store = BlobStore(temporary)
+        for digest, data in blobs.all_blobs().items():
+            store.put(data, expected=digest)
+        summary = {key: value for key, value in packed.summary().items() if key != "directory"}
+        (temporary / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        if directory.exists():
+            directory.rmdir()
+        os.rename(temporary, directory)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return packed
+
+
+def open_packed(directory: pathlib.Path) -> PackedDataset:
+    """A packed directory, its summary checked against the manifest it names (which must be in its store)."""
+    directory = pathlib.Path(directory)
+    try:
+        summary = json.loads((directory / SUMMARY_FILE).read_text())
+        manifest_hash = summary["manifest_hash"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise DatasetError(f"{directory} is not a packed dataset (no readable {SUMMARY_FILE}): "
+                           f"make one with `trolly-wallet data pack`") from None
+    try:
+        manifest = json.loads(BlobStore(directory).get(manifest_hash))
+        splits = manifest["splits"]
+        return PackedDataset(directory, manifest_hash, int(manifest["input_size"]), int(manifest["num_classes"]),
+                             tuple(manifest["labels"]), int(splits["train"]["samples"]), int(splits["test"]["samples"]),
+                             str(manifest["source"]["format"]))
+    except (ComputeError, ValueError, KeyError, TypeError) as error:
+        raise DatasetError(f"{directory}: the manifest {manifest_hash[:12]} is missing or malformed ({error}): "
+                           f"pack the data again") from None

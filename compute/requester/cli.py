@@ -1,0 +1,224 @@
+"""The requester's commands that need the compute library: `trolly-wallet data pack|serve`, `task fetch`,
+`task eval`, and the data half of `task submit --data`.
+
+The wallet registers them by name (`trolly.wallet.cli.COMMAND_GROUPS`, `trolly.wallet.cli.task.TASK_COMMANDS`,
+`DATA_SUBMISSION`) and imports this module only when one is used. Each command is a thin call into
+`compute.data.packing` or `compute.requester.results`; a refusal is `Error: ...` and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import pathlib
+import threading
+
+import click
+
+from trolly.chain.errors import ChainError
+from trolly.chain.market.spec import validate_spec
+from trolly.wallet.cli.errors import WalletGroup
+from trolly.wallet.cli.options import node_options, output_option, settings
+from trolly.wallet.cli.output import emit, print_key_values
+from trolly.wallet.errors import WalletError
+
+from ..blobs import AddressPolicy
+from ..data.packing import DEFAULT_TEST_FRACTION, PackedDataset, open_packed, pack_samples, write_packed, SUMMARY_FILE
+from ..data.readers import read_samples
+from ..errors import ComputeError
+from ..spec import example_spec, parse_spec
+from .results import evaluate_result, fetch_dataset_of, fetch_result, write_result
+from .serving import ServingThread
+
+DEFAULT_LISTEN = "127.0.0.1:8600"
+MODEL_CONFIGS = {"mlp": {"hidden": [128]}, "cnn": {}}
+"""The model `task submit --data` trains when no spec file is given, by architecture."""
+
+
+@contextlib.contextmanager
+def refusals():
+    """A compute refusal (bad data, a blob that cannot be had) becomes the wallet's `Error: ...` exit."""
+    try:
+        yield
+    except ComputeError as error:
+        raise WalletError(str(error)) from None
+
+
+@click.group(cls=WalletGroup)
+def data() -> None:
+    """Pack your own data (CSV, JSONL, image folders) into a dataset, and serve it to a task's workers."""
+
+
+def pack_path(path: pathlib.Path, label_column: str | None, test_fraction: float, seed: int) -> tuple:
+    samples = read_samples(path, label_column)
+    blobs, labels = pack_samples(samples, test_fraction, seed)
+    return blobs, labels, samples.source_format
+
+
+@data.command("pack")
+@click.argument("path", type=click.Path(path_type=pathlib.Path))
+@click.option("--out", "-o", "out", type=click.Path(path_type=pathlib.Path), required=True,
+              help="New directory for the packed dataset.")
+@click.option("--label-column", default=None, help="CSV: the column holding the label (default: the last).")
+@click.option("--test-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=DEFAULT_TEST_FRACTION, show_default=True, help="Share of each label held out for evaluation.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the held-out split.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (-o names the directory here).")
+def pack(path: pathlib.Path, out: pathlib.Path, label_column: str | None, test_fraction: float, seed: int,
+         as_json: bool) -> None:
+    """Pack PATH (a .csv with a header, a .jsonl of {"text", "label"}, or a folder with one folder of images per
+    class) into content-addressed shards and a manifest in the new directory OUT."""
+    with refusals():
+        blobs, labels, source_format = pack_path(path, label_column, test_fraction, seed)
+        packed = write_packed(blobs, labels, source_format, out)
+    emit(packed.summary(), as_json, lambda summary: print_key_values(summary.items(), title="Packed"))
+
+
+@data.command("serve")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=pathlib.Path))
+@click.option("--listen", default=DEFAULT_LISTEN, show_default=True, help="host:port to serve on (port 0: any free one).")
+@output_option
+def serve(directory: pathlib.Path, listen: str) -> None:
+    """Serve the packed DIRECTORY's blobs (read-only) until interrupted."""
+    with refusals():
+        packed = open_packed(directory)
+        host, port = parse_listen(listen)
+        with served(packed, host, port) as server:
+            emit({"url": server.url, **packed.summary()}, settings().json,
+                 lambda answer: print_key_values(answer.items(), title="Serving (Ctrl-C stops)", err=True))
+            wait_for_interrupt()
+
+
+def wait_for_interrupt() -> None:
+    with contextlib.suppress(KeyboardInterrupt):
+        threading.Event().wait()
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise WalletError(f"--listen must be host:port, got {text!r}")
+    return host, int(port)
+
+
+@contextlib.contextmanager
+def served(packed: PackedDataset, host: str, port: int):
+    try:
+        server = ServingThread(packed.store, host, port).start()
+    except OSError as error:
+        raise WalletError(f"cannot serve on {host}:{port}: {error.strerror or error}") from None
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@dataclasses.dataclass
+class DataSubmission:
+    """What `task submit --data` submits: the spec built around the packed data, and the server (if any)
+    that serves the data while the task runs."""
+
+    spec: bytes
+    packed: PackedDataset
+    urls: list[str]
+    server: ServingThread | None
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def packed_for(path: pathlib.Path, label_column: str | None) -> PackedDataset:
+    """PATH if it is a packed directory, else PATH packed into `<PATH>.packed` (reused when it holds the
+    same data; refused when it holds other data)."""
+    if (path / SUMMARY_FILE).exists():
+        return open_packed(path)
+    blobs, labels, source_format = pack_path(path, label_column, DEFAULT_TEST_FRACTION, 0)
+    target = path.with_name(path.name + ".packed")
+    if target.exists():
+        existing = open_packed(target)
+        if existing.manifest_hash != blobs.manifest_hash:
+            raise WalletError(f"{target} holds other data: remove it or pass a packed directory with --data")
+        return existing
+    return write_packed(blobs, labels, source_format, target)
+
+
+def prepare_data_submission(path: str, spec_file: str | None, model: str, rounds: int | None, urls: tuple[str, ...],
+                            listen: str, label_column: str | None) -> DataSubmission:
+    """Pack (if needed), start serving (unless `urls` say where the data is served), and build the spec: the
+    spec file's with its dataset replaced, or an `example_spec` with `model` sized to the data."""
+    with refusals():
+        packed = packed_for(pathlib.Path(path), label_column)
+        if spec_file is not None:
+            try:
+                document = json.loads(pathlib.Path(spec_file).read_bytes())
+                document["training"]  # noqa: B018 - a spec must at least have its training section
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                raise WalletError(f"cannot read the spec {spec_file}: {error}") from None
+        else:
+            document = example_spec(packed.manifest_hash, model={"arch": model, "config": MODEL_CONFIGS[model]})
+        if rounds is not None:
+            document["training"]["rounds"] = rounds
+        server = None
+        if not urls:
+            host, port = parse_listen(listen)
+            try:
+                server = ServingThread(packed.store, host, port).start()
+            except OSError as error:
+                raise WalletError(f"cannot serve the data on {listen}: {error.strerror or error}") from None
+            urls = (server.url,)
+        document["dataset"] = packed.spec_dataset(list(urls))
+        spec = json.dumps(document, indent=2).encode()
+        try:
+            validate_spec(spec, document["training"]["rounds"])
+            parse_spec(spec)
+        except (ChainError, ComputeError) as error:
+            if server is not None:
+                server.stop()
+            raise WalletError(f"the spec for this data is not valid: {error}") from None
+        return DataSubmission(spec, packed, list(urls), server)
+
+
+def addresses_option(function):
+    return click.option("--allow-private-addresses", is_flag=True,
+                        help="Fetch from private and loopback addresses too (a localnet's workers).")(function)
+
+
+@click.command("fetch")
+@click.argument("task_id", type=click.IntRange(min=1))
+@click.option("--out", "-o", "out", type=click.Path(path_type=pathlib.Path), required=True,
+              help="New directory for model.safetensors, spec.json and labels.json.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (-o names the directory here).")
+@addresses_option
+@node_options
+def fetch(task_id: int, out: pathlib.Path, as_json: bool, allow_private_addresses: bool) -> None:
+    """Download TASK_ID's final weights by the chain's final weights hash, check them against the chain and the
+    spec, and write them as safetensors with the spec and the label names into OUT."""
+    client = settings().client()
+    with refusals():
+        result = client.run(fetch_result(client.async_client, task_id, AddressPolicy(allow_private_addresses)))
+        files = write_result(result, out)
+    emit({**result.summary(), "directory": str(out), "files": files}, as_json,
+         lambda summary: print_key_values(summary.items(), title=f"Task {task_id}: the result"))
+
+
+@click.command("eval")
+@click.argument("task_id", type=click.IntRange(min=1))
+@click.option("--data", "data_directory", type=click.Path(file_okay=False, path_type=pathlib.Path), default=None,
+              help="Your packed dataset (else the dataset is fetched from the spec's and the members' URLs).")
+@addresses_option
+@node_options
+@output_option
+def evaluate_command(task_id: int, data_directory: pathlib.Path | None, allow_private_addresses: bool) -> None:
+    """Evaluate TASK_ID's final weights on its dataset's held-out split: accuracy and loss."""
+    client = settings().client()
+    addresses = AddressPolicy(allow_private_addresses)
+    with refusals():
+        result = client.run(fetch_result(client.async_client, task_id, addresses))
+        dataset = (open_packed(data_directory).load() if data_directory is not None
+                   else client.run(fetch_dataset_of(result, addresses)))
+        answer = evaluate_result(result, dataset)
+    emit(answer, settings().json, lambda a: print_key_values(
+        [("task", a["task_id"]), ("final weights", a["final_weights_hash"]), ("held-out samples", a["test_samples"]),
+         ("accuracy", f"{a['accuracy']:.4f}"), ("loss", f"{a['loss']:.4f}")]))

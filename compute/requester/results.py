@@ -1,0 +1,168 @@
+"""A task's result back: the final weights by the chain's hash, checked, written as safetensors, evaluated.
+
+`fetch_result` reads the task and its spec through the wallet's typed market views, downloads the blob the
+chain names as the task's `final_weights_hash` from any member's blob URL (the client checks every byte
+against that hash), checks the spec's bytes against the chain's spec hash and the weights against the model
+the spec describes (every tensor's name and shape), and fetches the dataset manifest for the label names.
+`write_result` writes `model.safetensors`, `spec.json` and `labels.json` under a temporary name and renames
+the directory into place. `evaluate_result` runs the weights on the held-out split of the task's dataset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+
+import torch
+
+from trolly.chain.market.datasets import dataset_shape
+from trolly.chain.market.records import FINISHED
+from trolly.wallet.market_queries import get_spec, get_task
+from trolly.wallet.market_views import TaskView
+from trolly.wallet.rpc import AsyncRpcClient
+
+from ..blobs import AddressPolicy, BlobClient, BlobError, fetch_dataset
+from ..checkpoints import decode_weights
+from ..data import Dataset
+from ..errors import ComputeError
+from ..models import DataShape, build_model
+from ..spec import TaskSpec, parse_spec
+from ..training import evaluate
+
+MODEL_FILE = "model.safetensors"
+SPEC_FILE = "spec.json"
+LABELS_FILE = "labels.json"
+
+
+class ResultError(ComputeError):
+    """A task's result cannot be had: not final yet, not served, or not what the chain says it is."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskResult:
+    """A task's verified final weights, the spec they were trained under and the dataset's label names."""
+
+    task_id: int
+    final_weights_hash: str
+    spec_bytes: bytes
+    spec: TaskSpec
+    shape: DataShape
+    weights: dict[str, torch.Tensor]
+    labels: tuple[str, ...] | None
+    urls: tuple[str, ...]
+
+    def model(self) -> torch.nn.Module:
+        model = build_model(self.spec.model.arch, self.spec.model.config, self.shape, self.spec.training.seed)
+        model.load_state_dict(self.weights)
+        return model
+
+    def summary(self) -> dict:
+        return {"task_id": self.task_id, "final_weights_hash": self.final_weights_hash,
+                "spec_hash": hashlib.sha256(self.spec_bytes).hexdigest(), "arch": self.spec.model.arch,
+                "input_size": self.shape.input_size, "num_classes": self.shape.num_classes,
+                "parameters": sum(t.numel() for t in self.weights.values()),
+                "labels": None if self.labels is None else list(self.labels)}
+
+
+def spec_shape(spec: TaskSpec) -> DataShape:
+    """The shape the spec's dataset gives the model (declared for packed data, fixed for bundled data)."""
+    dataset = {"name": spec.dataset.name}
+    if spec.dataset.packed:
+        dataset.update(input_size=spec.dataset.input_size, num_classes=spec.dataset.num_classes)
+    input_size, num_classes, context = dataset_shape(dataset)
+    return DataShape("text" if context else "classification", input_size, num_classes, context)
+
+
+def member_urls(view: TaskView) -> list[str]:
+    """The members' blob URLs, those that finished the task first (a dropped worker may have gone away)."""
+    return [m.blob_url for m in sorted(view.members, key=lambda m: m.status != FINISHED) if m.blob_url]
+
+
+async def fetch_result(client: AsyncRpcClient, task_id: int, addresses: AddressPolicy) -> TaskResult:
+    view = await get_task(client, task_id)
+    if not view.final_weights_hash:
+        raise ResultError(f"task {task_id} has no verified final weights yet (it is {view.status}); "
+                          f"fetch it once it has completed")
+    spec_view = await get_spec(client, task_id)
+    spec_bytes = spec_view.spec_bytes()
+    if hashlib.sha256(spec_bytes).hexdigest() != view.spec_hash:
+        raise ResultError(f"the node's spec of task {task_id} does not hash to the task's spec hash")
+    spec = parse_spec(spec_bytes)
+    shape = spec_shape(spec)
+    urls = member_urls(view)
+    if not urls:
+        raise ResultError(f"no member of task {task_id} names a blob URL to fetch the final weights from")
+    try:
+        async with BlobClient(urls, address_policy=addresses) as blobs:
+            weights_bytes = await blobs.fetch(view.final_weights_hash)  # hash-checked by the client
+    except BlobError as error:
+        raise ResultError(f"the final weights {view.final_weights_hash[:16]} could not be fetched: {error}") from None
+    weights = decode_weights(weights_bytes)
+    result = TaskResult(task_id, view.final_weights_hash, spec_bytes, spec, shape, weights,
+                        await _labels(spec, urls, addresses), tuple(urls))
+    try:
+        result.model()
+    except RuntimeError as error:  # load_state_dict: a missing or unexpected tensor, or a wrong shape
+        raise ResultError(f"the final weights do not fit the spec's {spec.model.arch}: {error}") from None
+    return result
+
+
+async def _labels(spec: TaskSpec, urls: list[str], addresses: AddressPolicy) -> tuple[str, ...] | None:
+    """The packed dataset's label names from its manifest; digits' are its digits; a text corpus has none."""
+    if not spec.dataset.packed:
+        return tuple(str(i) for i in range(10)) if spec.dataset.name == "digits" else None
+    try:
+        async with BlobClient(list(spec.dataset.urls) + urls, address_policy=addresses) as blobs:
+            manifest = json.loads(await blobs.fetch(spec.dataset.manifest_hash))
+        return tuple(str(label) for label in manifest["labels"])
+    except (BlobError, ValueError, KeyError, TypeError) as error:
+        raise ResultError(f"the dataset manifest {spec.dataset.manifest_hash[:16]} (for the label names) could not "
+                          f"be fetched: {error}") from None
+
+
+async def fetch_dataset_of(result: TaskResult, addresses: AddressPolicy) -> Dataset:
+    """The task's dataset from the spec's URLs and its members' (who keep the data they trained on)."""
+    try:
+        async with BlobClient(list(result.spec.dataset.urls) + list(result.urls), address_policy=addresses) as blobs:
+            return await fetch_dataset(blobs, result.spec.dataset.manifest_hash)
+    except BlobError as error:
+        raise ResultError(f"the dataset {result.spec.dataset.manifest_hash[:16]} could not be fetched: {error}") from None
+
+
+def write_result(result: TaskResult, directory: pathlib.Path) -> list[str]:
+    """Write the result's files into `directory` (new, or empty) all at once; returns their names."""
+    from safetensors.torch import save_file
+
+    directory = pathlib.Path(directory)
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise ResultError(f"{directory} already exists and is not empty: fetch into a new directory")
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".partial", dir=directory.parent))
+    try:
+        metadata = {key: str(value) for key, value in result.summary().items() if key != "labels"}
+        save_file({name: tensor.contiguous() for name, tensor in result.weights.items()}, temporary / MODEL_FILE,
+                  metadata=metadata)
+        (temporary / SPEC_FILE).write_bytes(result.spec_bytes)
+        (temporary / LABELS_FILE).write_text(json.dumps(None if result.labels is None else list(result.labels)) + "\n")
+        if directory.exists():
+            directory.rmdir()
+        os.rename(temporary, directory)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return [MODEL_FILE, SPEC_FILE, LABELS_FILE]
+
+
+def evaluate_result(result: TaskResult, dataset: Dataset) -> dict:
+    """Held-out loss and accuracy of the result's weights on `dataset`, which must be the spec's."""
+    if dataset.manifest_hash != result.spec.dataset.manifest_hash:
+        raise ResultError(f"the dataset {dataset.manifest_hash[:16]} is not the task's "
+                          f"({result.spec.dataset.manifest_hash[:16]})")
+    loss, accuracy = evaluate(result.model(), dataset)
+    return {"task_id": result.task_id, "final_weights_hash": result.final_weights_hash, "loss": loss,
+            "accuracy": accuracy, "test_samples": int(dataset.test_inputs.shape[0])}

@@ -1,0 +1,165 @@
+"""`trolly-wallet data pack` on a requester's own data (CSV, JSONL, image folders), and every refusal.
+
+Bad data is refused before anything is paid, with what to fix; a refused pack leaves nothing on disk. A pack
+is deterministic: the same data and seed give the same manifest hash, so the held-out split is fixed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from trolly.chain.market import datasets
+from trolly.chain.market.errors import InvalidSpec
+from trolly.chain.market.spec import validate_spec
+from trolly.compute.data.packing import open_packed
+from trolly.compute.spec import example_spec, parse_spec
+from trolly.wallet.cli import cli
+
+
+def pack(*args):
+    return CliRunner().invoke(cli, ["data", "pack", *map(str, args)], catch_exceptions=False)
+
+
+def write_csv(path, rows, header="a,b,label"):
+    path.write_text(header + "\n" + "".join(",".join(map(str, row)) + "\n" for row in rows))
+    return path
+
+
+def iris_like(count=40):
+    generator = np.random.default_rng(0)
+    return [(round(float(generator.normal(i % 2 * 3, 1)), 3), round(float(generator.normal(0, 1)), 3),
+             ["setosa", "virginica"][i % 2]) for i in range(count)]
+
+
+def test_pack_csv_keeps_label_names_and_a_seeded_held_out_split(tmp_path):
+    source = write_csv(tmp_path / "iris.csv", iris_like())
+    result = pack(source, "-o", tmp_path / "packed", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["labels"] == ["setosa", "virginica"] and summary["input_size"] == 2
+    assert summary["train_samples"] + summary["test_samples"] == 40 and summary["test_samples"] == 8
+    dataset = open_packed(tmp_path / "packed").load()
+    assert dataset.shape.num_classes == 2 and set(dataset.test_targets.tolist()) == {0, 1}
+    again = json.loads(pack(source, "-o", tmp_path / "again", "--json").stdout)
+    other_seed = json.loads(pack(source, "-o", tmp_path / "other", "--seed", "7", "--json").stdout)
+    assert again["manifest_hash"] == summary["manifest_hash"] != other_seed["manifest_hash"]
+
+
+def test_pack_csv_with_a_named_label_column(tmp_path):
+    source = write_csv(tmp_path / "data.csv", [(r[2], r[0], r[1]) for r in iris_like()], header="kind,a,b")
+    summary = json.loads(pack(source, "-o", tmp_path / "packed", "--label-column", "kind", "--json").stdout)
+    assert summary["labels"] == ["setosa", "virginica"] and summary["input_size"] == 2
+
+
+def test_pack_jsonl_texts(tmp_path):
+    lines = [{"text": f"the {word} is great and lovely", "label": "pos"} for word in ("film", "book", "meal")]
+    lines += [{"text": f"the {word} is awful and boring", "label": "neg"} for word in ("film", "book", "meal")]
+    source = tmp_path / "reviews.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    summary = json.loads(pack(source, "-o", tmp_path / "packed", "--json").stdout)
+    assert summary["labels"] == ["neg", "pos"] and summary["input_size"] == 512 and summary["format"] == "jsonl"
+
+
+def write_images(root, sizes):
+    for label, size in sizes:
+        folder = root / label
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(3):
+            Image.new("L", size, color=40 * i).save(folder / f"{i}.png")
+    return root
+
+
+def test_pack_image_folders_flattens_grayscale_images(tmp_path):
+    source = write_images(tmp_path / "images", [("cat", (8, 8)), ("dog", (8, 8))])
+    summary = json.loads(pack(source, "-o", tmp_path / "packed", "--json").stdout)
+    assert summary["labels"] == ["cat", "dog"] and summary["input_size"] == 64 and summary["format"] == "images"
+
+
+def refused(result, *words):
+    assert result.exit_code != 0, result.output
+    assert result.stderr.startswith("Error: "), result.stderr
+    for word in words:
+        assert word in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("content, words", [
+    ("", ["is empty"]),
+    ("1,2,3\n4,5,6\n", ["no header row"]),
+    ("a,b,label\n", ["no rows"]),
+    ("a,b,label\n1,x,cat\n2,3,dog\n", ["line 2", "'b'", "not a number"]),
+    ("label\ncat\ndog\n", ["add feature columns"]),
+    ("a,b,label\n1,2,cat\n1,2,cat\n3,4,dog\n", ["'dog'", "single example"]),
+    ("a,b,label\n1,2,cat\n1,2,cat\n", ["at least two labels"]),
+])
+def test_pack_refuses_bad_csv_and_writes_nothing(tmp_path, content, words):
+    source = tmp_path / "bad.csv"
+    source.write_text(content)
+    refused(pack(source, "-o", tmp_path / "packed"), *words)
+    assert not (tmp_path / "packed").exists() and [p.name for p in tmp_path.iterdir()] == ["bad.csv"]
+
+
+def test_pack_refuses_a_missing_label_column(tmp_path):
+    source = write_csv(tmp_path / "data.csv", iris_like())
+    refused(pack(source, "-o", tmp_path / "packed", "--label-column", "species"), "no label column 'species'", "a, b, label")
+
+
+def test_pack_refuses_mixed_image_sizes(tmp_path):
+    source = write_images(tmp_path / "images", [("cat", (8, 8)), ("dog", (16, 16))])
+    refused(pack(source, "-o", tmp_path / "packed"), "mixed image sizes", "8x8", "16x16")
+
+
+def test_pack_refuses_an_empty_class_folder_and_bad_jsonl(tmp_path):
+    source = write_images(tmp_path / "images", [("cat", (8, 8))])
+    (source / "dog").mkdir()
+    refused(pack(source, "-o", tmp_path / "packed"), "holds no images")
+    lines = tmp_path / "texts.jsonl"
+    lines.write_text('{"text": "hello", "label": "a"}\n{"text": "bye"}\n')
+    refused(pack(lines, "-o", tmp_path / "packed"), "line 2", "no 'label' field")
+
+
+def test_pack_refuses_more_rows_than_the_dataset_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr("trolly.compute.data.packing.MAX_PACKED_SAMPLES", 10)
+    refused(pack(write_csv(tmp_path / "data.csv", iris_like()), "-o", tmp_path / "packed"), "more than the 10")
+
+
+def test_pack_refuses_a_non_empty_output_directory(tmp_path):
+    (tmp_path / "packed").mkdir()
+    (tmp_path / "packed" / "mine.txt").write_text("keep me")
+    refused(pack(write_csv(tmp_path / "data.csv", iris_like()), "-o", tmp_path / "packed"), "not empty")
+    assert (tmp_path / "packed" / "mine.txt").read_text() == "keep me"
+
+
+def test_a_packed_spec_declares_its_shape_and_the_chain_bounds_it(tmp_path):
+    source = write_csv(tmp_path / "data.csv", iris_like())
+    summary = json.loads(pack(source, "-o", tmp_path / "packed", "--json").stdout)
+    packed = open_packed(tmp_path / "packed")
+    document = example_spec(summary["manifest_hash"], dataset=packed.spec_dataset(["http://127.0.0.1:8600"]))
+    raw = json.dumps(document).encode()
+    assert validate_spec(raw, 4).footprint.parameters == 2 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 2 + 2
+    assert parse_spec(raw).dataset.input_size == 2
+    for broken in ({"input_size": None}, {"num_classes": 1}, {"input_size": datasets.MAX_PACKED_INPUT_SIZE + 1}):
+        dataset = {**document["dataset"], **broken}
+        if broken.get("input_size", 0) is None:
+            del dataset["input_size"]
+        with pytest.raises(InvalidSpec):
+            validate_spec(json.dumps({**document, "dataset": dataset}).encode(), 4)
+    with pytest.raises(InvalidSpec, match="bundled"):
+        validate_spec(json.dumps(example_spec("0" * 64, dataset={"name": "digits", "manifest_hash": "0" * 64,
+                                                                  "input_size": 3})).encode(), 4)
+
+
+def test_submit_data_builds_the_spec_around_the_packed_data(tmp_path):
+    from trolly.compute.requester.cli import prepare_data_submission
+
+    source = write_csv(tmp_path / "data.csv", iris_like())
+    prepared = prepare_data_submission(str(source), None, "mlp", 2, ("http://127.0.0.1:9999",), "127.0.0.1:0", None)
+    spec = parse_spec(prepared.spec)
+    assert prepared.server is None and (tmp_path / "data.csv.packed" / "dataset.json").exists()
+    assert (spec.dataset.name, spec.dataset.input_size, spec.dataset.num_classes) == ("packed", 2, 2)
+    assert spec.dataset.urls == ("http://127.0.0.1:9999",) and spec.training.rounds == 2
+    assert spec.model.config["hidden"] == (128,) or list(spec.model.config["hidden"]) == [128]
