@@ -126,15 +126,19 @@ def build_genesis(
     genesis_time_ns: int | None = None,
     initial_height: int = 1,
 ) -> dict:
-    """A CometBFT v0.38 genesis document whose `validators` agree with the app's staking genesis."""
+    """A CometBFT v0.38 genesis document whose `validators` agree with the app's staking genesis.
+
+    Its consensus params enable vote extensions from the first block, so its market samples only from their
+    seed (`seed_from_extensions` = 1, see `with_extension_seeds`), on CometBFT and on the solo engine alike."""
     check_chain_id(chain_id)
     if genesis_time_ns is None:
         genesis_time_ns = time.time_ns()
+    consensus_params = default_consensus_params()
     return {
         "genesis_time": format_time(genesis_time_ns),
         "chain_id": chain_id,
         "initial_height": str(initial_height),
-        "consensus_params": default_consensus_params(),
+        "consensus_params": consensus_params,
         "validators": [
             {
                 "address": hashlib.sha256(v.pubkey).digest()[:20].hex().upper(),
@@ -145,8 +149,20 @@ def build_genesis(
             for v in validators
         ],
         "app_hash": "",
-        "app_state": app_state,
+        "app_state": with_extension_seeds(app_state, consensus_params),
     }
+
+
+def with_extension_seeds(app_state: dict, consensus_params: dict) -> dict:
+    """`app_state` with the market's `seed_from_extensions` = 1 when `consensus_params` enable vote extensions:
+    a block without their seed then defers sampling instead of falling back to the block hash its proposer
+    built (and could grind). The chain's own default stays 0, for state-machine tests that make blocks without
+    an engine."""
+    if not int(consensus_params.get("abci", {}).get("vote_extensions_enable_height", "0")):
+        return app_state
+    params = dict(app_state.get("params") or {})
+    params["market"] = {**params.get("market", {}), "seed_from_extensions": 1}
+    return {**app_state, "params": params}
 
 
 def dev_genesis(chain_id: str, validator_pubkeys: list[bytes], genesis_time_ns: int | None = None) -> dict:

@@ -7,9 +7,10 @@ height h + 1 takes the extended commit's signatures that verify, from validators
 of h's power, and puts them as the block's first transaction, in ascending validator-address order
 (`build_seed_tx`). ProcessProposal and FinalizeBlock check that transaction against the validators'
 consensus keys and the block's last commit (`verify_seed_tx`); the block's sampling seed is
-sha256("trolly/sampling-seed/v1" || that transaction's body). A block without one (the solo engine has no
-vote extensions; a network whose genesis leaves them disabled; a proposer that omits it) falls back to the
-block hash as seed.
+sha256("trolly/sampling-seed/v1" || that transaction's body). A block without one (a network whose genesis
+leaves them disabled; a proposer that omits it; the first solo-engine block after a restart) has no seed:
+the market then defers sampling when `seed_from_extensions` is set, as every genesis Trolly writes sets it,
+and otherwise falls back to the block hash. The solo engine extends its own votes (docs/engines.md).
 
 The bias left: the proposer chooses which qualifying subset of the signatures it received to include (every
 subset holding more than two thirds of the power gives another seed), and whether to include one at all

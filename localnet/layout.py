@@ -223,11 +223,7 @@ def localnet_genesis(config: LocalnetConfig, validator_keys: list[ValidatorKey])
         )
         for i, key in enumerate(validator_keys)
     ]
-    params = json.loads(json.dumps(LOCALNET_PARAMS))
-    if config.engine == "cometbft":
-        # CometBFT's vote extensions seed sampling; waiting for them leaves a proposer no block hash to grind.
-        # The solo engine has none, so a solo localnet samples from the block hash.
-        params["market"]["seed_from_extensions"] = 1
+    params = json.loads(json.dumps(LOCALNET_PARAMS))  # build_genesis adds seeds from vote extensions
     app_state = build_app_state(accounts, validators, params=params)
     return build_genesis(config.chain_id, app_state, validators)
 

@@ -2,14 +2,17 @@
 
 Two workers register, join, commit synthetic work; the dev validator (dev_key(0) operates it) reads
 `/market/verify`, votes; the workers report the final weights; everyone is paid exactly. Checks that the
-sampled segments come from the real engine's block hash and that `tx_search` finds the task's events.
+sampled segments come from the seed of the engine's vote extension and that `tx_search` finds the task's
+events.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import time
+import urllib.request
 
 import pytest
 from dev_node import dev_node, free_port
@@ -17,6 +20,7 @@ from click.testing import CliRunner
 
 from market_helpers import commit_message, digest, final_message, spec_bytes
 from market_helpers import reveal_message, verdict_message
+from trolly.abci_app.seed import SEED_TAG, SEED_TX_PREFIX
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
 from trolly.chain.market.economics import minimum_collateral, task_cost
@@ -80,6 +84,15 @@ def client(node):
         client.rpc.close()
 
 
+def extension_seed(url: str, height: int) -> bytes:
+    """The sampling seed block `height` proves with its first transaction, built from the engine's vote
+    extension (abci_app/seed.py); the dev genesis samples from nothing else."""
+    with urllib.request.urlopen(f"{url}/block?height={height}", timeout=10) as answer:
+        first = base64.b64decode(json.loads(answer.read())["result"]["block"]["data"]["txs"][0])
+    assert first.startswith(SEED_TX_PREFIX)
+    return hashlib.sha256(SEED_TAG + first[len(SEED_TX_PREFIX):]).digest()
+
+
 def test_a_whole_task_settles_on_a_real_node(node, client):
     requester, workers = dev_key(0), [dev_key(31), dev_key(32)]
     for worker in workers:
@@ -109,11 +122,11 @@ def test_a_whole_task_settles_on_a_real_node(node, client):
 
     view = client.wait_for(task_id, lambda v: v["phase"] == "verify", "sampling")
     sampled_at = view["phase_deadline"] - params.verification_window
-    block_hash = bytes.fromhex(client.rpc.block(sampled_at).block_hash)
+    seed = extension_seed(node, sampled_at)
     items = client.query(f"/market/verify/{encode_address(requester.address)}")["segments"]
     for worker, step in zip(workers, steps):
         drawn = [i["segment"] for i in items if i["worker"] == encode_address(worker.address)]
-        assert drawn == sorted(sample_segments(block_hash, task_id, 0, worker.address, -(-step // 5), 2))
+        assert drawn == sorted(sample_segments(seed, task_id, 0, worker.address, -(-step // 5), 2))
 
     client.send(requester, *[verdict_message(requester, task_id, i, VERDICT_PASS, evidence=digest("replayed"))
                              for i in items])

@@ -57,7 +57,8 @@ def test_dev_genesis_funds_the_dev_key_and_bonds_the_node_validator(dev_home):
     assert bonded["operator"] == dev_address
     assert bonded["pub_key"] == genesis["validators"][0]["pub_key"]["value"]
     assert int(bonded["stake"]) <= homelib.DEFAULT_DEV_BALANCE
-    assert set(app_state["params"]) <= {"auth", "staking"}
+    assert set(app_state["params"]) <= {"auth", "staking", "market"}
+    assert app_state["params"]["market"] == {"seed_from_extensions": 1}  # sampling waits for extension seeds
 
 
 def test_plain_init_funds_no_public_key(tmp_path):
@@ -211,4 +212,6 @@ def test_localnet_homes_share_genesis_and_peer_with_each_other(tmp_path):
 
 def test_plain_init_keeps_the_chain_s_production_params(tmp_path):
     assert run("init", "--home", str(tmp_path / "h"), "--chain-id", "prod-2").exit_code == 0
-    assert json.loads((tmp_path / "h/config/genesis.json").read_text())["app_state"]["params"] == {}
+    # The chain's defaults, but for sampling from vote-extension seeds, which the genesis enables.
+    assert json.loads((tmp_path / "h/config/genesis.json").read_text())["app_state"]["params"] == \
+        {"market": {"seed_from_extensions": 1}}

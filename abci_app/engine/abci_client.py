@@ -313,6 +313,9 @@ class AbciClient:
     async def process_proposal(self, request: types_pb2.RequestProcessProposal) -> types_pb2.ResponseProcessProposal:
         return await self._connections["consensus"].call("process_proposal", request)
 
+    async def extend_vote(self, request: types_pb2.RequestExtendVote) -> types_pb2.ResponseExtendVote:
+        return await self._connections["consensus"].call("extend_vote", request)
+
     async def finalize_block(self, request: types_pb2.RequestFinalizeBlock) -> types_pb2.ResponseFinalizeBlock:
         return await self._connections["consensus"].call("finalize_block", request)
 

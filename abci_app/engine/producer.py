@@ -19,6 +19,11 @@ Each block at height H (CometBFT v0.38 semantics):
   drop the block's txs from the mempool and re-check the rest -> publish NewBlock and Tx events.
   The app hash FinalizeBlock returns for H appears in block H+1's `header.app_hash`; validator updates
   from H apply at H+2.
+  Vote extensions, where the consensus params enable them at H: once ProcessProposal accepts H, ExtendVote
+  for H (as a precommitting validator), signed with the validator's key over CometBFT's
+  VoteExtensionSignBytes; PrepareProposal of H+1 gets them in `local_last_commit`, so the app's seed
+  transaction (abci_app/seed.py) seeds the market's sampling on the solo engine as on CometBFT. The extension
+  lives in memory: the first block after a restart has none (the market defers sampling by a block).
 
 The app may die at any point: if it dies before the block is stored, the block is simply proposed again;
 after, the handshake replays it. Either way no tx is lost or applied twice.
@@ -39,6 +44,7 @@ from typing import Protocol
 
 from ..home import COMETBFT_VERSION, Home, format_time, parse_time
 from ..proto.tendermint.abci import types_pb2
+from ..seed import extension_sign_bytes, is_seed_tx
 from . import AppConnectionLost, EngineError, HandshakeError, blocks, hashing
 from .abci_client import AbciClient
 from .blockstore import BlockStore, StoredBlock
@@ -63,7 +69,8 @@ STEPS = ("before_finalize", "after_finalize", "after_commit")
 
 class StepObserver(Protocol):
     async def reached(self, step: str, height: int, has_txs: bool) -> None:
-        """Block `height` (carrying transactions or not) is at `step`; the block goes on when this returns."""
+        """Block `height` (carrying clients' transactions or not: its seed transaction does not count) is at
+        `step`; the block goes on when this returns."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,8 @@ class Producer:
         """Set while a handshaken app is connected (the RPC can reach it); cleared when it is lost."""
         self._key = home.validator_key
         self._observer = observer
+        self._extension: tuple[int, bytes, bytes] | None = None
+        """(height, vote extension, its signature) of this validator's last precommit, for the next proposal."""
 
     @property
     def genesis(self) -> dict:
@@ -282,9 +291,10 @@ class Producer:
         proposal = await self._propose(client, frame)
         if proposal is None:
             return None
+        await self._extend_vote(client, frame, proposal)
         block, response = await self._finalize_and_store(client, frame, proposal)
         dropped = await self._commit(client, frame.height, proposal.txs)
-        await self._reached("after_commit", frame.height, bool(proposal.txs))
+        await self._reached("after_commit", frame.height, _has_client_txs(proposal.txs))
         _log_block(block, response, dropped)
         blocks.publish(self.events, block, response)
         return block
@@ -313,11 +323,7 @@ class Producer:
             types_pb2.RequestPrepareProposal(
                 max_tx_bytes=max_bytes,
                 txs=self.mempool.reap(max_bytes),
-                local_last_commit=types_pb2.ExtendedCommitInfo(
-                    round=0,
-                    votes=[types_pb2.ExtendedVoteInfo(validator=v.validator, block_id_flag=v.block_id_flag)
-                           for v in frame.votes],
-                ),
+                local_last_commit=types_pb2.ExtendedCommitInfo(round=0, votes=self._extended_votes(frame)),
                 height=frame.height,
                 time=timestamp(frame.time_ns),
                 next_validators_hash=frame.next_validators_hash,
@@ -349,6 +355,30 @@ class Producer:
             return None
         return _Proposal(txs, header, block_hash, commit_info)
 
+    def _extended_votes(self, frame: "_BlockFrame") -> list:
+        """The last commit's votes, this validator's with the extension it signed for the previous height."""
+        extension = self._extension if self._extension and self._extension[0] == frame.height - 1 else None
+        votes = []
+        for vote in frame.votes:
+            extended = types_pb2.ExtendedVoteInfo(validator=vote.validator, block_id_flag=vote.block_id_flag)
+            if extension is not None and vote.validator.address == self._key.address:
+                extended.vote_extension, extended.extension_signature = extension[1], extension[2]
+            votes.append(extended)
+        return votes
+
+    async def _extend_vote(self, client: AbciClient, frame: "_BlockFrame", proposal: "_Proposal") -> None:
+        """ExtendVote for the accepted proposal, when the consensus params enable extensions at its height."""
+        enabled = int(frame.params.get("abci", {}).get("vote_extensions_enable_height", 0) or 0)
+        if not 0 < enabled <= frame.height:
+            return
+        response = await client.extend_vote(types_pb2.RequestExtendVote(
+            hash=proposal.block_hash, height=frame.height, time=timestamp(frame.time_ns), txs=proposal.txs,
+            proposed_last_commit=proposal.commit_info, next_validators_hash=frame.next_validators_hash,
+            proposer_address=self._key.address))
+        extension = bytes(response.vote_extension)
+        signature = self._key.private_key.sign(extension_sign_bytes(self.chain_id, frame.height, 0, extension))
+        self._extension = (frame.height, extension, signature)
+
     async def _finalize_and_store(self, client: AbciClient, frame: "_BlockFrame", proposal: "_Proposal"
                                   ) -> tuple[StoredBlock, types_pb2.ResponseFinalizeBlock]:
         """FinalizeBlock, then the block, its results and the next validator sets in one stored batch: from
@@ -363,7 +393,7 @@ class Producer:
             next_validators_hash=frame.next_validators_hash,
             proposer_address=self._key.address,
         )
-        await self._reached("before_finalize", frame.height, bool(txs))
+        await self._reached("before_finalize", frame.height, _has_client_txs(txs))
         response = await client.finalize_block(request)
         if len(response.tx_results) != len(txs):
             raise EngineError(f"FinalizeBlock returned {len(response.tx_results)} results for {len(txs)} txs")
@@ -383,7 +413,7 @@ class Producer:
         updated_params = params if response.HasField("consensus_param_updates") else None
         # A synced LevelDB write takes milliseconds; off the event loop, the RPC keeps answering meanwhile.
         await asyncio.to_thread(self.blockstore.save_block, block, request, response, after_next, updated_params)
-        await self._reached("after_finalize", frame.height, bool(txs))
+        await self._reached("after_finalize", frame.height, _has_client_txs(txs))
         return block, response
 
     async def _commit(self, client: AbciClient, height: int, txs: list[bytes]) -> int:
@@ -412,6 +442,10 @@ class Producer:
     async def _reached(self, step: str, height: int, has_txs: bool) -> None:
         if self._observer is not None:
             await self._observer.reached(step, height, has_txs)
+
+
+def _has_client_txs(txs: list[bytes]) -> bool:
+    return any(not is_seed_tx(tx) for tx in txs)
 
 
 async def _sleep_or_stop(seconds: float, stop: asyncio.Event) -> None:

@@ -135,7 +135,8 @@ class MarketParams:
     seed_from_extensions: int = 0
     """1: sample only in a block that carries a vote-extension seed (docs/protocol.md 4.3); a block without one
     defers sampling to the next block, so a proposer cannot fall back to a block hash it builds. 0: such a
-    block samples from its own hash (the solo engine, which has no vote extensions, needs 0)."""
+    block samples from its own hash. 0 is the state machine's default, for tests that make blocks without an
+    engine; every genesis Trolly writes sets 1 (docs/engines.md: both engines extend their votes)."""
 
     max_model_parameters: int = 100_000_000
     """Most parameters a spec's model may have (`market.footprint` counts them from its config)."""
