@@ -81,7 +81,7 @@ def test_round_start_weights_are_checked_against_the_verifiers_own_aggregate(nod
             await server.start()
         service = VerifierService(ServiceConfig(home=tmp_path / "verifier", node=node.url, websocket=False,
                                                 retry_delay=0.0, allow_private_blob_hosts=True,
-                                                unavailable_attempts=1),
+                                                unavailable_attempts=1, deadline_margin=10**6),  # vote at once
                                   VALIDATOR, AsyncRpcClient(node.url))
         try:
             spec_bytes = json.dumps(tiny_spec_document(digits().manifest_hash, rounds=2)).encode()

@@ -25,8 +25,11 @@ def node():
         yield fake
 
 
-def config_for(node, tmp_path, attempts: int) -> ServiceConfig:
+def config_for(node, tmp_path, attempts: int, deadline_margin: int = 10**6) -> ServiceConfig:
+    """By default the window counts as closing at once (the verification window here is 5,000 blocks), so that
+    `attempts` alone decide when an unreachable worker is voted UNAVAILABLE."""
     return ServiceConfig(home=tmp_path / "verifier", node=node.url, unavailable_attempts=attempts, retry_delay=0.0,
+                         deadline_margin=deadline_margin,
                          websocket=False, poll_interval=0.1, allow_private_blob_hosts=True)  # workers on loopback
 
 
@@ -80,6 +83,27 @@ def test_an_unreachable_worker_is_retried_before_unavailable(node, tmp_path):
                 assert service.record.attempts((scenario.task_id, 0, offline, 0)) == attempt
             reports = await service.run_once()
             assert [r.outcome for r in reports if r.claim.worker == offline] == ["unavailable"] * 3
+            await service.close()
+        finally:
+            await scenario.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.slow
+def test_an_unreachable_worker_is_retried_across_the_whole_verification_window(node, tmp_path):
+    """However many fetches fail, no UNAVAILABLE vote goes out while the window is far from closing: a worker
+    kept unreachable for a while (a flooded blob port) is still verified if it comes back in time."""
+    async def main():
+        scenario = await open_and_commit(node.url, tmp_path)
+        try:
+            config = config_for(node, tmp_path, attempts=2, deadline_margin=3)
+            service = VerifierService(config, VALIDATOR, AsyncRpcClient(node.url))
+            offline = encode_address(WORKERS[2].address)
+            for attempt in (1, 2, 3, 4):
+                reports = await service.run_once()
+                assert all(r.claim.worker != offline for r in reports), attempt
+                assert service.record.attempts((scenario.task_id, 0, offline, 0)) == attempt
             await service.close()
         finally:
             await scenario.close()

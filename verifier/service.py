@@ -16,8 +16,10 @@ websocket is not available it polls `status` every `poll_interval` seconds):
    W_0 from the spec, each later start from the updates it checked; a start it cannot derive is voted
    UNAVAILABLE, never taken from the chain or a worker), then `replay.verify_segment`.
    Replays run one at a time in a single worker thread (torch's thread count is process-wide).
-3. A segment whose checkpoints cannot be fetched is retried on later passes; after `unavailable_attempts`
-   failures (or when the verification deadline is `deadline_margin` blocks away) it is voted UNAVAILABLE.
+3. A segment whose checkpoints cannot be fetched is retried on later passes across the whole verification
+   window: it is voted UNAVAILABLE only once the window's deadline is `deadline_margin` blocks away (and after
+   at least `unavailable_attempts` failures), so a worker unreachable for a while (its blob port flooded, a
+   restart) is still verified when it comes back.
 4. The pass's verdicts on one round go out in one transaction (one message per segment). Each is written to
    the vote record with that signed transaction *before* it is broadcast, with the salt and replay digest its
    `replay_commitment` hides (`evidence.py`), and its evidence (the report's canonical JSON) is kept under
@@ -76,11 +78,12 @@ class ServiceConfig:
     poll_interval: float = 2.0
     """Seconds between polls when no websocket is available (and the longest wait between passes)."""
     unavailable_attempts: int = 3
-    """Failed fetches of a segment's checkpoints, over separate passes, before voting UNAVAILABLE."""
+    """Failed fetches of a segment's checkpoints, over separate passes, at least, before voting UNAVAILABLE."""
     retry_delay: float = 5.0
     """Seconds before a segment whose checkpoints could not be fetched is tried again."""
     deadline_margin: int = 3
-    """Blocks before the verification deadline at which a still unreachable segment is voted UNAVAILABLE."""
+    """Blocks before the verification deadline at which a still unreachable segment is voted UNAVAILABLE (not
+    before: fetches are retried across the window)."""
     fee: int | None = None
     """Fee per verdict in utrl; None: the chain's minimum fee."""
     websocket: bool = True
@@ -243,8 +246,9 @@ class VerifierService:
                 return None
             if report.outcome in (UNAVAILABLE, TAMPERED):
                 attempts = self.record.add_attempt(claim.key, report.reason)
-                near_deadline = deadline and self.progress.height >= deadline - self.config.deadline_margin
-                if attempts < self.config.unavailable_attempts and not near_deadline:
+                # An unknown deadline (0) counts as near: the attempts alone decide.
+                near_deadline = not deadline or self.progress.height >= deadline - self.config.deadline_margin
+                if attempts < self.config.unavailable_attempts or not near_deadline:
                     self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
                     log.info("%s: %s (attempt %d of %d, retrying)", _name(claim), report.reason, attempts,
                              self.config.unavailable_attempts)
