@@ -17,7 +17,8 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from trolly.chain.market.spec import (CODECS, DATASET_FIELDS, DATASETS, DECAYING_SCHEDULES, DEFAULT_INNER_LR,
+from trolly.chain.market.spec import (CODECS, DATASET_FIELDS, DATASETS, DECAYING_SCHEDULES,
+                                      DEFAULT_DATASET_MAX_BYTES, DEFAULT_DATASET_MAX_SHARDS, DEFAULT_INNER_LR,
                                       DEFAULT_THREADS, DETERMINISM_FIELDS, FINAL_LR, INNER_OPTIMIZER,
                                       INNER_OPTIMIZER_FIELDS, INNER_OPTIMIZER_NAME, INSTRUCTION_SETS,
                                       MAX_CHECKPOINT_EVERY, MAX_INTEGER, MODEL_ARCHS, MODEL_FIELDS, OUTER_OPTIMIZER,
@@ -48,6 +49,10 @@ class DatasetSpec:
     name: str
     manifest_hash: str
     urls: tuple[str, ...]
+    max_shards: int = DEFAULT_DATASET_MAX_SHARDS
+    max_bytes: int = DEFAULT_DATASET_MAX_BYTES
+    """The most shards and shard bytes (train and test together) its manifest may list (`compute.data`
+    refuses a manifest beyond them before fetching a shard)."""
     input_size: int = 0
     """A packed dataset's declared features per sample (0 for a bundled one, whose name fixes it)."""
     num_classes: int = 0
@@ -230,7 +235,11 @@ def spec_from_dict(document: Any) -> TaskSpec:
         model=ModelSpec(arch=_string(model["arch"], "model.arch", MODEL_ARCHS),
                         config=types.MappingProxyType(dict(config))),
         dataset=DatasetSpec(name=_string(dataset["name"], "dataset.name", DATASET_NAMES), manifest_hash=manifest_hash,
-                            urls=tuple(u.rstrip("/") for u in urls), **declared),
+                            urls=tuple(u.rstrip("/") for u in urls), **declared,
+                            max_shards=_positive_int(dataset.get("max_shards", DEFAULT_DATASET_MAX_SHARDS),
+                                                     "dataset.max_shards"),
+                            max_bytes=_positive_int(dataset.get("max_bytes", DEFAULT_DATASET_MAX_BYTES),
+                                                    "dataset.max_bytes")),
         training=_parse_training(fields["training"]),
         codec=_string(fields["codec"], "codec", CODECS),
         determinism=DeterminismProfile(threads=_positive_int(determinism["threads"], "determinism.threads"),

@@ -97,3 +97,18 @@ def test_the_instruction_sets_compute_orders_are_the_ones_the_chain_accepts():
     from trolly.compute.determinism import INSTRUCTION_SETS
 
     assert set(INSTRUCTION_SETS) == set(chain_spec.INSTRUCTION_SETS)
+
+
+@pytest.mark.parametrize("field", ["max_shards", "max_bytes"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, "8", True, 1, 2**40])
+def test_chain_and_compute_agree_on_the_declared_dataset_bounds(field, value):
+    document = compute_spec.example_spec(MANIFEST)
+    document["dataset"][field] = value
+    assert accepted_by_chain(document) == accepted_by_compute(document)
+    assert accepted_by_chain(document) == (type(value) is int and value >= 1)
+
+
+def test_compute_reads_the_chain_defaults_of_the_dataset_bounds():
+    dataset = compute_spec.spec_from_dict(compute_spec.example_spec(MANIFEST)).dataset
+    assert (dataset.max_shards, dataset.max_bytes) == (chain_spec.DEFAULT_DATASET_MAX_SHARDS,
+                                                       chain_spec.DEFAULT_DATASET_MAX_BYTES)

@@ -1,22 +1,72 @@
-"""Getting a task's dataset: built locally when it is a bundled one with the same hash, else fetched.
+"""Getting a task's dataset: built locally when it is a bundled one with the same hash, else streamed.
 
 The bundled datasets (`compute/data`) are built from files this machine already has; when the manifest hash
-the spec names is the one the local build gives, nothing needs to travel. Otherwise the manifest and shards
-are fetched by hash from the spec's URLs and the worker's blob service (each blob hash-checked).
+the spec names is the one the local build gives, nothing needs to travel. Otherwise only the manifest is
+fetched up front (hash-checked, and refused beyond the shards and bytes its spec declared); each shard is
+fetched from the spec's URLs and the worker's blob service when a replayed batch first reads it
+(`compute.data.lazy`), hash-checked, so a verifier holds what its sampled segments need, not the dataset.
+
+A dataset nobody serves is not the worker's fault: the worker obtained the whole dataset before it joined and
+serves it beside its checkpoints, but the dataset is the requester's. A manifest or shard that cannot be
+fetched, or does not match its hash, raises `WorkUnavailable` (never a `ComputeError`, which a replay would
+count against the worker): the verifier votes nothing on that segment and tries again later, and a segment
+still undecided when its window closes is settled `unverified`, neither paid nor slashed (docs/protocol.md).
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
+import threading
 
-from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy, fetch_dataset
+import torch
+
+from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
 from trolly.compute.data import Dataset, build_dataset, dataset_from_blobs
+from trolly.compute.data.lazy import lazy_dataset
+from trolly.compute.data.manifest import check_manifest_bounds, decode_shard, parse_manifest
 from trolly.compute.errors import ComputeError
 from trolly.compute.spec import TaskSpec
 
 from .errors import WorkUnavailable
 
 log = logging.getLogger("trolly.verifier")
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardSource:
+    """Fetches one shard from `urls` and checks it against its manifest entry; picklable, so a replay child
+    fetches for itself. Runs its fetch on an event loop of its own, in a thread of its own: it is called from
+    inside a replay, whichever thread (or the event loop's) runs it."""
+
+    urls: tuple[str, ...]
+    retry: RetryPolicy
+    addresses: AddressPolicy
+
+    def __call__(self, entry: dict) -> dict[str, torch.Tensor]:
+        outcome: dict[str, object] = {}
+
+        def fetch() -> None:
+            try:
+                outcome["data"] = asyncio.run(self._fetch(entry["hash"]))
+            except Exception as error:  # noqa: BLE001 - handed to the caller's thread below
+                outcome["error"] = error
+
+        thread = threading.Thread(target=fetch, name="dataset-shard-fetch")
+        thread.start()
+        thread.join()
+        error = outcome.get("error")
+        try:
+            if error is not None:
+                raise error
+            return decode_shard(outcome["data"], entry)
+        except ComputeError as failure:
+            raise WorkUnavailable(f"dataset shard {entry['hash'][:16]}... could not be fetched: {failure}") from None
+
+    async def _fetch(self, digest: str) -> bytes:
+        async with BlobClient(list(self.urls), retry=self.retry, address_policy=self.addresses) as blobs:
+            return await blobs.fetch(digest)
 
 
 class TaskDatasets:
@@ -40,16 +90,19 @@ class TaskDatasets:
 
     async def task_dataset(self, spec: TaskSpec, extra_urls: list[str], retry: RetryPolicy,
                            addresses: AddressPolicy) -> Dataset:
-        """The task's dataset: bundled if it matches, else fetched from the spec's URLs and `extra_urls`
-        (strangers' URLs: connections only where `addresses` allows)."""
+        """The task's dataset: bundled if it matches, else its manifest fetched from the spec's URLs and
+        `extra_urls` (strangers' URLs: connections only where `addresses` allows) and its shards streamed."""
         dataset = self.local_dataset(spec)
         if dataset is not None:
             return dataset
-        urls = list(spec.dataset.urls) + [url for url in extra_urls if url]
+        manifest_hash = spec.dataset.manifest_hash
+        urls = tuple(spec.dataset.urls) + tuple(url for url in extra_urls if url)
         if not urls:
-            raise WorkUnavailable(f"dataset {spec.dataset.manifest_hash[:16]}... is not bundled and no URL serves it")
+            raise WorkUnavailable(f"dataset {manifest_hash[:16]}... is not bundled and no URL serves it")
         try:
-            async with BlobClient(urls, retry=retry, address_policy=addresses) as blobs:
-                return await fetch_dataset(blobs, spec.dataset.manifest_hash)
+            async with BlobClient(list(urls), retry=retry, address_policy=addresses) as blobs:
+                manifest = parse_manifest(await blobs.fetch(manifest_hash))
+            check_manifest_bounds(manifest, spec.dataset.max_shards, spec.dataset.max_bytes)
+            return lazy_dataset(manifest_hash, manifest, ShardSource(urls, retry, addresses))
         except ComputeError as error:
-            raise WorkUnavailable(f"dataset {spec.dataset.manifest_hash[:16]}... could not be fetched: {error}") from None
+            raise WorkUnavailable(f"dataset {manifest_hash[:16]}... could not be fetched: {error}") from None

@@ -190,3 +190,11 @@ class InvalidReveal(MarketError):
     """A reveal does not open the vote's replay commitment, comes outside the reveal phase, or has no vote."""
 
     code = 53
+
+
+# Codes 60.. belong to bounded memory (issue 24 item 5).
+class DatasetTooLarge(MarketError):
+    """The spec declares more dataset shards or bytes than the market allows (`max_dataset_shards`,
+    `max_dataset_bytes`)."""
+
+    code = 60

@@ -148,6 +148,14 @@ class MarketParams:
     """Largest memory estimate (MiB, `market.footprint`) of a spec; a worker also checks the estimate against its
     own declared `hardware.memory_mb` before it joins."""
 
+    max_dataset_shards: int = 8_192
+    """Most shards a spec may declare for its dataset (`dataset.max_shards`): bounds the manifest every worker
+    and verifier reads (one entry per shard)."""
+
+    max_dataset_bytes: int = 1 << 35
+    """Most shard bytes a spec may declare for its dataset (`dataset.max_bytes`); a worker also checks the
+    manifest's bytes against its disk and memory before it joins."""
+
     committee_size: int = 7
     """k: validators drawn by stake, from the sampling seed, to verify each sampled segment (all of them when
     fewer are eligible). A segment is decided by two thirds of its committee's power."""

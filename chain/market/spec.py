@@ -33,6 +33,10 @@ MAX_CHECKPOINT_EVERY = 10
 MAX_INTEGER = (1 << 63) - 1
 MAX_DATASET_URLS = 16
 """Most base URLs a spec may name for its dataset; each obeys the blob URL rules (`chain/market/urls.py`)."""
+DEFAULT_DATASET_MAX_SHARDS = 1_024
+"""A dataset's shard count (train and test together) when a spec declares no `dataset.max_shards`."""
+DEFAULT_DATASET_MAX_BYTES = 1 << 30
+"""A dataset's shard bytes (train and test together) when a spec declares no `dataset.max_bytes`."""
 
 
 # (lower bound, lower bound open?, upper bound (always open)) of each hyperparameter.
@@ -63,7 +67,8 @@ class Fields:
 
 SPEC_FIELDS = Fields(frozenset({"version", "model", "dataset", "training", "codec"}), frozenset({"determinism"}))
 MODEL_FIELDS = Fields(frozenset({"arch"}), frozenset({"config"}))
-DATASET_FIELDS = Fields(frozenset({"name", "manifest_hash"}), frozenset({"urls", *PACKED_SHAPE_FIELDS}))
+DATASET_FIELDS = Fields(frozenset({"name", "manifest_hash"}),
+                        frozenset({"urls", "max_shards", "max_bytes", *PACKED_SHAPE_FIELDS}))
 TRAINING_FIELDS = Fields(frozenset({"rounds", "inner_steps", "batch_size", "checkpoint_every", "seed"}),
                          frozenset({"inner_optimizer", "outer_optimizer"}))
 INNER_OPTIMIZER_FIELDS = Fields(frozenset({"name"}), frozenset(INNER_OPTIMIZER) | {"schedule"})
@@ -83,6 +88,11 @@ class SpecSummary:
     seed: int
     footprint: Footprint
     """The model's parameter count and memory estimate (`market.footprint`), which `SubmitTask` bounds."""
+    dataset_max_shards: int = DEFAULT_DATASET_MAX_SHARDS
+    dataset_max_bytes: int = DEFAULT_DATASET_MAX_BYTES
+    """The most shards and shard bytes the dataset's manifest may list, which `SubmitTask` bounds by the market's
+    `max_dataset_shards` and `max_dataset_bytes`: a worker refuses a manifest beyond them before it joins and a
+    verifier before it fetches a shard, so a requester cannot hand either more than the task declared."""
 
 
 def parse_spec(raw: bytes) -> dict:
@@ -199,6 +209,8 @@ def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
         seed=_integer(training["seed"], "training.seed", 0),
         footprint=model_footprint(model["arch"], model.get("config", {}), dataset,
                                   _integer(training["batch_size"], "training.batch_size")),
+        dataset_max_shards=_integer(dataset.get("max_shards", DEFAULT_DATASET_MAX_SHARDS), "dataset.max_shards"),
+        dataset_max_bytes=_integer(dataset.get("max_bytes", DEFAULT_DATASET_MAX_BYTES), "dataset.max_bytes"),
     )
     if summary.rounds != rounds:
         raise InvalidSpec(f"training.rounds is {summary.rounds} but the message asks for {rounds} rounds")

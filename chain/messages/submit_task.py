@@ -14,7 +14,8 @@ from ..block import BlockContext
 from ..crypto import encode_address
 from ..errors import InvalidRequest
 from ..market.economics import minimum_collateral, segment_count, task_cost
-from ..market.errors import BudgetTooLow, CollateralTooLow, InvalidSpec, InvalidTerms, ModelTooLarge, SpecTooLarge
+from ..market.errors import (BudgetTooLow, CollateralTooLow, DatasetTooLarge, InvalidSpec, InvalidTerms, ModelTooLarge,
+                             SpecTooLarge)
 from ..market.events import task_event
 from ..market.params import MarketParams
 from ..market.records import JOIN, OPEN, Task
@@ -67,6 +68,17 @@ def check_footprint(summary: SpecSummary, params: MarketParams) -> None:
         raise ModelTooLarge(f"the task's memory estimate is {footprint.memory_mb} MiB, limit {params.max_memory_mb} MiB")
 
 
+def check_dataset_bounds(summary: SpecSummary, params: MarketParams) -> None:
+    """The dataset's declared shards and bytes within the chain's bounds (every worker and verifier holds the
+    manifest to the declared ones)."""
+    if summary.dataset_max_shards > params.max_dataset_shards:
+        raise DatasetTooLarge(f"dataset.max_shards {summary.dataset_max_shards} exceeds the limit "
+                              f"{params.max_dataset_shards}")
+    if summary.dataset_max_bytes > params.max_dataset_bytes:
+        raise DatasetTooLarge(f"dataset.max_bytes {summary.dataset_max_bytes} exceeds the limit "
+                              f"{params.max_dataset_bytes}")
+
+
 def process_submit_task(state: State, ctx: BlockContext, signer: bytes, msg: MsgSubmitTask) -> None:
     params = get_params(state, MarketParams)
     if len(msg.spec) > params.max_spec_bytes:
@@ -74,6 +86,7 @@ def process_submit_task(state: State, ctx: BlockContext, signer: bytes, msg: Msg
     summary = validate_spec(msg.spec, msg.rounds)
     check_terms(msg, params)
     check_footprint(summary, params)
+    check_dataset_bounds(summary, params)
     segments = segment_count(summary.inner_steps, summary.checkpoint_every)
     if segments > params.max_segments_per_round:
         raise InvalidTerms(f"{segments} segments per round (inner_steps / checkpoint_every), limit "

@@ -99,7 +99,8 @@ def _fetch_checked(fetch: Callable[[str], bytes], digest: str, what: str) -> byt
     return data
 
 
-def _parse_manifest(data: bytes) -> dict:
+def parse_manifest(data: bytes) -> dict:
+    """The manifest's JSON, its structure checked (splits, shard entries, sizes); raises DatasetError."""
     try:
         manifest = json.loads(data)
     except (ValueError, UnicodeDecodeError) as error:
@@ -127,40 +128,75 @@ def _parse_manifest(data: bytes) -> dict:
     return manifest
 
 
+def manifest_size(manifest: dict) -> tuple[int, int]:
+    """(shards, shard bytes) a checked manifest lists, train and test together."""
+    entries = [entry for split in SPLITS for entry in manifest["splits"][split]["shards"]]
+    return len(entries), sum(entry["size"] for entry in entries)
+
+
+def check_manifest_bounds(manifest: dict, max_shards: int, max_bytes: int) -> None:
+    """Refuse a manifest listing more shards or bytes than its spec declared (`dataset.max_shards`,
+    `dataset.max_bytes`, which the chain bounds): nothing beyond them is fetched or held."""
+    shards, size = manifest_size(manifest)
+    if shards > max_shards:
+        raise DatasetError(f"the manifest lists {shards} shards, the spec allows {max_shards}")
+    if size > max_bytes:
+        raise DatasetError(f"the manifest lists {size} bytes of shards, the spec allows {max_bytes}")
+
+
+def loaded_bytes(manifest: dict) -> int:
+    """The memory a checked manifest's dataset takes once loaded (`load_dataset`): float32 features and int64
+    labels per classification sample; int64 inputs and targets of `context` tokens per text sample."""
+    per_sample = (4 * manifest["input_size"] + 8 if manifest["kind"] == "classification"
+                  else 2 * 8 * manifest["context"])
+    return sum(manifest["splits"][split]["samples"] for split in SPLITS) * per_sample
+
+
+def decode_shard(data: bytes, entry: dict) -> dict[str, torch.Tensor]:
+    """A fetched shard's tensors, checked against its manifest entry (hash, size, sample count)."""
+    if hashlib.sha256(data).hexdigest() != entry["hash"]:
+        raise DatasetError(f"shard {entry['hash']} does not match its hash")
+    if len(data) != entry["size"]:
+        raise DatasetError(f"shard {entry['hash']} has {len(data)} bytes, manifest says {entry['size']}")
+    try:
+        piece = decode_tensors(data)
+    except EncodingError as error:
+        raise DatasetError(f"shard {entry['hash']} does not decode: {error}") from None
+    count = len(next(iter(piece.values())))
+    if count != entry["samples"]:
+        raise DatasetError(f"shard {entry['hash']} has {count} samples, manifest says {entry['samples']}")
+    return piece
+
+
+def split_tensors(kind: str, pieces: list[dict[str, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, targets) of consecutive shards' tensors, as a model reads them."""
+    if kind == "classification":
+        return torch.cat([p["inputs"] for p in pieces]).float(), torch.cat([p["targets"] for p in pieces]).long()
+    tokens = torch.cat([p["tokens"] for p in pieces]).long()
+    return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+
+
 def load_dataset(manifest_hash: str, fetch: Callable[[str], bytes]) -> Dataset:
     """Fetch a dataset by manifest hash through `fetch(hex) -> bytes`, checking every blob's hash,
     sample count and size against the manifest."""
-    manifest = _parse_manifest(_fetch_checked(fetch, manifest_hash, "manifest"))
+    manifest = parse_manifest(_fetch_checked(fetch, manifest_hash, "manifest"))
     kind = manifest["kind"]
     tensors: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     for split in SPLITS:
-        pieces: list[dict[str, torch.Tensor]] = []
-        for entry in manifest["splits"][split]["shards"]:
-            data = _fetch_checked(fetch, entry["hash"], "shard")
-            if len(data) != entry["size"]:
-                raise DatasetError(f"shard {entry['hash']} has {len(data)} bytes, manifest says {entry['size']}")
-            try:
-                piece = decode_tensors(data)
-            except EncodingError as error:
-                raise DatasetError(f"shard {entry['hash']} does not decode: {error}") from None
-            count = len(next(iter(piece.values())))
-            if count != entry["samples"]:
-                raise DatasetError(f"shard {entry['hash']} has {count} samples, manifest says {entry['samples']}")
-            pieces.append(piece)
-        if kind == "classification":
-            inputs = torch.cat([p["inputs"] for p in pieces]).float()
-            targets = torch.cat([p["targets"] for p in pieces]).long()
-        else:
-            tokens = torch.cat([p["tokens"] for p in pieces]).long()
-            inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+        pieces = [decode_shard(fetch(entry["hash"]), entry) for entry in manifest["splits"][split]["shards"]]
+        inputs, targets = split_tensors(kind, pieces)
         if len(inputs) != manifest["splits"][split]["samples"]:
             raise DatasetError(f"split {split} has {len(inputs)} samples, manifest says {manifest['splits'][split]['samples']}")
         tensors[split] = (inputs, targets)
-    shape = DataShape(kind=kind, input_size=int(manifest["input_size"]), num_classes=int(manifest["num_classes"]),
-                      context=int(manifest["context"]))
-    return Dataset(name=str(manifest["name"]), manifest_hash=manifest_hash, shape=shape,
+    return Dataset(name=str(manifest["name"]), manifest_hash=manifest_hash, shape=manifest_shape(manifest),
                    train_inputs=tensors["train"][0], train_targets=tensors["train"][1],
                    test_inputs=tensors["test"][0], test_targets=tensors["test"][1])
+
+
+def manifest_shape(manifest: dict) -> DataShape:
+    """The shape a checked manifest gives a model."""
+    return DataShape(kind=manifest["kind"], input_size=int(manifest["input_size"]),
+                     num_classes=int(manifest["num_classes"]), context=int(manifest["context"]))
 
 
 def dataset_from_blobs(blobs: DatasetBlobs) -> Dataset:

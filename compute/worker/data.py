@@ -10,16 +10,22 @@ A packed dataset (a requester's own) is never built locally, and its manifest's 
 declares: the chain bounded the model by the declared shape (`trolly.chain.market.datasets`).
 
 Whatever way it came, the blobs end up in the worker's store, so the worker serves the dataset too.
+
+Before it joins a task (and locks collateral), a worker reads the manifest alone (`read_manifest`), refuses
+one listing more shards or bytes than the spec declared, checks what it would take against its disk and
+memory (`compute/worker/fit.py`), then obtains the whole dataset: a dataset the requester does not serve, or
+that does not match its hash, keeps the worker out of the task, and a worker never starts a round it cannot
+train for want of data.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 
 from ..blobs import AddressPolicy, BlobClient, BlobStore
 from ..data import Dataset, build_dataset, load_dataset
+from ..data.manifest import SPLITS, check_manifest_bounds, parse_manifest
 from ..errors import ComputeError, DatasetError
 from ..spec import TaskSpec
 
@@ -49,20 +55,46 @@ def _build_locally(store: BlobStore, spec: TaskSpec) -> Dataset | None:
     return load_dataset(blobs.manifest_hash, store.get)
 
 
+def _bundled_manifest(spec: TaskSpec) -> bytes | None:
+    if spec.dataset.packed:
+        return None
+    blobs = build_dataset(spec.dataset.name)
+    return blobs.manifest if blobs.manifest_hash == spec.dataset.manifest_hash else None
+
+
+async def read_manifest(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy, build: bool = True) -> dict:
+    """The task's manifest, checked (hash, structure) and within the shards and bytes its spec declared: from
+    the store, else from the bundled build when it hashes right (`build`), else fetched from the spec's URLs
+    and stored. Raises DatasetError (or a BlobError) when none has it."""
+    manifest_hash = spec.dataset.manifest_hash
+    data = store.get(manifest_hash) if store.has(manifest_hash) else None
+    if data is None and build:
+        data = await asyncio.to_thread(_bundled_manifest, spec)
+    if data is None:
+        if not spec.dataset.urls:
+            raise DatasetError(f"dataset {manifest_hash} is not available locally and the spec lists no URLs")
+        async with BlobClient(list(spec.dataset.urls), address_policy=addresses) as client:
+            data = await client.fetch(manifest_hash)
+        store.put(data, expected=manifest_hash)
+    manifest = parse_manifest(data)
+    check_manifest_bounds(manifest, spec.dataset.max_shards, spec.dataset.max_bytes)
+    return manifest
+
+
+def missing_bytes(store: BlobStore, manifest: dict) -> int:
+    """The bytes of the manifest's shards the store does not hold yet (what obtaining it will write)."""
+    return sum(entry["size"] for split in SPLITS for entry in manifest["splits"][split]["shards"]
+               if not store.has(entry["hash"]))
+
+
 async def _fetch(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy) -> Dataset:
     manifest_hash = spec.dataset.manifest_hash
-    if not spec.dataset.urls:
-        raise DatasetError(f"dataset {manifest_hash} is not available locally and the spec lists no URLs")
+    manifest = await read_manifest(store, spec, addresses, build=False)
     async with BlobClient(list(spec.dataset.urls), address_policy=addresses) as client:
-        manifest = await client.fetch(manifest_hash)
-        store.put(manifest, expected=manifest_hash)
-        try:
-            shard_hashes = [entry["hash"] for split in json.loads(manifest)["splits"].values() for entry in split["shards"]]
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
-            raise DatasetError(f"manifest {manifest_hash} is malformed: {error}") from None
-        for digest in shard_hashes:
-            if not store.has(digest):
-                store.put(await client.fetch(digest), expected=digest)
+        for split in SPLITS:
+            for entry in manifest["splits"][split]["shards"]:
+                if not store.has(entry["hash"]):
+                    store.put(await client.fetch(entry["hash"]), expected=entry["hash"])
     return load_dataset(manifest_hash, store.get)
 
 

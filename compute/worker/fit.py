@@ -1,7 +1,9 @@
-"""Whether this worker's declared memory holds a task's model before it joins (and locks collateral).
+"""Whether this worker's declared memory and its disk hold a task before it joins (and locks collateral).
 
-The estimate is the chain's own (`trolly.chain.market.footprint`), computed from the spec with integers, so a
-worker refuses exactly what it could not hold by the same rule the chain bounds specs with.
+The model's estimate is the chain's own (`trolly.chain.market.footprint`), computed from the spec with
+integers, so a worker refuses exactly what it could not hold by the same rule the chain bounds specs with; the
+dataset's loaded size and the bytes its shards will take on disk come from its manifest
+(`compute/worker/data.py` reads it first, and refuses one beyond the spec's declared shards and bytes).
 """
 
 from __future__ import annotations
@@ -13,16 +15,24 @@ from trolly.chain.market.footprint import model_footprint
 from .errors import TaskUnfit
 
 
-def check_memory(raw_spec: bytes, memory_mb: int) -> int:
-    """The task's memory estimate in MiB; raises TaskUnfit when it exceeds `memory_mb`. A worker that declared
-    no memory (0: its platform does not report it) is not held to one."""
+def check_memory(raw_spec: bytes, memory_mb: int, dataset_bytes: int = 0) -> int:
+    """The task's memory estimate in MiB, the model's and the loaded dataset's (`dataset_bytes`); raises
+    TaskUnfit when it exceeds `memory_mb`. A worker that declared no memory (0: its platform does not report it)
+    is not held to one."""
     try:
         spec = parse_chain_spec(raw_spec)
         model = spec["model"]
         estimate = model_footprint(model["arch"], model.get("config", {}), spec["dataset"],
                                    spec["training"]["batch_size"]).memory_mb
+        estimate += -(-dataset_bytes // 2**20)
     except (InvalidSpec, KeyError, TypeError) as error:
         raise TaskUnfit(f"the spec's memory estimate cannot be computed: {error}") from None
     if memory_mb and estimate > memory_mb:
         raise TaskUnfit(f"the task needs an estimated {estimate} MiB, this worker declared {memory_mb} MiB")
     return estimate
+
+
+def check_disk(missing_bytes: int, free_bytes: int) -> None:
+    """Raise TaskUnfit when the dataset's shards not yet stored would not fit the store's free disk."""
+    if missing_bytes > free_bytes:
+        raise TaskUnfit(f"the dataset needs {missing_bytes} more bytes on disk, the blob store has {free_bytes} free")

@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import pathlib
+import shutil
 import threading
 import time
 
@@ -34,6 +35,7 @@ from ..acceleration import Acceleration
 from ..cheats import get_cheat
 from ..checkpoints import TrainingState, encode_weights
 from ..data import Dataset
+from ..data.manifest import loaded_bytes
 from ..determinism import current_instruction_set, require_replayable_process
 from ..errors import CheatError, DatasetError, SpecError
 from ..rounds import GlobalState
@@ -43,10 +45,10 @@ from ..weights_follower import StartUnavailable, WeightsFollower, round_updates
 from . import plan
 from .cheat_round import play_cheat_round
 from .config import WorkerConfig
-from .data import obtain_dataset
+from .data import missing_bytes, obtain_dataset, read_manifest
 from .display import RoundDisplay
 from .errors import TaskUnfit, WeightsMismatch, WorkerError
-from .fit import check_memory
+from .fit import check_disk, check_memory
 from .housekeeping import prune_task
 from .commits import Committer
 from .market import MarketClient
@@ -283,10 +285,16 @@ class WorkerService:
         cores = os.cpu_count() or 1
         if spec.determinism.threads > cores:
             raise TaskUnfit(f"the task trains with {spec.determinism.threads} threads, this machine has {cores} cores")
-        record = await self.market.worker()
-        check_memory(raw, record.hardware.memory_mb if record is not None else 0)
         if summary.collateral > await self.market.balance():
             raise TaskUnfit(f"the collateral {summary.collateral} utrl exceeds this worker's balance")
+        try:  # the dataset, before any collateral is locked: one nobody serves keeps this worker out
+            manifest = await read_manifest(self.store, spec, self.addresses)
+            record = await self.market.worker()
+            check_memory(raw, record.hardware.memory_mb if record is not None else 0, loaded_bytes(manifest))
+            check_disk(missing_bytes(self.store, manifest), shutil.disk_usage(self.store.root).free)
+            await obtain_dataset(self.store, spec, self.addresses)
+        except (DatasetError, BlobError) as error:
+            raise TaskUnfit(f"the task's dataset cannot be obtained: {error}") from None
         return spec
 
     async def work_on(self, progress: TaskProgress) -> None:
