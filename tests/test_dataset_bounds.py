@@ -180,3 +180,54 @@ def test_a_shard_nobody_serves_is_work_unavailable_for_the_verifier_never_a_faul
     with pytest.raises(WorkUnavailable, match="shard"):
         sample_batch(lazy, 8, 3, 0, 1, 4)
     assert not issubclass(WorkUnavailable, DatasetError)  # a replay counts a ComputeError against the worker
+
+
+def test_a_worker_does_not_join_a_task_whose_dataset_nobody_serves_and_the_task_expires_refunded(make_chain,
+                                                                                                  tmp_path):
+    """The requester names a dataset it does not serve (and one beyond its own declaration): the worker stays
+    out without locking collateral, joins the task whose dataset it can obtain, and the others expire with
+    their budgets back to the requester."""
+    import hashlib
+
+    from worker_helpers import ROUNDS, new_service, spec_document
+
+    from trolly.chain.market.store import ESCROW
+    from trolly.compute.worker.throughput import Throughput
+
+    unserved = build_dataset("pycorpus", max_bytes=20_000)
+    digits = build_dataset("digits")
+    chain = make_chain(accounts=2, validators=1, params={"market": MARKET_PARAMS})
+    market = Market(chain)
+    specs = [spec_document(unserved.manifest_hash, model={"arch": "transformer", "config": {}},
+                           dataset={"name": "pycorpus", "manifest_hash": unserved.manifest_hash,
+                                    "urls": ["http://127.0.0.1:9"]}),
+             spec_document(digits.manifest_hash,
+                           dataset={"name": "digits", "manifest_hash": digits.manifest_hash, "max_shards": 2}),
+             spec_document(digits.manifest_hash)]
+    task_ids = [market.submit(spec=spec, spec_hash=hashlib.sha256(spec).digest(), workers=1, rounds=ROUNDS,
+                              samples_per_worker=1, join_blocks=20) for spec in specs]
+    requester_before = chain.balance(market.requester)
+    service = new_service(tmp_path, chain, market.workers[0])
+    service.throughput = Throughput(1000.0, 3, 1.0)
+
+    async def scenario():
+        await service.server.start()
+        try:
+            await service._register()
+            worker_before = chain.balance(market.workers[0])
+            assert await service.find_and_join()
+            assert not await service.find_and_join()
+            return worker_before
+        finally:
+            await service.server.stop()
+
+    worker_before = asyncio.run(scenario())
+    assert service.unfit == set(task_ids[:2])
+    assert market.task(task_ids[2])["status"] == "running"
+    assert [market.task(task_id)["status"] for task_id in task_ids[:2]] == ["open", "open"]
+    locked = chain.balance(market.workers[0]) - worker_before  # the one join's collateral and fee only
+    chain.advance(21)
+    assert [market.task(task_id)["status"] for task_id in task_ids[:2]] == ["expired", "expired"]
+    budgets = sum(int(market.task(task_id)["budget"]) for task_id in task_ids[:2])
+    assert chain.balance(market.requester) >= requester_before + budgets  # (the joined one, never trained, too)
+    assert locked < 0 and chain.balance(ESCROW) >= 0
