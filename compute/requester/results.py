@@ -89,7 +89,7 @@ async def fetch_result(client: AsyncRpcClient, task_id: int, addresses: AddressP
         raise ResultError(f"task {task_id} has no verified final weights yet (it is {view.status}); "
                           f"fetch it once it has completed")
     spec_view = await get_spec(client, task_id)
-    spec_bytes = spec_view.spec_bytes()
+    spec_bytes = spec_view.spec_bytes
     if hashlib.sha256(spec_bytes).hexdigest() != view.spec_hash:
         raise ResultError(f"the node's spec of task {task_id} does not hash to the task's spec hash")
     spec = parse_spec(spec_bytes)
