@@ -159,7 +159,7 @@ def prepare_data_submission(path: str, spec_file: str | None, model: str, rounds
         else:
             document = example_spec(packed.manifest_hash, model={"arch": model, "config": MODEL_CONFIGS[model]})
         if rounds is not None:
-            document["training"]["rounds"] = rounds
+            document["training"].update(rounds=rounds)
         server = None
         if not urls:
             host, port = parse_listen(listen)
@@ -171,8 +171,7 @@ def prepare_data_submission(path: str, spec_file: str | None, model: str, rounds
         document["dataset"] = packed.spec_dataset(list(urls))
         spec = json.dumps(document, indent=2).encode()
         try:
-            validate_spec(spec, document["training"]["rounds"])
-            parse_spec(spec)
+            validate_spec(spec, parse_spec(spec).training.rounds)
         except (ChainError, ComputeError) as error:
             if server is not None:
                 server.stop()
@@ -219,6 +218,4 @@ def evaluate_command(task_id: int, data_directory: pathlib.Path | None, allow_pr
         dataset = (open_packed(data_directory).load() if data_directory is not None
                    else client.run(fetch_dataset_of(result, addresses)))
         answer = evaluate_result(result, dataset)
-    emit(answer, settings().json, lambda a: print_key_values(
-        [("task", a["task_id"]), ("final weights", a["final_weights_hash"]), ("held-out samples", a["test_samples"]),
-         ("accuracy", f"{a['accuracy']:.4f}"), ("loss", f"{a['loss']:.4f}")]))
+    emit(answer, settings().json, lambda a: print_key_values(a.items(), title=f"Task {task_id} on its held-out split"))
