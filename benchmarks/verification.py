@@ -57,6 +57,7 @@ import time
 
 import torch
 
+from trolly.chain.market.records import FINAL_REPORT_SEGMENT
 from trolly.compute.blobs.store import BlobStore
 from trolly.compute.canonical import encode_tensors
 from trolly.compute.checkpoints import decode_checkpoint, weights_hash
@@ -68,6 +69,7 @@ from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.verifier import sampling
 from trolly.verifier.aggregation import check_aggregation
+from trolly.verifier.final_report import verify_final_report
 from trolly.compute.cheats import CHEATS, CheatContext, choose_faked_segments, get_cheat, honest_round, load_cheat_module
 from trolly.verifier.replay import PASSED, Replayer, SegmentClaim, check_round_update, verify_segment
 from trolly.verifier.blob_cache import VerifiedBlobs
@@ -200,7 +202,8 @@ def verify_honest(models, children, exact: Replayer, tolerant: Replayer) -> dict
     tally = {"segments": 0, "false_positives": 0, "tolerance_segments": 0, "tolerance_false_positives": 0}
     per_profile: dict[str, dict] = {}
     failures = []
-    aggregation = {"rounds_checked": 0, "matches": 0, "stale_start_rejected": 0, "initial_weights_differ": 0}
+    aggregation = {"rounds_checked": 0, "matches": 0, "stale_start_rejected": 0, "initial_weights_differ": 0,
+                   "final_reports_checked": 0, "final_reports_passed": 0}
     for records, out in children:
         for model_index, model in enumerate(models):
             dataset = dataset_for(model.dataset)
@@ -259,7 +262,7 @@ def _check_child_aggregation(spec, dataset, records, directory: pathlib.Path, ta
     state = GlobalState.initial(zero.weights)
     tally["initial_weights_differ"] += int(state.weights_hash() != weights_hash(initial_weights(spec, dataset.shape)))
     rounds = sorted({r["round"] for r in records})
-    for round_index in rounds[:-1]:
+    for round_index in rounds:
         encoded = []
         for record in sorted((r for r in records if r["round"] == round_index), key=lambda r: r["worker_index"]):
             blob = directory / f"worker-{record['worker_index']}" / "blobs" / record["update_hash"][:2] / record["update_hash"]
@@ -269,10 +272,15 @@ def _check_child_aggregation(spec, dataset, records, directory: pathlib.Path, ta
             report = check_aggregation(state, encoded, spec, claimed)
             tally["rounds_checked"] += 1
             tally["matches"] += int(report.matches)
-        stale = check_aggregation(state, encoded, spec, state.weights_hash())
-        tally["stale_start_rejected"] += int(not stale.matches)
+        if round_index != rounds[-1]:
+            stale = check_aggregation(state, encoded, spec, state.weights_hash())
+            tally["stale_start_rejected"] += int(not stale.matches)
         codec = get_codec(spec.codec)
         state = outer_step(state, [WorkerUpdate(i, s, codec.decode(d)) for i, s, d in encoded], spec.training.outer_optimizer)
+    # The honest final report: W_R's hash, as every member reports it, judged against W_R derived here.
+    tally["final_reports_checked"] += 1
+    final = final_report_claim(records[-1]["worker_index"], state.weights_hash())
+    tally["final_reports_passed"] += int(verify_final_report(final, state.weights_hash()).outcome == PASSED)
 
 
 # ---- cheats, in this process ------------------------------------------------------------------------------
@@ -282,6 +290,13 @@ def foreign_profile() -> str:
     """A profile id this process cannot run exactly: forces the tolerance rule."""
     other = "default" if current_instruction_set() != "default" else "avx2"
     return f"torch-{torch.__version__}/threads-1/isa-{other}/deterministic-ftz"
+
+
+def final_report_claim(worker: int, reported_hash: bytes) -> SegmentClaim:
+    """A member's final report as the chain samples it: one check, the reported final weights hash."""
+    return SegmentClaim(task_id=1, round=1, worker=f"worker-{worker}", worker_index=worker,
+                        segment=FINAL_REPORT_SEGMENT, checkpoint_root=b"", num_checkpoints=0, steps=0,
+                        samples_processed=0, start_weights_hash=reported_hash, determinism_profile="")
 
 
 def cheat_names() -> list[str]:
@@ -318,7 +333,14 @@ def verify_cheats(models, names, trials: int, exact: Replayer, tolerant: Replaye
                     trainer, round1, worker, 1, spec.training.inner_steps, faked, generator,
                     other_worker_round=lambda: honest_round(base((worker + 1) % 3, 1, round1)),
                     earlier_round=lambda: honest_round(base(worker, 0, round0)))
-                cheated = get_cheat(name).play(context)
+                cheat = get_cheat(name)
+                cheated = cheat.play(context)
+                if cheat.final is not None:  # a cheat on the final report: here round 1's start stands for W_R
+                    derived = weights_hash(round1)
+                    caught = verify_final_report(final_report_claim(worker, cheat.final(derived)), derived).outcome != PASSED
+                    tally["faked_segments"] += 1
+                    tally["caught"] += int(caught)
+                    tally["caught_under_tolerance"] += int(caught)  # a hash comparison: no tolerance involved
                 published = cheated.publish()
                 source = MemorySource()
                 source.add_round(1, 1, published.listing, published.blobs)

@@ -200,6 +200,21 @@ class Market:
         return output
 
 
+    def report_final(self, task_id: int, rounds: int, workers, hashes, verdicts=None):
+        """The final report: a block with each worker's reported final weights hash, the sampling block, then
+        one block of votes per distinct verdict (`verdicts[i]` on worker i's report, PASS by default; its
+        committee derives W_R) and one of their reveals. Returns the block of the last votes."""
+        output = self.chain.block(*[self.chain.tx(w, final_message(task_id, rounds, h)) for w, h in zip(workers, hashes)])
+        assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]
+        self.chain.block()  # the sampling block
+        verdicts = verdicts or [VERDICT_PASS] * len(workers)
+        for verdict in dict.fromkeys(verdicts):
+            for worker, wanted in zip(workers, verdicts):
+                if wanted == verdict:
+                    output = self.vote(self.chain.operators, task_id, verdict, worker=encode_address(worker.address))
+        self.reveal(task_id)
+        return output
+
     def reveal(self, task_id: int | None = None, strict: bool = True):
         """One block in which every vote sent by `vote` (of `task_id` only, when given) reveals its honest digest."""
         txs = [self.chain.tx(operator, reveal_message(tid, item)) for operator, tid, item in self.voted

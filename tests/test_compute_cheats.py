@@ -157,7 +157,11 @@ def test_a_worker_cannot_replay_a_previous_round_in_its_first(tmp_path):
         play_worker_round("replayed_round", spec, Trainer(spec, digits()), state, BlobStore(tmp_path / "blobs"), 0)
 
 
-@pytest.mark.parametrize("name", sorted(CHEATS))
+ROUND_CHEATS = sorted(name for name, cheat in CHEATS.items() if cheat.final is None)
+"""The cheats on training rounds; the ones on the final report (`forged_final`) train every round honestly."""
+
+
+@pytest.mark.parametrize("name", ROUND_CHEATS)
 def test_every_cheat_plays_a_worker_round_that_the_verifier_catches(tmp_path, name):
     """Round 1 of a worker started with `--cheat NAME` (after a round 0 it played with the same cheat, or with
     another for the cheat that replays it), served from its blob store: the verifier passes none of its
@@ -192,3 +196,22 @@ def test_every_cheat_plays_a_worker_round_that_the_verifier_catches(tmp_path, na
         replayer.close()
     caught = [outcome != PASSED for outcome in outcomes]
     assert caught == ([False] * (len(caught) - 1) + [True] if name == "fewer_steps" else [True] * len(caught)), outcomes
+
+
+def test_a_forged_final_report_is_caught_and_the_honest_one_passes():
+    """`forged_final` reports another hash than the final weights it holds; the verifier's final report check
+    (`verifier/final_report.py`) compares the report with the W_R it derives itself."""
+    from trolly.verifier.final_report import verify_final_report
+
+    derived = weights_hash(round_weights(tiny_spec(), 1))
+    forged = CHEATS["forged_final"].final(derived)
+
+    def report(reported):
+        claim = SegmentClaim(task_id=7, round=2, worker="worker-1", worker_index=1, segment=0, checkpoint_root=b"",
+                             num_checkpoints=0, steps=0, samples_processed=0, start_weights_hash=reported,
+                             determinism_profile="")
+        return verify_final_report(claim, derived)
+
+    assert forged != derived and report(forged).outcome == "fail" and "are not W_R" in report(forged).reason
+    assert report(derived).outcome == PASSED
+    assert report(forged).details["replay_digest"] == report(derived).details["replay_digest"]  # commits to W_R

@@ -299,6 +299,37 @@ def test_a_cheating_worker_is_slashed_and_down_then_reset_leave_a_clean_localnet
     assert processes_mentioning(str(home)) == []
 
 
+@pytest.mark.parametrize("cheat", ["arbitrary_start", "forged_final"])
+def test_a_lone_worker_that_starts_where_it_likes_or_forges_its_final_weights_is_slashed_and_the_requester_refunded(
+        tmp_path, cheat):
+    """Issue 24 items 1 and 2: a one-worker task, so the cheater is every member and any majority there is.
+    Its verifiers derive the round's start and the final weights themselves: the chain adopts neither its start
+    nor its final hash, slashes its whole collateral, and refunds the requester what was not earned."""
+    home = tmp_path / "net"
+    base = free_base_port()
+    rpc = LocalnetConfig(base_port=base).rpc_url(0)
+    try:
+        done = localnet("demo", "--keep", *SOLO, "--workers", "1", "--cheat", cheat, "--home", str(home),
+                        "--base-port", str(base), "--rounds", "2", "--timeout", str(TASK_TIMEOUT),
+                        timeout=TASK_TIMEOUT + 300, check=False)
+        assert done.returncode != 0 and "without final weights" in " ".join(done.stderr.split()), done.stderr[-2000:]
+        view = query(rpc, "/market/task/1")
+        assert view["status"] == "abandoned" and view["final_weights_hash"] == ""
+        cheater = assert_paid_exactly_for_passed_rounds(rpc, view, 0)
+        assert cheater["status"] == "slashed" and cheater["slashed"] == view["collateral"] > 0
+        assert cheater["rounds_passed"] == (2 if cheat == "forged_final" else 0)
+        unspent = view["budget"] - view["paid_workers"] - view["paid_fees"]  # all of it when round 0 fails
+        assert view["refunded"] == unspent and (unspent > 0) == (cheat == "arbitrary_start")
+        assert view["escrow_remaining"] == 0
+        failed = [dict(c, round=r["round"]) for r in view["round_details"] for c in r["commitments"]
+                  if c["worker"] == worker_address(0) and c["outcome"] == "failed"]
+        assert len(failed) == 1 and failed[0]["round"] == (2 if cheat == "forged_final" else 0)
+        assert all(v["verdict"] == "fail" for v in failed[0]["verdicts"])
+    finally:
+        localnet("down", "--home", str(home), check=False)
+    assert processes_mentioning(str(home)) == []
+
+
 def _all_running(home: Path, services: set[str]) -> dict | None:
     status = json.loads(localnet("status", "--home", str(home), "--output", "json").stdout)
     running = {name for name, service in status["services"].items() if service["running"]}

@@ -134,7 +134,13 @@ def test_a_whole_task_settles_on_a_real_node(node, client):
     client.send(requester, *[reveal_message(task_id, i) for i in items])  # the replay digests the votes hid
     for worker in workers:
         client.send(worker, final_message(task_id, 1, digest("W_R")))
+    client.wait_for(task_id, lambda v: v["round"] == 1 and v["phase"] == "verify", "the final report's sampling")
+    finals = client.query(f"/market/verify/{encode_address(requester.address)}")["segments"]
+    assert len(finals) == 2 and {i["segment"] for i in finals} == {0}  # one check per report
+    client.send(requester, *[verdict_message(requester, task_id, i, VERDICT_PASS, evidence=digest("derived"))
+                             for i in finals])
     client.wait_for(task_id, lambda v: v["status"] == "completed", "completion")
+    client.send(requester, *[reveal_message(task_id, i) for i in finals])
     view = client.wait_for(task_id, lambda v: all(c["held_verifier_fee"] == 0 for c in v["round_details"][0]["commitments"]),
                            "the reveal window's close (held verifier fees paid)")
 

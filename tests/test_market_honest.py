@@ -3,7 +3,7 @@ fees, the rest refunded, to the last utrl; supply untouched; escrow back to just
 
 from __future__ import annotations
 
-from market_helpers import MARKET_PARAMS, REWARD, STAKE, Market, final_message, digest
+from market_helpers import MARKET_PARAMS, REWARD, STAKE, Market, digest
 from trolly.chain.accounts import get_supply
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.store import ESCROW
@@ -43,8 +43,7 @@ def test_honest_task_pays_exact_shares_fees_and_refund(make_chain):
         assert view["paid_workers"] == sum(paid) and view["paid_fees"] == fees
         assert view["escrow_remaining"] == budget - sum(paid) - fees
 
-    output = chain.block(*[chain.tx(w, final_message(task_id, 2, digest("final"))) for w in workers])
-    assert all(r.ok for r in output.tx_results)
+    market.report_final(task_id, 2, workers, [digest("final")] * 3)
     view = market.task(task_id)
     assert view["status"] == "completed"
     assert view["final_weights_hash"] == digest("final").hex()

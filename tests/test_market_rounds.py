@@ -1,6 +1,9 @@
-"""Rounds: missed deadlines, workers all leaving, cancellation, the weights agreement, refused commitments."""
+"""Rounds: missed deadlines, workers all leaving, cancellation, start weights and final reports verified (never
+voted in by a majority), refused commitments."""
 
 from __future__ import annotations
+
+import pytest
 
 from market_helpers import MARKET_PARAMS, REWARD, STAKE, Market, assert_fails, commit_message, digest
 from market_helpers import event_actions, final_message, market_snapshot, spec_bytes
@@ -9,8 +12,8 @@ from trolly.chain.crypto import encode_address
 from trolly.chain.market.errors import AlreadyCommitted, InvalidCommitment, NotMember, NotRequester, RoundClosed
 from trolly.chain.market.errors import TaskEnded, TaskNotFound, TaskNotOpen
 from trolly.chain.market.store import ESCROW
+from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS
 from trolly.chain.proto import market_pb2 as pb
-from trolly.chain.market.records import VERDICT_FAIL
 
 COLLATERAL = 4 * REWARD
 PENALTY = COLLATERAL * 1_000 // 10_000  # missed_round_penalty_bps default
@@ -172,21 +175,53 @@ def test_a_majority_start_is_not_adopted_every_member_is_sampled_and_the_passed_
     assert {outcomes[encode_address(w.address)]["outcome"] for w in majority} == {"failed"}
 
 
-def test_final_report_puts_the_agreed_final_weights_hash_on_chain(make_chain):
-    market = make_market(make_chain, accounts=4)
+def at_the_final_report(make_chain, workers: int):
+    """A one-round task of `workers` members whose round 0 passed: its final report phase is open."""
+    market = make_market(make_chain, accounts=workers + 1)
+    task_id = market.open_task(workers=workers, rounds=1, spec=spec_bytes(rounds=1))
+    market.commit(task_id, 0, market.workers[:workers])
+    market.chain.block()
+    market.vote(market.chain.operators, task_id)
+    return market, task_id
+
+
+@pytest.mark.parametrize("honest_reporters", [2, 1])
+def test_only_a_verified_final_hash_becomes_the_tasks_result_and_a_false_one_is_slashed(make_chain, honest_reporters):
+    """Issue 24 item 2: each member's final report is sampled and verified like a segment; the members whose
+    reported hash their committees find false (derived W_R differs) are slashed, whether they are a minority
+    or the majority by samples, and only the verified hash becomes `final_weights_hash`."""
+    market, task_id = at_the_final_report(make_chain, workers=3)
     chain = market.chain
-    task_id = market.open_task(workers=3, rounds=1, spec=spec_bytes(rounds=1))
-    market.commit(task_id, 0, market.workers[:3])
-    chain.block()
-    market.vote(chain.operators, task_id)
     assert market.task(task_id)["round"] == 1 and market.task(task_id)["phase"] == "commit"
     assert_fails(chain.deliver(market.workers[0], commit_message(task_id, 1, "x")), InvalidCommitment)
-    output = chain.block(*[chain.tx(w, final_message(task_id, 1, h)) for w, h in
-                           zip(market.workers[:3], [digest("W"), digest("W"), digest("other")])])
+    reported = [digest("W")] * honest_reporters + [digest("forged")] * (3 - honest_reporters)
+    output = chain.block(*[chain.tx(w, final_message(task_id, 1, h)) for w, h in zip(market.workers[:3], reported)])
     assert all(r.ok for r in output.tx_results)
     view = market.task(task_id)
+    assert view["status"] == "running" and view["final_weights_hash"] == ""  # nothing adopted before verification
+    chain.block()  # the sampling block: one check per report
+    checks = market.to_verify(chain.operators[0])
+    assert sorted(item["worker"] for item in checks) == sorted(encode_address(w.address) for w in market.workers[:3])
+    assert {item["segment"] for item in checks} == {0}
+    for worker, digest_ in zip(market.workers[:3], reported):
+        market.vote(chain.operators, task_id, VERDICT_PASS if digest_ == digest("W") else VERDICT_FAIL,
+                    worker=encode_address(worker.address))
+    view = market.task(task_id)
     assert view["status"] == "completed" and view["final_weights_hash"] == digest("W").hex()
-    assert [d["worker"] for d in event_actions(output, "dropped")] == [encode_address(market.workers[2].address)]
+    slashed = {m["worker"] for m in view["members"] if m["slashed"] > 0}
+    assert slashed == {encode_address(w.address) for w, h in zip(market.workers[:3], reported) if h != digest("W")}
+    assert view["escrow_remaining"] == 0 and view["refunded"] > 0
+
+
+def test_a_final_report_nobody_verifies_leaves_the_task_without_a_result(make_chain):
+    market, task_id = at_the_final_report(make_chain, workers=1)
+    chain = market.chain
+    assert chain.block(chain.tx(market.workers[0], final_message(task_id, 1, digest("W")))).tx_results[0].ok
+    outputs = chain.advance(1 + MARKET_PARAMS["verification_window"] + 1)
+    settled = [a for o in outputs for a in event_actions(o, "round_settled")]
+    assert settled[-1]["unverified"] == "1" and settled[-1]["start_weights_hash"] == ""
+    view = market.task(task_id)
+    assert view["status"] == "completed" and view["final_weights_hash"] == "" and view["escrow_remaining"] == 0
 
 
 def test_unfilled_task_expires_at_its_join_deadline_with_a_full_refund(make_chain):

@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 from chain_helpers import Chain
-from market_helpers import MARKET_PARAMS, Market, digest, final_message
+from market_helpers import MARKET_PARAMS, Market, digest
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.params import MarketParams
 from trolly.chain.proto import market_pb2 as pb
@@ -39,7 +39,7 @@ def answers():
     market.commit(task_id, 1, market.workers[:2])
     chain.block()
     market.vote([operator], task_id)
-    chain.block(*[chain.tx(w, final_message(task_id, 2, digest("final"))) for w in market.workers[:2]])
+    market.report_final(task_id, 2, market.workers[:2], [digest("final")] * 2)
     other = market.submit(workers=2)  # open, no rounds yet
     leaver = market.workers[3]
     assert chain.deliver(leaver, pb.MsgUnregisterWorker()).ok

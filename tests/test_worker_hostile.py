@@ -15,16 +15,17 @@ import hashlib
 
 import pytest
 from market_helpers import MARKET_PARAMS, Market
-from worker_helpers import ROUNDS, STEPS, new_service, spec_document
+from worker_helpers import ROUNDS, STEPS, judge_as_a_validator, new_service, spec_document
 
 from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS
 from trolly.chain.proto import market_pb2 as pb
-from trolly.compute.blobs import AddressPolicy, BlobClient
+from trolly.compute.blobs import AddressPolicy
 from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights, run_round
+from trolly.compute.weights_follower import WeightsFollower
 from trolly.verifier import evidence, replay
 from trolly.wallet.market_views import SampledSegment
 
@@ -42,14 +43,14 @@ def test_a_worker_publishing_what_its_checkpoints_do_not_give_is_slashed_and_nob
     services = [new_service(tmp_path / "honest", chain, keys[0]),
                 new_service(tmp_path / "cheat", chain, keys[1], cheat=cheat)]
     replayer = replay.Replayer()
+    weights = WeightsFollower(spec, dataset.shape, AddressPolicy(allow_private=True))  # the validator's own W_r
     reports: dict[str, list[replay.SegmentReport]] = {}
 
     async def verify_pending(task_id: int) -> None:
         txs = []
         for item in market.to_verify(chain.operators[0]):
             claim = replay.SegmentClaim.from_segment(SampledSegment.from_answer(item))
-            async with BlobClient([claim.blob_url], address_policy=AddressPolicy(allow_private=True)) as source:
-                report = await replay.verify_segment(claim, spec, dataset, source, replayer)
+            report = await judge_as_a_validator(item, spec, dataset, replayer, market, task_id, weights)
             reports.setdefault(claim.worker, []).append(report)
             txs.append(chain.tx(chain.operators[0], pb.MsgSubmitVerdict(
                 task_id=task_id, round=claim.round, worker=claim.worker_bytes, segment=claim.segment,
@@ -94,7 +95,7 @@ def test_a_worker_publishing_what_its_checkpoints_do_not_give_is_slashed_and_nob
 
     task_id = asyncio.run(scenario())
     honest, cheater = services[0].address, services[1].address
-    assert {r.verdict for r in reports[honest]} == {VERDICT_PASS} and len(reports[honest]) == 2 * ROUNDS
+    assert {r.verdict for r in reports[honest]} == {VERDICT_PASS} and len(reports[honest]) == 2 * ROUNDS + 1
     assert {r.verdict for r in reports[cheater]} == {VERDICT_FAIL}
     assert all(reason in r.reason for r in reports[cheater]), [r.reason for r in reports[cheater]]
     view = market.task(task_id)

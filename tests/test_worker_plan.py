@@ -98,6 +98,10 @@ def test_final_round_reports_and_a_completed_task_finishes(make_chain):
     output = chain.block(chain.tx(market.workers[0], final_message(task_id, 2)))
     assert all(r.ok for r in output.tx_results)
     view = task_view(market, task_id)
+    assert view.status == "running" and plan.decide(view, me(market, 0)).kind == plan.WAIT  # being verified
+    chain.advance(1)
+    market.vote(chain.operators, task_id, VERDICT_PASS)
+    view = task_view(market, task_id)
     assert view.status == "completed"
     assert plan.decide(view, me(market, 0)) == plan.Action(plan.FINISH, reason="task completed")
 

@@ -163,7 +163,9 @@ def test_unverified_rounds_leave_the_weights_unchanged(world, dataset_blobs):
     view = market.task(task_id)
     assert view["status"] == "completed"
     initial = GlobalState.initial(initial_weights(parse_spec(spec), dataset_from_blobs(dataset_blobs).shape))
-    assert view["final_weights_hash"] == initial.weights_hash().hex()
+    (report,) = view["round_details"][ROUNDS]["commitments"]
+    assert report["start_weights_hash"] == initial.weights_hash().hex()  # the worker reported W_0 as W_R
+    assert report["outcome"] == "unverified" and view["final_weights_hash"] == ""  # nobody verified it: no result
     assert all(c["outcome"] == "unverified" for d in view["round_details"][:ROUNDS] for c in d["commitments"])
 
 

@@ -11,16 +11,17 @@ import hashlib
 
 import pytest
 from market_helpers import MARKET_PARAMS, Market
-from worker_helpers import ROUNDS, STEPS, new_service, spec_document
+from worker_helpers import ROUNDS, STEPS, judge_as_a_validator, new_service, spec_document
 
 from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS
 from trolly.chain.proto import market_pb2 as pb
-from trolly.compute.blobs import AddressPolicy, BlobClient
+from trolly.compute.blobs import AddressPolicy
 from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights, run_round
+from trolly.compute.weights_follower import WeightsFollower
 from trolly.compute.worker import plan
 from trolly.wallet.market_views import SampledSegment, TaskView
 
@@ -39,14 +40,14 @@ def test_the_verifier_passes_the_honest_worker_and_catches_skipped_steps(make_ch
     services = [new_service(tmp_path / "honest", chain, keys[0]), new_service(tmp_path / "cheat", chain, keys[1],
                                                                               cheat="skipped_steps")]
     replayer = replay.Replayer()
+    weights = WeightsFollower(spec, dataset.shape, AddressPolicy(allow_private=True))  # the validator's own W_r
     verdicts: dict[str, list[int]] = {}
 
     async def verify_pending(task_id: int) -> None:
         txs = []
         for item in market.to_verify(chain.operators[0]):
             claim = replay.SegmentClaim.from_segment(SampledSegment.from_answer(item))
-            async with BlobClient([claim.blob_url], address_policy=AddressPolicy(allow_private=True)) as source:
-                report = await replay.verify_segment(claim, spec, dataset, source, replayer)
+            report = await judge_as_a_validator(item, spec, dataset, replayer, market, task_id, weights)
             verdicts.setdefault(claim.worker, []).append(report.verdict)
             digest = evidence.replay_digest(report)
             txs.append(chain.tx(chain.operators[0], pb.MsgSubmitVerdict(
@@ -90,7 +91,7 @@ def test_the_verifier_passes_the_honest_worker_and_catches_skipped_steps(make_ch
 
     task_id = asyncio.run(scenario())
     honest, cheater = (services[0].address, services[1].address)
-    assert set(verdicts[honest]) == {VERDICT_PASS} and len(verdicts[honest]) == 2 * ROUNDS
+    assert set(verdicts[honest]) == {VERDICT_PASS} and len(verdicts[honest]) == 2 * ROUNDS + 1
     assert verdicts[cheater] and VERDICT_FAIL in verdicts[cheater]
     view = market.task(task_id)
     assert view["status"] == "completed"

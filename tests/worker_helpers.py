@@ -119,3 +119,20 @@ def new_service(home, chain, key, cheat: str = "") -> WorkerService:
     """A service as a freshly started process would build it: state from disk, nothing in memory."""
     return WorkerService(home, WorkerConfig(key_name="worker", blob_port=0, allow_private_blob_hosts=True), key,
                          ServiceOptions(poll_interval=0.01, cheat=cheat), market=ChainMarket(chain, key))
+
+
+async def judge_as_a_validator(item: dict, spec, dataset, replayer, market, task_id: int, weights):
+    """What a validator's verifier reports on one item of `/market/verify`: a training segment replayed from
+    what its worker serves, or a final report against the W_R that `weights` (a WeightsFollower over the
+    members' blob services) derives, as the verifier service does."""
+    from trolly.compute.blobs import AddressPolicy, BlobClient
+    from trolly.verifier.final_report import verify_final_report
+    from trolly.verifier.replay import SegmentClaim, verify_segment
+    from trolly.wallet.market_views import SampledSegment, TaskView
+
+    claim = SegmentClaim.from_segment(SampledSegment.from_answer(item))
+    view = TaskView.from_answer(market.task(task_id))
+    if claim.round == view.rounds:
+        return verify_final_report(claim, (await weights.state(claim.round, view)).weights_hash())
+    async with BlobClient([claim.blob_url], address_policy=AddressPolicy(allow_private=True)) as source:
+        return await verify_segment(claim, spec, dataset, source, replayer)

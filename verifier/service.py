@@ -14,7 +14,8 @@ websocket is not available it polls `status` every `poll_interval` seconds):
    `/market/spec/<id>` (its hash checked), dataset from the spec's URLs and the worker's blob service (every
    blob hash-checked), the round's start weights as this verifier derives them (`compute/weights_follower.py`:
    W_0 from the spec, each later start from the updates it checked; a start it cannot derive is voted
-   UNAVAILABLE, never taken from the chain or a worker), then `replay.verify_segment`.
+   UNAVAILABLE, never taken from the chain or a worker), then `replay.verify_segment` (for a final report:
+   `final_report.verify_final_report`, the reported hash against the W_R derived here).
    Replays run one at a time in a single worker thread (torch's thread count is process-wide).
 3. A segment whose checkpoints cannot be fetched is retried on later passes across the whole verification
    window: it is voted UNAVAILABLE only once the window's deadline is `deadline_margin` blocks away (and after
@@ -62,6 +63,7 @@ from trolly.wallet.sender import CHAIN_CODESPACE, INVALID_NONCE_CODE, TxSender
 from . import evidence
 from .datasets import TaskDatasets
 from .errors import VerifierError, WorkUnavailable
+from .final_report import verify_final_report
 from .replay import FAILED, PASSED, TAMPERED, UNAVAILABLE, Replayer, SegmentClaim, SegmentReport, verify_segment
 from .votes import BROADCAST, INCLUDED, REJECTED, RESERVED, VoteRecord
 
@@ -261,13 +263,16 @@ class VerifierService:
         """The report for one segment, or None when the verifier itself could not do the work (retried later)."""
         try:
             context = await self._task_context(claim)
-            expected = await self._derived_start(claim, context)
+            expected, final_report = await self._derived_start(claim, context)
         except StartUnavailable as error:
             return SegmentReport(claim, UNAVAILABLE, f"this verifier cannot derive the round's start weights: {error}")
         except (VerifierError, ComputeError, WalletError) as error:
             log.warning("%s: cannot verify yet: %s", _name(claim), error)
             self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
             return None
+        if final_report:
+            self.progress.verified += 1
+            return verify_final_report(claim, expected)
         loop = asyncio.get_running_loop()
         try:
             async with BlobClient([claim.blob_url], retry=self.config.blob_retry,
@@ -323,13 +328,14 @@ class VerifierService:
             except (VerifierError, ComputeError, WalletError) as error:
                 log.info("task %d not loaded yet: %s", summary.id, error)
 
-    async def _derived_start(self, claim: SegmentClaim, context: TaskContext) -> bytes:
-        """The round's start weights hash as this verifier derives it: W_0 from the spec, W_r from W_{r-1}
-        and the updates of round r-1 it fetched and checked itself. Never the chain's majority nor a worker's
-        word: raises StartUnavailable when it cannot derive it (the segment is then voted UNAVAILABLE)."""
+    async def _derived_start(self, claim: SegmentClaim, context: TaskContext) -> tuple[bytes, bool]:
+        """The round's start weights hash as this verifier derives it (W_0 from the spec, W_r from W_{r-1} and
+        the updates of round r-1 it fetched and checked itself; for the final report, W_R), and whether the
+        claim is the final report. Never the chain's majority nor a worker's word: raises StartUnavailable when
+        it cannot derive it (the segment is then voted UNAVAILABLE)."""
         task = await get_task(self.client, claim.task_id)
         state = await context.weights.state(claim.round, task)
-        return state.weights_hash()
+        return state.weights_hash(), claim.round == task.rounds
 
     # ---- voting -----------------------------------------------------------------------------------------------
 

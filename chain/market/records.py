@@ -29,6 +29,10 @@ ACTIVE, DROPPED, SLASHED, FINISHED = "active", "dropped", "slashed", "finished"
 # Commitment outcome.
 PENDING, PASSED, FAILED, UNVERIFIED, DISAGREED = "pending", "passed", "failed", "unverified", "disagreed"
 
+FINAL_REPORT_SEGMENT = 0
+"""The one check of a final report, sampled for every reporting member: its reported final weights hash
+against the W_R its committee derives."""
+
 # Segment decision.
 UNDECIDED, SEGMENT_PASS, SEGMENT_FAIL = "undecided", "pass", "fail"
 

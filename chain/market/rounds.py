@@ -1,19 +1,21 @@
 """A round's life after its commit phase: close, sample, settle (docs/protocol.md 4).
 
 close_round   (at the commit deadline, or the block in which the last active member committed)
-              drops members that did not commit, agrees the round's start weights, and waits
-              `sampling_delay` blocks (for round == rounds, the final report, it completes the task);
-sample_round  (sampling_delay blocks later) draws each worker's segments from that block's hash;
-settle_round  (when every worker is decided, or the verification window closes) slashes, pays, and starts
-              the next round.
+              drops members that did not commit and waits `sampling_delay` blocks;
+sample_round  (sampling_delay blocks later) draws each worker's segments and committees from the seed (for
+              round == rounds, the final report, one check per member);
+settle_round  (when every worker is decided, or the verification window closes) slashes, pays, records the
+              verified start and starts the next round (after the final report: completes the task).
 
 Start weights are derived, never voted on: every worker of round r commits the `start_weights_hash` it
 started from, and the round's verifiers derive W_r themselves (from the spec and the updates they checked)
 and FAIL every sampled segment of a member whose start is another, whatever the other members committed. So
 a training round keeps every committed member; the chain records as round r's start the hash that the
 members whose round PASSED started from (the most samples, then the smallest hash, should they differ),
-which clients compare with, never adopt. For the final report the weight of a member is the samples it
-was paid for over the whole task; the winner is the task's `final_weights_hash`.
+which clients compare with, never adopt. The final report is verified the same way: each member's reported
+final weights hash is one sampled check (`FINAL_REPORT_SEGMENT`) for a committee that derives W_R itself
+from the last verified start and the last round's passed updates; a false one is slashed, and only a
+verified hash becomes the task's `final_weights_hash` (`settle_final_report`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from .economics import segment_count, split_round_pay
 from .events import task_event
 from .lifecycle import drop_member, end_task, slash_member, start_round
 from .records import ABANDONED, ACTIVE, CANCELLED, COMPLETED, DISAGREED, FAILED, PASSED, PENDING, SAMPLING, UNDECIDED
-from .records import UNVERIFIED, VERIFY, Commitment, Task
+from .records import FINAL_REPORT_SEGMENT, UNVERIFIED, VERIFY, Commitment, Task
 from .power import powered_operators
 from .reveals import REVEAL
 from .sampling import draw_committee, sample_segments
@@ -53,7 +55,6 @@ def majority_start(state: State, task: Task, commitments: list[Commitment], *, f
 
 
 def close_round(state: State, ctx: BlockContext, task: Task) -> None:
-    final = task.round == task.rounds
     committed: list[Commitment] = []
     for member in members_in_order(state, task):
         if member.status != ACTIVE:
@@ -67,21 +68,7 @@ def close_round(state: State, ctx: BlockContext, task: Task) -> None:
     task_event(ctx, task.id, "round_closed", round=task.round, committed=len(committed))
     if task.active_members == 0:
         end_task(state, ctx, task, ABANDONED)
-    elif final:
-        winner = majority_start(state, task, committed, final=True)
-        for commitment in committed:
-            if commitment.start_weights_hash != winner:
-                commitment.outcome = DISAGREED
-                put_commitment(state, commitment)
-                drop_member(state, ctx, task, find_member(state, task.id, commitment.worker), "weights disagree")
-        task.round_start_hashes.append(winner)
-        task.final_weights_hash = winner
-        for commitment in committed:
-            if commitment.outcome == PENDING:
-                commitment.outcome = PASSED
-                put_commitment(state, commitment)
-        end_task(state, ctx, task, COMPLETED)
-    else:
+    else:  # a final report is sampled and verified like a training round (one check per member)
         enter_phase(state, task, SAMPLING, ctx.env.height + task.terms["sampling_delay"])
 
 
@@ -97,9 +84,12 @@ def sample_round(state: State, ctx: BlockContext, task: Task) -> None:
     for commitment in round_commitments(state, task, task.round):
         if commitment.outcome != PENDING:
             continue
-        segments = segment_count(commitment.steps, task.checkpoint_every)
-        commitment.segments = sample_segments(seed, task.id, task.round, commitment.worker, segments,
-                                              task.samples_per_worker)
+        if task.round == task.rounds:
+            commitment.segments = [FINAL_REPORT_SEGMENT]
+        else:
+            segments = segment_count(commitment.steps, task.checkpoint_every)
+            commitment.segments = sample_segments(seed, task.id, task.round, commitment.worker, segments,
+                                                  task.samples_per_worker)
         commitment.decisions = [UNDECIDED] * len(commitment.segments)
         eligible = [(operator, power) for operator, power in candidates if operator != commitment.worker]
         commitment.committees = [
@@ -156,25 +146,15 @@ def hold_reveals(state: State, task: Task, commitments: list[Commitment], height
 
 def settle_round(state: State, ctx: BlockContext, task: Task) -> None:
     commitments = [c for c in round_commitments(state, task, task.round) if c.outcome != DISAGREED]
+    if task.round == task.rounds:
+        settle_final_report(state, ctx, task, commitments)
+        return
     for commitment in commitments:
         if commitment.outcome == PENDING:
             retally(state, commitment)
     if escalate_split_segments(state, ctx, task, commitments):
         return
-    for commitment in commitments:
-        if commitment.outcome == PENDING:
-            retally(state, commitment)  # powers may have changed since the last vote
-        if commitment.outcome == PENDING:
-            commitment.outcome = UNVERIFIED
-            for segment, decision in zip(commitment.segments, commitment.decisions):
-                if decision == UNDECIDED:
-                    unmark_pending(state, task.id, task.round, commitment.worker, segment)
-            put_commitment(state, commitment)
-        elif commitment.outcome == FAILED:
-            member = find_member(state, task.id, commitment.worker)
-            if member.status == ACTIVE:
-                slash_member(state, ctx, task, member, slash_voters(state, commitment))
-
+    decide_unsettled(state, ctx, task, commitments)
     shares = [(c.worker, c.samples_processed, c.outcome == PASSED) for c in commitments]
     payouts = split_round_pay(task.reward_per_round, shares, task.terms["validator_fee_bps"],
                               task.terms["verifier_fee_bps"])
@@ -201,6 +181,40 @@ def settle_round(state: State, ctx: BlockContext, task: Task) -> None:
         end_task(state, ctx, task, CANCELLED)  # cancelled mid-round: that round is settled, no other starts
     else:
         start_round(state, ctx, task, task.round + 1)
+
+
+def decide_unsettled(state: State, ctx: BlockContext, task: Task, commitments: list[Commitment]) -> None:
+    """At settlement: a commitment still undecided is `unverified` (its open segments no longer pending), and
+    the member of a failed one is slashed (its voters share by `slash_voters`)."""
+    for commitment in commitments:
+        if commitment.outcome == PENDING:
+            retally(state, commitment)  # powers may have changed since the last vote
+        if commitment.outcome == PENDING:
+            commitment.outcome = UNVERIFIED
+            for segment, decision in zip(commitment.segments, commitment.decisions):
+                if decision == UNDECIDED:
+                    unmark_pending(state, task.id, task.round, commitment.worker, segment)
+            put_commitment(state, commitment)
+        elif commitment.outcome == FAILED:
+            member = find_member(state, task.id, commitment.worker)
+            if member.status == ACTIVE:
+                slash_member(state, ctx, task, member, slash_voters(state, commitment))
+
+
+def settle_final_report(state: State, ctx: BlockContext, task: Task, commitments: list[Commitment]) -> None:
+    """The final report's verdicts decided: a member whose reported final weights its committee found false is
+    slashed like a failed segment; only a hash that verification passed becomes the task's
+    `final_weights_hash` (weighted by the samples each reporter was paid for, should two pass); the task then
+    completes (the unspent budget refunded, the collateral of the members left returned), or ends abandoned
+    when no member is left. A final report earns no round pay."""
+    decide_unsettled(state, ctx, task, commitments)
+    verified = majority_start(state, task, [c for c in commitments if c.outcome == PASSED], final=True)
+    task.round_start_hashes.append(verified)
+    task.final_weights_hash = verified
+    outcomes = {outcome: sum(1 for c in commitments if c.outcome == outcome) for outcome in (PASSED, FAILED, UNVERIFIED)}
+    task_event(ctx, task.id, "round_settled", round=task.round, start_weights_hash=verified.hex(), **outcomes)
+    hold_reveals(state, task, commitments, ctx.env.height + task.terms.get("reveal_window", 1))
+    end_task(state, ctx, task, ABANDONED if task.active_members == 0 else COMPLETED)
 
 
 def pay_worker(state: State, ctx: BlockContext, task: Task, commitment: Commitment, pay: int) -> None:

@@ -8,6 +8,7 @@ says what the cheater does; a worker started with `--cheat NAME` fakes every seg
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import struct
 
 import torch
@@ -179,3 +180,24 @@ def _garbage_update(data: bytes) -> bytes:
     """A well-framed update header announcing 2^31 values, with no payload."""
     header = b"TRCU" + struct.pack("<BB", 1, len(b"fp32")) + b"fp32" + struct.pack("<I", 1)
     return header + struct.pack("<H", 1) + b"x" + struct.pack("<BQ", 1, 2**31)
+
+
+@register_cheat("arbitrary_start", "trains every segment honestly, but from weights of its own choosing (not the "
+                "round's global weights), and commits their hash as its start")
+def arbitrary_start(context: CheatContext) -> CheatedRound:
+    # Weights a worker might prefer to the aggregate: here the round's start nudged by noise of an update's
+    # size. Every segment replays bit for bit from them; only a verifier that derives W_r itself sees it.
+    scale = context.spec.training.inner_optimizer.lr
+    chosen = {name: tensor + scale * torch.randn(tensor.shape, generator=context.generator, dtype=tensor.dtype)
+              for name, tensor in context.start_weights.items()}
+    played = honest_round(dataclasses.replace(context, start_weights=chosen))
+    return dataclasses.replace(played, faked_segments=frozenset(range(context.segments)))
+
+
+def _forged_final_hash(true_hash: bytes) -> bytes:
+    """The final weights hash a forger reports: any hash but the true one."""
+    return hashlib.sha256(b"trolly/forged-final/" + true_hash).digest()
+
+
+register_cheat("forged_final", "trains every round honestly, then reports final weights of its own choosing",
+               final=_forged_final_hash)(honest_round)

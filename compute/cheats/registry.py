@@ -116,6 +116,8 @@ class Cheat:
     name: str
     description: str
     play: CheatFunction
+    final: Callable[[bytes], bytes] | None = None
+    """What the cheater reports as the final weights hash, given the true one (None: the true one)."""
 
 
 CHEATS: dict[str, Cheat] = {}
@@ -123,8 +125,10 @@ CHEATS: dict[str, Cheat] = {}
 worker's `--cheat`, the verification benchmark and `trolly-verifier cheats` all read this one dict."""
 
 
-def register_cheat(name: str, description: str) -> Callable[[CheatFunction], CheatFunction]:
-    """Decorator: register `function(context) -> CheatedRound` under `name` (names are unique)."""
+def register_cheat(name: str, description: str, *,
+                   final: Callable[[bytes], bytes] | None = None) -> Callable[[CheatFunction], CheatFunction]:
+    """Decorator: register `function(context) -> CheatedRound` under `name` (names are unique); `final`, for a
+    cheat on the final report, maps the true final weights hash to the one the cheater reports."""
     if not name or not name.replace("_", "").isalnum():
         raise CheatError(f"cheat name {name!r} must be letters, digits or '_'")
 
@@ -133,7 +137,7 @@ def register_cheat(name: str, description: str) -> Callable[[CheatFunction], Che
             raise CheatError(f"a cheat named {name!r} is already registered")
         if not callable(function):
             raise CheatError(f"cheat {name!r} is not callable")
-        CHEATS[name] = Cheat(name, description, function)
+        CHEATS[name] = Cheat(name, description, function, final)
         return function
 
     return register

@@ -509,4 +509,8 @@ class WorkerService:
             progress.final_weights_hash = digest
             self.state.save()
         log.info("task %d: final weights W_%d published as blob %s", progress.task_id, rounds, digest)
-        await self.committer.commit(progress.task_id, rounds, final_report(progress.task_id, rounds, digest))
+        reported = digest
+        if self.cheat is not None and self.cheat.final is not None:  # TEST SWITCH: a forged final report
+            reported = self.cheat.final(bytes.fromhex(digest)).hex()
+            log.warning("task %d: reporting forged final weights %s (TEST SWITCH)", progress.task_id, reported)
+        await self.committer.commit(progress.task_id, rounds, final_report(progress.task_id, rounds, reported))
