@@ -31,7 +31,7 @@ from trolly.chain.block import BlockEnv, TxResult
 from trolly.chain.checked_txs import CheckedTxs
 from trolly.chain.codec import canonical_json
 from trolly.chain.errors import ChainError, InvalidRequest, UnexpectedFailure
-from trolly.chain.merkle import PROOF_OP_TYPE
+from trolly.chain.sparse_merkle import PROOF_OP_TYPE
 from trolly.chain.params import AuthParams, get_params
 from trolly.chain.state import State
 

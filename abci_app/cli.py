@@ -35,7 +35,7 @@ from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
 
 from . import home as homelib
-from .addresses import AddressError, default_unix_address
+from .listen_address import AddressError, default_unix_address
 from .errors import AbciAppError
 from .gc_tuning import tune_garbage_collection
 

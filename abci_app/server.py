@@ -44,7 +44,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 
-from .addresses import MAX_UNIX_PATH_BYTES, AddressError, default_unix_address, parse_address
+from .listen_address import MAX_UNIX_PATH_BYTES, AddressError, default_unix_address, parse_address
 from .errors import AbciAppError
 from .framing import MAX_MESSAGE_BYTES, FrameReader, FramingError, encode_frame
 from .proto.tendermint.abci import types_pb2 as abci

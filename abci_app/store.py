@@ -1,14 +1,14 @@
 """The node's state store: LevelDB (plyvel) holding state values, the Merkle tree's nodes and commit metadata.
 
-The app hash is the root of the sparse Merkle tree of `trolly.chain.merkle` over every state (key, value).
-Only the latest version is kept: tree nodes are stored by path (`trolly.chain.merkle_tree`), and nodes made
+The app hash is the root of the sparse Merkle tree of `trolly.chain.sparse_merkle` over every state (key, value).
+Only the latest version is kept: tree nodes are stored by path (`trolly.chain.sparse_merkle_nodes`), and nodes made
 stale by a block are deleted in the same write batch that adds the new ones.
 
 Layout (one-byte prefixes, so the three kinds never mix and each iterates on its own):
 
     b"s" + state key     -> state value
     b"t" + node path     -> tree node record (path = the node's nibbles from the root as ASCII hex digits,
-                            so the root is b"t" and its slot-10 child b"ta"; see trolly.chain.merkle_tree)
+                            so the root is b"t" and its slot-10 child b"ta"; see trolly.chain.sparse_merkle_nodes)
     b"m" + b"height"     -> last committed height, u64 big-endian
     b"m" + b"app_hash"   -> root after that height (32 bytes)
     b"m" + b"layout"     -> b"trolly-store/1", the version of this layout
@@ -44,8 +44,8 @@ from typing import Iterator
 
 import plyvel
 
-from trolly.chain.merkle import EMPTY_ROOT, key_hash
-from trolly.chain.merkle_tree import TreeUpdate, check_record, node_hash, prove_from_nodes, update_tree
+from trolly.chain.sparse_merkle import EMPTY_ROOT, key_hash
+from trolly.chain.sparse_merkle_nodes import TreeUpdate, check_record, node_hash, prove_from_nodes, update_tree
 
 from .errors import AbciAppError
 
@@ -323,7 +323,7 @@ class Store:
         """The new root over the committed tree plus `changes` (None deletes). Writes nothing."""
         if not isinstance(height, int) or isinstance(height, bool) or height < 0:
             raise StoreError(f"height must be a non-negative integer, got {height!r}")
-        sha256 = hashlib.sha256  # key_hash and value_hash of trolly.chain.merkle, inlined: this loop is hot
+        sha256 = hashlib.sha256  # key_hash and value_hash of trolly.chain.sparse_merkle, inlined: this loop is hot
         hashed = []
         for key, value in changes.items():
             if type(key) is not bytes or not key:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trolly.abci_app import home as homelib
-from trolly.abci_app.addresses import parse_address, unix_socket_fits
+from trolly.abci_app.listen_address import parse_address, unix_socket_fits
 
 VALIDATORS = 4
 STAKE_UNIT = 10_000_000

@@ -19,7 +19,7 @@ from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.data.dataset import sample_batch
 from trolly.compute.pipeline import train_and_encode
-from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.outer_step import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.training import Trainer, evaluate, initial_weights
 
 from .compression import FULL_SEEDS, MLP_SETTINGS, make_spec

@@ -6,9 +6,9 @@ Four workers, scikit-learn's digits, the 64-1024-1024-10 MLP (1.1M parameters), 
   mean of the four applied with AdamW). Simulated in one process as one batch of 128, which is the same mean.
 - ours:  DiLoCo through the real worker path (`compute.pipeline`: checkpoints hashed every k steps, the
   pseudo-gradient encoded with error feedback), H inner AdamW steps per round, the outer step of
-  `compute.rounds` on what the bytes decode to.
+  `compute.outer_step` on what the bytes decode to.
 
-Both use the same AdamW settings and the same inner lr schedule (the spec's, `compute.schedule`, looked up
+Both use the same AdamW settings and the same inner lr schedule (the spec's, `compute.lr_schedule`, looked up
 by the step's place in the task). Both are run under several task seeds. `bytes_ratio` is dense bytes sent
 per worker over ours (encoded bytes, framing included); `loss_gap_rel` is (our test loss - dense test loss)
 / dense test loss, each the mean over the seeds (every seed's own figures are in `mlp.per_seed`). The dense
@@ -36,8 +36,8 @@ from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.data.dataset import sample_batch
 from trolly.compute.models import build_model, count_parameters
 from trolly.compute.pipeline import simulate_diloco
-from trolly.compute.rounds import GlobalState
-from trolly.compute.schedule import inner_lr
+from trolly.compute.outer_step import GlobalState
+from trolly.compute.lr_schedule import inner_lr
 from trolly.compute.spec import TaskSpec, example_spec, spec_from_dict
 from trolly.compute.training import Trainer, evaluate, initial_weights
 
@@ -46,7 +46,7 @@ WORKERS = 4
 # The settings we compare with, chosen on this benchmark: the ternary codec with error feedback (about 1.4
 # bits a value; it replaced the 1-bit sign codec, see the end of this comment), H = 50, AdamW weight decay
 # 1.5 for both runs (dense is also run at 0, 0.5, 1 and 2), and since the schedule became part of the spec,
-# one inner lr schedule for both runs (`compute.schedule`): linear warm-up over 50 steps, then cosine decay
+# one inner lr schedule for both runs (`compute.lr_schedule`): linear warm-up over 50 steps, then cosine decay
 # from 1e-3 to 1e-4 at the task's last step, as DiLoCo does; dense uses the lr of the same step of the task.
 # The outer step is the workers' mean update times 1.3 (Nesterov lr 1.3, momentum 0; plain averaging, lr 1,
 # until the held-out paragraph below).

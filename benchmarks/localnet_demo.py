@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from trolly.localnet.demo import DEMO_ROUNDS
-from trolly.localnet.layout import LocalnetConfig
+from trolly.localnet.home_layout import LocalnetConfig
 
 TARGET_SECONDS = 120.0
 BIN = Path(sys.executable).parent

@@ -5,7 +5,7 @@ service of `compute/blobs`), in two modes:
 
 - ours:  DiLoCo. Each round a worker runs H inner steps with checkpoints (`compute.pipeline`), publishes
          its encoded update, fetches the other three, and computes the outer step itself (bit for bit the
-         same in every worker, `compute.rounds`).
+         same in every worker, `compute.outer_step`).
 - dense: synchronous data parallel. Every step each worker publishes its fp32 gradient, fetches the other
          three and applies the mean with AdamW.
 

@@ -64,17 +64,17 @@ from trolly.compute.checkpoints import decode_checkpoint, weights_hash
 from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.determinism import DeterminismProfile, child_environment, current_instruction_set
-from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.outer_step import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.verifier import sampling
 from trolly.verifier.aggregation import check_aggregation
 from trolly.verifier.final_report import verify_final_report
 from trolly.compute.cheats import CHEATS, CheatContext, choose_faked_segments, get_cheat, honest_round, load_cheat_module
-from trolly.verifier.replay import PASSED, Replayer, SegmentClaim, check_round_update, verify_segment
+from trolly.verifier.segment_check import PASSED, Replayer, SegmentClaim, check_round_update, verify_segment
 from trolly.verifier.blob_cache import VerifiedBlobs
 from trolly.verifier.update_check import UpdateChecks
-from trolly.verifier.sources import DirectorySource, MemorySource
+from trolly.verifier.checkpoint_sources import DirectorySource, MemorySource
 from trolly.verifier.tolerance import MOMENTS_THRESHOLD, TOLERANCE, WEIGHTS_THRESHOLD
 
 REPOSITORY = pathlib.Path(__file__).resolve().parent.parent

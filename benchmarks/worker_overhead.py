@@ -1,7 +1,7 @@
 """Worker overhead: samples/s of the worker's full training path against a plain PyTorch loop.
 
 "Ours" is exactly what `trolly-worker` runs for a round once it has the global weights (`compute.worker.service`
-`work_round`, minus the chain): `compute.worker.rounds.train_round` (batches from per-step generators, drawn
+`work_round`, minus the chain): `compute.worker.round_training.train_round` (batches from per-step generators, drawn
 ahead on the other core, a checkpoint every k steps copied, hashed and stored as a blob by the trainer's
 checkpoint process, and recorded in the worker's saved state), then `encode_update` (pseudo-gradient plus
 error-feedback residual through the task's codec, fused for sign and ternary; the update stored as a blob),
@@ -46,8 +46,8 @@ from trolly.compute.determinism import flushing_subnormals
 from trolly.compute.models import build_model
 from trolly.compute.spec import TaskSpec, example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights
-from trolly.compute.worker.rounds import ResidualStore, encode_update, previous_residual, train_round
-from trolly.compute.worker.state import WorkerState
+from trolly.compute.worker.round_training import ResidualStore, encode_update, previous_residual, train_round
+from trolly.compute.worker.progress import WorkerState
 from trolly.compute.worker.strategies import TrainingStrategy
 
 from .compression import MLP_SETTINGS
@@ -190,7 +190,7 @@ def summary(timed: dict, spec: TaskSpec, options: argparse.Namespace, **measured
     samples_per_round = options.steps * spec.training.batch_size
     return {
         "benchmark": "worker_overhead",
-        "path": "compute.worker.rounds: train_round + encode_update + saved state",
+        "path": "compute.worker.round_training: train_round + encode_update + saved state",
         **measured,
         "model": "mlp 64-1024-1024-10",
         "codec": spec.codec,

@@ -135,7 +135,7 @@ class Entry:
 
 def read_entries(data: bytes | bytearray | memoryview) -> list[Entry]:
     """Every entry's name, dtype, shape and data position, checked against the bytes' length, without copying
-    any data: a caller checks them (against a model, `compute/layout.py`) before anything is decoded. Strict:
+    any data: a caller checks them (against a model, `compute/model_layout.py`) before anything is decoded. Strict:
     rejects any deviation, so that decode(encode(x)) is the only way to reach a given byte string."""
     view = memoryview(data).cast("B")
     if len(view) < 9 or bytes(view[:4]) != MAGIC:

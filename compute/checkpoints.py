@@ -37,7 +37,7 @@ from .canonical import decode_entries, decode_tensors, encode_tensors, encode_te
 from .canonical import read_entries
 from .canonical_copy import BufferPool, copy_tensors, layout_of
 from .errors import CheckpointError, EncodingError
-from .layout import LayoutError, ModelLayout
+from .model_layout import LayoutError, ModelLayout
 
 if TYPE_CHECKING:  # the store is only passed in: no import at run time
     from .blobs import BlobStore
@@ -238,7 +238,7 @@ def decode_checkpoint(data: bytes, layout: ModelLayout | None = None, *, copy: b
     """Parse checkpoint bytes; CheckpointError when they are not a well-formed checkpoint. A round's last
     checkpoint decodes to a state without optimizer state (`TrainingState.final`).
 
-    With `layout` (the task's model, `compute/layout.py`), the declared names, dtypes and shapes are checked
+    With `layout` (the task's model, `compute/model_layout.py`), the declared names, dtypes and shapes are checked
     against it before any data is copied: bytes from another party cannot make this allocate what the model
     does not have, nor hand a replay tensors that would only fail inside `load_state_dict`. `copy=False`: the
     state's tensors are read-only views of `data` (`canonical.decode_entries`)."""

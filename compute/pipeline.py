@@ -1,6 +1,6 @@
 """A worker's whole round in one call: train with checkpoints, then encode the pseudo-gradient.
 
-The same training, checkpoints and encoding as `trolly-worker`'s round (`compute.worker.rounds`, which adds
+The same training, checkpoints and encoding as `trolly-worker`'s round (`compute.worker.round_training`, which adds
 the blob store, the saved progress and resuming; that is what `benchmarks/worker_overhead.py` times), without
 any files: `simulate_diloco` strings rounds of it together for several workers in one process (benchmarks,
 tests, demos), with the same outer step every party computes.
@@ -15,7 +15,7 @@ import torch
 
 from .checkpoints import HashedCheckpoint
 from .codecs import ErrorFeedback, get_codec
-from .rounds import GlobalState, WorkerUpdate, outer_step
+from .outer_step import GlobalState, WorkerUpdate, outer_step
 from .training import RoundResult, Trainer, run_round
 
 

@@ -65,7 +65,7 @@ class DatasetSpec:
 
 @dataclasses.dataclass(frozen=True)
 class ScheduleSpec:
-    """The inner lr over the task's nominal steps (`compute.schedule.inner_lr`): a linear warm-up over
+    """The inner lr over the task's nominal steps (`compute.lr_schedule.inner_lr`): a linear warm-up over
     `warmup_steps`, then constant, or a linear or cosine decay from `lr` to `final_lr` at the last step."""
 
     name: str = "constant"

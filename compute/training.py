@@ -9,7 +9,7 @@ must give checkpoint i + 1 byte for byte under the same determinism profile.
     state = train_segment(trainer, start_state, worker_index=0, round_index=3, end_step=20)
 
 A round's loop, `train_round_segments`, is the one every round runs: the reference `run_round` (checkpoints
-hashed in the background, the Merkle root, the pseudo-gradient), and the worker's `compute.worker.rounds.
+hashed in the background, the Merkle root, the pseudo-gradient), and the worker's `compute.worker.round_training.
 train_round`, which adds its collaborators as parameters (the segment trainer of its strategy, the stop
 check, resumption from a stored checkpoint, the progress display) and its acceleration.
 
@@ -38,9 +38,9 @@ from .data.dataset import Dataset, sample_batch
 from .determinism import apply_profile, flushing_subnormals
 from .errors import CheckpointError, SpecError
 from .memory import retain_freed_memory
-from .merkle import merkle_root
+from .checkpoint_merkle import merkle_root
 from .models import build_model
-from .schedule import inner_lr
+from .lr_schedule import inner_lr
 from .spec import TaskSpec
 
 if TYPE_CHECKING:
@@ -319,7 +319,7 @@ class Trainer:
 
     def train_step(self, worker_index: int, round_index: int) -> float:
         """One inner AdamW step on the batch of (seed, worker, round, self.step), with the spec's lr for that
-        step (`compute.schedule`), set on every step so that a replay from any checkpoint uses the same."""
+        step (`compute.lr_schedule`), set on every step so that a replay from any checkpoint uses the same."""
         training = self.spec.training
         batch = self.batches_ahead.pop((worker_index, round_index, self.step), None)
         inputs, targets = batch if batch is not None else sample_batch(

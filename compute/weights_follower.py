@@ -2,7 +2,7 @@
 
     W_0      `initial_weights(spec, shape)`: a pure function of the spec (architecture, config, seed)
     W_{r+1}  `outer_step(W_r, the updates of round r that PASSED verification)`, weighted by samples processed
-             (`compute/rounds.py`, bit for bit the same in every process)
+             (`compute/outer_step.py`, bit for bit the same in every process)
 
 The worker (the start of each round it trains, and its final report), the verifier (the start every member
 of a round must have committed) and the demo's observer all follow a task with a `WeightsFollower`, so that
@@ -36,7 +36,7 @@ from .blobs import AddressPolicy, BlobClient, BlobError, BlobStore, RetryPolicy
 from .codecs import get_codec
 from .errors import ComputeError
 from .models import DataShape
-from .rounds import GlobalState, WorkerUpdate, outer_step
+from .outer_step import GlobalState, WorkerUpdate, outer_step
 from .spec import TaskSpec
 from .training import initial_weights
 

@@ -29,7 +29,7 @@ from trolly.wallet.errors import WalletError
 from trolly.wallet.rpc import RpcClient
 
 from .engine_choice import choose_engine
-from .layout import MAX_VALIDATORS, MAX_WORKERS, Layout, LocalnetConfig, LocalnetError
+from .home_layout import MAX_VALIDATORS, MAX_WORKERS, Layout, LocalnetConfig, LocalnetError
 from .network import START_TIMEOUT, Localnet
 
 console = Console(stderr=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import subprocess
 
-from .layout import Layout, LocalnetConfig, LocalnetError
+from .home_layout import Layout, LocalnetConfig, LocalnetError
 from .services import console_script
 from .supervisor import ServiceSpec
 

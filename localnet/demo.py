@@ -46,7 +46,7 @@ from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.sender import TxSender
 from trolly.wallet.tasks import plan_task
 
-from .layout import LocalnetConfig, LocalnetError
+from .home_layout import LocalnetConfig, LocalnetError
 from .network import Localnet
 from .observer import TrainingObserver
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 from trolly.abci_app.cometbft import CometbftBinary, CometbftError, find_cometbft
 
-from .layout import DEFAULT_VALIDATORS, LocalnetError
+from .home_layout import DEFAULT_VALIDATORS, LocalnetError
 
 
 @dataclass(frozen=True)

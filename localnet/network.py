@@ -32,7 +32,8 @@ from trolly.wallet.errors import WalletError
 from trolly.wallet.rpc import RpcClient
 
 from .clients import abandon_worker_init, begin_worker_init, finish_worker_init, verifier_services, worker_services
-from .layout import Layout, LocalnetConfig, LocalnetError, MAX_VALIDATORS, init_localnet, write_node_home, write_test_keyring
+from .home_layout import (Layout, LocalnetConfig, LocalnetError, MAX_VALIDATORS, init_localnet, write_node_home,
+                          write_test_keyring)
 from .services import engine_service_name, node_service_names, node_services
 from .supervisor import ServiceSpec, Supervisor
 

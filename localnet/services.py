@@ -11,7 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from .layout import Layout, LocalnetConfig, LocalnetError
+from .home_layout import Layout, LocalnetConfig, LocalnetError
 from .supervisor import ServiceSpec
 
 

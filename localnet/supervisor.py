@@ -19,9 +19,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trolly.abci_app.addresses import AddressError, parse_address
+from trolly.abci_app.listen_address import AddressError, parse_address
 
-from .layout import LocalnetError
+from .home_layout import LocalnetError
 
 log = logging.getLogger("trolly.localnet")
 

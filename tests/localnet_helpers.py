@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from trolly.abci_app.cometbft import CometbftError, find_cometbft
-from trolly.localnet.layout import LocalnetConfig
+from trolly.localnet.home_layout import LocalnetConfig
 from trolly.wallet.rpc import RpcClient
 
 PORT_RANGE = range(20_000, 32_000, 200)

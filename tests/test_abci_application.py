@@ -25,7 +25,7 @@ from trolly.chain import errors
 from trolly.chain.accounts import Account, encode_account
 from trolly.chain.crypto import encode_address
 from trolly.chain.keys import account_key
-from trolly.chain.merkle import PROOF_OP_TYPE
+from trolly.chain.sparse_merkle import PROOF_OP_TYPE
 from trolly.chain.proto import tx_pb2
 from trolly.chain.state import State
 from trolly.chain.tx import sign_bytes

@@ -16,7 +16,7 @@ import pytest
 from abci_helpers import CHAIN_ID, FakeStore, genesis_bytes, key_for, send_tx
 
 import abci_wire_client as wire
-from trolly.abci_app.addresses import AddressError, parse_address
+from trolly.abci_app.listen_address import AddressError, parse_address
 from trolly.abci_app.application import TrollyApplication
 from trolly.abci_app.server import AbciServer, serve
 

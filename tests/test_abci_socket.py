@@ -23,7 +23,7 @@ import abci_wire_client as wire
 from trolly.abci_app import cli
 from trolly.abci_app import home as homelib
 from trolly.abci_app import server as server_module
-from trolly.abci_app.addresses import AddressError, default_unix_address, unix_socket_fits
+from trolly.abci_app.listen_address import AddressError, default_unix_address, unix_socket_fits
 from trolly.abci_app.application import TrollyApplication
 from trolly.abci_app.server import AbciServer, bind_private_unix_socket
 

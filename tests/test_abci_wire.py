@@ -15,7 +15,7 @@ from trolly.chain.accounts import Account, encode_account
 from trolly.chain.crypto import encode_address
 from trolly.chain.errors import InvalidNonce, TxDecodeError, UnknownQueryPath, WrongChainId
 from trolly.chain.keys import account_key
-from trolly.chain.merkle import PROOF_OP_TYPE, verify_proof
+from trolly.chain.sparse_merkle import PROOF_OP_TYPE, verify_proof
 
 pytestmark = pytest.mark.slow
 

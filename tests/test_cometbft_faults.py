@@ -29,7 +29,7 @@ import pytest
 
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
-from trolly.localnet.layout import LocalnetConfig
+from trolly.localnet.home_layout import LocalnetConfig
 from trolly.localnet.network import Localnet
 from trolly.localnet.services import app_hash_seed
 from trolly.localnet.supervisor import ServiceSpec

@@ -16,8 +16,8 @@ from trolly.compute.blobs import BlobStore
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights
-from trolly.compute.worker.rounds import train_round
-from trolly.compute.worker.state import WorkerState
+from trolly.compute.worker.round_training import train_round
+from trolly.compute.worker.progress import WorkerState
 from trolly.compute.worker.strategies import TrainingStrategy
 
 CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []

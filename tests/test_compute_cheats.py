@@ -1,6 +1,6 @@
 """The one cheat registry (`compute/cheats/`): built-in classes, honest rounds equal to the worker's own, modules
 loaded from files, and every cheat played through a worker's round (`compute/worker/cheat_round.py`) and caught
-there. The benchmark's path plays every cheat in tests/test_verifier_replay.py and test_verifier_benchmark.py."""
+there. The benchmark's path plays every cheat in tests/test_verifier_segment_check.py and test_verifier_benchmark.py."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from trolly.compute.cheats import CHEATS, CheatContext, get_cheat, load_cheat_mo
 from trolly.compute.cheats.distortions import cheat_steps
 from trolly.compute.errors import CheatError
 from trolly.compute.worker.cheat_round import play_cheat_round
-from trolly.compute.worker.rounds import commitment
-from trolly.compute.worker.state import WorkerState
-from trolly.verifier.replay import PASSED, Replayer, SegmentClaim, verify_segment
-from trolly.verifier.sources import MemorySource
+from trolly.compute.worker.round_training import commitment
+from trolly.compute.worker.progress import WorkerState
+from trolly.verifier.segment_check import PASSED, Replayer, SegmentClaim, verify_segment
+from trolly.verifier.checkpoint_sources import MemorySource
 
 from verifier_helpers import build_round, digits, own_profile, round_weights, tiny_spec, tiny_spec_document
 

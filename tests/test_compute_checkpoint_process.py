@@ -26,8 +26,8 @@ from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.errors import CheckpointError
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round, train_segment
-from trolly.compute.worker.rounds import train_round
-from trolly.compute.worker.state import WorkerState
+from trolly.compute.worker.round_training import train_round
+from trolly.compute.worker.progress import WorkerState
 from trolly.compute.worker.strategies import TrainingStrategy
 
 STEPS = 12  # checkpoints every 5: 0..3

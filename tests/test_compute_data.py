@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from trolly.compute.canonical import decode_tensors, encode_tensors, hash_tensors
 from trolly.compute.data import build_dataset, dataset_from_blobs, load_dataset
 from trolly.compute.errors import DatasetError, EncodingError, MerkleError
-from trolly.compute.merkle import leaf_hash, merkle_proof, merkle_root, node_hash, verify_proof
+from trolly.compute.checkpoint_merkle import leaf_hash, merkle_proof, merkle_root, node_hash, verify_proof
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from trolly.compute.canonical import encode_tensors, read_entries
 from trolly.compute.checkpoints import TrainingState, decode_checkpoint, encode_checkpoint, final_state
 from trolly.compute.codecs import CODEC_REGISTRY, get_codec
 from trolly.compute.errors import CheckpointError, CodecError, ComputeError, EncodingError
-from trolly.compute.layout import LayoutError, ModelLayout, check_blob, model_layout
+from trolly.compute.model_layout import LayoutError, ModelLayout, check_blob, model_layout
 from trolly.compute.models import DataShape
 from trolly.compute.spec import example_spec, spec_from_dict
 

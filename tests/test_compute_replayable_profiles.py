@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from trolly.compute.worker.errors import WorkerError
-from trolly.compute.worker.rounds import commitment
-from trolly.compute.worker.state import RoundProgress
+from trolly.compute.worker.round_training import commitment
+from trolly.compute.worker.progress import RoundProgress
 
 
 def round_progress(residual_hash: str) -> RoundProgress:

@@ -16,7 +16,7 @@ from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.data.dataset import batch_indices
 from trolly.compute.determinism import DeterminismProfile, batch_seed, child_environment
 from trolly.compute.errors import CheckpointError, DeterminismError, SpecError
-from trolly.compute.merkle import merkle_proof, merkle_root, verify_proof
+from trolly.compute.checkpoint_merkle import merkle_proof, merkle_root, verify_proof
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round, segment_bounds, train_segment
 

@@ -17,7 +17,7 @@ from trolly.chain.market.errors import DatasetTooLarge
 from trolly.chain.market.spec import DEFAULT_DATASET_MAX_BYTES, DEFAULT_DATASET_MAX_SHARDS
 from trolly.compute.blobs import AddressPolicy, BlobServer, BlobStore, RetryPolicy
 from trolly.compute.data import build_dataset, dataset_from_blobs, sample_batch
-from trolly.compute.data.lazy import lazy_dataset
+from trolly.compute.data.lazy_dataset import lazy_dataset
 from trolly.compute.data.manifest import (check_manifest_bounds, decode_shard, loaded_bytes, manifest_size,
                                           parse_manifest)
 from trolly.compute.errors import DatasetError
@@ -25,7 +25,7 @@ from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.worker.data import read_manifest
 from trolly.compute.worker.errors import TaskUnfit
 from trolly.compute.worker.fit import check_disk, check_memory
-from trolly.verifier.datasets import ShardSource, TaskDatasets
+from trolly.verifier.dataset_fetch import ShardSource, TaskDatasets
 from trolly.verifier.errors import WorkUnavailable
 
 LOOPBACK = AddressPolicy(allow_private=True)

@@ -25,8 +25,8 @@ from engine_helpers import InProcessChain, rpc_post, send_tx, wait_until
 from trolly.abci_app.engine import rpc_methods
 from trolly.abci_app.engine.rpc_common import RpcError, page_window
 from trolly.abci_app.engine.rpc_server import RpcLimits
-from trolly.abci_app.engine.events import EventBus, SubscriptionLimit
-from trolly.abci_app.engine.query import parse_query
+from trolly.abci_app.engine.event_bus import EventBus, SubscriptionLimit
+from trolly.abci_app.engine.event_query import parse_query
 from trolly.chain.hd import dev_key
 
 DEV = dev_key(0)

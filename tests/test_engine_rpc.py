@@ -18,7 +18,7 @@ from trolly.abci_app.engine import hashing
 from trolly.chain.accounts import Account, encode_account
 from trolly.chain.crypto import encode_address, verify_signature
 from trolly.chain.hd import dev_key
-from trolly.chain.merkle import PROOF_OP_TYPE, verify_proof
+from trolly.chain.sparse_merkle import PROOF_OP_TYPE, verify_proof
 
 HEX_HASH = re.compile(r"^[0-9A-F]{64}$")
 HEX_ADDRESS = re.compile(r"^[0-9A-F]{40}$")

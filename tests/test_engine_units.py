@@ -21,7 +21,7 @@ from trolly.abci_app.engine.chainstate import (
     params_to_proto,
 )
 from trolly.abci_app.engine.mempool import Mempool, MempoolError
-from trolly.abci_app.engine.query import QueryError, parse_query
+from trolly.abci_app.engine.event_query import QueryError, parse_query
 from trolly.abci_app.engine.rpc_server import InvalidParams, _json_value, _uri_value
 from trolly.abci_app import home as homelib
 from trolly.abci_app.proto.tendermint.abci import types_pb2

@@ -73,7 +73,7 @@ LAZY_COMPUTE_TARGETS = {
 """The one documented exception to `wallet imports only chain`: the requester's commands that need torch and the
 blob service (`trolly-wallet data`, `task fetch`, `task eval`, `task submit --data`) live in
 `compute.requester.cli` and the wallet's CLI names them as "module:attribute" strings, imported on first use
-(`wallet/cli/lazy.py`), so no wallet module imports compute and `trolly-wallet keys` never loads torch."""
+(`wallet/cli/lazy_commands.py`), so no wallet module imports compute and `trolly-wallet keys` never loads torch."""
 
 
 def test_the_wallet_names_compute_only_in_its_documented_lazy_commands():

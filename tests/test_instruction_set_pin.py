@@ -129,7 +129,7 @@ def test_a_process_whose_math_libraries_are_not_pinned_refuses_too(monkeypatch):
 
 
 def test_a_verifier_whose_libraries_are_not_pinned_replays_its_own_set_in_a_pinned_child(monkeypatch, spec):
-    from trolly.verifier.replay import Replayer
+    from trolly.verifier.segment_check import Replayer
 
     own = DeterminismProfile(threads=1).id
     pinned = Replayer()

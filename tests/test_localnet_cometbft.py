@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from trolly.localnet.layout import LocalnetConfig
+from trolly.localnet.home_layout import LocalnetConfig
 from trolly.localnet.network import Localnet
 from trolly.wallet.rpc import RpcClient
 

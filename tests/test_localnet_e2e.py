@@ -23,7 +23,7 @@ import pytest
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
 from trolly.localnet.demo import ACCURACY_FLOOR
-from trolly.localnet.layout import ACCOUNT_BALANCE, WORKER_INDEX_BASE, Layout, LocalnetConfig
+from trolly.localnet.home_layout import ACCOUNT_BALANCE, WORKER_INDEX_BASE, Layout, LocalnetConfig
 from trolly.localnet.network import Localnet
 from trolly.wallet.rpc import RpcClient
 

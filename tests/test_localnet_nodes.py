@@ -13,7 +13,7 @@ import pytest
 
 from trolly.abci_app.cometbft import CometbftBinary
 from trolly.abci_app.home import load_home
-from trolly.localnet.layout import VALIDATOR_STAKE, Layout, LocalnetConfig, LocalnetError, init_localnet
+from trolly.localnet.home_layout import VALIDATOR_STAKE, Layout, LocalnetConfig, LocalnetError, init_localnet
 from trolly.localnet.network import Localnet
 from trolly.localnet.supervisor import ServiceSpec
 

@@ -29,7 +29,7 @@ from trolly.localnet.cli import main
 from trolly.localnet.engine_choice import choose_engine
 from trolly.localnet.network import Localnet
 from trolly.localnet.demo import progress_line
-from trolly.localnet.layout import (
+from trolly.localnet.home_layout import (
     ACCOUNT_BALANCE,
     REQUESTER_INDEX,
     VALIDATOR_STAKE,

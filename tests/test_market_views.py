@@ -170,10 +170,10 @@ OTHER_DOCUMENTS = {
     "compute/spec.py": ({"batch_size", "checkpoint_every", "inner_steps", "rounds", "seed", "threads"},
                         "a task spec's training section"),
     "compute/worker/fit.py": ({"batch_size"}, "a task spec's training section"),
-    "compute/worker/state.py": ({"rounds", "tasks"}, "the worker's own state file"),
+    "compute/worker/progress.py": ({"rounds", "tasks"}, "the worker's own state file"),
     "compute/blobs/server.py": ({"round", "task_id"}, "aiohttp's route match"),
-    "verifier/isa_replay.py": ({"spec", "threads", "worker_index"}, "requests to the replay child process"),
-    "verifier/replay.py:SegmentClaim.from_json": (None, "the verifier's own claim files (SegmentClaim.to_json)"),
+    "verifier/isa_child_replay.py": ({"spec", "threads", "worker_index"}, "requests to the replay child process"),
+    "verifier/segment_check.py:SegmentClaim.from_json": (None, "the verifier's own claim files (SegmentClaim.to_json)"),
 }
 """Files, or one function of a file, that read JSON of their own whose keys share names with the market's: the
 keys each may read (None: any), and what it reads them from."""

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trolly.abci_app.store import Store, StoreError, StoreLocked
-from trolly.chain.merkle import EMPTY_ROOT, MemoryTree, verify_proof
-from trolly.chain.merkle_tree import DictNodeSource, update_tree
-from trolly.chain.merkle import key_hash, value_hash
+from trolly.chain.sparse_merkle import EMPTY_ROOT, MemoryTree, verify_proof
+from trolly.chain.sparse_merkle_nodes import DictNodeSource, update_tree
+from trolly.chain.sparse_merkle import key_hash, value_hash
 from trolly.chain.state import State
 
 

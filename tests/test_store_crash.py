@@ -16,7 +16,7 @@ import time
 import pytest
 
 from trolly.abci_app.store import Store
-from trolly.chain.merkle import MemoryTree
+from trolly.chain.sparse_merkle import MemoryTree
 
 CHILD = r"""
 import os, random, signal, sys

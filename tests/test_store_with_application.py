@@ -13,7 +13,7 @@ from trolly.abci_app.store import Store
 from trolly.chain.accounts import get_account, encode_account
 from trolly.chain.crypto import encode_address
 from trolly.chain.keys import account_key
-from trolly.chain.merkle import PROOF_OP_TYPE, MemoryTree, verify_proof
+from trolly.chain.sparse_merkle import PROOF_OP_TYPE, MemoryTree, verify_proof
 from trolly.chain.state import State
 
 ALICE, BOB, CAROL = key_for(1), key_for(2), key_for(3)

@@ -22,7 +22,7 @@ from trolly.compute import cheats
 from trolly.compute.worker import cli as worker_cli
 from trolly.localnet.cli import main as localnet_main
 from trolly.verifier.cli import main_group as verifier_main
-from trolly.verifier.replay import FAILED, SegmentClaim
+from trolly.verifier.segment_check import FAILED, SegmentClaim
 from trolly.verifier.service import ServiceConfig, VerifierService, failing_report
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trolly.compute.codecs import ErrorFeedback, get_codec
-from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.outer_step import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.verifier.aggregation import check_aggregation
 

@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import verification  # noqa: E402
 from trolly.compute.cheats import CHEATS, load_cheat_module  # noqa: E402
-from trolly.verifier.replay import Replayer  # noqa: E402
+from trolly.verifier.segment_check import Replayer  # noqa: E402
 
 MODULE = '''
 import dataclasses

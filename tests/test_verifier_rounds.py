@@ -16,7 +16,7 @@ from trolly.chain.crypto import encode_address
 from trolly.chain.proto import market_pb2 as pb
 from trolly.compute.blobs import BlobServer, BlobStore
 from trolly.compute.codecs import get_codec
-from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.outer_step import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights
 from trolly.compute.cheats import CheatContext, honest_round

@@ -15,9 +15,9 @@ import torch
 
 from trolly.compute.canonical import encode_tensors
 from trolly.compute.codecs import CODEC_REGISTRY, get_codec
-from trolly.compute.layout import model_layout
-from trolly.verifier.replay import FAILED, PASSED, UNAVAILABLE, Replayer, verify_segment
-from trolly.verifier.sources import MemorySource
+from trolly.compute.model_layout import model_layout
+from trolly.verifier.segment_check import FAILED, PASSED, UNAVAILABLE, Replayer, verify_segment
+from trolly.verifier.checkpoint_sources import MemorySource
 from trolly.verifier.update_check import UpdateChecks, expected_update, expected_update_reference, judge_update
 
 from verifier_helpers import build_round, claim_for, digits, tiny_spec

@@ -225,7 +225,7 @@ def test_describe_tx_shows_every_message_kind_and_survives_garbage():
 def test_account_proof_holds_only_for_the_exact_balance_and_nonce():
     from trolly.chain.accounts import Account, encode_account
     from trolly.chain.keys import account_key
-    from trolly.chain.merkle import MemoryTree
+    from trolly.chain.sparse_merkle import MemoryTree
     from trolly.wallet.proofs import account_proof_holds
 
     tree = MemoryTree({account_key(DEV.address): encode_account(Account(500, 2)), b"\x03": b"supply"})

@@ -16,7 +16,7 @@ from market_view_helpers import address, commitment_answer, member_answer, round
 from trolly.compute.blobs import AddressPolicy, BlobServer, BlobStore, RetryPolicy
 from trolly.compute.codecs import get_codec
 from trolly.compute.models import DataShape
-from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.outer_step import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.weights_follower import (DirectoryCache, RoundUpdate, StartUnavailable, WeightsFollower,
                                              round_updates)

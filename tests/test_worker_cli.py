@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from trolly.compute.worker.cli import main
-from trolly.compute.worker.state import WorkerState
+from trolly.compute.worker.progress import WorkerState
 from trolly.wallet.keyring import Keyring
 
 

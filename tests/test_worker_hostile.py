@@ -22,11 +22,11 @@ from trolly.chain.proto import market_pb2 as pb
 from trolly.compute.blobs import AddressPolicy
 from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
-from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.outer_step import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.compute.weights_follower import WeightsFollower
-from trolly.verifier import evidence, replay
+from trolly.verifier import evidence, segment_check
 from trolly.wallet.market_views import SampledSegment
 
 
@@ -42,14 +42,14 @@ def test_a_worker_publishing_what_its_checkpoints_do_not_give_is_slashed_and_nob
     keys = market.workers[:2]
     services = [new_service(tmp_path / "honest", chain, keys[0]),
                 new_service(tmp_path / "cheat", chain, keys[1], cheat=cheat)]
-    replayer = replay.Replayer()
+    replayer = segment_check.Replayer()
     weights = WeightsFollower(spec, dataset.shape, AddressPolicy(allow_private=True))  # the validator's own W_r
-    reports: dict[str, list[replay.SegmentReport]] = {}
+    reports: dict[str, list[segment_check.SegmentReport]] = {}
 
     async def verify_pending(task_id: int) -> None:
         txs = []
         for item in market.to_verify(chain.operators[0]):
-            claim = replay.SegmentClaim.from_segment(SampledSegment.from_answer(item))
+            claim = segment_check.SegmentClaim.from_segment(SampledSegment.from_answer(item))
             report = await judge_as_a_validator(item, spec, dataset, replayer, market, task_id, weights)
             reports.setdefault(claim.worker, []).append(report)
             txs.append(chain.tx(chain.operators[0], pb.MsgSubmitVerdict(

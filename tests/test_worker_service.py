@@ -22,11 +22,11 @@ from trolly.chain.market.records import VERDICT_PASS
 from trolly.chain.tx import decode_tx
 from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
-from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.outer_step import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.compute.worker import plan
-from trolly.compute.worker.state import WorkerState
+from trolly.compute.worker.progress import WorkerState
 from trolly.wallet.market_views import TaskView
 
 

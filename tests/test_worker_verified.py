@@ -18,14 +18,15 @@ from trolly.chain.proto import market_pb2 as pb
 from trolly.compute.blobs import AddressPolicy
 from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
-from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.outer_step import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.compute.weights_follower import WeightsFollower
 from trolly.compute.worker import plan
 from trolly.wallet.market_views import SampledSegment, TaskView
 
-replay = pytest.importorskip("trolly.verifier.replay", reason="the verifier package (trolly.verifier.replay)")
+replay = pytest.importorskip("trolly.verifier.segment_check",
+                             reason="the verifier package (trolly.verifier.segment_check)")
 evidence = pytest.importorskip("trolly.verifier.evidence", reason="the verifier package (trolly.verifier.evidence)")
 
 

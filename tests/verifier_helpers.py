@@ -12,7 +12,7 @@ from trolly.compute.determinism import DeterminismProfile, current_instruction_s
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights
 from trolly.compute.cheats import CheatContext, get_cheat, honest_round
-from trolly.verifier.replay import SegmentClaim
+from trolly.verifier.segment_check import SegmentClaim
 
 WORKER_ADDRESS = "trolly1qypqxpq9qcrsszg2pvxq6rs0zqg3yyc5mjg9m2"  # encode_address(bytes(range(1, 21)))
 

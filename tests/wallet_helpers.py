@@ -27,7 +27,7 @@ from trolly.chain.block import BlockEnv
 from trolly.chain.codec import canonical_json
 from trolly.chain.crypto import encode_address
 from trolly.chain.errors import ChainError
-from trolly.chain.merkle import PROOF_OP_TYPE, MemoryTree
+from trolly.chain.sparse_merkle import PROOF_OP_TYPE, MemoryTree
 from trolly.chain.state import MemoryKV, State
 from trolly.chain.tx import tx_hash
 

@@ -127,7 +127,7 @@ async def judge_as_a_validator(item: dict, spec, dataset, replayer, market, task
     members' blob services) derives, as the verifier service does."""
     from trolly.compute.blobs import AddressPolicy, BlobClient
     from trolly.verifier.final_report import verify_final_report
-    from trolly.verifier.replay import SegmentClaim, verify_segment
+    from trolly.verifier.segment_check import SegmentClaim, verify_segment
     from trolly.wallet.market_views import SampledSegment, TaskView
 
     claim = SegmentClaim.from_segment(SampledSegment.from_answer(item))

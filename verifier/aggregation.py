@@ -1,7 +1,7 @@
 """The round's aggregation check: the next round's start weights must be the deterministic aggregate.
 
 W_{r+1} = outer Nesterov step over the decoded updates of the workers whose round r passed verification,
-weighted by samples processed (docs/protocol.md section 2, `compute.rounds.outer_step`, bit for bit the same
+weighted by samples processed (docs/protocol.md section 2, `compute.outer_step.outer_step`, bit for bit the same
 in every process). A verifier recomputes it from the updates (fetched by their committed hash) and compares
 its hash with what round r + 1's workers say they started from. A worker that starts round r + 1 from
 anything else (stale weights, its own update only, weights it likes better) fails each of its sampled
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from trolly.compute.codecs import get_codec
 from trolly.compute.errors import ComputeError
-from trolly.compute.rounds import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.outer_step import GlobalState, WorkerUpdate, outer_step
 from trolly.compute.spec import TaskSpec
 
 

@@ -31,11 +31,11 @@ from trolly.wallet.market_queries import get_spec, get_task
 from trolly.wallet.passwords import PasswordSource
 from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
 
-from .datasets import TaskDatasets
+from .dataset_fetch import TaskDatasets
 from .errors import VerifierError
-from .replay import PASSED, Replayer, SegmentClaim, SegmentReport, verify_segment
+from .segment_check import PASSED, Replayer, SegmentClaim, SegmentReport, verify_segment
 from .service import ServiceConfig, VerifierService
-from .sources import DirectorySource
+from .checkpoint_sources import DirectorySource
 from .tolerance import MOMENTS_THRESHOLD, WEIGHTS_THRESHOLD
 
 HOME_ENVIRONMENT_VARIABLE = "TROLLY_VERIFIER_HOME"

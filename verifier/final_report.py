@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 
 from . import evidence
-from .replay import FAILED, PASSED, SegmentClaim, SegmentReport
+from .segment_check import FAILED, PASSED, SegmentClaim, SegmentReport
 
 FINAL_TAG = b"trolly/final-weights/v1"
 

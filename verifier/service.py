@@ -61,10 +61,10 @@ from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
 from trolly.wallet.sender import CHAIN_CODESPACE, INVALID_NONCE_CODE, TxSender
 
 from . import evidence
-from .datasets import TaskDatasets
+from .dataset_fetch import TaskDatasets
 from .errors import VerifierError, WorkUnavailable
 from .final_report import verify_final_report
-from .replay import FAILED, PASSED, TAMPERED, UNAVAILABLE, Replayer, SegmentClaim, SegmentReport, verify_segment
+from .segment_check import FAILED, PASSED, TAMPERED, UNAVAILABLE, Replayer, SegmentClaim, SegmentReport, verify_segment
 from .votes import BROADCAST, INCLUDED, REJECTED, RESERVED, VoteRecord
 
 log = logging.getLogger("trolly.verifier")
@@ -102,7 +102,7 @@ class ServiceConfig:
     silent), so that tests show the others still decide its committees' segments."""
     allow_private_blob_hosts: bool = False
     """Fetch checkpoints and datasets from loopback, private and link-local addresses too. Off by default: blob
-    URLs come from strangers (compute/blobs/addresses.py); a localnet turns it on. Metadata stays refused."""
+    URLs come from strangers (compute/blobs/connect_policy.py); a localnet turns it on. Metadata stays refused."""
 
 
 @dataclasses.dataclass

@@ -4,7 +4,7 @@ Exact profile (docs/protocol.md section 2a: torch version, thread count, instruc
 give the committed checkpoint byte for byte. PyTorch on CPU is bitwise reproducible under a fixed profile, so
 any difference at all is a different computation. The verifier runs the committed profile whenever its CPU
 can: the thread count is set per replay and another instruction set runs in a child process
-(`replayer.py`, `isa_replay.py`). That is the normal path, and the one every target of issue 6 is met on.
+(`replay_profile.py`, `isa_child_replay.py`). That is the normal path, and the one every target of issue 6 is met on.
 
 Fallback, when this CPU lacks the committed instruction set: float sums are reassociated and the bytes
 differ a little, so we compare numbers. The error of a tensor group is the L2 distance between replay and

@@ -36,7 +36,7 @@ from trolly.compute.checkpoints import decode_checkpoint, weights_hash
 from trolly.compute.codecs import Codec, ErrorFeedback
 from trolly.compute.codecs.fused import Workspace, encode_with_feedback
 from trolly.compute.errors import ComputeError
-from trolly.compute.layout import ModelLayout, check_blob
+from trolly.compute.model_layout import ModelLayout, check_blob
 
 
 @dataclasses.dataclass(frozen=True)

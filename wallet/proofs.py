@@ -3,7 +3,7 @@
 A query at height H answers from the state after block H. That state's Merkle root (the app hash) is only
 written into the header of the NEXT block, H + 1 (CometBFT headers carry the app hash of the previous
 block's result). So `prove_account` asks for `/account/<address>` with `prove=true`, waits for block H + 1,
-takes `header.app_hash`, and checks the `trolly:smt` proof with `trolly.chain.merkle.verify_proof`:
+takes `header.app_hash`, and checks the `trolly:smt` proof with `trolly.chain.sparse_merkle.verify_proof`:
 
 - key   = `trolly.chain.keys.account_key(address)` (the state key of the account);
 - value = `trolly.chain.accounts.encode_account(balance, nonce)` rebuilt from the JSON answer, so the
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from trolly.chain.accounts import Account, encode_account
 from trolly.chain.keys import account_key
-from trolly.chain.merkle import PROOF_OP_TYPE, verify_proof
+from trolly.chain.sparse_merkle import PROOF_OP_TYPE, verify_proof
 
 from .errors import ProofInvalid, QueryFailed
 from .rpc import AsyncRpcClient

@@ -14,8 +14,8 @@ Parts, each a small module:
     mempool       transactions admitted by CheckTx, waiting for a block
     blocks        building a block: last commit, header, block id; the events a block publishes
     producer      the handshake and the block loop
-    events        the event bus behind websocket subscriptions and broadcast_tx_commit
-    query         CometBFT's event query language (tx_search, subscribe)
+    event_bus     the event bus behind websocket subscriptions and broadcast_tx_commit
+    event_query   CometBFT's event query language (tx_search, subscribe)
     rpc_encoding  CometBFT JSON shapes for blocks, results, validators
     rpc_methods   the JSON-RPC methods
     rpc_server    JSON-RPC over HTTP (GET and POST) and the websocket

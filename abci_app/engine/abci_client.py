@@ -22,7 +22,7 @@ import logging
 
 from google.protobuf.message import DecodeError
 
-from ..addresses import AddressError, parse_address as parse_listen_address
+from ..listen_address import AddressError, parse_address as parse_listen_address
 from ..framing import FramingError, encode_frame, read_message
 from ..proto.tendermint.abci import types_pb2
 from . import AppConnectionLost, EngineError

@@ -17,7 +17,7 @@ from ..proto.tendermint.types import validator_pb2
 from . import hashing, rpc_encoding
 from .blockstore import BlockStore, StoredBlock, Validators
 from .chainstate import consensus_address, consensus_hash
-from .events import EventBus, PublishedEvent
+from .event_bus import EventBus, PublishedEvent
 
 BLOCK_PROTOCOL_VERSION = 11
 P2P_PROTOCOL_VERSION = 8

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ..home import Home
 from .blockstore import BlockStore
-from .events import EventBus
+from .event_bus import EventBus
 from .mempool import Mempool
 from .producer import EngineConfig, Producer, StepObserver
 from .rpc_server import RpcLimits, RpcServer

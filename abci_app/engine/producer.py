@@ -57,7 +57,7 @@ from .chainstate import (
     merge_params,
     timestamp,
 )
-from .events import EventBus
+from .event_bus import EventBus
 from .mempool import Mempool
 
 log = logging.getLogger("trolly.engine")

@@ -15,7 +15,7 @@ from ..proto.tendermint.abci import types_pb2
 from . import hashing, rpc_encoding
 from .blocks import BLOCK_PROTOCOL_VERSION, P2P_PROTOCOL_VERSION, block_event_map
 from .producer import ABCI_VERSION
-from .query import QueryError, parse_query
+from .event_query import QueryError, parse_query
 from .rpc_common import (
     DEFAULT_PER_PAGE,
     MAX_PER_PAGE,

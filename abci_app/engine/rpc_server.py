@@ -53,8 +53,8 @@ from aiohttp import WSMsgType, web
 
 from . import EngineError
 from .abci_client import parse_address
-from .events import SubscriptionLimit
-from .query import QueryError, parse_query
+from .event_bus import SubscriptionLimit
+from .event_query import QueryError, parse_query
 from .rpc_methods import METHODS, RpcError
 
 log = logging.getLogger("trolly.engine.rpc")

@@ -17,8 +17,8 @@ from ..proto.tendermint.abci import types_pb2
 from . import EngineError, hashing, rpc_encoding
 from .blocks import tx_event_map
 from .mempool import MempoolError
-from .query import QueryError, parse_query
-from .events import SubscriptionLimit
+from .event_query import QueryError, parse_query
+from .event_bus import SubscriptionLimit
 from .rpc_common import RpcError, app_call, app_client, latest_height, page_window, run_search
 
 

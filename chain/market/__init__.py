@@ -7,6 +7,7 @@ samples processed, and the rest of the budget returns to the requester.
 
 Modules: `params` (with the economic reasoning), `economics` (cost, collateral, pay splits), `spec` (spec
 validation), `records` and `store` (state and its verbs), `sampling`, `tally`, `lifecycle` (members, task
-start and end), `rounds` (close, sample, settle), `schedule` (end-block), `queries`, `module` (the Module).
+start and end), `round_lifecycle` (close, sample, settle), `end_block` (the end-block schedule), `queries`,
+`module` (the Module).
 Message handlers live in `trolly.chain.messages.<kind>`.
 """

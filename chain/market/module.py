@@ -20,7 +20,7 @@ from .params import MarketParams
 from .queries import QUERIES
 from .reveals import REVEAL
 from .records import ACTIVE, LIVE_STATUSES
-from .schedule import market_end_block
+from .end_block import market_end_block
 from .store import ESCROW, find_member, iterate_tasks, iterate_unbonding, iterate_workers, phase_kind
 
 

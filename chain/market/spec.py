@@ -44,7 +44,7 @@ INNER_OPTIMIZER = {"lr": (0, True, 10), "weight_decay": (0, False, 10), "beta1":
                    "beta2": (0, False, 1), "eps": (0, True, 1)}
 OUTER_OPTIMIZER = {"lr": (0, True, 10), "momentum": (0, False, 1)}
 SCHEDULES = ("constant", "cosine", "linear")
-"""The inner learning-rate schedules of docs/protocol.md section 1 (`compute/schedule.py`)."""
+"""The inner learning-rate schedules of docs/protocol.md section 1 (`compute/lr_schedule.py`)."""
 DECAYING_SCHEDULES = ("cosine", "linear")
 """The schedules that decay to a `final_lr` (a constant schedule has none)."""
 FINAL_LR = (0, False, 10)

@@ -20,7 +20,7 @@ between Python releases: nodes on different interpreters must agree on which tra
 
 Whether the host may be reached is not decided here: the chain cannot resolve names. Each fetcher refuses
 loopback, private, link-local and metadata addresses itself, on the address it connects to
-(`trolly.compute.blobs.addresses`).
+(`trolly.compute.blobs.connect_policy`).
 """
 
 from __future__ import annotations

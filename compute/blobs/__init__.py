@@ -23,7 +23,7 @@ from .store import BlobStore, DEFAULT_MAX_BLOB_SIZE
 
 _LAZY = {"BlobClient": ".client", "RetryPolicy": ".client", "fetch_dataset": ".client", "BlobServer": ".server",
          "build_app": ".server", "ConnectionLimits": ".connections", "BlobWriter": ".writer",
-         "AddressPolicy": ".addresses", "blob_session": ".addresses"}
+         "AddressPolicy": ".connect_policy", "blob_session": ".connect_policy"}
 
 
 def __getattr__(name: str):

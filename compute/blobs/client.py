@@ -8,7 +8,7 @@ backoff, `RetryPolicy`) and end in `BlobUnavailable`; a body that does not hash 
 the next server tried, ending in `BlobHashMismatch`. Nothing unchecked is ever returned.
 
 Blob URLs come from strangers, so the client connects only where its `AddressPolicy` allows (no loopback,
-private, link-local or metadata address unless the node allows private hosts: `addresses.py`), checked on
+private, link-local or metadata address unless the node allows private hosts: `connect_policy.py`), checked on
 the address each connection is made to, and it follows no redirect: a 3xx answer is a failed fetch
 (`BlobRedirectRefused`), as is a refused address (`BlobAddressRefused`). Neither is retried.
 """
@@ -25,7 +25,7 @@ import aiohttp
 
 from ..data import Dataset, load_dataset
 from ..errors import DatasetError
-from .addresses import AddressPolicy, GuardedConnector, blob_session
+from .connect_policy import AddressPolicy, GuardedConnector, blob_session
 from .errors import (BlobAddressRefused, BlobError, BlobHashMismatch, BlobNotFound, BlobRedirectRefused, BlobRejected,
                      BlobTooLarge, BlobUnavailable)
 from .store import DEFAULT_MAX_BLOB_SIZE, check_blob_hash

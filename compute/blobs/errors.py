@@ -33,7 +33,7 @@ class BlobUnavailable(BlobError):
 
 class BlobAddressRefused(BlobRejected):
     """The blob URL's host is (or resolves only to) an address fetches may not connect to: loopback, private,
-    link-local, cloud metadata... (`addresses.py`), unless the node allows private hosts."""
+    link-local, cloud metadata... (`connect_policy.py`), unless the node allows private hosts."""
 
 
 class BlobRedirectRefused(BlobRejected):

@@ -15,7 +15,7 @@ import torch
 from ..checkpoints import TrainingState
 from ..data.dataset import batch_indices
 from ..determinism import flushing_subnormals
-from ..schedule import inner_lr
+from ..lr_schedule import inner_lr
 from .registry import CheatContext
 
 

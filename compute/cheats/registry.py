@@ -17,7 +17,7 @@ from ..checkpoints import TrainingState, encode_checkpoint, final_state, weights
 from ..codecs import get_codec
 from ..codecs.fused import encode_with_feedback
 from ..errors import CheatError
-from ..merkle import merkle_root
+from ..checkpoint_merkle import merkle_root
 from ..training import Trainer, segment_bounds, train_segment
 
 
@@ -93,7 +93,7 @@ class CheatedRound:
         if not self.codec:
             return PublishedRound(blobs, tuple(listing), root)
         start, end = self.checkpoints[0].weights, self.checkpoints[-1].weights
-        # As the worker encodes its update (`worker.rounds.encode_update`) and the verifier's update check
+        # As the worker encodes its update (`worker.round_training.encode_update`) and the verifier's update check
         # recomputes it: the codec's encoding of W_r - W_end plus the previous residual, in canonical bytes.
         residual_bytes, residual = allocate_canonical(end)
         update = bytes(encode_with_feedback(get_codec(self.codec), start, end, previous_residual, residual))

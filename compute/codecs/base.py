@@ -74,7 +74,7 @@ class Codec(abc.ABC):
 
     def decode(self, data: bytes, expected: list[tuple[str, tuple[int, ...]]] | None = None) -> dict[str, torch.Tensor]:
         """The tensors an update's bytes decode to; CodecError when they are malformed. With `expected` (the
-        task model's layout, `compute.layout.ModelLayout.update`), the declared names and shapes must be
+        task model's layout, `compute.model_layout.ModelLayout.update`), the declared names and shapes must be
         exactly those, checked before the payload is touched."""
         view = memoryview(data).cast("B")
         try:

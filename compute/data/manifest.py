@@ -23,7 +23,7 @@ import torch
 from ..canonical import decode_tensors, encode_tensors
 from ..errors import DatasetError, EncodingError
 from ..models.shape import DataShape
-from . import sources
+from . import bundled_samples
 from .dataset import Dataset
 
 MANIFEST_VERSION = 1
@@ -69,16 +69,17 @@ def build_dataset(name: str, **options) -> DatasetBlobs:
 def _build_digits() -> DatasetBlobs:
     shards: dict[str, bytes] = {}
     splits = {split: _shard_split({"inputs": inputs, "targets": targets}, shards)
-              for split, (inputs, targets) in sources.digits_samples().items()}
+              for split, (inputs, targets) in bundled_samples.digits_samples().items()}
     manifest = {"version": MANIFEST_VERSION, "name": "digits", "kind": "classification", "input_size": 64,
                 "num_classes": 10, "context": 0, "splits": splits}
     return _finish(manifest, shards)
 
 
-def _build_pycorpus(max_bytes: int = sources.CORPUS_MAX_BYTES, context: int = sources.CORPUS_CONTEXT) -> DatasetBlobs:
+def _build_pycorpus(max_bytes: int = bundled_samples.CORPUS_MAX_BYTES,
+                    context: int = bundled_samples.CORPUS_CONTEXT) -> DatasetBlobs:
     shards: dict[str, bytes] = {}
     splits = {split: _shard_split({"tokens": windows}, shards)
-              for split, windows in sources.corpus_samples(max_bytes, context).items()}
+              for split, windows in bundled_samples.corpus_samples(max_bytes, context).items()}
     manifest = {"version": MANIFEST_VERSION, "name": "pycorpus", "kind": "text", "input_size": context,
                 "num_classes": 256, "context": context, "splits": splits}
     return _finish(manifest, shards)

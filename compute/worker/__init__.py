@@ -5,9 +5,9 @@ share with the compute runtime, commits the result on chain once, and serves wha
 checkpoints, final weights) from its own blob service. The pieces:
 
     config.py      the home directory and its `worker.json` (key, node, blob port, stake)
-    state.py       persisted progress, so a restart resumes mid-round and never commits twice
+    progress.py    persisted progress, so a restart resumes mid-round and never commits twice
     plan.py        the decision of the loop: given the chain's view of a task and our progress, what next
-    rounds.py      one round: resumable training with checkpoints, encoding, the commitment
+    round_training.py  one round: resumable training with checkpoints, encoding, the commitment
     commits.py     sending each round's commitment exactly once (signed bytes saved before they are sent)
     weights.py     the global weights W_r: initial, and each next round's from the verified updates
     strategies.py  the honest training strategy (its pace: a step delay emulates a slower device)

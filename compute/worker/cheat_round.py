@@ -30,8 +30,8 @@ from ..canonical import decode_tensors
 from ..cheats import Cheat, CheatContext, CheatedRound, honest_round
 from ..spec import TaskSpec
 from ..training import Trainer
-from .rounds import TrainedRound, load_checkpoint
-from .state import RoundProgress, TaskProgress, WorkerState
+from .round_training import TrainedRound, load_checkpoint
+from .progress import RoundProgress, TaskProgress, WorkerState
 
 log = logging.getLogger("trolly.worker")
 

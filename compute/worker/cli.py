@@ -1,4 +1,4 @@
-"""`trolly-worker`: the compute provider's command line, thin over `config`, `state` and `service`.
+"""`trolly-worker`: the compute provider's command line, thin over `config`, `progress` and `service`.
 
     trolly-worker init   --home H --key NAME [--keyring-backend test] [--create-key] [--blob-port P] [--node URL]
                          [--allow-private-blob-hosts]
@@ -36,7 +36,7 @@ from ..errors import ComputeError
 from .config import CONFIG_FILE, HOME_ENVIRONMENT_VARIABLE, WorkerConfig, load_config, resolve_home, save_config
 from .config import wallet_home
 from .display import configure_logging
-from .state import WorkerState
+from .progress import WorkerState
 
 
 class WorkerGroup(click.Group):

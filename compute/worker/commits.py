@@ -21,7 +21,7 @@ from trolly.chain.tx import decode_tx
 from trolly.wallet.errors import InclusionTimeout, TxRejected, WalletError
 
 from . import plan
-from .state import WorkerState
+from .progress import WorkerState
 
 log = logging.getLogger("trolly.worker")
 

@@ -1,7 +1,7 @@
 """The worker's home directory and its configuration file.
 
     <home>/worker.json          WorkerConfig (written by `trolly-worker init`, read by `start`)
-    <home>/state.json           progress of tasks and rounds (`state.py`)
+    <home>/state.json           progress of tasks and rounds (`progress.py`)
     <home>/blobs/               the content-addressed blob store the blob service serves
     <home>/nonces.json          recently used nonces (the wallet's NonceCache)
     <home>/keyring-<backend>/   the key, unless `wallet_home` points at another wallet home
@@ -49,7 +49,7 @@ class WorkerConfig:
     """utrl fee paid per transaction; 0 means the chain's minimum for each (`min_fee + fee_per_byte x size`)."""
     allow_private_blob_hosts: bool = False
     """Fetch blobs (datasets, peers' updates) from loopback, private and link-local addresses too. Off by default:
-    blob URLs come from strangers (compute/blobs/addresses.py). A localnet, whose blob services listen on
+    blob URLs come from strangers (compute/blobs/connect_policy.py). A localnet, whose blob services listen on
     127.0.0.1, turns it on. Cloud metadata addresses stay refused."""
     checkpoint_process: bool = True
     """Copy, hash and store checkpoints in a helper process (`compute.acceleration.checkpoint_process`); false: in

@@ -110,7 +110,7 @@ def check_declared_shape(spec: TaskSpec, dataset: Dataset) -> None:
 
 async def obtain_dataset(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy) -> Dataset:
     """The task's dataset: from the store, else built from the bundled data, else fetched from the spec's URLs
-    (the requester's: connections only where `addresses` allows)."""
+    (the requester's: connections only where `connect_policy` allows)."""
     dataset = _from_store(store, spec.dataset.manifest_hash)
     if dataset is None:
         dataset = await asyncio.to_thread(_build_locally, store, spec)

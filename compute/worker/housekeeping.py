@@ -13,8 +13,8 @@ from __future__ import annotations
 import shutil
 
 from ..blobs import BlobStore
-from .rounds import ResidualStore
-from .state import TaskProgress, WorkerState
+from .round_training import ResidualStore
+from .progress import TaskProgress, WorkerState
 
 
 def round_blobs(progress: TaskProgress) -> set[str]:

@@ -3,7 +3,7 @@
 Everything goes through CometBFT JSON-RPC (`trolly.wallet.rpc`), so the worker runs unchanged against
 `trolly-node dev` and a real CometBFT network. Transactions are built and signed by the wallet library
 (`TxSender`, with the home's nonce cache). A commitment is signed first (`sign`) and broadcast separately
-(`broadcast`), so that the caller can save the exact bytes in between (`state.py` explains why).
+(`broadcast`), so that the caller can save the exact bytes in between (`progress.py` explains why).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The chain is the clock. `decide(view, address)` reads the task as `/market/task/<id>` shows it (its
 `TaskView`) and returns one `Action`; the service carries it out and asks again. Because the decision depends
 only on the chain, a restarted worker takes the same decision as the one that was killed, and its saved
-progress (`state.py`) tells the action where to resume.
+progress (`progress.py`) tells the action where to resume.
 
     task ended, or we are not an active member any more     FINISH (with the reason)
     task open, waiting for workers                          WAIT

@@ -7,7 +7,7 @@
 
 `run` works on one task at a time. For a task, it asks the chain what is going on (`plan.decide`) and does
 that: train and commit a round, report the final weights, mirror the others' updates while verification
-runs, or wait. Every step's result is saved (`state.py`) before the next begins, so a worker killed at any
+runs, or wait. Every step's result is saved (`progress.py`) before the next begins, so a worker killed at any
 moment and started again picks up where it was, mid-round included, and never commits a round twice.
 """
 
@@ -38,7 +38,7 @@ from ..data import Dataset
 from ..data.manifest import loaded_bytes
 from ..determinism import current_instruction_set, require_replayable_process
 from ..errors import CheatError, DatasetError, SpecError
-from ..rounds import GlobalState
+from ..outer_step import GlobalState
 from ..spec import TaskSpec, parse_spec
 from ..training import Trainer, evaluate
 from ..weights_follower import StartUnavailable, WeightsFollower, round_updates
@@ -52,9 +52,9 @@ from .fit import check_disk, check_memory
 from .housekeeping import prune_task
 from .commits import Committer
 from .market import MarketClient
-from .rounds import (ResidualStore, RoundInterrupted, TrainedRound, commitment, encode_update, final_report,
-                     previous_residual, train_round)
-from .state import TaskProgress, WorkerState
+from .round_training import (ResidualStore, RoundInterrupted, TrainedRound, commitment, encode_update, final_report,
+                             previous_residual, train_round)
+from .progress import TaskProgress, WorkerState
 from .strategies import TrainingStrategy
 from .throughput import BlockClock, Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
 from .weights import ProgressCache
@@ -122,7 +122,7 @@ class WorkerService:
         self.committer = Committer(self.market, self.state, self._sleep)
         self.clock = BlockClock()
         self.addresses = AddressPolicy(allow_private=config.allow_private_blob_hosts)
-        """Where blob fetches may connect (compute/blobs/addresses.py): blob URLs come from strangers."""
+        """Where blob fetches may connect (compute/blobs/connect_policy.py): blob URLs come from strangers."""
         self.acceleration = Acceleration(config.acceleration)
         """Batches drawn ahead, the checkpoint process, the training core: handed to every round."""
         self.residuals = ResidualStore(self.acceleration)

@@ -1,7 +1,7 @@
 """Where a worker keeps the global weights it derived: in its blob store, named in the task's saved progress.
 
 The states themselves come from the one follower of a task's weights (`compute/weights_follower.py`); this
-cache makes them survive a restart with the rest of the worker's progress (`state.py`), and lets the
+cache makes them survive a restart with the rest of the worker's progress (`progress.py`), and lets the
 housekeeping that prunes a finished task's blobs find them.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from ..blobs import BlobStore
 from ..errors import ComputeError
-from ..rounds import GlobalState
-from .state import TaskProgress, WorkerState
+from ..outer_step import GlobalState
+from .progress import TaskProgress, WorkerState
 
 
 class ProgressCache:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from .errors import WalletGroup
-from .lazy import load_target
+from .lazy_commands import load_target
 
 COMMAND_GROUPS: dict[str, str] = {
     "keys": "trolly.wallet.cli.keys:keys",

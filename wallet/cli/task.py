@@ -5,7 +5,7 @@
 `trolly.chain.market.params`), shows both, and only then asks to sign. `list` and `status` read the market
 queries; `cancel` ends a task (before it starts everything is refunded; later, settled rounds stay paid).
 `submit --data`, `fetch` and `eval` need the compute library: they are registered by name (`TASK_COMMANDS`,
-`DATA_SUBMISSION`, see `lazy.py`) and imported only when used.
+`DATA_SUBMISSION`, see `lazy_commands.py`) and imported only when used.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ..market_queries import list_tasks as fetch_task_listing
 from ..market_views import TaskSummary, TaskView
 from ..tasks import plan_task
 from .errors import WalletGroup
-from .lazy import load_target
+from .lazy_commands import load_target
 from .options import node_options, output_option, settings
 from .output import amount_text, console, emit, key_value_table, print_key_values, print_table
 from .transactions import TransactionFlags, resolve_key, run_transaction, transaction_options

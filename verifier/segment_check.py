@@ -13,14 +13,14 @@ The steps, in order (each failure ends the check with its reason):
    with another root, bytes with another hash): UNAVAILABLE as well ("tampered"), since the committed
    checkpoint was still not produced; the report says which.
 3. Committed checkpoints whose declared tensors are not the spec model's (checked before decoding,
-   `compute/layout.py`), that do not decode, sit at the wrong step, or (segment 0) do not hold the committed
+   `compute/model_layout.py`), that do not decode, sit at the wrong step, or (segment 0) do not hold the committed
    start weights with a fresh optimizer: FAIL. The start weights must also be the round's global weights
    when the caller knows them (`expected_start_hash`, from the aggregation check).
 4. Replay with `train_segment` from checkpoint i and compare with checkpoint i + 1 byte for byte (for the
    round's last segment, the replay's step and weights, as that checkpoint holds no optimizer state; in the
    replay's own turn when checkpoint i + 1 is fetched by then, which it usually is), under the committed
-   profile: its thread count here, another instruction set in a child process (`isa_replay.py`). A profile this
-   verifier cannot replay exactly is a FAIL (`replayer.py`): only the instruction sets every verifier replays
+   profile: its thread count here, another instruction set in a child process (`isa_child_replay.py`). A profile this
+   verifier cannot replay exactly is a FAIL (`replay_profile.py`): only the instruction sets every verifier replays
    are accepted, so no worker can move itself onto a tolerance.
 5. The update check, once per (worker, round) and shared by its sampled segments, those verified at the same
    time included (`update_check.py`): the committed update must be the codec's encoding of W_r - W_end plus the
@@ -52,15 +52,15 @@ from trolly.compute.checkpoints import TrainingState, checkpoint_bytes, decode_c
 from trolly.compute.codecs import get_codec
 from trolly.compute.data.dataset import Dataset
 from trolly.compute.errors import ComputeError
-from trolly.compute.layout import model_layout
-from trolly.compute.merkle import merkle_root
+from trolly.compute.model_layout import model_layout
+from trolly.compute.checkpoint_merkle import merkle_root
 from trolly.compute.spec import TaskSpec
 from trolly.compute.training import segment_bounds
 from trolly.wallet.market_views import SampledSegment
 
 from . import claims, evidence
 from .blob_cache import VerifiedBlobs
-from .replayer import ProfileRefused, Replayer, parse_profile  # noqa: F401  (Replayer, parse_profile: re-exported)
+from .replay_profile import ProfileRefused, Replayer, parse_profile  # noqa: F401  (Replayer, parse_profile: re-exported)
 from .tolerance import BITWISE, Comparison, compare_states
 from .update_check import UpdateChecks, UpdateVerdict, judge_update
 

@@ -46,7 +46,7 @@ internal hash. The result must equal `root`. Moreover:
   `depth` nibbles equal those of H(key) (a different key occupies the path, so the key cannot be in the tree).
 
 `MemoryTree` is the readable reference implementation: it rebuilds the tree from scratch for every root and
-proof. The store's incremental tree (`merkle_tree`) is tested against it.
+proof. The store's incremental tree (`sparse_merkle_nodes.py`) is tested against it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Blob fetches connect only where the node allows (compute/blobs/addresses.py): no loopback, private,
+"""Blob fetches connect only where the node allows (compute/blobs/connect_policy.py): no loopback, private,
 link-local, metadata, unspecified or multicast address unless `allow_private_blob_hosts`; the address checked
 is the one connected to; no redirect is followed. Real aiohttp servers on 127.0.0.x."""
 
@@ -17,7 +17,7 @@ from aiohttp.abc import AbstractResolver
 
 from trolly.compute.blobs import (AddressPolicy, BlobAddressRefused, BlobClient, BlobError, BlobRedirectRefused,
                                   BlobRejected, RetryPolicy, blob_session)
-from trolly.compute.blobs.addresses import refusal
+from trolly.compute.blobs.connect_policy import refusal
 
 FAST = RetryPolicy(attempts=2, initial_delay=0.01, max_delay=0.05, request_timeout=5)
 PAYLOAD = b"a blob that must not leak from a private service"
@@ -330,7 +330,7 @@ def test_a_worker_does_not_mirror_a_peer_update_from_a_private_host_unless_allow
 
 def test_a_verifier_refuses_a_dataset_on_a_private_host_unless_allowed():
     from trolly.compute.data import build_dataset
-    from trolly.verifier.datasets import TaskDatasets
+    from trolly.verifier.dataset_fetch import TaskDatasets
     from trolly.verifier.errors import WorkUnavailable
 
     small = build_dataset("pycorpus", max_bytes=20_000)
@@ -369,7 +369,7 @@ def test_the_clis_take_the_switch_and_the_worker_init_saves_it(tmp_path):
 
 def test_a_localnet_allows_private_hosts_for_its_workers_and_verifiers(tmp_path):
     from trolly.localnet.clients import verifier_services, worker_services
-    from trolly.localnet.layout import Layout, LocalnetConfig
+    from trolly.localnet.home_layout import Layout, LocalnetConfig
 
     layout, config = Layout(tmp_path), LocalnetConfig(engine="cometbft", validators=2, workers=2)
     for spec in verifier_services(layout, config) + worker_services(layout, config):

@@ -2,7 +2,7 @@
 
 `Replayer.plan` reads the committed profile id (docs/protocol.md 2a, `torch-<v>/threads-<n>/isa-<set>/
 deterministic`): the thread count is set per replay; an instruction set other than this process's runs in a
-child process (`isa_replay.py`). Only `REPLAYABLE_INSTRUCTION_SETS` are accepted, the ones every verifier
+child process (`isa_child_replay.py`). Only `REPLAYABLE_INSTRUCTION_SETS` are accepted, the ones every verifier
 replays bit for bit; a profile naming another (avx512, which many verifiers' CPUs lack), more threads than
 `MAX_REPLAY_THREADS`, another torch version or a malformed id is refused (`ProfileRefused`: FAIL). A worker
 that could commit a profile some verifiers only judge within a tolerance would move its own verification
@@ -29,7 +29,7 @@ from trolly.compute.spec import TaskSpec
 from trolly.compute.training import Trainer, segment_bounds, train_segment
 
 from .blob_cache import VerifiedBlobs
-from .isa_replay import IsaReplayPool, supported_instruction_sets
+from .isa_child_replay import IsaReplayPool, supported_instruction_sets
 from .update_check import UpdateChecks
 
 MAX_REPLAY_THREADS = 64
@@ -68,7 +68,7 @@ class Replayer:
 
     The committed profile names torch's version, the thread count and the instruction set (docs/protocol.md
     section 2a). The thread count is set per replay; an instruction set other than this process's is run in a
-    child process (`isa_replay.py`). A profile naming another torch version, an instruction set outside
+    child process (`isa_child_replay.py`). A profile naming another torch version, an instruction set outside
     `REPLAYABLE_INSTRUCTION_SETS`, one this CPU cannot run, or one the spec rules out, is refused: accepting
     it would hand a cheater the tolerance's slack (`tolerance_fallback=True`, for measurements only, judges
     the ones this CPU cannot run within the tolerance instead).

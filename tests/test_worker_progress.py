@@ -1,4 +1,4 @@
-"""The worker's saved progress, configuration and throughput planning (`state.py`, `config.py`,
+"""The worker's saved progress, configuration and throughput planning (`progress.py`, `config.py`,
 `throughput.py`): what a restart reads back, what a bad file does, how many steps a worker declares."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from trolly.compute.worker.config import WorkerConfig, load_config, save_config
 from trolly.compute.worker.errors import WorkerHomeError
-from trolly.compute.worker.state import FINISHED, WorkerState
+from trolly.compute.worker.progress import FINISHED, WorkerState
 from trolly.compute.worker.throughput import Throughput, hardware_profile, measure_reference, plan_steps
 
 

@@ -15,9 +15,9 @@ from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
 from trolly.compute.checkpoints import decode_checkpoint, encode_checkpoint, final_state
 from trolly.compute.training import Trainer
 from trolly.compute.cheats import CHEATS
-from trolly.verifier.replay import (FAILED, PASSED, TAMPERED, UNAVAILABLE, ProfileRefused, Replayer, SegmentClaim,
-                                    parse_profile, verify_segment)
-from trolly.verifier.sources import MemorySource
+from trolly.verifier.segment_check import (FAILED, PASSED, TAMPERED, UNAVAILABLE, ProfileRefused, Replayer,
+                                           SegmentClaim, parse_profile, verify_segment)
+from trolly.verifier.checkpoint_sources import MemorySource
 from trolly.verifier.tolerance import BITWISE, TOLERANCE
 
 from verifier_helpers import build_round, claim_for, digits, expected_start, foreign_profile, own_profile, tiny_spec
@@ -229,7 +229,7 @@ def test_a_checkpoint_labelled_at_the_wrong_step_fails(spec, trainer, replayer):
 
 def publish_as_is(states):
     """A round's checkpoints published exactly as given (the last one too keeps whatever optimizer state it has)."""
-    from trolly.compute.merkle import merkle_root
+    from trolly.compute.checkpoint_merkle import merkle_root
     from trolly.compute.cheats import PublishedRound
     import hashlib
 
@@ -260,7 +260,7 @@ def test_only_the_rounds_last_checkpoint_leaves_out_the_optimizer_state(spec, ho
 def test_a_committed_checkpoint_that_does_not_decode_fails(spec, trainer, replayer):
     cheated, published = build_round(spec, trainer=trainer)
     from trolly.compute.cheats import PublishedRound
-    from trolly.compute.merkle import merkle_root
+    from trolly.compute.checkpoint_merkle import merkle_root
     import hashlib
 
     garbage = b"not a checkpoint"
@@ -357,7 +357,7 @@ def test_profiles_no_honest_worker_can_commit_fail(spec, honest, replayer, profi
     assert report.outcome == FAILED and message in report.reason
 
 
-@pytest.mark.skipif(len(__import__("trolly.verifier.isa_replay", fromlist=["x"]).supported_instruction_sets(
+@pytest.mark.skipif(len(__import__("trolly.verifier.isa_child_replay", fromlist=["x"]).supported_instruction_sets(
     __import__("trolly.compute.determinism", fromlist=["x"]).current_instruction_set())) < 2,
     reason="this CPU supports no instruction set but its own (needs AVX2 or better)")
 def test_a_worker_on_another_instruction_set_is_replayed_bitwise_in_a_child(spec):

@@ -13,10 +13,10 @@ import pytest
 
 from trolly.compute.checkpoints import decode_checkpoint, encode_checkpoint
 from trolly.compute.errors import SpecError
-from trolly.compute.schedule import half_cosine, inner_lr
+from trolly.compute.lr_schedule import half_cosine, inner_lr
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round, segment_bounds, train_segment
-from trolly.verifier.replay import FAILED, PASSED, Replayer, verify_segment
+from trolly.verifier.segment_check import FAILED, PASSED, Replayer, verify_segment
 
 from verifier_helpers import build_round, claim_for, digits, expected_start, tiny_spec, tiny_spec_document
 
@@ -85,7 +85,7 @@ def test_scheduled_lrs_are_pinned_bit_for_bit():
 
 
 def test_another_process_computes_the_same_bits():
-    script = ("from trolly.compute.schedule import inner_lr\n"
+    script = ("from trolly.compute.lr_schedule import inner_lr\n"
               "from trolly.compute.spec import example_spec, spec_from_dict\n"
               "d = example_spec('ab' * 32)\n"
               "d['training']['inner_optimizer']['schedule'] = {'name': 'cosine', 'warmup_steps': 10, 'final_lr': 0.0001}\n"
@@ -145,7 +145,7 @@ def test_replaying_every_scheduled_segment_gives_the_next_checkpoint_byte_for_by
 
 
 def test_the_verifier_passes_a_scheduled_round_and_fails_it_under_a_spec_without_the_schedule():
-    from test_verifier_replay import source_of  # the replay tests' in-memory blob source
+    from test_verifier_segment_check import source_of  # the replay tests' in-memory blob source
 
     document = tiny_spec_document(digits().manifest_hash, rounds=3)
     document["training"]["inner_optimizer"]["schedule"] = COSINE

@@ -1,10 +1,10 @@
-"""The incremental form of the Merkle tree in `merkle.py`: stored nodes, batched updates, proofs from nodes.
+"""The incremental form of the Merkle tree in `sparse_merkle.py`: stored nodes, batched updates, proofs from nodes.
 
-`merkle.MemoryTree` rebuilds everything from the key set; a node cannot. This module keeps the tree as nodes
+`sparse_merkle.MemoryTree` rebuilds everything from the key set; a node cannot. This module keeps the tree as nodes
 addressed by their *path*: the nibbles from the root to the node written as lower-case hex digits (the root
 is "", the child in slot 10 of the root is "a"), which is also a prefix of `sha256(key).hex()` for every key
 below it. Only the latest version exists, and a node's storage key never depends on history. The hashing
-rules are those of `merkle.py`, so roots and proof bytes are identical to the reference's (tests compare
+rules are those of `sparse_merkle.py`, so roots and proof bytes are identical to the reference's (tests compare
 them on random histories).
 
 A node *is* its hash preimage, kept as bytes:
@@ -31,7 +31,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
-from .merkle import EMPTY_HASH, EMPTY_ROOT, HASH_LENGTH, INTERNAL_PREFIX, LEAF_PREFIX, Proof, encode_proof
+from .sparse_merkle import EMPTY_HASH, EMPTY_ROOT, HASH_LENGTH, INTERNAL_PREFIX, LEAF_PREFIX, Proof, encode_proof
 
 _sha256 = hashlib.sha256
 _HEX_DIGITS = "0123456789abcdef"
@@ -207,7 +207,7 @@ def root_hash(source: NodeSource) -> bytes:
 
 
 def prove_from_nodes(source: NodeSource, key_hash: bytes) -> bytes:
-    """Proof bytes (membership or non-membership, format of `merkle.py`) for the key with this hash."""
+    """Proof bytes (membership or non-membership, format of `sparse_merkle.py`) for the key with this hash."""
     digits = key_hash.hex()
     levels = []
     path = ""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import EngineError
-from .query import Query
+from .event_query import Query
 
 
 class SubscriptionLimit(EngineError):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from trolly.compute.errors import RoundError
-from trolly.compute.rounds import GlobalState, WorkerUpdate, aggregate_updates, outer_step
+from trolly.compute.outer_step import GlobalState, WorkerUpdate, aggregate_updates, outer_step
 from trolly.compute.spec import OuterOptimizerSpec
 
 
@@ -84,8 +84,8 @@ def test_global_state_bytes_round_trip():
 AGGREGATE_SCRIPT = """
 import hashlib, sys, torch
 sys.path.insert(0, sys.argv[1])
-from test_compute_rounds import make_state, make_updates
-from trolly.compute.rounds import outer_step
+from test_compute_outer_step import make_state, make_updates
+from trolly.compute.outer_step import outer_step
 from trolly.compute.spec import OuterOptimizerSpec
 torch.set_num_threads(int(sys.argv[2]))
 state = make_state()

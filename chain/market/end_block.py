@@ -14,7 +14,7 @@ from .events import worker_event
 from .lifecycle import end_task
 from .records import EXPIRED, OPEN
 from .reveals import REVEAL, settle_reveals
-from .rounds import close_round, sample_round, settle_round
+from .round_lifecycle import close_round, sample_round, settle_round
 from .store import JOIN_DEADLINE, ROUND_DEADLINE, SAMPLE, VERIFY_DEADLINE, delete_unbonding, due, escrow_out
 from .store import get_task, phase_kind, put_task, remove_due, unbonding_due
 

@@ -1,4 +1,4 @@
-"""The incremental node tree (`trolly.chain.merkle_tree`) against the from-scratch reference (`MemoryTree`).
+"""The incremental node tree (`trolly.chain.sparse_merkle_nodes`) against the from-scratch reference (`MemoryTree`).
 
 The reference rebuilds from the key set; the batched, path-addressed version must give the same
 root and byte-identical proofs after any history, and its stored nodes must be exactly those of a tree
@@ -10,8 +10,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trolly.chain.merkle import EMPTY_ROOT, MemoryTree, key_hash, value_hash, verify_proof
-from trolly.chain.merkle_tree import (
+from trolly.chain.sparse_merkle import EMPTY_ROOT, MemoryTree, key_hash, value_hash, verify_proof
+from trolly.chain.sparse_merkle_nodes import (
     DictNodeSource,
     check_record,
     child_hash,

@@ -1,4 +1,4 @@
-"""A worker's round (`compute/worker/rounds.py`): resumable training, the update, the commitment, a cheat's.
+"""A worker's round (`compute/worker/round_training.py`): resumable training, the update, the commitment, a cheat's.
 
 The reference is the compute runtime's own `run_round` (what a verifier's replay agrees with): a round
 interrupted at any checkpoint and resumed in a fresh trainer must give exactly its checkpoints.
@@ -19,16 +19,16 @@ from trolly.compute.checkpoints import checkpoint_hash, decode_checkpoint
 from trolly.compute.canonical import decode_tensors
 from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
-from trolly.compute.merkle import merkle_root
+from trolly.compute.checkpoint_merkle import merkle_root
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round, train_segment
 from trolly.compute.cheats import get_cheat
 from trolly.compute.worker.cheat_round import play_cheat_round
 from trolly.compute.worker.errors import WorkerError
 from trolly.compute.acceleration import Acceleration, AccelerationOptions
-from trolly.compute.worker.rounds import (ResidualStore, RoundInterrupted, commitment, encode_update, final_report,
-                                          previous_residual, train_round)
-from trolly.compute.worker.state import WorkerState
+from trolly.compute.worker.round_training import (ResidualStore, RoundInterrupted, commitment, encode_update,
+                                                  final_report, previous_residual, train_round)
+from trolly.compute.worker.progress import WorkerState
 from trolly.compute.worker.strategies import TrainingStrategy
 
 STEPS = 12  # checkpoints every 5: segments [0,5) [5,10) [10,12), checkpoints 0..3

@@ -4,7 +4,7 @@ The bundled datasets (`compute/data`) are built from files this machine already 
 the spec names is the one the local build gives, nothing needs to travel. Otherwise only the manifest is
 fetched up front (hash-checked, and refused beyond the shards and bytes its spec declared); each shard is
 fetched from the spec's URLs and the worker's blob service when a replayed batch first reads it
-(`compute.data.lazy`), hash-checked, so a verifier holds what its sampled segments need, not the dataset.
+(`compute.data.lazy_dataset`), hash-checked, so a verifier holds what its sampled segments need, not the dataset.
 
 A dataset nobody serves is not the worker's fault: the worker obtained the whole dataset before it joined and
 serves it beside its checkpoints, but the dataset is the requester's. A manifest or shard that cannot be
@@ -24,7 +24,7 @@ import torch
 
 from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
 from trolly.compute.data import Dataset, build_dataset, dataset_from_blobs
-from trolly.compute.data.lazy import lazy_dataset
+from trolly.compute.data.lazy_dataset import lazy_dataset
 from trolly.compute.data.manifest import check_manifest_bounds, decode_shard, parse_manifest
 from trolly.compute.errors import ComputeError
 from trolly.compute.spec import TaskSpec

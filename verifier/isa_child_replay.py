@@ -11,7 +11,7 @@ One long-lived child per instruction set (`IsaReplayPool`), spoken to over its s
 length-prefixed pickles (parent and child are the same program; nothing from the network is unpickled:
 the parent sends the checkpoint as its canonical bytes, which the child decodes with the usual checks).
 
-    python -m trolly.verifier.isa_replay          # the child's entry point (started by the pool)
+    python -m trolly.verifier.isa_child_replay          # the child's entry point (started by the pool)
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ class IsaReplayChild:
         self.instruction_set = instruction_set
         environment = child_environment(DeterminismProfile(threads=1, instruction_set=instruction_set))
         try:
-            self._process = subprocess.Popen([sys.executable, "-m", "trolly.verifier.isa_replay"], env=environment,
-                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            self._process = subprocess.Popen([sys.executable, "-m", "trolly.verifier.isa_child_replay"],
+                                             env=environment, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         except OSError as error:
             raise ReplayChildError(f"cannot start a replay child for {instruction_set}: {error}") from None
         self._datasets: set[str] = set()

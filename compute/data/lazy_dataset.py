@@ -8,7 +8,7 @@ touch through `load_shard(entry)` (which fetches it and checks it against its ma
 `manifest.decode_shard`) and keeping the most recently used ones up to `cache_bytes`.
 
 Whatever `load_shard` raises comes out of the indexing unchanged, so its caller decides whose fault a shard
-nobody serves is (the verifier: not the worker's, see `verifier/datasets.py`). A pickled `LazyRows` (the
+nobody serves is (the verifier: not the worker's, see `verifier/dataset_fetch.py`). A pickled `LazyRows` (the
 dataset handed to a replay child) travels without its cached shards; the child fetches what it needs.
 """
 

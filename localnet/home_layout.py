@@ -29,7 +29,7 @@ from trolly.abci_app.home import (
     build_genesis,
     write_home,
 )
-from trolly.abci_app.addresses import unix_socket_fits
+from trolly.abci_app.listen_address import unix_socket_fits
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.params import MarketParams
 from trolly.chain.params import params_to_json

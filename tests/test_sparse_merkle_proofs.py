@@ -1,4 +1,4 @@
-"""The Merkle tree's hashing rules and proofs (`trolly.chain.merkle`), checked against hand computation.
+"""The Merkle tree's hashing rules and proofs (`trolly.chain.sparse_merkle`), checked against hand computation.
 
 `independent_verify` below is a client's re-implementation written only from the module docstring; it must
 agree with `verify_proof` on every proof, which is what shows the docstring is enough to verify proofs.
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trolly.chain.merkle import EMPTY_ROOT, PROOF_OP_TYPE, MemoryTree, decode_proof, verify_proof
+from trolly.chain.sparse_merkle import EMPTY_ROOT, PROOF_OP_TYPE, MemoryTree, decode_proof, verify_proof
 
 
 def sha(data: bytes) -> bytes:
@@ -34,7 +34,7 @@ def keys_with_first_nibbles(wanted: list[int], count: int, start: int = 0) -> li
 
 
 def independent_verify(root: bytes, key: bytes, value: bytes | None, proof: bytes) -> bool:
-    """Proof verification from the docstring of trolly.chain.merkle alone (a client's implementation)."""
+    """Proof verification from the docstring of trolly.chain.sparse_merkle alone (a client's implementation)."""
     if len(proof) < 3 or proof[0] != 1 or proof[1] > 64:
         return False
     depth, pos, levels = proof[1], 2, []

@@ -48,10 +48,10 @@ from ..canonical import decode_tensors
 from ..canonical_copy import BufferPool, allocate_canonical
 from ..codecs import get_codec
 from ..codecs.fused import Workspace, encode_with_feedback
-from ..merkle import merkle_root
+from ..checkpoint_merkle import merkle_root
 from ..training import Trainer, round_checkpoints, train_round_segments
 from .errors import WorkerError
-from .state import RoundProgress, WorkerState
+from .progress import RoundProgress, WorkerState
 from .strategies import TrainingStrategy
 
 
