@@ -16,9 +16,17 @@ run under other weight decays (0, 0.5, 1 and 2) is reported too, with ours again
 (`loss_gap_rel_vs_best_dense`), so the baseline is not only the one that suits us. A small
 character transformer on the Python standard library's source is reported as well (one seed).
 
+A compressing peer in the same run, the `powersgd` table: PyTorch's own PowerSGD hook with error feedback
+(`benchmarks._powersgd`, which says how it is run and how its bytes are counted) takes the place of our codec on
+the same task, inner steps and outer step, at ranks 1, 2 and 4 and at the smallest rank that sends at least
+our bytes; for each, the bytes one worker sent and the final test loss, beside ours on the same seeds (the
+first seed with --quick, every seed otherwise). `ours_beats_powersgd_at_equal_or_fewer_bytes` says whether
+every PowerSGD run that sent at least our bytes ended at a higher test loss than ours.
+
     python -m benchmarks.compression [--quick]
 
-Prints one JSON object last. Targets: bytes_ratio >= 1000, loss_gap_rel <= 0.02, accuracy within 1 point.
+Prints one JSON object last. Targets: bytes_ratio >= 1000, loss_gap_rel <= 0.02, accuracy within 1 point,
+and a lower loss than PowerSGD at equal or fewer bytes.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import time
 
 import torch
 
+from benchmarks._powersgd import powersgd_table
 from trolly.compute.codecs import get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.data.dataset import sample_batch
@@ -136,6 +145,8 @@ QUICK_ROUNDS, FULL_ROUNDS = 16, 16
 QUICK_SEEDS, FULL_SEEDS = (1234, 1), (1234, 1, 2, 3)
 TRANSFORMER_SEED = 1234
 OTHER_DENSE_WEIGHT_DECAYS = (0.0, 0.5, 1.0, 2.0)  # dense is also run with these; the best of all is reported
+POWERSGD_RANKS = (1, 2, 4)  # the issue's; the rank that matches our bytes is run beside them
+QUICK_POWERSGD_SEEDS = 1  # how many of the seeds PowerSGD runs on with --quick (each rank costs a run of ours)
 MLP_SETTINGS = {"codec": "ternary", "inner_steps": 50, "lr": 0.001, "weight_decay": 1.5, "eps": 1e-8,
                 "schedule": {"name": "cosine", "warmup_steps": 50, "final_lr": 0.0001},
                 "outer_lr": 1.3, "outer_momentum": 0.0, "batch_size": 32}
@@ -238,6 +249,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--skip-transformer", action="store_true")
     parser.add_argument("--rounds", type=int, help="override the MLP's number of rounds (smoke tests)")
     parser.add_argument("--seeds", type=int, nargs="+", help="override the MLP's task seeds (smoke tests)")
+    parser.add_argument("--powersgd-seeds", type=int, help="PowerSGD on the first N of the MLP's seeds "
+                        f"(default: {QUICK_POWERSGD_SEEDS} with --quick, all otherwise; 0 skips it)")
+    parser.add_argument("--powersgd-ranks", type=int, nargs="+", default=list(POWERSGD_RANKS),
+                        help="PowerSGD's ranks, besides the one matching our bytes (smoke tests)")
     options = parser.parse_args(argv)
 
     digits_blobs = build_dataset("digits")
@@ -269,6 +284,17 @@ def main(argv: list[str] | None = None) -> dict:
     result.update({key: mlp[key] for key in ("bytes_ratio", "loss_gap_rel", "accuracy_dense", "accuracy_ours")})
     result["mlp"] = mlp
 
+    powersgd_seeds = options.powersgd_seeds
+    if powersgd_seeds is None:
+        powersgd_seeds = QUICK_POWERSGD_SEEDS if options.quick else len(mlp_specs)
+    if powersgd_seeds > 0:
+        model = build_model(mlp_specs[0].model.arch, mlp_specs[0].model.config, digits.shape, mlp_specs[0].training.seed)
+        table = powersgd_table(mlp_specs[:powersgd_seeds], digits, workers=WORKERS, rounds=rounds,
+                               ranks=options.powersgd_ranks, ours_per_seed=mlp["per_seed"],
+                               shapes={name: parameter.shape for name, parameter in model.named_parameters()})
+        result["ours_beats_powersgd_at_equal_or_fewer_bytes"] = table["ours_beats_powersgd_at_equal_or_fewer_bytes"]
+        result["powersgd"] = table
+
     if not options.skip_transformer:
         corpus_blobs = build_dataset("pycorpus", max_bytes=300_000, context=32)
         corpus = dataset_from_blobs(corpus_blobs)
@@ -277,7 +303,8 @@ def main(argv: list[str] | None = None) -> dict:
                               "pycorpus", TRANSFORMER_SETTINGS, text_rounds, TRANSFORMER_SEED)
         print("transformer", file=sys.stderr)
         result["transformer"] = compare([text_spec], corpus, text_rounds, TRANSFORMER_SETTINGS)
-    result["targets"] = {"bytes_ratio": ">= 1000", "loss_gap_rel": "<= 0.02", "accuracy": "within 0.01"}
+    result["targets"] = {"bytes_ratio": ">= 1000", "loss_gap_rel": "<= 0.02", "accuracy": "within 0.01",
+                         "powersgd": "a lower loss than every PowerSGD run with at least our bytes"}
     print(json.dumps(result))
     return result
 

@@ -40,6 +40,8 @@ HEADLINES: dict[str, tuple[str, ...]] = {
                    "honest_tx_per_s", "transfer_check_tx_ms", "worst_check_tx_ms", "worst_block_seconds"),
     "localnet_demo": ("seconds", "command_wall_seconds", "engine", "validators", "baseline_cold_start_seconds"),
     "app_tx_cpu": ("per_tx_us", "txs", "block_size", "gc"),
+    "compression": ("bytes_ratio", "loss_gap_rel", "loss_gap_rel_vs_best_dense", "accuracy_ours", "accuracy_dense",
+                    "ours_beats_powersgd_at_equal_or_fewer_bytes"),
 }
 """The figures a benchmark's row shows, in order (an issue's targets name them). Any other benchmark's row shows
 its first `MAX_COLUMNS` top-level numbers, strings and booleans."""

@@ -39,7 +39,7 @@ def test_a_known_benchmark_shows_its_headline_figures_in_order_and_others_their_
     network = kept("network_throughput", False, {"steps": [1, 2], "p99_latency_s": 2.084, "tx_per_s_trolly": 300,
                                                  "ratio_to_kvstore": 0.3})
     assert record.headline(network) == [("tx_per_s_trolly", 300), ("ratio_to_kvstore", 0.3), ("p99_latency_s", 2.084)]
-    other = kept("compression", True, {"nested": {"x": 1}, **{f"k{i}": i for i in range(10)}})
+    other = kept("worker_overhead", True, {"nested": {"x": 1}, **{f"k{i}": i for i in range(10)}})
     assert record.headline(other) == [(f"k{i}", i) for i in range(record.MAX_COLUMNS)]
 
 
