@@ -18,6 +18,7 @@ import json
 from trolly.chain.crypto import decode_address, encode_address
 from trolly.chain.market.records import VERDICT_PASS
 from trolly.chain.proto import market_pb2 as pb
+from whole_task import whole_task
 
 SPEC = {
     "version": 1,
@@ -127,7 +128,8 @@ class Market:
 
     # -- reading --------------------------------------------------------------------------------------------
     def task(self, task_id: int) -> dict:
-        return self.chain.query(f"/market/task/{task_id}")
+        """The whole task, its rounds included, as clients assemble it from the chain's pages."""
+        return whole_task(self.chain.query, task_id)
 
     def round_commitments(self, task_id: int, round_: int) -> dict:
         """worker bech32 -> commitment view."""

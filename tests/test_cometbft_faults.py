@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import json
 import subprocess
@@ -36,6 +37,7 @@ from trolly.localnet.supervisor import ServiceSpec
 from trolly.wallet.rpc import AsyncRpcClient, RpcClient
 
 from localnet_helpers import cometbft_missing, free_base_port, query, recorded_pids, wait_until
+from whole_task import whole_task
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +123,7 @@ def wallet(net: Localnet, *args: str, node: int = 0) -> dict:
 
 
 def task_view(net: Localnet, node: int = 0) -> dict:
-    return query(net.config.rpc_url(node), "/market/task/1")
+    return whole_task(functools.partial(query, net.config.rpc_url(node)), 1)
 
 
 def verdicts(view: dict) -> list[dict]:
@@ -258,7 +260,7 @@ class Task:
         self.thread.start()
 
     def view(self, node: int = 0) -> dict:
-        return query(self.net.config.rpc_url(node), f"/market/task/{self.id}")
+        return whole_task(functools.partial(query, self.net.config.rpc_url(node)), self.id)
 
     def wait(self, condition, what: str, node: int = 0):
         """Poll the task's view until `condition(view)` is truthy; return that."""

@@ -9,6 +9,7 @@ own block of ports (xdist-safe).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -40,6 +41,7 @@ from localnet_helpers import (
     survivors,
     wait_until,
 )
+from whole_task import whole_task
 
 pytestmark = pytest.mark.slow
 
@@ -215,7 +217,7 @@ def test_a_killed_worker_is_paid_only_for_verified_rounds_and_a_restarted_node_l
         assert demo.returncode == 0, output + (tmp_path / "demo.err").read_text()[-5000:]
         summary = last_json_line(output)
         assert summary["status"] == "completed" and summary["final_accuracy"] >= ACCURACY_FLOOR
-        view = query(rpc, "/market/task/1")
+        view = whole_task(functools.partial(query, rpc), 1)
 
         killed = assert_paid_exactly_for_passed_rounds(rpc, view, 0)
         # It left in round 1 (missed it, or committed it and then served nothing to verify), or, if round 1 was
@@ -248,7 +250,7 @@ def test_a_cheating_worker_is_slashed_and_down_then_reset_leave_a_clean_localnet
                         *DEMO_ARGS, timeout=TASK_TIMEOUT + 300)
         summary = last_json_line(done.stdout)
         assert summary["status"] == "completed" and summary["final_accuracy"] >= ACCURACY_FLOOR
-        view = query(rpc, "/market/task/1")
+        view = whole_task(functools.partial(query, rpc), 1)
         cheater = assert_paid_exactly_for_passed_rounds(rpc, view, 0)
         assert cheater["status"] == "slashed" and cheater["paid"] == 0
         assert cheater["slashed"] == view["collateral"] > 0
@@ -313,7 +315,7 @@ def test_a_lone_worker_that_starts_where_it_likes_or_forges_its_final_weights_is
                         "--base-port", str(base), "--rounds", "2", "--timeout", str(TASK_TIMEOUT),
                         timeout=TASK_TIMEOUT + 300, check=False)
         assert done.returncode != 0 and "without final weights" in " ".join(done.stderr.split()), done.stderr[-2000:]
-        view = query(rpc, "/market/task/1")
+        view = whole_task(functools.partial(query, rpc), 1)
         assert view["status"] == "abandoned" and view["final_weights_hash"] == ""
         cheater = assert_paid_exactly_for_passed_rounds(rpc, view, 0)
         assert cheater["status"] == "slashed" and cheater["slashed"] == view["collateral"] > 0

@@ -31,6 +31,7 @@ from trolly.chain.proto import bank_pb2, market_pb2 as pb
 from trolly.wallet.txbuilder import TxPlan
 from trolly.wallet.cli import cli
 from trolly.wallet.rpc import RpcClient
+from whole_task import whole_task
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +69,7 @@ class Client:
     def wait_for(self, task_id: int, predicate, what: str, timeout: float = 30):
         deadline = time.monotonic() + timeout
         while True:
-            view = self.query(f"/market/task/{task_id}")
+            view = whole_task(self.query, task_id)
             if predicate(view):
                 return view
             assert time.monotonic() < deadline, f"timed out waiting for {what}: {view['status']} {view['phase']}"

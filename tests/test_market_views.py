@@ -18,8 +18,9 @@ from trolly.chain.market.params import MarketParams
 from trolly.chain.proto import market_pb2 as pb
 from trolly.wallet.errors import MarketAnswerError, WalletError
 from trolly.wallet.market_answers import parse_answer
-from trolly.wallet.market_views import (RoundView, SampledSegment, TaskPage, TaskSpecView, TaskView, VerifyWork,
-                                        WorkerView)
+from trolly.wallet.market_views import (RoundPage, SampledSegment, TaskOverview, TaskPage, TaskSpecView, TaskView,
+                                        VerifyWork, WorkerView)
+from whole_task import whole_task
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +46,7 @@ def answers():
     assert chain.deliver(leaver, pb.MsgUnregisterWorker()).ok
     return {
         "task": chain.query(f"/market/task/{task_id}"), "open task": chain.query(f"/market/task/{other}"),
+        "whole task": whole_task(chain.query, task_id), "whole open task": whole_task(chain.query, other),
         "round": chain.query(f"/market/task/{task_id}/round/0"), "tasks": chain.query("/market/tasks"),
         "spec": chain.query(f"/market/spec/{task_id}"),
         "worker": chain.query(f"/market/worker/{encode_address(market.workers[0].address)}"),
@@ -53,8 +55,9 @@ def answers():
     }
 
 
-VIEWS = {"task": TaskView, "open task": TaskView, "round": RoundView, "tasks": TaskPage, "spec": TaskSpecView,
-         "worker": WorkerView, "unbonding worker": WorkerView}
+VIEWS = {"task": TaskOverview, "open task": TaskOverview, "whole task": TaskView, "whole open task": TaskView,
+         "round": RoundPage, "tasks": TaskPage, "spec": TaskSpecView, "worker": WorkerView,
+         "unbonding worker": WorkerView}
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
@@ -63,7 +66,7 @@ def test_every_answer_reads_into_its_view_and_writes_back_unchanged(answers, nam
 
 
 def test_the_answers_cover_every_part_of_a_task(answers):
-    task = TaskView.from_answer(answers["task"])
+    task = TaskView.from_answer(answers["whole task"])
     worker = task.members[1].worker
     commitment = task.round_detail(0).commitment_of(worker)
     assert task.member(worker).index == 1 and commitment.worker == worker
@@ -87,7 +90,7 @@ def test_the_market_params_read_into_the_chains_own_type(answers):
 
 
 def test_a_round_is_found_by_its_number_not_its_place(answers):
-    task = TaskView.from_answer(answers["task"])
+    task = TaskView.from_answer(answers["whole task"])
     reordered = dataclasses.replace(task, round_details=tuple(reversed(task.round_details)))
     assert reordered.round_detail(0) == task.round_details[0] and reordered.round_detail(7) is None
 
@@ -123,12 +126,13 @@ REMOVE = object()
 ])
 def test_an_answer_the_view_does_not_understand_is_refused_naming_the_field(answers, path, value, complaint):
     with pytest.raises(MarketAnswerError, match=complaint):
-        TaskView.from_answer(broken(answers["task"], path, value))
+        TaskView.from_answer(broken(answers["whole task"], path, value))
 
 
 def test_a_market_answer_error_is_a_wallet_error_and_fields_beyond_the_view_are_left_alone(answers):
     assert issubclass(MarketAnswerError, WalletError)
-    assert TaskView.from_answer({**answers["task"], "added_later": 1}) == TaskView.from_answer(answers["task"])
+    whole = answers["whole task"]
+    assert TaskView.from_answer({**whole, "added_later": 1}) == TaskView.from_answer(whole)
     with pytest.raises(MarketAnswerError, match="TaskPage: expected an object, got list"):
         TaskPage.from_answer([])
     with pytest.raises(MarketAnswerError, match="/market/params: market.sampling_delay must be >= 1"):

@@ -21,6 +21,7 @@ from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights
 from trolly.compute.cheats import CheatContext, honest_round
 from trolly.verifier.service import ServiceConfig, VerifierService
+from trolly.wallet.market_queries import get_task
 from trolly.wallet.rpc import AsyncRpcClient
 
 from verifier_helpers import digits, own_profile, tiny_spec_document
@@ -116,7 +117,7 @@ def test_round_start_weights_are_checked_against_the_verifiers_own_aggregate(nod
                 for server, (_, _, data) in zip(servers, encoded):
                     server.store.path(hashlib.sha256(data).hexdigest()).unlink()
             await wait_sampled(client, task_id, 1)
-            task = await client.query_json(f"/market/task/{task_id}")
+            task = (await get_task(client, task_id)).to_answer()
             assert task["round_details"][1]["start_weights_hash"] == ""  # recorded once the round is verified
 
             reports = await service.run_once()

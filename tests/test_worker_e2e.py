@@ -10,6 +10,7 @@ rounds settle quickly without a verifier (they settle as unverified: no pay, no 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -33,6 +34,7 @@ from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.wallet.rpc import RpcClient
 from trolly.wallet.sender import TxSender
 from trolly.wallet.txbuilder import send_message
+from whole_task import whole_task
 
 pytestmark = pytest.mark.slow
 
@@ -197,7 +199,7 @@ def test_worker_killed_mid_round_resumes_commits_once_and_the_task_settles(node,
     finally:
         stop_group(worker)
     killed_at = round_zero()
-    view = query(node, f"/market/task/{task_id}")
+    view = whole_task(functools.partial(query, node), task_id)
     assert view["round"] == 0 and view["round_details"][0]["commitments"] == []
     assert stopped_at + 2 <= len(killed_at["checkpoints"]) < 7 and not killed_at["commit_tx"]
 
@@ -221,7 +223,7 @@ def test_worker_killed_mid_round_resumes_commits_once_and_the_task_settles(node,
     log_text = log_path.read_text()
     assert f"task {task_id} round 0: resuming from checkpoint {stopped_at - 1}" in log_text
     assert f"task {task_id} round 0: resuming from checkpoint {len(killed_at['checkpoints']) - 1}" in log_text
-    view = query(node, f"/market/task/{task_id}")
+    view = whole_task(functools.partial(query, node), task_id)
     assert view["status"] == "completed", view
     for detail in view["round_details"]:
         assert [c["worker"] for c in detail["commitments"]] == [address], detail

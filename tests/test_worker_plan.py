@@ -1,7 +1,7 @@
 """The worker loop's decisions (`compute/worker/plan.py`), on task views produced by the real market module.
 
-The views come from `/market/task/<id>` of an in-process chain driven by `market_helpers.Market`, read into the
-`TaskView` the worker reads, so the decision code is tested against the very JSON the worker reads from a node.
+The views come from `/market/task/<id>` and its rounds' pages of an in-process chain driven by
+`market_helpers.Market`, assembled into the `TaskView` the worker reads, so the decision code is tested against the very JSON the worker reads from a node.
 """
 
 from __future__ import annotations

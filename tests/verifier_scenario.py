@@ -27,6 +27,7 @@ from trolly.compute.blobs import BlobServer, BlobStore
 from trolly.compute.spec import parse_spec
 from trolly.compute.training import Trainer, initial_weights
 from trolly.compute.cheats import CheatContext
+from trolly.wallet.market_queries import get_task
 from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.sender import TxSender
 
@@ -93,7 +94,7 @@ class Scenario:
         await self.client.close()
 
     async def task(self) -> dict:
-        return await self.client.query_json(f"/market/task/{self.task_id}")
+        return (await get_task(self.client, self.task_id)).to_answer()
 
     async def outcomes(self) -> dict[str, str]:
         task = await self.task()

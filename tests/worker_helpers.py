@@ -18,6 +18,7 @@ from trolly.wallet.market_answers import parse_answer
 from trolly.wallet.market_views import TaskPage, TaskView, WorkerView
 from trolly.wallet.rpc import TxResult
 from trolly.wallet.sender import SendOutcome
+from whole_task import whole_task
 
 ROUNDS = 2
 STEPS = 8
@@ -45,7 +46,7 @@ class ChainMarket:
             raise NodeUnreachable("http://127.0.0.1:26657", "connection refused")
         if self.auto_blocks:
             self.chain.advance(1)
-        return TaskView.from_answer(self.chain.query(f"/market/task/{task_id}"))
+        return TaskView.from_answer(whole_task(self.chain.query, task_id))
 
     async def height(self):
         return self.chain.height

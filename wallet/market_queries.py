@@ -1,16 +1,26 @@
 """Asking the market: each `/market/...` query, its answer read into its view (`market_views.py`).
 
-The chain answers at most a page of tasks per query (so a flood of tasks cannot make one query slow); clients
-that want the whole listing follow `next` from page to page here (`list_tasks`). Every function takes the
-asynchronous RPC client; the CLI runs them with its synchronous client's `run`.
+The chain answers at most a page per query (so a flood of tasks, or a task of many rounds and workers, cannot make
+one query slow); clients that want the whole follow `next` from page to page here: the task listing
+(`list_tasks`), a round's commitments (`get_round`) and a whole task, its overview and then each round
+(`get_task`). Every function takes the asynchronous RPC client; the CLI runs them with its synchronous client's
+`run`.
+
+Each page is read at the node's latest height (the app answers no other), so a task assembled while a block
+commits may hold pages of two heights: every commitment is whole, but one member's may be as it was at the first
+height and another's as at the second, and a commitment made meanwhile by a member an earlier page covered is
+missed until the next reading.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from trolly.chain.market.params import MarketParams
 
 from .market_answers import parse_answer
-from .market_views import RoundView, TaskPage, TaskSpecView, TaskSummary, TaskView, VerifyWork, WorkerView
+from .market_views import (Commitment, RoundPage, RoundView, TaskDetail, TaskOverview, TaskPage, TaskSpecView,
+                           TaskSummary, TaskView, VerifyWork, WorkerView)
 from .rpc import AsyncRpcClient
 
 MAX_PAGES = 10_000
@@ -33,13 +43,28 @@ async def list_tasks(client: AsyncRpcClient, open_only: bool = True) -> list[Tas
 
 
 async def get_task(client: AsyncRpcClient, task_id: int) -> TaskView:
+    """The whole task: its overview, then every round it shows (`get_round`)."""
     path = f"/market/task/{task_id}"
-    return TaskView.from_answer(await client.query_json(path), path)
+    overview = TaskOverview.from_answer(await client.query_json(path), path)
+    rounds = [await get_round(client, task_id, r) for r in range(overview.recorded_rounds)]
+    fields = {f.name: getattr(overview, f.name) for f in dataclasses.fields(TaskDetail)}
+    return TaskView(**fields, round_details=tuple(rounds))
 
 
 async def get_round(client: AsyncRpcClient, task_id: int, round_index: int) -> RoundView:
-    path = f"/market/task/{task_id}/round/{round_index}"
-    return RoundView.from_answer(await client.query_json(path), path)
+    """Round `round_index` of a task with all its commitments, its pages followed to the last."""
+    base = f"/market/task/{task_id}/round/{round_index}"
+    commitments: list[Commitment] = []
+    after = None
+    for _ in range(MAX_PAGES):
+        path = base if after is None else f"{base}/after/{after}"
+        page = RoundPage.from_answer(await client.query_json(path), path)
+        commitments.extend(page.commitments)
+        if page.next is None or (after is not None and page.next <= after):
+            break
+        after = page.next
+    return RoundView(round=page.round, start_weights_hash=page.start_weights_hash, final_report=page.final_report,
+                     commitments=tuple(commitments))
 
 
 async def get_spec(client: AsyncRpcClient, task_id: int) -> TaskSpecView:

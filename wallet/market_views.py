@@ -6,10 +6,10 @@ field, a value of the wrong type, a status the client does not know raise `Marke
 the worker, the verifier and the localnet read the market only through these views, fetched by
 `market_queries.py`, so they never disagree about what the chain says.
 
-    /market/task/<id>               TaskView: a TaskSummary with its terms, members (TaskMember), and one
-                                    RoundView per round so far: commitments (Commitment), each with its sampled
-                                    segments, their committees and the validators' votes (Vote)
-    /market/task/<id>/round/<r>     RoundView
+    /market/task/<id>               TaskOverview: a TaskSummary with its terms, members (TaskMember), and how
+                                    many rounds it shows so far
+    /market/task/<id>/round/<r>...  RoundPage: one round and a page of its commitments (Commitment), each with
+                                    its sampled segments, their committees and the validators' votes (Vote)
     /market/tasks[/open]...         TaskPage: TaskSummary items and the id the next page starts after
     /market/spec/<id>               TaskSpecView
     /market/worker/<address>        WorkerView, with its WorkerRecord (Hardware) while registered, and Unbonding
@@ -19,9 +19,10 @@ the worker, the verifier and the localnet read the market only through these vie
 Payments are fields, not objects of their own, as the chain answers them: what a member was paid, penalized
 and slashed (TaskMember), a commitment's pay and held verifier fee (Commitment), the task's totals (TaskSummary).
 
-A task's rounds come whole in its view today. A paged view of a task (its rounds, or what comes back once
-verified) belongs here beside TaskPage when the chain answers one, followed page by page in `market_queries.py`
-as the task listing is.
+The chain answers a task in bounded pieces (its overview, then each round a page of commitments at a time);
+`market_queries.get_task` follows them and assembles the whole task as one TaskView, rounds and all (a
+RoundView per round), which is what every client reads. TaskView is not itself an answer of the chain: its
+`to_answer` is the whole document (what `task status -o json` prints).
 """
 
 from __future__ import annotations
@@ -153,21 +154,34 @@ class Commitment(MarketView):
 
 @dataclasses.dataclass(frozen=True)
 class RoundView(MarketView):
-    """One round of a task: the start weights its members agreed on and its commitments."""
+    """One round of a task, whole: the start weights its members agreed on and its commitments."""
 
     round: int
     start_weights_hash: Hash
     """The agreed start weights W_r ('' until the round closed)."""
     final_report: bool
     commitments: tuple[Commitment, ...]
+    """In worker-index order."""
 
     def commitment_of(self, worker: str) -> Commitment | None:
         return next((c for c in self.commitments if c.worker == worker), None)
 
 
 @dataclasses.dataclass(frozen=True)
-class TaskView(TaskSummary):
-    """Everything `/market/task/<id>` shows of a task."""
+class RoundPage(MarketView):
+    """One page of a round: the round's own fields and the commitments of some of its members."""
+
+    round: int
+    start_weights_hash: Hash
+    final_report: bool
+    commitments: tuple[Commitment, ...]
+    next: int | None
+    """The worker index the following page starts after; None on the last page."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskDetail(TaskSummary):
+    """A task's terms, schedule and members: what its overview and its whole view share."""
 
     progress: str
     samples_per_worker: int
@@ -185,11 +199,25 @@ class TaskView(TaskSummary):
     phase_deadline: int
     cancel_requested: bool
     members: tuple[TaskMember, ...]
-    round_details: tuple[RoundView, ...]
-    """Rounds 0..round once the task started (none before)."""
 
     def member(self, worker: str) -> TaskMember | None:
         return next((m for m in self.members if m.worker == worker), None)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskOverview(TaskDetail):
+    """What `/market/task/<id>` answers: the task without its rounds, whose numbers it gives."""
+
+    recorded_rounds: int
+    """The task shows rounds 0..recorded_rounds-1 (the final report's included); 0 before it started."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskView(TaskDetail):
+    """A whole task: its overview's fields and every round it shows, assembled by `market_queries.get_task`."""
+
+    round_details: tuple[RoundView, ...]
+    """Rounds 0..round once the task started (none before)."""
 
     def round_detail(self, round_index: int) -> RoundView | None:
         """Round `round_index`, found by its number (never by its place in the list)."""

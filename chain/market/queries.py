@@ -1,8 +1,13 @@
 """The market's JSON queries: everything the wallet, the worker and the verifier need to follow a task.
 
-/market/task/<id>          a task: terms, status, round r of R, members, per-round commitments with their sampled
-                           segments, decisions and verdicts, paid so far, escrow remaining, final weights hash
-/market/task/<id>/round/<r>  one round of it (agreed start weights hash, commitments, segments, verdicts)
+/market/task/<id>          a task: terms, status, round r of R, members, paid so far, escrow remaining, final
+                           weights hash, and `recorded_rounds`: its rounds 0..recorded_rounds-1 are asked for one
+                           by one below (never inline, so the answer is the same size in round 1 and round 1,000)
+/market/task/<id>/round/<r>[/after/<index>][/limit/<n>]
+                           one round of it (agreed start weights hash, final report or not) and one page of its
+                           commitments, with their segments, decisions and verdicts, in worker-index order: those of
+                           members after worker index `after`, at most MAX_COMMITMENTS_PER_PAGE; `next` is the
+                           `after` of the following page (null: done)
 /market/tasks[/open][/after/<id>][/limit/<n>]
                            every task (or only open and running ones), summarised, by ascending id, one page of
                            at most MAX_TASKS_PER_PAGE; `next` is the `after` of the following page (null: done)
@@ -11,6 +16,13 @@
 /market/verify/<address>   the segments that validator must verify now (not yet voted on by it, not its own)
 /market/params             the market params
 Addresses are bech32, hashes lower-case hex, amounts integers in utrl.
+
+What one query costs is bounded by chain params, never by how long a task has run: the task answer reads the
+task record (one entry, whose list of closed rounds' start hashes is at most `max_rounds` long) and its members
+(at most `workers_wanted` <= `max_workers`); a round page visits at most as many members and answers at most
+`limit` commitments, each with its votes inline, which are bounded too: only a sampled segment's committee votes
+on it, once per validator, and a segment escalates once, so a commitment carries at most
+samples_per_worker x (committee_size + escalated_committee_size) votes (the task's terms).
 """
 
 from __future__ import annotations
@@ -27,7 +39,7 @@ from ..state import State
 from .params import MarketParams
 from .records import VERDICT_NAMES, Commitment, Member, Task
 from .store import find_commitment, find_member, find_task, find_vote, find_worker, get_spec, task_ids
-from .store import iterate_unbonding, live_task_ids, pending_segments, round_commitments, segment_votes
+from .store import iterate_unbonding, live_task_ids, pending_segments, segment_votes
 
 
 def _is_small_number(text: str) -> bool:
@@ -90,13 +102,32 @@ def commitment_view(state: State, commitment: Commitment) -> dict:
     }
 
 
-def round_view(state: State, task: Task, round_: int) -> dict:
+def round_page(state: State, task: Task, round_: int, after: int | None, limit: int) -> dict:
+    """Round `round_` and the commitments of at most `limit` members after worker index `after` (all when None),
+    in worker-index order; `next` is the index the following page starts after (None: the last page)."""
+    commitments: list[dict] = []
+    last_index, more = None, False
+    for index in range(0 if after is None else after + 1, len(task.members)):
+        commitment = find_commitment(state, task.id, round_, task.members[index])
+        if commitment is None:
+            continue  # this member did not commit this round
+        if len(commitments) == limit:
+            more = True
+            break
+        commitments.append(commitment_view(state, commitment))
+        last_index = index
     return {
         "round": round_,
         "start_weights_hash": task.round_start_hashes[round_].hex() if round_ < len(task.round_start_hashes) else "",
         "final_report": round_ == task.rounds,
-        "commitments": [commitment_view(state, c) for c in round_commitments(state, task, round_)],
+        "commitments": commitments,
+        "next": last_index if more else None,
     }
+
+
+def recorded_rounds(task: Task) -> int:
+    """How many rounds a task shows: rounds 0..round (the final report's included) once it started, none before."""
+    return min(task.round, task.rounds) + 1 if task.started_height else 0
 
 
 def task_view(state: State, task: Task) -> dict:
@@ -115,23 +146,42 @@ def task_view(state: State, task: Task) -> dict:
         worker = find_worker(state, address)
         members.append(member_view(find_member(state, task.id, address), worker.blob_url if worker else ""))
     view["members"] = members
-    last_round = min(task.round, task.rounds)
-    view["round_details"] = [round_view(state, task, r) for r in range(last_round + 1)] if task.started_height else []
+    view["recorded_rounds"] = recorded_rounds(task)
     return view
 
 
-def query_task(state: State, arg: str, data: bytes) -> QueryResult:
-    """`/market/task/<id>`, or only one round of it: `/market/task/<id>/round/<r>`."""
-    task_arg, _, round_arg = arg.partition("/round/")
+MAX_COMMITMENTS_PER_PAGE = 16
+"""Most commitments one page of a round answers. Each carries its votes (see the module docstring for their
+bound), so a page's work is bounded by the task's terms whatever the number of the task's workers or rounds."""
+
+TASK_QUERY_USAGE = ("/market/task/<id> or /market/task/<id>/round/<r>[/after/<index>][/limit/<n>] "
+                    f"with 1 <= n <= {MAX_COMMITMENTS_PER_PAGE}")
+
+
+def _task_query(arg: str) -> tuple[int, tuple[int, int | None, int] | None]:
+    """(task id, None) from `<id>`; (task id, (round, after, limit)) from `<id>/round/<r>[/after/<i>][/limit/<n>]`."""
+    task_arg, *rest = arg.split("/")
     task_id = _task_id(task_arg)
+    if not rest:
+        return task_id, None
+    page = _page_options(rest[2:], MAX_COMMITMENTS_PER_PAGE) if len(rest) >= 2 and rest[0] == "round" else None
+    if page is None or not _is_small_number(rest[1]):
+        raise InvalidRequest(f"unknown task query {arg[:80]!r}; use {TASK_QUERY_USAGE}")
+    return task_id, (int(rest[1]), *page)
+
+
+def query_task(state: State, arg: str, data: bytes) -> QueryResult:
+    """`/market/task/<id>`, or one page of one round of it: `/market/task/<id>/round/<r>[/after/<i>][/limit/<n>]`."""
+    task_id, round_query = _task_query(arg)
     task = find_task(state, task_id)
     if task is None:
         raise NotFound(f"no task {task_id}")
-    if not round_arg and "/" not in task_arg:
+    if round_query is None:
         return QueryResult(task_view(state, task), proof_key=keys.market_task_key(task_id))
-    if not _is_small_number(round_arg) or int(round_arg) > min(task.round, task.rounds) or not task.started_height:
-        raise NotFound(f"task {task_id} has no round {round_arg[:40]!r} yet")
-    return QueryResult(round_view(state, task, int(round_arg)))
+    round_, after, limit = round_query
+    if round_ >= recorded_rounds(task):
+        raise NotFound(f"task {task_id} has no round {round_} yet")
+    return QueryResult(round_page(state, task, round_, after, limit))
 
 
 MAX_TASKS_PER_PAGE = 100
@@ -139,24 +189,32 @@ MAX_TASKS_PER_PAGE = 100
 verifier that polls the listing."""
 
 
+def _page_options(parts: list[str], max_limit: int) -> tuple[int | None, int] | None:
+    """(after, limit) from a path's `[after/<n>][/limit/<n>]` parts (after None when absent, limit `max_limit`);
+    None when the parts are anything else or the limit is not within 1..max_limit."""
+    options: dict[str, int | None] = {"after": None, "limit": max_limit}
+    names = parts[::2]
+    if len(parts) % 2 or len(set(names)) != len(names) or not set(names) <= options.keys():
+        return None
+    for name, value in zip(parts[::2], parts[1::2]):
+        if not _is_small_number(value):
+            return None
+        options[name] = int(value)
+    if not 1 <= options["limit"] <= max_limit:
+        return None
+    return options["after"], options["limit"]
+
+
 def _listing_options(arg: str) -> tuple[bool, int, int]:
     """(open only, after id, limit) from `[open][/after/<id>][/limit/<n>]`."""
     parts = arg.split("/") if arg else []
     open_only = bool(parts) and parts[0] == "open"
-    if open_only:
-        parts = parts[1:]
-    options = {"after": 0, "limit": MAX_TASKS_PER_PAGE}
-    if len(parts) % 2 or len(parts) > 4:
-        parts = ["?"]  # an odd or over-long tail: reported below
-    for name, value in zip(parts[::2], parts[1::2]):
-        if name not in options or not _is_small_number(value):
-            break
-        options[name] = int(value)
-    else:
-        if parts != ["?"] and 1 <= options["limit"] <= MAX_TASKS_PER_PAGE:
-            return open_only, options["after"], options["limit"]
-    raise InvalidRequest(f"unknown task listing {arg[:80]!r}; use /market/tasks[/open][/after/<id>][/limit/<n>] "
-                         f"with 1 <= n <= {MAX_TASKS_PER_PAGE}")
+    page = _page_options(parts[1:] if open_only else parts, MAX_TASKS_PER_PAGE)
+    if page is None:
+        raise InvalidRequest(f"unknown task listing {arg[:80]!r}; use /market/tasks[/open][/after/<id>][/limit/<n>] "
+                             f"with 1 <= n <= {MAX_TASKS_PER_PAGE}")
+    after, limit = page
+    return open_only, after or 0, limit
 
 
 def query_tasks(state: State, arg: str, data: bytes) -> QueryResult:
@@ -230,7 +288,8 @@ def query_market_params(state: State, arg: str, data: bytes) -> QueryResult:
 
 
 QUERIES = (
-    QueryRoute("/market/task", query_task, "a task with its members, rounds, verdicts and escrow: /market/task/<id>"),
+    QueryRoute("/market/task", query_task, "a task with its members and escrow: /market/task/<id>; a page of one "
+               "round's commitments and verdicts: /market/task/<id>/round/<r>[/after/<index>][/limit/<n>]"),
     QueryRoute("/market/tasks", query_tasks, "a page of every task, or /market/tasks/open for open and running "
                "ones: /market/tasks[/open][/after/<id>][/limit/<n>]"),
     QueryRoute("/market/spec", query_spec, "a task's spec JSON: /market/spec/<id>"),

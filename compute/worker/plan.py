@@ -1,7 +1,7 @@
 """The worker loop's decision: given the chain's view of a task, what this worker does next.
 
-The chain is the clock. `decide(view, address)` reads the task as `/market/task/<id>` shows it (its
-`TaskView`) and returns one `Action`; the service carries it out and asks again. Because the decision depends
+The chain is the clock. `decide(view, address)` reads the task as the chain shows it (its `TaskView`, from
+`/market/task/<id>` and its rounds' pages) and returns one `Action`; the service carries it out and asks again. Because the decision depends
 only on the chain, a restarted worker takes the same decision as the one that was killed, and its saved
 progress (`progress.py`) tells the action where to resume.
 
