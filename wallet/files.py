@@ -21,6 +21,7 @@ tested in tests/test_import_direction.py), `compute` and `verifier` import it as
 from __future__ import annotations
 
 import os
+import shutil
 import pathlib
 import secrets
 
@@ -100,6 +101,20 @@ def install(temporary: pathlib.Path, path: pathlib.Path, *, exclusive: bool = Fa
         _remove(temporary)
         raise
     fsync_directory(path.parent)
+
+
+def install_directory(temporary: pathlib.Path, directory: pathlib.Path) -> None:
+    """Give the complete directory `temporary` (its files written with `write_atomically`, so each is already
+    `fsync`ed) the name `directory`, which must not exist or be empty, and `fsync` the parent: a reader sees the
+    whole directory or none of it. `temporary` is removed whatever happens."""
+    try:
+        if directory.exists():
+            directory.rmdir()  # an empty target only: OSError otherwise
+        os.rename(temporary, directory)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    fsync_directory(directory.parent)
 
 
 def write_atomically(path: pathlib.Path, data: bytes | bytearray | memoryview, *, mode: int = FILE_MODE,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pathlib
 import shutil
 import tempfile
@@ -23,6 +22,7 @@ import tempfile
 import numpy as np
 
 from trolly.chain.market.datasets import MAX_PACKED_CLASSES, MAX_PACKED_INPUT_SIZE, MAX_PACKED_SAMPLES, PACKED
+from trolly.wallet.files import install_directory, write_atomically
 
 from ..blobs.store import BlobStore
 from ..errors import ComputeError, DatasetError
@@ -134,13 +134,11 @@ def write_packed(blobs: DatasetBlobs, labels: tuple[str, ...], source_format: st
         for digest, data in blobs.all_blobs().items():
             store.put(data, expected=digest)
         summary = {key: value for key, value in packed.summary().items() if key != "directory"}
-        (temporary / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        if directory.exists():
-            directory.rmdir()
-        os.rename(temporary, directory)
+        write_atomically(temporary / SUMMARY_FILE, (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode())
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
+    install_directory(temporary, directory)
     return packed
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import pathlib
 import shutil
 import tempfile
@@ -24,6 +23,7 @@ from trolly.chain.market.datasets import dataset_shape
 from trolly.chain.market.records import FINISHED
 from trolly.wallet.market_queries import get_spec, get_task
 from trolly.wallet.market_views import TaskView
+from trolly.wallet.files import install_directory, write_atomically
 from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import AddressPolicy, BlobClient, BlobError, fetch_dataset
@@ -147,14 +147,13 @@ def write_result(result: TaskResult, directory: pathlib.Path) -> list[str]:
         metadata = {key: str(value) for key, value in result.summary().items() if key != "labels"}
         save_file({name: tensor.contiguous() for name, tensor in result.weights.items()}, temporary / MODEL_FILE,
                   metadata=metadata)
-        (temporary / SPEC_FILE).write_bytes(result.spec_bytes)
-        (temporary / LABELS_FILE).write_text(json.dumps(None if result.labels is None else list(result.labels)) + "\n")
-        if directory.exists():
-            directory.rmdir()
-        os.rename(temporary, directory)
+        write_atomically(temporary / SPEC_FILE, result.spec_bytes)
+        labels = None if result.labels is None else list(result.labels)
+        write_atomically(temporary / LABELS_FILE, (json.dumps(labels) + "\n").encode())
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
+    install_directory(temporary, directory)
     return [MODEL_FILE, SPEC_FILE, LABELS_FILE]
 
 
