@@ -8,6 +8,10 @@ Manifest (canonical JSON: sorted keys, no spaces, UTF-8), its sha256 is the spec
 
 A shard is canonical tensor bytes (`canonical.py`): classification shards hold `inputs` (float32, n x
 input_size) and `targets` (int64, n); text shards hold `tokens` (uint8, n x (context + 1)).
+
+A private dataset's manifest names its cipher (`"cipher": "xsalsa20poly1305"`) and each of its shards is those
+bytes encrypted under the dataset's data key (`encryption.py`); a shard's hash and size are its encrypted
+bytes', so fetching and hash checks are the same, and only a holder of the key decodes it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from ..errors import DatasetError, EncodingError
 from ..models.shape import DataShape
 from . import bundled_samples
 from .dataset import Dataset
+from .encryption import CIPHER, DataKeyError, decrypt_shard, encrypt_shard
 
 MANIFEST_VERSION = 1
 SHARD_SAMPLES = 512
@@ -47,12 +52,15 @@ def canonical_json(value) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def _shard_split(split_tensors: dict[str, np.ndarray], shards: dict[str, bytes]) -> dict:
+def _shard_split(split_tensors: dict[str, np.ndarray], shards: dict[str, bytes], key: bytes | None = None) -> dict:
+    """One split's shards into `shards` by hash (encrypted under `key` when given), and its manifest entry."""
     count = len(next(iter(split_tensors.values())))
     listing = []
     for start in range(0, count, SHARD_SAMPLES):
         piece = {name: torch.from_numpy(np.ascontiguousarray(array[start:start + SHARD_SAMPLES])) for name, array in split_tensors.items()}
         data = encode_tensors(piece)
+        if key is not None:
+            data = encrypt_shard(key, data)
         digest = hashlib.sha256(data).hexdigest()
         shards[digest] = data
         listing.append({"hash": digest, "size": len(data), "samples": len(next(iter(piece.values())))})
@@ -126,7 +134,24 @@ def parse_manifest(data: bytes) -> dict:
     for key in ("input_size", "num_classes", "context"):
         if not isinstance(manifest.get(key), int) or manifest[key] < 0:
             raise DatasetError(f"manifest field {key} must be a non-negative integer")
+    if manifest.get("cipher", CIPHER) != CIPHER:
+        raise DatasetError(f"manifest cipher {manifest['cipher']!r} is not {CIPHER}")
     return manifest
+
+
+def is_private(manifest: dict) -> bool:
+    """Whether a checked manifest's shards are encrypted under a data key."""
+    return "cipher" in manifest
+
+
+def shard_key(manifest: dict, key: bytes | None) -> bytes | None:
+    """The key a checked manifest's shards open with: None for a plain dataset; `key` for a private one,
+    DataKeyError when it has not been delivered yet (the caller waits for it; nobody is at fault)."""
+    if not is_private(manifest):
+        return None
+    if key is None:
+        raise DataKeyError("the dataset is private and its data key has not been delivered to this member yet")
+    return key
 
 
 def manifest_size(manifest: dict) -> tuple[int, int]:
@@ -153,12 +178,15 @@ def loaded_bytes(manifest: dict) -> int:
     return sum(manifest["splits"][split]["samples"] for split in SPLITS) * per_sample
 
 
-def decode_shard(data: bytes, entry: dict) -> dict[str, torch.Tensor]:
-    """A fetched shard's tensors, checked against its manifest entry (hash, size, sample count)."""
+def decode_shard(data: bytes, entry: dict, key: bytes | None = None) -> dict[str, torch.Tensor]:
+    """A fetched shard's tensors, checked against its manifest entry (hash, size, sample count); with `key`,
+    its bytes are decrypted after the hash check (DataKeyError when they do not open with it)."""
     if hashlib.sha256(data).hexdigest() != entry["hash"]:
         raise DatasetError(f"shard {entry['hash']} does not match its hash")
     if len(data) != entry["size"]:
         raise DatasetError(f"shard {entry['hash']} has {len(data)} bytes, manifest says {entry['size']}")
+    if key is not None:
+        data = decrypt_shard(key, data)
     try:
         piece = decode_tensors(data)
     except EncodingError as error:
@@ -177,14 +205,16 @@ def split_tensors(kind: str, pieces: list[dict[str, torch.Tensor]]) -> tuple[tor
     return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 
 
-def load_dataset(manifest_hash: str, fetch: Callable[[str], bytes]) -> Dataset:
+def load_dataset(manifest_hash: str, fetch: Callable[[str], bytes], key: bytes | None = None) -> Dataset:
     """Fetch a dataset by manifest hash through `fetch(hex) -> bytes`, checking every blob's hash,
-    sample count and size against the manifest."""
+    sample count and size against the manifest; a private one's shards are decrypted with its data `key`
+    (DataKeyError without it, or with another)."""
     manifest = parse_manifest(_fetch_checked(fetch, manifest_hash, "manifest"))
     kind = manifest["kind"]
+    key = shard_key(manifest, key)
     tensors: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     for split in SPLITS:
-        pieces = [decode_shard(fetch(entry["hash"]), entry) for entry in manifest["splits"][split]["shards"]]
+        pieces = [decode_shard(fetch(entry["hash"]), entry, key) for entry in manifest["splits"][split]["shards"]]
         inputs, targets = split_tensors(kind, pieces)
         if len(inputs) != manifest["splits"][split]["samples"]:
             raise DatasetError(f"split {split} has {len(inputs)} samples, manifest says {manifest['splits'][split]['samples']}")

@@ -27,6 +27,7 @@ from trolly.wallet.files import install_directory, write_atomically
 from ..blobs.store import BlobStore
 from ..errors import ComputeError, DatasetError
 from .dataset import Dataset
+from .encryption import CIPHER
 from .manifest import MANIFEST_VERSION, DatasetBlobs, _finish, _shard_split, load_dataset
 from .readers import LabelledSamples
 
@@ -100,20 +101,23 @@ def check_samples(samples: LabelledSamples) -> tuple[tuple[str, ...], np.ndarray
 
 
 def pack_samples(samples: LabelledSamples, test_fraction: float = DEFAULT_TEST_FRACTION,
-                 seed: int = 0) -> tuple[DatasetBlobs, tuple[str, ...]]:
-    """The manifest and shards of `samples`, with the held-out split drawn from `seed`; and the label names."""
+                 seed: int = 0, key: bytes | None = None) -> tuple[DatasetBlobs, tuple[str, ...]]:
+    """The manifest and shards of `samples`, with the held-out split drawn from `seed`; and the label names.
+    With a data `key` the shards are encrypted under it and the manifest names the cipher (`encryption.py`)."""
     if not 0 < test_fraction < 1:
         raise DatasetError(f"the held-out fraction must be between 0 and 1, got {test_fraction}")
     labels, targets = check_samples(samples)
     test = held_out_split(targets, test_fraction, seed)
     shards: dict[str, bytes] = {}
-    splits = {split: _shard_split({"inputs": samples.inputs[mask], "targets": targets[mask]}, shards)
+    splits = {split: _shard_split({"inputs": samples.inputs[mask], "targets": targets[mask]}, shards, key)
               for split, mask in (("train", ~test), ("test", test))}
     manifest = {"version": MANIFEST_VERSION, "name": PACKED, "kind": "classification",
                 "input_size": int(samples.inputs.shape[1]), "num_classes": len(labels), "context": 0,
                 "splits": splits, "labels": list(labels),
                 "source": {"format": samples.source_format, "seed": seed, "test_fraction": test_fraction,
                            **samples.feature_description}}
+    if key is not None:
+        manifest["cipher"] = CIPHER
     return _finish(manifest, shards), labels
 
 
