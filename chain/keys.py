@@ -32,6 +32,7 @@ MARKET_COMMIT = b"\x27"  # + task id(8) + round(8) + worker address(20) -> Commi
 MARKET_VERDICT = b"\x28"  # + task id(8) + round(8) + worker(20) + segment(8) + validator(20) -> Vote
 MARKET_PENDING_SEGMENT = b"\x29"  # + task id(8) + round(8) + worker(20) + segment(8) -> b"" awaiting verdicts
 MARKET_SCHEDULE = b"\x2a"  # + height(8) + task id(8) + kind(1) -> b"": end-block work due at that height
+MARKET_DATA_KEY = b"\x2b"  # + task id(8) + recipient address(20) -> a private task's sealed data key (80 bytes)
 
 
 def account_key(address: bytes) -> bytes:
@@ -119,3 +120,7 @@ def market_pending_segment_key(task_id: int, round_: int, worker: bytes, segment
 def market_schedule_key(height: int, task_id: int, kind: int) -> bytes:
     """Ordered by height first, so end-block reads only the task work due at its height."""
     return MARKET_SCHEDULE + u64(height) + u64(task_id) + bytes([kind])
+
+
+def market_data_key_key(task_id: int, recipient: bytes) -> bytes:
+    return MARKET_DATA_KEY + u64(task_id) + recipient

@@ -198,3 +198,9 @@ class DatasetTooLarge(MarketError):
     `max_dataset_bytes`)."""
 
     code = 60
+
+
+class NotKeyRecipient(MarketError):
+    """A data key may be delivered only to a member of the task or to a validator's operator."""
+
+    code = 61

@@ -9,9 +9,11 @@ budget goes back to the requester and nothing of the task remains in escrow.
 
 from __future__ import annotations
 
+from .data_keys import delete_sealed_keys
 from ..block import BlockContext
 from ..crypto import encode_address
 from ..state import State
+from .data_keys import delete_sealed_keys
 from .economics import fee_of, split_by_power
 from .events import task_event
 from .records import ACTIVE, COMMIT, DONE, DROPPED, FINISHED, RUNNING, SLASHED, Member, Task
@@ -100,6 +102,7 @@ def end_task(state: State, ctx: BlockContext, task: Task, status: str) -> None:
             escrow_out(state, member.worker, member.collateral)
             member.collateral = 0
             _leave(state, task, member, FINISHED, status)
+    delete_sealed_keys(state, task.id)  # nobody needs the data key of an ended task from the chain
     refund = task.escrow
     escrow_out(state, task.requester, refund)
     task.escrow = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import keys
 from ..accounts import get_balance
 from ..messages.cancel_task import process_cancel_task, validate_cancel_task
+from ..messages.deliver_key import process_deliver_key, validate_deliver_key
 from ..messages.commit_round import process_commit_round, validate_commit_round
 from ..messages.join_task import process_join_task, validate_join_task
 from ..messages.reveal_replay import process_reveal_replay, validate_reveal_replay
@@ -77,6 +78,7 @@ MARKET = Module(
         MessageRoute(pb.MsgSubmitTask, validate_submit_task, process_submit_task),
         MessageRoute(pb.MsgCancelTask, validate_cancel_task, process_cancel_task),
         MessageRoute(pb.MsgJoinTask, validate_join_task, process_join_task),
+        MessageRoute(pb.MsgDeliverKey, validate_deliver_key, process_deliver_key),
         MessageRoute(pb.MsgCommitRound, validate_commit_round, process_commit_round),
         MessageRoute(pb.MsgSubmitVerdict, validate_submit_verdict, process_submit_verdict),
         MessageRoute(pb.MsgRevealReplay, validate_reveal_replay, process_reveal_replay),

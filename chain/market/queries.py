@@ -14,6 +14,8 @@
 /market/spec/<id>          the spec JSON exactly as submitted, and its hash
 /market/worker/<address>   a worker: stake, hardware, blob URL, tasks, earnings; and any unbonding stake
 /market/verify/<address>   the segments that validator must verify now (not yet voted on by it, not its own)
+/market/data_key/<id>/<address>
+                           the task's data key sealed to that member or validator (hex), once delivered
 /market/params             the market params
 Addresses are bech32, hashes lower-case hex, amounts integers in utrl.
 
@@ -36,6 +38,7 @@ from ..errors import InvalidRequest, NotFound
 from ..module import QueryResult, QueryRoute
 from ..params import get_params
 from ..state import State
+from .data_keys import find_sealed_key
 from .params import MarketParams
 from .records import VERDICT_NAMES, Commitment, Member, Task
 from .store import find_commitment, find_member, find_task, find_vote, find_worker, get_spec, task_ids
@@ -283,6 +286,16 @@ def query_verify(state: State, arg: str, data: bytes) -> QueryResult:
     return QueryResult({"validator": arg, "segments": work})
 
 
+def query_data_key(state: State, arg: str, data: bytes) -> QueryResult:
+    task_text, _, address_text = arg.partition("/")
+    task_id, recipient = _task_id(task_text), _address(address_text)
+    sealed = find_sealed_key(state, task_id, recipient)
+    if sealed is None:
+        raise NotFound(f"no data key of task {task_id} for {address_text[:60]} (yet)")
+    return QueryResult({"task_id": task_id, "recipient": encode_address(recipient), "sealed_key": sealed.hex()},
+                       proof_key=keys.market_data_key_key(task_id, recipient))
+
+
 def query_market_params(state: State, arg: str, data: bytes) -> QueryResult:
     return QueryResult(dataclasses.asdict(get_params(state, MarketParams)))
 
@@ -295,5 +308,7 @@ QUERIES = (
     QueryRoute("/market/spec", query_spec, "a task's spec JSON: /market/spec/<id>"),
     QueryRoute("/market/worker", query_worker, "a worker: /market/worker/<address>"),
     QueryRoute("/market/verify", query_verify, "segments a validator must verify now: /market/verify/<address>"),
+    QueryRoute("/market/data_key", query_data_key, "a private task's data key sealed to one recipient: "
+               "/market/data_key/<id>/<address>"),
     QueryRoute("/market/params", query_market_params, "the market params"),
 )

@@ -102,6 +102,9 @@ class Task:
     cancel_requested: int = 0
     """1 once the requester cancelled during a training round: that round is trained, verified and paid, then
     the task ends `cancelled` instead of starting the next round."""
+    private_data: int = 0
+    """1 when the task's dataset is private: it starts only once every member and every bonded validator holds
+    its sealed data key (`market.data_keys`)."""
 
 
 @dataclass

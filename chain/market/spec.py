@@ -24,7 +24,7 @@ from .urls import check_blob_url
 from .footprint import Footprint, model_footprint
 
 SPEC_VERSION = 1
-MODEL_ARCHS = ("cnn", "mlp", "transformer")
+MODEL_ARCHS = ("cnn", "lora-text", "mlp", "transformer")
 CODECS = ("fp16", "fp32", "int8", "sign", "ternary", "topk", "topk-fp16", "topk-int8", "topk-int8-sparse")
 """The fixed codec names of docs/protocol.md section 2a (`compute/codecs`)."""
 INSTRUCTION_SETS = ("avx2", "avx512", "default")
@@ -66,9 +66,9 @@ class Fields:
 
 
 SPEC_FIELDS = Fields(frozenset({"version", "model", "dataset", "training", "codec"}), frozenset({"determinism"}))
-MODEL_FIELDS = Fields(frozenset({"arch"}), frozenset({"config"}))
+MODEL_FIELDS = Fields(frozenset({"arch"}), frozenset({"config", "base"}))
 DATASET_FIELDS = Fields(frozenset({"name", "manifest_hash"}),
-                        frozenset({"urls", "max_shards", "max_bytes", *PACKED_SHAPE_FIELDS}))
+                        frozenset({"urls", "max_shards", "max_bytes", "cipher", *PACKED_SHAPE_FIELDS}))
 TRAINING_FIELDS = Fields(frozenset({"rounds", "inner_steps", "batch_size", "checkpoint_every", "seed"}),
                          frozenset({"inner_optimizer", "outer_optimizer"}))
 INNER_OPTIMIZER_FIELDS = Fields(frozenset({"name"}), frozenset(INNER_OPTIMIZER) | {"schedule"})
@@ -93,6 +93,21 @@ class SpecSummary:
     """The most shards and shard bytes the dataset's manifest may list, which `SubmitTask` bounds by the market's
     `max_dataset_shards` and `max_dataset_bytes`: a worker refuses a manifest beyond them before it joins and a
     verifier before it fetches a shard, so a requester cannot hand either more than the task declared."""
+    private_data: int = 0
+    """1 when `dataset.cipher` names the cipher of a private dataset (`DATA_CIPHER`): the task starts only once
+    its data key is delivered to every member and bonded validator (`MsgDeliverKey`)."""
+
+
+DATA_CIPHER = "xsalsa20poly1305"
+"""The one cipher a private dataset's shards may be encrypted with (PyNaCl's secretbox)."""
+
+
+def _private_data(dataset: dict) -> int:
+    if "cipher" not in dataset:
+        return 0
+    if dataset["cipher"] != DATA_CIPHER:
+        raise InvalidSpec(f"dataset.cipher must be {DATA_CIPHER!r}, got {dataset['cipher']!r}"[:200])
+    return 1
 
 
 def parse_spec(raw: bytes) -> dict:
@@ -208,9 +223,10 @@ def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
         checkpoint_every=_integer(training["checkpoint_every"], "training.checkpoint_every", 1, MAX_CHECKPOINT_EVERY),
         seed=_integer(training["seed"], "training.seed", 0),
         footprint=model_footprint(model["arch"], model.get("config", {}), dataset,
-                                  _integer(training["batch_size"], "training.batch_size")),
+                                  _integer(training["batch_size"], "training.batch_size"), model.get("base")),
         dataset_max_shards=_integer(dataset.get("max_shards", DEFAULT_DATASET_MAX_SHARDS), "dataset.max_shards"),
         dataset_max_bytes=_integer(dataset.get("max_bytes", DEFAULT_DATASET_MAX_BYTES), "dataset.max_bytes"),
+        private_data=_private_data(dataset),
     )
     if summary.rounds != rounds:
         raise InvalidSpec(f"training.rounds is {summary.rounds} but the message asks for {rounds} rounds")

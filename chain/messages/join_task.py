@@ -1,5 +1,6 @@
 """market `MsgJoinTask`: a registered worker joins an open task, locking its collateral. The member's worker
-index is its position in join order; the task starts in the block in which the last wanted worker joins."""
+index is its position in join order; the task starts in the block in which the last wanted worker joins (a
+private task: once its data key is delivered to every member and validator too, `MsgDeliverKey`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from ..block import BlockContext
 from ..crypto import encode_address
 from ..errors import InvalidRequest
 from ..market.errors import AlreadyMember, TaskNotOpen, WorkerBusy
+from ..market.data_keys import ready_to_start
 from ..market.events import task_event
 from ..market.lifecycle import start_task
 from ..market.params import MarketParams
@@ -42,6 +44,6 @@ def process_join_task(state: State, ctx: BlockContext, signer: bytes, msg: MsgJo
     task.members.append(signer)
     task.active_members += 1
     task_event(ctx, task.id, "joined", worker=encode_address(signer), index=member.index, collateral=task.collateral)
-    if len(task.members) == task.workers_wanted:
+    if ready_to_start(state, task):
         start_task(state, ctx, task)
     put_task(state, task)
