@@ -6,6 +6,7 @@ is deterministic: the same data and seed give the same manifest hash, so the hel
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -16,7 +17,9 @@ from PIL import Image
 from trolly.chain.market import datasets
 from trolly.chain.market.errors import InvalidSpec
 from trolly.chain.market.spec import validate_spec
-from trolly.compute.data.packing import open_packed
+from trolly.chain.market.params import MarketParams
+from trolly.compute.data.manifest import manifest_size
+from trolly.compute.data.packing import PACK_BOUNDS, DatasetBounds, open_packed
 from trolly.compute.spec import example_spec, parse_spec
 from trolly.wallet.cli import cli
 
@@ -127,6 +130,35 @@ def test_pack_refuses_more_rows_than_the_dataset_bound(tmp_path, monkeypatch):
     refused(pack(write_csv(tmp_path / "data.csv", iris_like()), "-o", tmp_path / "packed"), "more than the 10")
 
 
+@pytest.mark.parametrize("bounds, words", [
+    (DatasetBounds(shards=1, bytes=1 << 30), ["2 shards", "more than the 1 ", "max_dataset_shards", "keep a sample"]),
+    (DatasetBounds(shards=1_024, bytes=100), ["bytes of shards is more than the 100 ", "max_dataset_bytes"]),
+])
+def test_pack_refuses_more_shards_or_bytes_than_the_chain_allows_and_writes_nothing(tmp_path, monkeypatch, bounds,
+                                                                                     words):
+    monkeypatch.setattr("trolly.compute.requester.cli.PACK_BOUNDS", bounds)
+    source = write_csv(tmp_path / "data.csv", iris_like())  # 32 + 8 samples: a train shard and a test shard
+    refused(pack(source, "-o", tmp_path / "packed"), *words)
+    assert [p.name for p in tmp_path.iterdir()] == ["data.csv"]
+
+
+def test_the_default_pack_bounds_are_the_chains_default_market_params():
+    assert PACK_BOUNDS == DatasetBounds(MarketParams().max_dataset_shards, MarketParams().max_dataset_bytes)
+
+
+def test_submit_data_refuses_data_beyond_the_chains_bounds_before_signing(tmp_path, monkeypatch):
+    async def strict_params(client):
+        return dataclasses.replace(MarketParams(), max_dataset_shards=1)
+
+    monkeypatch.setattr("trolly.wallet.cli.task.get_market_params", strict_params)
+    source = write_csv(tmp_path / "data.csv", iris_like())
+    result = CliRunner().invoke(cli, ["task", "submit", "--data", str(source), "--data-url", "http://127.0.0.1:9",
+                                      "--budget", "50trl", "--from", "requester", "--yes"],
+                                env={"TROLLY_WALLET_HOME": str(tmp_path / "home")}, catch_exceptions=False)
+    refused(result, "declares 2 shards", "this chain allows 1 shards", "pack a sample")
+    assert not (tmp_path / "home").exists()  # no key was read, nothing signed
+
+
 def test_pack_refuses_a_non_empty_output_directory(tmp_path):
     (tmp_path / "packed").mkdir()
     (tmp_path / "packed" / "mine.txt").write_text("keep me")
@@ -162,4 +194,6 @@ def test_submit_data_builds_the_spec_around_the_packed_data(tmp_path):
     assert prepared.server is None and (tmp_path / "data.csv.packed" / "dataset.json").exists()
     assert (spec.dataset.name, spec.dataset.input_size, spec.dataset.num_classes) == ("packed", 2, 2)
     assert spec.dataset.urls == ("http://127.0.0.1:9999",) and spec.training.rounds == 2
+    shards, size = manifest_size(json.loads(prepared.packed.store.get(prepared.packed.manifest_hash)))
+    assert (spec.dataset.max_shards, spec.dataset.max_bytes) == (shards, size) == (2, size)  # what workers check
     assert spec.model.config["hidden"] == (128,) or list(spec.model.config["hidden"]) == [128]

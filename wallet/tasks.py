@@ -50,6 +50,11 @@ def plan_task(spec: bytes, params: MarketParams, budget: int, reward: int | None
               collateral: int | None) -> TaskPlan:
     """The numbers `submit` shows and sends; raises WalletError when the chain would refuse them."""
     summary = validate_spec(spec, json.loads(spec)["training"]["rounds"])
+    if summary.dataset_max_shards > params.max_dataset_shards or summary.dataset_max_bytes > params.max_dataset_bytes:
+        raise WalletError(f"the dataset declares {summary.dataset_max_shards} shards and {summary.dataset_max_bytes} "
+                          f"bytes; this chain allows {params.max_dataset_shards} shards and "
+                          f"{params.max_dataset_bytes} bytes (market params max_dataset_shards, max_dataset_bytes): "
+                          f"pack a sample of your data")
     if reward is None:
         reward = largest_reward(budget, summary.rounds, params.validator_fee_bps, params.verifier_fee_bps)
         if reward == 0:

@@ -14,10 +14,13 @@ from typing import Any
 
 from .errors import InvalidSpec
 
-BUNDLED_SHAPES = {"digits": (64, 10, 0), "pycorpus": (64, 256, 64)}
-"""name -> (input_size, num_classes or vocabulary, context), as `compute/data/manifest.py` builds them."""
+BUNDLED_SHAPES = {"digits": (64, 10, 0), "pycorpus": (64, 256, 64), "pydocs": (64, 8, 64)}
+"""name -> (input_size, num_classes or vocabulary, context), as `compute/data/manifest.py` builds them. pydocs is
+text classification: 64 token ids per sample (its context) and 8 labels (`compute/data/docstrings.py`)."""
+TEXT_CLASSIFICATION = ("pydocs",)
+"""The bundled datasets of token windows with one label each, which only `lora-text` reads."""
 PACKED = "packed"
-DATASETS = ("digits", PACKED, "pycorpus")
+DATASETS = ("digits", PACKED, "pycorpus", "pydocs")
 PACKED_SHAPE_FIELDS = ("input_size", "num_classes")
 """The `dataset` fields a packed dataset's spec must have (and a bundled one's must not)."""
 MAX_PACKED_INPUT_SIZE = 1 << 16
@@ -26,9 +29,10 @@ MAX_PACKED_CLASSES = 1 << 12
 """Most labels of a packed dataset."""
 MAX_PACKED_SAMPLES = 1_000_000
 """Most samples (rows, images, texts) a packed dataset may hold, train and held-out together. Checked by
-`trolly-wallet data pack` before anything is paid; the chain never sees the rows, and a worker's own
-check is the manifest's shape above. The one place this bound is defined until the market params bound
-a dataset's shards and bytes."""
+`trolly-wallet data pack` before anything is paid, beside the chain's own bounds on what a spec may declare,
+the market params `max_dataset_shards` and `max_dataset_bytes` (`SubmitTask` checks the spec's
+`dataset.max_shards` and `max_bytes` against them, a worker and a verifier check the manifest against the
+spec). The chain never sees the rows, so this bound is the pack's alone: it keeps a pack in memory."""
 
 
 def _bounded(value: Any, where: str, maximum: int, minimum: int = 1) -> int:

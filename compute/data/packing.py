@@ -1,6 +1,7 @@
 """A requester's own data packed into the project's dataset format, in a directory that can be served.
 
 `pack_samples` checks the samples against the bounds a spec may declare (`trolly.chain.market.datasets`),
+`check_bounds` the shards and bytes packed against those the chain lets a spec declare (`DatasetBounds`), it
 refuses a label with a single example (it could not be both trained on and held out), draws the held-out
 split from an explicit seed (per label, so every label is in both splits), and builds the same manifest and
 content-addressed shards as the bundled datasets (`manifest.py`), with the label names and the source's
@@ -22,17 +23,38 @@ import tempfile
 import numpy as np
 
 from trolly.chain.market.datasets import MAX_PACKED_CLASSES, MAX_PACKED_INPUT_SIZE, MAX_PACKED_SAMPLES, PACKED
+from trolly.chain.market.params import MarketParams
 from trolly.wallet.files import install_directory, write_atomically
 
 from ..blobs.store import BlobStore
 from ..errors import ComputeError, DatasetError
 from .dataset import Dataset
 from .encryption import CIPHER
-from .manifest import MANIFEST_VERSION, DatasetBlobs, _finish, _shard_split, load_dataset
+from .manifest import MANIFEST_VERSION, SHARD_SAMPLES, DatasetBlobs, _finish, _shard_split, load_dataset, manifest_size
 from .readers import LabelledSamples
 
 SUMMARY_FILE = "dataset.json"
 DEFAULT_TEST_FRACTION = 0.2
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetBounds:
+    """The shards and shard bytes a spec may declare for its dataset: the chain's `max_dataset_shards` and
+    `max_dataset_bytes` market params, which `SubmitTask` checks the spec's `dataset.max_shards` and
+    `max_bytes` against."""
+
+    shards: int
+    bytes: int
+
+    @classmethod
+    def of_chain(cls, params: MarketParams) -> DatasetBounds:
+        return cls(params.max_dataset_shards, params.max_dataset_bytes)
+
+
+PACK_BOUNDS = DatasetBounds.of_chain(MarketParams())
+"""What `trolly-wallet data pack` checks, offline: the chain's default market params. `task submit --data`
+declares the packed data's shards and bytes in the spec, and checks them against the params of the chain it
+submits to before signing."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,9 +80,11 @@ class PackedDataset:
                 "format": self.source_format, "directory": str(self.directory)}
 
     def spec_dataset(self, urls: list[str]) -> dict:
-        """The spec's `dataset` section for this data served at `urls`."""
+        """The spec's `dataset` section for this data served at `urls`; it declares the data's shards and bytes
+        as `max_shards` and `max_bytes`, which the chain bounds and a worker checks before it joins."""
+        shards, size = manifest_size(json.loads(self.store.get(self.manifest_hash)))
         return {"name": PACKED, "manifest_hash": self.manifest_hash, "urls": urls, "input_size": self.input_size,
-                "num_classes": self.num_classes}
+                "num_classes": self.num_classes, "max_shards": shards, "max_bytes": size}
 
     def load(self) -> Dataset:
         """The dataset from the directory's store, every blob hash-checked."""
@@ -77,6 +101,19 @@ def held_out_split(targets: np.ndarray, test_fraction: float, seed: int) -> np.n
         count = min(max(1, round(len(members) * test_fraction)), len(members) - 1)
         test[generator.permutation(members)[:count]] = True
     return test
+
+
+def check_bounds(blobs: DatasetBlobs, bounds: DatasetBounds) -> None:
+    """Refuse packed data listing more shards or shard bytes than the chain lets a spec declare, saying what
+    to cut (the samples' count is bounded before packing, by `check_samples`)."""
+    shards, size = manifest_size(json.loads(blobs.manifest))
+    if shards > bounds.shards:
+        raise DatasetError(f"{shards} shards ({SHARD_SAMPLES} samples each) is more than the {bounds.shards} the "
+                           f"chain lets a task declare (market param max_dataset_shards): keep a sample of your data")
+    if size > bounds.bytes:
+        raise DatasetError(f"{size} bytes of shards is more than the {bounds.bytes} the chain lets a task declare "
+                           f"(market param max_dataset_bytes): keep a sample of your data, or use fewer columns "
+                           f"or smaller images")
 
 
 def check_samples(samples: LabelledSamples) -> tuple[tuple[str, ...], np.ndarray]:

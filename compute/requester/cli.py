@@ -19,12 +19,13 @@ import click
 from trolly.chain.errors import ChainError
 from trolly.chain.market.spec import validate_spec
 from trolly.wallet.cli.errors import WalletGroup
-from trolly.wallet.cli.options import node_options, output_option, settings
+from trolly.wallet.cli.options import PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE, node_options, output_option, settings
 from trolly.wallet.cli.output import emit, print_key_values
 from trolly.wallet.errors import WalletError
 
 from ..blobs import AddressPolicy
-from ..data.packing import DEFAULT_TEST_FRACTION, PackedDataset, open_packed, pack_samples, write_packed, SUMMARY_FILE
+from ..data.packing import (DEFAULT_TEST_FRACTION, PACK_BOUNDS, SUMMARY_FILE, PackedDataset, check_bounds,
+                            open_packed, pack_samples, write_packed)
 from ..data.readers import read_samples
 from ..errors import ComputeError
 from ..spec import example_spec, parse_spec
@@ -53,6 +54,7 @@ def data() -> None:
 def pack_path(path: pathlib.Path, label_column: str | None, test_fraction: float, seed: int) -> tuple:
     samples = read_samples(path, label_column)
     blobs, labels = pack_samples(samples, test_fraction, seed)
+    check_bounds(blobs, PACK_BOUNDS)
     return blobs, labels, samples.source_format
 
 
@@ -180,8 +182,10 @@ def prepare_data_submission(path: str, spec_file: str | None, model: str, rounds
 
 
 def addresses_option(function):
-    return click.option("--allow-private-addresses", is_flag=True,
-                        help="Fetch from private and loopback addresses too (a localnet's workers).")(function)
+    return click.option("--allow-private-addresses", is_flag=True, envvar=PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE,
+                        help=f"Fetch from private and loopback addresses too: a localnet's workers (env "
+                             f"${PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE}, which `trolly-localnet up` prints "
+                             f"set).")(function)
 
 
 @click.command("fetch")

@@ -23,6 +23,8 @@ from ..rpc import DEFAULT_NODE
 HOME_ENVIRONMENT_VARIABLE = "TROLLY_WALLET_HOME"
 NODE_ENVIRONMENT_VARIABLE = "TROLLY_NODE"
 BACKEND_ENVIRONMENT_VARIABLE = "TROLLY_KEYRING_BACKEND"
+PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE = "TROLLY_ALLOW_PRIVATE_ADDRESSES"
+"""Set (to 1), `task fetch` and `task eval` fetch from private and loopback addresses too, as on a localnet."""
 DEFAULT_HOME = "~/.trolly-wallet"
 _META_KEY = "trolly.wallet.options"
 
