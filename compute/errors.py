@@ -13,6 +13,11 @@ class SpecError(ComputeError):
     """The task spec is malformed or names something this runtime does not know."""
 
 
+class BaseModelMissing(SpecError):
+    """The spec's pinned base model is not installed here as pinned (package absent, another version, other
+    weights): this process cannot derive the frozen weights, so it neither joins nor replays the task."""
+
+
 class DeterminismError(ComputeError):
     """The running process cannot honour the requested determinism profile."""
 

@@ -41,7 +41,7 @@ __all__ = ["DATASET_NAMES", "MAX_CHECKPOINT_EVERY", "SCHEDULE_NAMES", "SPEC_VERS
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
     arch: str
-    config: Mapping[str, Any]  # read-only mapping of the architecture's own fields
+    config: Mapping[str, Any]  # read-only mapping of the architecture's own fields (and `base`, a pinned model's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,6 +213,10 @@ def spec_from_dict(document: Any) -> TaskSpec:
     config = model.get("config", {})
     if not isinstance(config, dict):
         raise SpecError("model.config must be a JSON object")
+    if "base" in model:  # the pinned pretrained model, read by the architecture with its config (`models.lora_text`)
+        if "base" in config:
+            raise SpecError("model.base is named beside model.config, not inside it")
+        config = {**config, "base": model["base"]}
     dataset = _object(fields["dataset"], "dataset", DATASET_FIELDS)
     manifest_hash = _string(dataset["manifest_hash"], "dataset.manifest_hash")
     if len(manifest_hash) != 64 or any(c not in "0123456789abcdef" for c in manifest_hash):

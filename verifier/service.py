@@ -50,7 +50,8 @@ from trolly.chain.crypto import PrivateKey, decode_address, encode_address
 from trolly.chain.market.records import RUNNING
 from trolly.chain.proto.market_pb2 import MsgRevealReplay, MsgSubmitVerdict
 from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
-from trolly.compute.errors import ComputeError
+from trolly.compute.errors import BaseModelMissing, ComputeError
+from trolly.compute.models.base_model import require_base_model
 from trolly.compute.spec import parse_spec
 from trolly.compute.weights_follower import DirectoryCache, StartUnavailable, WeightsFollower
 from trolly.wallet.errors import WalletError
@@ -139,6 +140,7 @@ class VerifierService:
         """The datasets of the tasks it verifies: the bundled ones built once for the life of the service."""
         self._in_flight: set[tuple] = set()
         self._retry_at: dict[tuple, float] = {}
+        self._missing_base: set[int] = set()  # tasks whose pinned base model this verifier lacks (said once)
         self._send_lock = asyncio.Lock()
         self._semaphore = asyncio.Semaphore(config.concurrency)
         self.addresses = AddressPolicy(allow_private=config.allow_private_blob_hosts)
@@ -266,6 +268,12 @@ class VerifierService:
             expected, final_report = await self._derived_start(claim, context)
         except StartUnavailable as error:
             return SegmentReport(claim, UNAVAILABLE, f"this verifier cannot derive the round's start weights: {error}")
+        except BaseModelMissing as error:  # this verifier lacks the pinned model: no fault of the worker's
+            if claim.task_id not in self._missing_base:
+                log.warning("task %d: %s; this verifier votes nothing on it", claim.task_id, error)
+                self._missing_base.add(claim.task_id)
+            self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
+            return None
         except (VerifierError, ComputeError, WalletError) as error:
             log.warning("%s: cannot verify yet: %s", _name(claim), error)
             self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
@@ -303,6 +311,7 @@ class VerifierService:
         if hashlib.sha256(spec_bytes).hexdigest() != answer.spec_hash:
             raise WorkUnavailable(f"task {task_id}'s spec does not hash to its recorded spec_hash")
         spec = parse_spec(spec_bytes)
+        require_base_model(spec.model.config)  # before fetching anything: without it nothing can be replayed
         dataset = await self.datasets.task_dataset(spec, extra_urls, self.config.blob_retry, self.addresses)
         weights = WeightsFollower(spec, dataset.shape, self.addresses, retry=self.config.blob_retry,
                                   cache=DirectoryCache(self.config.home / "weights" / str(task_id)))

@@ -14,10 +14,13 @@ from typing import Any
 
 from .errors import InvalidSpec
 
-BUNDLED_SHAPES = {"digits": (64, 10, 0), "pycorpus": (64, 256, 64)}
-"""name -> (input_size, num_classes or vocabulary, context), as `compute/data/manifest.py` builds them."""
+BUNDLED_SHAPES = {"digits": (64, 10, 0), "pycorpus": (64, 256, 64), "pydocs": (64, 8, 64)}
+"""name -> (input_size, num_classes or vocabulary, context), as `compute/data/manifest.py` builds them. pydocs is
+text classification: 64 token ids per sample (its context) and 8 labels (`compute/data/docstrings.py`)."""
+TEXT_CLASSIFICATION = ("pydocs",)
+"""The bundled datasets of token windows with one label each, which only `lora-text` reads."""
 PACKED = "packed"
-DATASETS = ("digits", PACKED, "pycorpus")
+DATASETS = ("digits", PACKED, "pycorpus", "pydocs")
 PACKED_SHAPE_FIELDS = ("input_size", "num_classes")
 """The `dataset` fields a packed dataset's spec must have (and a bundled one's must not)."""
 MAX_PACKED_INPUT_SIZE = 1 << 16

@@ -12,6 +12,9 @@ Parameter counts follow `compute/models` exactly (a test builds each model and c
 - transformer (width w, layers L, vocabulary V, context C): 2*V*w + C*w + L*(12*w^2 + 13*w) + 2*w + V
   (token and position embeddings, per block two layer norms, qkv, output projection and a 4w MLP, the last
   norm and the head).
+- lora-text (a pinned base model of L layers, width w, `rank` r, classes K): 4*L*r*2w + w*K + K, the LoRA adapters on
+  the four attention projections of every layer and the classifier head: the trained weights. The frozen base
+  (`market.base_models`) is held once, as 4-byte floats, beside them in the memory estimate.
 
 The memory estimate is a bound, not a measurement: 4-byte floats for the weights, their gradients, two AdamW
 moments, the round's start weights and a checkpoint's weights and moments (8 copies of the parameters), plus
@@ -27,13 +30,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .datasets import dataset_shape
+from .base_models import BaseModel, base_model
+from .datasets import TEXT_CLASSIFICATION, dataset_shape
 from .errors import InvalidSpec
 
 MODEL_DEFAULTS = {
     "mlp": {"hidden": (1024, 1024)},
     "cnn": {"channels": (16, 32), "hidden": 64},
     "transformer": {"layers": 2, "heads": 4, "width": 64},
+    "lora-text": {"rank": 8, "alpha": 16},
 }
 """The settable fields of each architecture's config dataclass, with compute's defaults."""
 
@@ -105,6 +110,15 @@ def _transformer(values: dict, vocabulary: int, context: int) -> tuple[int, int]
     return parameters, context * per_position
 
 
+def _lora_text(values: dict, base: BaseModel, classes: int, context: int) -> tuple[int, int]:
+    width, layers = base.hidden, base.layers
+    if context > base.max_positions:
+        raise InvalidSpec(f"lora-text reads at most {base.max_positions} tokens, the dataset has {context}")
+    parameters = 4 * layers * values["rank"] * 2 * width + width * classes + classes
+    per_position = layers * (16 * width + 2 * base.intermediate + 2 * base.heads * context)
+    return parameters, context * per_position
+
+
 def _isqrt(value: int) -> int:
     root = 0
     while (root + 1) * (root + 1) <= value:
@@ -112,16 +126,28 @@ def _isqrt(value: int) -> int:
     return root
 
 
-def model_footprint(arch: str, config: Any, dataset: str | dict, batch_size: int) -> Footprint:
+def model_footprint(arch: str, config: Any, dataset: str | dict, batch_size: int, base: Any = None) -> Footprint:
     """Parameters, activations per sample and the memory estimate (MiB, rounded up) of a spec's model.
-    `dataset`: the spec's `dataset` section, or the name of a bundled dataset."""
+    `dataset`: the spec's `dataset` section, or the name of a bundled dataset; `base`: the spec's `model.base`,
+    which a `lora-text` model must name and no other may."""
     if not isinstance(config, dict):
         raise InvalidSpec("model.config must be a JSON object")
     if arch not in MODEL_DEFAULTS:
         raise InvalidSpec(f"no footprint for model {arch!r}")
     inputs, classes, context = dataset_shape(dataset if isinstance(dataset, dict) else {"name": dataset})
     values = _config(arch, config)
-    if arch == "transformer":
+    name = dataset if isinstance(dataset, str) else dataset.get("name")
+    if (arch == "lora-text") != (name in TEXT_CLASSIFICATION):
+        raise InvalidSpec(f"architecture {arch!r} does not fit dataset {name!r}"
+                          + ("" if arch != "lora-text" else f"; it reads {', '.join(TEXT_CLASSIFICATION)}"))
+    if (arch == "lora-text") != (base is not None):
+        raise InvalidSpec("model.base names the pretrained model of a lora-text model, and only of one")
+    frozen = 0
+    if arch == "lora-text":
+        pinned = base_model(base)
+        parameters, activations = _lora_text(values, pinned, classes, context)
+        frozen = pinned.parameters
+    elif arch == "transformer":
         if not context:
             raise InvalidSpec("architecture 'transformer' does not fit classification data")
         parameters, activations = _transformer(values, classes, context)
@@ -131,5 +157,5 @@ def model_footprint(arch: str, config: Any, dataset: str | dict, batch_size: int
         parameters, activations = _mlp(values, inputs, classes)
     else:
         parameters, activations = _cnn(values, inputs, classes)
-    total = FLOAT_BYTES * (PARAMETER_COPIES * parameters + 2 * batch_size * activations)
+    total = FLOAT_BYTES * (frozen + PARAMETER_COPIES * parameters + 2 * batch_size * activations)
     return Footprint(parameters, activations, RUNTIME_OVERHEAD_MB + -(-total // (1 << 20)))

@@ -7,7 +7,8 @@ Manifest (canonical JSON: sorted keys, no spaces, UTF-8), its sha256 is the spec
      "samples": 512}, ...]}, "test": {...}}}
 
 A shard is canonical tensor bytes (`canonical.py`): classification shards hold `inputs` (float32, n x
-input_size) and `targets` (int64, n); text shards hold `tokens` (uint8, n x (context + 1)).
+input_size) and `targets` (int64, n); text shards hold `tokens` (uint8, n x (context + 1)); text-classification
+shards hold `tokens` (int32 token ids, n x context, 0 is padding) and `targets` (int64, n).
 
 A private dataset's manifest names its cipher (`"cipher": "xsalsa20poly1305"`) and each of its shards is those
 bytes encrypted under the dataset's data key (`encryption.py`); a shard's hash and size are its encrypted
@@ -27,7 +28,7 @@ import torch
 from ..canonical import decode_tensors, encode_tensors
 from ..errors import DatasetError, EncodingError
 from ..models.shape import DataShape
-from . import bundled_samples
+from . import bundled_samples, docstrings
 from .dataset import Dataset
 from .encryption import CIPHER, DataKeyError, decrypt_shard, encrypt_shard
 
@@ -93,7 +94,17 @@ def _build_pycorpus(max_bytes: int = bundled_samples.CORPUS_MAX_BYTES,
     return _finish(manifest, shards)
 
 
-DATASET_BUILDERS: dict[str, Callable[..., DatasetBlobs]] = {"digits": _build_digits, "pycorpus": _build_pycorpus}
+def _build_pydocs(context: int = docstrings.CONTEXT) -> DatasetBlobs:
+    shards: dict[str, bytes] = {}
+    splits = {split: _shard_split({"tokens": tokens, "targets": labels}, shards)
+              for split, (tokens, labels) in docstrings.docstring_samples(context).items()}
+    manifest = {"version": MANIFEST_VERSION, "name": "pydocs", "kind": "text-classification", "input_size": context,
+                "num_classes": len(docstrings.PACKAGES), "context": context, "splits": splits}
+    return _finish(manifest, shards)
+
+
+DATASET_BUILDERS: dict[str, Callable[..., DatasetBlobs]] = {"digits": _build_digits, "pycorpus": _build_pycorpus,
+                                                            "pydocs": _build_pydocs}
 
 
 def _finish(manifest: dict, shards: dict[str, bytes]) -> DatasetBlobs:
@@ -116,7 +127,7 @@ def parse_manifest(data: bytes) -> dict:
         raise DatasetError(f"manifest is not JSON: {error}") from None
     if not isinstance(manifest, dict) or manifest.get("version") != MANIFEST_VERSION:
         raise DatasetError("manifest has no supported version")
-    if manifest.get("kind") not in ("classification", "text"):
+    if manifest.get("kind") not in ("classification", "text", "text-classification"):
         raise DatasetError(f"unknown dataset kind {manifest.get('kind')!r}")
     splits = manifest.get("splits")
     if not isinstance(splits, dict) or set(splits) != set(SPLITS):
@@ -173,8 +184,8 @@ def check_manifest_bounds(manifest: dict, max_shards: int, max_bytes: int) -> No
 def loaded_bytes(manifest: dict) -> int:
     """The memory a checked manifest's dataset takes once loaded (`load_dataset`): float32 features and int64
     labels per classification sample; int64 inputs and targets of `context` tokens per text sample."""
-    per_sample = (4 * manifest["input_size"] + 8 if manifest["kind"] == "classification"
-                  else 2 * 8 * manifest["context"])
+    per_sample = {"classification": 4 * manifest["input_size"] + 8, "text-classification": 8 * manifest["context"] + 8}.get(
+        manifest["kind"], 2 * 8 * manifest["context"])
     return sum(manifest["splits"][split]["samples"] for split in SPLITS) * per_sample
 
 
@@ -201,6 +212,8 @@ def split_tensors(kind: str, pieces: list[dict[str, torch.Tensor]]) -> tuple[tor
     """(inputs, targets) of consecutive shards' tensors, as a model reads them."""
     if kind == "classification":
         return torch.cat([p["inputs"] for p in pieces]).float(), torch.cat([p["targets"] for p in pieces]).long()
+    if kind == "text-classification":
+        return torch.cat([p["tokens"] for p in pieces]).long(), torch.cat([p["targets"] for p in pieces]).long()
     tokens = torch.cat([p["tokens"] for p in pieces]).long()
     return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 

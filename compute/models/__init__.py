@@ -1,9 +1,11 @@
-"""A registry of declarative architectures: a task names one (`mlp`, `cnn`, `transformer`) and its fields.
+"""A registry of declarative architectures: a task names one (`mlp`, `cnn`, `transformer`, `lora-text`) and its
+fields.
 
 No requester code runs on workers: a spec picks an entry here and sets the fields of its frozen config
 dataclass (everything optional, defaults in the dataclass). The dataset supplies what the data fixes
 (input size, classes, vocabulary, context), see `DataShape`. Initial weights are a pure function of the task
-seed (`build_model`).
+seed (`build_model`). `lora-text` fine-tunes a pinned pretrained model (`lora_text.py`); its module imports
+`transformers` and `peft`, so it is loaded only when a task asks for it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import torch
 
 from ..errors import SpecError
 from .cnn import CNN, CNNConfig
+from .lora_text import LoraTextClassifier, LoraTextConfig
 from .mlp import MLP, MLPConfig
 from .shape import DataShape
 from .transformer import Transformer, TransformerConfig
@@ -33,6 +36,7 @@ MODEL_REGISTRY: dict[str, Architecture] = {
     "mlp": Architecture("mlp", MLPConfig, MLP, ("classification",)),
     "cnn": Architecture("cnn", CNNConfig, CNN, ("classification",)),
     "transformer": Architecture("transformer", TransformerConfig, Transformer, ("text",)),
+    "lora-text": Architecture("lora-text", LoraTextConfig, LoraTextClassifier, ("text-classification",)),
 }
 
 
@@ -64,12 +68,16 @@ def make_config(arch: str, config: Mapping[str, Any], shape: DataShape):
     entry = MODEL_REGISTRY[arch]
     if shape.kind not in entry.kinds:
         raise SpecError(f"architecture {arch!r} does not fit {shape.kind} data")
-    settable = {f.name: f for f in dataclasses.fields(entry.config_class) if f.name not in entry.config_class.FROM_DATA}
-    unknown = sorted(set(config) - set(settable))
+    from_spec = getattr(entry.config_class, "FROM_SPEC", ())  # set from the spec's other sections (a base model)
+    settable = {f.name: f for f in dataclasses.fields(entry.config_class)
+                if f.name not in entry.config_class.FROM_DATA and f.name not in from_spec}
+    unknown = sorted(set(config) - set(settable) - set(from_spec))
     if unknown:
         raise SpecError(f"unknown {arch} config field(s): {', '.join(unknown)}; known: {', '.join(sorted(settable))}")
-    values = {name: _coerce(settable[name], value, arch) for name, value in config.items()}
+    values = {name: _coerce(settable[name], value, arch) for name, value in config.items() if name in settable}
     values.update(entry.config_class.from_shape(shape))
+    if from_spec:
+        values.update(entry.config_class.from_spec(config))
     try:
         return entry.config_class(**values)
     except ValueError as error:
@@ -94,4 +102,5 @@ def count_parameters(model: torch.nn.Module) -> int:
 
 
 __all__ = ["MODEL_REGISTRY", "DataShape", "build_model", "make_config", "count_parameters",
-           "MLP", "MLPConfig", "CNN", "CNNConfig", "Transformer", "TransformerConfig"]
+           "MLP", "MLPConfig", "CNN", "CNNConfig", "Transformer", "TransformerConfig", "LoraTextClassifier",
+           "LoraTextConfig"]

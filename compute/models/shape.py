@@ -7,10 +7,11 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True)
 class DataShape:
-    """kind: "classification" (fixed-size float inputs, integer labels) or "text" (token windows).
+    """kind: "classification" (fixed-size float inputs, integer labels), "text" (token windows) or
+    "text-classification" (token windows, one integer label each).
 
     input_size: features per sample (classification); num_classes: labels, or the vocabulary for text;
-    context: tokens per input window (text only).
+    context: tokens per input window (text and text-classification).
     """
 
     kind: str

@@ -12,6 +12,9 @@ from trolly.chain.market.errors import InvalidSpec
 from trolly.chain.market.spec import parse_spec as parse_chain_spec
 from trolly.chain.market.footprint import model_footprint
 
+from ..errors import BaseModelMissing
+from ..models.base_model import require_base_model
+from ..spec import TaskSpec
 from .errors import TaskUnfit
 
 
@@ -23,13 +26,22 @@ def check_memory(raw_spec: bytes, memory_mb: int, dataset_bytes: int = 0) -> int
         spec = parse_chain_spec(raw_spec)
         model = spec["model"]
         estimate = model_footprint(model["arch"], model.get("config", {}), spec["dataset"],
-                                   spec["training"]["batch_size"]).memory_mb
+                                   spec["training"]["batch_size"], model.get("base")).memory_mb
         estimate += -(-dataset_bytes // 2**20)
     except (InvalidSpec, KeyError, TypeError) as error:
         raise TaskUnfit(f"the spec's memory estimate cannot be computed: {error}") from None
     if memory_mb and estimate > memory_mb:
         raise TaskUnfit(f"the task needs an estimated {estimate} MiB, this worker declared {memory_mb} MiB")
     return estimate
+
+
+def check_base_model(spec: TaskSpec) -> None:
+    """Raise TaskUnfit when the spec's pinned base model is not installed here as pinned: without it this worker
+    cannot derive the frozen weights it would fine-tune (`compute.models.base_model`)."""
+    try:
+        require_base_model(spec.model.config)
+    except BaseModelMissing as error:
+        raise TaskUnfit(f"the task fine-tunes a base model this worker does not have: {error}") from None
 
 
 def check_disk(missing_bytes: int, free_bytes: int) -> None:

