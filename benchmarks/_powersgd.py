@@ -2,8 +2,8 @@
 
 PowerSGD (Vogels et al. 2019) sends a rank-r approximation P Q^T of each weight matrix's gradient, with error
 feedback. Here it is PyTorch's own implementation, `torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook`,
-unchanged: its `PowerSGDState` and `powerSGD_hook`, run by `workers` ranks of a real gloo process group whose
-ranks are threads of this process (a `HashStore` is the rendezvous). The hook is applied where our codec is: to
+unchanged: its `PowerSGDState` and `powerSGD_hook`, run by `workers` ranks of a real gloo process group, all in
+this process (a `HashStore` is the rendezvous; gloo's own threads carry the allreduces). The hook is applied where our codec is: to
 each worker's pseudo-gradient (W_r - W_end) once a round, after the same inner steps of the same trainer
 (`compute.training.run_round`); the allreduced mean it returns is the round's one update to the same outer
 step (`compute.outer_step.outer_step`).
@@ -76,7 +76,7 @@ class PseudoGradientBucket:
 
 
 class PowerSGDWorkers:
-    """`workers` ranks of one gloo process group, each a thread here with its own `PowerSGDState` (its error
+    """`workers` ranks of one gloo process group in this process, each with its own `PowerSGDState` (its error
     feedback residual and its warm-started Q), all with the same random seed as the hook requires."""
 
     def __init__(self, workers: int, rank: int, seed: int) -> None:
@@ -98,11 +98,12 @@ class PowerSGDWorkers:
         if len(updates) != self.workers:
             raise ValueError(f"{len(updates)} updates for {self.workers} ranks")
         buckets = [PseudoGradientBucket(update) for update in updates]
-
-        def hook(index: int) -> None:
-            powerSGD_hook.powerSGD_hook(self.states[index], buckets[index]).wait()
-
-        list(self.pool.map(hook, range(self.workers)))
+        # The hook draws the first round's Qs from torch's global generator, which the ranks share here (they
+        # would each own one in processes of their own): it is called rank after rank, so each draws the same
+        # Qs, and it returns once its first allreduce is under way; the rest runs on the group's threads.
+        pending = [powerSGD_hook.powerSGD_hook(state, bucket) for state, bucket in zip(self.states, buckets)]
+        for future in pending:
+            future.wait()
         return buckets[0].tensors()
 
     def bytes_sent_per_worker(self) -> int:
