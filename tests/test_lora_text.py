@@ -109,3 +109,26 @@ def test_a_worker_and_a_verifier_without_the_pinned_package_refuse_with_the_reas
             check_base_model(spec)
     finally:
         base_model_module.base_model_directory.cache_clear()
+
+
+def test_a_fetched_lora_result_writes_the_adapters_and_the_merged_model(tmp_path):
+    from safetensors.torch import load_file
+
+    from trolly.compute.requester.results import TaskResult, spec_shape, write_result
+
+    spec = lora_spec()
+    document = json.dumps(lora_document(spec.dataset.manifest_hash)).encode()
+    weights = initial_weights(spec, pydocs().shape)
+    weights["adapters.0.query.up.weight"] = torch.full_like(weights["adapters.0.query.up.weight"], 0.01)
+    assert spec_shape(spec) == pydocs().shape
+    result = TaskResult(1, "00" * 32, document, spec, spec_shape(spec), weights, None, ())
+    files = write_result(result, tmp_path / "out")
+    assert files[0] == "adapter.safetensors"
+    adapter = load_file(tmp_path / "out" / "adapter.safetensors")
+    merged = load_file(tmp_path / "out" / "model.safetensors")
+    assert set(adapter) == set(weights)
+    name = "encoder.layer.0.attention.self.query.weight"
+    base = base_model_module.base_weights(MINILM)[name]
+    assert not torch.equal(merged[name], base)
+    assert torch.equal(merged["encoder.layer.1.attention.self.query.weight"],
+                       base_model_module.base_weights(MINILM)["encoder.layer.1.attention.self.query.weight"])

@@ -5,7 +5,9 @@ chain names as the task's `final_weights_hash` from any member's blob URL (the c
 against that hash), checks the spec's bytes against the chain's spec hash and the weights against the model
 the spec describes (every tensor's name and shape), and fetches the dataset manifest for the label names.
 `write_result` writes `model.safetensors`, `spec.json` and `labels.json` under a temporary name and renames
-the directory into place. `evaluate_result` runs the weights on the held-out split of the task's dataset.
+the directory into place; for a LoRA task the verified weights (the adapters and the head) go to
+`adapter.safetensors` and `model.safetensors` holds the whole model with the adapters merged into the pinned
+base model's projections (`LoraTextClassifier.merged_state_dict`), which the safetensors library alone loads. `evaluate_result` runs the weights on the held-out split of the task's dataset.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import tempfile
 
 import torch
 
-from trolly.chain.market.datasets import dataset_shape
+from trolly.chain.market.datasets import TEXT_CLASSIFICATION, dataset_shape
 from trolly.chain.market.records import FINISHED
 from trolly.wallet.market_queries import get_spec, get_task
 from trolly.wallet.market_views import TaskView
@@ -35,6 +37,7 @@ from ..spec import TaskSpec, parse_spec
 from ..training import evaluate
 
 MODEL_FILE = "model.safetensors"
+ADAPTER_FILE = "adapter.safetensors"
 SPEC_FILE = "spec.json"
 LABELS_FILE = "labels.json"
 
@@ -75,7 +78,8 @@ def spec_shape(spec: TaskSpec) -> DataShape:
     if spec.dataset.packed:
         dataset.update(input_size=spec.dataset.input_size, num_classes=spec.dataset.num_classes)
     input_size, num_classes, context = dataset_shape(dataset)
-    return DataShape("text" if context else "classification", input_size, num_classes, context)
+    kind = "text-classification" if spec.dataset.name in TEXT_CLASSIFICATION else "text" if context else "classification"
+    return DataShape(kind, input_size, num_classes, context)
 
 
 def member_urls(view: TaskView) -> list[str]:
@@ -145,8 +149,16 @@ def write_result(result: TaskResult, directory: pathlib.Path) -> list[str]:
     temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".partial", dir=directory.parent))
     try:
         metadata = {key: str(value) for key, value in result.summary().items() if key != "labels"}
-        save_file({name: tensor.contiguous() for name, tensor in result.weights.items()}, temporary / MODEL_FILE,
-                  metadata=metadata)
+        trained = {name: tensor.contiguous() for name, tensor in result.weights.items()}
+        files = [MODEL_FILE, SPEC_FILE, LABELS_FILE]
+        model = result.model()
+        if hasattr(model, "merged_state_dict"):  # LoRA: the verified adapters, and the model they make
+            save_file(trained, temporary / ADAPTER_FILE, metadata=metadata)
+            merged = {name: tensor.contiguous() for name, tensor in model.merged_state_dict().items()}
+            save_file(merged, temporary / MODEL_FILE, metadata=metadata)
+            files.insert(0, ADAPTER_FILE)
+        else:
+            save_file(trained, temporary / MODEL_FILE, metadata=metadata)
         write_atomically(temporary / SPEC_FILE, result.spec_bytes)
         labels = None if result.labels is None else list(result.labels)
         write_atomically(temporary / LABELS_FILE, (json.dumps(labels) + "\n").encode())
@@ -154,7 +166,7 @@ def write_result(result: TaskResult, directory: pathlib.Path) -> list[str]:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
     install_directory(temporary, directory)
-    return [MODEL_FILE, SPEC_FILE, LABELS_FILE]
+    return files
 
 
 def evaluate_result(result: TaskResult, dataset: Dataset) -> dict:
