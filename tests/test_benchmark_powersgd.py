@@ -80,3 +80,16 @@ def test_compression_benchmark_reports_a_powersgd_table():
     assert all(row["final_loss"] > 0 and 0 <= row["accuracy"] <= 1 for row in table["ranks"])
     assert table["ours_beats_powersgd_at_equal_or_fewer_bytes"] == (ours["final_loss"] < matched["final_loss"])
     assert result["ours_beats_powersgd_at_equal_or_fewer_bytes"] == table["ours_beats_powersgd_at_equal_or_fewer_bytes"]
+
+
+def test_powersgd_ranks_draw_the_same_first_qs_so_a_run_repeats_bit_for_bit():
+    generator = torch.Generator().manual_seed(7)
+    updates = [{"weight": torch.randn(64, 48, generator=generator)} for _ in range(WORKERS)]
+    means = []
+    for _ in range(2):
+        ranks = PowerSGDWorkers(WORKERS, rank=3, seed=11)
+        try:
+            means.append(ranks.mean_update([{"weight": update["weight"].clone()} for update in updates])["weight"])
+        finally:
+            ranks.close()
+    assert torch.equal(means[0], means[1])
