@@ -25,6 +25,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from trolly.wallet.cli.options import (BACKEND_ENVIRONMENT_VARIABLE, HOME_ENVIRONMENT_VARIABLE,
+                                       NODE_ENVIRONMENT_VARIABLE, PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE)
 from trolly.wallet.errors import WalletError
 from trolly.wallet.rpc import RpcClient
 
@@ -164,6 +166,15 @@ def _print_summary(net: Localnet, config: LocalnetConfig) -> None:
     console.print(f"  wallet:  trolly-wallet --home {net.layout.wallet_home} --keyring-backend test "
                   f"--node {config.rpc_url(0)} ...  (keys: requester, validator-N, worker-N)")
     console.print(f"  logs:    trolly-localnet logs NAME --home {net.layout.home}")
+    console.print("  as the requester, in your shell (one line, to copy):")
+    console.print(f"export {requester_environment(net.layout.wallet_home, config.rpc_url(0))}", soft_wrap=True)
+
+
+def requester_environment(wallet_home, rpc_url: str) -> str:
+    """The variables that point `trolly-wallet` at this localnet: its test keyring, its first node, and fetches
+    from the workers' blob services on 127.0.0.1 allowed (`--allow-private-addresses`)."""
+    return (f"{HOME_ENVIRONMENT_VARIABLE}={wallet_home} {BACKEND_ENVIRONMENT_VARIABLE}=test "
+            f"{NODE_ENVIRONMENT_VARIABLE}={rpc_url} {PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE}=1")
 
 
 @main.command()

@@ -193,7 +193,7 @@ def test_submit_data_builds_the_spec_around_the_packed_data(tmp_path):
     spec = parse_spec(prepared.spec)
     assert prepared.server is None and (tmp_path / "data.csv.packed" / "dataset.json").exists()
     assert (spec.dataset.name, spec.dataset.input_size, spec.dataset.num_classes) == ("packed", 2, 2)
-    assert spec.dataset.urls == ("http://127.0.0.1:9999",) and spec.training.rounds == 2
+    assert spec.dataset.urls == ("http://127.0.0.1:9999",) and spec.training.rounds == 2 and spec.codec == "int8"
     shards, size = manifest_size(json.loads(prepared.packed.store.get(prepared.packed.manifest_hash)))
     assert (spec.dataset.max_shards, spec.dataset.max_bytes) == (shards, size) == (2, size)  # what workers check
     assert spec.model.config["hidden"] == (128,) or list(spec.model.config["hidden"]) == [128]
