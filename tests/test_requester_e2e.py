@@ -112,6 +112,7 @@ def test_pack_serve_submit_fetch_and_eval_on_a_real_node(tmp_path):
 
             not_private = wallet("task", "fetch", task_id, "-o", tmp_path / "refused")
             assert not_private.exit_code != 0 and not_private.stderr.startswith("Error: ")
+            assert "loopback address" in not_private.stderr and "--allow-private-addresses" in not_private.stderr
             assert not (tmp_path / "refused").exists()
             fetched = wallet("task", "fetch", task_id, "-o", tmp_path / "model", "--allow-private-addresses", "--json")
             assert fetched.exit_code == 0, fetched.output

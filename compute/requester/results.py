@@ -28,7 +28,7 @@ from trolly.wallet.market_views import TaskView
 from trolly.wallet.files import install_directory, write_atomically
 from trolly.wallet.rpc import AsyncRpcClient
 
-from ..blobs import AddressPolicy, BlobClient, BlobError, fetch_dataset
+from ..blobs import AddressPolicy, BlobAddressRefused, BlobClient, BlobError, fetch_dataset
 from ..checkpoints import decode_weights
 from ..data import Dataset
 from ..errors import ComputeError
@@ -105,7 +105,7 @@ async def fetch_result(client: AsyncRpcClient, task_id: int, addresses: AddressP
         async with BlobClient(urls, address_policy=addresses) as blobs:
             weights_bytes = await blobs.fetch(view.final_weights_hash)  # hash-checked by the client
     except BlobError as error:
-        raise ResultError(f"the final weights {view.final_weights_hash[:16]} could not be fetched: {error}") from None
+        raise unfetched(f"the final weights {view.final_weights_hash[:16]}", error) from None
     weights = decode_weights(weights_bytes)
     result = TaskResult(task_id, view.final_weights_hash, spec_bytes, spec, shape, weights,
                         await _labels(spec, urls, addresses), tuple(urls))
@@ -125,8 +125,7 @@ async def _labels(spec: TaskSpec, urls: list[str], addresses: AddressPolicy) -> 
             manifest = json.loads(await blobs.fetch(spec.dataset.manifest_hash))
         return tuple(str(label) for label in manifest["labels"])
     except (BlobError, ValueError, KeyError, TypeError) as error:
-        raise ResultError(f"the dataset manifest {spec.dataset.manifest_hash[:16]} (for the label names) could not "
-                          f"be fetched: {error}") from None
+        raise unfetched(f"the dataset manifest {spec.dataset.manifest_hash[:16]} (for the label names)", error) from None
 
 
 async def fetch_dataset_of(result: TaskResult, addresses: AddressPolicy) -> Dataset:
@@ -135,7 +134,14 @@ async def fetch_dataset_of(result: TaskResult, addresses: AddressPolicy) -> Data
         async with BlobClient(list(result.spec.dataset.urls) + list(result.urls), address_policy=addresses) as blobs:
             return await fetch_dataset(blobs, result.spec.dataset.manifest_hash)
     except BlobError as error:
-        raise ResultError(f"the dataset {result.spec.dataset.manifest_hash[:16]} could not be fetched: {error}") from None
+        raise unfetched(f"the dataset {result.spec.dataset.manifest_hash[:16]}", error) from None
+
+
+def unfetched(what: str, error: Exception) -> ResultError:
+    """`what` could not be fetched; where the addresses were refused, how a requester allows its own network's."""
+    hint = ("; where the workers are on your own network, as on a localnet, allow private addresses "
+            "(--allow-private-addresses)") if isinstance(error, BlobAddressRefused) else ""
+    return ResultError(f"{what} could not be fetched: {error}{hint}")
 
 
 def write_result(result: TaskResult, directory: pathlib.Path) -> list[str]:
