@@ -18,9 +18,9 @@ websocket is not available it polls `status` every `poll_interval` seconds):
    `final_report.verify_final_report`, the reported hash against the W_R derived here).
    Replays run one at a time in a single worker thread (torch's thread count is process-wide).
 3. A segment whose checkpoints cannot be fetched is retried on later passes across the whole verification
-   window: it is voted UNAVAILABLE only once the window's deadline is `deadline_margin` blocks away (and after
-   at least `unavailable_attempts` failures), so a worker unreachable for a while (its blob port flooded, a
-   restart) is still verified when it comes back.
+   window: it is voted UNAVAILABLE only once the window's deadline is `deadline_margin` blocks away (from then
+   it is tried at every pass, whatever its retry delay) and after at least `unavailable_attempts` failures, so
+   a worker unreachable for a while (its blob port flooded, a restart) is still verified when it comes back.
 4. The pass's verdicts on one round go out in one transaction (one message per segment). Each is written to
    the vote record with that signed transaction *before* it is broadcast, with the salt and replay digest its
    `replay_commitment` hides (`evidence.py`), and its evidence (the report's canonical JSON) is kept under
@@ -84,9 +84,10 @@ class ServiceConfig:
     """Failed fetches of a segment's checkpoints, over separate passes, at least, before voting UNAVAILABLE."""
     retry_delay: float = 5.0
     """Seconds before a segment whose checkpoints could not be fetched is tried again."""
-    deadline_margin: int = 3
+    deadline_margin: int = 10
     """Blocks before the verification deadline at which a still unreachable segment is voted UNAVAILABLE (not
-    before: fetches are retried across the window)."""
+    before: fetches are retried across the window). Enough for the last fetch attempts and the vote's inclusion
+    at sub-second block times."""
     fee: int | None = None
     """Fee per verdict in utrl; None: the chain's minimum fee."""
     websocket: bool = True
@@ -140,6 +141,8 @@ class VerifierService:
         """The datasets of the tasks it verifies: the bundled ones built once for the life of the service."""
         self._in_flight: set[tuple] = set()
         self._retry_at: dict[tuple, float] = {}
+        self._last_calls: set[tuple] = set()
+        """Segments given their attempt at the end of their window regardless of their retry delay."""
         self._missing_base: set[int] = set()  # tasks whose pinned base model this verifier lacks (said once)
         self._send_lock = asyncio.Lock()
         self._semaphore = asyncio.Semaphore(config.concurrency)
@@ -212,8 +215,15 @@ class VerifierService:
         due = []
         for segment in work.segments:
             claim = SegmentClaim.from_segment(segment)
-            if claim.key in voted or claim.key in self._in_flight or self._retry_at.get(claim.key, 0) > now:
+            if claim.key in voted or claim.key in self._in_flight:
                 continue
+            # A segment waiting to be retried gets one attempt as soon as its window's end is near, whatever its
+            # retry delay: with fast blocks the margin can pass within one delay.
+            last_call = bool(segment.deadline) and self.progress.height >= segment.deadline - self.config.deadline_margin
+            if self._retry_at.get(claim.key, 0) > now and not (last_call and claim.key not in self._last_calls):
+                continue
+            if last_call:
+                self._last_calls.add(claim.key)
             due.append((claim, segment.deadline))
         self.progress.pending = len(work.segments) + len(work.unreadable)
         if not due:
@@ -250,10 +260,12 @@ class VerifierService:
                 return None
             if report.outcome in (UNAVAILABLE, TAMPERED):
                 attempts = self.record.add_attempt(claim.key, report.reason)
-                # An unknown deadline (0) counts as near: the attempts alone decide.
+                # Voted once the window's end is `deadline_margin` blocks away and enough attempts failed (an
+                # unknown deadline, 0, counts as near); near the end, retried at every pass, not after a delay.
                 near_deadline = not deadline or self.progress.height >= deadline - self.config.deadline_margin
                 if attempts < self.config.unavailable_attempts or not near_deadline:
-                    self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
+                    delay = 0.0 if deadline and near_deadline else self.config.retry_delay
+                    self._retry_at[claim.key] = time.monotonic() + delay
                     log.info("%s: %s (attempt %d of %d, retrying)", _name(claim), report.reason, attempts,
                              self.config.unavailable_attempts)
                     return None
