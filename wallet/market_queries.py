@@ -29,17 +29,22 @@ MAX_PAGES = 10_000
 
 async def list_tasks(client: AsyncRpcClient, open_only: bool = True) -> list[TaskSummary]:
     """Every task summary of the listing (only open and running tasks with `open_only`), ascending by id."""
-    base = "/market/tasks/open" if open_only else "/market/tasks"
     tasks: list[TaskSummary] = []
     after = 0
     for _ in range(MAX_PAGES):
-        path = f"{base}/after/{after}" if after else base
-        page = TaskPage.from_answer(await client.query_json(path), path)
+        page = await task_page(client, after, open_only)
         tasks.extend(page.tasks)
         if page.next is None or page.next <= after:
             return tasks
         after = page.next
     return tasks
+
+
+async def task_page(client: AsyncRpcClient, after: int = 0, open_only: bool = False) -> TaskPage:
+    """One page of the task listing: the tasks after id `after` (from the first with 0), and where the next starts."""
+    base = "/market/tasks/open" if open_only else "/market/tasks"
+    path = f"{base}/after/{after}" if after else base
+    return TaskPage.from_answer(await client.query_json(path), path)
 
 
 async def get_task(client: AsyncRpcClient, task_id: int) -> TaskView:
