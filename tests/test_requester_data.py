@@ -48,9 +48,27 @@ def test_pack_csv_keeps_label_names_and_a_seeded_held_out_split(tmp_path):
     assert summary["train_samples"] + summary["test_samples"] == 40 and summary["test_samples"] == 8
     dataset = open_packed(tmp_path / "packed").load()
     assert dataset.shape.num_classes == 2 and set(dataset.test_targets.tolist()) == {0, 1}
-    again = json.loads(pack(source, "-o", tmp_path / "again", "--json").stdout)
-    other_seed = json.loads(pack(source, "-o", tmp_path / "other", "--seed", "7", "--json").stdout)
-    assert again["manifest_hash"] == summary["manifest_hash"] != other_seed["manifest_hash"]
+    public = json.loads(pack(source, "-o", tmp_path / "public", "--public", "--json").stdout)
+    again = json.loads(pack(source, "-o", tmp_path / "again", "--public", "--json").stdout)
+    other_seed = json.loads(pack(source, "-o", tmp_path / "other", "--public", "--seed", "7", "--json").stdout)
+    assert again["manifest_hash"] == public["manifest_hash"] != other_seed["manifest_hash"]
+    assert summary["private"] and not public["private"] and summary["manifest_hash"] != public["manifest_hash"]
+
+
+def test_pack_is_private_by_default_its_key_kept_0600_and_the_spec_names_the_cipher(tmp_path):
+    source = write_csv(tmp_path / "iris.csv", iris_like())
+    assert pack(source, "-o", tmp_path / "packed").exit_code == 0
+    packed = open_packed(tmp_path / "packed")
+    key_file = tmp_path / "packed" / "data.key"
+    assert packed.key is not None and key_file.read_bytes() == packed.key and key_file.stat().st_mode & 0o777 == 0o600
+    assert packed.spec_dataset(["http://127.0.0.1:1"])["cipher"] == "xsalsa20poly1305"
+    assert packed.load().train_size == packed.train_samples  # the requester's own key opens its data
+    assert "cipher" not in open_packed(_public_pack(source, tmp_path)).spec_dataset([])
+
+
+def _public_pack(source, tmp_path):
+    assert pack(source, "-o", tmp_path / "public", "--public").exit_code == 0
+    return tmp_path / "public"
 
 
 def test_pack_csv_with_a_named_label_column(tmp_path):
@@ -197,3 +215,6 @@ def test_submit_data_builds_the_spec_around_the_packed_data(tmp_path):
     shards, size = manifest_size(json.loads(prepared.packed.store.get(prepared.packed.manifest_hash)))
     assert (spec.dataset.max_shards, spec.dataset.max_bytes) == (shards, size) == (2, size)  # what workers check
     assert spec.model.config["hidden"] == (128,) or list(spec.model.config["hidden"]) == [128]
+    assert json.loads(prepared.spec)["dataset"]["cipher"] == "xsalsa20poly1305" and prepared.packed.key is not None
+    again = prepare_data_submission(str(source), None, "mlp", 2, ("http://127.0.0.1:9999",), "127.0.0.1:0", None)
+    assert again.packed.manifest_hash == prepared.packed.manifest_hash  # re-packed under the key it keeps

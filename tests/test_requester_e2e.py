@@ -1,7 +1,10 @@
-"""End to end on a real `trolly-node dev`: a requester's CSV packed, served by `trolly-wallet data serve` (a real
-blob server on 127.0.0.1), paid for with `task submit --data`, trained (a synthetic worker commits the round, the
-dev validator passes it, the worker reports final weights it serves), then `task fetch` writes safetensors the
-safetensors library alone loads, and `task eval` scores them on the held-out split.
+"""End to end on a real `trolly-node dev`: a requester's CSV packed (private: encrypted under its data key),
+served by `trolly-wallet data serve` (a real blob server on 127.0.0.1), paid for with `task submit --data`, which
+follows the task and delivers the key sealed to the worker when it joins and to the dev validator, so the task
+starts; each opens its own box to the pack's key, and a stranger fetching the served blobs gets ciphertext. Then
+trained (a synthetic worker commits the round, the dev validator passes it, the worker reports final weights it
+serves), `task fetch` writes safetensors the safetensors library alone loads, and `task eval` scores them on the
+held-out split (with the requester's packed directory, which keeps the key).
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ import json
 import subprocess
 import time
 
+import nacl.signing
 import numpy as np
 import pytest
-import torch
 from click.testing import CliRunner
 from dev_node import dev_node, free_port, stop_process_group
 from safetensors.numpy import load_file
@@ -28,6 +31,7 @@ from trolly.chain.market.records import VERDICT_PASS
 from trolly.chain.proto import bank_pb2, market_pb2 as pb
 from trolly.compute.blobs import AddressPolicy, BlobClient, BlobStore, fetch_dataset
 from trolly.compute.checkpoints import encode_weights
+from trolly.compute.data.encryption import DataKeyError, open_data_key
 from trolly.compute.data.packing import open_packed
 from trolly.compute.models import DataShape, build_model
 from trolly.compute.requester.serving import ServingThread
@@ -57,6 +61,7 @@ def test_pack_serve_submit_fetch_and_eval_on_a_real_node(tmp_path):
                                f"127.0.0.1:{port}", "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               env={**env, "PATH": str(BIN)}, start_new_session=True)
     worker_blobs = ServingThread(BlobStore(tmp_path / "worker-blobs"), "127.0.0.1", 0).start()
+    submit = None
     try:
         lines = [server.stdout.readline()]
         while lines[-1] not in (b"}\n", b""):  # the JSON answer, printed before serving begins
@@ -68,8 +73,10 @@ def test_pack_serve_submit_fetch_and_eval_on_a_real_node(tmp_path):
             async with BlobClient([served["url"]], address_policy=AddressPolicy(allow_private=True)) as blobs:
                 return await fetch_dataset(blobs, manifest_hash)
 
-        dataset = asyncio.run(fetch_served())
-        assert torch.equal(dataset.test_inputs, open_packed(packed_dir).load().test_inputs)
+        with pytest.raises(DataKeyError):  # a stranger (another task's worker) fetches ciphertext only
+            asyncio.run(fetch_served())
+        data_key = open_packed(packed_dir).key
+        assert (packed_dir / "data.key").stat().st_mode & 0o777 == 0o600
 
         with dev_node(tmp_path / "node") as node:
             env["TROLLY_NODE"] = node
@@ -80,9 +87,15 @@ def test_pack_serve_submit_fetch_and_eval_on_a_real_node(tmp_path):
             client.send(worker, pb.MsgRegisterWorker(stake=params.min_worker_stake, blob_url=worker_blobs.url,
                                                      hardware=pb.HardwareProfile(device="cpu", samples_per_second=100)))
 
-            submitted = wallet("task", "submit", "--data", packed_dir, "--data-url", served["url"], "--rounds", "1",
-                               "--budget", "50trl", "--from", "dev", "--yes", "-o", "json")
-            assert submitted.exit_code == 0, submitted.output
+            # The submit follows the private task until it ends, delivering its key: a process of its own.
+            submit = subprocess.Popen([str(BIN / "trolly-wallet"), "task", "submit", "--data", str(packed_dir),
+                                       "--data-url", served["url"], "--rounds", "1", "--budget", "50trl", "--from",
+                                       "dev", "--yes", "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      env={**env, "PATH": str(BIN)}, start_new_session=True)
+            deadline = time.monotonic() + 60
+            while not client.query("/market/tasks")["tasks"]:
+                assert time.monotonic() < deadline and submit.poll() is None, submit.communicate()
+                time.sleep(0.5)
             task_id = max(t["id"] for t in client.query("/market/tasks")["tasks"])
             spec = parse_spec(client.query(f"/market/spec/{task_id}")["spec"])
             assert (spec.dataset.name, spec.dataset.manifest_hash, spec.dataset.input_size) == ("packed", manifest_hash, 2)
@@ -92,6 +105,11 @@ def test_pack_serve_submit_fetch_and_eval_on_a_real_node(tmp_path):
             final_hash = BlobStore(tmp_path / "worker-blobs").put(encode_weights(weights))
 
             client.send(worker, pb.MsgJoinTask(task_id=task_id))
+            client.wait_for(task_id, lambda v: v["status"] == "running", "the keys delivered and the start")
+            for recipient in (worker, dev_key(0)):  # each opens its own box, with its own key, to the pack's key
+                box = client.query(f"/market/data_key/{task_id}/{encode_address(recipient.address)}")
+                opened = open_data_key(bytes.fromhex(box["sealed_key"]), nacl.signing.SigningKey(recipient.seed))
+                assert opened == data_key
             client.send(worker, commit_message(task_id, 0, worker.address.hex(), steps=spec.training.inner_steps,
                                                checkpoint_every=spec.training.checkpoint_every,
                                                samples_processed=spec.training.inner_steps * spec.training.batch_size))
@@ -109,6 +127,8 @@ def test_pack_serve_submit_fetch_and_eval_on_a_real_node(tmp_path):
                 client.send(dev_key(0), *[verdict_message(dev_key(0), task_id, i, VERDICT_PASS) for i in items])
                 view = client.wait_for(task_id, lambda v: v["final_weights_hash"], "the verified final weights")
             assert view["final_weights_hash"] == final_hash
+            stdout, stderr = submit.communicate(timeout=60)  # it returns once the task ended
+            assert submit.returncode == 0 and b"Data key delivered to" in stderr, stderr
 
             not_private = wallet("task", "fetch", task_id, "-o", tmp_path / "refused")
             assert not_private.exit_code != 0 and not_private.stderr.startswith("Error: ")
@@ -123,14 +143,15 @@ def test_pack_serve_submit_fetch_and_eval_on_a_real_node(tmp_path):
             assert json.loads((tmp_path / "model" / "labels.json").read_text()) == ["setosa", "virginica"]
             assert parse_spec((tmp_path / "model" / "spec.json").read_bytes()) == spec
 
-            evaluated = wallet("task", "eval", task_id, "--allow-private-addresses", "-o", "json")
+            without_key = wallet("task", "eval", task_id, "--allow-private-addresses", "-o", "json")
+            assert without_key.exit_code != 0 and "private" in without_key.stderr and "--data" in without_key.stderr
+            evaluated = wallet("task", "eval", task_id, "--data", packed_dir, "--allow-private-addresses", "-o", "json")
             assert evaluated.exit_code == 0, evaluated.output
             answer = json.loads(evaluated.stdout)
             assert answer["test_samples"] == 8 and 0 <= answer["accuracy"] <= 1 and answer["loss"] > 0
-            local = json.loads(wallet("task", "eval", task_id, "--data", packed_dir, "--allow-private-addresses",
-                                      "-o", "json").stdout)
-            assert local == answer
             client.rpc.close()
     finally:
         worker_blobs.stop()
         stop_process_group(server)
+        if submit is not None:
+            stop_process_group(submit)

@@ -11,6 +11,10 @@ serves it beside its checkpoints, but the dataset is the requester's. A manifest
 fetched, or does not match its hash, raises `WorkUnavailable` (never a `ComputeError`, which a replay would
 count against the worker): the verifier votes nothing on that segment and tries again later, and a segment
 still undecided when its window closes is settled `unverified`, neither paid nor slashed (docs/protocol.md).
+
+A private dataset's shards open with the data key the requester delivered to this validator's operator
+(`compute.sealed_keys`); without it the verifier cannot replay, which is `WorkUnavailable` too: no vote, tried
+again at the next pass (the key may come), never a verdict against the worker.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import torch
 from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
 from trolly.compute.data import Dataset, build_dataset, dataset_from_blobs
 from trolly.compute.data.lazy_dataset import lazy_dataset
-from trolly.compute.data.manifest import check_manifest_bounds, decode_shard, parse_manifest
+from trolly.compute.data.manifest import check_manifest_bounds, decode_shard, is_private, parse_manifest
 from trolly.compute.errors import ComputeError
 from trolly.compute.spec import TaskSpec
 
@@ -43,6 +47,8 @@ class ShardSource:
     urls: tuple[str, ...]
     retry: RetryPolicy
     addresses: AddressPolicy
+    key: bytes | None = None
+    """A private dataset's data key (its shards are decrypted after their hash check)."""
 
     def __call__(self, entry: dict) -> dict[str, torch.Tensor]:
         outcome: dict[str, object] = {}
@@ -60,7 +66,7 @@ class ShardSource:
         try:
             if error is not None:
                 raise error
-            return decode_shard(outcome["data"], entry)
+            return decode_shard(outcome["data"], entry, self.key)
         except ComputeError as failure:
             raise WorkUnavailable(f"dataset shard {entry['hash'][:16]}... could not be fetched: {failure}") from None
 
@@ -89,9 +95,10 @@ class TaskDatasets:
         return dataset if dataset.manifest_hash == spec.dataset.manifest_hash else None
 
     async def task_dataset(self, spec: TaskSpec, extra_urls: list[str], retry: RetryPolicy,
-                           addresses: AddressPolicy) -> Dataset:
+                           addresses: AddressPolicy, key: bytes | None = None) -> Dataset:
         """The task's dataset: bundled if it matches, else its manifest fetched from the spec's URLs and
-        `extra_urls` (strangers' URLs: connections only where `addresses` allows) and its shards streamed."""
+        `extra_urls` (strangers' URLs: connections only where `addresses` allows) and its shards streamed,
+        a private one's decrypted with its data `key` (WorkUnavailable without one)."""
         dataset = self.local_dataset(spec)
         if dataset is not None:
             return dataset
@@ -103,6 +110,10 @@ class TaskDatasets:
             async with BlobClient(list(urls), retry=retry, address_policy=addresses) as blobs:
                 manifest = parse_manifest(await blobs.fetch(manifest_hash))
             check_manifest_bounds(manifest, spec.dataset.max_shards, spec.dataset.max_bytes)
-            return lazy_dataset(manifest_hash, manifest, ShardSource(urls, retry, addresses))
+            if is_private(manifest) and key is None:
+                raise WorkUnavailable(f"dataset {manifest_hash[:16]}... is private and its data key has not been "
+                                      f"delivered to this validator's operator (yet)")
+            return lazy_dataset(manifest_hash, manifest,
+                                ShardSource(urls, retry, addresses, key if is_private(manifest) else None))
         except ComputeError as error:
             raise WorkUnavailable(f"dataset {manifest_hash[:16]}... could not be fetched: {error}") from None

@@ -14,6 +14,7 @@ the worker, the verifier and the localnet read the market only through these vie
     /market/spec/<id>               TaskSpecView
     /market/worker/<address>        WorkerView, with its WorkerRecord (Hardware) while registered, and Unbonding
     /market/verify/<address>        VerifyWork: the SampledSegment items a validator must verify
+    /market/data_key/<id>/<address> DataKeyView: a private task's data key sealed to one recipient
     /market/params                  the chain's own `MarketParams`
 
 Payments are fields, not objects of their own, as the chain answers them: what a member was paid, penalized
@@ -235,6 +236,20 @@ class TaskSpecView(MarketView):
     @property
     def spec_bytes(self) -> bytes:
         return self.spec.encode("utf-8")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataKeyView(MarketView):
+    """A private task's data key sealed to one recipient (a member or a validator's operator): only the
+    recipient's ed25519 key opens it (`trolly.compute.data.encryption.open_data_key`)."""
+
+    task_id: int
+    recipient: Address
+    sealed_key: Hash
+
+    @property
+    def sealed_bytes(self) -> bytes:
+        return bytes.fromhex(self.sealed_key)
 
 
 # ---- workers ---------------------------------------------------------------------------------------------------

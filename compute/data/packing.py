@@ -7,8 +7,9 @@ split from an explicit seed (per label, so every label is in both splits), and b
 content-addressed shards as the bundled datasets (`manifest.py`), with the label names and the source's
 description added to the manifest.
 
-A packed directory holds a blob store (`blobs/`, what `trolly-wallet data serve` serves) and `dataset.json`,
-the summary a `task submit --data` reads. It is written under a temporary name and renamed into place, so a
+A packed directory holds a blob store (`blobs/`, what `trolly-wallet data serve` serves), `dataset.json`,
+the summary a `task submit --data` reads, and for private data (the default) `data.key`, the data key its
+shards are encrypted under (mode 0600, never served: the store serves `blobs/` by hash only). It is written under a temporary name and renamed into place, so a
 failed pack leaves nothing behind.
 """
 
@@ -24,16 +25,18 @@ import numpy as np
 
 from trolly.chain.market.datasets import MAX_PACKED_CLASSES, MAX_PACKED_INPUT_SIZE, MAX_PACKED_SAMPLES, PACKED
 from trolly.chain.market.params import MarketParams
-from trolly.wallet.files import install_directory, write_atomically
+from trolly.wallet.files import install_directory, write_atomically, write_private_file
 
 from ..blobs.store import BlobStore
 from ..errors import ComputeError, DatasetError
 from .dataset import Dataset
-from .encryption import CIPHER
+from .encryption import CIPHER, check_data_key
 from .manifest import MANIFEST_VERSION, SHARD_SAMPLES, DatasetBlobs, _finish, _shard_split, load_dataset, manifest_size
 from .readers import LabelledSamples
 
 SUMMARY_FILE = "dataset.json"
+KEY_FILE = "data.key"
+"""A private pack's data key (32 raw bytes, 0600), which the requester seals to each member and validator."""
 DEFAULT_TEST_FRACTION = 0.2
 
 
@@ -74,21 +77,45 @@ class PackedDataset:
     def store(self) -> BlobStore:
         return BlobStore(self.directory)
 
+    @property
+    def key(self) -> bytes | None:
+        """The data key of a private pack (its `data.key`), None for a public one."""
+        return read_data_key(self.directory)
+
     def summary(self) -> dict:
         return {"manifest_hash": self.manifest_hash, "input_size": self.input_size, "num_classes": self.num_classes,
                 "labels": list(self.labels), "train_samples": self.train_samples, "test_samples": self.test_samples,
-                "format": self.source_format, "directory": str(self.directory)}
+                "format": self.source_format, "private": self.key is not None, "directory": str(self.directory)}
 
     def spec_dataset(self, urls: list[str]) -> dict:
         """The spec's `dataset` section for this data served at `urls`; it declares the data's shards and bytes
-        as `max_shards` and `max_bytes`, which the chain bounds and a worker checks before it joins."""
-        shards, size = manifest_size(json.loads(self.store.get(self.manifest_hash)))
-        return {"name": PACKED, "manifest_hash": self.manifest_hash, "urls": urls, "input_size": self.input_size,
-                "num_classes": self.num_classes, "max_shards": shards, "max_bytes": size}
+        as `max_shards` and `max_bytes`, which the chain bounds and a worker checks before it joins, and for a
+        private pack its `cipher`, which makes the task wait for its data keys (docs/protocol.md 4.1b)."""
+        manifest = json.loads(self.store.get(self.manifest_hash))
+        shards, size = manifest_size(manifest)
+        section = {"name": PACKED, "manifest_hash": self.manifest_hash, "urls": urls, "input_size": self.input_size,
+                   "num_classes": self.num_classes, "max_shards": shards, "max_bytes": size}
+        if "cipher" in manifest:
+            section["cipher"] = manifest["cipher"]
+        return section
 
     def load(self) -> Dataset:
-        """The dataset from the directory's store, every blob hash-checked."""
-        return load_dataset(self.manifest_hash, self.store.get)
+        """The dataset from the directory's store, every blob hash-checked (and decrypted with `data.key`)."""
+        return load_dataset(self.manifest_hash, self.store.get, self.key)
+
+
+def read_data_key(directory: pathlib.Path) -> bytes | None:
+    """The data key kept in a packed `directory`, None when it has none (public data)."""
+    try:
+        data = (pathlib.Path(directory) / KEY_FILE).read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise DatasetError(f"cannot read the data key {directory / KEY_FILE}: {error.strerror or error}") from None
+    try:
+        return check_data_key(data)
+    except DatasetError:
+        raise DatasetError(f"{directory / KEY_FILE} is not a data key (32 bytes): pack the data again") from None
 
 
 def held_out_split(targets: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
@@ -159,9 +186,9 @@ def pack_samples(samples: LabelledSamples, test_fraction: float = DEFAULT_TEST_F
 
 
 def write_packed(blobs: DatasetBlobs, labels: tuple[str, ...], source_format: str,
-                 directory: pathlib.Path) -> PackedDataset:
-    """Write the blobs and summary under a temporary name beside `directory`, then rename it into place;
-    refuses a `directory` that exists and is not empty."""
+                 directory: pathlib.Path, key: bytes | None = None) -> PackedDataset:
+    """Write the blobs, summary and (for private data) the data `key` under a temporary name beside
+    `directory`, then rename it into place; refuses a `directory` that exists and is not empty."""
     directory = pathlib.Path(directory)
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise DatasetError(f"{directory} already exists and is not empty: pack into a new directory")
@@ -174,7 +201,9 @@ def write_packed(blobs: DatasetBlobs, labels: tuple[str, ...], source_format: st
         store = BlobStore(temporary)
         for digest, data in blobs.all_blobs().items():
             store.put(data, expected=digest)
-        summary = {key: value for key, value in packed.summary().items() if key != "directory"}
+        if key is not None:
+            write_private_file(temporary / KEY_FILE, check_data_key(key))
+        summary = {name: value for name, value in packed.summary().items() if name not in ("directory", "private")}
         write_atomically(temporary / SUMMARY_FILE, (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode())
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)

@@ -13,22 +13,29 @@ import dataclasses
 import json
 import pathlib
 import threading
+import time
 
 import click
 
+from trolly.chain.crypto import PrivateKey
 from trolly.chain.errors import ChainError
+from trolly.chain.market.records import LIVE_STATUSES
 from trolly.chain.market.spec import validate_spec
 from trolly.wallet.cli.errors import WalletGroup
 from trolly.wallet.cli.options import PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE, node_options, output_option, settings
 from trolly.wallet.cli.output import emit, print_key_values
 from trolly.wallet.errors import WalletError
+from trolly.wallet.market_queries import get_task_overview
+from trolly.wallet.sender import TxSender
 
 from ..blobs import AddressPolicy
+from ..data.encryption import DataKeyError, new_data_key
 from ..data.packing import (DEFAULT_TEST_FRACTION, PACK_BOUNDS, SUMMARY_FILE, PackedDataset, check_bounds,
                             open_packed, pack_samples, write_packed)
 from ..data.readers import read_samples
 from ..errors import ComputeError
 from ..spec import example_spec, parse_spec
+from .key_delivery import deliver_data_keys
 from .results import evaluate_result, fetch_dataset_of, fetch_result, write_result
 from .serving import ServingThread
 
@@ -55,9 +62,11 @@ def data() -> None:
     """Pack your own data (CSV, JSONL, image folders) into a dataset, and serve it to a task's workers."""
 
 
-def pack_path(path: pathlib.Path, label_column: str | None, test_fraction: float, seed: int) -> tuple:
+def pack_path(path: pathlib.Path, label_column: str | None, test_fraction: float, seed: int,
+              key: bytes | None) -> tuple:
+    """Read and pack PATH (encrypted under `key` unless it is None), checked against the chain's bounds."""
     samples = read_samples(path, label_column)
-    blobs, labels = pack_samples(samples, test_fraction, seed)
+    blobs, labels = pack_samples(samples, test_fraction, seed, key)
     check_bounds(blobs, PACK_BOUNDS)
     return blobs, labels, samples.source_format
 
@@ -70,14 +79,18 @@ def pack_path(path: pathlib.Path, label_column: str | None, test_fraction: float
 @click.option("--test-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               default=DEFAULT_TEST_FRACTION, show_default=True, help="Share of each label held out for evaluation.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the held-out split.")
+@click.option("--public", is_flag=True,
+              help="Store the shards in clear: anyone who fetches them reads them (default: encrypted under a new "
+                   "data key kept in OUT/data.key, which only the task's members and validators receive).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (-o names the directory here).")
 def pack(path: pathlib.Path, out: pathlib.Path, label_column: str | None, test_fraction: float, seed: int,
-         as_json: bool) -> None:
+         public: bool, as_json: bool) -> None:
     """Pack PATH (a .csv with a header, a .jsonl of {"text", "label"}, or a folder with one folder of images per
-    class) into content-addressed shards and a manifest in the new directory OUT."""
+    class) into content-addressed shards and a manifest in the new directory OUT, encrypted unless --public."""
     with refusals():
-        blobs, labels, source_format = pack_path(path, label_column, test_fraction, seed)
-        packed = write_packed(blobs, labels, source_format, out)
+        key = None if public else new_data_key()
+        blobs, labels, source_format = pack_path(path, label_column, test_fraction, seed, key)
+        packed = write_packed(blobs, labels, source_format, out, key)
     emit(packed.summary(), as_json, lambda summary: print_key_values(summary.items(), title="Packed"))
 
 
@@ -134,20 +147,66 @@ class DataSubmission:
         if self.server is not None:
             self.server.stop()
 
+    def follow(self, task_id: int, requester: PrivateKey | None) -> None:
+        """Until the task is neither open nor running (or Ctrl-C): keep the data served, and for private data
+        deliver its key to each member as it joins and to each bonded validator (`key_delivery`)."""
+        data_key = self.packed.key
+        if self.server is None and data_key is None:
+            return
+        if self.server is not None:
+            click.echo(f"Serving the data at {self.server.url} until task {task_id} ends (Ctrl-C stops serving).",
+                       err=True)
+        if data_key is not None:
+            click.echo(f"The data is private: its key goes to task {task_id}'s members as they join, and to the "
+                       f"validators, until the task ends.", err=True)
+        options = settings()
+        client = options.client()
+        sender = TxSender(client.async_client, options.nonce_cache())
+        told: set[str] = set()
+        try:
+            while True:
+                if data_key is not None and requester is not None:
+                    deliver_once(client, sender, requester, task_id, data_key, told)
+                if client.run(get_task_overview(client.async_client, task_id)).status not in LIVE_STATUSES:
+                    return
+                time.sleep(2.0)
+        except KeyboardInterrupt:
+            click.echo("Stopped following the task; workers that still need the data fetch it from each other, and "
+                       "nobody who joins from now on gets its key.", err=True)
+
+
+def deliver_once(client, sender: TxSender, requester: PrivateKey, task_id: int, data_key: bytes,
+                 told: set[str]) -> None:
+    """One look at who lacks the key, and one transaction of boxes; a refusal (a member dropped meanwhile, the
+    node catching up) is said and tried again at the next look."""
+    try:
+        delivery = client.run(deliver_data_keys(client.async_client, sender, requester, task_id, data_key))
+    except WalletError as error:
+        click.echo(f"Could not deliver the data key yet: {error}", err=True)
+        return
+    for recipient in delivery.delivered:
+        click.echo(f"Data key delivered to {recipient}.", err=True)
+    for recipient in set(delivery.without_public_key) - told:
+        told.add(recipient)
+        click.echo(f"{recipient} has signed no transaction, so its public key is unknown and it cannot be given "
+                   f"the data key: the task waits for it (docs/privacy.md).", err=True)
+
 
 def packed_for(path: pathlib.Path, label_column: str | None) -> PackedDataset:
-    """PATH if it is a packed directory, else PATH packed into `<PATH>.packed` (reused when it holds the
-    same data; refused when it holds other data)."""
+    """PATH if it is a packed directory, else PATH packed, private, into `<PATH>.packed` (reused when it holds
+    the same data: packed again under the data key it keeps, the manifest hash is the same; refused when it
+    holds other data)."""
     if (path / SUMMARY_FILE).exists():
         return open_packed(path)
-    blobs, labels, source_format = pack_path(path, label_column, DEFAULT_TEST_FRACTION, 0)
     target = path.with_name(path.name + ".packed")
-    if target.exists():
-        existing = open_packed(target)
+    existing = open_packed(target) if target.exists() else None
+    key = existing.key if existing is not None else new_data_key()
+    blobs, labels, source_format = pack_path(path, label_column, DEFAULT_TEST_FRACTION, 0, key)
+    if existing is not None:
         if existing.manifest_hash != blobs.manifest_hash:
             raise WalletError(f"{target} holds other data: remove it or pass a packed directory with --data")
         return existing
-    return write_packed(blobs, labels, source_format, target)
+    return write_packed(blobs, labels, source_format, target, key)
 
 
 def prepare_data_submission(path: str, spec_file: str | None, model: str, rounds: int | None, urls: tuple[str, ...],
@@ -224,7 +283,11 @@ def evaluate_command(task_id: int, data_directory: pathlib.Path | None, allow_pr
     addresses = AddressPolicy(allow_private_addresses)
     with refusals():
         result = client.run(fetch_result(client.async_client, task_id, addresses))
-        dataset = (open_packed(data_directory).load() if data_directory is not None
-                   else client.run(fetch_dataset_of(result, addresses)))
+        try:
+            dataset = (open_packed(data_directory).load() if data_directory is not None
+                       else client.run(fetch_dataset_of(result, addresses)))
+        except DataKeyError:
+            raise WalletError("the task's dataset is private: pass your packed directory (which keeps its data "
+                              "key) with --data") from None
         answer = evaluate_result(result, dataset)
     emit(answer, settings().json, lambda a: print_key_values(a.items(), title=f"Task {task_id} on its held-out split"))

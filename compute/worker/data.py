@@ -16,6 +16,11 @@ one listing more shards or bytes than the spec declared, checks what it would ta
 memory (`compute/worker/fit.py`), then obtains the whole dataset: a dataset the requester does not serve, or
 that does not match its hash, keeps the worker out of the task, and a worker never starts a round it cannot
 train for want of data.
+
+A private dataset (its manifest names a cipher, docs/privacy.md) is fetched the same way before joining, as
+ciphertext (`obtain_blobs`): hash-checked, but not decodable until the requester delivers this worker's data
+key, which it can only do once the worker joined. The worker then waits for its box (the task does not start
+before it is delivered, so the wait costs no round) and loads the dataset with the key (`obtain_dataset`).
 """
 
 from __future__ import annotations
@@ -25,18 +30,21 @@ import logging
 
 from ..blobs import AddressPolicy, BlobClient, BlobStore
 from ..data import Dataset, build_dataset, load_dataset
-from ..data.manifest import SPLITS, check_manifest_bounds, parse_manifest
+from ..data.manifest import SPLITS, check_manifest_bounds, is_private, parse_manifest
+from ..data.encryption import DataKeyError
 from ..errors import ComputeError, DatasetError
 from ..spec import TaskSpec
 
 log = logging.getLogger("trolly.worker")
 
 
-def _from_store(store: BlobStore, manifest_hash: str) -> Dataset | None:
+def _from_store(store: BlobStore, manifest_hash: str, key: bytes | None) -> Dataset | None:
     if not store.has(manifest_hash):
         return None
     try:
-        return load_dataset(manifest_hash, store.get)
+        return load_dataset(manifest_hash, store.get, key)
+    except DataKeyError:
+        raise  # a private dataset without its key (or with another) is not "incomplete": fetching cannot help
     except ComputeError as error:  # a missing shard (BlobNotFound) is just as much "not here" as a bad one
         log.info("dataset %s is incomplete in the local store (%s)", manifest_hash[:12], error)
         return None
@@ -87,15 +95,32 @@ def missing_bytes(store: BlobStore, manifest: dict) -> int:
                if not store.has(entry["hash"]))
 
 
-async def _fetch(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy) -> Dataset:
-    manifest_hash = spec.dataset.manifest_hash
+async def _fetch_shards(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy) -> dict:
+    """The checked manifest, its shards fetched into the store (hash-checked, not decoded)."""
     manifest = await read_manifest(store, spec, addresses, build=False)
-    async with BlobClient(list(spec.dataset.urls), address_policy=addresses) as client:
-        for split in SPLITS:
-            for entry in manifest["splits"][split]["shards"]:
-                if not store.has(entry["hash"]):
-                    store.put(await client.fetch(entry["hash"]), expected=entry["hash"])
-    return load_dataset(manifest_hash, store.get)
+    missing = [entry["hash"] for split in SPLITS for entry in manifest["splits"][split]["shards"]
+               if not store.has(entry["hash"])]
+    if missing:
+        async with BlobClient(list(spec.dataset.urls), address_policy=addresses) as client:
+            for digest in missing:
+                store.put(await client.fetch(digest), expected=digest)
+    return manifest
+
+
+async def _fetch(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy, key: bytes | None) -> Dataset:
+    await _fetch_shards(store, spec, addresses)
+    return load_dataset(spec.dataset.manifest_hash, store.get, key)
+
+
+async def obtain_blobs(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy) -> bool:
+    """Before joining: the task's dataset obtained into the store (a public one loaded and checked as by
+    `obtain_dataset`, a private one fetched as ciphertext); True when it is private (a key is needed)."""
+    manifest = await read_manifest(store, spec, addresses)
+    if not is_private(manifest):
+        await obtain_dataset(store, spec, addresses)
+        return False
+    await _fetch_shards(store, spec, addresses)
+    return True
 
 
 def check_declared_shape(spec: TaskSpec, dataset: Dataset) -> None:
@@ -108,14 +133,16 @@ def check_declared_shape(spec: TaskSpec, dataset: Dataset) -> None:
                            f"declares {spec.dataset.input_size} and {spec.dataset.num_classes}")
 
 
-async def obtain_dataset(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy) -> Dataset:
+async def obtain_dataset(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy,
+                         key: bytes | None = None) -> Dataset:
     """The task's dataset: from the store, else built from the bundled data, else fetched from the spec's URLs
-    (the requester's: connections only where `connect_policy` allows)."""
-    dataset = _from_store(store, spec.dataset.manifest_hash)
+    (the requester's: connections only where `connect_policy` allows); a private one decrypted with its data
+    `key` (DataKeyError without it)."""
+    dataset = _from_store(store, spec.dataset.manifest_hash, key)
     if dataset is None:
         dataset = await asyncio.to_thread(_build_locally, store, spec)
     if dataset is None:
-        dataset = await _fetch(store, spec, addresses)
+        dataset = await _fetch(store, spec, addresses, key)
     check_declared_shape(spec, dataset)
     log.info("dataset %s ready: %d training samples", spec.dataset.name, dataset.train_size)
     return dataset

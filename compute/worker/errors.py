@@ -20,5 +20,10 @@ class TaskUnfit(WorkerError):
     """This worker cannot train the task (unknown model or codec, mismatched determinism profile...)."""
 
 
+class DataKeyWaiting(WorkerError):
+    """A private task this worker joined, whose data key the requester has not delivered yet: it waits (the
+    task does not start before every member holds its key, so no round is missed)."""
+
+
 class WeightsMismatch(WorkerError):
     """The global weights this worker computed differ from what the chain agreed, or an update is missing."""

@@ -24,7 +24,7 @@ import threading
 import time
 
 from trolly.chain.crypto import PrivateKey
-from trolly.chain.market.records import PASSED
+from trolly.chain.market.records import LIVE_STATUSES, PASSED
 from trolly.wallet.errors import (InclusionTimeout, InsufficientBalance, NodeUnreachable, QueryFailed, RpcError,
                                   TxRejected)
 from trolly.wallet.market_views import TaskSummary, TaskView
@@ -35,19 +35,20 @@ from ..acceleration import Acceleration
 from ..cheats import get_cheat
 from ..checkpoints import TrainingState, encode_weights
 from ..data import Dataset
-from ..data.manifest import loaded_bytes
+from ..data.manifest import is_private, loaded_bytes
 from ..determinism import current_instruction_set, require_replayable_process
 from ..errors import CheatError, DatasetError, SpecError
 from ..outer_step import GlobalState
+from ..sealed_keys import received_data_key
 from ..spec import TaskSpec, parse_spec
 from ..training import Trainer, evaluate
 from ..weights_follower import StartUnavailable, WeightsFollower, round_updates
 from . import plan
 from .cheat_round import play_cheat_round
 from .config import WorkerConfig
-from .data import missing_bytes, obtain_dataset, read_manifest
+from .data import missing_bytes, obtain_blobs, obtain_dataset, read_manifest
 from .display import RoundDisplay
-from .errors import TaskUnfit, WeightsMismatch, WorkerError
+from .errors import DataKeyWaiting, TaskUnfit, WeightsMismatch, WorkerError
 from .fit import check_base_model, check_disk, check_memory
 from .housekeeping import prune_task
 from .commits import Committer
@@ -228,6 +229,9 @@ class WorkerService:
                 unexpected = isinstance(error, RpcError) and error.code != INTERNAL_RPC_ERROR
                 log.log(logging.ERROR if unexpected else logging.WARNING, "%s; retrying", error)
                 await self._sleep(2.0)
+            except DataKeyWaiting as waiting:
+                log.info("%s; looking again in 2 s", waiting)
+                await self._sleep(2.0)
             except (WeightsMismatch, StartUnavailable, BlobError, DatasetError) as error:
                 # An update nobody serves, a dataset that cannot be fetched: retry; if the round's deadline passes
                 # first, the chain drops this worker from the task and the next look at it says so.
@@ -293,7 +297,7 @@ class WorkerService:
             record = await self.market.worker()
             check_memory(raw, record.hardware.memory_mb if record is not None else 0, loaded_bytes(manifest))
             check_disk(missing_bytes(self.store, manifest), shutil.disk_usage(self.store.root).free)
-            await obtain_dataset(self.store, spec, self.addresses)
+            await obtain_blobs(self.store, spec, self.addresses)  # a private one as ciphertext: no key before joining
         except (DatasetError, BlobError) as error:
             raise TaskUnfit(f"the task's dataset cannot be obtained: {error}") from None
         return spec
@@ -301,22 +305,44 @@ class WorkerService:
     async def work_on(self, progress: TaskProgress) -> None:
         """Work on one task until this worker is done with it (or the service stops)."""
         context = await self.prepare(progress)
+        if context is None:
+            return
         try:
             while not self._stopping.is_set() and await self.step(context):
                 pass
         finally:
             await asyncio.to_thread(context.trainer.close)  # its checkpoint process, once what it stores is stored
 
-    async def prepare(self, progress: TaskProgress) -> TaskContext:
-        """Spec (as on chain), dataset and trainer of a task this worker belongs to."""
+    async def prepare(self, progress: TaskProgress) -> TaskContext | None:
+        """Spec (as on chain), dataset and trainer of a task this worker belongs to; None when it is a private
+        task that ended before this worker's data key came (then finished here)."""
         raw = await self.market.spec(progress.task_id)
         if hashlib.sha256(raw).hexdigest() != progress.spec_hash:
             raise TaskUnfit(f"task {progress.task_id}'s spec no longer matches the hash it was joined with")
         spec = parse_spec(raw)
-        dataset = await obtain_dataset(self.store, spec, self.addresses)
+        key = None
+        if is_private(await read_manifest(self.store, spec, self.addresses)):
+            key = await self.data_key(progress)
+            if key is None:
+                return None
+        dataset = await obtain_dataset(self.store, spec, self.addresses, key)
         weights = WeightsFollower(spec, dataset.shape, self.addresses, store=self.store,
                                   cache=ProgressCache(self.store, self.state, progress))
         return TaskContext(progress, spec, dataset, await asyncio.to_thread(Trainer, spec, dataset), weights)
+
+    async def data_key(self, progress: TaskProgress) -> bytes | None:
+        """A private task's data key, once the requester delivered it to this worker. Until then the task has not
+        started (the chain waits for every member's key), so waiting costs no round (`DataKeyWaiting`, retried
+        by `run`); None when the task ended meanwhile (its key withheld until it expired: collateral back)."""
+        key = await received_data_key(self.market.rpc, progress.task_id, self.market.key)
+        if key is not None:
+            return key
+        view = await self.market.task(progress.task_id)
+        if view.status in LIVE_STATUSES:
+            raise DataKeyWaiting(f"task {progress.task_id}: waiting for the requester to deliver this worker's "
+                                 f"data key (the task starts only once every member holds it)")
+        self._finish(progress, view, f"{view.status} before its data key was delivered")
+        return None
 
     async def step(self, context: TaskContext) -> bool:
         """Look at the chain once and do what it calls for; False once this worker is done with the task."""

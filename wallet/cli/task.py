@@ -13,10 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
-import time
 
 import click
 
+from trolly.chain.crypto import PrivateKey
 from trolly.chain.errors import ChainError
 from trolly.chain.market.records import OPEN, RUNNING
 from trolly.chain.market.spec import validate_spec
@@ -114,29 +114,19 @@ def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, .
         return
     prepared = load_target(DATA_SUBMISSION)(data_path, spec_file, model, rounds, data_urls, listen, label_column)
     try:
-        task_id = submit_spec(prepared.spec, f"built for {data_path}", budget, reward_per_round, workers, collateral,
-                              samples_per_worker, join_blocks, round_blocks, flags)
-        if prepared.server is not None and task_id is not None:
-            serve_until_settled(task_id, prepared.server.url)
+        task_id, key = submit_spec(prepared.spec, f"built for {data_path}", budget, reward_per_round, workers,
+                                   collateral, samples_per_worker, join_blocks, round_blocks, flags)
+        if task_id is not None:
+            prepared.follow(task_id, key)  # serves the data and delivers a private task's keys until it ends
     finally:
         prepared.close()
 
 
-def serve_until_settled(task_id: int, url: str) -> None:
-    """Keep the data served (by the caller) until the task is neither open nor running, or Ctrl-C."""
-    click.echo(f"Serving the data at {url} until task {task_id} ends (Ctrl-C stops serving).", err=True)
-    client = settings().client()
-    try:
-        while client.run(get_task(client.async_client, task_id)).status in (OPEN, RUNNING):
-            time.sleep(2.0)
-    except KeyboardInterrupt:
-        click.echo("Stopped serving the data; workers that still need it fetch it from each other.", err=True)
-
-
 def submit_spec(spec: bytes, spec_label: str, budget: str, reward_per_round: str | None, workers: int,
                 collateral: str | None, samples_per_worker: int, join_blocks: int, round_blocks: int,
-                flags: dict) -> int | None:
-    """Plan, show, sign and send the task for `spec`; the new task's id once it is included, else None."""
+                flags: dict) -> tuple[int | None, PrivateKey | None]:
+    """Plan, show, sign and send the task for `spec`; the new task's id once it is included (else None) and
+    the key that signed it."""
     options = settings()
     client = options.client()
     params = client.run(get_market_params(client.async_client))
@@ -158,10 +148,10 @@ def submit_spec(spec: bytes, spec_label: str, budget: str, reward_per_round: str
         rounds=plan.rounds, reward_per_round=plan.reward_per_round, collateral=plan.collateral,
         join_blocks=join_blocks, round_blocks=round_blocks, samples_per_worker=samples_per_worker)
     transaction = TransactionFlags(**flags)
-    run_transaction(transaction, [message])
+    key = run_transaction(transaction, [message])
     if transaction.dry_run or transaction.generate_only or transaction.no_wait:
-        return None
-    return announce_task_id(transaction.signer, message.spec_hash.hex(), quiet=options.json)
+        return None, key
+    return announce_task_id(transaction.signer, message.spec_hash.hex(), quiet=options.json), key
 
 
 def announce_task_id(signer: str, spec_hash: str, quiet: bool = False) -> int | None:

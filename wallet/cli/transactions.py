@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import click
 from google.protobuf.message import Message
 
+from trolly.chain.crypto import PrivateKey
 from trolly.chain.tx import tx_hash
 
 from ..amounts import parse_amount
@@ -124,7 +125,8 @@ def render_plan(description: dict, err: bool) -> None:
     console(err).print(key_value_table(rows, title="Transaction"))
 
 
-def run_transaction(flags: TransactionFlags, messages: list[Message]) -> None:
+def run_transaction(flags: TransactionFlags, messages: list[Message]) -> PrivateKey | None:
+    """Plan, show, confirm, sign and send (or print) `messages`; the key that signed, None when nothing was."""
     options = settings()
     keyring = options.keyring()
     signer = resolve_key(keyring, flags.signer)
@@ -167,9 +169,10 @@ def run_transaction(flags: TransactionFlags, messages: list[Message]) -> None:
             emit(result, True, lambda data: None)
         else:
             click.echo(result["tx"])
-        return
+        return key
     outcome = options.client().run(sender.send(key, plan, wait=not flags.no_wait, timeout=flags.timeout))
     report_outcome(outcome, description)
+    return key
 
 
 def report_outcome(outcome: SendOutcome, description: dict) -> None:

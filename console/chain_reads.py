@@ -1,0 +1,134 @@
+"""What the console's pages show, read from the node through the wallet's RPC client and typed views.
+
+Every function takes the asynchronous RPC client and answers plain JSON for the front end: the views' own
+`to_answer` documents, and the RPC's typed answers' `to_json`, so the console says exactly what the CLI's
+`-o json` says. Blocks are immutable once committed, so their headers are kept in a `ReadCache`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from trolly.wallet.errors import QueryFailed, WalletError
+from trolly.wallet.market_queries import get_task, get_worker, task_page
+from trolly.wallet.rpc import AsyncRpcClient, BlockHeader, TxResult, hash_hex
+from trolly.wallet.sender import fetch_account
+from trolly.wallet.staking_views import get_validators
+from trolly.wallet.txbuilder import describe_tx
+
+RECENT_BLOCKS = 10
+"""Blocks the network page lists (each one RPC call the first time it is shown, then cached)."""
+RECENT_TX_WINDOW = 200
+"""Blocks back the network page looks for recent transactions (one `tx_search`)."""
+RECENT_TXS = 15
+
+_TASK_ID = re.compile(r"^#?\d{1,18}$")
+_TX_HASH = re.compile(r"^(0x)?[0-9a-fA-F]{64}$")
+
+
+class ReadCache:
+    """Block headers by height: committed blocks never change. `clear` is the console's "refresh" action."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, BlockHeader] = {}
+
+    def clear(self) -> int:
+        cleared = len(self.blocks)
+        self.blocks.clear()
+        return cleared
+
+
+async def network_overview(client: AsyncRpcClient, cache: ReadCache) -> dict:
+    """Height, block time, validators (stake, power, jailed), the recent blocks and transactions."""
+    status = await client.status()
+    height = status.latest_block_height
+    validators = await get_validators(client)
+    blocks = []
+    for block_height in range(height, max(0, height - RECENT_BLOCKS), -1):
+        if block_height not in cache.blocks:
+            cache.blocks[block_height] = await client.block(block_height)
+        blocks.append(cache.blocks[block_height])
+    txs, _ = await client.tx_search(f"tx.height>={max(1, height - RECENT_TX_WINDOW)}", per_page=RECENT_TXS,
+                                    order_by="desc")
+    return {
+        "status": status.to_json(),
+        "block_time_seconds": _seconds_between(blocks),
+        "validators": [v.to_answer() for v in validators],
+        "blocks": [_block_json(header) for header in blocks],
+        "txs": [_tx_json(tx) for tx in txs],
+    }
+
+
+async def tasks_page(client: AsyncRpcClient, after: int) -> dict:
+    """One page of every task (the chain's page size), and the id the next page starts after."""
+    return (await task_page(client, after)).to_answer()
+
+
+async def task_detail(client: AsyncRpcClient, task_id: int) -> dict:
+    """The whole task: terms, members with pay and slashes, every round's commitments, segments, committees and
+    votes (`market_queries.get_task`)."""
+    return (await get_task(client, task_id)).to_answer()
+
+
+async def search(client: AsyncRpcClient, text: str) -> dict:
+    """What `text` names: a task id, a transaction hash or an address. `kind` says which; "none" when nothing."""
+    text = text.strip()
+    if _TASK_ID.match(text):
+        task_id = int(text.lstrip("#"))
+        try:
+            await get_task(client, task_id)
+        except QueryFailed:
+            return {"kind": "none", "query": text, "reason": f"no task {task_id}"}
+        return {"kind": "task", "query": text, "task_id": task_id}
+    if _TX_HASH.match(text):
+        found = await client.find_tx(hash_hex(text))
+        if found is None:
+            return {"kind": "none", "query": text, "reason": "no transaction with this hash in a block"}
+        return {"kind": "tx", "query": text, "tx": _tx_json(found)}
+    try:
+        account = await fetch_account(client, text)
+    except WalletError as error:  # an invalid address included
+        return {"kind": "none", "query": text, "reason": str(error) or "not a task id, transaction hash or address"}
+    result = {"kind": "address", "query": text, "account": account.to_json(), "worker": None, "validator": None}
+    try:
+        result["worker"] = (await get_worker(client, text)).to_answer()
+    except QueryFailed:
+        pass  # not a worker: the account alone
+    validator = next((v for v in await get_validators(client) if v.operator == text), None)
+    result["validator"] = validator.to_answer() if validator else None
+    return result
+
+
+def _block_json(header: BlockHeader) -> dict:
+    return {"height": header.height, "time": header.time, "hash": header.block_hash, "txs": header.num_txs,
+            "app_hash": header.app_hash.hex().upper()}
+
+
+def _tx_json(tx: TxResult) -> dict:
+    answer = tx.to_json()
+    try:
+        answer["body"] = describe_tx(tx.tx) if tx.tx else None
+    except WalletError:
+        answer["body"] = None  # the engine's own seed transactions are not wallet transactions
+    return answer
+
+
+def _seconds_between(blocks: list[BlockHeader]) -> float | None:
+    """Mean seconds between the listed blocks (newest first), from their header times."""
+    times = [_parse_time(header.time) for header in blocks]
+    times = [t for t in times if t is not None]
+    if len(times) < 2:
+        return None
+    span = (times[0] - times[-1]).total_seconds()
+    return round(span / (len(times) - 1), 3) if span >= 0 else None
+
+
+def _parse_time(text: str) -> datetime | None:
+    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", text or "")
+    if not match:
+        return None
+    fraction = (match.group(2) or ".0")[:7]  # CometBFT writes nanoseconds; datetime takes microseconds
+    zone = "+00:00" if match.group(3) == "Z" else match.group(3)
+    return datetime.fromisoformat(match.group(1) + fraction + zone)
+

@@ -1,0 +1,166 @@
+"""The console's web server: the JSON API the pages read, their live updates, and the built front end.
+
+    GET  /                       the page (console/web/index.html), which loads the built bundle
+    GET  /assets/...             the bundle `make setup` builds into console/web/dist
+    GET  /api/session            this session's CSRF token
+    GET  /api/node               what the console last knew of the node (up or down, last height seen)
+    GET  /api/events             server-sent events: a `node` event whenever the node's state changes
+    GET  /api/network            height, block time, validators, recent blocks and transactions
+    GET  /api/tasks?after=N      one page of tasks
+    GET  /api/tasks/<id>         a whole task
+    GET  /api/search?q=...       a task id, a transaction hash or an address
+    POST /api/cache/refresh      forget the cached blocks (a state change: CSRF token and Origin required)
+
+A node that is down answers the reading endpoints with 503 and the node's state (`last_height` included), so a
+page says "down since height N" instead of going blank.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import pathlib
+
+from aiohttp import web
+
+from trolly.wallet.errors import MarketAnswerError, NodeUnreachable, QueryFailed, RpcError
+from trolly.wallet.rpc import AsyncRpcClient
+
+from . import chain_reads
+from .node_watch import NodeWatch
+from .security import CSRF_TOKEN, Sessions, make_guard
+
+WEB = pathlib.Path(__file__).resolve().parent / "web"
+DIST = WEB / "dist"
+SSE_KEEPALIVE_SECONDS = 15.0
+"""A comment line this often keeps an idle event stream open through proxies and lets a closed page be noticed."""
+
+CLIENT = web.AppKey("client", AsyncRpcClient)
+WATCH = web.AppKey("watch", NodeWatch)
+CACHE = web.AppKey("cache", chain_reads.ReadCache)
+
+
+def make_app(node_url: str, poll_seconds: float = 1.0) -> web.Application:
+    """The console's app over the node at `node_url`; the node watch starts and stops with it."""
+    app = web.Application(middlewares=[make_guard(Sessions())])
+    client = AsyncRpcClient(node_url, timeout=5.0)
+    app[CLIENT] = client
+    app[WATCH] = NodeWatch(client, poll_seconds)
+    app[CACHE] = chain_reads.ReadCache()
+
+    async def lifecycle(app: web.Application):
+        await app[WATCH].start()
+        yield
+        await app[WATCH].stop()
+        await client.close()
+
+    app.cleanup_ctx.append(lifecycle)
+    app.router.add_get("/", index)
+    app.router.add_get("/api/session", session)
+    app.router.add_get("/api/node", node_state)
+    app.router.add_get("/api/events", events)
+    app.router.add_get("/api/network", network)
+    app.router.add_get("/api/tasks", tasks)
+    app.router.add_get("/api/tasks/{number:\\d+}", task)
+    app.router.add_get("/api/search", search)
+    app.router.add_post("/api/cache/refresh", refresh_cache)
+    if DIST.is_dir():
+        app.router.add_static("/assets/", DIST)
+    return app
+
+
+async def index(request: web.Request) -> web.Response:
+    if not (DIST / "app.js").exists():
+        return web.Response(status=503, content_type="text/plain",
+                            text="The console's front end is not built: run `make setup` (it needs Node.js and npm).")
+    return web.FileResponse(WEB / "index.html", headers={"Cache-Control": "no-store"})
+
+
+async def session(request: web.Request) -> web.Response:
+    return web.json_response({"csrf_token": request[CSRF_TOKEN]}, headers={"Cache-Control": "no-store"})
+
+
+async def node_state(request: web.Request) -> web.Response:
+    return web.json_response(request.app[WATCH].state.to_json())
+
+
+async def events(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: the node's state now, then every change, until the page goes away."""
+    watch = request.app[WATCH]
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"})
+    await response.prepare(request)
+    queue = watch.subscribe()
+    try:
+        await _send_event(response, "node", watch.state.to_json())
+        while True:
+            try:
+                state = await asyncio.wait_for(queue.get(), SSE_KEEPALIVE_SECONDS)
+            except asyncio.TimeoutError:
+                await response.write(b": keepalive\n\n")
+                continue
+            await _send_event(response, "node", state.to_json())
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass  # the page closed or the server stops
+    finally:
+        watch.unsubscribe(queue)
+    return response
+
+
+async def _send_event(response: web.StreamResponse, name: str, data: dict) -> None:
+    await response.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+
+
+async def network(request: web.Request) -> web.Response:
+    return await _read(request, chain_reads.network_overview(request.app[CLIENT], request.app[CACHE]))
+
+
+async def tasks(request: web.Request) -> web.Response:
+    after = request.query.get("after", "0")
+    if not after.isdigit():
+        raise web.HTTPBadRequest(text="after must be a task id (a whole number)")
+    return await _read(request, chain_reads.tasks_page(request.app[CLIENT], int(after)))
+
+
+async def task(request: web.Request) -> web.Response:
+    return await _read(request, chain_reads.task_detail(request.app[CLIENT], int(request.match_info["number"])))
+
+
+async def search(request: web.Request) -> web.Response:
+    return await _read(request, chain_reads.search(request.app[CLIENT], request.query.get("q", "")))
+
+
+async def refresh_cache(request: web.Request) -> web.Response:
+    cleared = request.app[CACHE].clear()
+    state = await request.app[WATCH].check()
+    return web.json_response({"cleared_blocks": cleared, "node": state.to_json()})
+
+
+async def _read(request: web.Request, reading) -> web.Response:
+    """Run one reading of the node: its JSON, or what went wrong with the node's state beside it."""
+    watch = request.app[WATCH]
+    try:
+        answer = await reading
+    except NodeUnreachable as error:
+        state = await watch.check()
+        return web.json_response({"error": str(error), "node": state.to_json()}, status=503)
+    except QueryFailed as error:
+        return web.json_response({"error": str(error), "node": watch.state.to_json()}, status=404)
+    except (RpcError, MarketAnswerError) as error:
+        return web.json_response({"error": str(error), "node": watch.state.to_json()}, status=502)
+    return web.json_response(answer)
+
+
+async def serve(node_url: str, port: int, ready=None) -> None:
+    """Serve on 127.0.0.1:`port` until cancelled; `ready(url)` is called once it listens."""
+    runner = web.AppRunner(make_app(node_url))
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", port)
+        await site.start()
+        if ready is not None:
+            ready(f"http://127.0.0.1:{runner.addresses[0][1]}/")
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,108 @@
+"""The console in a real browser: Playwright drives Debian's Chromium (launched by its executable path) through
+the network page, the tasks, a task's page, a search, keyboard use, and the node going down. Screenshots go to
+`test-artifacts/console/`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+
+import pytest
+
+from console_helpers import DEV_ADDRESS, busy_node, console_process
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = pathlib.Path("/usr/bin/chromium")
+ARTIFACTS = pathlib.Path(__file__).resolve().parent.parent / "test-artifacts" / "console"
+SYNC_API = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (make setup installs it)")
+expect = SYNC_API.expect
+
+if not CHROMIUM.exists():
+    pytest.skip(f"Debian's chromium is not installed at {CHROMIUM} (make test installs it with apt as root)",
+                allow_module_level=True)
+if not (pathlib.Path(__file__).resolve().parent.parent / "console" / "web" / "dist" / "app.js").exists():
+    pytest.skip("the console's front end is not built (make setup builds it with npm)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("console-browser")
+    with contextlib.ExitStack() as console, contextlib.ExitStack() as node_running:
+        node = node_running.enter_context(busy_node(tmp))
+        url = console.enter_context(console_process(node.url, tmp / "console.log"))
+        yield node, url, node_running  # the last test stops the node while the console goes on
+
+
+@pytest.fixture(scope="module")
+def page(site):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with SYNC_API.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                             args=["--no-sandbox"] if os.geteuid() == 0 else [])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        yield page
+        browser.close()
+
+
+def loaded(page, hash_: str) -> None:
+    page.wait_for_selector(f'main[data-loaded="{hash_}"]', timeout=15_000)
+
+
+def test_the_network_page_shows_the_chain_and_follows_it_live(site, page):
+    node, url, _ = site
+    page.goto(f"{url}/#/network")
+    loaded(page, "#/network")
+    expect(page.get_by_role("table", name="Validators").get_by_text("validator-0")).to_be_visible()
+    status = page.locator("#node-status")
+    first = status.inner_text()
+    assert first.startswith("Node up: height")
+    page.wait_for_function("first => document.getElementById('node-status').innerText !== first", arg=first,
+                           timeout=10_000)  # a new block arrived through the event stream, without a reload
+    assert page.locator("#tx-chart canvas").count() == 1
+    page.screenshot(path=str(ARTIFACTS / "network.png"), full_page=True)
+
+
+def test_the_tasks_list_leads_to_a_task_page_with_its_members_and_rounds(site, page):
+    node, url, _ = site
+    page.goto(f"{url}/#/tasks")
+    loaded(page, "#/tasks")
+    page.get_by_role("link", name=f"Task {node.task_id}").click()
+    loaded(page, f"#/tasks/{node.task_id}")
+    expect(page.get_by_role("heading", name=f"Task {node.task_id}", exact=True)).to_be_visible()
+    expect(page.get_by_role("table", name="Members").get_by_text(DEV_ADDRESS)).to_be_visible()
+    expect(page.get_by_role("heading", name="Round 0")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "task.png"), full_page=True)
+
+
+def test_search_by_keyboard_finds_an_address_and_a_transaction(site, page):
+    node, url, _ = site
+    page.goto(f"{url}/#/network")
+    loaded(page, "#/network")
+    page.keyboard.press("Tab")  # the skip link, then the page links, then the search box
+    page.get_by_label("Search by transaction hash, address or task id").focus()
+    page.keyboard.type(DEV_ADDRESS)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("main h2:text('Account')", timeout=15_000)
+    expect(page.get_by_text("registered, stake 10 TRL")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "search-address.png"), full_page=True)
+    page.get_by_label("Search by transaction hash, address or task id").fill(node.join_tx)
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_selector("main h2:text('Transaction')", timeout=15_000)
+    expect(page.get_by_text("JoinTask").first).to_be_visible()
+
+
+def test_a_node_that_goes_down_shows_as_down_with_the_last_height_seen(site, page):
+    node, url, node_running = site
+    page.goto(f"{url}/#/network")
+    loaded(page, "#/network")
+    node_running.close()
+    status = page.locator("#node-status")
+    page.wait_for_function("document.getElementById('node-status').dataset.up === 'no'", timeout=15_000)
+    assert "Node DOWN: last height seen" in status.inner_text()
+    page.reload()
+    loaded(page, "error")
+    alert = page.get_by_role("alert").inner_text()
+    assert "The node is down; the last height seen was" in alert
+    page.screenshot(path=str(ARTIFACTS / "node-down.png"), full_page=True)
