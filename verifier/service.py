@@ -50,8 +50,10 @@ from trolly.chain.crypto import PrivateKey, decode_address, encode_address
 from trolly.chain.market.records import RUNNING
 from trolly.chain.proto.market_pb2 import MsgRevealReplay, MsgSubmitVerdict
 from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
+from trolly.compute.data.encryption import DataKeyError
 from trolly.compute.errors import BaseModelMissing, ComputeError
 from trolly.compute.models.base_model import require_base_model
+from trolly.compute.sealed_keys import received_data_key
 from trolly.compute.spec import parse_spec
 from trolly.compute.weights_follower import DirectoryCache, StartUnavailable, WeightsFollower
 from trolly.wallet.errors import WalletError
@@ -324,13 +326,23 @@ class VerifierService:
             raise WorkUnavailable(f"task {task_id}'s spec does not hash to its recorded spec_hash")
         spec = parse_spec(spec_bytes)
         require_base_model(spec.model.config)  # before fetching anything: without it nothing can be replayed
-        dataset = await self.datasets.task_dataset(spec, extra_urls, self.config.blob_retry, self.addresses)
+        dataset = await self.datasets.task_dataset(spec, extra_urls, self.config.blob_retry, self.addresses,
+                                                   await self._data_key(task_id))
         weights = WeightsFollower(spec, dataset.shape, self.addresses, retry=self.config.blob_retry,
                                   cache=DirectoryCache(self.config.home / "weights" / str(task_id)))
         await asyncio.get_running_loop().run_in_executor(self._executor, weights.initial)
         context = TaskContext(spec, answer.spec_hash, dataset, weights)
         self._tasks[task_id] = context
         return context
+
+    async def _data_key(self, task_id: int) -> bytes | None:
+        """The data key of a private task as delivered to this validator's operator, None while it is not (or
+        for a public task, which has no box); a box that does not open with the operator key is the
+        requester's fault, never the worker's: WorkUnavailable, no vote."""
+        try:
+            return await received_data_key(self.client, task_id, self.signer)
+        except DataKeyError as error:
+            raise WorkUnavailable(f"task {task_id}: {error}") from None
 
     async def _warm_up(self) -> None:
         """Load running tasks before their segments are sampled, so votes are not late for the window."""

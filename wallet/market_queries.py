@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 
+from trolly.chain.errors import NotFound
 from trolly.chain.market.params import MarketParams
 
 from .market_answers import parse_answer
-from .market_views import (Commitment, RoundPage, RoundView, TaskDetail, TaskOverview, TaskPage, TaskSpecView,
-                           TaskSummary, TaskView, VerifyWork, WorkerView)
+from .errors import QueryFailed
+from .market_views import (Commitment, DataKeyView, RoundPage, RoundView, TaskDetail, TaskOverview, TaskPage,
+                           TaskSpecView, TaskSummary, TaskView, VerifyWork, WorkerView)
 from .rpc import AsyncRpcClient
 
 MAX_PAGES = 10_000
@@ -47,10 +49,15 @@ async def task_page(client: AsyncRpcClient, after: int = 0, open_only: bool = Fa
     return TaskPage.from_answer(await client.query_json(path), path)
 
 
+async def get_task_overview(client: AsyncRpcClient, task_id: int) -> TaskOverview:
+    """The task without its rounds: terms, status and members (one query)."""
+    path = f"/market/task/{task_id}"
+    return TaskOverview.from_answer(await client.query_json(path), path)
+
+
 async def get_task(client: AsyncRpcClient, task_id: int) -> TaskView:
     """The whole task: its overview, then every round it shows (`get_round`)."""
-    path = f"/market/task/{task_id}"
-    overview = TaskOverview.from_answer(await client.query_json(path), path)
+    overview = await get_task_overview(client, task_id)
     rounds = [await get_round(client, task_id, r) for r in range(overview.recorded_rounds)]
     fields = {f.name: getattr(overview, f.name) for f in dataclasses.fields(TaskDetail)}
     return TaskView(**fields, round_details=tuple(rounds))
@@ -91,3 +98,14 @@ async def get_verify_work(client: AsyncRpcClient, validator: str) -> VerifyWork:
 async def get_market_params(client: AsyncRpcClient) -> MarketParams:
     """The market params, read into the chain's own `MarketParams` (its checks included)."""
     return parse_answer(MarketParams, await client.query_json("/market/params"), "/market/params")
+
+
+async def find_data_key(client: AsyncRpcClient, task_id: int, recipient: str) -> DataKeyView | None:
+    """Task `task_id`'s data key sealed to `recipient`, None while the requester has not delivered it."""
+    path = f"/market/data_key/{task_id}/{recipient}"
+    try:
+        return DataKeyView.from_answer(await client.query_json(path), path)
+    except QueryFailed as error:
+        if error.code == NotFound.code:
+            return None
+        raise
