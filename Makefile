@@ -4,7 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo dev test test-fast proto bench clean
+CONSOLE_WEB := console/web
+
+.PHONY: setup demo dev test test-fast proto bench clean browser
 
 # Create the virtual environment and install the project with its pinned dependencies.
 $(STAMP): pyproject.toml setup.py
@@ -16,8 +18,20 @@ $(STAMP): pyproject.toml setup.py
 # CometBFT (the consensus engine of every network of several validators) into the venv's bin: the release is
 # pinned once, in trolly.abci_app.cometbft. Skipped when that release is already there or a v0.38 `cometbft` is on
 # PATH; without Go it says how to get CometBFT and succeeds (the built-in solo engine serves one validator).
-setup: $(STAMP)
+setup: $(STAMP) $(CONSOLE_WEB)/dist/app.js
 	$(PY) -m trolly.abci_app.cometbft install --gobin $(VENV)/bin
+
+# The console's front end (trolly-console serves it): npm packages exactly as the lockfile pins them, then the
+# esbuild bundle in console/web/dist. Rebuilt when the lockfile or a source file changes.
+$(CONSOLE_WEB)/dist/app.js: $(CONSOLE_WEB)/package-lock.json $(CONSOLE_WEB)/index.html $(wildcard $(CONSOLE_WEB)/src/*)
+	cd $(CONSOLE_WEB) && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+
+# Debian's Chromium for the console's browser tests: installed with apt when missing and this is root; otherwise
+# the browser tests skip and say why.
+browser:
+	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		echo "chromium could not be installed: the console's browser tests will skip"
 
 # The main job: a local network that trains and settles a real task.
 demo: setup
@@ -29,7 +43,7 @@ dev: setup
 
 # The whole test suite, slow end-to-end tests included. By scope: a class's tests (or a module's test
 # functions) run in one worker, in order, so that tests sharing one network stay together.
-test: setup
+test: setup browser
 	$(PY) -m pytest -n 2 --dist loadscope -q
 
 # Unit tests only (skips tests marked slow).

@@ -6,7 +6,7 @@ names cannot collide with other distributions' top-level modules. Everything els
 
 from setuptools import find_packages, setup
 
-TOP_LEVEL = ["chain", "abci_app", "compute", "verifier", "wallet", "localnet"]
+TOP_LEVEL = ["chain", "abci_app", "compute", "verifier", "wallet", "localnet", "console"]
 
 packages = []
 package_dir = {}

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("chain", "abci_app", "compute", "verifier", "wallet", "localnet")
+PACKAGES = ("chain", "abci_app", "compute", "verifier", "wallet", "localnet", "console")
 MAP = ROOT / "docs" / "architecture.md"
 NAMED_FILE = re.compile(r"`((?:" + "|".join(PACKAGES) + r")/[\w/]+\.py)`")
 

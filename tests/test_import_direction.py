@@ -14,6 +14,7 @@ ALLOWED = {
     "compute": {"chain", "wallet"},
     "verifier": {"compute", "wallet", "chain"},
     "localnet": {"chain", "abci_app", "wallet", "compute", "verifier"},
+    "console": {"chain", "wallet", "compute"},
 }
 EXCEPTIONS = {"abci_app": {"trolly.wallet.files"}}
 """Single modules a package may import beyond ALLOWED. `trolly.wallet.files` is the project's one atomic,

@@ -157,7 +157,7 @@ def test_an_unreadable_segment_to_verify_is_set_aside_and_the_others_kept(answer
 # ---- one reading: no client reads a market answer's keys itself ---------------------------------------------
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLIENTS = ("compute", "verifier", "wallet", "localnet")
+CLIENTS = ("compute", "verifier", "wallet", "localnet", "console")
 """The packages that ask the market (`chain` answers it; `abci_app` serves the answers, never reads them)."""
 THE_READING = {"wallet/market_views.py", "wallet/market_answers.py"}
 OTHER_DOCUMENTS = {

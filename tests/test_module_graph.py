@@ -19,7 +19,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("chain", "abci_app", "compute", "verifier", "wallet", "localnet")
+PACKAGES = ("chain", "abci_app", "compute", "verifier", "wallet", "localnet", "console")
 ACCELERATION = "trolly.compute.acceleration"
 
 

@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("chain", "abci_app", "compute", "verifier", "wallet", "localnet")
+PRODUCT = ("chain", "abci_app", "compute", "verifier", "wallet", "localnet", "console")
 USERS = ("tests", "benchmarks")
 
 ENTRY_DECORATORS = ["@*.command", "@*.group", "@click.*", "@register_cheat", "@pytest.hookimpl"]
