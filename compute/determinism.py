@@ -11,6 +11,11 @@ after a few MLP steps (docs/architecture.md 5). So a
 worker records its profile's `id` in every commitment, and a verifier replays bitwise only under the same id
 (otherwise it compares within `REPLAY_TOLERANCE`).
 
+On a GPU (`device="cuda"`, `compute/devices.py`) the bytes depend on the GPU model, its driver and the CUDA
+build as well, so the id of a CUDA profile names them in one more part
+(`torch-<v>/threads-<n>/isa-<set>/gpu-<model>+driver-<v>+cuda-<v>/deterministic-ftz`), and training there runs
+with CUDA's deterministic settings (`devices.apply_cuda_determinism`).
+
 The other half of replayability is data order: `batch_generator` derives the `torch.Generator` for a step
 from (task seed, worker index, round, step) alone, so any party can draw the same batch for any step without
 replaying the ones before it.
@@ -26,6 +31,7 @@ from collections.abc import Iterator
 
 import torch
 
+from .devices import apply_cuda_determinism, cuda_description, parse_gpu_profile_part, training_device
 from .errors import DeterminismError
 from .instruction_sets import INSTRUCTION_SETS, REPLAYABLE_INSTRUCTION_SETS, pinned_environment, unpinned_libraries
 
@@ -51,10 +57,14 @@ class DeterminismProfile:
 
     threads: intra-op threads (`torch.set_num_threads`); 1 is the protocol default.
     instruction_set: one of INSTRUCTION_SETS; None means "whatever this process runs" (recorded in `id`).
+    device: "cpu" or "cuda" (`devices.training_device`), where the trainer runs.
+    gpu: for "cuda", the GPU the bytes are made on (`devices.gpu_profile_part`); None means this process's own.
     """
 
     threads: int = 1
     instruction_set: str | None = None
+    device: str = "cpu"
+    gpu: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 1:
@@ -63,16 +73,30 @@ class DeterminismProfile:
             raise DeterminismError(
                 f"instruction_set must be one of {', '.join(INSTRUCTION_SETS)}, got {self.instruction_set!r}"
             )
+        if self.device not in ("cpu", "cuda"):
+            raise DeterminismError(f"device must be cpu or cuda, got {self.device!r}")
+        if self.gpu is not None and (self.device != "cuda" or parse_gpu_profile_part(self.gpu) is None):
+            raise DeterminismError(f"gpu must be a GPU profile part of a cuda profile, got {self.gpu!r}")
 
     @property
     def resolved_instruction_set(self) -> str:
         return self.instruction_set or current_instruction_set()
 
     @property
+    def resolved_gpu(self) -> str | None:
+        """The GPU part of the id: None on the CPU, else `gpu` or this machine's own (`devices.cuda_description`)."""
+        if self.device != "cuda":
+            return None
+        return self.gpu or cuda_description()
+
+    @property
     def id(self) -> str:
         """The string committed on chain (`CommitRound.determinism_profile`), e.g.
-        `torch-2.13.0+cpu/threads-1/isa-avx512/deterministic-ftz`."""
-        return f"torch-{torch.__version__}/threads-{self.threads}/isa-{self.resolved_instruction_set}/{MODE}"
+        `torch-2.13.0+cpu/threads-1/isa-avx512/deterministic-ftz`, or on a GPU
+        `torch-2.5.1+cu124/threads-1/isa-avx2/gpu-NVIDIA-H100-80GB-HBM3+driver-550.54.15+cuda-12.4/deterministic-ftz`."""
+        gpu = self.resolved_gpu
+        return "/".join([f"torch-{torch.__version__}", f"threads-{self.threads}",
+                         f"isa-{self.resolved_instruction_set}", *([gpu] if gpu else []), MODE])
 
 
 def apply_profile(profile: DeterminismProfile) -> str:
@@ -87,6 +111,11 @@ def apply_profile(profile: DeterminismProfile) -> str:
             f"profile wants instruction set {profile.instruction_set} but this process runs {actual}; "
             f"restart it with ATEN_CPU_CAPABILITY={profile.instruction_set}"
         )
+    if profile.device == "cuda":
+        training_device("cuda")  # refuses a process without a GPU
+        if profile.gpu is not None and profile.gpu != cuda_description():
+            raise DeterminismError(f"profile wants {profile.gpu} but this process runs on {cuda_description()}")
+        apply_cuda_determinism()
     if torch.get_num_threads() != profile.threads:
         torch.set_num_threads(profile.threads)
     torch.use_deterministic_algorithms(True)

@@ -11,6 +11,11 @@ still runs its avx512 products under an `isa-avx2` label. So every process that 
 console scripts (`run_pinned`), `python -m benchmarks.*` (the package's `__init__`) and `tests/conftest.py`
 call it, and nothing else sets these variables.
 
+The same call pins what CUDA needs to be deterministic before CUDA initialises: cuBLAS picks its workspace
+configuration when its first handle is created, and only a fixed one (`CUBLAS_WORKSPACE_CONFIG`,
+`CUDA_SETTINGS`) makes its products repeatable, so torch's deterministic mode refuses them without it
+(`compute.devices` checks it before training on a GPU). It costs a CPU-only process nothing.
+
 This module imports nothing heavy, so that an entry point can use it before torch loads.
 """
 
@@ -42,6 +47,11 @@ it pins ATen alone and leaves the others to pick the CPU's own: what a process o
 for a child that measures it (`compute.determinism.child_environment`)."""
 
 PINNED_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
+
+CUDA_SETTINGS: Mapping[str, str] = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+"""The environment CUDA's libraries read once, at initialisation, to run deterministically: cuBLAS with a fixed
+workspace (eight 4 MiB buffers; `:16:8` is the other value NVIDIA documents, smaller and slower). Every process
+gets it whatever its instruction set; one the user set already is kept."""
 
 _AVX2_FLAGS = frozenset({"avx2", "fma"})
 _AVX512_FLAGS = _AVX2_FLAGS | {"avx512f", "avx512bw", "avx512dq", "avx512vl"}
@@ -87,6 +97,8 @@ def pinned_environment(instruction_set: str, base: Mapping[str, str]) -> dict[st
                                   f"ATEN_CPU_CAPABILITY takes one of {', '.join(INSTRUCTION_SETS)}")
     environment = {name: value for name, value in base.items() if name not in PINNED_VARIABLES}
     environment.update(LIBRARY_SETTINGS[instruction_set])
+    for name, value in CUDA_SETTINGS.items():
+        environment.setdefault(name, value)
     return environment
 
 
@@ -97,11 +109,13 @@ def pin_replayable_instruction_set(environ: MutableMapping[str, str] | None = No
     Where `ATEN_CPU_CAPABILITY` already names a replayable set (a parent chose, or the user did), that choice
     stands and the other libraries are pinned to match it where they are not set. Otherwise (unset, avx512, or
     a name torch would ignore) the strongest replayable set this CPU runs replaces it, with every library
-    pinned to it. Must run before torch is imported: torch reads the variables once, when it loads, so a pin
+    pinned to it. `CUDA_SETTINGS` are set where unset, either way. Must run before torch is imported: torch reads the variables once, when it loads, so a pin
     after that would change nothing in this process, and is refused rather than left to commit bytes under a
     false label.
     """
     environ = os.environ if environ is None else environ
+    for name, value in CUDA_SETTINGS.items():
+        environ.setdefault(name, value)
     chosen = environ.get("ATEN_CPU_CAPABILITY")
     if chosen in REPLAYABLE_INSTRUCTION_SETS:
         for name, value in LIBRARY_SETTINGS[chosen].items():

@@ -55,7 +55,7 @@ def initial_weights(spec: TaskSpec, shape) -> dict[str, torch.Tensor]:
 
 def fresh_adamw_slots(parameter: torch.Tensor) -> dict[str, torch.Tensor]:
     """The state PyTorch's AdamW creates for `parameter` on its first step: a zero step count and zero moments."""
-    return {"step": torch.zeros((), dtype=torch.float32), "exp_avg": torch.zeros_like(parameter),
+    return {"step": torch.zeros((), dtype=torch.float32, device=parameter.device), "exp_avg": torch.zeros_like(parameter),
             "exp_avg_sq": torch.zeros_like(parameter)}
 
 
@@ -100,7 +100,8 @@ class Trainer:
     """A model and its AdamW built from a spec, kept alive so consecutive segments need no rebuild.
 
     Applies the spec's determinism profile when constructed (thread count, deterministic algorithms; refuses
-    a mismatched instruction set), and keeps freed memory for reuse (`memory.retain_freed_memory`): both are
+    a mismatched instruction set) and runs on its device (`profile.device`: the model, its AdamW state and each
+    batch there; checkpoints are still bytes in host memory), and keeps freed memory for reuse (`memory.retain_freed_memory`): both are
     process-wide.
 
     Owns what its snapshots need: the spare checkpoint buffers (`canonical_copy.BufferPool`) and the thread
@@ -114,7 +115,8 @@ class Trainer:
         self.dataset = dataset
         self.profile_id = apply_profile(spec.determinism)
         retain_freed_memory()
-        self.model = build_model(spec.model.arch, spec.model.config, dataset.shape, spec.training.seed)
+        self.device = torch.device(spec.determinism.device)
+        self.model = build_model(spec.model.arch, spec.model.config, dataset.shape, spec.training.seed).to(self.device)
         self.model.train()
         self.parameters = dict(self.model.named_parameters())
         inner = spec.training.inner_optimizer
@@ -201,9 +203,9 @@ class Trainer:
                 own_slots["exp_avg_sq"].copy_(slots["exp_avg_sq"])
                 continue
             self.optimizer.state[parameter] = {
-                "step": slots["step"].detach().clone().to(torch.float32).reshape(()),
-                "exp_avg": slots["exp_avg"].detach().clone(),
-                "exp_avg_sq": slots["exp_avg_sq"].detach().clone(),
+                "step": slots["step"].detach().to(parameter.device, torch.float32, copy=True).reshape(()),
+                "exp_avg": slots["exp_avg"].detach().to(parameter.device, copy=True),
+                "exp_avg_sq": slots["exp_avg_sq"].detach().to(parameter.device, copy=True),
             }
 
     def _optimizer_tensors(self) -> dict[str, dict[str, torch.Tensor]]:
@@ -324,7 +326,7 @@ class Trainer:
         batch = self.batches_ahead.pop((worker_index, round_index, self.step), None)
         inputs, targets = batch if batch is not None else sample_batch(
             self.dataset, training.batch_size, training.seed, worker_index, round_index, self.step)
-        loss = self.loss(inputs, targets)
+        loss = self.loss(inputs.to(self.device), targets.to(self.device))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self._wait_for_copy()  # the first change to the weights and AdamW state since the last snapshot

@@ -15,8 +15,8 @@ import torch
 
 from trolly.compute.determinism import DeterminismProfile, child_environment, require_replayable_process
 from trolly.compute.errors import DeterminismError
-from trolly.compute.instruction_sets import (PINNED_VARIABLES, REPLAYABLE_INSTRUCTION_SETS, InstructionSetError,
-                                             cpu_flags, pin_replayable_instruction_set, pinned_environment,
+from trolly.compute.instruction_sets import (CUDA_SETTINGS, PINNED_VARIABLES, REPLAYABLE_INSTRUCTION_SETS,
+                                             InstructionSetError, cpu_flags, pin_replayable_instruction_set, pinned_environment,
                                              replayable_instruction_set, runnable_instruction_sets)
 
 AVX512_CPU = frozenset({"sse4_1", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"})
@@ -49,20 +49,21 @@ def test_cpu_flags_are_read_from_the_cpuinfo_listing_or_are_empty(tmp_path):
 def test_on_an_avx512_cpu_every_library_is_pinned_to_avx2():
     environ: dict[str, str] = {"PATH": "/bin"}
     assert pin_replayable_instruction_set(environ, flags=AVX512_CPU) == "avx2"
-    assert environ == {"PATH": "/bin", **AVX2_PINNED}
+    assert environ == {"PATH": "/bin", **AVX2_PINNED, **CUDA_SETTINGS}
 
 
 def test_a_replayable_set_chosen_before_stands_and_the_libraries_follow_it():
     environ = {"ATEN_CPU_CAPABILITY": "default"}
     assert pin_replayable_instruction_set(environ, flags=AVX512_CPU) == "default"
-    assert environ == {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+    assert environ == {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41",
+                       **CUDA_SETTINGS}
 
 
 @pytest.mark.parametrize("inherited", ["avx512", "neon", ""])
 def test_an_inherited_set_no_verifier_replays_is_replaced_by_the_cpus_replayable_one(inherited):
     environ = {"ATEN_CPU_CAPABILITY": inherited, "MKL_CBWR": "AUTO"}
     assert pin_replayable_instruction_set(environ, flags=AVX512_CPU) == "avx2"
-    assert environ == AVX2_PINNED
+    assert environ == {**AVX2_PINNED, **CUDA_SETTINGS}
 
 
 def test_a_child_environment_drops_the_parents_pins_for_its_own():

@@ -8,6 +8,13 @@ replays bit for bit; a profile naming another (avx512, which many verifiers' CPU
 that could commit a profile some verifiers only judge within a tolerance would move its own verification
 onto the tolerance, where an fp16 cheat passes most segments; refusing it leaves every verdict bitwise.
 
+A GPU profile (`torch-<v>/threads-<n>/isa-<set>/gpu-<model>+driver-<v>+cuda-<v>/<mode>`, `compute/devices.py`)
+replays bit for bit only on the same GPU model, driver and CUDA build. A verifier whose own GPU is another (or
+that has none) cannot judge it and the worker is not at fault: `ProfileNotHere`, and the verifier votes nothing
+on the segment (`service.py`), as a verifier without a task's base model does. The chain does not yet draw
+committees by what their verifiers can replay (docs/protocol.md 4.4a says what it would need), so a GPU round
+whose committee holds no such verifier settles unverified rather than failed.
+
 The tolerance comparison stays available to measurements only (`Replayer(tolerance_fallback=True)`, the
 benchmark's calibration of what such a fallback would let through).
 """
@@ -21,6 +28,7 @@ import time
 import torch
 
 from trolly.compute.checkpoints import TrainingState, decode_checkpoint
+from trolly.compute.devices import cuda_description, parse_gpu_profile_part
 from trolly.compute.data.dataset import Dataset
 from trolly.compute.determinism import (INSTRUCTION_SETS, MODE, REPLAYABLE_INSTRUCTION_SETS, DeterminismProfile,
                                         apply_profile, current_instruction_set)
@@ -29,6 +37,7 @@ from trolly.compute.spec import TaskSpec
 from trolly.compute.training import Trainer, segment_bounds, train_segment
 
 from .blob_cache import VerifiedBlobs
+from .errors import VerifierError
 from .isa_child_replay import IsaReplayPool, supported_instruction_sets
 from .update_check import UpdateChecks
 
@@ -37,8 +46,11 @@ MAX_REPLAY_THREADS = 64
 
 
 def parse_profile(profile_id: str) -> tuple[str, int, str] | None:
-    """(torch version, threads, instruction set) of a profile id, None if it is not one."""
+    """(torch version, threads, instruction set) of a profile id, None if it is not one (a GPU profile's GPU
+    part: `profile_gpu`)."""
     parts = profile_id.split("/")
+    if len(parts) == 5 and parse_gpu_profile_part(parts[3]) is not None:
+        parts = [*parts[:3], parts[4]]
     if len(parts) != 4 or not parts[0].startswith("torch-") or parts[3] != MODE:
         return None
     if not parts[1].startswith("threads-") or not parts[2].startswith("isa-"):
@@ -49,8 +61,23 @@ def parse_profile(profile_id: str) -> tuple[str, int, str] | None:
     return parts[0][len("torch-"):], int(threads), parts[2][len("isa-"):]
 
 
+def profile_gpu(profile_id: str) -> str | None:
+    """The GPU part of a profile id (`devices.gpu_profile_part`), None for a CPU profile."""
+    parts = profile_id.split("/")
+    return parts[3] if len(parts) == 5 and parse_gpu_profile_part(parts[3]) is not None else None
+
+
+def local_gpu() -> str | None:
+    """This machine's GPU part, None without CUDA: the GPU profiles it replays."""
+    return cuda_description() if torch.cuda.is_available() else None
+
+
 class ProfileRefused(Exception):
     """The committed determinism profile is not one this protocol's software can produce (reason in args)."""
+
+
+class ProfileNotHere(VerifierError):
+    """The committed profile is a GPU this verifier does not have: no fault of the worker's, no vote here."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +88,7 @@ class ReplayPlan:
     where: str  # "process", "child" or "tolerance"
     threads: int
     instruction_set: str
+    gpu: str | None = None  # a GPU profile's GPU part: replayed on this process's own GPU
 
 
 class Replayer:
@@ -87,6 +115,8 @@ class Replayer:
         (`compute.instruction_sets`), else nothing (each replay runs in a pinned child)."""
         self.exact_instruction_sets = (supported_instruction_sets(self.instruction_set) if children
                                        else tuple(filter(None, (self.in_process_instruction_set,))))
+        self.gpu = local_gpu()
+        """This machine's GPU part (`devices.gpu_profile_part`), None without CUDA: the one GPU profile it replays."""
         self._pool = IsaReplayPool()
         self.tolerance_fallback = tolerance_fallback
         """Measurements only: judge a profile this CPU cannot run within the tolerance instead of refusing it."""
@@ -117,6 +147,12 @@ class Replayer:
         if spec.determinism.instruction_set not in (None, instruction_set):
             raise ProfileRefused(f"the spec requires instruction set {spec.determinism.instruction_set}, "
                                  f"the commitment names {instruction_set}")
+        gpu = profile_gpu(committed_profile)
+        if gpu is not None:
+            if gpu != self.gpu or instruction_set != self.in_process_instruction_set or threads > MAX_REPLAY_THREADS:
+                raise ProfileNotHere(f"the segment was trained on {gpu} under isa-{instruction_set}; this verifier "
+                                     f"replays {self.gpu or 'no GPU'} under isa-{self.in_process_instruction_set}")
+            return ReplayPlan("process", threads, instruction_set, gpu)
         if threads > MAX_REPLAY_THREADS:
             if not self.tolerance_fallback:
                 raise ProfileRefused(f"the committed profile claims {threads} threads; at most {MAX_REPLAY_THREADS} "
@@ -132,7 +168,7 @@ class Replayer:
         return ReplayPlan("tolerance", spec.determinism.threads, self.instruction_set)
 
     def trainer(self, spec: TaskSpec, dataset: Dataset, profile: DeterminismProfile, spec_key: str) -> Trainer:
-        key = (spec_key, dataset.manifest_hash, profile.threads)
+        key = (spec_key, dataset.manifest_hash, profile.threads, profile.device)
         trainer = self._trainers.get(key)
         if trainer is None:
             if len(self._trainers) >= self._cache_size:
@@ -146,7 +182,8 @@ class Replayer:
                spec_key: str = "") -> tuple[TrainingState, bool, str]:
         """(replayed end state, whether it ran exactly the committed profile, the profile id it ran under).
 
-        Raises ProfileRefused for a profile no honest worker can have committed."""
+        Raises ProfileRefused for a profile no honest worker can have committed, ProfileNotHere for a GPU this
+        verifier does not have."""
         plan = self.plan(spec, claim.determinism_profile)
         _, end_step = segment_bounds(claim.segment, claim.steps, spec.training.checkpoint_every)
         began = time.perf_counter()
@@ -159,7 +196,8 @@ class Replayer:
             state = decode_checkpoint(end_bytes)
             self.last_losses = child.last_losses
         else:
-            trainer = self.trainer(spec, dataset, DeterminismProfile(threads=plan.threads), spec_key or claim.spec_hash)
+            profile = DeterminismProfile(threads=plan.threads, device="cuda" if plan.gpu else "cpu", gpu=plan.gpu)
+            trainer = self.trainer(spec, dataset, profile, spec_key or claim.spec_hash)
             state = train_segment(trainer, start, worker_index=claim.worker_index, round_index=claim.round,
                                   end_step=end_step, losses=self.last_losses)
             profile_id = trainer.profile_id

@@ -14,7 +14,6 @@ present one of its workers as an X times slower machine. Everything here is meas
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 import torch
@@ -24,6 +23,7 @@ from trolly.chain.proto.market_pb2 import HardwareProfile
 
 from ..models import DataShape, build_model
 from ..determinism import flushing_subnormals
+from ..devices import device_memory_mb
 from ..training import Trainer
 
 REFERENCE_SHAPE = DataShape(kind="classification", input_size=64, num_classes=10)
@@ -97,14 +97,12 @@ def plan_steps(inner_steps: int, batch_size: int, samples_per_second: float, sec
     return max(1, min(inner_steps, steps))
 
 
-def hardware_profile(throughput: Throughput, slowdown: float = 1.0, threads: int = 1) -> HardwareProfile:
-    memory_mb = 0
-    try:
-        memory_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (1024 * 1024)
-    except (ValueError, OSError, AttributeError):
-        pass  # not every platform reports it; 0 means unknown
-    return HardwareProfile(device="cpu", samples_per_second=throughput.declared(slowdown), memory_mb=memory_mb,
-                           threads=threads)
+def hardware_profile(throughput: Throughput, slowdown: float = 1.0, threads: int = 1,
+                     device: str = "cpu") -> HardwareProfile:
+    """What the worker declares: its device and that device's memory (a GPU's own, which `fit.check_memory` then
+    holds the spec's estimate to; 0 where the platform does not report it)."""
+    return HardwareProfile(device=device, samples_per_second=throughput.declared(slowdown),
+                           memory_mb=device_memory_mb(device), threads=threads)
 
 
 class BlockClock:
