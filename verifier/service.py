@@ -67,6 +67,7 @@ from . import evidence
 from .dataset_fetch import TaskDatasets
 from .errors import VerifierError, WorkUnavailable
 from .final_report import verify_final_report
+from .replay_profile import ProfileNotHere
 from .segment_check import FAILED, PASSED, TAMPERED, UNAVAILABLE, Replayer, SegmentClaim, SegmentReport, verify_segment
 from .votes import BROADCAST, INCLUDED, REJECTED, RESERVED, VoteRecord
 
@@ -303,6 +304,10 @@ class VerifierService:
                     claim, context.spec, context.dataset, blobs, self.replayer, expected_start_hash=expected,
                     expected_start_source="derived by this verifier", spec_key=context.spec_key,
                     run_replay=lambda function: loop.run_in_executor(self._executor, function))
+        except ProfileNotHere as error:  # trained on a GPU this verifier lacks: it cannot judge, the worker is not at fault
+            log.warning("%s: %s; this verifier votes nothing on it", _name(claim), error)
+            self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
+            return None
         except VerifierError as error:  # our own replay machinery failed (a child died): not the worker's fault
             log.warning("%s: replay failed here, will retry: %s", _name(claim), error)
             self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
