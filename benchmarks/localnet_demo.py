@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trolly.localnet.demo import DEMO_ROUNDS
+from trolly.localnet.demo_tasks import DEMO_ROUNDS
 from trolly.localnet.home_layout import LocalnetConfig
 
 TARGET_SECONDS = 120.0

@@ -3,17 +3,20 @@
 Phases, in order:
 1. bring the localnet up (4 validators on CometBFT, each with its app and verifier, by default; one node on
    the solo engine with `--engine solo` or where no CometBFT is found), and three workers, one declared slower;
-2. build the digits dataset and serve it from the requester's own blob service (workers may rebuild it
-   locally instead; either way its manifest hash must match the spec);
+2. build the task's dataset (`--task`, `demo_tasks.py`: digits for an MLP, or pydocs for all-MiniLM-L6-v2
+   fine-tuned with LoRA) and serve it from the requester's own blob service (workers may rebuild it locally
+   instead; either way its manifest hash must match the spec);
 3. submit the task from the `requester` key: the spec, the budget, the reward per round and collateral the
    chain requires (the same planning the wallet's `task submit` does);
 4. follow it on chain, one line per change: round, commitments, verdicts, payouts; and after each round the
    global weights recomputed from the verified updates and their held-out loss (`observer.py`);
-5. download the final weights by the hash the chain recorded, from any worker, and evaluate them on the
-   held-out split;
+5. download the final weights by the hash the chain recorded, from any worker, write them as safetensors into
+   the localnet's home (`trolly-wallet task fetch`'s files; for LoRA the adapters and the merged model), and
+   evaluate them on the held-out split;
 6. print the settlement (each worker's pay, fees, refund, each validator's fee share), checked against account
    balances on chain and the transaction fees each account paid (and the recomputed weights against the chain's
-   hashes), and one JSON line last: task id, rounds, final accuracy, paid per worker, the engine, the
+   hashes), and one JSON line last: the task, its id, rounds, final accuracy and the task's accuracy floor, paid
+   per worker, the engine, the
    validators (power, fee share), which validators voted what in each round, seconds.
 """
 
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import tempfile
 import time
 from dataclasses import dataclass
@@ -30,14 +32,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from trolly.chain.market.records import ABANDONED, CANCELLED, COMPLETED, DROPPED, EXPIRED, FINISHED, OPEN, SLASHED
+from trolly.chain.market.records import ABANDONED, CANCELLED, COMPLETED, DROPPED, EXPIRED, OPEN, SLASHED
 from trolly.chain.proto import market_pb2
-from trolly.compute.blobs import AddressPolicy, BlobClient, BlobServer, BlobStore
-from trolly.compute.checkpoints import decode_weights
+from trolly.compute.blobs import AddressPolicy, BlobServer, BlobStore
 from trolly.compute.data import build_dataset, load_dataset
-from trolly.compute.models import build_model
-from trolly.compute.spec import example_spec, parse_spec
-from trolly.compute.training import evaluate
+from trolly.compute.requester.results import evaluate_result, fetch_result, write_result
+from trolly.compute.spec import parse_spec
 from trolly.wallet.market_queries import get_market_params, get_task, get_worker, list_tasks
 from trolly.wallet.market_views import TaskView
 from trolly.wallet.errors import WalletError
@@ -46,41 +46,33 @@ from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.sender import TxSender
 from trolly.wallet.tasks import plan_task
 
+from .demo_tasks import DEMO_TASKS, DemoTask
 from .home_layout import LocalnetConfig, LocalnetError
 from .network import Localnet
 from .observer import TrainingObserver
 
-ACCURACY_FLOOR = 0.85
-"""The demo's trained MLP must reach at least this accuracy on the held-out digits (chance is 0.10), with room
-below what the demo's spec reaches (docs/performance.md)."""
-
 REQUESTER = "requester"
 """The key name the demo pays for the task from (`layout.key_names`)."""
-DEMO_ROUNDS = 4
 DEMO_BUDGET = 50_000_000  # 50 TRL
 TERMINAL = (COMPLETED, CANCELLED, EXPIRED, ABANDONED)
+RESULT_DIRECTORY = "demo-result"
+"""Where in the localnet's home the demo writes the fetched model (`trolly-wallet task fetch`'s files)."""
 
 
 @dataclass(frozen=True)
 class DemoOptions:
-    rounds: int = DEMO_ROUNDS
+    task: DemoTask = DEMO_TASKS["digits"]
+    rounds: int | None = None  # the task's default
     budget: int = DEMO_BUDGET
-    timeout: float = 300.0
+    timeout: float | None = None  # the task's default
 
+    @property
+    def task_rounds(self) -> int:
+        return self.rounds or self.task.rounds
 
-def demo_spec(manifest_hash: str, data_url: str, rounds: int) -> bytes:
-    document = example_spec(
-        manifest_hash,
-        model={"arch": "mlp", "config": {"hidden": [128]}},
-        dataset={"name": "digits", "manifest_hash": manifest_hash, "urls": [data_url]},
-        training={
-            "rounds": rounds, "inner_steps": 40, "batch_size": 32, "checkpoint_every": 10, "seed": 2026,
-            "inner_optimizer": {"name": "adamw", "lr": 0.005, "weight_decay": 0.0},
-            "outer_optimizer": {"name": "nesterov", "lr": 0.7, "momentum": 0.9},
-        },
-        codec="int8",
-    )
-    return json.dumps(document, sort_keys=True).encode()
+    @property
+    def task_timeout(self) -> float:
+        return self.timeout or self.task.timeout
 
 
 class Demo:
@@ -95,13 +87,14 @@ class Demo:
     async def run(self, started: float) -> dict:
         """Submit, follow and settle the task; balances are read at one height before and one after, so that
         each account's change is explained by its pay, penalties and the tx fees it paid in between."""
-        dataset_blobs = build_dataset("digits")
+        task = self.options.task
+        dataset_blobs = build_dataset(task.dataset)
         with tempfile.TemporaryDirectory(prefix="trolly-demo-") as scratch:
             store = BlobStore(scratch)
             for blob in [dataset_blobs.manifest, *dataset_blobs.shards.values()]:
                 store.put(blob)
             async with BlobServer(store, port=self.config.data_port()) as data_server, AsyncRpcClient(self.config.rpc_url(0)) as client:
-                spec = demo_spec(dataset_blobs.manifest_hash, data_server.url, self.options.rounds)
+                spec = task.spec(dataset_blobs.manifest_hash, data_server.url, self.options.task_rounds)
                 task_spec = parse_spec(spec)
                 dataset = load_dataset(task_spec.dataset.manifest_hash, store.get)
                 self.observer = TrainingObserver(task_spec, dataset, BlobStore(Path(scratch) / "observed"))
@@ -109,7 +102,7 @@ class Demo:
                 before_height, balances_before = await self.balances(client)
                 task_id = await self.submit(client, spec)
                 view = await self.follow(client, task_id)
-                accuracy, loss = await self.evaluate_final(view)
+                accuracy, loss = await self.evaluate_final(client, view)
                 after_height, balances_after = await self.balances(client)
                 tx_fees = await self.tx_fees(client, before_height, after_height)
         return self.settle(view, accuracy, loss, balances_before, balances_after, tx_fees, started)
@@ -175,7 +168,7 @@ class Demo:
         message = market_pb2.MsgSubmitTask(
             spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan.budget, workers=self.config.workers,
             rounds=plan.rounds, reward_per_round=plan.reward_per_round, collateral=plan.collateral,
-            join_blocks=120, round_blocks=60, samples_per_worker=2,
+            join_blocks=120, round_blocks=self.options.task.round_blocks, samples_per_worker=2,
         )
         requester = self.keyring.get(REQUESTER).address
         sender = TxSender(client)
@@ -195,7 +188,7 @@ class Demo:
         return task_id
 
     async def follow(self, client: AsyncRpcClient, task_id: int) -> TaskView:
-        deadline = time.monotonic() + self.options.timeout
+        deadline = time.monotonic() + self.options.task_timeout
         last_line = ""
         while time.monotonic() < deadline:
             try:
@@ -217,26 +210,24 @@ class Demo:
             if view.status in TERMINAL:
                 return view
             await asyncio.sleep(0.5)
-        raise LocalnetError(f"task {task_id} did not settle within {self.options.timeout:.0f}s "
+        raise LocalnetError(f"task {task_id} did not settle within {self.options.task_timeout:.0f}s "
                             f"(see `trolly-localnet logs` for the workers and the verifier)")
 
-    async def evaluate_final(self, view: TaskView) -> tuple[float, float]:
+    async def evaluate_final(self, client: AsyncRpcClient, view: TaskView) -> tuple[float, float]:
+        """What `trolly-wallet task fetch` and `task eval --data` do: the final weights fetched from any member by
+        the hash the chain recorded and checked against the spec, written as safetensors into the localnet's
+        home, and evaluated on the held-out split of the data the requester served."""
         if view.status != COMPLETED or not view.final_weights_hash:
             raise LocalnetError(f"task {view.id} ended {view.status} without final weights")
-        # Members that finished the task first: a dropped or slashed worker may have gone away.
-        members = sorted(view.members, key=lambda m: m.status != FINISHED)
-        urls = [m.blob_url for m in members if m.blob_url]
-        async with BlobClient(urls, address_policy=AddressPolicy(allow_private=True)) as blobs:  # on 127.0.0.1
-            weights_bytes = await blobs.fetch(view.final_weights_hash)  # hash-checked by the client
-        spec, dataset = self.observer.spec, self.observer.dataset
-        model = build_model(spec.model.arch, spec.model.config, dataset.shape, spec.training.seed)
-        model.load_state_dict(decode_weights(weights_bytes))
-        loss, accuracy = evaluate(model, dataset)
+        result = await fetch_result(client, view.id, AddressPolicy(allow_private=True))  # workers on 127.0.0.1
+        directory = self.net.layout.home / RESULT_DIRECTORY
+        files = write_result(result, directory)
+        evaluated = evaluate_result(result, self.observer.dataset)
         self.console.print(
-            f"final weights {view.final_weights_hash[:16]} ({len(weights_bytes)} bytes) fetched by hash: "
-            f"held-out loss {loss:.4f}, accuracy [bold]{accuracy:.4f}[/bold]"
+            f"final weights {view.final_weights_hash[:16]} fetched by hash into {directory} ({', '.join(files)}): "
+            f"held-out loss {evaluated['loss']:.4f}, accuracy [bold]{evaluated['accuracy']:.4f}[/bold]"
         )
-        return accuracy, loss
+        return evaluated["accuracy"], evaluated["loss"]
 
     def settle(self, view: TaskView, accuracy: float, loss: float, before: dict, after: dict, tx_fees: dict,
                started: float) -> dict:
@@ -279,9 +270,9 @@ class Demo:
         if not all(checks.values()):
             raise LocalnetError("the settlement does not match the chain's balances")
         return {
-            "task_id": view.id, "rounds": view.rounds, "status": view.status,
+            "task": self.options.task.name, "task_id": view.id, "rounds": view.rounds, "status": view.status,
             "final_accuracy": round(accuracy, 4), "final_loss": round(loss, 4),
-            "accuracy_floor": ACCURACY_FLOOR, "paid_per_worker": paid, "fees": view.paid_fees,
+            "accuracy_floor": self.options.task.accuracy_floor, "paid_per_worker": paid, "fees": view.paid_fees,
             "refund": view.refunded, "engine": self.config.engine, "validators": validators,
             "votes": round_votes(view, {self.keyring.get(n).address: n for n in self.validator_names()}),
             "seconds": round(time.monotonic() - started, 1),

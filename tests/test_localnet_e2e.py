@@ -1,5 +1,6 @@
 """The localnet end to end, as a user runs it: real processes (nodes, verifiers, workers), a real training task,
-and what must hold around it (issue 7): the demo settles on 4 CometBFT validators and its model beats the floor;
+and what must hold around it (issue 7): the demo settles on 4 CometBFT validators and its model beats the floor,
+and its LoRA task (`--task lora-text`) settles and its fetched model beats its own floor;
 on the one-validator solo engine, a worker killed mid-task is paid only for its verified rounds while the others
 finish, a node killed and restarted mid-task resumes its chain with nothing lost, a cheating worker is slashed,
 `down` leaves no process behind, and `reset` then `up` starts a new chain. Each test has its own home and its
@@ -23,7 +24,7 @@ import pytest
 
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
-from trolly.localnet.demo import ACCURACY_FLOOR
+from trolly.localnet.demo_tasks import ACCURACY_FLOOR, LORA_TEXT_ACCURACY_FLOOR
 from trolly.localnet.home_layout import ACCOUNT_BALANCE, WORKER_INDEX_BASE, Layout, LocalnetConfig
 from trolly.localnet.network import Localnet
 from trolly.wallet.rpc import RpcClient
@@ -49,6 +50,7 @@ ROUNDS = 3
 TASK_TIMEOUT = 300  # seconds the demo follows its task; a quiet machine needs about 40
 DEMO_ARGS = ("--rounds", str(ROUNDS), "--timeout", str(TASK_TIMEOUT))
 SOLO = ("--engine", "solo")
+LORA_DEMO_TIMEOUT = 1200  # seconds for the whole LoRA demo (its task timeout is 900); 2 loaded cores took 360
 SERVICES = {"app-0", "engine-0", "verifier-0", "worker-0", "worker-1", "worker-2"}
 COMETBFT_SERVICES = {f"{kind}-{i}" for kind in ("app", "cometbft", "verifier") for i in range(4)} | {
     "worker-0", "worker-1", "worker-2"}
@@ -146,6 +148,34 @@ def test_demo_on_four_cometbft_validators_completes_settles_and_beats_the_accura
     pids = {int(pid) for pid in re.findall(r"\(pid (\d+)\)", done.stderr)}
     assert len(pids) == len(COMETBFT_SERVICES)
     assert process_family(pids) == {} and processes_mentioning(str(home)) == []
+
+
+def test_demo_of_the_lora_task_fine_tunes_verifies_fetches_and_beats_its_floor(tmp_path):
+    """`demo --task lora-text`: all-MiniLM-L6-v2 fine-tuned with LoRA on pydocs by 3 workers, verified, paid, the
+    model fetched by its hash as `task fetch` writes it (the adapters, the merged model) and evaluated."""
+    from safetensors.numpy import load_file
+
+    home = tmp_path / "net"
+    done = localnet("demo", "--task", "lora-text", *SOLO, "--home", str(home), "--base-port", str(free_base_port()),
+                    timeout=LORA_DEMO_TIMEOUT)
+    summary = last_json_line(done.stdout)
+    assert summary["task"] == "lora-text" and summary["status"] == "completed"
+    assert summary["final_accuracy"] >= summary["accuracy_floor"] == LORA_TEXT_ACCURACY_FLOOR
+    assert [r["round"] for r in summary["votes"]] == list(range(summary["rounds"]))
+    assert all(set(tally) == {"pass"} for r in summary["votes"] for tally in r["votes"].values())
+    assert set(summary["paid_per_worker"]) == {"worker-0", "worker-1", "worker-2"}
+    assert all(paid > 0 for paid in summary["paid_per_worker"].values())
+    report = " ".join(done.stderr.split())
+    assert "MISMATCH" not in report
+    assert f"W_1..W_{summary['rounds']} recomputed here = the chain's agreed and final weights hashes" in report
+    # What the requester takes home: the verified adapters and head, and the whole model with them merged in.
+    result = home / "demo-result"
+    adapter, merged = load_file(result / "adapter.safetensors"), load_file(result / "model.safetensors")
+    assert set(adapter) == {name for name in adapter if name.startswith("adapters.")} | {"head.weight", "head.bias"}
+    assert sum(t.size for t in merged.values()) > 20_000_000 > sum(t.size for t in adapter.values())
+    assert (adapter["head.weight"] == merged["head.weight"]).all()
+    assert json.loads((result / "spec.json").read_text())["model"]["arch"] == "lora-text"
+    assert processes_mentioning(str(home)) == []
 
 
 # ------------------------------------------------------------------ worker killed, node restarted mid-task

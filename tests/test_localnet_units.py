@@ -481,17 +481,36 @@ def test_up_refuses_ports_in_use_before_starting_anything(tmp_path):
     assert not (tmp_path / "net").exists(), "nothing is written: the next `up` may choose another --base-port"
 
 
+@pytest.mark.parametrize("name", ["digits", "lora-text"])
+def test_each_demo_task_pays_for_a_spec_the_chain_accepts_within_the_demo_budget(name):
+    from trolly.chain.market.params import MarketParams
+    from trolly.compute.spec import lora_text_spec, parse_spec
+    from trolly.localnet.demo import DEMO_BUDGET
+    from trolly.localnet.demo_tasks import DEMO_TASKS
+    from trolly.wallet.tasks import plan_task
+
+    task = DEMO_TASKS[name]
+    spec = task.spec("ab" * 32, "http://127.0.0.1:1", task.rounds)
+    parsed = parse_spec(spec)
+    assert parsed.dataset.name == task.dataset and parsed.dataset.urls == ("http://127.0.0.1:1",)
+    assert plan_task(spec, MarketParams(), DEMO_BUDGET, None, 3, 2, None).rounds == task.rounds
+    if name == "lora-text":  # the LoRA task's codec and optimizer are the shared builder's, only its size is the demo's
+        shared = lora_text_spec("ab" * 32, rank=4, batch_size=8, rounds=task.rounds, inner_steps=20)
+        assert json.loads(spec)["codec"] == shared["codec"]
+        assert json.loads(spec)["training"]["inner_optimizer"] == shared["training"]["inner_optimizer"]
+
+
 def test_the_observer_evaluates_w0_and_flags_weights_the_chain_disagrees_with(tmp_path):
     import asyncio
 
     from trolly.compute.blobs import BlobStore
     from trolly.compute.data import build_dataset, dataset_from_blobs
     from trolly.compute.spec import parse_spec
-    from trolly.localnet.demo import demo_spec
+    from trolly.localnet.demo_tasks import digits_spec
     from trolly.localnet.observer import TrainingObserver
 
     blobs = build_dataset("digits")
-    spec = parse_spec(demo_spec(blobs.manifest_hash, "http://127.0.0.1:1", rounds=2))
+    spec = parse_spec(digits_spec(blobs.manifest_hash, "http://127.0.0.1:1", rounds=2))
     observer = TrainingObserver(spec, dataset_from_blobs(blobs), BlobStore(tmp_path))
     answer = task_answer(round=0, rounds=2, round_details=[round_answer(round=0)])
     view = TaskView.from_answer(answer)
