@@ -55,8 +55,9 @@ REQUESTER = "requester"
 """The key name the demo pays for the task from (`layout.key_names`)."""
 DEMO_BUDGET = 50_000_000  # 50 TRL
 TERMINAL = (COMPLETED, CANCELLED, EXPIRED, ABANDONED)
-RESULT_DIRECTORY = "demo-result"
-"""Where in the localnet's home the demo writes the fetched model (`trolly-wallet task fetch`'s files)."""
+RESULTS_DIRECTORY = "results"
+"""Where in the localnet's home the demo writes each task's fetched model (`trolly-wallet task fetch`'s files),
+in `task-<id>`."""
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ class Demo:
         if view.status != COMPLETED or not view.final_weights_hash:
             raise LocalnetError(f"task {view.id} ended {view.status} without final weights")
         result = await fetch_result(client, view.id, AddressPolicy(allow_private=True))  # workers on 127.0.0.1
-        directory = self.net.layout.home / RESULT_DIRECTORY
+        directory = self.net.layout.home / RESULTS_DIRECTORY / f"task-{view.id}"
         files = write_result(result, directory)
         evaluated = evaluate_result(result, self.observer.dataset)
         self.console.print(

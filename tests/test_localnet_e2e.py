@@ -169,7 +169,7 @@ def test_demo_of_the_lora_task_fine_tunes_verifies_fetches_and_beats_its_floor(t
     assert "MISMATCH" not in report
     assert f"W_1..W_{summary['rounds']} recomputed here = the chain's agreed and final weights hashes" in report
     # What the requester takes home: the verified adapters and head, and the whole model with them merged in.
-    result = home / "demo-result"
+    result = home / "results" / f"task-{summary['task_id']}"
     adapter, merged = load_file(result / "adapter.safetensors"), load_file(result / "model.safetensors")
     assert set(adapter) == {name for name in adapter if name.startswith("adapters.")} | {"head.weight", "head.bias"}
     assert sum(t.size for t in merged.values()) > 20_000_000 > sum(t.size for t in adapter.values())
