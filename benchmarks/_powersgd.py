@@ -2,8 +2,8 @@
 
 PowerSGD (Vogels et al. 2019) sends a rank-r approximation P Q^T of each weight matrix's gradient, with error
 feedback. Here it is PyTorch's own implementation, `torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook`,
-unchanged: its `PowerSGDState` and `powerSGD_hook`, run by `workers` ranks of a real gloo process group, all in
-this process (a `HashStore` is the rendezvous; gloo's own threads carry the allreduces). The hook is applied where our codec is: to
+unchanged: its `PowerSGDState` and `powerSGD_hook`, run by `workers` ranks of a real gloo process group, each a
+process of its own (a `FileStore` is the rendezvous; gloo carries the allreduces over loopback). The hook is applied where our codec is: to
 each worker's pseudo-gradient (W_r - W_end) once a round, after the same inner steps of the same trainer
 (`compute.training.run_round`); the allreduced mean it returns is the round's one update to the same outer
 step (`compute.outer_step.outer_step`).
@@ -27,9 +27,11 @@ our codec's update is one blob that anyone aggregates.
 from __future__ import annotations
 
 import datetime
+import multiprocessing
+import pathlib
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.distributed as dist
@@ -76,42 +78,85 @@ class PseudoGradientBucket:
 
 
 class PowerSGDWorkers:
-    """`workers` ranks of one gloo process group in this process, each with its own `PowerSGDState` (its error
-    feedback residual and its warm-started Q), all with the same random seed as the hook requires."""
+    """`workers` ranks of one gloo process group, each a process of its own with its own `PowerSGDState` (its
+    error feedback residual and its warm-started Q), all with the same random seed as the hook requires.
+
+    Processes, as PowerSGD runs in deployment: each rank has its own global random generator, which the hook
+    draws its first Qs from, and its own gloo threads. (Several ranks of one group in one process share both;
+    the ranks' collectives then raced for gloo's threads and a run could stall or crash.) This process hands
+    each rank its worker's pseudo-gradient over a pipe and reads the allreduced mean back from rank 0."""
 
     def __init__(self, workers: int, rank: int, seed: int) -> None:
         self.workers = workers
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="powersgd-rank")
-        store = dist.HashStore()
-        # every rank's constructor waits for the others at the store, so they are built side by side
-        groups = list(self.pool.map(lambda index: dist.ProcessGroupGloo(store, index, workers, RENDEZVOUS_TIMEOUT),
-                                    range(workers)))
-        self.states = [powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=rank,
-                                                   min_compression_rate=MIN_COMPRESSION_RATE, use_error_feedback=True,
-                                                   warm_start=True, random_seed=seed)
-                       for group in groups]
-        for state in self.states:
-            state.iter = state.start_powerSGD_iter  # compress from the first round (see the module docstring)
+        context = multiprocessing.get_context("spawn")
+        self._directory = tempfile.TemporaryDirectory(prefix="trolly-powersgd-")
+        store = str(pathlib.Path(self._directory.name) / "rendezvous")
+        self._pipes, self._processes = [], []
+        for index in range(workers):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_serve_rank, args=(index, workers, rank, seed, store, theirs),
+                                      daemon=True, name=f"powersgd-rank-{index}")
+            process.start()
+            theirs.close()
+            self._pipes.append(ours)
+            self._processes.append(process)
+        self._values_sent = 0
+        self.errors: list[torch.Tensor | None] = []
+        """Each rank's error feedback residual after the last round (the hook's `error_dict` of the bucket)."""
 
     def mean_update(self, updates: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """The workers' pseudo-gradients through the hook: the mean every rank receives (rank 0's copy)."""
         if len(updates) != self.workers:
             raise ValueError(f"{len(updates)} updates for {self.workers} ranks")
-        buckets = [PseudoGradientBucket(update) for update in updates]
-        # The hook draws the first round's Qs from torch's global generator, which the ranks share here (they
-        # would each own one in processes of their own): it is called rank after rank, so each draws the same
-        # Qs, and it returns once its first allreduce is under way; the rest runs on the group's threads.
-        pending = [powerSGD_hook.powerSGD_hook(state, bucket) for state, bucket in zip(self.states, buckets)]
-        for future in pending:
-            future.wait()
-        return buckets[0].tensors()
+        for pipe, update in zip(self._pipes, updates):
+            pipe.send({name: tensor.detach().clone() for name, tensor in update.items()})
+        answers = [self._receive(pipe) for pipe in self._pipes]
+        self._values_sent = answers[0][1]
+        self.errors = [answer[2] for answer in answers]
+        return answers[0][0]
+
+    def _receive(self, pipe):
+        if not pipe.poll(RENDEZVOUS_TIMEOUT.total_seconds()):
+            raise RuntimeError("a PowerSGD rank did not answer in time")
+        answer = pipe.recv()
+        if isinstance(answer, str):
+            raise RuntimeError(f"a PowerSGD rank failed: {answer}")
+        return answer
 
     def bytes_sent_per_worker(self) -> int:
-        _, _, values_sent = self.states[0].compression_stats()
-        return FLOAT32_BYTES * values_sent
+        return FLOAT32_BYTES * self._values_sent
 
     def close(self) -> None:
-        self.pool.shutdown()
+        for pipe in self._pipes:
+            try:
+                pipe.send(None)
+            except OSError:
+                pass
+        for process in self._processes:
+            process.join(30)
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+        self._directory.cleanup()
+
+
+def _serve_rank(index: int, workers: int, rank: int, seed: int, store: str, pipe) -> None:
+    """One rank's process: join the group, then run the hook on each pseudo-gradient sent until None."""
+    torch.set_num_threads(1)
+    try:
+        group = dist.ProcessGroupGloo(dist.FileStore(store, workers), index, workers, RENDEZVOUS_TIMEOUT)
+        state = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=rank,
+                                            min_compression_rate=MIN_COMPRESSION_RATE, use_error_feedback=True,
+                                            warm_start=True, random_seed=seed)
+        state.iter = state.start_powerSGD_iter  # compress from the first round (see the module docstring)
+        while (update := pipe.recv()) is not None:
+            bucket = PseudoGradientBucket(update)
+            powerSGD_hook.powerSGD_hook(state, bucket).wait()
+            error = state.error_dict.get(0)
+            pipe.send((bucket.tensors() if index == 0 else None, state.compression_stats()[2],
+                       None if error is None else error.clone()))
+    except Exception as error:  # reported to the parent, which raises it: a rank never dies silently
+        pipe.send(f"{type(error).__name__}: {error}")
 
 
 def bytes_per_round(shapes: Mapping[str, torch.Size], rank: int) -> int:

@@ -44,7 +44,7 @@ def test_powersgd_keeps_each_workers_error_and_counts_p_q_and_whole_tensors_as_b
     try:
         mean = ranks.mean_update(updates)
         ranks.mean_update(updates)
-        errors = [state.error_dict[0] for state in ranks.states]
+        errors = ranks.errors
         sent = ranks.bytes_sent_per_worker()
     finally:
         ranks.close()
