@@ -55,7 +55,8 @@ def initial_weights(spec: TaskSpec, shape) -> dict[str, torch.Tensor]:
 
 def fresh_adamw_slots(parameter: torch.Tensor) -> dict[str, torch.Tensor]:
     """The state PyTorch's AdamW creates for `parameter` on its first step: a zero step count and zero moments."""
-    return {"step": torch.zeros((), dtype=torch.float32, device=parameter.device), "exp_avg": torch.zeros_like(parameter),
+    return {"step": torch.zeros((), dtype=torch.float32, device=parameter.device),
+            "exp_avg": torch.zeros_like(parameter),
             "exp_avg_sq": torch.zeros_like(parameter)}
 
 
@@ -101,8 +102,8 @@ class Trainer:
 
     Applies the spec's determinism profile when constructed (thread count, deterministic algorithms; refuses
     a mismatched instruction set) and runs on its device (`profile.device`: the model, its AdamW state and each
-    batch there; checkpoints are still bytes in host memory), and keeps freed memory for reuse (`memory.retain_freed_memory`): both are
-    process-wide.
+    batch there; checkpoints are still bytes in host memory), and keeps freed memory for reuse
+    (`memory.retain_freed_memory`): both are process-wide.
 
     Owns what its snapshots need: the spare checkpoint buffers (`canonical_copy.BufferPool`) and the thread
     that copies `snapshot_soon`'s snapshots (`checkpoints.SnapshotCopier`, started at the first one), and the
