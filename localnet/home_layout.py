@@ -46,10 +46,11 @@ ACCOUNT_BALANCE = 1_000_000_000_000  # 1,000,000 TRL each
 VALIDATOR_STAKE = 10_000_000
 """10 TRL = 10 power: the stake of the last genesis validator; validator i of n bonds (n - i) times it."""
 
-VERIFICATION_WINDOW = 60
-"""Blocks (30s at 500ms) a round's sampled segments wait for verdicts. The market's localnet preset has 20, but
+VERIFICATION_WINDOW = 180
+"""Blocks (90s at 500ms) a round's sampled segments wait for verdicts. The market's localnet preset has 20, but
 a verifier's first replay (cold imports, the dataset, the model) can take longer than that on a loaded 2-core
-machine, which left the demo's round 0 unverified and unpaid. A round settles as soon as every segment is decided, so a
+machine, which left the demo's round 0 unverified and unpaid; a LoRA task's six replays on a CPU without
+avx2 kernels (`ATEN_CPU_CAPABILITY=default`) outlasted 60 blocks. A round settles as soon as every segment is decided, so a
 longer window costs time only when verdicts are missing."""
 
 LOCALNET_PARAMS = {

@@ -104,8 +104,8 @@ def test_the_test_session_trains_and_commits_a_replayable_profile(digits, spec):
     """No monkeypatching: on this machine's real CPU (avx512 or not), what in-process training commits."""
     from trolly.compute.training import Trainer, initial_weights, run_round
 
-    expected = replayable_instruction_set(cpu_flags())
-    assert require_replayable_process() == expected
+    expected = pin_replayable_instruction_set(dict(os.environ))  # what the session's pin chose (or was told)
+    assert expected in REPLAYABLE_INSTRUCTION_SETS and require_replayable_process() == expected
     trainer = Trainer(spec, digits)
     run_round(trainer, initial_weights(spec, digits.shape), worker_index=0, round_index=0, steps=4,
               sink=lambda record, data: None)

@@ -83,7 +83,7 @@ def test_the_readme_requester_path_from_a_csv_to_a_model_safetensors_loads(tmp_p
             answer = json.loads(wallet("task", "status", "1", "-o", "json").stdout)
             return answer if answer["status"] == "completed" else None
 
-        view = wait_until(completed, timeout=240, what="task 1 to complete")
+        view = wait_until(completed, timeout=600, what="task 1 to complete")
         assert view["final_weights_hash"]
         assert submit.wait(timeout=30) == 0  # it served the data until the task ended, then returned
 

@@ -321,3 +321,42 @@ def test_a_plan_without_a_fee_pays_exactly_the_chains_minimum_for_its_size(tmp_p
             assert sent.included.code == 0
     finally:
         node.stop()
+
+
+def test_a_query_on_a_kept_alive_connection_the_node_dropped_is_sent_again_once_and_a_broadcast_is_not():
+    """The node reads a request on a reused connection and closes it unanswered (as when its keep-alive timer
+    fires just as the client sends): a query goes again on a fresh connection; a broadcast, which may have
+    arrived, fails as NodeUnreachable instead of being sent twice."""
+    import asyncio
+    import json
+
+    from trolly.wallet.errors import NodeUnreachable
+    from trolly.wallet.rpc import AsyncRpcClient
+
+    answer = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"ok": True}}).encode()
+
+    async def serve(reader, writer):
+        served = 0
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+            await reader.readexactly(length)
+            if served == 1:  # the second request on this connection: dropped unanswered
+                writer.close()
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                         % (len(answer), answer))
+            await writer.drain()
+            served += 1
+
+    async def scenario():
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        async with server, AsyncRpcClient(url) as client:
+            assert await client.call("status") == {"ok": True}
+            assert await client.call("status") == {"ok": True}  # dropped, then sent again on a new connection
+            await client.call("status")
+            with pytest.raises(NodeUnreachable):
+                await client.call("broadcast_tx_sync", tx="AA==")
+
+    asyncio.run(scenario())

@@ -75,14 +75,21 @@ class AsyncRpcClient:
             "method": method,
             "params": {name: value for name, value in params.items() if value is not None},
         }
-        try:
-            async with self._session.post(self.url, json=request) as response:
-                body = await response.read()
-                status = response.status
-        except (aiohttp.ClientError, OSError) as exc:  # refused, reset, DNS, bad URL, truncated answer
-            raise NodeUnreachable(self.url, _reason(exc)) from None
-        except asyncio.TimeoutError:
-            raise NodeUnreachable(self.url, f"no answer within {self.timeout:g}s") from None
+        for attempt in (1, 2):
+            try:
+                async with self._session.post(self.url, json=request) as response:
+                    body = await response.read()
+                    status = response.status
+                break
+            except aiohttp.ServerDisconnectedError as exc:
+                # A kept-alive connection the node closed while it sat idle: the request never reached it, so a
+                # query is sent once more on a fresh connection (a broadcast is not: it may have arrived).
+                if attempt == 2 or method.startswith("broadcast_"):
+                    raise NodeUnreachable(self.url, _reason(exc)) from None
+            except (aiohttp.ClientError, OSError) as exc:  # refused, reset, DNS, bad URL, truncated answer
+                raise NodeUnreachable(self.url, _reason(exc)) from None
+            except asyncio.TimeoutError:
+                raise NodeUnreachable(self.url, f"no answer within {self.timeout:g}s") from None
         try:
             answer = json.loads(body)
         except ValueError:
