@@ -219,3 +219,22 @@ def test_a_process_started_without_the_pin_is_told_how_to_fix_it_where_the_cpu_n
         assert probe["isa"].startswith("refused: this process cannot train for the protocol: its torch runs avx512")
     else:  # the CPU's own set is replayable, but the math libraries are not pinned to it
         assert probe["isa"].startswith("refused:") and "is not set" in probe["isa"]
+
+
+def test_a_verifier_pinned_to_default_still_replays_what_its_cpu_runs_in_a_child(spec, monkeypatch):
+    """Told ATEN_CPU_CAPABILITY=default, a verifier on an avx2 (or avx512) CPU must still replay an honest avx2
+    segment, in a child, not FAIL it for a set its CPU runs (benchmarks.verification under default showed it)."""
+    from trolly.verifier import isa_child_replay
+    from trolly.verifier.replay_profile import Replayer
+
+    assert isa_child_replay.supported_instruction_sets("default", AVX512_CPU) == ("default", "avx2", "avx512")
+    assert isa_child_replay.supported_instruction_sets("default", OLD_CPU) == ("default",)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    monkeypatch.setattr(isa_child_replay, "cpu_flags", lambda: AVX2_CPU)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    replayer = Replayer()
+    try:
+        avx2 = DeterminismProfile(threads=1, instruction_set="avx2").id
+        assert replayer.plan(spec, avx2).where == "child"
+    finally:
+        replayer.close()

@@ -26,6 +26,7 @@ import threading
 from typing import Any, BinaryIO
 
 from trolly.compute.determinism import INSTRUCTION_SETS, DeterminismProfile, child_environment
+from trolly.compute.instruction_sets import cpu_flags, runnable_instruction_sets
 
 from .errors import VerifierError
 
@@ -36,11 +37,12 @@ class ReplayChildError(VerifierError):
     """The replay child could not be started, died, or reported an error."""
 
 
-def supported_instruction_sets(current: str) -> tuple[str, ...]:
-    """The instruction sets a CPU running `current` can also run (the weaker ones)."""
-    if current not in INSTRUCTION_SETS:
-        return (current,)
-    return INSTRUCTION_SETS[: INSTRUCTION_SETS.index(current) + 1]
+def supported_instruction_sets(current: str, flags: frozenset[str] | None = None) -> tuple[str, ...]:
+    """The instruction sets this machine's CPU runs (its `flags`, read from the CPU by default), this process's
+    `current` one among them: what the CPU can do, not what this process was pinned to (a verifier started
+    under `ATEN_CPU_CAPABILITY=default` on an avx2 CPU still replays avx2 segments, in a child)."""
+    runnable = set(runnable_instruction_sets(cpu_flags() if flags is None else flags)) | {current}
+    return tuple(name for name in INSTRUCTION_SETS if name in runnable) or (current,)
 
 
 def _write(stream: BinaryIO, value: Any) -> None:
