@@ -41,7 +41,7 @@ def iris_like(count=40):
 
 def test_pack_csv_keeps_label_names_and_a_seeded_held_out_split(tmp_path):
     source = write_csv(tmp_path / "iris.csv", iris_like())
-    result = pack(source, "-o", tmp_path / "packed", "--json")
+    result = pack(source, "-o", tmp_path / "packed", "--private", "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["labels"] == ["setosa", "virginica"] and summary["input_size"] == 2
@@ -55,15 +55,16 @@ def test_pack_csv_keeps_label_names_and_a_seeded_held_out_split(tmp_path):
     assert summary["private"] and not public["private"] and summary["manifest_hash"] != public["manifest_hash"]
 
 
-def test_pack_is_private_by_default_its_key_kept_0600_and_the_spec_names_the_cipher(tmp_path):
+def test_pack_private_keeps_its_key_0600_and_the_spec_names_the_cipher_and_public_is_the_default(tmp_path):
     source = write_csv(tmp_path / "iris.csv", iris_like())
-    assert pack(source, "-o", tmp_path / "packed").exit_code == 0
+    assert pack(source, "-o", tmp_path / "packed", "--private").exit_code == 0
     packed = open_packed(tmp_path / "packed")
     key_file = tmp_path / "packed" / "data.key"
     assert packed.key is not None and key_file.read_bytes() == packed.key and key_file.stat().st_mode & 0o777 == 0o600
     assert packed.spec_dataset(["http://127.0.0.1:1"])["cipher"] == "xsalsa20poly1305"
     assert packed.load().train_size == packed.train_samples  # the requester's own key opens its data
     assert "cipher" not in open_packed(_public_pack(source, tmp_path)).spec_dataset([])
+    assert pack(source, "-o", tmp_path / "default").exit_code == 0 and open_packed(tmp_path / "default").key is None
 
 
 def _public_pack(source, tmp_path):
@@ -215,6 +216,6 @@ def test_submit_data_builds_the_spec_around_the_packed_data(tmp_path):
     shards, size = manifest_size(json.loads(prepared.packed.store.get(prepared.packed.manifest_hash)))
     assert (spec.dataset.max_shards, spec.dataset.max_bytes) == (shards, size) == (2, size)  # what workers check
     assert spec.model.config["hidden"] == (128,) or list(spec.model.config["hidden"]) == [128]
-    assert json.loads(prepared.spec)["dataset"]["cipher"] == "xsalsa20poly1305" and prepared.packed.key is not None
+    assert "cipher" not in json.loads(prepared.spec)["dataset"] and prepared.packed.key is None  # public by default
     again = prepare_data_submission(str(source), None, "mlp", 2, ("http://127.0.0.1:9999",), "127.0.0.1:0", None)
-    assert again.packed.manifest_hash == prepared.packed.manifest_hash  # re-packed under the key it keeps
+    assert again.packed.manifest_hash == prepared.packed.manifest_hash  # re-packed the same

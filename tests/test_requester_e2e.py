@@ -52,7 +52,8 @@ def test_pack_serve_submit_fetch_and_eval_on_a_real_node(tmp_path):
 
     assert wallet("keys", "add", "dev", "--recover", input=DEV_MNEMONIC + "\n").exit_code == 0
     packed_dir = tmp_path / "packed"
-    packed = wallet("data", "pack", write_csv(tmp_path / "iris.csv", iris_like()), "-o", packed_dir, "--json")
+    packed = wallet("data", "pack", write_csv(tmp_path / "iris.csv", iris_like()), "-o", packed_dir, "--private",
+                    "--json")
     assert packed.exit_code == 0, packed.output
     manifest_hash = json.loads(packed.stdout)["manifest_hash"]
 

@@ -79,16 +79,17 @@ def pack_path(path: pathlib.Path, label_column: str | None, test_fraction: float
 @click.option("--test-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               default=DEFAULT_TEST_FRACTION, show_default=True, help="Share of each label held out for evaluation.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the held-out split.")
-@click.option("--public", is_flag=True,
-              help="Store the shards in clear: anyone who fetches them reads them (default: encrypted under a new "
-                   "data key kept in OUT/data.key, which only the task's members and validators receive).")
+@click.option("--private/--public", default=False, show_default=True,
+              help="--private: encrypt the shards under a new data key kept in OUT/data.key, which only the task's "
+                   "members and validators receive (every bonded validator's operator must have signed a "
+                   "transaction, see docs/privacy.md); --public: shards in clear, anyone who fetches them reads them.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (-o names the directory here).")
 def pack(path: pathlib.Path, out: pathlib.Path, label_column: str | None, test_fraction: float, seed: int,
-         public: bool, as_json: bool) -> None:
+         private: bool, as_json: bool) -> None:
     """Pack PATH (a .csv with a header, a .jsonl of {"text", "label"}, or a folder with one folder of images per
-    class) into content-addressed shards and a manifest in the new directory OUT, encrypted unless --public."""
+    class) into content-addressed shards and a manifest in the new directory OUT, encrypted with --private."""
     with refusals():
-        key = None if public else new_data_key()
+        key = new_data_key() if private else None
         blobs, labels, source_format = pack_path(path, label_column, test_fraction, seed, key)
         packed = write_packed(blobs, labels, source_format, out, key)
     emit(packed.summary(), as_json, lambda summary: print_key_values(summary.items(), title="Packed"))
@@ -193,14 +194,14 @@ def deliver_once(client, sender: TxSender, requester: PrivateKey, task_id: int, 
 
 
 def packed_for(path: pathlib.Path, label_column: str | None) -> PackedDataset:
-    """PATH if it is a packed directory, else PATH packed, private, into `<PATH>.packed` (reused when it holds
-    the same data: packed again under the data key it keeps, the manifest hash is the same; refused when it
-    holds other data)."""
+    """PATH if it is a packed directory, else PATH packed, public (`data pack --private` makes a private one to
+    pass instead), into `<PATH>.packed` (reused when it holds the same data: packed again under the data key it
+    keeps, if any, the manifest hash is the same; refused when it holds other data)."""
     if (path / SUMMARY_FILE).exists():
         return open_packed(path)
     target = path.with_name(path.name + ".packed")
     existing = open_packed(target) if target.exists() else None
-    key = existing.key if existing is not None else new_data_key()
+    key = existing.key if existing is not None else None
     blobs, labels, source_format = pack_path(path, label_column, DEFAULT_TEST_FRACTION, 0, key)
     if existing is not None:
         if existing.manifest_hash != blobs.manifest_hash:
