@@ -26,12 +26,17 @@ def cancel(market, task_id):
     return market.chain.deliver(market.requester, pb.MsgCancelTask(task_id=task_id))
 
 
-def test_a_cancel_after_commitments_lets_the_round_settle_and_pays_it(make_chain):
+def two_worker_task(make_chain):
+    """A running task of two workers, with the requester's and the workers' balances before it ran."""
     market = make_market(make_chain)
     chain = market.chain
     requester_balance = chain.balance(market.requester)
     task_id = market.open_task(workers=2, collateral=COLLATERAL, budget=5 * REWARD)
-    worker_balances = [chain.balance(w) for w in market.workers[:2]]
+    return market, chain, task_id, requester_balance, [chain.balance(w) for w in market.workers[:2]]
+
+
+def test_a_cancel_after_commitments_lets_the_round_settle_and_pays_it(make_chain):
+    market, chain, task_id, requester_balance, worker_balances = two_worker_task(make_chain)
     market.commit(task_id, 0, market.workers[:1])  # one of two committed: the round is still open
     assert cancel(market, task_id).ok
     view = market.task(task_id)
@@ -57,11 +62,7 @@ def test_a_cancel_after_commitments_lets_the_round_settle_and_pays_it(make_chain
 
 
 def test_a_cancel_as_soon_as_a_round_starts_lets_it_be_trained_verified_and_paid(make_chain):
-    market = make_market(make_chain)
-    chain = market.chain
-    requester_balance = chain.balance(market.requester)
-    task_id = market.open_task(workers=2, collateral=COLLATERAL, budget=5 * REWARD)
-    worker_balances = [chain.balance(w) for w in market.workers[:2]]
+    market, chain, task_id, requester_balance, worker_balances = two_worker_task(make_chain)
     view = market.task(task_id)
     assert (view["round"], view["phase"]) == (0, "commit")
     assert not market.round_commitments(task_id, 0)  # nothing on chain yet: the workers are training
