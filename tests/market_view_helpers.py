@@ -18,6 +18,7 @@ def address(label: int) -> str:
 def summary_answer(**changes) -> dict:
     answer = {"id": 7, "requester": address(1), "spec_hash": "ab" * 32, "status": "running", "phase": "verify",
               "round": 1, "rounds": 3, "workers_wanted": 3, "workers_joined": 3, "active_members": 3,
+              "open_slots": 0, "replacements": 0,
               "reward_per_round": 1000, "collateral": 500, "budget": 5000, "escrow_remaining": 3740,
               "paid_workers": 1200, "paid_fees": 60, "refunded": 0, "final_weights_hash": ""}
     return answer | changes
@@ -35,7 +36,7 @@ def task_answer(**changes) -> dict:
 def member_answer(**changes) -> dict:
     answer = {"worker": address(2), "index": 0, "status": "active", "collateral": 500, "paid": 0, "penalized": 0,
               "slashed": 0, "rounds_passed": 0, "samples_paid": 0, "left_round": -1, "reason": "",
-              "blob_url": "http://127.0.0.1:8700"}
+              "blob_url": "http://127.0.0.1:8700", "first_round": 0}
     return answer | changes
 
 

@@ -73,6 +73,7 @@ class TaskSummary(MarketView):
     rounds: int
     workers_wanted: int
     workers_joined: int
+    """Members that ever joined, replacements included."""
     active_members: int
     reward_per_round: int
     collateral: int
@@ -82,6 +83,9 @@ class TaskSummary(MarketView):
     paid_fees: int
     refunded: int
     final_weights_hash: Hash
+    open_slots: int
+    """Slots of members who left, open to a replacement while the task runs (docs/protocol.md 4.1c)."""
+    replacements: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +103,7 @@ class TaskMember(MarketView):
 
     worker: Address
     index: int
-    """The worker index (join order): what its shard and batches are drawn for."""
+    """The worker index (join order; a replacement's is the slot it filled): what its batches are drawn for."""
     status: str = one_of(ACTIVE, DROPPED, SLASHED, FINISHED)
     collateral: int
     paid: int
@@ -107,6 +111,8 @@ class TaskMember(MarketView):
     slashed: int
     rounds_passed: int
     samples_paid: int
+    first_round: int
+    """The first round the member trains (0, or the round after a replacement joined)."""
     left_round: int
     reason: str
     """Why the member was dropped or slashed ('' while active)."""
@@ -162,7 +168,7 @@ class RoundView(MarketView):
     """The agreed start weights W_r ('' until the round closed)."""
     final_report: bool
     commitments: tuple[Commitment, ...]
-    """In worker-index order."""
+    """In join order (the worker index, replacements after the opening members)."""
 
     def commitment_of(self, worker: str) -> Commitment | None:
         return next((c for c in self.commitments if c.worker == worker), None)
@@ -177,7 +183,7 @@ class RoundPage(MarketView):
     final_report: bool
     commitments: tuple[Commitment, ...]
     next: int | None
-    """The worker index the following page starts after; None on the last page."""
+    """The member position the following page starts after; None on the last page."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,23 +2,26 @@
 
 A member leaves a running task in one of three ways: dropped (missed a deadline or lost the weights
 agreement: a penalty is burned and the rest of its collateral returned at once), slashed (a two-thirds
-adverse verdict: all its collateral taken) or finished (the task ended: collateral returned in full). A task ends
+adverse verdict: all its collateral taken) or finished (the task ended: collateral returned in full). The slot
+of a dropped or slashed member opens when the next round starts, and a replacement may join into it
+(`join_open_slot`): it locks the same collateral, takes the slot's worker index and trains from the round
+after the one in which it joined (docs/protocol.md 4.1c). A task ends
 completed, cancelled, expired (never filled) or abandoned (no active member left); in every case the unspent
 budget goes back to the requester and nothing of the task remains in escrow.
 """
 
 from __future__ import annotations
 
-from .data_keys import delete_sealed_keys
 from ..block import BlockContext
 from ..crypto import encode_address
 from ..state import State
 from .data_keys import delete_sealed_keys
 from .economics import fee_of, split_by_power
 from .events import task_event
+from .errors import TaskNotOpen
 from .records import ACTIVE, COMMIT, DONE, DROPPED, FINISHED, RUNNING, SLASHED, Member, Task
-from .store import enter_phase, escrow_burn, escrow_out, find_member, get_worker, pending_segments, put_member
-from .store import put_worker, unmark_pending
+from .store import enter_phase, escrow_burn, escrow_in, escrow_out, find_member, get_worker, pending_segments
+from .store import put_member, put_worker, unmark_pending
 
 
 def _leave(state: State, task: Task, member: Member, status: str, reason: str) -> None:
@@ -27,6 +30,8 @@ def _leave(state: State, task: Task, member: Member, status: str, reason: str) -
     member.reason = reason
     member.left_round = task.round if status != FINISHED else member.left_round
     put_member(state, member)
+    if status in (DROPPED, SLASHED) and task.status == RUNNING:
+        task.vacated.append(member.index)  # opens when the next round starts (`start_round`)
     task.active_members -= 1
     worker = get_worker(state, member.worker)
     worker.tasks = [t for t in worker.tasks if t != task.id]
@@ -83,8 +88,35 @@ def start_task(state: State, ctx: BlockContext, task: Task) -> None:
     start_round(state, ctx, task, 0)
 
 
+def join_open_slot(state: State, ctx: BlockContext, task: Task, worker: bytes) -> Member:
+    """A registered worker joins a running task into its lowest open slot: its collateral is locked as an
+    opening member's, it takes the slot's worker index (so the batches it draws are the slot's) and it trains
+    from the next round, never the current one, whose start weights and deadline were set without it."""
+    if not task.open_slots:
+        raise TaskNotOpen(f"task {task.id} is running with no open slot ({task.active_members} of "
+                          f"{task.workers_wanted} members active; a slot opens at the round after a member leaves)")
+    if task.cancel_requested:
+        raise TaskNotOpen(f"task {task.id} is cancelled; it ends when round {task.round} settles")
+    if task.round + 1 >= task.rounds:
+        raise TaskNotOpen(f"task {task.id} has no training round left for a replacement (round {task.round} of "
+                          f"{task.rounds})")
+    if task.replacements >= task.workers_wanted:
+        raise TaskNotOpen(f"task {task.id} already took {task.replacements} replacements, its limit")
+    escrow_in(state, worker, task.collateral)
+    index = task.open_slots.pop(0)
+    task.replacements += 1
+    member = Member(task_id=task.id, worker=worker, index=index, status=ACTIVE, collateral=task.collateral,
+                    joined_height=ctx.env.height, first_round=task.round + 1)
+    task_event(ctx, task.id, "joined", worker=encode_address(worker), index=index, collateral=task.collateral,
+               first_round=member.first_round)
+    return member
+
+
 def start_round(state: State, ctx: BlockContext, task: Task, round_: int) -> None:
-    """Open round `round_`'s commit phase (round == rounds is the final report of the weights' hash)."""
+    """Open round `round_`'s commit phase (round == rounds is the final report of the weights' hash); the slots
+    of members who left during the round before open to replacements."""
+    task.open_slots = sorted(task.open_slots + task.vacated)
+    task.vacated = []
     task.round = round_
     deadline = ctx.env.height + task.round_blocks
     enter_phase(state, task, COMMIT, deadline)
@@ -103,6 +135,7 @@ def end_task(state: State, ctx: BlockContext, task: Task, status: str) -> None:
             member.collateral = 0
             _leave(state, task, member, FINISHED, status)
     delete_sealed_keys(state, task.id)  # nobody needs the data key of an ended task from the chain
+    task.open_slots, task.vacated = [], []
     refund = task.escrow
     escrow_out(state, task.requester, refund)
     task.escrow = 0

@@ -5,9 +5,10 @@
                            by one below (never inline, so the answer is the same size in round 1 and round 1,000)
 /market/task/<id>/round/<r>[/after/<index>][/limit/<n>]
                            one round of it (agreed start weights hash, final report or not) and one page of its
-                           commitments, with their segments, decisions and verdicts, in worker-index order: those of
-                           members after worker index `after`, at most MAX_COMMITMENTS_PER_PAGE; `next` is the
-                           `after` of the following page (null: done)
+                           commitments, with their segments, decisions and verdicts, in join order: those of
+                           members after position `after` of the member list, at most MAX_COMMITMENTS_PER_PAGE;
+                           `next` is the `after` of the following page (null: done). For the opening members the
+                           position is the worker index; a replacement comes after them (docs/protocol.md 4.1c)
 /market/tasks[/open][/after/<id>][/limit/<n>]
                            every task (or only open and running ones), summarised, by ascending id, one page of
                            at most MAX_TASKS_PER_PAGE; `next` is the `after` of the following page (null: done)
@@ -21,10 +22,11 @@ Addresses are bech32, hashes lower-case hex, amounts integers in utrl.
 
 What one query costs is bounded by chain params, never by how long a task has run: the task answer reads the
 task record (one entry, whose list of closed rounds' start hashes is at most `max_rounds` long) and its members
-(at most `workers_wanted` <= `max_workers`); a round page visits at most as many members and answers at most
-`limit` commitments, each with its votes inline, which are bounded too: only a sampled segment's committee votes
-on it, once per validator, and a segment escalates once, so a commitment carries at most
-samples_per_worker x (committee_size + escalated_committee_size) votes (the task's terms).
+(at most 2 x `workers_wanted`, replacements included, and `workers_wanted` <= `max_workers`); a round page
+visits at most as many members and answers at most `limit` commitments, each with its votes inline, which are
+bounded too: only a sampled segment's committee votes on it, once per validator, and a segment escalates once,
+so a commitment carries at most samples_per_worker x (committee_size + escalated_committee_size) votes (the
+task's terms).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def task_summary(task: Task) -> dict:
         "collateral": task.collateral, "budget": task.budget, "escrow_remaining": task.escrow,
         "paid_workers": task.paid_workers, "paid_fees": task.paid_fees, "refunded": task.refunded,
         "final_weights_hash": task.final_weights_hash.hex(),
+        "open_slots": len(task.open_slots), "replacements": task.replacements,
     }
 
 
@@ -78,6 +81,7 @@ def member_view(member: Member, blob_url: str) -> dict:
         "worker": encode_address(member.worker), "index": member.index, "status": member.status,
         "collateral": member.collateral, "paid": member.paid, "penalized": member.penalized,
         "slashed": member.slashed, "rounds_passed": member.rounds_passed, "samples_paid": member.samples_paid,
+        "first_round": member.first_round,
         "left_round": member.left_round, "reason": member.reason, "blob_url": blob_url,
     }
 
@@ -106,8 +110,9 @@ def commitment_view(state: State, commitment: Commitment) -> dict:
 
 
 def round_page(state: State, task: Task, round_: int, after: int | None, limit: int) -> dict:
-    """Round `round_` and the commitments of at most `limit` members after worker index `after` (all when None),
-    in worker-index order; `next` is the index the following page starts after (None: the last page)."""
+    """Round `round_` and the commitments of at most `limit` members after position `after` of the member list
+    (all when None), in join order; `next` is the position the following page starts after (None: the last
+    page)."""
     commitments: list[dict] = []
     last_index, more = None, False
     for index in range(0 if after is None else after + 1, len(task.members)):

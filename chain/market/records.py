@@ -53,6 +53,8 @@ class Worker:
     earned: int = 0
     slashed: int = 0
     penalized: int = 0
+    relay: str = ""
+    """The blob relay serving this worker (`urls.relay_worker_url`), '' when it serves `blob_url` itself."""
 
 
 @dataclass
@@ -85,7 +87,8 @@ class Task:
     started_height: int = 0
     ended_height: int = 0
     members: list[bytes] = field(default_factory=list)
-    """Workers in join order; a worker's index in this list is its worker index (docs/protocol.md)."""
+    """Workers in join order, replacements included (at most 2 x `workers_wanted`); an opening member's
+    position here is its worker index, a replacement takes the index of the slot it fills (`Member.index`)."""
     active_members: int = 0
     paid_workers: int = 0
     paid_fees: int = 0
@@ -105,6 +108,13 @@ class Task:
     private_data: int = 0
     """1 when the task's dataset is private: it starts only once every member and every bonded validator holds
     its sealed data key (`market.data_keys`)."""
+    vacated: list[int] = field(default_factory=list)
+    """Worker indexes whose member was dropped or slashed during the current round: their slots open when the
+    next round starts (docs/protocol.md 4.1c)."""
+    open_slots: list[int] = field(default_factory=list)
+    """Worker indexes open to a replacement (`MsgJoinTask` on a running task), ascending."""
+    replacements: int = 0
+    """Members that joined the running task into an open slot (at most `workers_wanted` over its life)."""
 
 
 @dataclass
@@ -116,6 +126,9 @@ class Member:
     collateral: int
     """Collateral still locked in escrow for this task."""
     joined_height: int
+    first_round: int = 0
+    """The first round the member trains: 0 for an opening member, the round after the one in which it
+    joined for a replacement (it neither commits nor is dropped before it)."""
     paid: int = 0
     penalized: int = 0
     slashed: int = 0

@@ -1,7 +1,8 @@
 """A round's life after its commit phase: close, sample, settle (docs/protocol.md 4).
 
 close_round   (at the commit deadline, or the block in which the last active member committed)
-              drops members that did not commit and waits `sampling_delay` blocks;
+              drops members that did not commit (a replacement only from its first round) and waits
+              `sampling_delay` blocks;
 sample_round  (sampling_delay blocks later) draws each worker's segments and committees from the seed (for
               round == rounds, the final report, one check per member);
 settle_round  (when every worker is decided, or the verification window closes) slashes, pays, records the
@@ -57,8 +58,8 @@ def majority_start(state: State, task: Task, commitments: list[Commitment], *, f
 def close_round(state: State, ctx: BlockContext, task: Task) -> None:
     committed: list[Commitment] = []
     for member in members_in_order(state, task):
-        if member.status != ACTIVE:
-            continue
+        if member.status != ACTIVE or member.first_round > task.round:
+            continue  # a replacement is not due before its first round
         commitment = find_commitment(state, task.id, task.round, member.worker)
         if commitment is None:
             drop_member(state, ctx, task, member, "missed round")

@@ -6,7 +6,8 @@ inner_steps, num_checkpoints = ceil(steps / checkpoint_every) + 1, samples_proce
 a function of committed data (W_r, the round's last checkpoint and the previous round's residual), which
 verifiers recompute (docs/protocol.md 2a and 4.4a).
 For the final report (round == rounds) only start_weights_hash is set: the hash of the final weights.
-The commit phase closes in the block in which the last active member commits.
+The commit phase closes in the block in which the last active member commits (a replacement counts from its
+first round: before it, it may not commit and is not waited for).
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ def process_commit_round(state: State, ctx: BlockContext, signer: bytes, msg: Ms
     member = find_member(state, task.id, signer)
     if member is None or member.status != ACTIVE:
         raise NotMember(f"not an active member of task {task.id}")
+    if msg.round < member.first_round:
+        raise RoundClosed(f"a replacement in task {task.id} trains from round {member.first_round}, not {msg.round}")
     if find_commitment(state, task.id, msg.round, signer) is not None:
         raise AlreadyCommitted(f"already committed for round {msg.round} of task {task.id}")
     if msg.round == task.rounds:
@@ -87,6 +90,6 @@ def process_commit_round(state: State, ctx: BlockContext, signer: bytes, msg: Ms
     task_event(ctx, task.id, "committed", round=msg.round, worker=encode_address(signer),
                update_hash=msg.update_hash.hex(), start_weights_hash=msg.start_weights_hash.hex())
     if all(find_commitment(state, task.id, msg.round, m.worker) is not None
-           for m in members_in_order(state, task) if m.status == ACTIVE):
+           for m in members_in_order(state, task) if m.status == ACTIVE and m.first_round <= msg.round):
         enter_phase(state, task, COMMIT, ctx.env.height)  # close the round at the end of this block
         put_task(state, task)
