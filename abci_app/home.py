@@ -231,7 +231,8 @@ def init_home(
     else:
         operator = encode_address(key.address)
         validator = GenesisValidator(key.pubkey, operator, DEFAULT_VALIDATOR_STAKE, moniker)
-        app_state = build_app_state({operator: DEFAULT_VALIDATOR_STAKE}, [validator], params={})  # chain defaults
+        app_state = build_app_state({operator: DEFAULT_VALIDATOR_STAKE}, [validator], params={},  # chain defaults
+                                    public_keys=[key.pubkey])  # the operator's key is the validator's
         genesis = build_genesis(chain_id, app_state, [validator])
     config = config or NodeConfig(moniker=moniker)
     return write_home(root, genesis, key, config=config, force=force)

@@ -1,9 +1,10 @@
 """CometBFT v0.38 genesis documents for Trolly: the format, the times, and the dev/localnet presets.
 
 A genesis.json holds CometBFT's fields (genesis_time, chain_id, initial_height, consensus_params,
-validators, app_hash) and Trolly's `app_state` (params, funded accounts, validators bonded from their
-operators' balances; see the staking module). 64-bit integers are JSON strings, keys `{"type", "value"}`,
-times RFC 3339 with nanoseconds, as CometBFT writes them. Re-exported by `trolly.abci_app.home`.
+validators, app_hash) and Trolly's `app_state` (params, funded accounts with the public keys known for them,
+validators bonded from their operators' balances; see the bank and staking modules). 64-bit integers are JSON
+strings, keys `{"type", "value"}`, times RFC 3339 with nanoseconds, as CometBFT writes them. Re-exported by
+`trolly.abci_app.home`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import hashlib
 import time
 from dataclasses import dataclass
 
-from trolly.chain.crypto import encode_address
+from trolly.chain.crypto import address_from_pubkey, encode_address
 from trolly.chain.hd import dev_key
 
 from .cometbft import COMETBFT_VERSION  # noqa: F401  (re-exported: config.toml and /status name it)
@@ -101,12 +102,22 @@ def build_app_state(
     accounts: dict[str, int] | None = None,
     validators: list[GenesisValidator] | tuple[GenesisValidator, ...] = (),
     params: dict | None = None,
+    public_keys: list[bytes] | tuple[bytes, ...] = (),
 ) -> dict:
-    """The `app_state` object: params, funded accounts, and validators bonded from their operators' balances."""
+    """The `app_state` object: params, funded accounts, and validators bonded from their operators' balances.
+
+    Each of `public_keys` (ed25519) is recorded in its account (`pub_key`, base64; an account not in `accounts`
+    is listed with balance 0), so data can be sealed to it before it signs anything: a private task waits for
+    its data key to reach every bonded validator's operator (docs/privacy.md)."""
     params = params if params is not None else {"staking": {"unbonding_blocks": 10}}  # fees: the defaults
+    entries = {address: {"address": address, "balance": str(balance)} for address, balance in (accounts or {}).items()}
+    for pub_key in public_keys:
+        address = encode_address(address_from_pubkey(pub_key))
+        entry = entries.setdefault(address, {"address": address, "balance": "0"})
+        entry["pub_key"] = base64.b64encode(pub_key).decode()
     return {
         "params": params,
-        "accounts": [{"address": address, "balance": str(balance)} for address, balance in (accounts or {}).items()],
+        "accounts": list(entries.values()),
         "validators": [
             {
                 "operator": v.operator,
@@ -174,15 +185,18 @@ def dev_genesis(chain_id: str, validator_pubkeys: list[bytes], genesis_time_ns: 
 
 
 def localnet_genesis(chain_id: str, validator_pubkeys: list[bytes], genesis_time_ns: int | None = None) -> dict:
-    """Genesis for N validators: `dev_key(i)` funded and operating validator i, with `dev_key(0)` funded too."""
+    """Genesis for N validators: `dev_key(i)` funded and operating validator i, with `dev_key(0)` funded too;
+    each operator's public key is in its account."""
     accounts: dict[str, int] = {}
     validators = []
+    operator_keys = [dev_key(index).pubkey for index in range(max(len(validator_pubkeys), 1))]
     for index, pubkey in enumerate(validator_pubkeys):
         operator = encode_address(dev_key(index).address)
         accounts[operator] = DEFAULT_DEV_BALANCE
         validators.append(GenesisValidator(pubkey, operator, DEFAULT_VALIDATOR_STAKE, f"validator-{index}"))
     accounts.setdefault(encode_address(dev_key(0).address), DEFAULT_DEV_BALANCE)
-    return build_genesis(chain_id, build_app_state(accounts, validators), validators, genesis_time_ns)
+    app_state = build_app_state(accounts, validators, public_keys=operator_keys)
+    return build_genesis(chain_id, app_state, validators, genesis_time_ns)
 
 
 def check_chain_id(chain_id: str) -> None:

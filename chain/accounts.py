@@ -1,8 +1,14 @@
 """Accounts and the small named verbs that change balances.
 
-An account is (balance, nonce), stored as two big-endian u64s. An account with zero balance and zero nonce
-is deleted rather than stored; one with a non-zero nonce is kept even when empty, so its old transactions
-can never be replayed. Total supply is tracked under its own key and changes only by `burn` (and genesis).
+An account is (balance, nonce, public key), stored as two big-endian u64s followed by the 32-byte ed25519 public
+key once the chain knows it. The chain learns an account's key as Cosmos SDK's auth module does: from the
+first transaction the account signs (the ante handler records it, `chain/ante.py`), or from genesis
+(`accounts[i].pub_key`); an address is a hash of its key, so a recorded key never changes. Others read it to
+seal data to the account (a private task's data key, docs/privacy.md) without waiting for it to sign anything.
+
+An account with zero balance, zero nonce and no known key is deleted rather than stored; one with a non-zero
+nonce is kept even when empty, so its old transactions can never be replayed. Total supply is tracked under its
+own key and changes only by `burn` (and genesis).
 """
 
 from __future__ import annotations
@@ -20,15 +26,18 @@ class Account(NamedTuple):
 
     balance: int = 0
     nonce: int = 0
+    pub_key: bytes = b""
+    """The account's ed25519 public key (32 bytes), or empty while the chain has not seen it."""
 
 
 def encode_account(account: Account) -> bytes:
-    """Stored form: balance then nonce, big-endian u64 each (what a Merkle proof of an account commits to)."""
-    return account.balance.to_bytes(8, "big") + account.nonce.to_bytes(8, "big")
+    """Stored form: balance then nonce, big-endian u64 each, then the public key when known (what a Merkle
+    proof of an account commits to)."""
+    return account.balance.to_bytes(8, "big") + account.nonce.to_bytes(8, "big") + account.pub_key
 
 
 def decode_account(raw: bytes) -> Account:
-    return Account(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"))
+    return Account(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"), raw[16:])
 
 
 _EMPTY = Account()
@@ -38,15 +47,25 @@ _EMPTY = Account()
 
 def get_account(state: State, address: bytes) -> Account:
     raw = state.get(keys.ACCOUNT + address)
-    return _EMPTY if raw is None else Account(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"))
+    if raw is None:
+        return _EMPTY
+    return Account(int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"), raw[16:])
 
 
 def set_account(state: State, address: bytes, account: Account) -> None:
     key = keys.ACCOUNT + address
-    if account.balance == 0 and account.nonce == 0:
+    if account.balance == 0 and account.nonce == 0 and not account.pub_key:
         state.delete(key)
     else:
-        state.set(key, account.balance.to_bytes(8, "big") + account.nonce.to_bytes(8, "big"))
+        state.set(key, account.balance.to_bytes(8, "big") + account.nonce.to_bytes(8, "big") + account.pub_key)
+
+
+def record_public_key(state: State, address: bytes, pub_key: bytes) -> None:
+    """Remember `address`'s public key; the caller has checked that the key hashes to the address, so a key
+    recorded before is this same key."""
+    account = get_account(state, address)
+    if account.pub_key != pub_key:
+        set_account(state, address, account._replace(pub_key=pub_key))
 
 
 def get_balance(state: State, address: bytes) -> int:
@@ -66,14 +85,17 @@ def add_balance(state: State, address: bytes, amount: int) -> None:
         return
     key = keys.ACCOUNT + address
     raw = state.get(key)
-    balance, nonce = (0, 0) if raw is None else (int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"))
+    if raw is None:
+        balance, nonce, pub_key = 0, 0, b""
+    else:
+        balance, nonce, pub_key = int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"), raw[16:]
     new_balance = balance + amount
     if new_balance > U64_MAX:
         raise InvalidAmount("balance would exceed 64 bits")
-    if new_balance == 0 and nonce == 0:
+    if new_balance == 0 and nonce == 0 and not pub_key:
         state.delete(key)
     else:
-        state.set(key, new_balance.to_bytes(8, "big") + nonce.to_bytes(8, "big"))
+        state.set(key, new_balance.to_bytes(8, "big") + nonce.to_bytes(8, "big") + pub_key)
 
 
 def sub_balance(state: State, address: bytes, amount: int) -> None:
@@ -82,14 +104,17 @@ def sub_balance(state: State, address: bytes, amount: int) -> None:
         return
     key = keys.ACCOUNT + address
     raw = state.get(key)
-    balance, nonce = (0, 0) if raw is None else (int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"))
+    if raw is None:
+        balance, nonce, pub_key = 0, 0, b""
+    else:
+        balance, nonce, pub_key = int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big"), raw[16:]
     if balance < amount:
         raise InsufficientFunds(f"balance {balance}utrl is less than {amount}utrl")
     new_balance = balance - amount
-    if new_balance == 0 and nonce == 0:
+    if new_balance == 0 and nonce == 0 and not pub_key:
         state.delete(key)
     else:
-        state.set(key, new_balance.to_bytes(8, "big") + nonce.to_bytes(8, "big"))
+        state.set(key, new_balance.to_bytes(8, "big") + nonce.to_bytes(8, "big") + pub_key)
 
 
 def move_funds(state: State, sender: bytes, recipient: bytes, amount: int) -> None:

@@ -2,7 +2,10 @@
 
 Stateless part (`check_tx_stateless`): size, chain id, signature, message count, known message types, each
 message's own validation. Stateful part (`charge_fee_and_nonce`): the nonce must be the signer's next one,
-and the fee, at least `min_fee + fee_per_byte x the tx's size`, moves to the fee collector. Both run before any message; if they fail the tx changes nothing.
+and the fee, at least `min_fee + fee_per_byte x the tx's size`, moves to the fee collector; the first
+transaction an account signs also records its public key in the account (as Cosmos SDK's auth ante handler
+does), so anyone can seal data to it from then on. Both run before any message; if they fail the tx changes
+nothing.
 """
 
 from __future__ import annotations
@@ -100,6 +103,8 @@ def charge_fee_and_nonce(state: State, checked: CheckedTx, params: AuthParams) -
                               f"{params.fee_per_byte}utrl x {len(checked.tx.raw)} bytes")
     if account.balance < fee:
         raise InsufficientFunds(f"balance {account.balance}utrl cannot pay the fee {fee}utrl")
-    # One read and one write of the signer's account: fee out and nonce up together.
-    set_account(state, signer, Account(account.balance - fee, account.nonce + 1))
+    # One read and one write of the signer's account: fee out, nonce up and (on its first signature) its public
+    # key recorded together. The signer's address is a hash of this key, so a recorded key is always this one.
+    pub_key = account.pub_key or checked.tx.pubkey
+    set_account(state, signer, Account(account.balance - fee, account.nonce + 1, pub_key))
     add_balance(state, FEE_COLLECTOR, fee)

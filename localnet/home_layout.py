@@ -214,9 +214,11 @@ class Layout:
 
 
 def localnet_genesis(config: LocalnetConfig, validator_keys: list[ValidatorKey]) -> dict:
-    """Every localnet account funded; validator i bonded from validator-i's account."""
+    """Every localnet account funded, with its public key (so a private task's data key can be sealed to an
+    operator or worker before it signs anything); validator i bonded from validator-i's account."""
     names = key_names(config)
     accounts = {encode_address(dev_key(index).address): ACCOUNT_BALANCE for index in names.values()}
+    public_keys = [dev_key(index).pubkey for index in names.values()]
     validators = [
         GenesisValidator(
             key.pubkey, encode_address(dev_key(VALIDATOR_INDEX_BASE + i).address), config.validator_stake(i),
@@ -225,7 +227,7 @@ def localnet_genesis(config: LocalnetConfig, validator_keys: list[ValidatorKey])
         for i, key in enumerate(validator_keys)
     ]
     params = json.loads(json.dumps(LOCALNET_PARAMS))  # build_genesis adds seeds from vote extensions
-    app_state = build_app_state(accounts, validators, params=params)
+    app_state = build_app_state(accounts, validators, params=params, public_keys=public_keys)
     return build_genesis(config.chain_id, app_state, validators)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -170,6 +171,18 @@ def test_invalid_genesis_is_refused():
             {"accounts": [{"address": "trolly1bad", "balance": "5"}]}).encode()))
 
 
+def test_a_genesis_account_key_of_another_address_fails_init_chain_with_nothing_stored():
+    store = FakeStore()
+    app = TrollyApplication(store)
+    app_state = json.loads(genesis_bytes({ALICE: START}))
+    app_state["accounts"][0]["pub_key"] = base64.b64encode(BOB.pubkey).decode()
+    with pytest.raises(InvalidGenesis, match=f"is the key of {encode_address(BOB.address)}, not of this address"):
+        app.init_chain(abci.RequestInitChain(chain_id=CHAIN_ID, app_state_bytes=json.dumps(app_state).encode()))
+    assert store.items == {} and store.last_height == 0
+    with pytest.raises(ProtocolViolation):
+        finalize(app, 1, [])  # the node cannot go on from a refused genesis
+
+
 def test_finalize_block_passes_votes_and_misbehavior_to_the_chain(monkeypatch):
     app, _ = started()
     seen = {}
@@ -323,7 +336,8 @@ def test_insufficient_funds_in_a_message_charges_only_the_nonce():
     commit_block(app, 1, [])
     response = commit_block(app, 2, [send_tx(ALICE, CAROL.address, 101, 0)])
     assert response.tx_results[0].code == errors.InsufficientFunds.code
-    assert balance(app, ALICE) == {"address": encode_address(ALICE.address), "balance": 100, "nonce": 1}
+    assert balance(app, ALICE) == {"address": encode_address(ALICE.address), "balance": 100, "nonce": 1,
+                                   "pub_key": base64.b64encode(ALICE.pubkey).decode()}
 
 
 # -- Query -------------------------------------------------------------------------------------------------------
@@ -333,8 +347,8 @@ def test_query_returns_canonical_json_and_a_proof_of_the_raw_value():
     path = f"/account/{encode_address(ALICE.address)}"
     response = app.query(abci.RequestQuery(path=path, prove=True))
     assert response.code == 0 and response.height == 1
-    assert response.value == json.dumps({"address": encode_address(ALICE.address), "balance": START, "nonce": 0},
-                                         sort_keys=True, separators=(",", ":")).encode()
+    assert response.value == json.dumps({"address": encode_address(ALICE.address), "balance": START, "nonce": 0,
+                                         "pub_key": None}, sort_keys=True, separators=(",", ":")).encode()
     (op,) = response.proof_ops.ops
     assert (op.type, op.key, response.key) == (PROOF_OP_TYPE, account_key(ALICE.address), account_key(ALICE.address))
     assert op.data == store.prove(account_key(ALICE.address))[1]

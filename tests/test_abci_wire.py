@@ -88,7 +88,7 @@ def test_independent_client_drives_a_real_server_process(launch, tmp_path):
         expected_balance = 1_000 + sum(range(2, 6))
         assert answer.int(1) == 0 and answer.int(9) == 5
         assert json.loads(answer.bytes(7)) == {"address": encode_address(BOB.address), "balance": expected_balance,
-                                               "nonce": 0}
+                                               "nonce": 0, "pub_key": None}
         (op,) = answer.message(8).messages(1)  # ProofOps{ops=1}, ProofOp{type=1, key=2, data=3}
         assert (op.text(1), op.bytes(2)) == (PROOF_OP_TYPE, account_key(BOB.address))
         assert verify_proof(hashes[-1], op.bytes(2), encode_account(Account(expected_balance, 0)), op.bytes(3))

@@ -50,7 +50,8 @@ def test_send_to_a_new_account_creates_it(chain):
     alice = chain.accounts[0]
     stranger = test_key("stranger")
     assert chain.deliver(alice, MsgSend(to=stranger.address, amount=7)).ok
-    assert chain.query(f"/account/{_bech(stranger)}") == {"address": _bech(stranger), "balance": 7, "nonce": 0}
+    assert chain.query(f"/account/{_bech(stranger)}") == {"address": _bech(stranger), "balance": 7, "nonce": 0,
+                                                          "pub_key": None}  # it has signed nothing yet
 
 
 def test_several_txs_of_one_signer_in_one_block_take_consecutive_nonces(chain):

@@ -158,7 +158,7 @@ def add_balance_reference(state: State, address: bytes, amount: int) -> None:
     account = get_account(state, address)
     if account.balance + amount > U64_MAX:
         raise InvalidAmount("balance would exceed 64 bits")
-    set_account(state, address, Account(account.balance + amount, account.nonce))
+    set_account(state, address, account._replace(balance=account.balance + amount))
 
 
 def sub_balance_reference(state: State, address: bytes, amount: int) -> None:
@@ -167,10 +167,11 @@ def sub_balance_reference(state: State, address: bytes, amount: int) -> None:
     account = get_account(state, address)
     if account.balance < amount:
         raise InsufficientFunds(f"balance {account.balance}utrl is less than {amount}utrl")
-    set_account(state, address, Account(account.balance - amount, account.nonce))
+    set_account(state, address, account._replace(balance=account.balance - amount))
 
 
-@given(start=st.one_of(st.none(), st.tuples(st.integers(0, U64_MAX), st.integers(0, U64_MAX))),
+@given(start=st.one_of(st.none(), st.tuples(st.integers(0, U64_MAX), st.integers(0, U64_MAX),
+                                            st.sampled_from([b"", b"\x07" * 32]))),
        amounts=st.lists(st.tuples(st.booleans(), st.integers(0, U64_MAX)), max_size=6))
 def test_add_and_sub_balance_write_and_refuse_as_the_get_set_reference_does(start, amounts):
     address = b"\x05" * 20

@@ -52,7 +52,8 @@ def test_dev_genesis_funds_the_dev_key_and_bonds_the_node_validator(dev_home):
     genesis = json.loads(dev_home.genesis.read_text())
     app_state = genesis["app_state"]
     dev_address = encode_address(dev_key(0).address)
-    assert app_state["accounts"] == [{"address": dev_address, "balance": str(homelib.DEFAULT_DEV_BALANCE)}]
+    assert app_state["accounts"] == [{"address": dev_address, "balance": str(homelib.DEFAULT_DEV_BALANCE),
+                                      "pub_key": base64.b64encode(dev_key(0).pubkey).decode()}]
     [bonded] = app_state["validators"]
     assert bonded["operator"] == dev_address
     assert bonded["pub_key"] == genesis["validators"][0]["pub_key"]["value"]
@@ -70,6 +71,7 @@ def test_plain_init_funds_no_public_key(tmp_path):
     pubkey = base64.b64decode(validator["pub_key"])
     assert decode_address(validator["operator"]) == hashlib.sha256(pubkey).digest()[:20]
     assert addresses == [validator["operator"]]
+    assert genesis["app_state"]["accounts"][0]["pub_key"] == validator["pub_key"]  # the operator's key is on chain
 
 
 def test_priv_validator_key_is_cometbft_format_and_consistent(dev_home):
@@ -198,6 +200,8 @@ def test_localnet_homes_share_genesis_and_peer_with_each_other(tmp_path):
     assert operators == [encode_address(dev_key(i).address) for i in range(3)]
     funded = {a["address"]: int(a["balance"]) for a in genesis["app_state"]["accounts"]}
     assert all(funded[o] >= int(v["stake"]) for o, v in zip(operators, genesis["app_state"]["validators"]))
+    keyed = {a["address"]: a.get("pub_key") for a in genesis["app_state"]["accounts"]}
+    assert [keyed[o] for o in operators] == [base64.b64encode(dev_key(i).pubkey).decode() for i in range(3)]
     ports = set()
     for index, home in enumerate(loaded):
         config = home.config

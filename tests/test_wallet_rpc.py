@@ -73,7 +73,7 @@ def test_status_query_and_errors(fake_node):
         status = client.status()
         assert status.chain_id == CHAIN_ID and status.latest_block_height >= 1
         account = client.query_json(f"/account/{DEV_ADDRESS}")
-        assert account == {"address": DEV_ADDRESS, "balance": DEV_BALANCE, "nonce": 0}
+        assert account == {"address": DEV_ADDRESS, "balance": DEV_BALANCE, "nonce": 0, "pub_key": None}
         with pytest.raises(QueryFailed, match="code 15"):
             client.query_json("/no/such/path")
         with pytest.raises(RpcError, match="Method not found"):

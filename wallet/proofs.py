@@ -6,8 +6,9 @@ block's result). So `prove_account` asks for `/account/<address>` with `prove=tr
 takes `header.app_hash`, and checks the `trolly:smt` proof with `trolly.chain.sparse_merkle.verify_proof`:
 
 - key   = `trolly.chain.keys.account_key(address)` (the state key of the account);
-- value = `trolly.chain.accounts.encode_account(balance, nonce)` rebuilt from the JSON answer, so the
-  numbers shown are the numbers proven; an all-zero account is not stored, so it is proven absent instead.
+- value = `trolly.chain.accounts.encode_account(balance, nonce, pub_key)` rebuilt from the JSON answer, so
+  the numbers and key shown are the ones proven; an empty account (no balance, nonce or key) is not stored,
+  so it is proven absent instead.
 
 What this does not do: check the header's commit signatures (that is a light client's job). Against a single
 node it shows that the answer is consistent with the app hash that node put in its chain.
@@ -48,10 +49,11 @@ class ProvenAccount:
         }
 
 
-def account_proof_holds(app_hash: bytes, address: str, balance: int, nonce: int, proof: bytes) -> bool:
-    """True when `proof` shows that, under `app_hash`, the account holds exactly (balance, nonce)."""
+def account_proof_holds(app_hash: bytes, address: str, balance: int, nonce: int, proof: bytes,
+                        pub_key: bytes | None = None) -> bool:
+    """True when `proof` shows that, under `app_hash`, the account holds exactly (balance, nonce, pub_key)."""
     state_key = account_key(parse_address(address))
-    stored = Account(balance, nonce)
+    stored = Account(balance, nonce, pub_key or b"")
     proven_value = None if stored == Account() else encode_account(stored)
     return verify_proof(app_hash, state_key, proven_value, proof)
 
@@ -63,7 +65,7 @@ async def prove_account(client: AsyncRpcClient, address: str, timeout: float = 3
     if result.code != 0:
         raise QueryFailed(result.path, result.code, result.codespace, result.log)
     value = result.json()
-    account = AccountState(value["address"], int(value["balance"]), int(value["nonce"]))
+    account = AccountState.from_json(value)
     if result.height <= 0:
         raise ProofInvalid("the node did not say which height its answer comes from; cannot check a proof")
     operations = [op for op in result.proof_ops if op.type == PROOF_OP_TYPE]
@@ -74,7 +76,8 @@ async def prove_account(client: AsyncRpcClient, address: str, timeout: float = 3
         raise ProofInvalid("the proof is for a different state key than this account's")
     await client.wait_for_height(result.height + 1, timeout)
     header = await client.block(result.height + 1)
-    if not account_proof_holds(header.app_hash, address, account.balance, account.nonce, operation.data):
+    if not account_proof_holds(header.app_hash, address, account.balance, account.nonce, operation.data,
+                               account.pub_key):
         raise ProofInvalid(
             f"proof of {address} at height {result.height} does NOT match the app hash "
             f"{header.app_hash.hex().upper()} of block {header.height}"

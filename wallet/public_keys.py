@@ -1,31 +1,25 @@
-"""An account's ed25519 public key, read from a transaction it signed: what a key is sealed to.
+"""An account's ed25519 public key, read from the chain's account record: what a key is sealed to.
 
-The chain stores addresses, not public keys (an address is the first 20 bytes of sha256(pubkey)). Every
-transaction carries its signer's public key and the chain tags it with a `tx.signer` event, which the node's
-transaction index answers (`tx_search`); so the public key of any account that has signed one transaction is
-on chain already, checked here against its address. A requester seals its data key to each member of a private
-task this way (a member signed its `JoinTask`), and to each validator's operator (whose verifier has voted, or
-who signed any transaction: an operator that never did has no key to seal to; docs/privacy.md).
+The chain records an account's public key the first time it signs a transaction (the ante handler), and
+genesis records the keys of accounts that may never sign one (the validators' operators of a localnet or a
+`trolly-node init` home; `accounts[i].pub_key`). So one query answers it: `/account/<address>`. The key is
+checked against the address here, so a node that answers a wrong key gets nothing sealed to it. A requester
+seals its data key to each member of a private task and to each bonded validator's operator this way
+(docs/privacy.md).
 """
 
 from __future__ import annotations
 
 from trolly.chain.crypto import address_from_pubkey, decode_address
-from trolly.chain.errors import ChainError
-from trolly.chain.tx import decode_tx
 
+from .errors import WalletError
 from .rpc import AsyncRpcClient
+from .sender import fetch_account
 
 
 async def find_public_key(client: AsyncRpcClient, address: str) -> bytes | None:
-    """The ed25519 public key of `address` from the first transaction it signed, None when it signed none."""
-    wanted = decode_address(address)
-    results, _ = await client.tx_search(f"tx.signer='{address}'", per_page=1)
-    for result in results:
-        try:
-            pubkey = decode_tx(result.tx).pubkey
-        except ChainError:
-            continue
-        if address_from_pubkey(pubkey) == wanted:
-            return pubkey
-    return None
+    """The ed25519 public key the chain holds for `address`, None while it holds none."""
+    pub_key = (await fetch_account(client, address)).pub_key
+    if pub_key is not None and address_from_pubkey(pub_key) != decode_address(address):
+        raise WalletError(f"the node answered a public key for {address} that is not that account's key")
+    return pub_key

@@ -29,6 +29,7 @@ A service (worker, verifier) uses it like this, with the in-process nonce memory
 from __future__ import annotations
 
 import asyncio
+import base64
 from dataclasses import dataclass
 
 from google.protobuf.message import Message
@@ -52,12 +53,24 @@ RESERVATION_HOLD_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class AccountState:
+    """The chain's account record as `/account/<address>` answers it, read once here."""
+
     address: str
     balance: int
     nonce: int
+    pub_key: bytes | None = None
+    """The account's ed25519 public key, None while the chain has not seen it (no transaction signed, none in
+    genesis)."""
 
     def to_json(self) -> dict:
-        return {"address": self.address, "balance": self.balance, "nonce": self.nonce}
+        pub_key = base64.b64encode(self.pub_key).decode() if self.pub_key is not None else None
+        return {"address": self.address, "balance": self.balance, "nonce": self.nonce, "pub_key": pub_key}
+
+    @classmethod
+    def from_json(cls, value: dict) -> AccountState:
+        pub_key = value.get("pub_key")
+        return cls(value["address"], int(value["balance"]), int(value["nonce"]),
+                   base64.b64decode(pub_key) if pub_key is not None else None)
 
 
 @dataclass(frozen=True)
@@ -82,8 +95,7 @@ class SendOutcome:
 
 async def fetch_account(client: AsyncRpcClient, address: str) -> AccountState:
     parse_address(address)  # a clear "invalid address" before any network traffic
-    value = await client.query_json(f"/account/{address}")
-    return AccountState(value["address"], int(value["balance"]), int(value["nonce"]))
+    return AccountState.from_json(await client.query_json(f"/account/{address}"))
 
 
 def _raise_rejection(result: BroadcastResult) -> None:

@@ -2,8 +2,8 @@
 
 A private task starts only once every member and every bonded validator holds the data key sealed to it
 (docs/protocol.md 4.1b). `deliver_data_keys` looks once: for each member still in the task and each bonded
-validator's operator, with no box on chain yet, it reads the recipient's public key from a transaction it
-signed (`trolly.wallet.public_keys`), seals the key to it and sends one `MsgDeliverKey` per recipient in a
+validator's operator, with no box on chain yet, it reads the recipient's public key from its account on chain
+(`trolly.wallet.public_keys`: recorded at its first signature, or in genesis), seals the key to it and sends one `MsgDeliverKey` per recipient in a
 single transaction. `task submit --data` calls it on every look at a live task, so workers are keyed as they
 join and validators as they bond (a validator bonded after the start is keyed before its operator's verifier
 next looks, and one drawn onto a committee without a key votes nothing: docs/privacy.md).
@@ -29,7 +29,8 @@ log = logging.getLogger("trolly.requester")
 
 @dataclasses.dataclass(frozen=True)
 class Delivery:
-    """What one look delivered, and to whom it could not (no signed transaction to read a public key from)."""
+    """What one look delivered, and to whom it could not (the chain holds no public key for the account: it
+    signed no transaction and genesis named none)."""
 
     delivered: tuple[str, ...]
     without_public_key: tuple[str, ...]
