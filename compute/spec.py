@@ -58,6 +58,8 @@ class DatasetSpec:
     """A packed dataset's declared features per sample (0 for a bundled one, whose name fixes it)."""
     num_classes: int = 0
     """A packed dataset's declared labels (0 for a bundled one)."""
+    context: int = 0
+    """A packed dataset's declared tokens per sample: 0 for features, else token ids for `lora-text`."""
 
     @property
     def packed(self) -> bool:
@@ -227,10 +229,11 @@ def spec_from_dict(document: Any) -> TaskSpec:
         raise SpecError("dataset.urls must be a list of http(s) URLs")
     _string(dataset["name"], "dataset.name", DATASET_NAMES)
     try:
-        input_size, num_classes, _ = dataset_shape(dataset)
+        input_size, num_classes, context = dataset_shape(dataset)
     except InvalidSpec as error:
         raise SpecError(str(error)) from None
-    declared = {"input_size": input_size, "num_classes": num_classes} if dataset["name"] == PACKED else {}
+    declared = ({"input_size": input_size, "num_classes": num_classes, "context": context}
+                if dataset["name"] == PACKED else {})
     determinism = _object(fields.get("determinism", {"threads": DEFAULT_THREADS}), "determinism", DETERMINISM_FIELDS)
     instruction_set = determinism.get("instruction_set")
     if instruction_set is not None:

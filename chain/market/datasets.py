@@ -1,11 +1,13 @@
 """The datasets a spec may name, and the shape each gives a model: bundled ones by name, packed ones declared.
 
-A bundled dataset (`digits`, `pycorpus`) is built by every worker from files it already has, so its name fixes
-its shape. A `packed` dataset is a requester's own data (`trolly-wallet data pack`): classification samples
-of `input_size` float features and `num_classes` labels, fetched by manifest hash. Its spec declares the two
-sizes in its `dataset` section, so the chain can bound the model it asks for (`market.footprint`) without
-seeing the data; a worker refuses a manifest whose shape differs from the declared one
-(`compute/worker/data.py`), so the bound cannot be dodged by declaring a small shape.
+A bundled dataset (`digits`, `pycorpus`, `pydocs`) is built by every worker from files it already has, so its
+name fixes its shape. A `packed` dataset is a requester's own data (`trolly-wallet data pack`), fetched by
+manifest hash: classification samples of `input_size` float features and `num_classes` labels, or, when it
+declares a `context`, texts as `context` token ids of a base model's tokenizer (its `input_size` too) with one
+of `num_classes` labels each, which only `lora-text` reads. Its spec declares the sizes in its `dataset`
+section, so the chain can bound the model it asks for (`market.footprint`) without seeing the data; a worker
+refuses a manifest whose shape differs from the declared one (`compute/worker/data.py`), so the bound cannot
+be dodged by declaring a small shape.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ PACKED = "packed"
 DATASETS = ("digits", PACKED, "pycorpus", "pydocs")
 PACKED_SHAPE_FIELDS = ("input_size", "num_classes")
 """The `dataset` fields a packed dataset's spec must have (and a bundled one's must not)."""
+PACKED_CONTEXT_FIELD = "context"
+"""The `dataset` field a packed dataset of token ids declares (a bundled one's must not): tokens per sample."""
 MAX_PACKED_INPUT_SIZE = 1 << 16
 """Most features per sample of a packed dataset (a 128x128 RGB image flattened is 49,152)."""
 MAX_PACKED_CLASSES = 1 << 12
@@ -46,7 +50,7 @@ def dataset_shape(dataset: dict) -> tuple[int, int, int]:
     name = dataset.get("name")
     if name not in DATASETS:
         raise InvalidSpec(f"dataset.name must be one of {', '.join(DATASETS)}, got {name!r}")
-    declared = [field for field in PACKED_SHAPE_FIELDS if field in dataset]
+    declared = [field for field in (*PACKED_SHAPE_FIELDS, PACKED_CONTEXT_FIELD) if field in dataset]
     if name != PACKED:
         if declared:
             raise InvalidSpec(f"dataset {name!r} is bundled: its shape is fixed, drop dataset.{declared[0]}")
@@ -54,5 +58,18 @@ def dataset_shape(dataset: dict) -> tuple[int, int, int]:
     missing = [field for field in PACKED_SHAPE_FIELDS if field not in dataset]
     if missing:
         raise InvalidSpec(f"a packed dataset must declare dataset.{missing[0]}")
-    return (_bounded(dataset["input_size"], "dataset.input_size", MAX_PACKED_INPUT_SIZE),
-            _bounded(dataset["num_classes"], "dataset.num_classes", MAX_PACKED_CLASSES, 2), 0)
+    input_size = _bounded(dataset["input_size"], "dataset.input_size", MAX_PACKED_INPUT_SIZE)
+    num_classes = _bounded(dataset["num_classes"], "dataset.num_classes", MAX_PACKED_CLASSES, 2)
+    context = 0
+    if PACKED_CONTEXT_FIELD in dataset:
+        context = _bounded(dataset[PACKED_CONTEXT_FIELD], "dataset.context", MAX_PACKED_INPUT_SIZE)
+        if context != input_size:
+            raise InvalidSpec(f"a packed dataset of token ids has dataset.input_size equal to its dataset.context "
+                              f"(tokens per sample), got {input_size} and {context}")
+    return input_size, num_classes, context
+
+
+def is_text_classification(name: str, context: int) -> bool:
+    """Whether a dataset of this name and context (`dataset_shape`'s) holds token ids with one label each, the
+    data `lora-text` reads: pydocs, or packed data declaring a context."""
+    return name in TEXT_CLASSIFICATION or (name == PACKED and context > 0)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base_models import BaseModel, base_model
-from .datasets import TEXT_CLASSIFICATION, dataset_shape
+from .datasets import TEXT_CLASSIFICATION, dataset_shape, is_text_classification
 from .errors import InvalidSpec
 
 MODEL_DEFAULTS = {
@@ -137,9 +137,10 @@ def model_footprint(arch: str, config: Any, dataset: str | dict, batch_size: int
     inputs, classes, context = dataset_shape(dataset if isinstance(dataset, dict) else {"name": dataset})
     values = _config(arch, config)
     name = dataset if isinstance(dataset, str) else dataset.get("name")
-    if (arch == "lora-text") != (name in TEXT_CLASSIFICATION):
+    if (arch == "lora-text") != is_text_classification(name, context):
         raise InvalidSpec(f"architecture {arch!r} does not fit dataset {name!r}"
-                          + ("" if arch != "lora-text" else f"; it reads {', '.join(TEXT_CLASSIFICATION)}"))
+                          + ("" if arch != "lora-text" else f"; it reads {', '.join(TEXT_CLASSIFICATION)} or packed "
+                                                            f"token ids (dataset.context)"))
     if (arch == "lora-text") != (base is not None):
         raise InvalidSpec("model.base names the pretrained model of a lora-text model, and only of one")
     frozen = 0

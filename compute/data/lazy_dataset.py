@@ -44,7 +44,7 @@ class LazySplit:
             raise DatasetError(f"split {split}'s shards hold {self.samples} samples, manifest says "
                                f"{manifest['splits'][split]['samples']}")
         width = manifest["input_size"] if self.kind == "classification" else manifest["context"]
-        self.row_shapes = {"inputs": (width,), "targets": () if self.kind == "classification" else (width,)}
+        self.row_shapes = {"inputs": (width,), "targets": (width,) if self.kind == "text" else ()}  # one label each
         self.load_shard = load_shard
         self.cache_bytes = cache_bytes
         self._cached: OrderedDict[int, tuple[torch.Tensor, torch.Tensor]] = OrderedDict()

@@ -5,7 +5,8 @@
 refuses a label with a single example (it could not be both trained on and held out), draws the held-out
 split from an explicit seed (per label, so every label is in both splits), and builds the same manifest and
 content-addressed shards as the bundled datasets (`manifest.py`), with the label names and the source's
-description added to the manifest.
+description added to the manifest: classification samples of features (`readers.py`), or texts as token ids
+of a base model's tokenizer with the manifest's `context` set, for `lora-text` (`tokenized.py`).
 
 A packed directory holds a blob store (`blobs/`, what `trolly-wallet data serve` serves), `dataset.json`,
 the summary a `task submit --data` reads, and for private data (the default) `data.key`, the data key its
@@ -72,6 +73,8 @@ class PackedDataset:
     train_samples: int
     test_samples: int
     source_format: str
+    context: int = 0
+    """Tokens per sample of texts packed as token ids for `lora-text` (`tokenized.py`), 0 for features."""
 
     @property
     def store(self) -> BlobStore:
@@ -83,9 +86,11 @@ class PackedDataset:
         return read_data_key(self.directory)
 
     def summary(self) -> dict:
-        return {"manifest_hash": self.manifest_hash, "input_size": self.input_size, "num_classes": self.num_classes,
-                "labels": list(self.labels), "train_samples": self.train_samples, "test_samples": self.test_samples,
-                "format": self.source_format, "private": self.key is not None, "directory": str(self.directory)}
+        tokens = {"context": self.context} if self.context else {}
+        return {"manifest_hash": self.manifest_hash, "input_size": self.input_size, **tokens,
+                "num_classes": self.num_classes, "labels": list(self.labels), "train_samples": self.train_samples,
+                "test_samples": self.test_samples, "format": self.source_format, "private": self.key is not None,
+                "directory": str(self.directory)}
 
     def spec_dataset(self, urls: list[str]) -> dict:
         """The spec's `dataset` section for this data served at `urls`; it declares the data's shards and bytes
@@ -95,6 +100,8 @@ class PackedDataset:
         shards, size = manifest_size(manifest)
         section = {"name": PACKED, "manifest_hash": self.manifest_hash, "urls": urls, "input_size": self.input_size,
                    "num_classes": self.num_classes, "max_shards": shards, "max_bytes": size}
+        if self.context:  # token ids, which only lora-text reads
+            section["context"] = self.context
         if "cipher" in manifest:
             section["cipher"] = manifest["cipher"]
         return section
@@ -173,10 +180,11 @@ def pack_samples(samples: LabelledSamples, test_fraction: float = DEFAULT_TEST_F
     labels, targets = check_samples(samples)
     test = held_out_split(targets, test_fraction, seed)
     shards: dict[str, bytes] = {}
-    splits = {split: _shard_split({"inputs": samples.inputs[mask], "targets": targets[mask]}, shards, key)
+    inputs, kind = ("tokens", "text-classification") if samples.context else ("inputs", "classification")
+    splits = {split: _shard_split({inputs: samples.inputs[mask], "targets": targets[mask]}, shards, key)
               for split, mask in (("train", ~test), ("test", test))}
-    manifest = {"version": MANIFEST_VERSION, "name": PACKED, "kind": "classification",
-                "input_size": int(samples.inputs.shape[1]), "num_classes": len(labels), "context": 0,
+    manifest = {"version": MANIFEST_VERSION, "name": PACKED, "kind": kind,
+                "input_size": int(samples.inputs.shape[1]), "num_classes": len(labels), "context": samples.context,
                 "splits": splits, "labels": list(labels),
                 "source": {"format": samples.source_format, "seed": seed, "test_fraction": test_fraction,
                            **samples.feature_description}}
@@ -194,7 +202,8 @@ def write_packed(blobs: DatasetBlobs, labels: tuple[str, ...], source_format: st
         raise DatasetError(f"{directory} already exists and is not empty: pack into a new directory")
     manifest = json.loads(blobs.manifest)
     packed = PackedDataset(directory, blobs.manifest_hash, manifest["input_size"], manifest["num_classes"], labels,
-                           manifest["splits"]["train"]["samples"], manifest["splits"]["test"]["samples"], source_format)
+                           manifest["splits"]["train"]["samples"], manifest["splits"]["test"]["samples"], source_format,
+                           manifest["context"])
     directory.parent.mkdir(parents=True, exist_ok=True)
     temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".partial", dir=directory.parent))
     try:
@@ -226,7 +235,7 @@ def open_packed(directory: pathlib.Path) -> PackedDataset:
         splits = manifest["splits"]
         return PackedDataset(directory, manifest_hash, int(manifest["input_size"]), int(manifest["num_classes"]),
                              tuple(manifest["labels"]), int(splits["train"]["samples"]), int(splits["test"]["samples"]),
-                             str(manifest["source"]["format"]))
+                             str(manifest["source"]["format"]), int(manifest["context"]))
     except (ComputeError, ValueError, KeyError, TypeError) as error:
         raise DatasetError(f"{directory}: the manifest {manifest_hash[:12]} is missing or malformed ({error}): "
                            f"pack the data again") from None

@@ -8,7 +8,8 @@ Three sources, each turned into float32 features (one row per sample) and one la
   same size; all grayscale images stay one channel, otherwise all become RGB; pixels scaled to [0, 1] and
   flattened row by row (channel last), which is what the registry's MLP and (one channel, square) CNN read;
 - JSONL with a `text` and a `label` field per line: a text becomes `TEXT_FEATURES` hashed counts of its
-  lower-cased words and character trigrams (log-scaled, unit length), so the MLP can classify it.
+  lower-cased words and character trigrams (log-scaled, unit length), so the MLP can classify it (packed for
+  `lora-text`, the same lines become token ids instead: `tokenized.py`).
 
 Every refusal is a `DatasetError` that names the file, row or field and says what to fix: packing runs before
 anything is paid, so bad data never costs the requester a task.
@@ -37,13 +38,17 @@ _WORD = re.compile(r"\w+")
 
 @dataclasses.dataclass(frozen=True)
 class LabelledSamples:
-    """Samples as float32 features (n, features) and each sample's label name, with what they came from."""
+    """Samples as float32 features (n, features), or as int32 token ids (n, context), and each sample's label
+    name, with what they came from."""
 
     inputs: np.ndarray
     labels: tuple[str, ...]
     source_format: str
     feature_description: dict
-    """What a feature is, kept in the manifest: the CSV's columns, the image size, or the text hashing."""
+    """What a feature is, kept in the manifest: the CSV's columns, the image size, the text hashing, or the
+    tokenizer."""
+    context: int = 0
+    """Tokens per sample when the inputs are token ids (`tokenized.py`), 0 when they are features."""
 
 
 def read_samples(path: pathlib.Path, label_column: str | None = None) -> LabelledSamples:
@@ -174,7 +179,15 @@ def text_features(text: str) -> np.ndarray:
 
 
 def read_jsonl(path: pathlib.Path) -> LabelledSamples:
-    vectors, labels = [], []
+    texts, labels = jsonl_records(path)
+    return LabelledSamples(np.stack([text_features(text) for text in texts]), labels, "jsonl",
+                           {"text_features": TEXT_FEATURES, "hashing": "crc32 of lower-cased words and character "
+                                                                        "trigrams, log(1 + count), unit length"})
+
+
+def jsonl_records(path: pathlib.Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The texts and label names of a JSONL file of `{"text", "label"}` objects (blank lines skipped)."""
+    texts, labels = [], []
     for number, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
@@ -192,8 +205,6 @@ def read_jsonl(path: pathlib.Path) -> LabelledSamples:
             raise DatasetError(f"{path} line {number}: `text` must be a string")
         if isinstance(label, bool) or not isinstance(label, (str, int)) or not str(label).strip():
             raise DatasetError(f"{path} line {number}: `label` must be a non-empty string or an integer")
-        vectors.append(text_features(text))
+        texts.append(text)
         labels.append(str(label).strip())
-    return LabelledSamples(np.stack(vectors), tuple(labels), "jsonl",
-                           {"text_features": TEXT_FEATURES, "hashing": "crc32 of lower-cased words and character "
-                                                                        "trigrams, log(1 + count), unit length"})
+    return tuple(texts), tuple(labels)

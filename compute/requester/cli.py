@@ -32,16 +32,25 @@ from ..blobs import AddressPolicy
 from ..data.encryption import DataKeyError, new_data_key
 from ..data.packing import (DEFAULT_TEST_FRACTION, PACK_BOUNDS, SUMMARY_FILE, PackedDataset, check_bounds,
                             open_packed, pack_samples, write_packed)
-from ..data.readers import read_samples
+from ..data.readers import LabelledSamples, read_samples
+from ..data.tokenized import DEFAULT_CONTEXT, read_jsonl_tokens
 from ..errors import ComputeError
-from ..spec import example_spec, parse_spec
+from ..models.base_model import pinned_base
+from ..spec import LORA_TEXT_BASE, example_spec, lora_text_spec, parse_spec
 from .key_delivery import deliver_data_keys
 from .results import evaluate_result, fetch_dataset_of, fetch_result, write_result
 from .serving import ServingThread
 
 DEFAULT_LISTEN = "127.0.0.1:8600"
 MODEL_CONFIGS = {"mlp": {"hidden": [128]}, "cnn": {}}
-"""The model `task submit --data` trains when no spec file is given, by architecture."""
+"""The model `task submit --data` trains when no spec file is given, by architecture (lora-text's: below)."""
+LORA_TEXT = "lora-text"
+MODELS = (*MODEL_CONFIGS, LORA_TEXT)
+"""What `data pack --model` packs for and `task submit --data --model` trains: mlp and cnn read features,
+lora-text a JSONL's texts as token ids of its base model's tokenizer (`compute.data.tokenized`)."""
+LORA_TEXT_SIZE = {"rank": 4, "batch_size": 8, "rounds": 2, "inner_steps": 20}
+"""The LoRA task `task submit --data --model lora-text` builds (`compute.spec.lora_text_spec`, the settings
+`benchmarks.finetune` measures), at the localnet demo's size (`--rounds` sets the rounds)."""
 DATA_CODEC = "int8"
 """The update codec of that model: dense int8, a quarter of fp32 and trained like it. Top-k sparsification (the
 example spec's `topk-int8`, made for models of millions of parameters) sends a few of a small model's
@@ -62,10 +71,23 @@ def data() -> None:
     """Pack your own data (CSV, JSONL, image folders) into a dataset, and serve it to a task's workers."""
 
 
+def read_for(path: pathlib.Path, model: str, label_column: str | None, context: int | None) -> LabelledSamples:
+    """PATH's samples as `model` reads them: features for mlp and cnn, token ids for lora-text."""
+    if model != LORA_TEXT:
+        if context is not None:
+            raise WalletError("--context is the tokens per text of --model lora-text")
+        return read_samples(path, label_column)
+    if label_column is not None:
+        raise WalletError("--label-column is for CSV files; lora-text reads JSONL lines with a `label` field")
+    return read_jsonl_tokens(path, pinned_base(LORA_TEXT_BASE["package"], LORA_TEXT_BASE["version"]),
+                             DEFAULT_CONTEXT if context is None else context)
+
+
 def pack_path(path: pathlib.Path, label_column: str | None, test_fraction: float, seed: int,
-              key: bytes | None) -> tuple:
-    """Read and pack PATH (encrypted under `key` unless it is None), checked against the chain's bounds."""
-    samples = read_samples(path, label_column)
+              key: bytes | None, model: str = "mlp", context: int | None = None) -> tuple:
+    """Read PATH for `model` and pack it (encrypted under `key` unless it is None), checked against the
+    chain's bounds."""
+    samples = read_for(path, model, label_column, context)
     blobs, labels = pack_samples(samples, test_fraction, seed, key)
     check_bounds(blobs, PACK_BOUNDS)
     return blobs, labels, samples.source_format
@@ -83,14 +105,20 @@ def pack_path(path: pathlib.Path, label_column: str | None, test_fraction: float
               help="--private: encrypt the shards under a new data key kept in OUT/data.key, which only the task's "
                    "members and validators receive (every bonded validator's operator must have signed a "
                    "transaction, see docs/privacy.md); --public: shards in clear, anyone who fetches them reads them.")
+@click.option("--model", type=click.Choice(MODELS), default="mlp", show_default=True,
+              help="The model the data is for: mlp and cnn read features (a text becomes hashed word counts); "
+                   "lora-text fine-tunes all-MiniLM-L6-v2 on a .jsonl's texts, kept as its tokenizer's token ids.")
+@click.option("--context", type=click.IntRange(min=1), default=None,
+              help=f"With --model lora-text: tokens per text, longer ones cut, shorter padded [default: "
+                   f"{DEFAULT_CONTEXT}].")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (-o names the directory here).")
 def pack(path: pathlib.Path, out: pathlib.Path, label_column: str | None, test_fraction: float, seed: int,
-         private: bool, as_json: bool) -> None:
+         private: bool, model: str, context: int | None, as_json: bool) -> None:
     """Pack PATH (a .csv with a header, a .jsonl of {"text", "label"}, or a folder with one folder of images per
     class) into content-addressed shards and a manifest in the new directory OUT, encrypted with --private."""
     with refusals():
         key = new_data_key() if private else None
-        blobs, labels, source_format = pack_path(path, label_column, test_fraction, seed, key)
+        blobs, labels, source_format = pack_path(path, label_column, test_fraction, seed, key, model, context)
         packed = write_packed(blobs, labels, source_format, out, key)
     emit(packed.summary(), as_json, lambda summary: print_key_values(summary.items(), title="Packed"))
 
@@ -193,16 +221,16 @@ def deliver_once(client, sender: TxSender, requester: PrivateKey, task_id: int, 
                    f"the data key: the task waits for it (docs/privacy.md).", err=True)
 
 
-def packed_for(path: pathlib.Path, label_column: str | None) -> PackedDataset:
-    """PATH if it is a packed directory, else PATH packed, public (`data pack --private` makes a private one to
-    pass instead), into `<PATH>.packed` (reused when it holds the same data: packed again under the data key it
-    keeps, if any, the manifest hash is the same; refused when it holds other data)."""
+def packed_for(path: pathlib.Path, label_column: str | None, model: str) -> PackedDataset:
+    """PATH if it is a packed directory, else PATH packed for `model`, public (`data pack --private` makes a
+    private one to pass instead), into `<PATH>.packed` (reused when it holds the same data: packed again under
+    the data key it keeps, if any, the manifest hash is the same; refused when it holds other data)."""
     if (path / SUMMARY_FILE).exists():
         return open_packed(path)
     target = path.with_name(path.name + ".packed")
     existing = open_packed(target) if target.exists() else None
     key = existing.key if existing is not None else None
-    blobs, labels, source_format = pack_path(path, label_column, DEFAULT_TEST_FRACTION, 0, key)
+    blobs, labels, source_format = pack_path(path, label_column, DEFAULT_TEST_FRACTION, 0, key, model)
     if existing is not None:
         if existing.manifest_hash != blobs.manifest_hash:
             raise WalletError(f"{target} holds other data: remove it or pass a packed directory with --data")
@@ -210,12 +238,36 @@ def packed_for(path: pathlib.Path, label_column: str | None) -> PackedDataset:
     return write_packed(blobs, labels, source_format, target, key)
 
 
-def prepare_data_submission(path: str, spec_file: str | None, model: str, rounds: int | None, urls: tuple[str, ...],
-                            listen: str, label_column: str | None) -> DataSubmission:
-    """Pack (if needed), start serving (unless `urls` say where the data is served), and build the spec: the
-    spec file's with its dataset replaced, or an `example_spec` with `model` sized to the data."""
+def model_for(packed: PackedDataset, model: str | None) -> str:
+    """The architecture to train on `packed`: `model`, or by default the one its samples are for (lora-text for
+    token ids, else mlp); refused where they do not fit."""
+    packed_for_lora = packed.context > 0
+    if model is None:
+        return LORA_TEXT if packed_for_lora else "mlp"
+    if packed_for_lora and model != LORA_TEXT:
+        raise WalletError(f"{packed.directory} holds token ids, packed for --model {LORA_TEXT}: {model} reads "
+                          f"features (pack the texts again without --model {LORA_TEXT})")
+    if model == LORA_TEXT and not packed_for_lora:
+        raise WalletError(f"{packed.directory} holds features, not texts packed for {LORA_TEXT}: pack a .jsonl of "
+                          f"texts with `trolly-wallet data pack --model {LORA_TEXT}`")
+    return model
+
+
+def default_spec(packed: PackedDataset, model: str) -> dict:
+    """The spec `task submit --data` builds without a spec file: `model` sized to the data (its dataset
+    section is set by the caller)."""
+    if model == LORA_TEXT:
+        return lora_text_spec(packed.manifest_hash, **LORA_TEXT_SIZE)
+    return example_spec(packed.manifest_hash, model={"arch": model, "config": MODEL_CONFIGS[model]}, codec=DATA_CODEC)
+
+
+def prepare_data_submission(path: str, spec_file: str | None, model: str | None, rounds: int | None,
+                            urls: tuple[str, ...], listen: str, label_column: str | None) -> DataSubmission:
+    """Pack (if needed, for `model`), start serving (unless `urls` say where the data is served), and build the
+    spec: the spec file's with its dataset replaced, or `model` (by default the one the data is packed for)
+    sized to the data."""
     with refusals():
-        packed = packed_for(pathlib.Path(path), label_column)
+        packed = packed_for(pathlib.Path(path), label_column, model or "mlp")
         if spec_file is not None:
             try:
                 document = json.loads(pathlib.Path(spec_file).read_bytes())
@@ -223,8 +275,7 @@ def prepare_data_submission(path: str, spec_file: str | None, model: str, rounds
             except (OSError, ValueError, KeyError, TypeError) as error:
                 raise WalletError(f"cannot read the spec {spec_file}: {error}") from None
         else:
-            document = example_spec(packed.manifest_hash, model={"arch": model, "config": MODEL_CONFIGS[model]},
-                                    codec=DATA_CODEC)
+            document = default_spec(packed, model_for(packed, model))
         if rounds is not None:
             document["training"].update(rounds=rounds)
         server = None

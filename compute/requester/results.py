@@ -21,7 +21,7 @@ import tempfile
 
 import torch
 
-from trolly.chain.market.datasets import TEXT_CLASSIFICATION, dataset_shape
+from trolly.chain.market.datasets import dataset_shape, is_text_classification
 from trolly.chain.market.records import FINISHED
 from trolly.wallet.market_queries import get_spec, get_task
 from trolly.wallet.market_views import TaskView
@@ -77,14 +77,18 @@ def spec_shape(spec: TaskSpec) -> DataShape:
     dataset = {"name": spec.dataset.name}
     if spec.dataset.packed:
         dataset.update(input_size=spec.dataset.input_size, num_classes=spec.dataset.num_classes)
+        if spec.dataset.context:
+            dataset.update(context=spec.dataset.context)
     input_size, num_classes, context = dataset_shape(dataset)
-    kind = "text-classification" if spec.dataset.name in TEXT_CLASSIFICATION else "text" if context else "classification"
+    kind = ("text-classification" if is_text_classification(spec.dataset.name, context)
+            else "text" if context else "classification")
     return DataShape(kind, input_size, num_classes, context)
 
 
 def member_urls(view: TaskView) -> list[str]:
-    """The members' blob URLs, those that finished the task first (a dropped worker may have gone away)."""
-    return [m.blob_url for m in sorted(view.members, key=lambda m: m.status != FINISHED) if m.blob_url]
+    """Where the members' blobs are fetched from (own URLs or relays), those that finished the task first (a
+    dropped worker may have gone away)."""
+    return [m.fetch_url for m in sorted(view.members, key=lambda m: m.status != FINISHED) if m.fetch_url]
 
 
 async def fetch_result(client: AsyncRpcClient, task_id: int, addresses: AddressPolicy) -> TaskResult:

@@ -125,12 +125,16 @@ async def obtain_blobs(store: BlobStore, spec: TaskSpec, addresses: AddressPolic
 
 def check_declared_shape(spec: TaskSpec, dataset: Dataset) -> None:
     """Refuse a packed dataset whose manifest disagrees with the shape its spec declared on chain."""
-    if spec.dataset.packed and (dataset.shape.kind != "classification" or
-                                (dataset.shape.input_size, dataset.shape.num_classes)
-                                != (spec.dataset.input_size, spec.dataset.num_classes)):
-        raise DatasetError(f"dataset {spec.dataset.manifest_hash[:12]} is {dataset.shape.kind} with "
-                           f"{dataset.shape.input_size} inputs and {dataset.shape.num_classes} classes, the spec "
-                           f"declares {spec.dataset.input_size} and {spec.dataset.num_classes}")
+    if not spec.dataset.packed:
+        return
+    declared = spec.dataset
+    kind = "text-classification" if declared.context else "classification"
+    if ((dataset.shape.kind, dataset.shape.input_size, dataset.shape.num_classes, dataset.shape.context)
+            != (kind, declared.input_size, declared.num_classes, declared.context)):
+        raise DatasetError(f"dataset {declared.manifest_hash[:12]} is {dataset.shape.kind} with "
+                           f"{dataset.shape.input_size} inputs, {dataset.shape.num_classes} classes and context "
+                           f"{dataset.shape.context}, the spec declares {kind} with {declared.input_size}, "
+                           f"{declared.num_classes} and {declared.context}")
 
 
 async def obtain_dataset(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy,

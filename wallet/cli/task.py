@@ -85,8 +85,9 @@ def read_spec(path: str) -> bytes:
               help="Where the data is already served (`trolly-wallet data serve`); else this command serves it.")
 @click.option("--listen", default="127.0.0.1:8600", show_default=True,
               help="With --data and no --data-url: host:port to serve the data on while the task runs.")
-@click.option("--model", type=click.Choice(["mlp", "cnn"]), default="mlp", show_default=True,
-              help="With --data and no SPEC_FILE: the architecture to train.")
+@click.option("--model", type=click.Choice(["mlp", "cnn", "lora-text"]), default=None,
+              help="With --data and no SPEC_FILE: the architecture to train [default: lora-text for texts packed "
+                   "for it (`data pack --model lora-text`), else mlp].")
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="With --data: the task's rounds.")
 @click.option("--label-column", default=None, help="With --data on a CSV: the label column (default: the last).")
 @click.option("--budget", required=True, help="What you escrow for the task, e.g. 50trl; the unspent part is refunded.")
@@ -101,7 +102,7 @@ def read_spec(path: str) -> bytes:
 @click.option("--round-blocks", type=click.IntRange(min=1), default=30, show_default=True,
               help="Blocks each round's workers have to commit.")
 @transaction_options
-def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, ...], listen: str, model: str,
+def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, ...], listen: str, model: str | None,
            rounds: int | None, label_column: str | None, budget: str, reward_per_round: str | None, workers: int,
            collateral: str | None, samples_per_worker: int, join_blocks: int, round_blocks: int, **flags) -> None:
     """Pay for the training task described by SPEC_FILE (JSON, docs/protocol.md section 1), or for training
