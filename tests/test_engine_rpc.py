@@ -334,7 +334,8 @@ def test_abci_query_with_proof_verifies_against_next_header(chain):
     chain.wait_for_height(height + 1)
     app_hash = bytes.fromhex(result(chain.url, "block", {"height": str(height + 1)})["block"]["header"]["app_hash"])
     value = json.loads(base64.b64decode(response["value"]))
-    raw = encode_account(Account(value["balance"], value["nonce"]))
+    assert value["pub_key"] == base64.b64encode(DEV.pubkey).decode()  # the dev genesis records the operator's key
+    raw = encode_account(Account(value["balance"], value["nonce"], DEV.pubkey))
     assert verify_proof(app_hash, base64.b64decode(op["key"]), raw, base64.b64decode(op["data"]))
     assert not verify_proof(app_hash, base64.b64decode(op["key"]), encode_account(Account(1, 0)), base64.b64decode(op["data"]))
 
