@@ -115,3 +115,35 @@ def test_a_member_that_missed_its_round_is_told_to_finish(make_chain):
     action = plan.decide(view, me(market, 1))
     assert action.kind == plan.FINISH and "dropped" in action.reason and "missed round" in action.reason
     assert plan.decide(view, me(market, 0)).kind != plan.FINISH
+
+
+def test_a_replacement_waits_mirroring_until_its_first_round_and_only_an_open_slot_takes_workers(make_chain):
+    from market_helpers import spec_bytes
+    from trolly.chain.proto import market_pb2 as pb
+    from trolly.wallet.market_views import TaskPage
+
+    chain = make_chain(accounts=4, validators=1, params={"market": MARKET_PARAMS})
+    market = Market(chain)
+    market.register()
+    task_id = market.submit(workers=2, rounds=3, spec=spec_bytes(rounds=3), round_blocks=20)
+
+    def listed() -> bool:
+        page = TaskPage.from_answer(chain.query("/market/tasks/open"))
+        return plan.takes_workers(next(t for t in page.tasks if t.id == task_id))
+
+    assert listed()  # open with places left
+    market.join(task_id, market.workers[:2])
+    assert not listed()  # running, every slot filled
+    market.commit(task_id, 0, market.workers[:1])
+    chain.advance(20)  # worker 1 misses round 0
+    market.vote(chain.operators, task_id)
+    assert task_view(market, task_id).round == 1 and listed()  # its slot is open from round 1
+    assert chain.deliver(market.workers[2], pb.MsgJoinTask(task_id=task_id)).ok
+    assert not listed()
+    action = plan.decide(task_view(market, task_id), me(market, 2))
+    assert (action.kind, action.mirror_round) == (plan.WAIT, 1) and "from round 2" in action.reason
+    market.commit(task_id, 1, market.workers[:1])
+    chain.block()
+    market.vote(chain.operators, task_id)
+    action = plan.decide(task_view(market, task_id), me(market, 2))
+    assert (action.kind, action.round) == (plan.TRAIN, 2)

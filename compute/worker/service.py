@@ -56,6 +56,7 @@ from .market import MarketClient
 from .round_training import (ResidualStore, RoundInterrupted, TrainedRound, commitment, encode_update, final_report,
                              previous_residual, train_round)
 from .progress import TaskProgress, WorkerState
+from .replacement import prepare_replacement
 from .strategies import TrainingStrategy
 from .throughput import BlockClock, Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
 from .weights import ProgressCache
@@ -253,18 +254,22 @@ class WorkerService:
                          member.index)
 
     async def find_and_join(self) -> bool:
-        """Join one open task this worker fits; True if it joined one."""
+        """Join one task this worker fits, open or running with a slot open to a replacement; True if it joined."""
         for summary in await self.market.live_tasks():
             task_id = summary.id
-            if (summary.status != plan.OPEN or summary.workers_joined >= summary.workers_wanted
-                    or task_id in self.state.tasks or task_id in self.unfit
+            if (not plan.takes_workers(summary) or task_id in self.state.tasks or task_id in self.unfit
                     or (self.options.task_id and task_id != self.options.task_id)):
                 continue
             try:
+                if summary.status == plan.RUNNING:  # a replacement: dataset and start weights before any collateral
+                    await prepare_replacement(self.market, self.store, task_id, summary.spec_hash, self.addresses)
                 await self._check_fit(task_id, summary)
             except (TaskUnfit, SpecError) as reason:
                 log.info("task %d does not fit this worker: %s", task_id, reason)
                 self.unfit.add(task_id)
+                continue
+            except StartUnavailable as error:
+                log.warning("task %d: not joining as a replacement, no collateral locked: %s", task_id, error)
                 continue
             try:
                 await self.market.join(task_id)
