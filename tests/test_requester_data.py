@@ -155,7 +155,7 @@ def test_pack_refuses_more_rows_than_the_dataset_bound(tmp_path, monkeypatch):
 ])
 def test_pack_refuses_more_shards_or_bytes_than_the_chain_allows_and_writes_nothing(tmp_path, monkeypatch, bounds,
                                                                                      words):
-    monkeypatch.setattr("trolly.compute.requester.cli.PACK_BOUNDS", bounds)
+    monkeypatch.setattr("trolly.compute.data.packing.PACK_BOUNDS", bounds)
     source = write_csv(tmp_path / "data.csv", iris_like())  # 32 + 8 samples: a train shard and a test shard
     refused(pack(source, "-o", tmp_path / "packed"), *words)
     assert [p.name for p in tmp_path.iterdir()] == ["data.csv"]

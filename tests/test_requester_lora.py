@@ -67,10 +67,12 @@ def test_pack_for_lora_text_keeps_token_ids_of_the_base_tokenizer_and_the_label_
     assert dataset.train_inputs.dtype == torch.long and dataset.train_inputs.shape[1] == 64
     assert bool((dataset.train_inputs[:, 0] == 101).all())  # every text opens with the tokenizer's [CLS]
     assert set(dataset.test_targets.tolist()) == set(range(len(PACKAGES)))  # every label held out too
-    public = json.loads(pack(directory / "texts.jsonl", "-o", tmp_path / "a", "--model", "lora-text", "--json").stdout)
-    again = json.loads(pack(directory / "texts.jsonl", "-o", tmp_path / "b", "--model", "lora-text", "--json").stdout)
-    seeded = json.loads(pack(directory / "texts.jsonl", "-o", tmp_path / "c", "--model", "lora-text", "--seed", "3",
+    public = json.loads(pack(directory / "texts.jsonl", "-o", tmp_path / "a", "--model", "lora-text", "--public",
                              "--json").stdout)
+    again = json.loads(pack(directory / "texts.jsonl", "-o", tmp_path / "b", "--model", "lora-text", "--public",
+                            "--json").stdout)
+    seeded = json.loads(pack(directory / "texts.jsonl", "-o", tmp_path / "c", "--model", "lora-text", "--public",
+                             "--seed", "3", "--json").stdout)
     assert public["manifest_hash"] == again["manifest_hash"] != seeded["manifest_hash"]
     short = json.loads(pack(directory / "texts.jsonl", "-o", tmp_path / "d", "--model", "lora-text", "--context",
                             "16", "--json").stdout)

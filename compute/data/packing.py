@@ -24,21 +24,26 @@ import tempfile
 
 import numpy as np
 
+from trolly.chain.market.base_models import BASE_MODELS
 from trolly.chain.market.datasets import MAX_PACKED_CLASSES, MAX_PACKED_INPUT_SIZE, MAX_PACKED_SAMPLES, PACKED
 from trolly.chain.market.params import MarketParams
 from trolly.wallet.files import install_directory, write_atomically, write_private_file
 
 from ..blobs.store import BlobStore
 from ..errors import ComputeError, DatasetError
+from ..spec import LORA_TEXT_BASE
 from .dataset import Dataset
 from .encryption import CIPHER, check_data_key
 from .manifest import MANIFEST_VERSION, SHARD_SAMPLES, DatasetBlobs, _finish, _shard_split, load_dataset, manifest_size
-from .readers import LabelledSamples
+from .readers import LabelledSamples, read_samples
+from .tokenized import DEFAULT_CONTEXT, read_jsonl_tokens
 
 SUMMARY_FILE = "dataset.json"
 KEY_FILE = "data.key"
 """A private pack's data key (32 raw bytes, 0600), which the requester seals to each member and validator."""
 DEFAULT_TEST_FRACTION = 0.2
+LORA_TEXT = "lora-text"
+"""The model texts are packed for as token ids (`--model lora-text`); any other reads features."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,6 +174,31 @@ def check_samples(samples: LabelledSamples) -> tuple[tuple[str, ...], np.ndarray
         raise DatasetError(f"label(s) {', '.join(map(repr, single[:5]))} have a single example: each label needs at "
                            f"least two (one to train on, one held out); add examples or drop the label")
     return tuple(str(name) for name in names), targets.astype(np.int64)
+
+
+def read_for_model(path: pathlib.Path, model: str = "mlp", label_column: str | None = None,
+                   context: int | None = None) -> LabelledSamples:
+    """PATH's samples as `model` reads them: features for mlp and cnn (`readers.py`), token ids of the pinned
+    base model's tokenizer for lora-text (`tokenized.py`, `context` tokens per text)."""
+    if model != LORA_TEXT:
+        if context is not None:
+            raise DatasetError(f"--context is the tokens per text of --model {LORA_TEXT}")
+        return read_samples(path, label_column)
+    if label_column is not None:
+        raise DatasetError(f"--label-column is for CSV files; {LORA_TEXT} reads JSONL lines with a `label` field")
+    base = BASE_MODELS[(LORA_TEXT_BASE["package"], LORA_TEXT_BASE["version"])]
+    return read_jsonl_tokens(path, base, DEFAULT_CONTEXT if context is None else context)
+
+
+def pack_file(path: pathlib.Path, model: str = "mlp", label_column: str | None = None, context: int | None = None,
+              test_fraction: float = DEFAULT_TEST_FRACTION, seed: int = 0,
+              key: bytes | None = None) -> tuple[DatasetBlobs, tuple[str, ...], str]:
+    """What `trolly-wallet data pack` does before writing: PATH read for `model` and packed (encrypted under
+    `key` unless it is None), checked against the chain's bounds; the blobs, label names and source format."""
+    samples = read_for_model(path, model, label_column, context)
+    blobs, labels = pack_samples(samples, test_fraction, seed, key)
+    check_bounds(blobs, PACK_BOUNDS)
+    return blobs, labels, samples.source_format
 
 
 def pack_samples(samples: LabelledSamples, test_fraction: float = DEFAULT_TEST_FRACTION,

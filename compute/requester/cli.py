@@ -30,13 +30,11 @@ from trolly.wallet.sender import TxSender
 
 from ..blobs import AddressPolicy
 from ..data.encryption import DataKeyError, new_data_key
-from ..data.packing import (DEFAULT_TEST_FRACTION, PACK_BOUNDS, SUMMARY_FILE, PackedDataset, check_bounds,
-                            open_packed, pack_samples, write_packed)
-from ..data.readers import LabelledSamples, read_samples
-from ..data.tokenized import DEFAULT_CONTEXT, read_jsonl_tokens
+from ..data.packing import (DEFAULT_TEST_FRACTION, LORA_TEXT, SUMMARY_FILE, PackedDataset, open_packed, pack_file,
+                            write_packed)
+from ..data.tokenized import DEFAULT_CONTEXT
 from ..errors import ComputeError
-from ..models.base_model import pinned_base
-from ..spec import LORA_TEXT_BASE, example_spec, lora_text_spec, parse_spec
+from ..spec import example_spec, lora_text_spec, parse_spec
 from .key_delivery import deliver_data_keys
 from .results import evaluate_result, fetch_dataset_of, fetch_result, write_result
 from .serving import ServingThread
@@ -44,7 +42,6 @@ from .serving import ServingThread
 DEFAULT_LISTEN = "127.0.0.1:8600"
 MODEL_CONFIGS = {"mlp": {"hidden": [128]}, "cnn": {}}
 """The model `task submit --data` trains when no spec file is given, by architecture (lora-text's: below)."""
-LORA_TEXT = "lora-text"
 MODELS = (*MODEL_CONFIGS, LORA_TEXT)
 """What `data pack --model` packs for and `task submit --data --model` trains: mlp and cnn read features,
 lora-text a JSONL's texts as token ids of its base model's tokenizer (`compute.data.tokenized`)."""
@@ -69,28 +66,6 @@ def refusals():
 @click.group(cls=WalletGroup)
 def data() -> None:
     """Pack your own data (CSV, JSONL, image folders) into a dataset, and serve it to a task's workers."""
-
-
-def read_for(path: pathlib.Path, model: str, label_column: str | None, context: int | None) -> LabelledSamples:
-    """PATH's samples as `model` reads them: features for mlp and cnn, token ids for lora-text."""
-    if model != LORA_TEXT:
-        if context is not None:
-            raise WalletError("--context is the tokens per text of --model lora-text")
-        return read_samples(path, label_column)
-    if label_column is not None:
-        raise WalletError("--label-column is for CSV files; lora-text reads JSONL lines with a `label` field")
-    return read_jsonl_tokens(path, pinned_base(LORA_TEXT_BASE["package"], LORA_TEXT_BASE["version"]),
-                             DEFAULT_CONTEXT if context is None else context)
-
-
-def pack_path(path: pathlib.Path, label_column: str | None, test_fraction: float, seed: int,
-              key: bytes | None, model: str = "mlp", context: int | None = None) -> tuple:
-    """Read PATH for `model` and pack it (encrypted under `key` unless it is None), checked against the
-    chain's bounds."""
-    samples = read_for(path, model, label_column, context)
-    blobs, labels = pack_samples(samples, test_fraction, seed, key)
-    check_bounds(blobs, PACK_BOUNDS)
-    return blobs, labels, samples.source_format
 
 
 @data.command("pack")
@@ -118,7 +93,7 @@ def pack(path: pathlib.Path, out: pathlib.Path, label_column: str | None, test_f
     class) into content-addressed shards and a manifest in the new directory OUT, encrypted with --private."""
     with refusals():
         key = new_data_key() if private else None
-        blobs, labels, source_format = pack_path(path, label_column, test_fraction, seed, key, model, context)
+        blobs, labels, source_format = pack_file(path, model, label_column, context, test_fraction, seed, key)
         packed = write_packed(blobs, labels, source_format, out, key)
     emit(packed.summary(), as_json, lambda summary: print_key_values(summary.items(), title="Packed"))
 
@@ -230,7 +205,7 @@ def packed_for(path: pathlib.Path, label_column: str | None, model: str) -> Pack
     target = path.with_name(path.name + ".packed")
     existing = open_packed(target) if target.exists() else None
     key = existing.key if existing is not None else None
-    blobs, labels, source_format = pack_path(path, label_column, DEFAULT_TEST_FRACTION, 0, key, model)
+    blobs, labels, source_format = pack_file(path, model, label_column, key=key)
     if existing is not None:
         if existing.manifest_hash != blobs.manifest_hash:
             raise WalletError(f"{target} holds other data: remove it or pass a packed directory with --data")
