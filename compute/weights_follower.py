@@ -67,7 +67,7 @@ def round_updates(view: TaskView, round_index: int) -> list[RoundUpdate]:
     members = {m.worker: m for m in view.members}
     updates = [
         RoundUpdate(worker=c.worker, worker_index=members[c.worker].index, update_hash=c.update_hash,
-                    samples_processed=c.samples_processed, outcome=c.outcome, blob_url=members[c.worker].blob_url)
+                    samples_processed=c.samples_processed, outcome=c.outcome, blob_url=members[c.worker].fetch_url)
         for c in detail.commitments if c.worker in members and c.update_hash
     ]
     return sorted(updates, key=lambda u: u.worker_index)

@@ -4,6 +4,7 @@
     trolly-verifier replay --task 3 --round 1 --worker trolly1... --segment 4 [--node URL]
     trolly-verifier replay --claim claim.json --spec spec.json --checkpoints DIR      (offline, for disputes)
     trolly-verifier cheats                                                              (the registered cheats)
+    trolly-verifier relay --node URL [--host H] [--port P]               (a blob relay for unreachable workers)
 
 The home directory (`--home`, else $TROLLY_VERIFIER_HOME, else ~/.trolly-verifier) holds the vote record,
 the evidence files and cached global weights. The signing key is the validator operator's, read from the
@@ -36,6 +37,7 @@ from .errors import VerifierError
 from .segment_check import PASSED, Replayer, SegmentClaim, SegmentReport, verify_segment
 from .service import ServiceConfig, VerifierService
 from .checkpoint_sources import DirectorySource
+from .relay_cli import relay
 from .tolerance import MOMENTS_THRESHOLD, WEIGHTS_THRESHOLD
 
 HOME_ENVIRONMENT_VARIABLE = "TROLLY_VERIFIER_HOME"
@@ -173,7 +175,7 @@ async def _claim_from_chain(client: AsyncRpcClient, task_id: int, round_index: i
         checkpoint_root=bytes.fromhex(commitment.checkpoint_root), num_checkpoints=commitment.num_checkpoints,
         steps=commitment.steps, samples_processed=commitment.samples_processed,
         start_weights_hash=bytes.fromhex(commitment.start_weights_hash),
-        determinism_profile=commitment.determinism_profile, blob_url=member.blob_url,
+        determinism_profile=commitment.determinism_profile, blob_url=member.fetch_url,
         update_hash=bytes.fromhex(commitment.update_hash), spec_hash=task.spec_hash,
         residual_hash=bytes.fromhex(commitment.residual_hash))
 
@@ -240,6 +242,9 @@ def cheats(cheat_module) -> None:
         load_cheat_module(path)
     for name, entry in sorted(CHEATS.items()):
         click.echo(f"{name:18} {entry.description}")
+
+
+main_group.add_command(relay)
 
 
 def main() -> None:

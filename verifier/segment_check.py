@@ -101,7 +101,7 @@ class SegmentClaim:
             segment=segment.segment, checkpoint_root=bytes.fromhex(segment.checkpoint_root),
             num_checkpoints=segment.num_checkpoints, steps=segment.steps, samples_processed=segment.samples_processed,
             start_weights_hash=bytes.fromhex(segment.start_weights_hash),
-            determinism_profile=segment.determinism_profile, blob_url=segment.blob_url,
+            determinism_profile=segment.determinism_profile, blob_url=segment.fetch_url,
             update_hash=bytes.fromhex(segment.update_hash), spec_hash=segment.spec_hash,
             residual_hash=bytes.fromhex(segment.residual_hash),
             previous_residual_hash=bytes.fromhex(segment.previous_residual_hash),

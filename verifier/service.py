@@ -361,7 +361,7 @@ class VerifierService:
                 continue
             try:
                 task = await get_task(self.client, summary.id)
-                await self._load_task(summary.id, [m.blob_url for m in task.members])
+                await self._load_task(summary.id, [m.fetch_url for m in task.members])
                 log.info("task %d loaded (spec, dataset, initial weights)", summary.id)
             except (VerifierError, ComputeError, WalletError) as error:
                 log.info("task %d not loaded yet: %s", summary.id, error)

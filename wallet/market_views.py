@@ -35,9 +35,16 @@ from trolly.chain.market.records import (ABANDONED, ACTIVE, CANCELLED, COMMIT, C
                                          EXPIRED, FAILED, FINISHED, JOIN, OPEN, PASSED, PENDING, RUNNING, SAMPLING,
                                          SEGMENT_FAIL, SEGMENT_PASS, SLASHED, UNDECIDED, UNVERIFIED, VERDICT_NAMES,
                                          VERIFY)
+from trolly.chain.market.urls import relay_worker_url
 
 from .errors import MarketAnswerError
 from .market_answers import Address, Hash, one_of, parse_answer, plain
+
+
+def fetch_url(blob_url: str, relay: str, worker: str) -> str:
+    """The base URL a worker's blobs are fetched from: its relay's place for it when a relay serves it
+    (docs/protocol.md 3a), else its own blob URL."""
+    return relay_worker_url(relay, worker) if relay else blob_url
 
 Committee = tuple[Address, ...]
 """The validators drawn to verify one sampled segment, in draw order."""
@@ -117,6 +124,13 @@ class TaskMember(MarketView):
     reason: str
     """Why the member was dropped or slashed ('' while active)."""
     blob_url: str
+    relay: str
+    """The blob relay serving the member ('' when it serves `blob_url` itself)."""
+
+    @property
+    def fetch_url(self) -> str:
+        """Where the member's blobs are fetched from (`fetch_url`)."""
+        return fetch_url(self.blob_url, self.relay, self.worker)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,10 +294,12 @@ class Unbonding(MarketView):
 
 @dataclasses.dataclass(frozen=True)
 class WorkerRecord(MarketView):
-    """A registered worker's stake, hardware, blob URL, tasks and earnings."""
+    """A registered worker's stake, hardware, blob URL (or relay), tasks and earnings."""
 
     stake: int
     blob_url: str
+    relay: str
+    """The blob relay serving the worker ('' when it serves `blob_url` itself)."""
     hardware: Hardware
     registered_height: int
     tasks: tuple[int, ...]
@@ -339,8 +355,14 @@ class SampledSegment(MarketView):
     previous_residual_hash: Hash
     """The worker's residual of the round before ('' in round 0)."""
     blob_url: str
+    relay: str
     deadline: int
     """The height at which the segment's verification window closes."""
+
+    @property
+    def fetch_url(self) -> str:
+        """Where the worker's checkpoints are fetched from (`fetch_url`)."""
+        return fetch_url(self.blob_url, self.relay, self.worker)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -76,13 +76,13 @@ def task_summary(task: Task) -> dict:
     }
 
 
-def member_view(member: Member, blob_url: str) -> dict:
+def member_view(member: Member, blob_url: str, relay: str = "") -> dict:
     return {
         "worker": encode_address(member.worker), "index": member.index, "status": member.status,
         "collateral": member.collateral, "paid": member.paid, "penalized": member.penalized,
         "slashed": member.slashed, "rounds_passed": member.rounds_passed, "samples_paid": member.samples_paid,
         "first_round": member.first_round,
-        "left_round": member.left_round, "reason": member.reason, "blob_url": blob_url,
+        "left_round": member.left_round, "reason": member.reason, "blob_url": blob_url, "relay": relay,
     }
 
 
@@ -152,7 +152,8 @@ def task_view(state: State, task: Task) -> dict:
     members = []
     for address in task.members:
         worker = find_worker(state, address)
-        members.append(member_view(find_member(state, task.id, address), worker.blob_url if worker else ""))
+        members.append(member_view(find_member(state, task.id, address), worker.blob_url if worker else "",
+                                   worker.relay if worker else ""))
     view["members"] = members
     view["recorded_rounds"] = recorded_rounds(task)
     return view
@@ -255,7 +256,7 @@ def query_worker(state: State, arg: str, data: bytes) -> QueryResult:
     view = {"address": arg, "registered": worker is not None, "unbonding": unbonding}
     if worker is not None:
         view.update({
-            "stake": worker.stake, "blob_url": worker.blob_url, "hardware": worker.hardware,
+            "stake": worker.stake, "blob_url": worker.blob_url, "relay": worker.relay, "hardware": worker.hardware,
             "registered_height": worker.registered_height, "tasks": worker.tasks, "earned": worker.earned,
             "slashed": worker.slashed, "penalized": worker.penalized,
         })
@@ -286,7 +287,8 @@ def query_verify(state: State, arg: str, data: bytes) -> QueryResult:
             "determinism_profile": commitment.determinism_profile,
             "residual_hash": commitment.residual_hash.hex(),
             "previous_residual_hash": previous.residual_hash.hex() if previous is not None else "",
-            "blob_url": worker_record.blob_url if worker_record else "", "deadline": task.phase_deadline,
+            "blob_url": worker_record.blob_url if worker_record else "",
+            "relay": worker_record.relay if worker_record else "", "deadline": task.phase_deadline,
         })
     return QueryResult({"validator": arg, "segments": work})
 

@@ -18,6 +18,10 @@ from it. The chain accepts only a plain, unambiguous base URL:
 Every rule is spelled out here rather than taken from `urllib.parse` or `ipaddress`, whose leniency has changed
 between Python releases: nodes on different interpreters must agree on which transactions fail.
 
+A worker with no inbound route names a relay instead (`relay`, checked by the same rules, `check_relay_url`):
+a blob relay it pushes its blobs to, which serves them under `relay_worker_url(relay, worker)`
+(docs/protocol.md 3a). Fetchers read `<that URL>/blobs/<hash>` exactly as from a worker's own service.
+
 Whether the host may be reached is not decided here: the chain cannot resolve names. Each fetcher refuses
 loopback, private, link-local and metadata addresses itself, on the address it connects to
 (`trolly.compute.blobs.connect_policy`).
@@ -68,6 +72,20 @@ def check_blob_url(url: str, limit: int = MAX_URL_BYTES) -> None:
     _check_authority(authority)
     if slash:
         _check_path(path)
+
+
+def check_relay_url(url: str, limit: int = MAX_URL_BYTES) -> None:
+    """`check_blob_url` for a worker's relay: the same rules, the errors naming `relay`."""
+    try:
+        check_blob_url(url, limit)
+    except InvalidBlobUrl as error:
+        raise InvalidBlobUrl(error.log.replace("blob_url", "relay")) from None
+
+
+def relay_worker_url(relay: str, worker: str) -> str:
+    """The base URL a relay serves one worker's blobs and checkpoint listings under (`worker`: its bech32
+    address), which fetchers use instead of the worker's own blob URL."""
+    return f"{relay.rstrip('/')}/workers/{worker}"
 
 
 def _check_authority(authority: str) -> None:

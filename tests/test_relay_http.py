@@ -1,0 +1,217 @@
+"""The blob relay over HTTP (compute/blobs/relay.py): what it takes, what it refuses and why, what it evicts.
+
+Membership is read from a real in-process chain (`chain_helpers.Chain` through the same queries a node answers):
+accounts[1] and [2] are members of a running task, accounts[3] is registered but joined nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from market_helpers import MARKET_PARAMS, Market
+
+from trolly.chain.crypto import encode_address
+from trolly.chain.proto import market_pb2 as pb
+from trolly.compute.blobs import AddressPolicy, BlobClient, BlobStore
+from trolly.compute.blobs.errors import BlobRejected, BlobTooLarge
+from trolly.compute.blobs.relay import ChainMembers, Relay, RelayOptions, build_relay_app
+from trolly.compute.blobs.relay_auth import TIME_HEADER, sign_push
+from trolly.compute.blobs.relay_push import RelayPusher
+from trolly.compute.blobs.relay_store import RelayStore
+
+
+class ChainQueries:
+    """`query_json` over the in-process chain, as the relay's RPC client answers it from a node."""
+
+    def __init__(self, chain) -> None:
+        self.chain = chain
+        self.asked = 0
+
+    async def query_json(self, path: str, height: int = 0):
+        self.asked += 1
+        return self.chain.query(path)
+
+
+@pytest.fixture
+def market(make_chain):
+    market = Market(make_chain(accounts=5, validators=1, params={"market": MARKET_PARAMS}))
+    market.task_id = market.open_task(workers=2)
+    return market
+
+
+def run_relay(market, tmp_path, test, ttl: float = 5.0, **store_options):
+    """Run `test(client, relay)` against the relay's application on a test server (`ttl`: how long the relay
+    keeps a task's members)."""
+    relay = Relay(RelayStore(tmp_path / "relay", **store_options), ChainMembers(ChainQueries(market.chain), ttl),
+                  RelayOptions(keep_settled=0.0))
+
+    async def main():
+        async with TestClient(TestServer(build_relay_app(relay))) as client:
+            await test(client, relay)
+
+    asyncio.run(main())
+    return relay
+
+
+def push_headers(key, task_id: int, digest: str, timestamp: int | None = None) -> dict:
+    return sign_push(key, task_id, "blob", digest, int(time.time()) if timestamp is None else timestamp)
+
+
+async def put(client, key, task_id: int, data: bytes, digest: str | None = None, headers: dict | None = None,
+              worker: str | None = None):
+    digest = digest or hashlib.sha256(data).hexdigest()
+    worker = worker or encode_address(key.address)
+    headers = push_headers(key, task_id, digest) if headers is None else headers
+    response = await client.put(f"/workers/{worker}/blobs/{digest}", data=data, headers=headers)
+    return response.status, (await response.json())
+
+
+def test_a_member_pushes_and_anyone_fetches_by_hash(market, tmp_path):
+    member = market.workers[0]
+    data = b"checkpoint bytes" * 100
+    digest = hashlib.sha256(data).hexdigest()
+
+    async def test(client, relay):
+        assert await put(client, member, market.task_id, data) == (201, {"hash": digest, "size": len(data)})
+        assert (await put(client, member, market.task_id, data))[0] == 200  # again: already held
+        assert relay.members.client.asked == 1  # the task's members were read once for both
+        worker = encode_address(member.address)
+        for path in (f"/workers/{worker}/blobs/{digest}", f"/blobs/{digest}"):
+            response = await client.get(path)
+            assert response.status == 200 and await response.read() == data
+        listing = json.dumps({"checkpoint_hashes": [digest]}).encode()
+        headers = sign_push(member, market.task_id, "checkpoints/0", hashlib.sha256(listing).hexdigest(),
+                            int(time.time()))
+        path = f"/workers/{worker}/tasks/{market.task_id}/rounds/0/checkpoints"
+        assert (await client.put(path, data=listing, headers=headers)).status == 201
+        assert await (await client.get(path)).json() == {"checkpoint_hashes": [digest]}
+        assert (await client.get(f"/workers/{worker}/tasks/{market.task_id}/rounds/1/checkpoints")).status == 404
+
+    run_relay(market, tmp_path, test)
+
+
+@pytest.mark.parametrize("case, status, words", [
+    ("bad hash", 400, "hash to"),
+    ("oversize", 413, "exceeds the limit"),
+    ("unsigned", 401, "unsigned push"),
+    ("non-member", 403, "not an active member"),
+    ("stale signature", 401, "replayed or delayed"),
+    ("someone else's path", 401, "not by"),
+    ("other content", 401, "not trolly1"),
+    ("other task", 403, "not an active member"),
+    ("malformed name", 400, "64 lower-case hex"),
+])
+def test_the_relay_refuses_a_bad_push_and_stores_nothing(market, tmp_path, case, status, words):
+    member, stranger = market.workers[0], market.workers[2]
+    data = b"x" * 2048
+    digest = hashlib.sha256(data).hexdigest()
+    other_task = market.submit(workers=2)  # open: nobody joined
+
+    async def test(client, relay):
+        if case == "bad hash":
+            answer = await put(client, member, market.task_id, data, digest=hashlib.sha256(b"other").hexdigest())
+        elif case == "oversize":
+            answer = await put(client, member, market.task_id, data)
+        elif case == "unsigned":
+            answer = await put(client, member, market.task_id, data, headers={})
+        elif case == "non-member":
+            answer = await put(client, stranger, market.task_id, data)
+        elif case == "stale signature":  # a push signed ten minutes ago, played again
+            answer = await put(client, member, market.task_id, data,
+                               headers=push_headers(member, market.task_id, digest, int(time.time()) - 600))
+        elif case == "someone else's path":  # a stranger's signature on a member's place
+            answer = await put(client, stranger, market.task_id, data, worker=encode_address(member.address))
+        elif case == "other content":  # a member's signature of one blob, sent with another
+            signed = push_headers(member, market.task_id, hashlib.sha256(b"signed").hexdigest())
+            answer = await put(client, member, market.task_id, data, headers=signed)
+        elif case == "other task":
+            answer = await put(client, member, other_task, data)
+        else:
+            answer = await put(client, member, market.task_id, data, digest="ZZ" * 32)
+        assert answer[0] == status and words in answer[1]["error"], answer
+        assert not any((tmp_path / "relay" / "blobs").rglob("*")) or case == "bad hash"
+        assert not list((tmp_path / "relay" / "blobs").rglob(digest))
+
+    run_relay(market, tmp_path, test, max_blob_size=1024 if case == "oversize" else 1 << 20)
+
+
+def test_a_settled_task_is_refused_and_then_evicted(market, tmp_path):
+    member = market.workers[0]
+    data = b"weights" * 64
+    task_id = market.submit(workers=2)  # open, with one member: the requester can end it at once
+    market.join(task_id, [member])
+
+    async def test(client, relay):
+        assert (await put(client, member, task_id, data))[0] == 201
+        assert (await put(client, member, market.task_id, b"kept"))[0] == 201  # another task's: stays
+        assert relay.store.total == len(data) + 4
+        result = market.chain.deliver(market.requester, pb.MsgCancelTask(task_id=task_id))
+        assert result.ok, result.log
+        status, answer = await put(client, member, task_id, b"late")
+        assert status == 403 and "is cancelled" in answer["error"]
+        await relay.sweep()  # sees it settled (keep_settled 0): evicted
+        assert relay.store.tasks() == [market.task_id] and relay.store.total == 4
+        assert (await client.get(f"/blobs/{hashlib.sha256(data).hexdigest()}")).status == 404
+        assert (await client.get(f"/blobs/{hashlib.sha256(b'kept').hexdigest()}")).status == 200
+
+    run_relay(market, tmp_path, test, ttl=0.0)  # members read afresh for every push
+
+
+def test_quota_per_worker_and_task(market, tmp_path):
+    member = market.workers[0]
+
+    async def test(client, relay):
+        assert (await put(client, member, market.task_id, b"a" * 600))[0] == 201
+        status, answer = await put(client, member, market.task_id, b"b" * 600)
+        assert status == 507 and "quota of 1000 bytes" in answer["error"]
+        assert (await put(client, market.workers[1], market.task_id, b"b" * 600))[0] == 201  # its own share
+
+    run_relay(market, tmp_path, test, task_quota=1000)
+
+
+def test_the_pusher_publishes_a_round_and_a_blob_client_fetches_it_checked(market, tmp_path):
+    member = market.workers[0]
+    store = BlobStore(tmp_path / "worker")
+    checkpoints = [store.put(f"checkpoint {i}".encode() * 50) for i in range(3)]
+    update = store.put(b"update" * 10)
+
+    async def test(client, relay):
+        base = str(client.make_url("")).rstrip("/")
+        pusher = RelayPusher(base, member, store)
+        try:
+            await pusher.push_round(market.task_id, 0, checkpoints, [update, ""])
+            async with BlobClient(f"{base}/workers/{pusher.worker}",
+                                  address_policy=AddressPolicy(allow_private=True)) as fetcher:
+                assert await fetcher.checkpoint_hashes(market.task_id, 0) == checkpoints
+                assert await fetcher.fetch(update) == b"update" * 10
+            stranger = RelayPusher(base, market.workers[2], store)
+            with pytest.raises(BlobRejected, match="HTTP 403"):
+                await stranger.push_blobs(market.task_id, [update])
+            await stranger.close()
+            small = RelayPusher(base, member, store)
+            relay.store.blobs.max_blob_size = 100
+            with pytest.raises(BlobTooLarge):
+                await small.push_blobs(market.task_id, [checkpoints[0]])
+            await small.close()
+        finally:
+            await pusher.close()
+
+    run_relay(market, tmp_path, test)
+
+
+def test_the_time_header_must_be_a_plain_number(market, tmp_path):
+    member = market.workers[0]
+    data = b"y" * 10
+
+    async def test(client, relay):
+        headers = push_headers(member, market.task_id, hashlib.sha256(data).hexdigest())
+        headers[TIME_HEADER] = "+" + headers[TIME_HEADER]
+        status, answer = await put(client, member, market.task_id, data, headers=headers)
+        assert status == 401 and "malformed signature headers" in answer["error"]
+
+    run_relay(market, tmp_path, test)
