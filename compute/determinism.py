@@ -31,7 +31,8 @@ from collections.abc import Iterator
 
 import torch
 
-from .devices import apply_cuda_determinism, cuda_description, parse_gpu_profile_part, training_device
+from .devices import (apply_cuda_determinism, cuda_description, is_cuda, is_device_name, parse_gpu_profile_part,
+                      training_device)
 from .errors import DeterminismError
 from .instruction_sets import INSTRUCTION_SETS, REPLAYABLE_INSTRUCTION_SETS, pinned_environment, unpinned_libraries
 
@@ -57,8 +58,8 @@ class DeterminismProfile:
 
     threads: intra-op threads (`torch.set_num_threads`); 1 is the protocol default.
     instruction_set: one of INSTRUCTION_SETS; None means "whatever this process runs" (recorded in `id`).
-    device: "cpu" or "cuda" (`devices.training_device`), where the trainer runs.
-    gpu: for "cuda", the GPU the bytes are made on (`devices.gpu_profile_part`); None means this process's own.
+    device: "cpu", "cuda" or "cuda:N" (`devices.training_device`), where the trainer runs.
+    gpu: for a CUDA device, the GPU the bytes are made on (`devices.gpu_profile_part`); None means this process's own.
     """
 
     threads: int = 1
@@ -73,9 +74,9 @@ class DeterminismProfile:
             raise DeterminismError(
                 f"instruction_set must be one of {', '.join(INSTRUCTION_SETS)}, got {self.instruction_set!r}"
             )
-        if self.device not in ("cpu", "cuda"):
-            raise DeterminismError(f"device must be cpu or cuda, got {self.device!r}")
-        if self.gpu is not None and (self.device != "cuda" or parse_gpu_profile_part(self.gpu) is None):
+        if not is_device_name(self.device):
+            raise DeterminismError(f"device must be cpu, cuda or cuda:N, got {self.device!r}")
+        if self.gpu is not None and (not is_cuda(self.device) or parse_gpu_profile_part(self.gpu) is None):
             raise DeterminismError(f"gpu must be a GPU profile part of a cuda profile, got {self.gpu!r}")
 
     @property
@@ -85,9 +86,9 @@ class DeterminismProfile:
     @property
     def resolved_gpu(self) -> str | None:
         """The GPU part of the id: None on the CPU, else `gpu` or this machine's own (`devices.cuda_description`)."""
-        if self.device != "cuda":
+        if not is_cuda(self.device):
             return None
-        return self.gpu or cuda_description()
+        return self.gpu or cuda_description(self.device)
 
     @property
     def id(self) -> str:
@@ -111,10 +112,11 @@ def apply_profile(profile: DeterminismProfile) -> str:
             f"profile wants instruction set {profile.instruction_set} but this process runs {actual}; "
             f"restart it with ATEN_CPU_CAPABILITY={profile.instruction_set}"
         )
-    if profile.device == "cuda":
-        training_device("cuda")  # refuses a process without a GPU
-        if profile.gpu is not None and profile.gpu != cuda_description():
-            raise DeterminismError(f"profile wants {profile.gpu} but this process runs on {cuda_description()}")
+    if is_cuda(profile.device):
+        training_device(profile.device)  # refuses a process without that GPU
+        if profile.gpu is not None and profile.gpu != cuda_description(profile.device):
+            raise DeterminismError(f"profile wants {profile.gpu} but this process runs on "
+                                   f"{cuda_description(profile.device)}")
         apply_cuda_determinism()
     if torch.get_num_threads() != profile.threads:
         torch.set_num_threads(profile.threads)

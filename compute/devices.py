@@ -23,24 +23,44 @@ import torch
 from .errors import DeterminismError
 from .instruction_sets import CUDA_SETTINGS
 
-DEVICES = ("cpu", "cuda")
-"""The devices a trainer takes (`training_device`)."""
+DEVICES = ("cpu", "cuda", "cuda:N")
+"""The devices a trainer takes (`training_device`): the CPU, the current CUDA GPU, or CUDA GPU number N."""
 
 NVIDIA_DRIVER_VERSION = Path("/proc/driver/nvidia/version")
 """Where Linux's NVIDIA kernel module says its version (torch exposes CUDA's API version, not the driver's)."""
 
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+"""Where Linux mounts its control groups, whose memory limit a container's processes live under."""
+
 _SLUG = re.compile(r"[^A-Za-z0-9.]+")
+_CUDA_DEVICE = re.compile(r"cuda(?::([0-9]{1,3}))?")
+
+
+def is_device_name(name: object) -> bool:
+    """Whether `name` is written as a device of `DEVICES`: "cpu", "cuda" or "cuda:N" (present or not)."""
+    return isinstance(name, str) and (name == "cpu" or _CUDA_DEVICE.fullmatch(name) is not None)
+
+
+def is_cuda(device: str) -> bool:
+    return device != "cpu"
 
 
 def training_device(requested: str | None = None) -> str:
-    """The device a trainer runs on: `requested` ("cpu" or "cuda"), or CUDA where a GPU is present, else the
-    CPU. Asking for CUDA without a GPU is a DeterminismError, not a silent fall back to the CPU."""
+    """The device a trainer runs on: `requested` ("cpu", "cuda" or "cuda:N"), or CUDA where a GPU is present,
+    else the CPU. Asking for a GPU this process does not see is a DeterminismError, not a silent fall back to
+    the CPU."""
     if requested is None:
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested not in DEVICES:
+    if not is_device_name(requested):
         raise DeterminismError(f"device must be one of {', '.join(DEVICES)}, got {requested!r}")
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise DeterminismError("device cuda was asked for, but this process sees no CUDA GPU")
+    if requested == "cpu":
+        return requested
+    if not torch.cuda.is_available():
+        raise DeterminismError(f"device {requested} was asked for, but this process sees no CUDA GPU")
+    index = _CUDA_DEVICE.fullmatch(requested).group(1)
+    if index is not None and int(index) >= torch.cuda.device_count():
+        raise DeterminismError(f"device {requested} was asked for, but this process sees "
+                               f"{torch.cuda.device_count()} CUDA GPU(s), numbered from 0")
     return requested
 
 
@@ -111,10 +131,48 @@ def apply_cuda_determinism(environ: Mapping[str, str] | None = None) -> None:
 
 def device_memory_mb(device: str) -> int:
     """The memory of `device` in MiB: the GPU's own for CUDA (what a CUDA worker declares and is held to), the
-    machine's for the CPU (0 where the platform does not say)."""
-    if device == "cuda":
+    machine's for the CPU (`machine_memory_mb`)."""
+    if is_cuda(device):
         return torch.cuda.get_device_properties(torch.device(device)).total_memory // 2**20
+    return machine_memory_mb()
+
+
+def machine_memory_mb(cgroup_root: Path = CGROUP_ROOT, own_cgroups: Path = Path("/proc/self/cgroup")) -> int:
+    """The memory this process may use, in MiB: the machine's physical memory, or less where its control group
+    (a container's, a systemd slice's) sets a lower limit, as cgroup v2's `memory.max` or v1's
+    `memory.limit_in_bytes` says. 0 where the platform reports no physical memory."""
     try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return 0
+    limits = [physical, *cgroup_memory_limits(cgroup_root, own_cgroups)]
+    return min(limits) // 2**20
+
+
+def cgroup_memory_limits(cgroup_root: Path, own_cgroups: Path) -> list[int]:
+    """The memory limits in bytes of this process's control groups and their parents (none: no limit set)."""
+    try:
+        lines = own_cgroups.read_text().splitlines()
+    except OSError:
+        return []
+    limits = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":  # cgroup v2's unified hierarchy
+            base, name = cgroup_root, "memory.max"
+        elif "memory" in controllers.split(","):
+            base, name = cgroup_root / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        directory = base / path.lstrip("/")
+        while True:
+            try:
+                text = (directory / name).read_text().strip()
+            except OSError:
+                text = ""
+            if text.isdigit():
+                limits.append(int(text))
+            if directory == base or base not in directory.parents:
+                break
+            directory = directory.parent
+    return limits

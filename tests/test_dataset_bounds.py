@@ -192,7 +192,6 @@ def test_a_worker_does_not_join_a_task_whose_dataset_nobody_serves_and_the_task_
     from worker_helpers import ROUNDS, new_service, spec_document
 
     from trolly.chain.market.store import ESCROW
-    from trolly.compute.worker.throughput import Throughput
 
     unserved = build_dataset("pycorpus", max_bytes=20_000)
     digits = build_dataset("digits")
@@ -208,7 +207,6 @@ def test_a_worker_does_not_join_a_task_whose_dataset_nobody_serves_and_the_task_
                               samples_per_worker=1, join_blocks=20) for spec in specs]
     requester_before = chain.balance(market.requester)
     service = new_service(tmp_path, chain, market.workers[0])
-    service.throughput = Throughput(1000.0, 3, 1.0)
 
     async def scenario():
         await service.server.start()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from trolly.compute.worker.config import WorkerConfig, load_config, save_config
 from trolly.compute.worker.errors import WorkerHomeError
 from trolly.compute.worker.progress import FINISHED, WorkerState
-from trolly.compute.worker.throughput import Throughput, hardware_profile, measure_reference, plan_steps
+from trolly.compute.worker.throughput import Throughput, measure_reference, plan_steps
 
 
 def test_progress_survives_a_reload(tmp_path):
@@ -90,8 +90,6 @@ def test_the_commit_window_limits_the_declared_steps():
 def test_measured_throughput_is_positive_and_declared_as_an_integer():
     measured = measure_reference(duration=0.05, min_steps=2)
     assert measured.steps >= 2 and measured.samples_per_second > 0
-    profile = hardware_profile(Throughput(1234.9, 3, 1.0), slowdown=2.0)
-    assert profile.samples_per_second == 617 and profile.device == "cpu" and profile.threads == 1
     assert Throughput(0.5, 1, 1.0).declared() == 1  # the chain refuses 0
 
 

@@ -272,7 +272,7 @@ def test_a_saved_commitment_whose_nonce_was_taken_is_signed_again_with_the_same_
 
 def test_the_worker_registers_once_and_joins_only_a_task_it_fits(make_chain, dataset_blobs, tmp_path):
     from trolly.compute.determinism import INSTRUCTION_SETS, current_instruction_set
-    from trolly.compute.worker.throughput import Throughput
+    from trolly.compute.worker.preflight import measure
 
     chain = make_chain(accounts=2, validators=1, params={"market": MARKET_PARAMS})
     market = Market(chain)
@@ -284,7 +284,7 @@ def test_the_worker_registers_once_and_joins_only_a_task_it_fits(make_chain, dat
                               samples_per_worker=1) for spec in specs]
     worker = market.workers[0]
     service = new_service(tmp_path, chain, worker)
-    service.throughput = Throughput(1000.0, 3, 1.0)
+    service.preflight = measured = measure(tmp_path, "cpu", duration=0.05)
     moved = dataclasses.replace(service.config, public_url="https://worker.example")
 
     async def scenario():
@@ -307,7 +307,8 @@ def test_the_worker_registers_once_and_joins_only_a_task_it_fits(make_chain, dat
     run(scenario())
     record = chain.query(f"/market/worker/{service.address}")
     assert record["stake"] == MARKET_PARAMS["min_worker_stake"] and record["blob_url"] == service.server.url
-    assert record["hardware"]["samples_per_second"] == 1000
+    assert record["hardware"] == {"device": "cpu", "samples_per_second": int(measured.samples_per_second),
+                                  "memory_mb": measured.memory_mb, "threads": measured.cores}  # all measured
     assert service.unfit == set(task_ids[:2])
     assert list(service.state.tasks) == [task_ids[2]] and service.state.task(task_ids[2]).worker_index == 0
     assert market.task(task_ids[2])["status"] == "running"

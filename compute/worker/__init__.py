@@ -14,10 +14,11 @@ checkpoints, final weights) from its own blob service. The pieces:
     cheat_round.py TEST SWITCH ONLY: a round played by a cheat from `compute.cheats` (`--cheat NAME`)
     market.py      the chain side: queries and the worker's transactions (register, join, commit)
     throughput.py  measuring this machine's samples per second, the H it declares, the block interval
+    preflight.py   this machine measured (memory, cores, GPUs, speed, largest models): what it registers and fits
     data.py        the task's dataset: local store, bundled build, or fetched by hash
     housekeeping.py  deleting a finished task's round blobs (final weights and dataset kept)
     errors.py      WorkerError and its cases
     service.py     the long-running service (start / run / stop) tying the above together
     display.py     progress display and operator logs
-    cli.py         `trolly-worker init | start | status`
+    cli.py         `trolly-worker preflight | init | start | status`
 """

@@ -1,10 +1,11 @@
 """`trolly-worker`: the compute provider's command line, thin over `config`, `progress` and `service`.
 
+    trolly-worker preflight [--home H] [--device D] [--node URL] [-o json]
     trolly-worker init   --home H --key NAME [--keyring-backend test] [--create-key] [--blob-port P] [--node URL]
-                         [--allow-private-blob-hosts]
+                         [--allow-private-blob-hosts] [--device D] [--memory-mb M]
     trolly-worker start  --home H [--max-tasks N [--linger S]] [--task ID] [--declare-slowdown X]
                          [--step-delay S] [--keep-blobs] [--[no-]checkpoint-process] [--[no-]training-core]
-                         [--cheat NAME (TEST SWITCH)]
+                         [--device D] [--memory-mb M] [--cheat NAME (TEST SWITCH)]
     trolly-worker status --home H [-o json]
 
 The home defaults to `$TROLLY_WORKER_HOME`, else `~/.trolly-worker`. The key lives in a wallet keyring: the
@@ -25,17 +26,21 @@ import socket
 import click
 
 from trolly.chain.errors import ChainError
+from trolly.chain.market.params import MarketParams
 from trolly.wallet.amounts import parse_amount
 from trolly.wallet.errors import WalletError
 from trolly.wallet.keyring import BACKENDS, Keyring
 from trolly.wallet.passwords import PasswordSource
-from trolly.wallet.rpc import DEFAULT_NODE, normalize_node_url
+from trolly.wallet.market_queries import get_market_params, get_spec
+from trolly.wallet.rpc import DEFAULT_NODE, RpcClient, normalize_node_url
 
 from ..cheats import CHEATS
 from ..errors import ComputeError
 from .config import CONFIG_FILE, HOME_ENVIRONMENT_VARIABLE, WorkerConfig, load_config, resolve_home, save_config
 from .config import wallet_home
 from .display import configure_logging
+from .errors import TaskUnfit
+from .preflight import PREFLIGHT_FILE, measure, save_preflight, unfit_reasons
 from .progress import WorkerState
 
 
@@ -69,6 +74,56 @@ def _free_port(host: str) -> int:
         return probe.getsockname()[1]
 
 
+def device_option(function):
+    return click.option("--device", default=None, metavar="cpu|cuda|cuda:N",
+                        help="Train on this device (default: worker.json's, else CUDA where a GPU is present, else "
+                             "the CPU). A CUDA profile names the GPU, its driver and CUDA build.")(function)
+
+
+def memory_option(function):
+    return click.option("--memory-mb", type=click.IntRange(1), default=None,
+                        help="Declare at most this much memory (MiB); it can only lower what is measured.")(function)
+
+
+def chain_params(node: str) -> MarketParams | None:
+    """The chain's market params (for the bounds of the largest models), None when the node does not answer."""
+    try:
+        with RpcClient(node, timeout=5) as client:
+            return client.run(get_market_params(client.async_client))
+    except WalletError:
+        return None
+
+
+@main.command()
+@home_option
+@device_option
+@click.option("--node", default=None, help="A node whose market params bound the largest models (default: "
+                                           "worker.json's node, if the home has one; else the defaults).")
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def preflight(home, device, node, output) -> None:
+    """Measure this machine: cores, instruction set, memory, disk, torch, CUDA devices, reference speed, and the
+    largest model of each architecture it can take."""
+    root = resolve_home(home)
+    config = load_config(root) if (root / CONFIG_FILE).exists() else None
+    node = normalize_node_url(node) if node else (config.node if config else "")
+    measured = measure(root, device or (config.device if config else "") or None,
+                       chain_params(node) if node else None)
+    if output == "json":
+        click.echo(json.dumps(measured.to_json(), indent=2))
+        return
+    for line in measured.lines():
+        click.echo(line)
+
+
+def refuse_unfit_task(root: pathlib.Path, config: WorkerConfig, task_id: int) -> None:
+    """Raise TaskUnfit naming each requirement of task `task_id` this machine, measured now, does not meet."""
+    with RpcClient(config.node, timeout=10) as client:
+        raw = client.run(get_spec(client.async_client, task_id)).spec_bytes
+    reasons = unfit_reasons(measure(root, config.device or None, duration=0.2), raw, config.memory_limit_mb)
+    if reasons:
+        raise TaskUnfit(f"task {task_id} does not fit this worker: {'; '.join(reasons)}")
+
+
 @main.command()
 @home_option
 @click.option("--key", "key_name", required=True, help="Name of the worker's key in the wallet keyring.")
@@ -84,24 +139,31 @@ def _free_port(host: str) -> int:
 @click.option("--blob-port", type=click.IntRange(0, 65535), default=0,
               help="Port of the blob service (default: a free port, chosen now and kept).")
 @click.option("--public-url", default="", help="URL others reach the blob service at, if not http://HOST:PORT.")
+@click.option("--relay", default="", metavar="URL",
+              help="No inbound route (NAT, firewall): publish blobs through this blob relay instead of serving them.")
 @click.option("--stake", default="0", help="Stake to register with, e.g. 10trl (default: the chain's minimum).")
 @click.option("--fee", default="0", help="Fee per transaction, e.g. 5000utrl (default: the chain's minimum for each).")
 @click.option("--allow-private-blob-hosts", is_flag=True,
               help="Fetch blobs from loopback and private addresses too (a localnet; never on a public network).")
+@device_option
+@memory_option
 @click.option("--force", is_flag=True, help="Overwrite an existing worker configuration (progress is kept).")
-def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_file, node, blob_host, blob_port,
-         public_url, stake, fee, allow_private_blob_hosts, force) -> None:
-    """Write the worker's configuration: its key, node, blob service port and stake."""
+def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_file, node, relay, blob_host,
+         blob_port,
+         public_url, stake, fee, allow_private_blob_hosts, device, memory_mb, force) -> None:
+    """Write the worker's configuration (its key, node, blob service port and stake) and measure this machine
+    (`preflight`): what `start` registers comes from that measurement."""
     root = resolve_home(home)
     if (root / CONFIG_FILE).exists() and not force:
         raise click.ClickException(f"{root / CONFIG_FILE} exists; pass --force to overwrite it")
     config = WorkerConfig(
         key_name=key_name, keyring_backend=keyring_backend, wallet_home=str(wallet_home_dir or ""),
         node=normalize_node_url(node), blob_host=blob_host, blob_port=blob_port or _free_port(blob_host),
-        public_url=public_url,
+        public_url=public_url, relay=relay.rstrip("/"),
         stake=parse_amount(stake, allow_zero=True, what="stake"), fee=parse_amount(fee, allow_zero=True, what="fee"),
-        allow_private_blob_hosts=allow_private_blob_hosts,
+        allow_private_blob_hosts=allow_private_blob_hosts, device=device or "", memory_limit_mb=memory_mb or 0,
     )
+    preflight = measure(root, config.device or None, chain_params(config.node))  # a device refused: nothing written
     keyring = Keyring(wallet_home(root, config), keyring_backend, PasswordSource(password_file))
     if keyring.exists(key_name):
         info = keyring.get(key_name)
@@ -113,8 +175,14 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
                                    f"{wallet_home(root, config)}; add it with `trolly-wallet keys add` "
                                    f"or pass --create-key")
     path = save_config(root, config)
+    save_preflight(root, preflight)
     click.echo(f"Initialized worker home {root} ({path.name})")
     click.echo(f"  address {info.address}, blob service {config.blob_url}, node {config.node}")
+    if config.relay:
+        click.echo(f"  blobs published through the relay {config.relay} (no blob service of its own)")
+    click.echo(f"Measured this machine ({PREFLIGHT_FILE}; `start` measures again and registers that):")
+    for line in preflight.lines():
+        click.echo(f"  {line}")
 
 
 @main.command()
@@ -132,6 +200,8 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
               help="TEST SWITCH: play every round with this cheat (`trolly-verifier cheats` lists them), to show "
                    "that verifiers catch it.")
 @click.option("--node", default=None, help="Override the node address from worker.json.")
+@click.option("--relay", default=None, metavar="URL",
+              help="Publish blobs through this blob relay, whatever worker.json says (an empty URL: serve them).")
 @click.option("--allow-private-blob-hosts", is_flag=True,
               help="Fetch blobs from loopback and private addresses too, whatever worker.json says (a localnet).")
 @click.option("--password-file", type=click.Path(dir_okay=False), default=None,
@@ -148,9 +218,11 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
 @click.option("--training-core/--no-training-core", default=None,
               help="Give the training thread a CPU to itself during a round, or leave threads to the scheduler "
                    "(default: worker.json's training_core, true unless set). Same bytes either way.")
-def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_delay, cheat, node,
+@device_option
+@memory_option
+def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_delay, cheat, node, relay,
           allow_private_blob_hosts, password_file, poll_interval, log_level, progress, checkpoint_process,
-          training_core) -> None:
+          training_core, device, memory_mb) -> None:
     """Run the worker: serve blobs, register, join tasks, train and commit rounds, until stopped."""
     import uvloop
 
@@ -158,14 +230,20 @@ def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_d
 
     root = resolve_home(home)
     config = start_config(load_config(root), node=node, allow_private_blob_hosts=allow_private_blob_hosts,
-                          checkpoint_process=checkpoint_process, training_core=training_core)
+                          checkpoint_process=checkpoint_process, training_core=training_core, device=device,
+                          memory_limit_mb=memory_mb)
+    if task_id:  # the one task asked for, refused now if this machine cannot fit it, with the requirement
+        refuse_unfit_task(root, config, task_id)
+    if relay is not None:
+        config = dataclasses.replace(config, relay=relay.rstrip("/"))
     keyring = Keyring(wallet_home(root, config), config.keyring_backend, PasswordSource(password_file))
     key = keyring.signer(config.key_name)
     use_rich = configure_logging(log_level, progress)
     options = ServiceOptions(max_tasks=max_tasks, task_id=task_id, linger=linger, keep_blobs=keep_blobs,
                              declare_slowdown=declare_slowdown,
                              step_delay=step_delay, cheat=cheat or "", poll_interval=poll_interval,
-                             rich_output=use_rich)
+                             rich_output=use_rich, device=config.device or None,
+                             memory_limit_mb=config.memory_limit_mb)
 
     async def serve() -> None:
         service = WorkerService(root, config, key, options)
@@ -182,9 +260,11 @@ def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_d
 
 
 def start_config(config: WorkerConfig, *, node: str | None = None, allow_private_blob_hosts: bool = False,
-                 checkpoint_process: bool | None = None, training_core: bool | None = None) -> WorkerConfig:
+                 checkpoint_process: bool | None = None, training_core: bool | None = None,
+                 device: str | None = None, memory_limit_mb: int | None = None) -> WorkerConfig:
     """worker.json's configuration with the `start` flags that override it (None or False: not given)."""
-    changes = {"checkpoint_process": checkpoint_process, "training_core": training_core,
+    changes = {"checkpoint_process": checkpoint_process, "training_core": training_core, "device": device,
+               "memory_limit_mb": memory_limit_mb,
                "node": normalize_node_url(node) if node else None,
                "allow_private_blob_hosts": True if allow_private_blob_hosts else None}
     return dataclasses.replace(config, **{name: value for name, value in changes.items() if value is not None})

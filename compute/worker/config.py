@@ -17,10 +17,11 @@ import os
 import pathlib
 
 from trolly.chain.errors import ChainError
-from trolly.chain.market.urls import check_blob_url
+from trolly.chain.market.urls import check_blob_url, check_relay_url
 from trolly.wallet.files import ensure_private_directory, write_private_file
 
 from ..acceleration import AccelerationOptions
+from ..devices import is_device_name
 from .errors import WorkerHomeError
 
 HOME_ENVIRONMENT_VARIABLE = "TROLLY_WORKER_HOME"
@@ -43,6 +44,9 @@ class WorkerConfig:
     """Port of the blob service; fixed at init, because the URL is registered on chain."""
     public_url: str = ""
     """The blob service's URL as others reach it (behind NAT, a proxy...); empty: http://blob_host:blob_port."""
+    relay: str = ""
+    """A blob relay's URL: this worker (with no inbound route) pushes its blobs there and serves none itself;
+    the relay is what the chain records and fetchers use (`compute.blobs.relay_push`). Empty: serve them."""
     stake: int = 0
     """utrl staked when registering; 0 means the chain's `min_worker_stake`."""
     fee: int = 0
@@ -57,9 +61,15 @@ class WorkerConfig:
     training_core: bool = True
     """Give the training thread a CPU to itself during a round (`compute.acceleration.affinity`); false: leave every
     thread to the scheduler. The same bytes either way."""
+    device: str = ""
+    """Where the trainer runs: cpu, cuda or cuda:N; empty: CUDA where a GPU is present, else the CPU
+    (`compute.devices.training_device`)."""
+    memory_limit_mb: int = 0
+    """Declare at most this much memory (MiB) on chain; 0: what `preflight.measure` finds. It can only lower the
+    measurement, never raise it."""
 
     def __post_init__(self) -> None:
-        for name in ("blob_port", "stake", "fee"):
+        for name in ("blob_port", "stake", "fee", "memory_limit_mb"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise WorkerHomeError(f"{name} must be a non-negative integer, got {value!r}")
@@ -70,11 +80,18 @@ class WorkerConfig:
         for name in ("allow_private_blob_hosts", "checkpoint_process", "training_core"):
             if not isinstance(getattr(self, name), bool):
                 raise WorkerHomeError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.device and not is_device_name(self.device):
+            raise WorkerHomeError(f"device must be cpu, cuda or cuda:N, got {self.device!r}")
         if self.public_url:
             try:
                 check_blob_url(self.public_url.rstrip("/") or self.public_url)
             except ChainError as error:
                 raise WorkerHomeError(f"the public URL {self.public_url!r} cannot be registered: {error}") from None
+        if self.relay:
+            try:
+                check_relay_url(self.relay)
+            except ChainError as error:
+                raise WorkerHomeError(f"the relay {self.relay!r} cannot be registered: {error}") from None
 
     @property
     def acceleration(self) -> AccelerationOptions:

@@ -8,6 +8,8 @@ dataset's loaded size and the bytes its shards will take on disk come from its m
 
 from __future__ import annotations
 
+import dataclasses
+
 from trolly.chain.market.errors import InvalidSpec
 from trolly.chain.market.spec import parse_spec as parse_chain_spec
 from trolly.chain.market.footprint import model_footprint
@@ -48,3 +50,10 @@ def check_disk(missing_bytes: int, free_bytes: int) -> None:
     """Raise TaskUnfit when the dataset's shards not yet stored would not fit the store's free disk."""
     if missing_bytes > free_bytes:
         raise TaskUnfit(f"the dataset needs {missing_bytes} more bytes on disk, the blob store has {free_bytes} free")
+
+
+def on_device(spec: TaskSpec, device: str) -> TaskSpec:
+    """The spec as this worker trains it: on its device (`devices.training_device`). The device is the worker's
+    choice, not the requester's: the determinism profile it commits names it (and a GPU's model, driver and
+    CUDA build), so verifiers replay it where they can."""
+    return dataclasses.replace(spec, determinism=dataclasses.replace(spec.determinism, device=device))

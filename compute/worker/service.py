@@ -17,7 +17,6 @@ import asyncio
 import dataclasses
 import hashlib
 import logging
-import os
 import pathlib
 import shutil
 import threading
@@ -31,12 +30,13 @@ from trolly.wallet.market_views import TaskSummary, TaskView
 from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import AddressPolicy, BlobError, BlobServer, BlobStore
+from ..blobs.relay_push import RelayPusher
 from ..acceleration import Acceleration
 from ..cheats import get_cheat
 from ..checkpoints import TrainingState, encode_weights
 from ..data import Dataset
 from ..data.manifest import is_private, loaded_bytes
-from ..determinism import current_instruction_set, require_replayable_process
+from ..determinism import require_replayable_process
 from ..errors import CheatError, DatasetError, SpecError
 from ..outer_step import GlobalState
 from ..sealed_keys import received_data_key
@@ -49,7 +49,7 @@ from .config import WorkerConfig
 from .data import missing_bytes, obtain_blobs, obtain_dataset, read_manifest
 from .display import RoundDisplay
 from .errors import DataKeyWaiting, TaskUnfit, WeightsMismatch, WorkerError
-from .fit import check_base_model, check_disk, check_memory
+from .fit import check_disk, check_memory, on_device
 from .housekeeping import prune_task
 from .commits import Committer
 from .market import MarketClient
@@ -58,7 +58,8 @@ from .round_training import (ResidualStore, RoundInterrupted, TrainedRound, comm
 from .progress import TaskProgress, WorkerState
 from .replacement import prepare_replacement
 from .strategies import TrainingStrategy
-from .throughput import BlockClock, Throughput, hardware_profile, measure_reference, measure_trainer, plan_steps
+from .preflight import Preflight, describe_hardware, measure, measured_differently, unfit_reasons
+from .throughput import BlockClock, measure_trainer, plan_steps
 from .weights import ProgressCache
 
 log = logging.getLogger("trolly.worker")
@@ -85,6 +86,10 @@ class ServiceOptions:
     keep_blobs: bool = False
     """Keep a finished task's checkpoints, updates and round weights (default: delete them, `housekeeping.py`)."""
     rich_output: bool = False
+    device: str | None = None
+    """Where the trainer runs: cpu, cuda or cuda:N (None: CUDA where present, `devices.training_device`)."""
+    memory_limit_mb: int = 0
+    """Declare at most this much memory (0: what `preflight.measure` found); it can only lower the measurement."""
 
     def __post_init__(self) -> None:
         if self.declare_slowdown < 1.0:
@@ -120,6 +125,9 @@ class WorkerService:
         self.state = WorkerState.load(home)
         self.store = BlobStore(home / "blobs")
         self.server = BlobServer(self.store, owner_token="", host=config.blob_host, port=config.blob_port)
+        self.relay = RelayPusher(config.relay, key, self.store) if config.relay else None
+        """Where this worker publishes its blobs when it cannot be reached (`relay` in worker.json), serving
+        none itself; None: its blob service serves them."""
         self.market = market or MarketClient(AsyncRpcClient(config.node), key, home, config.fee)
         self.committer = Committer(self.market, self.state, self._sleep)
         self.clock = BlockClock()
@@ -129,7 +137,8 @@ class WorkerService:
         """Batches drawn ahead, the checkpoint process, the training core: handed to every round."""
         self.residuals = ResidualStore(self.acceleration)
         """The error-feedback residuals being stored, one after the other."""
-        self.throughput: Throughput | None = None
+        self.preflight: Preflight | None = None
+        """This machine measured at start (`preflight.measure`): what is registered and what tasks must fit."""
         self.finished_this_run = 0
         self.unfit: set[int] = set()
         self._stopping = asyncio.Event()
@@ -142,23 +151,25 @@ class WorkerService:
     @property
     def blob_url(self) -> str:
         """What others fetch from: the configured public URL, else where the blob service listens."""
+        if self.relay is not None:
+            return ""  # the relay serves this worker's blobs (its `relay` on chain)
         return self.config.public_url.rstrip("/") or self.server.url
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         require_replayable_process()  # before anything is served, registered or staked
-        try:
-            await self.server.start()
-        except OSError as error:
-            raise WorkerError(f"cannot serve blobs on {self.server.url}: {error.strerror or error} "
-                              f"(is another worker using this home's port? see worker.json)") from None
-        log.info("worker %s serving blobs at %s (registered as %s)", self.address, self.server.url, self.blob_url)
+        if self.relay is not None:
+            log.info("worker %s publishing its blobs through the relay %s (no blob service of its own)",
+                     self.address, self.config.relay)
+        else:
+            await self._serve_blobs()
         if self.cheat is not None:
             log.warning("TEST SWITCH --cheat %s: this worker trains dishonestly and will be slashed", self.cheat.name)
-        self.throughput = await asyncio.to_thread(measure_reference)
-        log.info("measured %.0f samples/s on the reference MLP (declaring %d)", self.throughput.samples_per_second,
-                 self.throughput.declared(self.options.declare_slowdown))
+        await self._measured()
+        log.info("measured %.0f samples/s on the reference MLP on %s, %d MiB, %d cores (declaring %s)",
+                 self.preflight.samples_per_second, self.preflight.device, self.preflight.device_memory_mb,
+                 self.preflight.cores, describe_hardware(self._hardware()))
         while not self._stopping.is_set():
             try:
                 await self._register()
@@ -168,10 +179,20 @@ class WorkerService:
                 log.warning("cannot register yet: %s; retrying in 2 s", error)
                 await self._sleep(2.0)
 
+    async def _serve_blobs(self) -> None:
+        try:
+            await self.server.start()
+        except OSError as error:
+            raise WorkerError(f"cannot serve blobs on {self.server.url}: {error.strerror or error} "
+                              f"(is another worker using this home's port? see worker.json)") from None
+        log.info("worker %s serving blobs at %s (registered as %s)", self.address, self.server.url, self.blob_url)
+
     async def stop(self) -> None:
         self._stopping.set()
         self._stop_training.set()
         await self.server.stop()
+        if self.relay is not None:
+            await self.relay.close()
         await self.market.close()
         await asyncio.to_thread(self.residuals.close)
         await asyncio.to_thread(self.acceleration.close)
@@ -187,16 +208,32 @@ class WorkerService:
         except asyncio.TimeoutError:
             pass
 
+    async def _measured(self) -> Preflight:
+        """This machine as `preflight.measure` finds it, measured once (at start, or before the first fit check)."""
+        if self.preflight is None:
+            self.preflight = await asyncio.to_thread(measure, self.home, self.options.device)
+        return self.preflight
+
+    def _hardware(self):
+        """The hardware record registered on chain: measured at start, the memory lowered by the option only."""
+        return self.preflight.hardware(self.options.declare_slowdown, self.options.memory_limit_mb)
+
     async def _register(self) -> None:
         record = await self.market.worker()
-        hardware = hardware_profile(self.throughput, self.options.declare_slowdown)
+        await self._measured()
+        hardware = self._hardware()
+        if record is not None and record.relay != self.config.relay:  # moved behind a relay, or back
+            await self.market.update(hardware, self.blob_url, self.config.relay)
+            log.info("updated the registered relay to %s", self.config.relay or "none (serving blobs itself)")
+            return
         if record is None:
             stake = self.config.stake or (await self.market.params()).min_worker_stake
-            outcome = await self.market.register(stake, hardware, self.blob_url)
+            outcome = await self.market.register(stake, hardware, self.blob_url, self.config.relay)
             log.info("registered as a worker with stake %d utrl (block %d)", stake, outcome.included.height)
-        elif record.blob_url != self.blob_url:
-            await self.market.update(hardware, self.blob_url)
-            log.info("updated the registered blob URL to %s", self.blob_url)
+        elif record.blob_url != self.blob_url or measured_differently(record.hardware, hardware):
+            await self.market.update(hardware, self.blob_url, self.config.relay)
+            log.info("updated the registered blob URL (%s) and hardware (%s)", self.blob_url,
+                     describe_hardware(hardware))
         else:
             log.info("already registered (stake %s utrl, earned %s utrl)", record.stake, record.earned)
 
@@ -288,13 +325,10 @@ class WorkerService:
         if hashlib.sha256(raw).hexdigest() != summary.spec_hash:
             raise TaskUnfit("the spec does not match its hash on chain")
         spec = parse_spec(raw)
-        wanted = spec.determinism.instruction_set
-        if wanted is not None and wanted != current_instruction_set():
-            raise TaskUnfit(f"the task wants instruction set {wanted}, this process runs {current_instruction_set()}")
-        cores = os.cpu_count() or 1
-        if spec.determinism.threads > cores:
-            raise TaskUnfit(f"the task trains with {spec.determinism.threads} threads, this machine has {cores} cores")
-        check_base_model(spec)  # a pinned pretrained model this machine lacks: said and refused before joining
+        # memory, cores, instruction set, a pinned pretrained model this machine lacks: refused before joining
+        unfit = unfit_reasons(await self._measured(), raw, self.options.memory_limit_mb)
+        if unfit:
+            raise TaskUnfit("; ".join(unfit))
         if summary.collateral > await self.market.balance():
             raise TaskUnfit(f"the collateral {summary.collateral} utrl exceeds this worker's balance")
         try:  # the dataset, before any collateral is locked: one nobody serves keeps this worker out
@@ -333,7 +367,8 @@ class WorkerService:
         dataset = await obtain_dataset(self.store, spec, self.addresses, key)
         weights = WeightsFollower(spec, dataset.shape, self.addresses, store=self.store,
                                   cache=ProgressCache(self.store, self.state, progress))
-        return TaskContext(progress, spec, dataset, await asyncio.to_thread(Trainer, spec, dataset), weights)
+        trainer = await asyncio.to_thread(Trainer, on_device(spec, (await self._measured()).device), dataset)
+        return TaskContext(progress, spec, dataset, trainer, weights)
 
     async def data_key(self, progress: TaskProgress) -> bytes | None:
         """A private task's data key, once the requester delivered it to this worker. Until then the task has not
@@ -524,6 +559,9 @@ class WorkerService:
                 residuals=self.residuals, state=self.state)
             await asyncio.wrap_future(residual_stored)
         self.store.set_checkpoints(task_id, round_index, trained.checkpoints)
+        if self.relay is not None:  # on the relay before the commitment names them: verifiers fetch once it lands
+            await self.relay.push_round(task_id, round_index, trained.checkpoints,
+                                        [round_progress.update_hash, round_progress.residual_hash])
         message = commitment(task_id, round_progress, context.spec.training.batch_size, context.trainer.profile_id,
                              trained.claimed_samples)
         await self.committer.commit(task_id, round_index, message)
@@ -537,6 +575,8 @@ class WorkerService:
         state = await self.global_state(context, view, rounds)
         await self.report_quality(context, state)
         digest = self.store.put(encode_weights(state.weights))
+        if self.relay is not None:
+            await self.relay.push_blobs(progress.task_id, [digest])
         with self.state.lock:
             progress.final_weights_hash = digest
             self.state.save()

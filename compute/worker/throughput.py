@@ -19,11 +19,8 @@ import time
 import torch
 from torch.nn import functional
 
-from trolly.chain.proto.market_pb2 import HardwareProfile
-
 from ..models import DataShape, build_model
 from ..determinism import flushing_subnormals
-from ..devices import device_memory_mb
 from ..training import Trainer
 
 REFERENCE_SHAPE = DataShape(kind="classification", input_size=64, num_classes=10)
@@ -52,22 +49,26 @@ def _timed_steps(step, duration: float, min_steps: int) -> tuple[int, float]:
     return steps, time.perf_counter() - began
 
 
-def measure_reference(duration: float = 0.5, min_steps: int = 3, threads: int = 1) -> Throughput:
-    """Samples per second of AdamW steps on the reference MLP (synthetic data, fixed seeds)."""
+def measure_reference(duration: float = 0.5, min_steps: int = 3, threads: int = 1,
+                      device: str = "cpu") -> Throughput:
+    """Samples per second of AdamW steps on the reference MLP (synthetic data, fixed seeds), on `device`: the
+    CPU with `threads` threads, or a CUDA GPU (each step waits for the GPU to finish, so the time is its own)."""
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        model = build_model("mlp", {}, REFERENCE_SHAPE, seed=0)
+        model = build_model("mlp", {}, REFERENCE_SHAPE, seed=0).to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False, fused=True)  # as `Trainer`
         generator = torch.Generator().manual_seed(0)
-        inputs = torch.rand((REFERENCE_BATCH, REFERENCE_SHAPE.input_size), generator=generator)
-        targets = torch.randint(0, REFERENCE_SHAPE.num_classes, (REFERENCE_BATCH,), generator=generator)
+        inputs = torch.rand((REFERENCE_BATCH, REFERENCE_SHAPE.input_size), generator=generator).to(device)
+        targets = torch.randint(0, REFERENCE_SHAPE.num_classes, (REFERENCE_BATCH,), generator=generator).to(device)
 
         def step() -> None:
             loss = functional.cross_entropy(model(inputs), targets)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            if device != "cpu":
+                torch.cuda.synchronize(device)
 
         steps, seconds = _timed_steps(step, duration, min_steps)
     finally:
@@ -95,14 +96,6 @@ def plan_steps(inner_steps: int, batch_size: int, samples_per_second: float, sec
     if seconds_available is not None and speed > 0:
         steps = min(steps, int(speed * seconds_available * STEP_BUDGET_SHARE / batch_size))
     return max(1, min(inner_steps, steps))
-
-
-def hardware_profile(throughput: Throughput, slowdown: float = 1.0, threads: int = 1,
-                     device: str = "cpu") -> HardwareProfile:
-    """What the worker declares: its device and that device's memory (a GPU's own, which `fit.check_memory` then
-    holds the spec's estimate to; 0 where the platform does not report it)."""
-    return HardwareProfile(device=device, samples_per_second=throughput.declared(slowdown),
-                           memory_mb=device_memory_mb(device), threads=threads)
 
 
 class BlockClock:

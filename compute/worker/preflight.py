@@ -1,0 +1,285 @@
+"""What this machine can do for the market, measured, never assumed: `trolly-worker preflight`.
+
+A worker is only as useful as what it can hold and how fast it trains, and a worker that overstates either
+takes tasks it then cannot finish (its collateral lost, the other members' round too). So `measure` looks:
+the cores and the instruction set this process trains under, the memory it may use (the machine's, or its
+control group's limit: `devices.machine_memory_mb`), the disk free under its home, the torch build, each CUDA
+GPU and its memory, the samples per second of the chain's reference workload (`throughput.measure_reference`)
+on the device it trains on, whether its blob service is reachable from outside (asked of a probe, see
+`reachability`), and from the memory, the largest model of each architecture it can take (`largest_models`,
+with the chain's own footprint estimate).
+
+`init` runs it and saves it beside `worker.json`; `start` measures again, registers (or updates) its
+hardware record from the measurement (`Preflight.hardware`: a flag may only lower the memory), and refuses a
+task the measurement cannot fit (`unfit_reasons`), naming the requirement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+
+import torch
+
+from trolly.chain.market.base_models import BASE_MODELS
+from trolly.chain.market.errors import InvalidSpec
+from trolly.chain.market.footprint import MAX_DIMENSION, model_footprint
+from trolly.chain.market.params import MarketParams
+from trolly.chain.market.spec import parse_spec as parse_chain_spec
+from trolly.chain.proto.market_pb2 import HardwareProfile
+from trolly.wallet.files import write_private_file
+
+from ..determinism import current_instruction_set
+from ..devices import cuda_description, device_memory_mb, is_cuda, machine_memory_mb, training_device
+from ..errors import BaseModelMissing
+from ..instruction_sets import cpu_flags, runnable_instruction_sets
+from ..models.base_model import require_base_model
+from ..spec import LORA_TEXT_BASE
+from .throughput import REFERENCE_BATCH, Throughput, measure_reference
+
+PREFLIGHT_FILE = "preflight.json"
+"""Where `init` keeps its measurement, in the worker home."""
+
+REFERENCE_DATASETS = {"mlp": "digits", "cnn": "digits", "transformer": "pycorpus", "lora-text": "pydocs"}
+"""The bundled dataset each architecture's largest model is sized for (the input and output sizes it fixes)."""
+
+
+def _scaled_config(arch: str, scale: int) -> dict:
+    """The architecture's config grown by one integer `scale` (each field the chain's footprint reads grows with it)."""
+    if arch == "mlp":
+        return {"hidden": [scale, scale]}
+    if arch == "cnn":
+        return {"channels": [scale, 2 * scale], "hidden": 4 * scale}
+    if arch == "transformer":
+        return {"layers": 2, "heads": 4, "width": 4 * scale}
+    return {"rank": scale, "alpha": 2 * scale}
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaDevice:
+    index: int
+    name: str
+    memory_mb: int
+
+
+@dataclasses.dataclass(frozen=True)
+class LargestModel:
+    """The largest model of one architecture this machine's memory and the chain's bounds admit, at the
+    reference batch size on its reference dataset; `limit` says what stopped it growing. Empty `config`: none
+    fits, and `limit` says why."""
+
+    arch: str
+    dataset: str
+    batch_size: int
+    config: dict
+    parameters: int
+    memory_mb: int
+    limit: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Reachability:
+    """Whether others reach this worker's blob service: `checked` only when a probe answered."""
+
+    checked: bool
+    reachable: bool
+    detail: str
+
+
+NOT_CHECKED = Reachability(False, False, "not checked: no probe given (trolly-worker preflight --probe URL)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Preflight:
+    cores: int
+    instruction_set: str
+    """The instruction set this process trains under (`determinism.current_instruction_set`)."""
+    cpu_instruction_sets: tuple[str, ...]
+    """Those the CPU runs (`instruction_sets.runnable_instruction_sets`)."""
+    memory_mb: int
+    """What this process may use: physical memory, or its control group's lower limit."""
+    disk_free_mb: int
+    """Free under the worker home (its blob store)."""
+    torch_version: str
+    torch_cuda: str
+    """The CUDA version torch was built with ('' for a CPU-only build)."""
+    cuda_devices: tuple[CudaDevice, ...]
+    device: str
+    """Where this worker trains (`devices.training_device`)."""
+    device_memory_mb: int
+    """What a task's estimate is held to: the GPU's memory on CUDA, else `memory_mb`."""
+    gpu_profile: str
+    """The GPU part of the determinism profile on CUDA ('' on the CPU)."""
+    samples_per_second: float
+    """The chain's reference workload (`throughput.measure_reference`) on `device`."""
+    reachability: Reachability
+    largest_models: tuple[LargestModel, ...]
+
+    def hardware(self, slowdown: float = 1.0, memory_limit_mb: int = 0) -> HardwareProfile:
+        """The hardware record registered on chain: measured; `memory_limit_mb` (a flag) may only lower it."""
+        memory = min(self.device_memory_mb, memory_limit_mb) if memory_limit_mb else self.device_memory_mb
+        device = self.device if not self.gpu_profile else f"{self.device} {self.gpu_profile}"
+        return HardwareProfile(device=device[:128],
+                               samples_per_second=Throughput(self.samples_per_second, 0, 0.0).declared(slowdown),
+                               memory_mb=memory, threads=self.cores)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, document: dict) -> Preflight:
+        fields = dict(document)
+        fields["cpu_instruction_sets"] = tuple(fields["cpu_instruction_sets"])
+        fields["cuda_devices"] = tuple(CudaDevice(**d) for d in fields["cuda_devices"])
+        fields["reachability"] = Reachability(**fields["reachability"])
+        fields["largest_models"] = tuple(LargestModel(**m) for m in fields["largest_models"])
+        return cls(**fields)
+
+    def lines(self) -> list[str]:
+        """The report for people, one measurement a line."""
+        gpus = ", ".join(f"cuda:{d.index} {d.name} ({d.memory_mb} MiB)" for d in self.cuda_devices)
+        lines = [
+            f"cores             {self.cores}",
+            f"instruction set   {self.instruction_set} (the CPU runs {', '.join(self.cpu_instruction_sets)})",
+            f"memory            {self.memory_mb} MiB",
+            f"disk free         {self.disk_free_mb} MiB (worker home)",
+            f"torch             {self.torch_version}"
+            + (f", CUDA {self.torch_cuda}" if self.torch_cuda else ", CPU-only build"),
+            f"CUDA devices      {gpus or 'none'}",
+            f"trains on         {self.device} ({self.device_memory_mb} MiB)"
+            + (f", profile {self.gpu_profile}" if self.gpu_profile else ""),
+            f"reference speed   {self.samples_per_second:.0f} samples/s (MLP 64-1024-1024-10, batch {REFERENCE_BATCH})",
+            f"reachable         " + (("yes: " if self.reachability.reachable else "NO: ") if self.reachability.checked
+                                     else "") + self.reachability.detail,
+            "largest models    (batch 32, within this memory and the chain's bounds)",
+        ]
+        for model in self.largest_models:
+            if model.config:
+                lines.append(f"  {model.arch:12} {model.parameters:>12,} parameters, {model.memory_mb} MiB "
+                             f"on {model.dataset} {json.dumps(model.config)} (limit: {model.limit})")
+            else:
+                lines.append(f"  {model.arch:12} none: {model.limit}")
+        return lines
+
+
+def cuda_devices() -> tuple[CudaDevice, ...]:
+    if not torch.cuda.is_available():
+        return ()
+    return tuple(CudaDevice(i, torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).total_memory // 2**20)
+                 for i in range(torch.cuda.device_count()))
+
+
+def largest_model(arch: str, memory_mb: int, params: MarketParams) -> LargestModel:
+    """The largest `_scaled_config` of `arch` whose footprint fits `memory_mb` and the chain's `max_memory_mb`
+    and `max_model_parameters` (bisection: the footprint grows with the scale)."""
+    dataset = REFERENCE_DATASETS[arch]
+    base = LORA_TEXT_BASE if arch == "lora-text" else None
+    budget = min(memory_mb, params.max_memory_mb) if memory_mb else params.max_memory_mb
+    bound = "memory" if memory_mb and memory_mb <= params.max_memory_mb else "the chain's max_memory_mb"
+    if base is not None:
+        try:
+            require_base_model({"base": base})
+        except BaseModelMissing as error:
+            return LargestModel(arch, dataset, REFERENCE_BATCH, {}, 0, 0, str(error))
+
+    def footprint(scale: int):
+        return model_footprint(arch, _scaled_config(arch, scale), dataset, REFERENCE_BATCH, base)
+
+    def limit_of(scale: int) -> str:
+        try:
+            found = footprint(scale)
+        except InvalidSpec:
+            return "the chain's bounds on a config"
+        if found.parameters > params.max_model_parameters:
+            return "the chain's max_model_parameters"
+        return bound if found.memory_mb > budget else ""
+
+    if limit_of(1):
+        return LargestModel(arch, dataset, REFERENCE_BATCH, {}, 0, 0, f"even the smallest needs more: {limit_of(1)}")
+    # a LoRA rank beyond the base model's width adds parameters, not capacity
+    top = BASE_MODELS[(base["package"], base["version"])].hidden if base is not None else MAX_DIMENSION // 4
+    low, high = 1, top
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if not limit_of(middle) else (low, middle - 1)
+    found = footprint(low)
+    reason = limit_of(low + 1) if low < top else ("the base model's width" if base is not None
+                                                  else "the chain's bounds on a config")
+    return LargestModel(arch, dataset, REFERENCE_BATCH, _scaled_config(arch, low), found.parameters, found.memory_mb,
+                        reason)
+
+
+def measure(home: pathlib.Path, device: str | None = None, params: MarketParams | None = None,
+            reachability: Reachability = NOT_CHECKED, duration: float = 0.5) -> Preflight:
+    """Measure this machine (about a second: the reference workload runs `duration` seconds). `device`: as
+    `devices.training_device` takes it (None: CUDA where present); `params`: the chain's, for the bounds of the
+    largest models (the defaults when the node is not asked)."""
+    device = training_device(device)
+    params = params or MarketParams()
+    memory = machine_memory_mb()
+    device_memory = device_memory_mb(device)
+    probe_directory = home if home.exists() else next((p for p in home.parents if p.exists()), pathlib.Path("/"))
+    speed = measure_reference(duration=duration, device=device)
+    return Preflight(
+        cores=os.cpu_count() or 1, instruction_set=current_instruction_set(),
+        cpu_instruction_sets=runnable_instruction_sets(cpu_flags()), memory_mb=memory,
+        disk_free_mb=shutil.disk_usage(probe_directory).free // 2**20, torch_version=torch.__version__,
+        torch_cuda=torch.version.cuda or "", cuda_devices=cuda_devices(), device=device,
+        device_memory_mb=device_memory, gpu_profile=cuda_description(device) if is_cuda(device) else "",
+        samples_per_second=speed.samples_per_second, reachability=reachability,
+        largest_models=tuple(largest_model(arch, device_memory, params) for arch in REFERENCE_DATASETS))
+
+
+def unfit_reasons(preflight: Preflight, raw_spec: bytes, memory_limit_mb: int = 0) -> list[str]:
+    """Each requirement of the spec this measurement does not meet, in words ('' none): the memory estimate
+    (the chain's footprint) against the device's memory (lowered by `memory_limit_mb`), the spec's threads
+    against the cores, its instruction set against this process's, its pinned base model against what is
+    installed. A spec that cannot be read is a reason too."""
+    try:
+        spec = parse_chain_spec(raw_spec)
+        model = spec["model"]
+        estimate = model_footprint(model["arch"], model.get("config", {}), spec["dataset"],
+                                   spec["training"]["batch_size"], model.get("base")).memory_mb
+    except (InvalidSpec, KeyError, TypeError) as error:
+        return [f"the spec cannot be read: {error}"]
+    reasons = []
+    memory = min(preflight.device_memory_mb, memory_limit_mb) if memory_limit_mb else preflight.device_memory_mb
+    if memory and estimate > memory:
+        reasons.append(f"memory: the task needs an estimated {estimate} MiB, this worker has {memory} MiB "
+                       f"on {preflight.device}")
+    threads = spec.get("determinism", {}).get("threads", 1)
+    if threads > preflight.cores:
+        reasons.append(f"cores: the task trains with {threads} threads, this machine has {preflight.cores}")
+    wanted = spec.get("determinism", {}).get("instruction_set")
+    if wanted is not None and wanted != preflight.instruction_set:
+        reasons.append(f"instruction set: the task wants {wanted}, this process runs {preflight.instruction_set}")
+    if model.get("base") is not None:
+        try:
+            require_base_model({"base": model["base"]})
+        except BaseModelMissing as error:
+            reasons.append(f"base model: {error}")
+    return reasons
+
+
+def measured_differently(registered, measured: HardwareProfile) -> bool:
+    """Whether the hardware record on chain (`market_views.Hardware`) is no longer what was measured: another
+    device, memory or core count, or a speed off by more than half (speeds vary a little between measurements,
+    which is no reason for a transaction)."""
+    return ((registered.device, registered.memory_mb, registered.threads)
+            != (measured.device, measured.memory_mb, measured.threads)
+            or not measured.samples_per_second / 2 <= registered.samples_per_second <= 2 * measured.samples_per_second)
+
+
+def describe_hardware(hardware: HardwareProfile) -> str:
+    return (f"{hardware.device}, {hardware.samples_per_second} samples/s, {hardware.memory_mb} MiB, "
+            f"{hardware.threads} threads")
+
+
+def save_preflight(home: pathlib.Path, preflight: Preflight) -> pathlib.Path:
+    path = home / PREFLIGHT_FILE
+    write_private_file(path, (json.dumps(preflight.to_json(), indent=2) + "\n").encode())
+    return path
+
