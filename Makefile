@@ -23,7 +23,7 @@ setup: $(STAMP) $(CONSOLE_WEB)/dist/app.js
 
 # The console's front end (trolly-console serves it): npm packages exactly as the lockfile pins them, then the
 # esbuild bundle in console/web/dist. Rebuilt when the lockfile or a source file changes.
-$(CONSOLE_WEB)/dist/app.js: $(CONSOLE_WEB)/package-lock.json $(CONSOLE_WEB)/index.html $(wildcard $(CONSOLE_WEB)/src/*)
+$(CONSOLE_WEB)/dist/app.js: $(CONSOLE_WEB)/package-lock.json $(CONSOLE_WEB)/index.html $(wildcard $(CONSOLE_WEB)/src/*.* $(CONSOLE_WEB)/src/pages/*)
 	cd $(CONSOLE_WEB) && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
 
 # Debian's Chromium for the console's browser tests: installed with apt when missing and this is root; otherwise

@@ -1,4 +1,5 @@
-"""`trolly-console`: serve the console on 127.0.0.1 against a node's RPC (it binds no other address)."""
+"""`trolly-console`: serve the console on 127.0.0.1 against a node's RPC (it binds no other address), signing with
+the keys of a wallet home's keyring."""
 
 from __future__ import annotations
 
@@ -6,10 +7,15 @@ import asyncio
 import contextlib
 import signal
 
+import pathlib
+
 import click
 
+from trolly.wallet.cli.options import DEFAULT_HOME, HOME_ENVIRONMENT_VARIABLE, PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE
+from trolly.wallet.keyring import BACKENDS
 from trolly.wallet.rpc import DEFAULT_NODE
 
+from .config import ConsoleConfig
 from .server import serve
 
 DEFAULT_PORT = 8547
@@ -20,13 +26,23 @@ DEFAULT_PORT = 8547
               help="Port on 127.0.0.1 (0 picks a free one). The console never listens on another address.")
 @click.option("--node", envvar="TROLLY_NODE", default=DEFAULT_NODE, show_default=True,
               help="The node's RPC URL (or set TROLLY_NODE).")
-def console(port: int, node: str) -> None:
-    """A local web console over a Trolly node: network, tasks, live updates."""
-    asyncio.run(_serve_until_signal(node, port))
+@click.option("--home", type=click.Path(file_okay=False, path_type=pathlib.Path), envvar=HOME_ENVIRONMENT_VARIABLE,
+              default=DEFAULT_HOME, show_default=True,
+              help=f"The wallet home whose keyring signs (env ${HOME_ENVIRONMENT_VARIABLE}); the console keeps its "
+                   f"uploads, models and charts in its console/ folder.")
+@click.option("--keyring-backend", type=click.Choice(BACKENDS), envvar="TROLLY_KEYRING_BACKEND", default="file",
+              show_default=True, help="The keyring backend of the keys it signs with.")
+@click.option("--allow-private-addresses", is_flag=True, envvar=PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE,
+              help=f"Fetch models and round updates from loopback and private addresses too: a localnet's workers "
+                   f"(env ${PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE}).")
+def console(port: int, node: str, home: pathlib.Path, keyring_backend: str, allow_private_addresses: bool) -> None:
+    """A local web console over a Trolly node: network, tasks, new tasks from your data, the wallet."""
+    config = ConsoleConfig(node, home.expanduser(), keyring_backend, allow_private_addresses)
+    asyncio.run(_serve_until_signal(config, port))
 
 
-async def _serve_until_signal(node: str, port: int) -> None:
-    server = asyncio.create_task(serve(node, port, ready=lambda url: click.echo(f"Trolly console: {url}", err=False)))
+async def _serve_until_signal(config: ConsoleConfig, port: int) -> None:
+    server = asyncio.create_task(serve(config, port, ready=lambda url: click.echo(f"Trolly console: {url}", err=False)))
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, server.cancel)

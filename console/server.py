@@ -9,7 +9,11 @@
     GET  /api/tasks?after=N      one page of tasks
     GET  /api/tasks/<id>         a whole task
     GET  /api/search?q=...       a task id, a transaction hash or an address
+    GET  /api/tasks/<id>/chart   held-out loss and accuracy per verified round (a background job, `round_charts`)
     POST /api/cache/refresh      forget the cached blocks (a state change: CSRF token and Origin required)
+
+The New task page's API is `new_task_api.py`'s, the Wallet page's `wallet_api.py`'s, the Provide compute
+page's `compute_api.py`'s; this module registers them.
 
 A node that is down answers the reading endpoints with 503 and the node's state (`last_height` included), so a
 page says "down since height N" instead of going blank.
@@ -25,10 +29,15 @@ import pathlib
 from aiohttp import web
 
 from trolly.wallet.errors import MarketAnswerError, NodeUnreachable, QueryFailed, RpcError
+from trolly.wallet.market_queries import get_task
 from trolly.wallet.rpc import AsyncRpcClient
 
-from . import chain_reads
+from . import chain_reads, new_task_api, wallet_api
+from .config import CONFIG, ConsoleConfig
 from .node_watch import NodeWatch
+from .round_charts import RoundCharts
+from .task_following import TaskFollowing
+from .templates import local_dataset
 from .security import CSRF_TOKEN, Sessions, make_guard
 
 WEB = pathlib.Path(__file__).resolve().parent / "web"
@@ -39,19 +48,27 @@ SSE_KEEPALIVE_SECONDS = 15.0
 CLIENT = web.AppKey("client", AsyncRpcClient)
 WATCH = web.AppKey("watch", NodeWatch)
 CACHE = web.AppKey("cache", chain_reads.ReadCache)
+CHARTS = web.AppKey("charts", RoundCharts)
 
 
-def make_app(node_url: str, poll_seconds: float = 1.0) -> web.Application:
-    """The console's app over the node at `node_url`; the node watch starts and stops with it."""
+def make_app(config: ConsoleConfig, poll_seconds: float = 1.0) -> web.Application:
+    """The console's app over the node at `config.node_url`; the node watch, the followed tasks and the chart
+    jobs start and stop with it."""
     app = web.Application(middlewares=[make_guard(Sessions())])
-    client = AsyncRpcClient(node_url, timeout=5.0)
+    client = AsyncRpcClient(config.node_url, timeout=5.0)
+    app[CONFIG] = config
     app[CLIENT] = client
     app[WATCH] = NodeWatch(client, poll_seconds)
     app[CACHE] = chain_reads.ReadCache()
+    app[new_task_api.FOLLOWING] = TaskFollowing(client, config)
+    app[CHARTS] = RoundCharts(client, config, lambda manifest_hash: local_dataset(
+        config.directory("packs"), config.directory("bundled"), manifest_hash))
 
     async def lifecycle(app: web.Application):
         await app[WATCH].start()
         yield
+        await app[CHARTS].stop()
+        await app[new_task_api.FOLLOWING].stop()
         await app[WATCH].stop()
         await client.close()
 
@@ -63,8 +80,11 @@ def make_app(node_url: str, poll_seconds: float = 1.0) -> web.Application:
     app.router.add_get("/api/network", network)
     app.router.add_get("/api/tasks", tasks)
     app.router.add_get("/api/tasks/{number:\\d+}", task)
+    app.router.add_get("/api/tasks/{number:\\d+}/chart", task_chart)
     app.router.add_get("/api/search", search)
     app.router.add_post("/api/cache/refresh", refresh_cache)
+    new_task_api.add_routes(app, CLIENT)
+    wallet_api.add_routes(app, CLIENT)
     if DIST.is_dir():
         app.router.add_static("/assets/", DIST)
     return app
@@ -126,6 +146,16 @@ async def task(request: web.Request) -> web.Response:
     return await _read(request, chain_reads.task_detail(request.app[CLIENT], int(request.match_info["number"])))
 
 
+async def task_chart(request: web.Request) -> web.Response:
+    task_id = int(request.match_info["number"])
+
+    async def reading() -> dict:
+        view = await get_task(request.app[CLIENT], task_id)
+        return request.app[CHARTS].chart(task_id, view).to_json()
+
+    return await _read(request, reading())
+
+
 async def search(request: web.Request) -> web.Response:
     return await _read(request, chain_reads.search(request.app[CLIENT], request.query.get("q", "")))
 
@@ -151,9 +181,9 @@ async def _read(request: web.Request, reading) -> web.Response:
     return web.json_response(answer)
 
 
-async def serve(node_url: str, port: int, ready=None) -> None:
+async def serve(config: ConsoleConfig, port: int, ready=None) -> None:
     """Serve on 127.0.0.1:`port` until cancelled; `ready(url)` is called once it listens."""
-    runner = web.AppRunner(make_app(node_url))
+    runner = web.AppRunner(make_app(config))
     await runner.setup()
     try:
         site = web.TCPSite(runner, "127.0.0.1", port)

@@ -1,31 +1,111 @@
 """A dev node with something to show, and a console to show it: for the console's HTTP and browser tests.
 
 `busy_node` starts `trolly-node dev`, registers the dev key as a worker, submits a one-worker task and joins it
-(so the task runs, with a member and round 0), all through the wallet's own CLI.
+(so the task runs, with a member and round 0), all through the wallet's own CLI. `file_keyring` writes a
+password-protected keyring holding the dev key, as a requester's wallet home holds its keys.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import asyncio
+import concurrent.futures
 import json
+import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Iterator
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 from click.testing import CliRunner
 
 from dev_node import dev_node, free_port, stop_process_group
 from market_helpers import spec_bytes
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
+from trolly.console.config import ConsoleConfig
+from trolly.console.server import make_app
 from trolly.wallet.cli import cli
+from trolly.wallet.keyring import WEAKEST_ACCEPTED, Keyring
+from trolly.wallet.passwords import PasswordSource
+from trolly.wallet.rpc import RpcClient
 
 DEV_ADDRESS = encode_address(dev_key(0).address)
 CONSOLE_SCRIPT = pathlib.Path(sys.executable).parent / "trolly-console"
+CHROMIUM = pathlib.Path("/usr/bin/chromium")
+ARTIFACTS = pathlib.Path(__file__).resolve().parent.parent / "test-artifacts" / "console"
+BUILT = pathlib.Path(__file__).resolve().parent.parent / "console" / "web" / "dist" / "app.js"
+
+
+def skip_without_a_browser():
+    """Skip the calling test module unless Playwright, Debian's chromium and the built front end are here; the
+    Playwright sync API when they are."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (make setup installs it)")
+    if not CHROMIUM.exists():
+        pytest.skip(f"Debian's chromium is not installed at {CHROMIUM} (make test installs it with apt as root)",
+                    allow_module_level=True)
+    if not BUILT.exists():
+        pytest.skip("the console's front end is not built (make setup builds it with npm)", allow_module_level=True)
+    return sync_api
+
+
+def chain_query(node_url: str, path: str):
+    """A market or bank query's JSON answer, asked from a thread of its own: Playwright's sync API keeps an
+    event loop running in the test's thread, where the wallet's synchronous client cannot start its own."""
+    def ask():
+        with RpcClient(node_url, timeout=5.0) as client:
+            return client.query_json(path)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(ask).result()
+
+
+@contextlib.contextmanager
+def browser_page(sync_api, **context_options):
+    """A Chromium page (Debian's, by its executable path), 1280x900; screenshots go to ARTIFACTS."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                             args=["--no-sandbox"] if os.geteuid() == 0 else [])
+        page = browser.new_page(viewport={"width": 1280, "height": 900}, **context_options)
+        try:
+            yield page
+        finally:
+            browser.close()
+PASSWORD = "correct horse battery"
+
+
+def file_keyring(home: pathlib.Path, password: str = PASSWORD, name: str = "dev") -> pathlib.Path:
+    """A file keyring in `home` holding the dev key (its argon2id at the weakest cost a keyring may name, so a
+    test unlocks it fast; the console opens it as it opens any)."""
+    Keyring(home, "file", PasswordSource.fixed(password), WEAKEST_ACCEPTED).recover(name, DEV_MNEMONIC)
+    return home
+
+
+def with_console(node_url: str, check, poll_seconds: float = 0.2, home=None, **options):
+    """Run `await check(client)` against a console app over `node_url` served by aiohttp's test server, signing
+    with the keyring in `home` (a fresh empty one when None)."""
+
+    async def run():
+        with tempfile.TemporaryDirectory() as scratch:
+            config = ConsoleConfig(node_url, pathlib.Path(home or scratch), **options)
+            async with TestClient(TestServer(make_app(config, poll_seconds), host="127.0.0.1")) as client:
+                return await check(client)
+
+    return asyncio.run(run())
+
+
+async def csrf_token(client: TestClient) -> str:
+    return (await (await client.get("/api/session")).json())["csrf_token"]
+
+
+def own_origin(client: TestClient) -> str:
+    return f"http://127.0.0.1:{client.server.port}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,11 +140,14 @@ def busy_node(tmp: pathlib.Path) -> Iterator[BusyNode]:
 
 
 @contextlib.contextmanager
-def console_process(node_url: str, log: pathlib.Path, timeout: float = 30.0) -> Iterator[str]:
-    """`trolly-console --node NODE --port <free>` as a real process; yields its URL."""
+def console_process(node_url: str, log: pathlib.Path, timeout: float = 30.0, home: pathlib.Path | None = None,
+                    *extra: str) -> Iterator[str]:
+    """`trolly-console --node NODE --port <free> --home HOME` as a real process; yields its URL."""
     port = free_port()
+    home = home or log.parent / "console-home"
     with open(log, "wb") as out:
-        process = subprocess.Popen([str(CONSOLE_SCRIPT), "--port", str(port), "--node", node_url], stdout=out,
+        process = subprocess.Popen([str(CONSOLE_SCRIPT), "--port", str(port), "--node", node_url, "--home", str(home),
+                                    *extra], stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + timeout

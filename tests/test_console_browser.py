@@ -5,25 +5,15 @@ the network page, the tasks, a task's page, a search, keyboard use, and the node
 from __future__ import annotations
 
 import contextlib
-import os
-import pathlib
 
 import pytest
 
-from console_helpers import DEV_ADDRESS, busy_node, console_process
+from console_helpers import ARTIFACTS, DEV_ADDRESS, browser_page, busy_node, console_process, skip_without_a_browser
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = pathlib.Path("/usr/bin/chromium")
-ARTIFACTS = pathlib.Path(__file__).resolve().parent.parent / "test-artifacts" / "console"
-SYNC_API = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (make setup installs it)")
+SYNC_API = skip_without_a_browser()
 expect = SYNC_API.expect
-
-if not CHROMIUM.exists():
-    pytest.skip(f"Debian's chromium is not installed at {CHROMIUM} (make test installs it with apt as root)",
-                allow_module_level=True)
-if not (pathlib.Path(__file__).resolve().parent.parent / "console" / "web" / "dist" / "app.js").exists():
-    pytest.skip("the console's front end is not built (make setup builds it with npm)", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -37,13 +27,8 @@ def site(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(site):
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with SYNC_API.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                             args=["--no-sandbox"] if os.geteuid() == 0 else [])
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+    with browser_page(SYNC_API) as page:
         yield page
-        browser.close()
 
 
 def loaded(page, hash_: str) -> None:

@@ -8,11 +8,10 @@ import contextlib
 import json
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 
-from console_helpers import DEV_ADDRESS, busy_node
+from console_helpers import DEV_ADDRESS, busy_node, csrf_token, own_origin, with_console
 from dev_node import dev_node
-from trolly.console.server import CACHE, DIST, make_app
+from trolly.console.server import CACHE, DIST
 from trolly.console.security import CSRF_HEADER
 
 
@@ -20,24 +19,6 @@ from trolly.console.security import CSRF_HEADER
 def node(tmp_path_factory):
     with busy_node(tmp_path_factory.mktemp("console-http")) as busy:
         yield busy
-
-
-def with_console(node_url: str, check, poll_seconds: float = 0.2):
-    """Run `await check(client)` against a console app over `node_url` served by aiohttp's test server."""
-
-    async def run():
-        async with TestClient(TestServer(make_app(node_url, poll_seconds), host="127.0.0.1")) as client:
-            return await check(client)
-
-    return asyncio.run(run())
-
-
-async def csrf_token(client: TestClient) -> str:
-    return (await (await client.get("/api/session")).json())["csrf_token"]
-
-
-def own_origin(client: TestClient) -> str:
-    return f"http://127.0.0.1:{client.server.port}"
 
 
 def test_the_network_page_shows_height_validators_blocks_and_transactions(node):

@@ -1,0 +1,213 @@
+"""The New task page's API: templates, an upload packed, the live cost, the signed submission, the model.
+
+    GET  /api/new-task/templates     the templates and the keyring's keys (names and addresses only)
+    POST /api/new-task/upload        a file (multipart), packed; its summary, or a refusal beside the file
+    GET  /api/new-task/plan?...      cost and collateral for template, pack, budget, workers, rounds, computed by
+                                     the CLI's own `wallet.tasks.plan_task` with the chain's market params
+    POST /api/new-task/submit        the same, signed with a keyring key unlocked by the password sent, and sent;
+                                     the console then serves the data (and delivers a private task's keys)
+    GET  /api/tasks/<id>/model       the final model, as `task fetch` writes it, in a zip
+
+Every state change passes `security.py`'s guard (CSRF token and Origin) before it reaches a handler here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import pathlib
+import tempfile
+import zipfile
+
+from aiohttp import web
+
+from trolly.chain.crypto import encode_address
+from trolly.chain.proto import market_pb2
+from trolly.compute.blobs import BlobStore
+from trolly.compute.errors import ComputeError
+from trolly.compute.requester.results import fetch_result, write_result
+from trolly.compute.requester.serving import ServingThread
+from trolly.wallet.errors import NodeUnreachable, WalletError
+from trolly.wallet.market_queries import get_market_params, list_tasks
+from trolly.wallet.tasks import TaskPlan, plan_task
+
+from . import uploads
+from .config import CONFIG, ConsoleConfig
+from .responses import Refusal, amount_field, answer, json_body, refusal_of, text_field, whole_field
+from .signing import sign_and_send
+from .task_following import Followed, TaskFollowing
+from .templates import TEMPLATES, SpecRefused, TaskData, Template, build_spec, bundled, packing_model, uploaded
+
+SAMPLES_PER_WORKER = 2
+"""Segments replayed per worker per round: `task submit`'s default."""
+JOIN_BLOCKS = 100
+ROUND_BLOCKS = 30
+"""`task submit`'s defaults for the blocks to wait for workers and the blocks of a round's commit phase."""
+MAX_WORKERS = 64
+MAX_ROUNDS = 50
+
+FOLLOWING = web.AppKey("following", TaskFollowing)
+
+
+def add_routes(app: web.Application, client_key: web.AppKey) -> None:
+    async def plan(request: web.Request) -> web.Response:
+        return await answer(_plan(request, request.app[client_key]))
+
+    async def submit(request: web.Request) -> web.Response:
+        return await answer(_submit(request, request.app[client_key]))
+
+    async def model(request: web.Request) -> web.StreamResponse:
+        return await _model(request, request.app[client_key])
+
+    app.router.add_get("/api/new-task/templates", templates)
+    app.router.add_post("/api/new-task/upload", upload)
+    app.router.add_get("/api/new-task/plan", plan)
+    app.router.add_post("/api/new-task/submit", submit)
+    app.router.add_get("/api/tasks/{number:\\d+}/model", model)
+
+
+async def templates(request: web.Request) -> web.Response:
+    keys = [{"name": key.name, "address": key.address} for key in request.app[CONFIG].keyring().list()]
+    return web.json_response({"templates": [t.to_json() for t in TEMPLATES.values()], "keys": keys,
+                              "defaults": {"samples_per_worker": SAMPLES_PER_WORKER, "join_blocks": JOIN_BLOCKS,
+                                           "round_blocks": ROUND_BLOCKS},
+                              "max_upload_bytes": uploads.MAX_UPLOAD_BYTES})
+
+
+async def upload(request: web.Request) -> web.Response:
+    config = request.app[CONFIG]
+    try:
+        packed = await uploads.receive(request, config.directory("uploads"), config.directory("packs"), packing_model)
+    except uploads.UploadRefused as refusal:
+        return Refusal(str(refusal), "file").response()
+    return web.json_response({"pack": packed.directory.name, **{k: v for k, v in packed.summary().items()
+                                                                  if k != "directory"}})
+
+
+def _template(fields) -> Template:
+    key = fields.get("template", "")
+    if key not in TEMPLATES:
+        raise Refusal(f"choose a template: {', '.join(TEMPLATES)}", "template")
+    return TEMPLATES[key]
+
+
+def _task_data(config: ConsoleConfig, template: Template, pack_id: str) -> TaskData:
+    try:
+        if not pack_id:
+            return bundled(template, config.directory("bundled"))
+        return uploaded(uploads.find_pack(config.directory("packs"), pack_id), template)
+    except (uploads.UploadRefused, SpecRefused) as refusal:
+        raise Refusal(str(refusal), "file") from None
+
+
+async def _planned(fields, client, config: ConsoleConfig, urls: list[str]) -> tuple[TaskData, bytes, TaskPlan, int]:
+    """The data, the spec and the plan the form's fields describe (every refusal names its field)."""
+    template = _template(fields)
+    budget = amount_field(fields, "budget")
+    workers = whole_field(fields, "workers", 1, MAX_WORKERS)
+    rounds = whole_field(fields, "rounds", 1, MAX_ROUNDS)
+    data = await asyncio.to_thread(_task_data, config, template, str(fields.get("pack") or ""))
+    try:
+        spec = build_spec(template, data, rounds, urls)
+    except SpecRefused as refusal:
+        raise Refusal(str(refusal), "template") from None
+    params = await get_market_params(client)
+    try:
+        plan = plan_task(spec, params, budget, None, workers, SAMPLES_PER_WORKER, None)
+    except WalletError as error:
+        raise Refusal(str(error), "budget") from None
+    return data, spec, plan, rounds
+
+
+async def _plan(request: web.Request, client) -> dict:
+    config = request.app[CONFIG]
+    data, spec, plan, _ = await _planned(request.query, client, config, [f"http://{config.data_host}:8600"])
+    return {"plan": plan_json(plan), "data": data.description, "private": data.key is not None,
+            "spec_bytes": len(spec)}
+
+
+def plan_json(plan: TaskPlan) -> dict:
+    return {"rounds": plan.rounds, "workers": plan.workers, "reward_per_round": plan.reward_per_round,
+            "cost": plan.cost, "budget": plan.budget, "refund_if_all_paid": plan.refund_if_all_paid,
+            "collateral": plan.collateral, "minimum_collateral": plan.minimum_collateral,
+            "segments_per_round": plan.segments_per_round, "samples_per_worker": plan.samples_per_worker}
+
+
+async def _submit(request: web.Request, client) -> dict:
+    config = request.app[CONFIG]
+    body = await json_body(request)
+    key_name = text_field(body, "key")
+    password = body.get("password") or ""
+    if not isinstance(password, str):
+        raise Refusal("the password must be text", "password")
+    join_blocks = whole_field(body, "join_blocks", 1, 100_000, JOIN_BLOCKS)
+    round_blocks = whole_field(body, "round_blocks", 1, 100_000, ROUND_BLOCKS)
+    template = _template(body)
+    data = await asyncio.to_thread(_task_data, config, template, str(body.get("pack") or ""))
+    try:
+        server = await asyncio.to_thread(ServingThread(BlobStore(data.store_directory), config.data_host, 0).start)
+    except OSError as error:
+        raise Refusal(f"cannot serve the data on {config.data_host}: {error.strerror or error}") from None
+    try:
+        data, spec, plan, rounds = await _planned(body, client, config, [server.url])
+        spec_hash = hashlib.sha256(spec).digest()
+        message = market_pb2.MsgSubmitTask(
+            spec=spec, spec_hash=spec_hash, budget=plan.budget, workers=plan.workers, rounds=rounds,
+            reward_per_round=plan.reward_per_round, collateral=plan.collateral, join_blocks=join_blocks,
+            round_blocks=round_blocks, samples_per_worker=SAMPLES_PER_WORKER)
+        try:
+            outcome, key = await sign_and_send(client, config, key_name, password, [message])
+        except WalletError as error:
+            raise refusal_of(error, "key") from None
+        task_id = await _new_task_id(client, encode_address(key.address), spec_hash.hex(), outcome.hash)
+    except BaseException:
+        await asyncio.to_thread(server.stop)
+        raise
+    request.app[FOLLOWING].follow(Followed(task_id, data, server, key if data.key is not None else None))
+    return {"task_id": task_id, "hash": outcome.hash, "height": outcome.included.height if outcome.included else None,
+            "plan": plan_json(plan), "data_url": server.url}
+
+
+async def _new_task_id(client, requester: str, spec_hash: str, tx_hash: str) -> int:
+    """The task the transaction made: the requester's newest live task with this spec hash (as `task submit`
+    finds it)."""
+    mine = [t.id for t in await list_tasks(client, open_only=True)
+            if t.requester == requester and t.spec_hash == spec_hash]
+    if not mine:
+        raise Refusal(f"the task was sent (transaction {tx_hash}) but is not listed as open: look it up on the "
+                      f"Tasks page")
+    return max(mine)
+
+
+async def _model(request: web.Request, client) -> web.StreamResponse:
+    """The task's final model as `task fetch` writes it (model.safetensors, spec.json, labels.json; a LoRA
+    task's adapter.safetensors too), zipped; fetched and checked once, then kept."""
+    config = request.app[CONFIG]
+    task_id = int(request.match_info["number"])
+    archive = config.directory("models") / f"task-{task_id}-model.zip"
+    if not archive.exists():
+        try:
+            result = await fetch_result(client, task_id, config.addresses)
+            await asyncio.to_thread(_zip_result, result, archive)
+        except ComputeError as error:
+            return Refusal(str(error), status=409).response()
+        except NodeUnreachable as error:
+            return Refusal(f"the node is down: {error}", status=503).response()
+        except WalletError as error:
+            return Refusal(str(error), status=404).response()
+    return web.FileResponse(archive, headers={
+        "Content-Disposition": f'attachment; filename="{archive.name}"', "Content-Type": "application/zip"})
+
+
+def _zip_result(result, archive: pathlib.Path) -> None:
+    with tempfile.TemporaryDirectory(dir=archive.parent) as scratch:
+        directory = pathlib.Path(scratch) / "model"
+        files = write_result(result, directory)
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
+            for name in files:
+                bundle.write(directory / name, f"task-{result.task_id}/{name}")
+        partial = archive.with_suffix(".partial")
+        partial.write_bytes(buffer.getvalue())
+        partial.replace(archive)

@@ -1,0 +1,145 @@
+"""The task page's chart: held-out loss and accuracy of the global weights after each verified round.
+
+The chain holds hashes, not losses. A background job per task does what a requester can do alone (as the
+localnet demo's observer does): it derives W_0 from the spec and each W_{r+1} from W_r and round r's updates
+that passed verification (`compute.weights_follower`, fetched by hash from the members), evaluates each on
+the task's held-out split, and says whether it hashes to what the chain recorded (the next round's agreed
+start, or the final weights). Results are cached on disk per task (`<home>/console/charts/`), so a point is
+computed once; the page reads the job's progress while it runs.
+
+The held-out split comes from the data the console itself serves (an upload it packed, a bundled dataset it
+built) when it has it, else from the spec's and the members' URLs (public data only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+
+from trolly.chain.market.records import COMPLETED, OPEN
+from trolly.compute.blobs import BlobClient, BlobError, fetch_dataset
+from trolly.compute.data import Dataset
+from trolly.compute.errors import ComputeError
+from trolly.compute.models import build_model
+from trolly.compute.requester.results import member_urls, spec_shape
+from trolly.compute.spec import TaskSpec, parse_spec
+from trolly.compute.training import evaluate
+from trolly.compute.weights_follower import DirectoryCache, WeightsFollower, agreed_start_hash
+from trolly.wallet.errors import WalletError
+from trolly.wallet.files import write_atomically
+from trolly.wallet.market_queries import get_spec, get_task
+from trolly.wallet.market_views import TaskView
+from trolly.wallet.rpc import AsyncRpcClient
+
+from .config import ConsoleConfig
+
+log = logging.getLogger("trolly.console")
+
+
+@dataclasses.dataclass
+class Chart:
+    """One task's points so far, and what its job is doing."""
+
+    task_id: int
+    points: list[dict] = dataclasses.field(default_factory=list)
+    state: str = "idle"
+    """idle (nothing to do yet), running, done (every round charted) or stopped (a round cannot be derived)."""
+    progress: str = ""
+    problem: str = ""
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class RoundCharts:
+    """A chart per task, each computed by one background job at a time; `chart(task_id)` starts a job when
+    rounds have settled since the last one."""
+
+    def __init__(self, client: AsyncRpcClient, config: ConsoleConfig, local_data) -> None:
+        """`local_data(manifest_hash)`: the console's own copy of a dataset (a `Dataset`), or None."""
+        self.client = client
+        self.config = config
+        self.local_data = local_data
+        self.charts: dict[int, Chart] = {}
+        self._jobs: dict[int, asyncio.Task] = {}
+
+    def chart(self, task_id: int, view: TaskView) -> Chart:
+        chart = self.charts.get(task_id) or self._load(task_id)
+        self.charts[task_id] = chart
+        running = task_id in self._jobs and not self._jobs[task_id].done()
+        if not running and chart.state != "stopped" and len(chart.points) < settled_rounds(view) + 1:
+            chart.state, chart.problem = "running", ""
+            self._jobs[task_id] = asyncio.create_task(self._run(chart), name=f"chart-{task_id}")
+        return chart
+
+    async def _run(self, chart: Chart) -> None:
+        try:
+            view = await get_task(self.client, chart.task_id)
+            spec = parse_spec((await get_spec(self.client, chart.task_id)).spec_bytes)
+            chart.progress = "loading the held-out split"
+            dataset = await self._dataset(spec, view)
+            follower = WeightsFollower(spec, dataset.shape, self.config.addresses,
+                                       cache=DirectoryCache(self.config.directory("charts") / f"task-{chart.task_id}"))
+            for round_index in range(len(chart.points), settled_rounds(view) + 1):
+                chart.progress = f"deriving and evaluating W_{round_index} (of {view.rounds})"
+                state = await follower.state(round_index, view)
+                loss, accuracy = await asyncio.to_thread(_evaluate, spec, dataset, state.weights)
+                digest = state.weights_hash().hex()
+                on_chain = view.final_weights_hash if round_index == view.rounds else agreed_start_hash(view, round_index)
+                chart.points.append({"round": round_index, "loss": round(loss, 6), "accuracy": round(accuracy, 6),
+                                     "weights_hash": digest, "chain_hash": on_chain or "",
+                                     "matches_chain": (digest == on_chain) if on_chain else None})
+                self._save(chart)
+            chart.state = "done" if len(chart.points) == view.rounds + 1 else "idle"
+            chart.progress = f"{len(chart.points) - 1} of {view.rounds} rounds charted"
+        except (ComputeError, WalletError) as error:  # updates no longer served, private data, the node down
+            chart.state, chart.problem = "stopped", str(error)
+            log.info("task %d: chart stopped: %s", chart.task_id, error)
+
+    async def _dataset(self, spec: TaskSpec, view: TaskView) -> Dataset:
+        local = await asyncio.to_thread(self.local_data, spec.dataset.manifest_hash)
+        if local is not None:
+            return local
+        try:
+            async with BlobClient(list(spec.dataset.urls) + member_urls(view),
+                                  address_policy=self.config.addresses) as blobs:
+                dataset = await fetch_dataset(blobs, spec.dataset.manifest_hash)
+        except BlobError as error:
+            raise ComputeError(f"the task's dataset could not be fetched for its held-out split: {error}") from None
+        if dataset.shape != spec_shape(spec):
+            raise ComputeError("the task's dataset does not have the shape its spec declares")
+        return dataset
+
+    def _load(self, task_id: int) -> Chart:
+        path = self.config.directory("charts") / f"task-{task_id}.json"
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            return Chart(task_id, list(json.loads(path.read_text())["points"]))
+        return Chart(task_id)
+
+    def _save(self, chart: Chart) -> None:
+        path = self.config.directory("charts") / f"task-{chart.task_id}.json"
+        write_atomically(path, json.dumps({"task_id": chart.task_id, "points": chart.points}).encode())
+
+    async def stop(self) -> None:
+        for job in self._jobs.values():
+            job.cancel()
+        for job in self._jobs.values():
+            with contextlib.suppress(asyncio.CancelledError):
+                await job
+        self._jobs.clear()
+
+
+def settled_rounds(view: TaskView) -> int:
+    """How many rounds have settled (a round is settled once the task has moved past it, or it completed)."""
+    if view.status == COMPLETED:
+        return view.rounds
+    return 0 if view.status == OPEN else min(view.round, view.rounds)
+
+
+def _evaluate(spec: TaskSpec, dataset: Dataset, weights) -> tuple[float, float]:
+    model = build_model(spec.model.arch, spec.model.config, dataset.shape, spec.training.seed)
+    model.load_state_dict(dict(weights))
+    return evaluate(model, dataset)

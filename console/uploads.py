@@ -1,0 +1,160 @@
+"""A requester's file, uploaded through the New task page and packed as `trolly-wallet data pack` packs it.
+
+The upload is bounded (`MAX_UPLOAD_BYTES`, counted as it streams in, so an oversized one is refused before it
+is all read); a zip is unpacked member by member with every name checked (no absolute path, no `..`, no link,
+bounded count and unpacked size), so nothing lands outside its folder. The file is then read and packed by
+the requester's own code (`compute.data.packing.pack_file` for the model the page chose, then `write_packed`),
+and its refusals (no label column, a single label, too many features...) come back as `UploadRefused` with
+what to fix.
+A failed upload leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import re
+import secrets
+import shutil
+import stat
+import zipfile
+from typing import Callable
+
+from aiohttp import BodyPartReader, web
+
+from trolly.compute.data.encryption import new_data_key
+from trolly.compute.data.packing import PackedDataset, open_packed, pack_file, write_packed
+from trolly.compute.errors import ComputeError
+
+MAX_UPLOAD_BYTES = 64 << 20
+"""The largest file the page may upload (a CSV, a JSONL or a zip of images)."""
+MAX_UNZIPPED_BYTES = 256 << 20
+MAX_ZIP_MEMBERS = 50_000
+SUFFIXES = (".csv", ".jsonl", ".ndjson", ".zip")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+_PACK_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+
+
+class UploadRefused(Exception):
+    """The upload is not a dataset this console can pack; the message says what to fix."""
+
+
+async def receive(request: web.Request, uploads: pathlib.Path, packs: pathlib.Path,
+                  model_of: Callable[[str], str]) -> PackedDataset:
+    """Read the multipart form (`file`, optional `template`, `label_column`, `private`), pack the file for the
+    model `model_of(template)` reads into a new folder under `packs`, and return it; the raw upload is deleted
+    either way."""
+    folder = uploads / secrets.token_urlsafe(12)
+    folder.mkdir(parents=True)
+    try:
+        fields, source = await _read_form(request, folder)
+        label_column = fields.get("label_column", "").strip() or None
+        private = fields.get("private", "") in ("on", "true", "1")
+        if source.suffix.lower() == ".zip":
+            source = unzip(source, folder / "unpacked")
+        key = new_data_key() if private else None
+        try:
+            blobs, labels, source_format = await asyncio.to_thread(
+                pack_file, source, model_of(fields.get("template", "")), label_column, key=key)
+            return write_packed(blobs, labels, source_format, packs / secrets.token_urlsafe(12), key)
+        except ComputeError as error:
+            raise UploadRefused(_plain(str(error), folder)) from None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def find_pack(packs: pathlib.Path, pack_id: str) -> PackedDataset:
+    """A pack this console made, by the id the page was given (its folder's name)."""
+    if not _PACK_ID.match(pack_id or "") or not (packs / pack_id).is_dir():
+        raise UploadRefused("that upload is not here any more: upload the file again")
+    try:
+        return open_packed(packs / pack_id)
+    except ComputeError as error:
+        raise UploadRefused(str(error)) from None
+
+
+async def _read_form(request: web.Request, folder: pathlib.Path) -> tuple[dict[str, str], pathlib.Path]:
+    if not request.content_type.startswith("multipart/"):
+        raise UploadRefused("send the file as a multipart form (the page's upload field)")
+    reader = await request.multipart()
+    fields: dict[str, str] = {}
+    source = None
+    while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader):
+            raise UploadRefused("nested multipart forms are not accepted")
+        if part.name == "file":
+            source = await _save_file(part, folder)
+        elif part.name in ("template", "label_column", "private"):
+            fields[part.name] = (await part.read(decode=True))[:256].decode("utf-8", "replace")
+    if source is None:
+        raise UploadRefused("choose a file: a .csv with a header, a .jsonl of {\"text\", \"label\"} lines, or a .zip "
+                            "with one folder of images per class")
+    return fields, source
+
+
+async def _save_file(part: BodyPartReader, folder: pathlib.Path) -> pathlib.Path:
+    name = _SAFE_NAME.sub("_", pathlib.PurePath(part.filename or "").name).strip("._") or "upload"
+    if not name.lower().endswith(SUFFIXES):
+        raise UploadRefused(f"{name} is not a dataset this console packs: upload a .csv file with a header row, a "
+                            f".jsonl file of {{\"text\", \"label\"}} lines, or a .zip with one folder of images per "
+                            f"class")
+    target = folder / name
+    size = 0
+    with open(target, "wb") as out:
+        while chunk := await part.read_chunk(1 << 16):
+            size += len(chunk)
+            if size > MAX_UPLOAD_BYTES:
+                raise UploadRefused(f"{name} is larger than the {MAX_UPLOAD_BYTES >> 20} MiB an upload may be: "
+                                    f"keep a sample of your data")
+            out.write(chunk)
+    if size == 0:
+        raise UploadRefused(f"{name} is empty")
+    return target
+
+
+def unzip(archive: pathlib.Path, target: pathlib.Path) -> pathlib.Path:
+    """Unpack `archive` into `target`, refusing any member that would land outside it, a link, and archives too
+    large or with too many members; returns the folder holding the class folders (a single top folder in the
+    archive is stepped into)."""
+    try:
+        with zipfile.ZipFile(archive) as bundle:
+            members = bundle.infolist()
+            if len(members) > MAX_ZIP_MEMBERS:
+                raise UploadRefused(f"the zip holds {len(members)} entries, more than {MAX_ZIP_MEMBERS}: keep a sample")
+            if sum(member.file_size for member in members) > MAX_UNZIPPED_BYTES:
+                raise UploadRefused(f"the zip unpacks to more than {MAX_UNZIPPED_BYTES >> 20} MiB: keep a sample")
+            target.mkdir(parents=True)
+            root = target.resolve()
+            for member in members:
+                _extract(bundle, member, root)
+    except zipfile.BadZipFile:
+        raise UploadRefused(f"{archive.name} is not a readable zip file") from None
+    entries = [entry for entry in target.iterdir() if not entry.name.startswith((".", "__MACOSX"))]
+    if len(entries) == 1 and entries[0].is_dir() and all(child.is_dir() for child in entries[0].iterdir()):
+        return entries[0]
+    return target
+
+
+def _extract(bundle: zipfile.ZipFile, member: zipfile.ZipInfo, root: pathlib.Path) -> None:
+    name = member.filename
+    mode = member.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        raise UploadRefused(f"the zip entry {name!r} is a link: zip the image files themselves")
+    parts = pathlib.PurePosixPath(name.replace("\\", "/")).parts
+    if not parts or name.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
+        raise UploadRefused(f"the zip entry {name!r} points outside the archive's folder: zip the class folders "
+                            f"themselves")
+    destination = root.joinpath(*parts).resolve()
+    if root not in destination.parents:
+        raise UploadRefused(f"the zip entry {name!r} points outside the archive's folder")
+    if member.is_dir():
+        destination.mkdir(parents=True, exist_ok=True)
+        return
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    with bundle.open(member) as source, open(destination, "wb") as out:
+        shutil.copyfileobj(source, out)
+
+
+def _plain(message: str, folder: pathlib.Path) -> str:
+    """The packer's message without the console's scratch paths (the file's own name is what the page shows)."""
+    return message.replace(str(folder / "unpacked") + "/", "").replace(str(folder) + "/", "")

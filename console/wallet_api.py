@@ -1,0 +1,98 @@
+"""The Wallet page's API: the keyring's keys with their balances, and send, stake (bond) and unbond with the
+CLI's confirmation step.
+
+    GET  /api/wallet              each key of the keyring: address, balance, nonce, its validator (if any)
+    POST /api/wallet/preview      the transaction as `trolly-wallet tx ...` shows it before asking to sign
+    POST /api/wallet/sign         the same, signed with the key unlocked by the password sent, and sent
+
+A wrong password is refused before anything is signed (and the planned nonce given back); the page must show
+the preview and have it confirmed before it offers to sign.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from trolly.wallet.errors import WalletError
+from trolly.wallet.sender import fetch_account
+from trolly.wallet.staking_views import get_validators
+from trolly.wallet.txbuilder import bond_message, parse_address, send_message, unbond_message
+
+from .config import CONFIG, ConsoleConfig
+from .responses import Refusal, amount_field, answer, json_body, refusal_of, text_field
+from .signing import preview, sign_and_send
+
+ACTIONS = ("send", "stake", "unbond")
+
+
+def add_routes(app: web.Application, client_key: web.AppKey) -> None:
+    async def overview(request: web.Request) -> web.Response:
+        return await answer(_overview(request.app[client_key], request.app[CONFIG]))
+
+    async def preview_route(request: web.Request) -> web.Response:
+        return await answer(_preview(request, request.app[client_key]))
+
+    async def sign_route(request: web.Request) -> web.Response:
+        return await answer(_sign(request, request.app[client_key]))
+
+    app.router.add_get("/api/wallet", overview)
+    app.router.add_post("/api/wallet/preview", preview_route)
+    app.router.add_post("/api/wallet/sign", sign_route)
+
+
+async def _overview(client, config: ConsoleConfig) -> dict:
+    validators = {v.operator: v for v in await get_validators(client)}
+    keys = []
+    for info in config.keyring().list():
+        account = await fetch_account(client, info.address)
+        validator = validators.get(info.address)
+        keys.append({"name": info.name, "address": info.address, "balance": account.balance, "nonce": account.nonce,
+                     "validator": validator.to_answer() if validator else None})
+    return {"keys": keys, "keyring_backend": config.keyring_backend}
+
+
+def _messages(body: dict, config: ConsoleConfig) -> list:
+    action = body.get("action")
+    if action not in ACTIONS:
+        raise Refusal(f"choose an action: {', '.join(ACTIONS)}", "action")
+    amount = amount_field(body, "amount")
+    if action == "send":
+        return [send_message(_recipient(text_field(body, "to"), config), amount)]
+    return [bond_message(amount) if action == "stake" else unbond_message(amount)]
+
+
+def _recipient(text: str, config: ConsoleConfig) -> bytes:
+    """An address, or the name of a key of this keyring (as `tx send TO` takes either)."""
+    keyring = config.keyring()
+    try:
+        if not text.lower().startswith("trolly1") and keyring.exists(text):
+            return parse_address(keyring.get(text).address)
+        return parse_address(text)
+    except WalletError as error:
+        raise Refusal(str(error), "to") from None
+
+
+async def _preview(request: web.Request, client) -> dict:
+    config = request.app[CONFIG]
+    body = await json_body(request)
+    messages = _messages(body, config)
+    try:
+        return {"tx": await preview(client, config, text_field(body, "key"), messages)}
+    except WalletError as error:
+        raise refusal_of(error, "amount") from None
+
+
+async def _sign(request: web.Request, client) -> dict:
+    config = request.app[CONFIG]
+    body = await json_body(request)
+    messages = _messages(body, config)
+    if body.get("confirmed") is not True:
+        raise Refusal("confirm the transaction first (the preview's Confirm step)", "confirm")
+    password = body.get("password") or ""
+    if not isinstance(password, str):
+        raise Refusal("the password must be text", "password")
+    try:
+        outcome, _ = await sign_and_send(client, config, text_field(body, "key"), password, messages)
+    except WalletError as error:
+        raise refusal_of(error, "amount") from None
+    return outcome.to_json()

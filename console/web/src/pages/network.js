@@ -1,0 +1,39 @@
+// The Network page: height, block interval, validators, recent blocks (a chart and a table), recent transactions.
+import uPlot from "uplot";
+import { getJson } from "../api.js";
+import { facts, h, link, mono, short, table, utrl, yesNo } from "../dom.js";
+
+export function txKinds(tx) {
+  return tx.body ? tx.body.messages.map((m) => m.type.split(".").pop()).join(", ") : "(engine)";
+}
+
+export async function networkPage() {
+  const data = await getJson("/api/network");
+  const s = data.status;
+  const chart = h("div", { id: "tx-chart", role: "img",
+    "aria-label": "Transactions per block over the recent blocks (the same numbers are in the blocks table)" });
+  const page = [
+    h("h1", {}, "Network"),
+    facts([["chain", s.chain_id], ["height", String(s.latest_block_height)],
+      ["latest block time", s.latest_block_time],
+      ["mean block interval", data.block_time_seconds === null ? "–" : `${data.block_time_seconds} s`]]),
+    table("Validators", ["moniker", "operator", "stake", "power", "jailed"],
+      data.validators.map((v) => [v.moniker, mono(v.operator), utrl(v.stake), String(v.power), yesNo(v.jailed)])),
+    h("section", { "aria-labelledby": "blocks-title" }, h("h2", { id: "blocks-title" }, "Recent blocks"), chart,
+      table("Recent blocks", ["height", "time", "transactions", "hash"],
+        data.blocks.map((b) => [String(b.height), b.time, String(b.txs), mono(short(b.hash, 16))]))),
+    table("Recent transactions", ["hash", "height", "result", "messages"],
+      data.txs.map((tx) => [link(`#/search?q=${tx.hash}`, short(tx.hash, 16)), String(tx.height),
+        tx.code === 0 ? "ok" : `refused (code ${tx.code})`, txKinds(tx)]), "none in the recent blocks."),
+  ];
+  return { page, data, after: () => drawTxChart(chart, data.blocks) };
+}
+
+function drawTxChart(target, blocks) {
+  if (blocks.length < 2) return;
+  const ordered = [...blocks].reverse();
+  const options = { width: Math.min(640, target.clientWidth || 640), height: 180, legend: { show: false },
+    scales: { x: { time: false } }, axes: [{ label: "height" }, { label: "transactions" }],
+    series: [{}, { label: "transactions", stroke: "#333", width: 2, points: { show: true } }] };
+  new uPlot(options, [ordered.map((b) => b.height), ordered.map((b) => b.txs)], target);
+}

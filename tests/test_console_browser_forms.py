@@ -1,0 +1,158 @@
+"""The console's forms in a real browser (Playwright driving Debian's Chromium) against `trolly-node dev` and a
+password-protected keyring: a file that is not a dataset refused beside the file with what to fix, a CSV packed
+with the live cost shown, a wrong password that says so and submits nothing, a submission that the task page
+then follows, requests without the CSRF token or from another Origin refused (403) with nothing changed, and the
+wallet's preview, cancel and confirmation. Screenshots go to `test-artifacts/console/`."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from console_helpers import (ARTIFACTS, DEV_ADDRESS, PASSWORD, browser_page, chain_query, console_process,
+                             file_keyring, skip_without_a_browser)
+from dev_node import dev_node
+from test_requester_data import iris_like, write_csv
+from trolly.chain.crypto import encode_address
+
+pytestmark = pytest.mark.slow
+
+SYNC_API = skip_without_a_browser()
+expect = SYNC_API.expect
+OTHER = encode_address(bytes(range(40, 60)))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("console-forms")
+    home = file_keyring(tmp / "home")
+    with contextlib.ExitStack() as stack:
+        node = stack.enter_context(dev_node(tmp / "node"))
+        url = stack.enter_context(console_process(node, tmp / "console.log", 30.0, home))
+        yield url, node, tmp
+
+
+@pytest.fixture(scope="module")
+def page(site):
+    with browser_page(SYNC_API) as page:
+        yield page
+
+
+def tasks(node: str) -> list:
+    return chain_query(node, "/market/tasks")["tasks"]
+
+
+def balance(node: str, address: str) -> int:
+    return int((chain_query(node, f"/account/{address}") or {}).get("balance", 0))
+
+
+def open_new_task(page, url: str) -> None:
+    page.goto(f"{url}/#/new-task")
+    page.wait_for_selector('main[data-loaded="#/new-task"]', timeout=15_000)
+
+
+def test_a_file_that_is_not_a_dataset_is_refused_beside_the_file_with_what_to_fix(site, page):
+    url, rpc, tmp = site
+    open_new_task(page, url)
+    page.get_by_label("Data file (.csv, .jsonl, or .zip of class folders)").set_input_files(
+        {"name": "notes.txt", "mimeType": "text/plain", "buffer": b"just some notes"})
+    page.get_by_role("button", name="Upload and pack").click()
+    error = page.locator("#file-error")
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("upload a .csv file with a header row")
+    assert page.get_by_label("Data file (.csv, .jsonl, or .zip of class folders)").get_attribute("aria-invalid") == "true"
+    page.screenshot(path=str(ARTIFACTS / "upload-refused.png"), full_page=True)
+
+    page.get_by_label("Data file (.csv, .jsonl, or .zip of class folders)").set_input_files(
+        {"name": "one.csv", "mimeType": "text/csv", "buffer": b"a,b,label\n1,2,x\n3,4,x\n5,6,x\n"})
+    page.get_by_role("button", name="Upload and pack").click()
+    expect(error).to_contain_text("at least two labels")
+
+
+def test_a_csv_shows_the_live_cost_a_wrong_password_submits_nothing_and_the_right_one_submits(site, page):
+    url, rpc, tmp = site
+    open_new_task(page, url)
+    page.get_by_label("Digits MLP (tables and text)").check()
+    page.get_by_label("Data file (.csv, .jsonl, or .zip of class folders)").set_input_files(
+        str(write_csv(tmp / "iris.csv", iris_like())))
+    page.get_by_role("button", name="Upload and pack").click()
+    expect(page.locator("#pack-summary")).to_contain_text("setosa, virginica")
+    cost = page.locator("#cost")
+    expect(cost).to_contain_text("reward per round")
+    first = cost.get_attribute("data-cost")
+    page.get_by_label("Budget (what you escrow; the unspent part is refunded)").fill("20trl")
+    page.wait_for_function("first => document.getElementById('cost').dataset.cost !== first", arg=first)
+    assert int(cost.get_attribute("data-cost")) <= 20_000_000 < int(first)
+    page.get_by_label("Budget (what you escrow; the unspent part is refunded)").fill("twenty")
+    expect(page.locator("#budget-error")).to_contain_text("invalid budget")
+    page.get_by_label("Budget (what you escrow; the unspent part is refunded)").fill("20trl")
+    expect(cost).to_contain_text("reward per round")
+
+    before, funds = tasks(rpc), balance(rpc, DEV_ADDRESS)
+    page.get_by_label("Keyring password (used once to sign, never stored)").fill("not the password")
+    page.get_by_role("button", name="Sign and submit the task").click()
+    expect(page.locator("#password-error")).to_contain_text("wrong keyring password")
+    assert tasks(rpc) == before and balance(rpc, DEV_ADDRESS) == funds
+    page.screenshot(path=str(ARTIFACTS / "wrong-password.png"), full_page=True)
+
+    page.get_by_label("Keyring password (used once to sign, never stored)").fill(PASSWORD)
+    page.get_by_role("button", name="Sign and submit the task").click()
+    result = page.locator("#submit-result")
+    expect(result).to_contain_text("submitted in block", timeout=30_000)
+    task_id = int(result.get_attribute("data-task-id"))
+    assert [t["id"] for t in tasks(rpc)] == [t["id"] for t in before] + [task_id]
+    assert page.get_by_label("Keyring password (used once to sign, never stored)").input_value() == ""
+    page.screenshot(path=str(ARTIFACTS / "new-task.png"), full_page=True)
+    page.get_by_role("link", name=f"Follow task {task_id}").click()
+    page.wait_for_selector(f'main[data-loaded="#/tasks/{task_id}"]', timeout=15_000)
+    expect(page.get_by_role("heading", name=f"Task {task_id}", exact=True)).to_be_visible()
+    expect(page.locator("#chart-progress")).to_contain_text("waiting for the first verified round")
+
+
+def test_a_request_without_the_csrf_token_or_from_another_origin_is_refused_and_changes_nothing(site, page):
+    url, rpc, tmp = site
+    open_new_task(page, url)
+    token = page.evaluate("fetch('/api/session').then(r => r.json()).then(b => b.csrf_token)")
+    send = {"action": "send", "key": "dev", "to": OTHER, "amount": "1trl", "password": PASSWORD, "confirmed": True}
+    before, funds = tasks(rpc), balance(rpc, OTHER)
+    no_token = page.request.post(f"{url}/api/wallet/sign", data=send, headers={"Origin": url})
+    other_origin = page.request.post(f"{url}/api/wallet/sign", data=send,
+                                     headers={"Origin": "http://evil.example", "X-CSRF-Token": token})
+    assert (no_token.status, other_origin.status) == (403, 403)
+    assert "CSRF" in no_token.json()["error"] and "evil.example" in other_origin.json()["error"]
+    # A page of another origin posting to the console, as a malicious site would: refused, nothing changes.
+    page.goto("data:text/html,<p>another site</p>")
+    page.evaluate("""([url, body]) => fetch(url + '/api/wallet/sign', {method: 'POST', mode: 'no-cors',
+        credentials: 'include', headers: {'Content-Type': 'text/plain'}, body: JSON.stringify(body)})
+        .catch(() => null)""", [url, send])
+    page.wait_for_timeout(1500)
+    assert tasks(rpc) == before and balance(rpc, OTHER) == funds == 0
+
+
+def test_the_wallet_previews_cancels_and_sends_after_confirmation_with_the_password(site, page):
+    url, rpc, tmp = site
+    page.goto(f"{url}/#/wallet")
+    page.wait_for_selector('main[data-loaded="#/wallet"]', timeout=15_000)
+    expect(page.get_by_role("table", name="Balances").get_by_text(DEV_ADDRESS)).to_be_visible()
+    page.get_by_label("Recipient (an address or a key name)").fill(OTHER)
+    page.get_by_label("Amount").fill("2.5trl")
+    page.get_by_role("button", name="Review").click()
+    review = page.locator("#review")
+    expect(review).to_contain_text("Confirm this transaction")
+    expect(review).to_contain_text("2.5 TRL")
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator("#wallet-outcome")).to_contain_text("nothing was signed")
+    assert balance(rpc, OTHER) == 0
+
+    page.get_by_role("button", name="Review").click()
+    page.get_by_label("Keyring password (used once to sign, never stored)").fill("wrong")
+    page.get_by_role("button", name="Sign and broadcast").click()
+    expect(page.locator("#wallet-password-error")).to_contain_text("wrong keyring password")
+    assert balance(rpc, OTHER) == 0
+    page.get_by_label("Keyring password (used once to sign, never stored)").fill(PASSWORD)
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")  # "Sign and broadcast", by keyboard
+    expect(page.locator("#wallet-outcome")).to_contain_text("Included in block", timeout=30_000)
+    assert balance(rpc, OTHER) == 2_500_000
+    page.screenshot(path=str(ARTIFACTS / "wallet.png"), full_page=True)

@@ -1,0 +1,233 @@
+"""The New task and Wallet pages' API over HTTP (aiohttp's test client) against a real `trolly-node dev`: an
+upload packed as `data pack` packs it or refused with what to fix, the live cost computed by the CLI's own
+`plan_task`, a submission signed with a password-protected keyring key (a wrong password, a missing CSRF token,
+another Origin: refused, nothing changed on chain), the data served by the console, and the wallet's preview,
+confirmation and signed send."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import pytest
+from aiohttp import FormData
+
+from console_helpers import DEV_ADDRESS, PASSWORD, csrf_token, file_keyring, own_origin, with_console
+from dev_node import dev_node
+from test_requester_data import iris_like, write_csv
+from trolly.chain.crypto import encode_address
+from trolly.chain.market.params import MarketParams
+from trolly.compute.blobs import AddressPolicy, BlobClient, fetch_dataset
+from trolly.console import uploads
+from trolly.console.security import CSRF_HEADER
+from trolly.compute.data.packing import open_packed
+from trolly.console.templates import TEMPLATES, build_spec, uploaded
+from trolly.wallet.tasks import plan_task
+
+TRL = 10**6
+OTHER = encode_address(bytes(range(1, 21)))
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    with dev_node(tmp_path_factory.mktemp("console-new-task") / "node") as url:
+        yield url
+
+
+@pytest.fixture
+def home(tmp_path):
+    return file_keyring(tmp_path / "home")
+
+
+def csv_bytes(tmp_path, rows=None) -> bytes:
+    return write_csv(tmp_path / "iris.csv", rows or iris_like()).read_bytes()
+
+
+async def upload(client, name: str, data: bytes, **fields) -> tuple[int, dict]:
+    form = FormData()
+    form.add_field("file", data, filename=name, content_type="application/octet-stream")
+    for key, value in fields.items():
+        form.add_field(key, value)
+    response = await client.post("/api/new-task/upload", data=form, headers=await guard_headers(client))
+    return response.status, await response.json()
+
+
+async def guard_headers(client) -> dict:
+    return {"Origin": own_origin(client), CSRF_HEADER: await csrf_token(client)}
+
+
+async def tasks_on_chain(client) -> list:
+    return (await (await client.get("/api/tasks")).json())["tasks"]
+
+
+def test_a_csv_upload_is_packed_and_files_that_are_not_datasets_are_refused_with_what_to_fix(node, home, tmp_path):
+    async def check(client):
+        packed = await upload(client, "iris.csv", csv_bytes(tmp_path))
+        not_data = await upload(client, "notes.txt", b"hello")
+        one_label = await upload(client, "one.csv", b"a,b,label\n1,2,x\n3,4,x\n5,6,x\n")
+        empty = await upload(client, "empty.csv", b"")
+        no_file = await client.post("/api/new-task/upload", data=FormData({"label_column": "x"}, default_to_multipart=True),
+                                    headers=await guard_headers(client))
+        return packed, not_data, one_label, empty, (no_file.status, await no_file.json())
+
+    packed, not_data, one_label, empty, no_file = with_console(node, check, home=home)
+    status, summary = packed
+    assert status == 200 and summary["format"] == "csv" and summary["labels"] == ["setosa", "virginica"]
+    assert summary["train_samples"] + summary["test_samples"] == 40 and summary["private"] is False
+    assert (home / "console" / "packs" / summary["pack"] / "dataset.json").exists()
+    assert not any((home / "console" / "uploads").iterdir())  # the raw upload is gone
+    for status, refusal in (not_data, one_label, empty, no_file):
+        assert status == 400 and refusal["field"] == "file"
+    assert ".csv file with a header row" in not_data[1]["error"]
+    assert "at least two labels" in one_label[1]["error"]
+    assert "empty" in empty[1]["error"] and "choose a file" in no_file[1]["error"]
+    assert len(list((home / "console" / "packs").iterdir())) == 1  # a refusal packs nothing
+
+
+def test_an_upload_over_the_size_bound_is_refused_before_it_is_kept(node, home, tmp_path, monkeypatch):
+    monkeypatch.setattr(uploads, "MAX_UPLOAD_BYTES", 1000)
+
+    async def check(client):
+        return await upload(client, "iris.csv", csv_bytes(tmp_path, iris_like(200)))
+
+    status, refusal = with_console(node, check, home=home)
+    assert status == 400 and "larger than" in refusal["error"] and refusal["field"] == "file"
+    assert not (home / "console" / "packs").exists() or not any((home / "console" / "packs").iterdir())
+
+
+def zip_of(entries: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as bundle:
+        for name, data in entries.items():
+            bundle.writestr(name, data)
+    return buffer.getvalue()
+
+
+def png(shade: int) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("L", (8, 8), shade).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def test_a_zip_of_class_folders_is_packed_and_a_zip_that_climbs_out_is_refused(node, home, tmp_path):
+    images = {f"shapes/{label}/{i}.png": png(shade + i) for label, shade in (("dark", 10), ("light", 200))
+              for i in range(6)}
+
+    async def check(client):
+        return (await upload(client, "shapes.zip", zip_of(images)),
+                await upload(client, "evil.zip", zip_of({"a/1.png": png(1), "../../escaped.png": png(2)})),
+                await upload(client, "broken.zip", b"PK\x03\x04 not a zip"))
+
+    packed, climbing, broken = with_console(node, check, home=home)
+    assert packed[0] == 200 and packed[1]["format"] == "images" and packed[1]["labels"] == ["dark", "light"]
+    assert packed[1]["input_size"] == 64
+    assert climbing[0] == 400 and "outside" in climbing[1]["error"]
+    assert broken[0] == 400 and "not a readable zip" in broken[1]["error"]
+    assert not list(tmp_path.parent.rglob("escaped.png"))
+
+
+def test_texts_uploaded_for_the_lora_template_are_token_ids_that_only_it_trains_on(node, home):
+    lines = [json.dumps({"text": f"{word} number {i} is here", "label": word}) for word in ("alpha", "beta")
+             for i in range(5)]
+
+    async def check(client):
+        status, summary = await upload(client, "texts.jsonl", "\n".join(lines).encode(), template="lora-text")
+        query = {"template": "lora-text", "pack": summary["pack"], "budget": "50trl", "workers": "1", "rounds": "2"}
+        lora = await client.get("/api/new-task/plan", params=query)
+        mlp = await client.get("/api/new-task/plan", params={**query, "template": "digits-mlp"})
+        return status, summary, (lora.status, await lora.json()), (mlp.status, await mlp.json())
+
+    status, summary, lora, mlp = with_console(node, check, home=home)
+    assert status == 200 and summary["labels"] == ["alpha", "beta"] and summary["context"] > 0
+    assert lora[0] == 200 and lora[1]["plan"]["rounds"] == 2
+    assert mlp[0] == 400 and "does not train on tokens data" in mlp[1]["error"]
+
+
+def test_the_live_cost_is_the_clis_plan_and_bad_fields_are_named(node, home, tmp_path):
+    async def check(client):
+        status, summary = await upload(client, "iris.csv", csv_bytes(tmp_path))
+        query = {"template": "digits-mlp", "pack": summary["pack"], "budget": "50trl", "workers": "2", "rounds": "3"}
+        plan = await (await client.get("/api/new-task/plan", params=query)).json()
+        refusals = []
+        for change in ({"budget": "fifty"}, {"budget": "0.000001trl"}, {"workers": "0"}, {"template": "image-cnn"},
+                       {"template": "nope"}, {"pack": "missing-pack-id"}):
+            response = await client.get("/api/new-task/plan", params={**query, **change})
+            refusals.append((response.status, await response.json()))
+        bundled_plan = await (await client.get("/api/new-task/plan", params={**query, "pack": "",
+                                                                            "template": "lora-text"})).json()
+        return summary, plan, refusals, bundled_plan
+
+    summary, plan, refusals, bundled_plan = with_console(node, check, home=home)
+    data = uploaded(open_packed(home / "console" / "packs" / summary["pack"]), TEMPLATES["digits-mlp"])
+    expected = plan_task(build_spec(TEMPLATES["digits-mlp"], data, 3, ["http://127.0.0.1:8600"]), MarketParams(),
+                         50 * TRL, None, 2, 2, None)
+    assert plan["plan"]["cost"] == expected.cost and plan["plan"]["collateral"] == expected.collateral
+    assert plan["plan"]["reward_per_round"] == expected.reward_per_round and plan["plan"]["cost"] <= 50 * TRL
+    assert [(status, body["field"]) for status, body in refusals] == [
+        (400, "budget"), (400, "budget"), (400, "workers"), (400, "file"), (400, "template"), (400, "file")]
+    assert "does not train on csv data" in refusals[3][1]["error"]
+    assert bundled_plan["data"] == "the bundled pydocs dataset" and bundled_plan["plan"]["rounds"] == 3
+
+
+def test_a_wrong_password_or_a_forged_request_submits_nothing_and_the_right_one_submits_and_serves_the_data(
+        node, home, tmp_path):
+    async def check(client):
+        status, summary = await upload(client, "iris.csv", csv_bytes(tmp_path))
+        form = {"template": "digits-mlp", "pack": summary["pack"], "budget": "20trl", "workers": "1", "rounds": "2",
+                "key": "dev"}
+        before = await tasks_on_chain(client)
+        headers = await guard_headers(client)
+        wrong = await client.post("/api/new-task/submit", json={**form, "password": "not it"}, headers=headers)
+        no_token = await client.post("/api/new-task/submit", json={**form, "password": PASSWORD},
+                                     headers={"Origin": own_origin(client)})
+        elsewhere = await client.post("/api/new-task/submit", json={**form, "password": PASSWORD},
+                                      headers={**headers, "Origin": "http://evil.example"})
+        unchanged = await tasks_on_chain(client)
+        right = await client.post("/api/new-task/submit", json={**form, "password": PASSWORD}, headers=headers)
+        submitted = await right.json()
+        async with BlobClient([submitted["data_url"]], address_policy=AddressPolicy(allow_private=True)) as blobs:
+            served = await fetch_dataset(blobs, summary["manifest_hash"])
+        task = await (await client.get(f"/api/tasks/{submitted['task_id']}")).json()
+        return (before, (wrong.status, await wrong.json()), no_token.status, elsewhere.status, unchanged,
+                right.status, submitted, served, task)
+
+    before, wrong, no_token, elsewhere, unchanged, status, submitted, served, task = with_console(node, check, home=home)
+    assert wrong[0] == 400 and wrong[1]["field"] == "password" and "wrong keyring password" in wrong[1]["error"]
+    assert (no_token, elsewhere) == (403, 403) and unchanged == before
+    assert status == 200, submitted
+    assert task["requester"] == DEV_ADDRESS and task["budget"] == 20 * TRL and task["rounds"] == 2
+    assert task["status"] == "open" and task["reward_per_round"] == submitted["plan"]["reward_per_round"]
+    assert served.shape.input_size == 2 and served.shape.num_classes == 2
+
+
+def test_the_wallet_previews_asks_for_confirmation_and_sends_with_the_password(node, home):
+    async def check(client):
+        headers = await guard_headers(client)
+        overview = await (await client.get("/api/wallet")).json()
+        form = {"action": "send", "key": "dev", "to": OTHER, "amount": "1.5trl"}
+        preview = await (await client.post("/api/wallet/preview", json=form, headers=headers)).json()
+        unconfirmed = await client.post("/api/wallet/sign", json={**form, "password": PASSWORD}, headers=headers)
+        wrong = await client.post("/api/wallet/sign", json={**form, "password": "nope", "confirmed": True},
+                                  headers=headers)
+        bad_to = await client.post("/api/wallet/preview", json={**form, "to": "trolly1bad"}, headers=headers)
+        between = await (await client.get("/api/search", params={"q": OTHER})).json()
+        sent = await client.post("/api/wallet/sign", json={**form, "password": PASSWORD, "confirmed": True},
+                                 headers=headers)
+        after = await (await client.get("/api/search", params={"q": OTHER})).json()
+        return (overview, preview, unconfirmed.status, (wrong.status, await wrong.json()),
+                (bad_to.status, await bad_to.json()), between, (sent.status, await sent.json()), after)
+
+    overview, preview, unconfirmed, wrong, bad_to, between, sent, after = with_console(node, check, home=home)
+    (key,) = overview["keys"]
+    assert key["name"] == "dev" and key["address"] == DEV_ADDRESS and key["balance"] > 0 and key["validator"]
+    assert "seed" not in json.dumps(overview) and "mnemonic" not in json.dumps(overview)
+    assert preview["tx"]["total_spend"] == 1_500_000 + preview["tx"]["fee"]
+    assert preview["tx"]["messages"][0]["type"].endswith("MsgSend")
+    assert unconfirmed == 400 and wrong[0] == 400 and wrong[1]["field"] == "password"
+    assert bad_to[0] == 400 and bad_to[1]["field"] == "to"
+    assert between["kind"] in ("none", "address") and (between.get("account") or {}).get("balance", 0) == 0
+    assert sent[0] == 200 and sent[1]["code"] == 0
+    assert after["account"]["balance"] == 1_500_000
