@@ -49,7 +49,7 @@ def test_genesis_records_a_key_that_matches_its_address_and_the_query_returns_it
     ("not base64!", "must be a base64 string"),
     (12, "must be a base64 string"),
 ])
-def test_genesis_refuses_a_key_that_is_not_its_address_s(pub_key, message):
+def test_genesis_refuses_a_key_that_is_malformed_or_of_another_address(pub_key, message):
     state = State(MemoryKV())
     app_state = keyed_app_state({"address": encode_address(OPERATOR.address), "balance": "5", "pub_key": pub_key})
     with pytest.raises(InvalidRequest, match=message):

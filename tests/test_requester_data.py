@@ -55,7 +55,7 @@ def test_pack_csv_keeps_label_names_and_a_seeded_held_out_split(tmp_path):
     assert summary["private"] and not public["private"] and summary["manifest_hash"] != public["manifest_hash"]
 
 
-def test_pack_private_keeps_its_key_0600_and_the_spec_names_the_cipher_and_public_is_the_default(tmp_path):
+def test_pack_private_keeps_its_key_0600_and_the_spec_names_the_cipher_and_private_is_the_default(tmp_path):
     source = write_csv(tmp_path / "iris.csv", iris_like())
     assert pack(source, "-o", tmp_path / "packed", "--private").exit_code == 0
     packed = open_packed(tmp_path / "packed")
@@ -64,7 +64,9 @@ def test_pack_private_keeps_its_key_0600_and_the_spec_names_the_cipher_and_publi
     assert packed.spec_dataset(["http://127.0.0.1:1"])["cipher"] == "xsalsa20poly1305"
     assert packed.load().train_size == packed.train_samples  # the requester's own key opens its data
     assert "cipher" not in open_packed(_public_pack(source, tmp_path)).spec_dataset([])
-    assert pack(source, "-o", tmp_path / "default").exit_code == 0 and open_packed(tmp_path / "default").key is None
+    assert pack(source, "-o", tmp_path / "default").exit_code == 0
+    default = open_packed(tmp_path / "default")
+    assert default.key is not None and default.key != packed.key  # a new key for each pack
 
 
 def _public_pack(source, tmp_path):
@@ -216,6 +218,23 @@ def test_submit_data_builds_the_spec_around_the_packed_data(tmp_path):
     shards, size = manifest_size(json.loads(prepared.packed.store.get(prepared.packed.manifest_hash)))
     assert (spec.dataset.max_shards, spec.dataset.max_bytes) == (shards, size) == (2, size)  # what workers check
     assert spec.model.config["hidden"] == (128,) or list(spec.model.config["hidden"]) == [128]
-    assert "cipher" not in json.loads(prepared.spec)["dataset"] and prepared.packed.key is None  # public by default
+    assert json.loads(prepared.spec)["dataset"]["cipher"] == "xsalsa20poly1305"  # private by default
+    assert prepared.packed.key is not None
     again = prepare_data_submission(str(source), None, "mlp", 2, ("http://127.0.0.1:9999",), "127.0.0.1:0", None)
-    assert again.packed.manifest_hash == prepared.packed.manifest_hash  # re-packed the same
+    assert again.packed.manifest_hash == prepared.packed.manifest_hash  # re-packed the same, under the kept key
+
+
+def test_submit_data_public_packs_in_clear_and_refuses_a_pack_of_the_other_kind(tmp_path):
+    from trolly.compute.requester.cli import prepare_data_submission
+    from trolly.wallet.errors import WalletError
+
+    source = write_csv(tmp_path / "data.csv", iris_like())
+    urls = ("http://127.0.0.1:9999",)
+    public = prepare_data_submission(str(source), None, "mlp", 2, urls, "127.0.0.1:0", None, private=False)
+    assert "cipher" not in json.loads(public.spec)["dataset"] and public.packed.key is None
+    with pytest.raises(WalletError, match="holds a public pack of this data.*--public"):
+        prepare_data_submission(str(source), None, "mlp", 2, urls, "127.0.0.1:0", None)
+    other = write_csv(tmp_path / "other.csv", iris_like())
+    prepare_data_submission(str(other), None, "mlp", 2, urls, "127.0.0.1:0", None)
+    with pytest.raises(WalletError, match="holds a private pack of this data.*--private"):
+        prepare_data_submission(str(other), None, "mlp", 2, urls, "127.0.0.1:0", None, private=False)

@@ -1,9 +1,11 @@
 """The README's requester path, run as a user runs it: the console scripts against a localnet on the solo engine.
 
 `trolly-localnet up -d` prints the `export` line the requester pastes; with only that environment, a CSV of the
-user's is packed (`trolly-wallet data pack`), paid for and served (`task submit --data`, left running as the
-README leaves it), followed (`task status`), fetched (`task fetch`) and evaluated (`task eval`); the fetched
-model is then loaded by a script that imports safetensors and numpy and nothing of Trolly, as the README's is.
+user's is packed (`trolly-wallet data pack`: private, the default), paid for and served (`task submit --data`,
+left running as the README leaves it, delivering the data key), followed (`task status`), fetched (`task fetch`)
+and evaluated (`task eval --data`); the fetched model is then loaded by a script that imports safetensors and
+numpy and nothing of Trolly, as the README's is. The task starts although the localnet's validator operator has
+signed nothing: its public key is in the localnet's genesis.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def test_the_readme_requester_path_from_a_csv_to_a_model_safetensors_loads(tmp_p
         firsts = write_flowers_csv(tmp_path / "flowers.csv")
         packed = json.loads(wallet("data", "pack", "flowers.csv", "-o", "flowers-data", "--json").stdout)
         assert packed["labels"] == ["large", "medium", "small"] and packed["test_samples"] == 18
+        assert packed["private"] and (tmp_path / "flowers-data" / "data.key").exists()
 
         submit = subprocess.Popen([str(BIN / "trolly-wallet"), "task", "submit", "--data", "flowers-data",
                                    "--rounds", "5", "--workers", "2", "--budget", "50trl", "--from", "requester",
@@ -86,12 +89,15 @@ def test_the_readme_requester_path_from_a_csv_to_a_model_safetensors_loads(tmp_p
         view = wait_until(completed, timeout=600, what="task 1 to complete")
         assert view["final_weights_hash"]
         assert submit.wait(timeout=30) == 0  # it served the data until the task ended, then returned
+        operator = json.loads(wallet("query", "account", "validator-0", "-o", "json").stdout)
+        assert operator["pub_key"]  # from genesis: its first transactions are verdicts, after the task started
+        assert f"Data key delivered to {operator['address']}" in submit.stderr.read()
 
         fetched = json.loads(wallet("task", "fetch", "1", "-o", "flowers-model", "--json").stdout)
         assert fetched["final_weights_hash"] == view["final_weights_hash"]
-        evaluated = json.loads(wallet("task", "eval", "1", "-o", "json").stdout)
+        evaluated = json.loads(wallet("task", "eval", "1", "--data", "flowers-data", "-o", "json").stdout)
         assert evaluated["test_samples"] == 18 and evaluated["accuracy"] >= 0.9, evaluated
-        text = wallet("task", "eval", "1").stdout
+        text = wallet("task", "eval", "1", "--data", "flowers-data").stdout
         assert "accuracy" in text and "loss" in text
 
         loaded = subprocess.run([sys.executable, "-I", "-c", SAFETENSORS_ONLY, str(tmp_path / "flowers-model"),

@@ -76,10 +76,10 @@ def data() -> None:
 @click.option("--test-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               default=DEFAULT_TEST_FRACTION, show_default=True, help="Share of each label held out for evaluation.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the held-out split.")
-@click.option("--private/--public", default=False, show_default=True,
-              help="--private: encrypt the shards under a new data key kept in OUT/data.key, which only the task's "
-                   "members and validators receive (every bonded validator's operator must have signed a "
-                   "transaction, see docs/privacy.md); --public: shards in clear, anyone who fetches them reads them.")
+@click.option("--private/--public", default=True, show_default=True,
+              help="--private (the default): encrypt the shards under a new data key kept in OUT/data.key, which "
+                   "only the task's members and validators receive (docs/privacy.md); --public: shards in clear, "
+                   "anyone who fetches them reads them.")
 @click.option("--model", type=click.Choice(MODELS), default="mlp", show_default=True,
               help="The model the data is for: mlp and cnn read features (a text becomes hashed word counts); "
                    "lora-text fine-tunes all-MiniLM-L6-v2 on a .jsonl's texts, kept as its tokenizer's token ids.")
@@ -90,7 +90,7 @@ def data() -> None:
 def pack(path: pathlib.Path, out: pathlib.Path, label_column: str | None, test_fraction: float, seed: int,
          private: bool, model: str, context: int | None, as_json: bool) -> None:
     """Pack PATH (a .csv with a header, a .jsonl of {"text", "label"}, or a folder with one folder of images per
-    class) into content-addressed shards and a manifest in the new directory OUT, encrypted with --private."""
+    class) into content-addressed shards and a manifest in the new directory OUT, encrypted unless --public."""
     with refusals():
         key = new_data_key() if private else None
         blobs, labels, source_format = pack_file(path, model, label_column, context, test_fraction, seed, key)
@@ -192,19 +192,23 @@ def deliver_once(client, sender: TxSender, requester: PrivateKey, task_id: int, 
         click.echo(f"Data key delivered to {recipient}.", err=True)
     for recipient in set(delivery.without_public_key) - told:
         told.add(recipient)
-        click.echo(f"{recipient} has signed no transaction, so its public key is unknown and it cannot be given "
-                   f"the data key: the task waits for it (docs/privacy.md).", err=True)
+        click.echo(f"The chain holds no public key for {recipient} (it has signed no transaction and genesis names "
+                   f"none), so it cannot be given the data key: the task waits for it (docs/privacy.md).", err=True)
 
 
-def packed_for(path: pathlib.Path, label_column: str | None, model: str) -> PackedDataset:
-    """PATH if it is a packed directory, else PATH packed for `model`, public (`data pack --private` makes a
-    private one to pass instead), into `<PATH>.packed` (reused when it holds the same data: packed again under
-    the data key it keeps, if any, the manifest hash is the same; refused when it holds other data)."""
+def packed_for(path: pathlib.Path, label_column: str | None, model: str, private: bool = True) -> PackedDataset:
+    """PATH if it is a packed directory (private or not as it was packed), else PATH packed for `model`,
+    encrypted under a new data key unless not `private`, into `<PATH>.packed` (reused when it holds the same
+    data: packed again under the data key it keeps, if any, the manifest hash is the same; refused when it holds
+    other data, or is public where private was asked or the other way round)."""
     if (path / SUMMARY_FILE).exists():
         return open_packed(path)
     target = path.with_name(path.name + ".packed")
     existing = open_packed(target) if target.exists() else None
-    key = existing.key if existing is not None else None
+    if existing is not None and (existing.key is not None) != private:
+        held, other = ("private", "--private") if existing.key is not None else ("public", "--public")
+        raise WalletError(f"{target} holds a {held} pack of this data: remove it to pack it again, or pass {other}")
+    key = existing.key if existing is not None else new_data_key() if private else None
     blobs, labels, source_format = pack_file(path, model, label_column, key=key)
     if existing is not None:
         if existing.manifest_hash != blobs.manifest_hash:
@@ -237,12 +241,13 @@ def default_spec(packed: PackedDataset, model: str) -> dict:
 
 
 def prepare_data_submission(path: str, spec_file: str | None, model: str | None, rounds: int | None,
-                            urls: tuple[str, ...], listen: str, label_column: str | None) -> DataSubmission:
-    """Pack (if needed, for `model`), start serving (unless `urls` say where the data is served), and build the
-    spec: the spec file's with its dataset replaced, or `model` (by default the one the data is packed for)
-    sized to the data."""
+                            urls: tuple[str, ...], listen: str, label_column: str | None,
+                            private: bool = True) -> DataSubmission:
+    """Pack (if needed, for `model`, encrypted unless not `private`), start serving (unless `urls` say where the
+    data is served), and build the spec: the spec file's with its dataset replaced, or `model` (by default the
+    one the data is packed for) sized to the data."""
     with refusals():
-        packed = packed_for(pathlib.Path(path), label_column, model or "mlp")
+        packed = packed_for(pathlib.Path(path), label_column, model or "mlp", private)
         if spec_file is not None:
             try:
                 document = json.loads(pathlib.Path(spec_file).read_bytes())

@@ -90,6 +90,10 @@ def read_spec(path: str) -> bytes:
                    "for it (`data pack --model lora-text`), else mlp].")
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="With --data: the task's rounds.")
 @click.option("--label-column", default=None, help="With --data on a CSV: the label column (default: the last).")
+@click.option("--private/--public", default=True, show_default=True,
+              help="With --data on a file or folder packed here: encrypt it under a data key that only the task's "
+                   "members and validators receive (--private), or pack it in clear (--public). A packed directory "
+                   "stays as `data pack` made it.")
 @click.option("--budget", required=True, help="What you escrow for the task, e.g. 50trl; the unspent part is refunded.")
 @click.option("--reward-per-round", default=None,
               help="Paid to each round's verified workers, split by samples processed (default: all the budget allows).")
@@ -103,8 +107,9 @@ def read_spec(path: str) -> bytes:
               help="Blocks each round's workers have to commit.")
 @transaction_options
 def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, ...], listen: str, model: str | None,
-           rounds: int | None, label_column: str | None, budget: str, reward_per_round: str | None, workers: int,
-           collateral: str | None, samples_per_worker: int, join_blocks: int, round_blocks: int, **flags) -> None:
+           rounds: int | None, label_column: str | None, private: bool, budget: str, reward_per_round: str | None,
+           workers: int, collateral: str | None, samples_per_worker: int, join_blocks: int, round_blocks: int,
+           **flags) -> None:
     """Pay for the training task described by SPEC_FILE (JSON, docs/protocol.md section 1), or for training
     on your own data (--data): packed if needed, served while the task runs, checked before anything is paid."""
     if data_path is None:
@@ -113,7 +118,8 @@ def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, .
         submit_spec(read_spec(spec_file), spec_file, budget, reward_per_round, workers, collateral,
                     samples_per_worker, join_blocks, round_blocks, flags)
         return
-    prepared = load_target(DATA_SUBMISSION)(data_path, spec_file, model, rounds, data_urls, listen, label_column)
+    prepared = load_target(DATA_SUBMISSION)(data_path, spec_file, model, rounds, data_urls, listen, label_column,
+                                            private)
     try:
         task_id, key = submit_spec(prepared.spec, f"built for {data_path}", budget, reward_per_round, workers,
                                    collateral, samples_per_worker, join_blocks, round_blocks, flags)

@@ -1,0 +1,85 @@
+"""`compute.requester.key_delivery` against a node running the real chain rules: a private task is keyed and
+starts although its validator's operator has signed nothing, because genesis holds the operator's public key.
+
+The requester here is not the operator (on a dev node they are the same key, whose own transactions would put
+its key on chain anyway), so the operator's account shows nonce 0 throughout. Without the key in genesis the
+requester cannot seal to the operator, says so, and the task stays open."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import nacl.signing
+import pytest
+
+from market_helpers import MARKET_PARAMS, SPEC, STAKE, submit_message
+from trolly.chain.crypto import encode_address
+from trolly.chain.hd import dev_key
+from trolly.chain.proto import market_pb2 as pb
+from trolly.compute.data.encryption import new_data_key, open_data_key
+from trolly.compute.requester.key_delivery import deliver_data_keys
+from trolly.wallet.market_queries import find_data_key, get_task_overview
+from trolly.wallet.rpc import RpcClient
+from trolly.wallet.sender import TxSender, fetch_account
+from wallet_helpers import FakeNode, dev_app_state
+
+OPERATOR, REQUESTER, WORKER = dev_key(0), dev_key(5), dev_key(31)
+FUNDS = 10**12
+
+
+def node_app_state(operator_key_in_genesis: bool) -> dict:
+    app_state = dev_app_state({"auth": {"min_fee": 0, "fee_per_byte": 0}, "market": MARKET_PARAMS})
+    if operator_key_in_genesis:
+        app_state["accounts"][0]["pub_key"] = base64.b64encode(OPERATOR.pubkey).decode()
+    app_state["accounts"] += [{"address": encode_address(key.address), "balance": str(FUNDS)}
+                              for key in (REQUESTER, WORKER)]
+    return app_state
+
+
+def private_task_with_its_worker(client: RpcClient) -> int:
+    """Submit a one-worker private task as the requester and have the worker register and join it."""
+    spec = json.loads(json.dumps(SPEC))
+    spec["dataset"]["cipher"] = "xsalsa20poly1305"
+
+    async def scenario() -> int:
+        sender = TxSender(client.async_client)
+
+        async def send(key, message):
+            plan = await sender.plan(encode_address(key.address), [message])
+            return await sender.send(key, plan, timeout=20)
+
+        await send(REQUESTER, submit_message(spec=json.dumps(spec).encode(), workers=1, join_blocks=1000,
+                                          round_blocks=1000))
+        await send(WORKER, pb.MsgRegisterWorker(stake=STAKE, blob_url="http://127.0.0.1:9000",
+                                                hardware=pb.HardwareProfile(device="cpu", samples_per_second=100,
+                                                                            memory_mb=1024, threads=1)))
+        await send(WORKER, pb.MsgJoinTask(task_id=1))
+        return 1
+
+    return client.run(scenario())
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["operator-key-in-genesis", "no-operator-key"])
+def test_a_private_task_starts_once_the_operator_keyed_in_genesis_gets_its_box(keyed):
+    node = FakeNode(node_app_state(operator_key_in_genesis=keyed)).start()
+    try:
+        with RpcClient(node.url) as client:
+            task_id = private_task_with_its_worker(client)
+            data_key = new_data_key()
+            delivery = client.run(deliver_data_keys(client.async_client, TxSender(client.async_client), REQUESTER,
+                                                    task_id, data_key))
+            node.wait_blocks(2)
+            status = client.run(get_task_overview(client.async_client, task_id)).status
+            operator = encode_address(OPERATOR.address)
+            assert client.run(fetch_account(client.async_client, operator)).nonce == 0  # it never signed
+            box = client.run(find_data_key(client.async_client, task_id, operator))
+            if keyed:
+                assert delivery.delivered == (encode_address(WORKER.address), operator)
+                assert delivery.without_public_key == () and status == "running"
+                assert open_data_key(box.sealed_bytes, nacl.signing.SigningKey(OPERATOR.seed)) == data_key
+            else:
+                assert delivery.delivered == (encode_address(WORKER.address),)  # the worker signed its join
+                assert delivery.without_public_key == (operator,) and status == "open" and box is None
+    finally:
+        node.stop()
