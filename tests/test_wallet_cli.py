@@ -331,6 +331,7 @@ def test_query_account_prove_and_status(wallet, fake_node):
     assert proven["balance"] == DEV_BALANCE and proven["proof"]["verified"]
     text = wallet("query", "account", DEV_ADDRESS, "--prove", node=fake_node)
     assert "verified against the app hash" in text.stdout
+    assert proven["pub_key"] is None and "public key" in text.stdout  # this genesis names no key, none signed yet
     status = as_json(wallet("query", "status", "-o", "json", node=fake_node))
     assert status["chain_id"] == "trolly-fake" and status["latest_block_height"] >= 1
     fake_node.tamper_app_hash = True

@@ -33,7 +33,8 @@ def address_of(text: str) -> str:
 @node_options
 @output_option
 def account(address_or_name: str, prove: bool) -> None:
-    """Balance and nonce of ADDRESS_OR_NAME (an address, or a key name in this keyring)."""
+    """Balance, nonce and public key of ADDRESS_OR_NAME (an address, or a key name in this keyring); the key is
+    `-` until the account signs a transaction (or genesis names it)."""
     options = settings()
     address = address_of(address_or_name)
     client = options.client()
@@ -44,7 +45,8 @@ def account(address_or_name: str, prove: bool) -> None:
         result = client.run(fetch_account(client.async_client, address)).to_json()
 
     def render(data: dict) -> None:
-        rows = [("address", data["address"]), ("balance", amount_text(data["balance"])), ("nonce", data["nonce"])]
+        rows = [("address", data["address"]), ("balance", amount_text(data["balance"])), ("nonce", data["nonce"]),
+                ("public key", data["pub_key"] or "-")]
         if "proof" in data:
             proof = data["proof"]
             rows.append(("proof", f"verified against the app hash {proof['app_hash']} of block {proof['header_height']}"
