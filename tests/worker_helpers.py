@@ -92,11 +92,12 @@ class ChainMarket:
     async def send(self, *messages):
         return await self.broadcast(self.chain.tx(self.key, *messages))
 
-    async def register(self, stake, hardware, blob_url):
-        return await self.send(pb.MsgRegisterWorker(stake=stake, hardware=hardware, blob_url=blob_url))
+    async def register(self, stake, hardware, blob_url, relay=""):
+        return await self.send(pb.MsgRegisterWorker(stake=stake, hardware=hardware, blob_url=blob_url, relay=relay))
 
-    async def update(self, hardware, blob_url):
-        return await self.send(pb.MsgUpdateWorker(hardware=hardware, blob_url=blob_url))
+    async def update(self, hardware, blob_url, relay=""):
+        return await self.send(pb.MsgUpdateWorker(hardware=hardware, blob_url=blob_url, relay=relay,
+                                                  clear_relay=not relay))
 
     async def join(self, task_id):
         return await self.send(pb.MsgJoinTask(task_id=task_id))

@@ -139,6 +139,8 @@ def refuse_unfit_task(root: pathlib.Path, config: WorkerConfig, task_id: int) ->
 @click.option("--blob-port", type=click.IntRange(0, 65535), default=0,
               help="Port of the blob service (default: a free port, chosen now and kept).")
 @click.option("--public-url", default="", help="URL others reach the blob service at, if not http://HOST:PORT.")
+@click.option("--relay", default="", metavar="URL",
+              help="No inbound route (NAT, firewall): publish blobs through this blob relay instead of serving them.")
 @click.option("--stake", default="0", help="Stake to register with, e.g. 10trl (default: the chain's minimum).")
 @click.option("--fee", default="0", help="Fee per transaction, e.g. 5000utrl (default: the chain's minimum for each).")
 @click.option("--allow-private-blob-hosts", is_flag=True,
@@ -146,7 +148,8 @@ def refuse_unfit_task(root: pathlib.Path, config: WorkerConfig, task_id: int) ->
 @device_option
 @memory_option
 @click.option("--force", is_flag=True, help="Overwrite an existing worker configuration (progress is kept).")
-def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_file, node, blob_host, blob_port,
+def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_file, node, relay, blob_host,
+         blob_port,
          public_url, stake, fee, allow_private_blob_hosts, device, memory_mb, force) -> None:
     """Write the worker's configuration (its key, node, blob service port and stake) and measure this machine
     (`preflight`): what `start` registers comes from that measurement."""
@@ -156,7 +159,7 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
     config = WorkerConfig(
         key_name=key_name, keyring_backend=keyring_backend, wallet_home=str(wallet_home_dir or ""),
         node=normalize_node_url(node), blob_host=blob_host, blob_port=blob_port or _free_port(blob_host),
-        public_url=public_url,
+        public_url=public_url, relay=relay.rstrip("/"),
         stake=parse_amount(stake, allow_zero=True, what="stake"), fee=parse_amount(fee, allow_zero=True, what="fee"),
         allow_private_blob_hosts=allow_private_blob_hosts, device=device or "", memory_limit_mb=memory_mb or 0,
     )
@@ -175,6 +178,8 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
     save_preflight(root, preflight)
     click.echo(f"Initialized worker home {root} ({path.name})")
     click.echo(f"  address {info.address}, blob service {config.blob_url}, node {config.node}")
+    if config.relay:
+        click.echo(f"  blobs published through the relay {config.relay} (no blob service of its own)")
     click.echo(f"Measured this machine ({PREFLIGHT_FILE}; `start` measures again and registers that):")
     for line in preflight.lines():
         click.echo(f"  {line}")
@@ -195,6 +200,8 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
               help="TEST SWITCH: play every round with this cheat (`trolly-verifier cheats` lists them), to show "
                    "that verifiers catch it.")
 @click.option("--node", default=None, help="Override the node address from worker.json.")
+@click.option("--relay", default=None, metavar="URL",
+              help="Publish blobs through this blob relay, whatever worker.json says (an empty URL: serve them).")
 @click.option("--allow-private-blob-hosts", is_flag=True,
               help="Fetch blobs from loopback and private addresses too, whatever worker.json says (a localnet).")
 @click.option("--password-file", type=click.Path(dir_okay=False), default=None,
@@ -213,7 +220,7 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
                    "(default: worker.json's training_core, true unless set). Same bytes either way.")
 @device_option
 @memory_option
-def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_delay, cheat, node,
+def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_delay, cheat, node, relay,
           allow_private_blob_hosts, password_file, poll_interval, log_level, progress, checkpoint_process,
           training_core, device, memory_mb) -> None:
     """Run the worker: serve blobs, register, join tasks, train and commit rounds, until stopped."""
@@ -227,6 +234,8 @@ def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_d
                           memory_limit_mb=memory_mb)
     if task_id:  # the one task asked for, refused now if this machine cannot fit it, with the requirement
         refuse_unfit_task(root, config, task_id)
+    if relay is not None:
+        config = dataclasses.replace(config, relay=relay.rstrip("/"))
     keyring = Keyring(wallet_home(root, config), config.keyring_backend, PasswordSource(password_file))
     key = keyring.signer(config.key_name)
     use_rich = configure_logging(log_level, progress)

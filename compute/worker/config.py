@@ -17,7 +17,7 @@ import os
 import pathlib
 
 from trolly.chain.errors import ChainError
-from trolly.chain.market.urls import check_blob_url
+from trolly.chain.market.urls import check_blob_url, check_relay_url
 from trolly.wallet.files import ensure_private_directory, write_private_file
 
 from ..acceleration import AccelerationOptions
@@ -44,6 +44,9 @@ class WorkerConfig:
     """Port of the blob service; fixed at init, because the URL is registered on chain."""
     public_url: str = ""
     """The blob service's URL as others reach it (behind NAT, a proxy...); empty: http://blob_host:blob_port."""
+    relay: str = ""
+    """A blob relay's URL: this worker (with no inbound route) pushes its blobs there and serves none itself;
+    the relay is what the chain records and fetchers use (`compute.blobs.relay_push`). Empty: serve them."""
     stake: int = 0
     """utrl staked when registering; 0 means the chain's `min_worker_stake`."""
     fee: int = 0
@@ -84,6 +87,11 @@ class WorkerConfig:
                 check_blob_url(self.public_url.rstrip("/") or self.public_url)
             except ChainError as error:
                 raise WorkerHomeError(f"the public URL {self.public_url!r} cannot be registered: {error}") from None
+        if self.relay:
+            try:
+                check_relay_url(self.relay)
+            except ChainError as error:
+                raise WorkerHomeError(f"the relay {self.relay!r} cannot be registered: {error}") from None
 
     @property
     def acceleration(self) -> AccelerationOptions:

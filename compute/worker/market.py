@@ -76,11 +76,15 @@ class MarketClient:
         plan = await self.sender.plan(self.address, list(messages), self.fee or None)
         return await self.sender.send(self.key, plan, wait=True, timeout=timeout)
 
-    async def register(self, stake: int, hardware: market_pb2.HardwareProfile, blob_url: str) -> SendOutcome:
-        return await self.send(market_pb2.MsgRegisterWorker(stake=stake, hardware=hardware, blob_url=blob_url))
+    async def register(self, stake: int, hardware: market_pb2.HardwareProfile, blob_url: str,
+                       relay: str = "") -> SendOutcome:
+        return await self.send(market_pb2.MsgRegisterWorker(stake=stake, hardware=hardware, blob_url=blob_url,
+                                                            relay=relay))
 
-    async def update(self, hardware: market_pb2.HardwareProfile, blob_url: str) -> SendOutcome:
-        return await self.send(market_pb2.MsgUpdateWorker(hardware=hardware, blob_url=blob_url))
+    async def update(self, hardware: market_pb2.HardwareProfile, blob_url: str, relay: str = "") -> SendOutcome:
+        """Replace the hardware and the blob URL or relay (no relay: clear any, and serve from `blob_url`)."""
+        return await self.send(market_pb2.MsgUpdateWorker(hardware=hardware, blob_url=blob_url, relay=relay,
+                                                          clear_relay=not relay))
 
     async def join(self, task_id: int) -> SendOutcome:
         return await self.send(market_pb2.MsgJoinTask(task_id=task_id))

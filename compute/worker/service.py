@@ -30,6 +30,7 @@ from trolly.wallet.market_views import TaskSummary, TaskView
 from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import AddressPolicy, BlobError, BlobServer, BlobStore
+from ..blobs.relay_push import RelayPusher
 from ..acceleration import Acceleration
 from ..cheats import get_cheat
 from ..checkpoints import TrainingState, encode_weights
@@ -124,6 +125,9 @@ class WorkerService:
         self.state = WorkerState.load(home)
         self.store = BlobStore(home / "blobs")
         self.server = BlobServer(self.store, owner_token="", host=config.blob_host, port=config.blob_port)
+        self.relay = RelayPusher(config.relay, key, self.store) if config.relay else None
+        """Where this worker publishes its blobs when it cannot be reached (`relay` in worker.json), serving
+        none itself; None: its blob service serves them."""
         self.market = market or MarketClient(AsyncRpcClient(config.node), key, home, config.fee)
         self.committer = Committer(self.market, self.state, self._sleep)
         self.clock = BlockClock()
@@ -147,18 +151,19 @@ class WorkerService:
     @property
     def blob_url(self) -> str:
         """What others fetch from: the configured public URL, else where the blob service listens."""
+        if self.relay is not None:
+            return ""  # the relay serves this worker's blobs (its `relay` on chain)
         return self.config.public_url.rstrip("/") or self.server.url
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         require_replayable_process()  # before anything is served, registered or staked
-        try:
-            await self.server.start()
-        except OSError as error:
-            raise WorkerError(f"cannot serve blobs on {self.server.url}: {error.strerror or error} "
-                              f"(is another worker using this home's port? see worker.json)") from None
-        log.info("worker %s serving blobs at %s (registered as %s)", self.address, self.server.url, self.blob_url)
+        if self.relay is not None:
+            log.info("worker %s publishing its blobs through the relay %s (no blob service of its own)",
+                     self.address, self.config.relay)
+        else:
+            await self._serve_blobs()
         if self.cheat is not None:
             log.warning("TEST SWITCH --cheat %s: this worker trains dishonestly and will be slashed", self.cheat.name)
         await self._measured()
@@ -174,10 +179,20 @@ class WorkerService:
                 log.warning("cannot register yet: %s; retrying in 2 s", error)
                 await self._sleep(2.0)
 
+    async def _serve_blobs(self) -> None:
+        try:
+            await self.server.start()
+        except OSError as error:
+            raise WorkerError(f"cannot serve blobs on {self.server.url}: {error.strerror or error} "
+                              f"(is another worker using this home's port? see worker.json)") from None
+        log.info("worker %s serving blobs at %s (registered as %s)", self.address, self.server.url, self.blob_url)
+
     async def stop(self) -> None:
         self._stopping.set()
         self._stop_training.set()
         await self.server.stop()
+        if self.relay is not None:
+            await self.relay.close()
         await self.market.close()
         await asyncio.to_thread(self.residuals.close)
         await asyncio.to_thread(self.acceleration.close)
@@ -207,12 +222,16 @@ class WorkerService:
         record = await self.market.worker()
         await self._measured()
         hardware = self._hardware()
+        if record is not None and record.relay != self.config.relay:  # moved behind a relay, or back
+            await self.market.update(hardware, self.blob_url, self.config.relay)
+            log.info("updated the registered relay to %s", self.config.relay or "none (serving blobs itself)")
+            return
         if record is None:
             stake = self.config.stake or (await self.market.params()).min_worker_stake
-            outcome = await self.market.register(stake, hardware, self.blob_url)
+            outcome = await self.market.register(stake, hardware, self.blob_url, self.config.relay)
             log.info("registered as a worker with stake %d utrl (block %d)", stake, outcome.included.height)
         elif record.blob_url != self.blob_url or measured_differently(record.hardware, hardware):
-            await self.market.update(hardware, self.blob_url)
+            await self.market.update(hardware, self.blob_url, self.config.relay)
             log.info("updated the registered blob URL (%s) and hardware (%s)", self.blob_url,
                      describe_hardware(hardware))
         else:
@@ -540,6 +559,9 @@ class WorkerService:
                 residuals=self.residuals, state=self.state)
             await asyncio.wrap_future(residual_stored)
         self.store.set_checkpoints(task_id, round_index, trained.checkpoints)
+        if self.relay is not None:  # on the relay before the commitment names them: verifiers fetch once it lands
+            await self.relay.push_round(task_id, round_index, trained.checkpoints,
+                                        [round_progress.update_hash, round_progress.residual_hash])
         message = commitment(task_id, round_progress, context.spec.training.batch_size, context.trainer.profile_id,
                              trained.claimed_samples)
         await self.committer.commit(task_id, round_index, message)
@@ -553,6 +575,8 @@ class WorkerService:
         state = await self.global_state(context, view, rounds)
         await self.report_quality(context, state)
         digest = self.store.put(encode_weights(state.weights))
+        if self.relay is not None:
+            await self.relay.push_blobs(progress.task_id, [digest])
         with self.state.lock:
             progress.final_weights_hash = digest
             self.state.save()
