@@ -105,6 +105,9 @@ def test_keyring_and_genesis_fund_every_localnet_key(tmp_path):
     genesis = json.loads((layout.node_home(0) / "config" / "genesis.json").read_text())
     accounts = {a["address"]: int(a["balance"]) for a in genesis["app_state"]["accounts"]}
     assert accounts == {keyring.get(name).address: ACCOUNT_BALANCE for name in key_names(config)}
+    public_keys = {a["address"]: a["pub_key"] for a in genesis["app_state"]["accounts"]}
+    assert public_keys == {encode_address(dev_key(index).address): base64.b64encode(dev_key(index).pubkey).decode()
+                           for index in key_names(config).values()}  # a private task's key reaches anyone
     (bonded,) = genesis["app_state"]["validators"]
     assert bonded["operator"] == keyring.get("validator-0").address and int(bonded["stake"]) == VALIDATOR_STAKE
     # The localnet lengthens the market's verification window (a verifier's first replay is slow).
