@@ -9,7 +9,8 @@ Phases, in order:
 3. submit the task from the `requester` key: the spec, the budget, the reward per round and collateral the
    chain requires (the same planning the wallet's `task submit` does);
 4. follow it on chain, one line per change: round, commitments, verdicts, payouts; and after each round the
-   global weights recomputed from the verified updates and their held-out loss (`observer.py`);
+   global weights recomputed from the verified updates and their held-out loss (`observer.py`); with `--churn`,
+   kill members mid-task and watch a spare worker replace them (`churn.py`);
 5. download the final weights by the hash the chain recorded, from any worker, write them as safetensors into
    the localnet's home (`trolly-wallet task fetch`'s files; for LoRA the adapters and the merged model), and
    evaluate them on the held-out split;
@@ -17,7 +18,8 @@ Phases, in order:
    balances on chain and the transaction fees each account paid (and the recomputed weights against the chain's
    hashes), and one JSON line last: the task, its id, rounds, final accuracy and the task's accuracy floor, paid
    per worker, the engine, the
-   validators (power, fee share), which validators voted what in each round, seconds.
+   validators (power, fee share), which validators voted what in each round, seconds, and (empty without
+   `--churn`) the members killed and the replacements with their slot, first round and pay.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.sender import TxSender
 from trolly.wallet.tasks import plan_task
 
+from .churn import Churn
 from .demo_tasks import DEMO_TASKS, DemoTask
 from .home_layout import LocalnetConfig, LocalnetError
 from .network import Localnet
@@ -66,6 +69,8 @@ class DemoOptions:
     rounds: int | None = None  # the task's default
     budget: int = DEMO_BUDGET
     timeout: float | None = None  # the task's default
+    churn: int = 0
+    """Members to kill mid-task (`churn.py`); with churn the localnet has one spare worker, which replaces them."""
 
     @property
     def task_rounds(self) -> int:
@@ -84,6 +89,8 @@ class Demo:
         self.console = console
         self.keyring = Keyring(net.layout.wallet_home, backend="test")
         self.observer: TrainingObserver | None = None  # set once the spec and dataset exist
+        self.churn = Churn(options.churn, net.supervisor.kill,
+                           {self.keyring.get(name).address: name for name in self.names()})
 
     async def run(self, started: float) -> dict:
         """Submit, follow and settle the task; balances are read at one height before and one after, so that
@@ -165,9 +172,10 @@ class Demo:
 
     async def submit(self, client: AsyncRpcClient, spec: bytes) -> int:
         params = await get_market_params(client)
-        plan = plan_task(spec, params, self.options.budget, None, self.config.workers, 2, None)
+        workers = self.config.workers - (1 if self.options.churn else 0)  # the spare waits for a slot to open
+        plan = plan_task(spec, params, self.options.budget, None, workers, 2, None)
         message = market_pb2.MsgSubmitTask(
-            spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan.budget, workers=self.config.workers,
+            spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan.budget, workers=workers,
             rounds=plan.rounds, reward_per_round=plan.reward_per_round, collateral=plan.collateral,
             join_blocks=120, round_blocks=self.options.task.round_blocks, samples_per_worker=2,
         )
@@ -182,7 +190,7 @@ class Demo:
             raise LocalnetError(f"task submitted in tx {outcome.hash} but not found on chain")
         task_id = max(mine)
         self.console.print(
-            f"submitted task [bold]{task_id}[/bold]: {plan.rounds} rounds, {self.config.workers} workers, "
+            f"submitted task [bold]{task_id}[/bold]: {plan.rounds} rounds, {workers} workers, "
             f"reward {plan.reward_per_round}utrl/round, collateral {plan.collateral}utrl, "
             f"budget {plan.budget}utrl (tx {outcome.hash[:12]}, height {outcome.included.height})"
         )
@@ -208,6 +216,8 @@ class Demo:
                 last_line = line
             for weights_line in await self.observer.advance(view):
                 self.console.print(f"  [cyan]{weights_line}[/cyan]")
+            for churn_line in await self.churn.advance(view):
+                self.console.print(f"  [magenta]{churn_line}[/magenta]")
             if view.status in TERMINAL:
                 return view
             await asyncio.sleep(0.5)
@@ -276,7 +286,7 @@ class Demo:
             "accuracy_floor": self.options.task.accuracy_floor, "paid_per_worker": paid, "fees": view.paid_fees,
             "refund": view.refunded, "engine": self.config.engine, "validators": validators,
             "votes": round_votes(view, {self.keyring.get(n).address: n for n in self.validator_names()}),
-            "seconds": round(time.monotonic() - started, 1),
+            "seconds": round(time.monotonic() - started, 1), **self.churn.summary(view),
         }
 
     def validator_shares(self, change: dict[str, int], tx_fees: dict[str, int]) -> dict[str, dict]:

@@ -145,3 +145,52 @@ def test_a_replacement_derives_the_start_before_joining_trains_from_the_next_rou
     first, left, new = (0, "first"), (1, "left"), (1, "replacement")
     assert view["final_weights_hash"] == expected_final_weights(spec, dataset_from_blobs(dataset_blobs),
                                                                 [[first, left], [first], [first], [first, new]])
+
+
+def test_a_replacement_fetches_a_packed_dataset_from_the_members_keeping_what_it_has_across_a_failure(tmp_path):
+    """A requester's own (packed) dataset whose requester no longer serves it: the replacement fetches it from
+    the members. A member that lacks a shard stops the fetch; what came before is kept, and the next try, from a
+    member that has everything, fetches only the rest."""
+    import dataclasses
+
+    import numpy as np
+    from market_view_helpers import member_answer, task_answer
+
+    from trolly.compute.blobs import BlobServer, BlobStore
+    from trolly.compute.blobs.errors import BlobError
+    from trolly.compute.data.manifest import SPLITS, parse_manifest
+    from trolly.compute.data.packing import pack_file
+    from trolly.compute.worker.replacement import fetch_dataset_from_members
+
+    generator = np.random.default_rng(0)
+    rows = "".join(f"{generator.normal(i % 2 * 3, 1):.3f},{generator.normal(0, 1):.3f},{'ab'[i % 2]}\n"
+                   for i in range(60))
+    (tmp_path / "data.csv").write_text("a,b,label\n" + rows)
+    blobs, _, _ = pack_file(tmp_path / "data.csv")
+    manifest = parse_manifest(blobs.manifest)
+    shards = [entry["hash"] for split in SPLITS for entry in manifest["splits"][split]["shards"]]
+    assert len(shards) >= 2
+    complete, partial = BlobStore(tmp_path / "complete"), BlobStore(tmp_path / "partial")
+    for digest, data in blobs.all_blobs().items():
+        complete.put(data, expected=digest)
+        if digest != shards[-1]:
+            partial.put(data, expected=digest)
+    parsed = parse_spec(four_round_spec(blobs.manifest_hash))
+    spec = dataclasses.replace(parsed, dataset=dataclasses.replace(
+        parsed.dataset, name="packed", urls=(), input_size=manifest["input_size"],
+        num_classes=manifest["num_classes"]))
+    assert spec.dataset.packed
+    mine = BlobStore(tmp_path / "replacement")
+    addresses = AddressPolicy(allow_private=True)
+
+    async def fetch_from(store: BlobStore) -> int:
+        async with BlobServer(store) as server:
+            view = TaskView.from_answer(task_answer(members=[member_answer(blob_url=server.url)]))
+            return await fetch_dataset_from_members(mine, spec, view, addresses)
+
+    with pytest.raises(BlobError):
+        asyncio.run(fetch_from(partial))  # this member lacks the last shard
+    assert mine.has(blobs.manifest_hash) and all(mine.has(digest) for digest in shards[:-1])
+    assert not mine.has(shards[-1])
+    assert asyncio.run(fetch_from(complete)) == 1  # only what it lacked
+    assert all(mine.has(digest) for digest in shards)
