@@ -3,9 +3,11 @@
 Phases, in order:
 1. bring the localnet up (4 validators on CometBFT, each with its app and verifier, by default; one node on
    the solo engine with `--engine solo` or where no CometBFT is found), and three workers, one declared slower;
-2. build the task's dataset (`--task`, `demo_tasks.py`: digits for an MLP, or pydocs for all-MiniLM-L6-v2
-   fine-tuned with LoRA) and serve it from the requester's own blob service (workers may rebuild it locally
-   instead; either way its manifest hash must match the spec);
+2. build the task's data (`--task`, `demo_tasks.py`: digits for an MLP; or, for all-MiniLM-L6-v2 fine-tuned
+   with LoRA, pydocs written as a JSONL file of texts and packed from it as `trolly-wallet data pack` does,
+   private) and serve it from the requester's own blob service (workers may rebuild bundled data locally
+   instead; either way its manifest hash must match the spec); while the task runs, private data's key is
+   sealed to each member as it joins and to each validator, as `task submit --data` does;
 3. submit the task from the `requester` key: the spec, the budget, the reward per round and collateral the
    chain requires (the same planning the wallet's `task submit` does);
 4. follow it on chain, one line per change: round, commitments, verdicts, payouts; and after each round the
@@ -36,8 +38,9 @@ from rich.table import Table
 
 from trolly.chain.market.records import ABANDONED, CANCELLED, COMPLETED, DROPPED, EXPIRED, OPEN, SLASHED
 from trolly.chain.proto import market_pb2
+from trolly.chain.market.records import LIVE_STATUSES
 from trolly.compute.blobs import AddressPolicy, BlobServer, BlobStore
-from trolly.compute.data import build_dataset, load_dataset
+from trolly.compute.requester.key_delivery import deliver_data_keys
 from trolly.compute.requester.results import evaluate_result, fetch_result, write_result
 from trolly.compute.spec import parse_spec
 from trolly.wallet.market_queries import get_market_params, get_task, get_worker, list_tasks
@@ -96,20 +99,16 @@ class Demo:
         """Submit, follow and settle the task; balances are read at one height before and one after, so that
         each account's change is explained by its pay, penalties and the tx fees it paid in between."""
         task = self.options.task
-        dataset_blobs = build_dataset(task.dataset)
         with tempfile.TemporaryDirectory(prefix="trolly-demo-") as scratch:
-            store = BlobStore(scratch)
-            for blob in [dataset_blobs.manifest, *dataset_blobs.shards.values()]:
-                store.put(blob)
-            async with BlobServer(store, port=self.config.data_port()) as data_server, AsyncRpcClient(self.config.rpc_url(0)) as client:
-                spec = task.spec(dataset_blobs.manifest_hash, data_server.url, self.options.task_rounds)
+            data = task.data(Path(scratch))
+            async with BlobServer(data.store, port=self.config.data_port()) as data_server, AsyncRpcClient(self.config.rpc_url(0)) as client:
+                spec = task.spec(data.section(data_server.url), self.options.task_rounds)
                 task_spec = parse_spec(spec)
-                dataset = load_dataset(task_spec.dataset.manifest_hash, store.get)
-                self.observer = TrainingObserver(task_spec, dataset, BlobStore(Path(scratch) / "observed"))
+                self.observer = TrainingObserver(task_spec, data.dataset(), BlobStore(Path(scratch) / "observed"))
                 await self.wait_for_workers(client)
                 before_height, balances_before = await self.balances(client)
                 task_id = await self.submit(client, spec)
-                view = await self.follow(client, task_id)
+                view = await self.follow(client, task_id, data.key)
                 accuracy, loss = await self.evaluate_final(client, view)
                 after_height, balances_after = await self.balances(client)
                 tx_fees = await self.tx_fees(client, before_height, after_height)
@@ -196,9 +195,10 @@ class Demo:
         )
         return task_id
 
-    async def follow(self, client: AsyncRpcClient, task_id: int) -> TaskView:
+    async def follow(self, client: AsyncRpcClient, task_id: int, data_key: bytes | None) -> TaskView:
         deadline = time.monotonic() + self.options.task_timeout
         last_line = ""
+        delivered_at = 0.0
         while time.monotonic() < deadline:
             try:
                 view = await get_task(client, task_id)
@@ -214,6 +214,9 @@ class Demo:
             if line != last_line:
                 self.console.print(line)
                 last_line = line
+            if data_key is not None and view.status in LIVE_STATUSES and time.monotonic() > delivered_at + 2.0:
+                await self.deliver_key(client, task_id, data_key)
+                delivered_at = time.monotonic()
             for weights_line in await self.observer.advance(view):
                 self.console.print(f"  [cyan]{weights_line}[/cyan]")
             for churn_line in await self.churn.advance(view):
@@ -223,6 +226,19 @@ class Demo:
             await asyncio.sleep(0.5)
         raise LocalnetError(f"task {task_id} did not settle within {self.options.task_timeout:.0f}s "
                             f"(see `trolly-localnet logs` for the workers and the verifier)")
+
+    async def deliver_key(self, client: AsyncRpcClient, task_id: int, data_key: bytes) -> None:
+        """One look at who lacks the private data's key, and its boxes sent (`key_delivery`); a refusal (a member
+        dropped meanwhile) is said and tried again at the next look."""
+        name_of = {self.keyring.get(name).address: name for name in self.names()}
+        try:
+            delivery = await deliver_data_keys(client, TxSender(client), self.keyring.signer(REQUESTER), task_id,
+                                               data_key)
+        except WalletError as exc:
+            self.console.print(f"[yellow]could not deliver the data key yet: {exc}[/yellow]")
+            return
+        if delivery.delivered:
+            self.console.print(f"data key sealed to {', '.join(name_of.get(a, a) for a in delivery.delivered)}")
 
     async def evaluate_final(self, client: AsyncRpcClient, view: TaskView) -> tuple[float, float]:
         """What `trolly-wallet task fetch` and `task eval --data` do: the final weights fetched from any member by

@@ -485,22 +485,37 @@ def test_up_refuses_ports_in_use_before_starting_anything(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["digits", "lora-text"])
-def test_each_demo_task_pays_for_a_spec_the_chain_accepts_within_the_demo_budget(name):
+def test_each_demo_task_pays_for_a_spec_the_chain_accepts_within_the_demo_budget(name, tmp_path):
     from trolly.chain.market.params import MarketParams
+    from trolly.chain.market.spec import validate_spec
+    from trolly.compute.data.encryption import DataKeyError
+    from trolly.compute.data.manifest import load_dataset
     from trolly.compute.spec import lora_text_spec, parse_spec
     from trolly.localnet.demo import DEMO_BUDGET
     from trolly.localnet.demo_tasks import DEMO_TASKS
     from trolly.wallet.tasks import plan_task
 
     task = DEMO_TASKS[name]
-    spec = task.spec("ab" * 32, "http://127.0.0.1:1", task.rounds)
+    data = task.data(tmp_path)
+    spec = task.spec(data.section("http://127.0.0.1:1"), task.rounds)
     parsed = parse_spec(spec)
-    assert parsed.dataset.name == task.dataset and parsed.dataset.urls == ("http://127.0.0.1:1",)
+    assert parsed.dataset.manifest_hash == data.manifest_hash and parsed.dataset.urls == ("http://127.0.0.1:1",)
     assert plan_task(spec, MarketParams(), DEMO_BUDGET, None, 3, 2, None).rounds == task.rounds
+    assert data.dataset().shape.kind == ("classification" if name == "digits" else "text-classification")
     if name == "lora-text":  # the LoRA task's codec and optimizer are the shared builder's, only its size is the demo's
         shared = lora_text_spec("ab" * 32, rank=4, batch_size=8, rounds=task.rounds, inner_steps=20)
         assert json.loads(spec)["codec"] == shared["codec"]
         assert json.loads(spec)["training"]["inner_optimizer"] == shared["training"]["inner_optimizer"]
+        # the requester's own texts, packed for lora-text and private: a stranger with the blobs reads nothing
+        assert (parsed.dataset.name, parsed.dataset.context) == ("packed", 64)
+        assert validate_spec(spec, task.rounds).private_data and data.key is not None
+        lines = (tmp_path / "pydocs.jsonl").read_text().splitlines()
+        assert json.loads(lines[0]).keys() == {"text", "label"}
+        assert len(lines) == len(data.dataset().train_targets) + len(data.dataset().test_targets)
+        with pytest.raises(DataKeyError):
+            load_dataset(data.manifest_hash, data.store.get)
+    else:
+        assert data.key is None and parsed.dataset.name == "digits"
 
 
 def test_the_observer_evaluates_w0_and_flags_weights_the_chain_disagrees_with(tmp_path):
@@ -513,7 +528,8 @@ def test_the_observer_evaluates_w0_and_flags_weights_the_chain_disagrees_with(tm
     from trolly.localnet.observer import TrainingObserver
 
     blobs = build_dataset("digits")
-    spec = parse_spec(digits_spec(blobs.manifest_hash, "http://127.0.0.1:1", rounds=2))
+    spec = parse_spec(digits_spec({"name": "digits", "manifest_hash": blobs.manifest_hash,
+                                   "urls": ["http://127.0.0.1:1"]}, rounds=2))
     observer = TrainingObserver(spec, dataset_from_blobs(blobs), BlobStore(tmp_path))
     answer = task_answer(round=0, rounds=2, round_details=[round_answer(round=0)])
     view = TaskView.from_answer(answer)
