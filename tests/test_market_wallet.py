@@ -139,3 +139,15 @@ def test_every_market_command_has_help(wallet):
                  ["worker", "register"], ["worker", "join"], ["worker", "status"], ["worker", "unregister"]):
         result = wallet(*path, "--help")
         assert result.exit_code == 0 and "Usage:" in result.output and len(result.output) > 100
+
+
+def test_a_worker_registers_through_a_relay_and_needs_a_url_or_a_relay(wallet, fake_node):
+    neither = wallet("worker", "register", "--stake", "10trl", "--samples-per-second", "120", "--from", "dev", "--yes",
+                     node=fake_node)
+    assert neither.exit_code != 0 and "--blob-url" in neither.stderr and "--relay" in neither.stderr
+    included(wallet("worker", "register", "--stake", "10trl", "--relay", "http://relay.example:8650",
+                    "--samples-per-second", "120", "--from", "dev", "--yes", "-o", "json", node=fake_node))
+    worker = ok_json(wallet("worker", "status", "dev", "-o", "json", node=fake_node))
+    assert (worker["blob_url"], worker["relay"]) == ("", "http://relay.example:8650")
+    shown = wallet("worker", "status", "dev", node=fake_node).stdout
+    assert "http://relay.example:8650" in shown

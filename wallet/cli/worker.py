@@ -29,18 +29,21 @@ def worker() -> None:
 
 @worker.command("register")
 @click.option("--stake", "stake_amount", required=True, help="Stake to lock, e.g. 10trl (at least the chain's minimum).")
-@click.option("--blob-url", required=True, help="Base URL of your blob service, e.g. http://203.0.113.5:8700.")
+@click.option("--blob-url", default="", help="Base URL of your blob service, e.g. http://203.0.113.5:8700.")
+@click.option("--relay", default="", help="Or, with no inbound route: the blob relay you push your blobs to.")
 @click.option("--device", default="cpu", show_default=True, help="What you train on, e.g. cpu or cuda:RTX 4090.")
 @click.option("--samples-per-second", type=click.IntRange(min=1), required=True,
               help="Your benchmarked training throughput.")
 @click.option("--memory-mb", type=click.IntRange(min=0), default=0, help="Memory available for training.")
 @click.option("--threads", type=click.IntRange(min=0), default=0, help="Threads used for training.")
 @transaction_options
-def register(stake_amount: str, blob_url: str, device: str, samples_per_second: int, memory_mb: int, threads: int,
-             **flags) -> None:
-    """Register the --from account as a worker."""
+def register(stake_amount: str, blob_url: str, relay: str, device: str, samples_per_second: int, memory_mb: int,
+             threads: int, **flags) -> None:
+    """Register the --from account as a worker, served at --blob-url or through a --relay."""
+    if not blob_url and not relay:
+        raise click.UsageError("give --blob-url (your blob service) or --relay (a blob relay you push to)")
     message = market_pb2.MsgRegisterWorker(
-        stake=parse_amount(stake_amount, what="stake"), blob_url=blob_url,
+        stake=parse_amount(stake_amount, what="stake"), blob_url=blob_url, relay=relay,
         hardware=market_pb2.HardwareProfile(device=device, samples_per_second=samples_per_second,
                                             memory_mb=memory_mb, threads=threads))
     run_transaction(TransactionFlags(**flags), [message])
@@ -78,7 +81,8 @@ def render_worker(view: WorkerView) -> None:
     rows = [("address", view.address), ("registered", "yes" if view.registered else "no")]
     record = view.record
     if record is not None:
-        rows += [("stake", amount_text(record.stake)), ("blob url", record.blob_url),
+        rows += [("stake", amount_text(record.stake)), ("blob url", record.blob_url or "-"),
+                 ("relay", record.relay or "-"),
                  ("hardware", f"{record.hardware.device}, {record.hardware.samples_per_second} samples/s"),
                  ("tasks", ", ".join(map(str, record.tasks)) or "-"), ("earned", amount_text(record.earned)),
                  ("slashed", amount_text(record.slashed)), ("penalties", amount_text(record.penalized))]
