@@ -168,3 +168,29 @@ def test_a_replacement_that_misses_its_first_round_is_dropped_and_its_slot_opens
     view = market.task(task_id)
     assert (view["round"], view["open_slots"]) == (3, 1)
     assert_fails(join(market, other, task_id), TaskNotOpen)  # round 3 is the last training round
+
+
+def test_a_task_takes_at_most_workers_wanted_replacements(make_chain):
+    """Each replacement that misses its first round opens the slot again; after `workers` (2) replacements the
+    task takes no more, so its member list stays within 2 x workers."""
+    market = Market(make_chain(accounts=6, validators=1, params={"market": MARKET_PARAMS}))
+    chain = market.chain
+    task_id = two_worker_task(market, rounds=8)
+    first, leaving, *newcomers = market.workers[:5]
+    market.commit(task_id, 0, [first])
+    chain.advance(ROUND_BLOCKS)  # `leaving` misses round 0
+    settle(market, task_id)
+    for newcomer in newcomers[:2]:
+        round_ = market.task(task_id)["round"]
+        assert join(market, newcomer, task_id).ok
+        market.commit(task_id, round_, [first])
+        settle(market, task_id)
+        market.commit(task_id, round_ + 1, [first])
+        chain.advance(ROUND_BLOCKS)  # the newcomer misses its first round
+        settle(market, task_id)
+        assert member(market, task_id, newcomer)["status"] == "dropped"
+    view = market.task(task_id)
+    assert (view["round"], view["open_slots"], view["replacements"], view["workers_joined"]) == (5, 1, 2, 4)
+    before = market_snapshot(chain)
+    assert_fails(join(market, newcomers[2], task_id), TaskNotOpen)
+    assert market_snapshot(chain) == before
