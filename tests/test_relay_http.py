@@ -215,3 +215,18 @@ def test_the_time_header_must_be_a_plain_number(market, tmp_path):
         assert status == 401 and "malformed signature headers" in answer["error"]
 
     run_relay(market, tmp_path, test)
+
+
+def test_a_blob_two_tasks_hold_outlives_one_of_them_and_a_reopened_store_counts_what_it_holds(tmp_path):
+    store = RelayStore(tmp_path / "relay", total_quota=10_000)
+    shared, own = b"s" * 300, b"o" * 200
+    digests = {data: hashlib.sha256(data).hexdigest() for data in (shared, own)}
+    assert store.add(1, "trolly1a", shared, digests[shared]) and store.add(1, "trolly1a", own, digests[own])
+    assert store.add(2, "trolly1b", shared, digests[shared])
+    assert not store.add(2, "trolly1b", shared, digests[shared])  # already named by that record
+    assert store.total == 500 and RelayStore(tmp_path / "relay").total == 500
+    assert store.evict_task(1) == 200
+    assert store.blobs.has(digests[shared]) and not store.blobs.has(digests[own])
+    reopened = RelayStore(tmp_path / "relay")
+    assert reopened.total == 300 and reopened.tasks() == [2]
+    assert reopened.evict_task(2) == 300 and not reopened.blobs.has(digests[shared]) and reopened.total == 0

@@ -11,6 +11,7 @@ Every file is written atomically (`trolly.wallet.files`), so a crash leaves the 
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import pathlib
@@ -38,8 +39,14 @@ class RelayStore:
         self.blobs = BlobStore(self.root, max_blob_size=max_blob_size)
         self.task_quota = task_quota
         self.total_quota = total_quota
-        self.total = sum(self._sizes().values())
+        self.references: collections.Counter[str] = collections.Counter()
+        """How many records name each blob (read from the records once, then kept up to date)."""
+        self.total = 0
         """Bytes of the blobs the records name, each counted once."""
+        for path in (self.root / "tasks").glob("*/*.json"):
+            for digest, size in json.loads(path.read_bytes())["blobs"].items():
+                self.total += size if not self.references[digest] else 0
+                self.references[digest] += 1
 
     def _record_path(self, task_id: int, worker: str) -> pathlib.Path:
         return self.root / "tasks" / str(task_id) / f"{worker}.json"
@@ -54,13 +61,6 @@ class RelayStore:
     def _save(self, task_id: int, worker: str, record: dict) -> None:
         write_atomically(self._record_path(task_id, worker), json.dumps(record, sort_keys=True).encode())
 
-    def _sizes(self) -> dict[str, int]:
-        """Every blob some record names, with its size."""
-        sizes: dict[str, int] = {}
-        for path in (self.root / "tasks").glob("*/*.json"):
-            sizes.update(json.loads(path.read_bytes())["blobs"])
-        return sizes
-
     def check_room(self, task_id: int, worker: str, digest: str, size: int) -> None:
         """Raise `QuotaExceeded` unless `worker` may add a blob of `size` bytes to `task_id` (before it is read)."""
         held = self.record(task_id, worker)["blobs"]
@@ -70,7 +70,7 @@ class RelayStore:
         if used + size > self.task_quota:
             raise QuotaExceeded(f"{worker} holds {used} bytes for task {task_id} here; {size} more would pass the "
                                 f"relay's quota of {self.task_quota} bytes per worker and task")
-        if not self.blobs.has(digest) and self.total + size > self.total_quota:
+        if not self.references[digest] and self.total + size > self.total_quota:
             raise QuotaExceeded(f"the relay holds {self.total} bytes; {size} more would pass its bound of "
                                 f"{self.total_quota}")
 
@@ -81,12 +81,12 @@ class RelayStore:
         record = self.record(task_id, worker)
         if digest in record["blobs"]:
             return False
-        known = self.blobs.has(digest) and digest in self._sizes()
         self.blobs.put(data, expected=digest)
         record["blobs"][digest] = len(data)
         self._save(task_id, worker, record)
-        if not known:
+        if not self.references[digest]:
             self.total += len(data)
+        self.references[digest] += 1
         return True
 
     def set_listing(self, task_id: int, worker: str, round_index: int, hashes: list[str]) -> None:
@@ -115,14 +115,16 @@ class RelayStore:
         directory = self.root / "tasks" / str(task_id)
         if not directory.is_dir():
             return 0
-        named = {digest for path in directory.glob("*.json") for digest in json.loads(path.read_bytes())["blobs"]}
+        named = [json.loads(path.read_bytes())["blobs"] for path in directory.glob("*.json")]
         shutil.rmtree(directory)
-        kept = self._sizes()
         freed = 0
-        for digest in named - kept.keys():
-            path = self.blobs.path(digest)
-            if path.is_file():
-                freed += path.stat().st_size
-                path.unlink()
-        self.total = sum(kept.values())
+        for blobs in named:
+            for digest, size in blobs.items():
+                self.references[digest] -= 1
+                if self.references[digest] > 0:
+                    continue
+                del self.references[digest]
+                self.total -= size
+                freed += size
+                self.blobs.path(digest).unlink(missing_ok=True)
         return freed
