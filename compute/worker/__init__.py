@@ -15,10 +15,13 @@ checkpoints, final weights) from its own blob service. The pieces:
     market.py      the chain side: queries and the worker's transactions (register, join, commit)
     throughput.py  measuring this machine's samples per second, the H it declares, the block interval
     preflight.py   this machine measured (memory, cores, GPUs, speed, largest models): what it registers and fits
+    earnings.py    what it earned per task and round, from the chain (pay, penalties, collateral, fees)
+    why.py         why it was not paid on a task (missed rounds, verdicts, how its membership ended)
     data.py        the task's dataset: local store, bundled build, or fetched by hash
     housekeeping.py  deleting a finished task's round blobs (final weights and dataset kept)
     errors.py      WorkerError and its cases
     service.py     the long-running service (start / run / stop) tying the above together
     display.py     progress display and operator logs
-    cli.py         `trolly-worker preflight | init | start | status`
+    cli.py         `trolly-worker init | start | status`
+    report_commands.py  `trolly-worker preflight | earnings | why` and the shared options
 """

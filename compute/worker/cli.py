@@ -7,6 +7,8 @@
                          [--step-delay S] [--keep-blobs] [--[no-]checkpoint-process] [--[no-]training-core]
                          [--device D] [--memory-mb M] [--cheat NAME (TEST SWITCH)]
     trolly-worker status --home H [-o json]
+    trolly-worker earnings --home H [-o json]
+    trolly-worker why TASK_ID --home H [-o json]
 
 The home defaults to `$TROLLY_WORKER_HOME`, else `~/.trolly-worker`. The key lives in a wallet keyring: the
 worker home's own (`trolly-wallet keys add NAME --home H`), or another wallet home given by `--wallet-home`;
@@ -26,22 +28,23 @@ import socket
 import click
 
 from trolly.chain.errors import ChainError
-from trolly.chain.market.params import MarketParams
 from trolly.wallet.amounts import parse_amount
 from trolly.wallet.errors import WalletError
 from trolly.wallet.keyring import BACKENDS, Keyring
 from trolly.wallet.passwords import PasswordSource
-from trolly.wallet.market_queries import get_market_params, get_spec
+from trolly.wallet.market_queries import get_spec
 from trolly.wallet.rpc import DEFAULT_NODE, RpcClient, normalize_node_url
 
 from ..cheats import CHEATS
 from ..errors import ComputeError
-from .config import CONFIG_FILE, HOME_ENVIRONMENT_VARIABLE, WorkerConfig, load_config, resolve_home, save_config
+from .config import CONFIG_FILE, WorkerConfig, load_config, resolve_home, save_config
 from .config import wallet_home
 from .display import configure_logging
 from .errors import TaskUnfit
 from .preflight import PREFLIGHT_FILE, measure, save_preflight, unfit_reasons
 from .progress import WorkerState
+from .report_commands import (chain_params, device_option, earnings, home_option, memory_option, preflight, why,
+                              worker_address)
 
 
 class WorkerGroup(click.Group):
@@ -56,12 +59,6 @@ class WorkerGroup(click.Group):
             ctx.exit(getattr(error, "exit_code", 1))
 
 
-def home_option(function):
-    return click.option("--home", type=click.Path(file_okay=False, path_type=pathlib.Path), default=None,
-                        envvar=HOME_ENVIRONMENT_VARIABLE,
-                        help=f"Worker home (default: ${HOME_ENVIRONMENT_VARIABLE}, else ~/.trolly-worker).")(function)
-
-
 @click.group(cls=WorkerGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="trolly", prog_name="trolly-worker")
 def main() -> None:
@@ -72,47 +69,6 @@ def _free_port(host: str) -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return probe.getsockname()[1]
-
-
-def device_option(function):
-    return click.option("--device", default=None, metavar="cpu|cuda|cuda:N",
-                        help="Train on this device (default: worker.json's, else CUDA where a GPU is present, else "
-                             "the CPU). A CUDA profile names the GPU, its driver and CUDA build.")(function)
-
-
-def memory_option(function):
-    return click.option("--memory-mb", type=click.IntRange(1), default=None,
-                        help="Declare at most this much memory (MiB); it can only lower what is measured.")(function)
-
-
-def chain_params(node: str) -> MarketParams | None:
-    """The chain's market params (for the bounds of the largest models), None when the node does not answer."""
-    try:
-        with RpcClient(node, timeout=5) as client:
-            return client.run(get_market_params(client.async_client))
-    except WalletError:
-        return None
-
-
-@main.command()
-@home_option
-@device_option
-@click.option("--node", default=None, help="A node whose market params bound the largest models (default: "
-                                           "worker.json's node, if the home has one; else the defaults).")
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def preflight(home, device, node, output) -> None:
-    """Measure this machine: cores, instruction set, memory, disk, torch, CUDA devices, reference speed, and the
-    largest model of each architecture it can take."""
-    root = resolve_home(home)
-    config = load_config(root) if (root / CONFIG_FILE).exists() else None
-    node = normalize_node_url(node) if node else (config.node if config else "")
-    measured = measure(root, device or (config.device if config else "") or None,
-                       chain_params(node) if node else None)
-    if output == "json":
-        click.echo(json.dumps(measured.to_json(), indent=2))
-        return
-    for line in measured.lines():
-        click.echo(line)
 
 
 def refuse_unfit_task(root: pathlib.Path, config: WorkerConfig, task_id: int) -> None:
@@ -278,7 +234,7 @@ def status(home, output) -> None:
     root = resolve_home(home)
     config = load_config(root)
     state = WorkerState.load(root)
-    address = Keyring(wallet_home(root, config), config.keyring_backend).get(config.key_name).address  # public
+    address = worker_address(root, config)
     document = {"home": str(root), "key": config.key_name, "address": address, "node": config.node,
                 "blob_url": config.blob_url, "tasks": [progress.to_json() for progress in state.tasks.values()]}
     if output == "json":
@@ -292,6 +248,12 @@ def status(home, output) -> None:
         final = f", final weights {progress.final_weights_hash}" if progress.final_weights_hash else ""
         click.echo(f"  task {progress.task_id}: {progress.status} {progress.outcome} (worker {progress.worker_index}), "
                    f"committed rounds {committed or 'none'}{final}")
+
+
+
+
+for command in (preflight, earnings, why):
+    main.add_command(command)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from ..errors import WalletError
 from ..market_queries import get_market_params, get_task
 from ..market_queries import list_tasks as fetch_task_listing
 from ..market_views import TaskSummary, TaskView
+from ..task_fit import explain_no_join
 from ..tasks import plan_task
 from .errors import WalletGroup
 from .lazy_commands import load_target
@@ -241,6 +242,18 @@ def render_task(view: TaskView) -> None:
                          amount_text(c.paid)])
     if rows:
         print_table(["round", "worker", "outcome", "sampled", "verdicts", "paid"], rows, title="Rounds")
+
+
+@task.command("why")
+@click.argument("task_id")
+@node_options
+@output_option
+def why(task_id: str) -> None:
+    """Why no worker joined TASK_ID: each requirement of its spec against what each registered worker measured."""
+    options = settings()
+    client = options.client()
+    report = client.run(explain_no_join(client.async_client, task_id_argument(task_id)))
+    emit(report.to_json(), options.json, lambda _: click.echo("\n".join(report.lines())))
 
 
 @task.command("cancel")
