@@ -63,7 +63,8 @@ def test_a_dropped_members_slot_opens_at_the_next_round_and_the_replacement_trai
     balance = chain.balance(replacement)
     result = join(market, replacement, task_id)
     assert result.ok, result.log
-    joined = [dict(e.attributes) for e in result.events if e.type == "task" and dict(e.attributes)["action"] == "joined"]
+    joined = [dict(e.attributes) for e in result.events
+              if e.type == "task" and dict(e.attributes)["action"] == "joined"]
     assert (joined[0]["index"], joined[0]["first_round"]) == ("1", "2")
     assert chain.balance(replacement) == balance - COLLATERAL
     fresh = member(market, task_id, replacement)

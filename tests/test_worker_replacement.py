@@ -39,7 +39,8 @@ def dataset_blobs():
 def four_round_spec(manifest_hash: str) -> bytes:
     document = example_spec(manifest_hash, model={"arch": "mlp", "config": {"hidden": [16]}}, codec="int8",
                             training={"rounds": ROUNDS, "inner_steps": STEPS, "batch_size": 8, "checkpoint_every": 4,
-                                      "seed": 11, "inner_optimizer": {"name": "adamw", "lr": 0.001, "weight_decay": 0.0},
+                                      "seed": 11,
+                                      "inner_optimizer": {"name": "adamw", "lr": 0.001, "weight_decay": 0.0},
                                       "outer_optimizer": {"name": "nesterov", "lr": 0.7, "momentum": 0.9}})
     return json.dumps(document).encode()
 
