@@ -1,13 +1,14 @@
 """End to end behind NAT: a worker in a network namespace that nothing can connect into trains a task through a
-blob relay, and the task completes verified.
+blob relay beside a worker on the host, and the task completes verified.
 
 The worker's namespace reaches the host through a veth pair; on its side, every TCP SYN-ACK it would send is
 dropped (`tc` on the veth's egress), so no connection into it can ever complete, while its own outbound
 connections (to the node and the relay) work. The node (`trolly-node dev`), the relay (`trolly-verifier relay`)
-and the verifier (`trolly-verifier start`) run on the host. The worker registers the relay (`init --relay`),
-serves nothing, pushes each round's checkpoints, update and residual and its final weights; the verifier replays
-every segment from the relay, all pass, the task completes with its final weights, which anyone fetches from the
-relay by hash. Skipped where namespaces, veth pairs or the tc filter cannot be made (not root, no `ip`).
+and the verifier (`trolly-verifier start`) run on the host, as does a second worker serving its own blobs. The
+relayed worker registers the relay (`init --relay`), serves nothing, pushes each round's checkpoints, update and
+residual and its final weights; the host worker fetches its updates from the relay (and it the host worker's
+from their blob service); the verifier replays every segment of both from where each is served, all pass, the
+task completes with its final weights, which anyone fetches from the relay by hash. Skipped where namespaces, veth pairs or the tc filter cannot be made (not root, no `ip`).
 """
 
 from __future__ import annotations
@@ -204,8 +205,17 @@ def test_a_worker_with_no_inbound_route_completes_a_verified_task_through_a_rela
             assert init.returncode == 0, init.stderr
             assert json.loads((worker_home / "worker.json").read_text())["relay"] == relay
             address = json.loads(next((worker_home / "keyring-test").glob("worker.key.json")).read_text())["address"]
+            # The other worker, on the host, serves its blobs on the host's end of the veth.
+            host_home = tmp_path / "host-worker"
+            init = run(str(SCRIPTS["trolly-worker"]), "init", "--home", str(host_home), "--key", "host-worker",
+                       "--keyring-backend", "test", "--create-key", "--node", node, "--blob-host", host,
+                       "--allow-private-blob-hosts", check=False)
+            assert init.returncode == 0, init.stderr
+            host_address = json.loads(next((host_home / "keyring-test").glob("host-worker.key.json")).read_text())[
+                "address"]
             requester = dev_key(0)
-            send(node, requester, send_message(decode_address(address), 50_000_000))
+            for funded in (address, host_address):
+                send(node, requester, send_message(decode_address(funded), 50_000_000))
 
             manifest = build_dataset("digits").manifest_hash
             document = example_spec(manifest, model={"arch": "mlp", "config": {"hidden": [16]}},
@@ -216,16 +226,16 @@ def test_a_worker_with_no_inbound_route_completes_a_verified_task_through_a_rela
                                     codec="int8")
             spec = json.dumps(document).encode()
             send(node, requester, market_pb2.MsgSubmitTask(
-                spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=10 * REWARD, workers=1, rounds=2,
+                spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=10 * REWARD, workers=2, rounds=2,
                 reward_per_round=REWARD, collateral=2 * REWARD, join_blocks=1_000, round_blocks=400,
                 samples_per_worker=4))
             task_id = max(t["id"] for t in query(node, "/market/tasks")["tasks"])
 
-            worker_log = tmp_path / "worker.log"
-            processes.append((spawn([*in_namespace, str(SCRIPTS["trolly-worker"]), "start", "--home",
-                                     str(worker_home), "--max-tasks", "1", "--task", str(task_id), "--poll-interval",
-                                     "0.3", "--no-progress", "--allow-private-blob-hosts", "--linger", "600"],
-                                    worker_log), worker_log))
+            worker_log, host_log = tmp_path / "worker.log", tmp_path / "host-worker.log"
+            for prefix, home, log in ((in_namespace, worker_home, worker_log), ([], host_home, host_log)):
+                processes.append((spawn([*prefix, str(SCRIPTS["trolly-worker"]), "start", "--home", str(home),
+                                         "--max-tasks", "1", "--task", str(task_id), "--poll-interval", "0.3",
+                                         "--no-progress", "--allow-private-blob-hosts", "--linger", "600"], log), log))
             wait_until(lambda: query(node, f"/market/task/{task_id}")["status"] != "running"
                        and query(node, f"/market/task/{task_id}")["status"] != "open", 600, "the task to end",
                        processes)
@@ -233,15 +243,16 @@ def test_a_worker_with_no_inbound_route_completes_a_verified_task_through_a_rela
             task = query(node, f"/market/task/{task_id}")
             assert task["status"] == "completed", task
             assert task["final_weights_hash"], "the final weights were verified"
-            (member,) = task["members"]
-            assert member["relay"] == relay and member["blob_url"] == ""
-            assert member["paid"] > 0 and member["slashed"] == 0
+            members = {m["worker"]: m for m in task["members"]}
+            assert (members[address]["relay"], members[address]["blob_url"]) == (relay, "")
+            assert members[host_address]["relay"] == "" and members[host_address]["blob_url"].startswith(f"http://{host}:")
+            assert all(m["paid"] > 0 and m["slashed"] == 0 for m in members.values()), members
             for round_index in range(2):
                 detail = query(node, f"/market/task/{task_id}/round/{round_index}")
-                (commitment,) = detail["commitments"]
-                assert commitment["outcome"] == "passed", commitment
-                verdicts = {v["verdict"] for v in commitment["verdicts"]}
-                assert verdicts == {"pass"}, commitment
+                assert len(detail["commitments"]) == 2
+                for commitment in detail["commitments"]:
+                    assert commitment["outcome"] == "passed", commitment
+                    assert {v["verdict"] for v in commitment["verdicts"]} == {"pass"}, commitment
 
             # Anyone fetches the result by hash from the relay's place for the worker.
             digest = task["final_weights_hash"]
