@@ -1,9 +1,11 @@
 """`trolly-verifier relay`: run a blob relay (compute/blobs/relay.py) beside the verifier, or on its own.
 
     trolly-verifier relay --node URL [--home DIR] [--host H] [--port P] [--task-quota-mb N] [--keep-settled S]
+                          [--allow-private-blob-hosts]
 
 Workers with no inbound route push their blobs to it and name it on chain; verifiers and other workers fetch
-from it. It holds no key: anyone may run one. Stopped by SIGINT or SIGTERM.
+from it; workers ask its probe whether they can be reached (`trolly-worker preflight --probe`). It holds no
+key: anyone may run one. Stopped by SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 
 import click
 
+from trolly.compute.blobs.connect_policy import AddressPolicy
 from trolly.compute.blobs.connections import ConnectionLimits
 from trolly.compute.blobs.relay import ChainMembers, Relay, RelayOptions, RelayServer
 from trolly.compute.blobs.relay_auth import DEFAULT_MAX_SKEW
@@ -46,8 +49,10 @@ log = logging.getLogger("trolly.verifier.relay")
               help="Seconds between looks for settled tasks.")
 @click.option("--max-skew", type=click.IntRange(1), default=DEFAULT_MAX_SKEW, show_default=True,
               help="Seconds a push's signing time may be off this machine's clock.")
+@click.option("--allow-private-blob-hosts", is_flag=True,
+              help="Let the reachability probe (POST /probe) fetch from loopback and private addresses (a localnet).")
 def relay(node, home, host, port, task_quota_mb, total_quota_mb, max_blob_mb, keep_settled, sweep_interval,
-          max_skew) -> None:
+          max_skew, allow_private_blob_hosts) -> None:
     """Run a blob relay for workers that cannot be reached: they push signed blobs, anyone fetches by hash."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S",
                         stream=sys.stderr)
@@ -59,7 +64,8 @@ def relay(node, home, host, port, task_quota_mb, total_quota_mb, max_blob_mb, ke
     except OSError as error:
         raise click.ClickException(f"cannot use {home} as the relay's home: {error}") from None
     options = RelayOptions(max_skew=max_skew, keep_settled=keep_settled, sweep_interval=sweep_interval,
-                           limits=ConnectionLimits(body_timeout=600.0))
+                           limits=ConnectionLimits(body_timeout=600.0),
+                           probe_addresses=AddressPolicy(allow_private=allow_private_blob_hosts))
     asyncio.run(_serve(Relay(store, ChainMembers(AsyncRpcClient(normalize_node_url(node))), options), host, port))
 
 

@@ -35,8 +35,10 @@ from trolly.wallet.errors import QueryFailed, WalletError
 from trolly.wallet.market_queries import get_task_overview
 from trolly.wallet.rpc import AsyncRpcClient
 
+from .connect_policy import AddressPolicy
 from .connections import ConnectionGuard, ConnectionLimits, admitted_total
 from .errors import BlobError, BlobNotFound, BlobRejected, BlobTooLarge, InvalidBlobHash
+from .reachability import add_probe_route
 from .relay_auth import DEFAULT_MAX_SKEW, PushSignatureInvalid, PushUnsigned, check_push, read_push_headers
 from .relay_store import QuotaExceeded, RelayStore
 from .server import LIMITS_KEY, BodyTooSlow, _error, _read_limited, _route_task, _slow_body
@@ -103,6 +105,9 @@ class RelayOptions:
     sweep_interval: float = 60.0
     """Seconds between looks at which stored tasks have settled."""
     limits: ConnectionLimits = ConnectionLimits()
+    probe_addresses: AddressPolicy = AddressPolicy()
+    """Where the reachability probe (`POST /probe`, `reachability.py`) may fetch from: public addresses only,
+    unless a localnet's relay allows private ones."""
 
 
 class Relay:
@@ -216,6 +221,7 @@ def build_relay_app(relay: Relay) -> web.Application:
     app.router.add_put("/workers/{worker_address}/blobs/{digest}", push_blob)
     app.router.add_get("/workers/{worker_address}/tasks/{task_id}/rounds/{round}/checkpoints", get_listing)
     app.router.add_put("/workers/{worker_address}/tasks/{task_id}/rounds/{round}/checkpoints", push_listing)
+    add_probe_route(app, relay.options.probe_addresses)  # workers ask whether they can be reached (preflight)
     return app
 
 

@@ -1,8 +1,8 @@
 """`trolly-worker`: the compute provider's command line, thin over `config`, `progress` and `service`.
 
-    trolly-worker preflight [--home H] [--device D] [--node URL] [-o json]
+    trolly-worker preflight [--home H] [--device D] [--node URL] [--probe URL] [-o json]
     trolly-worker init   --home H --key NAME [--keyring-backend test] [--create-key] [--blob-port P] [--node URL]
-                         [--allow-private-blob-hosts] [--device D] [--memory-mb M]
+                         [--allow-private-blob-hosts] [--device D] [--memory-mb M] [--probe URL]
     trolly-worker start  --home H [--max-tasks N [--linger S]] [--task ID] [--declare-slowdown X]
                          [--step-delay S] [--keep-blobs] [--[no-]checkpoint-process] [--[no-]training-core]
                          [--device D] [--memory-mb M] [--cheat NAME (TEST SWITCH)]
@@ -41,10 +41,10 @@ from .config import CONFIG_FILE, WorkerConfig, load_config, resolve_home, save_c
 from .config import wallet_home
 from .display import configure_logging
 from .errors import TaskUnfit
-from .preflight import PREFLIGHT_FILE, measure, save_preflight, unfit_reasons
+from .preflight import PREFLIGHT_FILE, check_reachability, measure, save_preflight, unfit_reasons
 from .progress import WorkerState
-from .report_commands import (chain_params, device_option, earnings, home_option, memory_option, preflight, why,
-                              worker_address)
+from .report_commands import (chain_params, device_option, earnings, home_option, memory_option, preflight,
+                              probe_option, why, worker_address)
 
 
 class WorkerGroup(click.Group):
@@ -103,10 +103,11 @@ def refuse_unfit_task(root: pathlib.Path, config: WorkerConfig, task_id: int) ->
               help="Fetch blobs from loopback and private addresses too (a localnet; never on a public network).")
 @device_option
 @memory_option
+@probe_option
 @click.option("--force", is_flag=True, help="Overwrite an existing worker configuration (progress is kept).")
 def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_file, node, relay, blob_host,
          blob_port,
-         public_url, stake, fee, allow_private_blob_hosts, device, memory_mb, force) -> None:
+         public_url, stake, fee, allow_private_blob_hosts, device, memory_mb, probe, force) -> None:
     """Write the worker's configuration (its key, node, blob service port and stake) and measure this machine
     (`preflight`): what `start` registers comes from that measurement."""
     root = resolve_home(home)
@@ -130,6 +131,8 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
         raise click.ClickException(f"no key {key_name!r} in the {keyring_backend} keyring of "
                                    f"{wallet_home(root, config)}; add it with `trolly-wallet keys add` "
                                    f"or pass --create-key")
+    if probe:  # asked once the key is there: the probe's blob is the first thing init writes
+        preflight = dataclasses.replace(preflight, reachability=asyncio.run(check_reachability(root, config, probe)))
     path = save_config(root, config)
     save_preflight(root, preflight)
     click.echo(f"Initialized worker home {root} ({path.name})")

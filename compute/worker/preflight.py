@@ -5,8 +5,8 @@ takes tasks it then cannot finish (its collateral lost, the other members' round
 the cores and the instruction set this process trains under, the memory it may use (the machine's, or its
 control group's limit: `devices.machine_memory_mb`), the disk free under its home, the torch build, each CUDA
 GPU and its memory, the samples per second of the chain's reference workload (`throughput.measure_reference`)
-on the device it trains on, whether its blob service is reachable from outside (asked of a probe, see
-`reachability`), and from the memory, the largest model of each architecture it can take (`largest_models`,
+on the device it trains on, whether its blob service is reachable from outside (asked of a probe that fetches
+from it, `check_reachability`), and from the memory, the largest model of each architecture it can take (`largest_models`,
 with the chain's own footprint estimate).
 
 `init` runs it and saves it beside `worker.json`; `start` measures again, registers (or updates) its
@@ -20,6 +20,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import secrets
 import shutil
 
 import torch
@@ -32,12 +33,15 @@ from trolly.chain.market.spec import parse_spec as parse_chain_spec
 from trolly.chain.proto.market_pb2 import HardwareProfile
 from trolly.wallet.files import write_private_file
 
+from ..blobs import BlobError, BlobServer, BlobStore
+from ..blobs.reachability import ask_probe
 from ..determinism import current_instruction_set
 from ..devices import cuda_description, device_memory_mb, is_cuda, machine_memory_mb, training_device
 from ..errors import BaseModelMissing
 from ..instruction_sets import cpu_flags, runnable_instruction_sets
 from ..models.base_model import require_base_model
 from ..spec import LORA_TEXT_BASE
+from .config import WorkerConfig
 from .throughput import REFERENCE_BATCH, Throughput, measure_reference
 
 PREFLIGHT_FILE = "preflight.json"
@@ -276,6 +280,33 @@ def measured_differently(registered, measured: HardwareProfile) -> bool:
 def describe_hardware(hardware: HardwareProfile) -> str:
     return (f"{hardware.device}, {hardware.samples_per_second} samples/s, {hardware.memory_mb} MiB, "
             f"{hardware.threads} threads")
+
+
+async def check_reachability(home: pathlib.Path, config: WorkerConfig, probe_url: str) -> Reachability:
+    """Ask the probe at `probe_url` (a relay's `POST /probe`, `compute.blobs.reachability`) to fetch a fresh probe
+    blob from this worker's registered blob URL: served for the time of the check by a blob service on the
+    configured port, or by the worker's own running service when that port is taken (the blob is put in the home's
+    store, which it serves). The probe blob is deleted afterwards."""
+    if config.relay:
+        return Reachability(False, False, f"not needed: this worker publishes through the relay {config.relay}")
+    store = BlobStore(home / "blobs")
+    digest = store.put(b"trolly reachability probe " + secrets.token_bytes(16))
+    server = BlobServer(store, owner_token="", host=config.blob_host, port=config.blob_port)
+    serving = True
+    try:
+        try:
+            await server.start()
+        except OSError:  # the port is taken: the worker's own service is up and serves this store
+            serving = False
+        try:
+            reachable, detail = await ask_probe(probe_url, config.blob_url, digest)
+        except BlobError as error:
+            return Reachability(False, False, f"not checked: {error}")
+        return Reachability(True, reachable, detail)
+    finally:
+        if serving:
+            await server.stop()
+        store.path(digest).unlink(missing_ok=True)
 
 
 def save_preflight(home: pathlib.Path, preflight: Preflight) -> pathlib.Path:

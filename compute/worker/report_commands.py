@@ -3,6 +3,7 @@ every `trolly-worker` command shares (`cli.py` adds these commands to its group)
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import pathlib
@@ -17,7 +18,7 @@ from trolly.wallet.rpc import RpcClient, normalize_node_url
 
 from .config import CONFIG_FILE, HOME_ENVIRONMENT_VARIABLE, WorkerConfig, load_config, resolve_home, wallet_home
 from .earnings import worker_earnings
-from .preflight import measure
+from .preflight import check_reachability, measure
 from .why import explain_task, finding_lines
 
 
@@ -36,6 +37,12 @@ def device_option(function):
 def memory_option(function):
     return click.option("--memory-mb", type=click.IntRange(1), default=None,
                         help="Declare at most this much memory (MiB); it can only lower what is measured.")(function)
+
+
+def probe_option(function):
+    return click.option("--probe", default=None, metavar="URL",
+                        help="A probe (a blob relay, trolly-verifier relay) asked to fetch a blob from this worker's "
+                             "blob URL: whether others reach it.")(function)
 
 
 def chain_params(node: str) -> MarketParams | None:
@@ -57,15 +64,21 @@ def worker_address(root: pathlib.Path, config: WorkerConfig) -> str:
 @device_option
 @click.option("--node", default=None, help="A node whose market params bound the largest models (default: "
                                            "worker.json's node, if the home has one; else the defaults).")
+@probe_option
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def preflight(home, device, node, output) -> None:
-    """Measure this machine: cores, instruction set, memory, disk, torch, CUDA devices, reference speed, and the
-    largest model of each architecture it can take."""
+def preflight(home, device, node, probe, output) -> None:
+    """Measure this machine: cores, instruction set, memory, disk, torch, CUDA devices, reference speed, the
+    largest model of each architecture it can take, and (with --probe) whether its blob service is reachable."""
     root = resolve_home(home)
     config = load_config(root) if (root / CONFIG_FILE).exists() else None
+    if probe and config is None:
+        raise click.ClickException(f"--probe checks the blob URL of a worker home; {root} has no {CONFIG_FILE} "
+                                   f"(run trolly-worker init first)")
     node = normalize_node_url(node) if node else (config.node if config else "")
     measured = measure(root, device or (config.device if config else "") or None,
                        chain_params(node) if node else None)
+    if probe:
+        measured = dataclasses.replace(measured, reachability=asyncio.run(check_reachability(root, config, probe)))
     if output == "json":
         click.echo(json.dumps(measured.to_json(), indent=2))
         return
