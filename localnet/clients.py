@@ -1,6 +1,7 @@
 """Verifier and worker processes of a localnet.
 
-Validator i's operator key (`validator-i`) signs verifier i's verdicts. Worker i uses key `worker-i` and
+Validator i's operator key (`validator-i`) signs verifier i's verdicts; verifier i also serves a blob relay on
+`config.relay_port(i)` (a worker started with `--relay` pushes its blobs there). Worker i uses key `worker-i` and
 serves its blobs on `config.blob_port(i)`; the last `slow_workers` of them declare themselves slower (fewer
 inner steps per round), which shows the samples-weighted blending of heterogeneous hardware. With `cheat`
 set, the first worker trains dishonestly with that strategy (a test switch) so the network can be seen
@@ -72,6 +73,7 @@ def verifier_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpe
             "--key", f"validator-{i}", "--wallet-home", str(layout.wallet_home), "--keyring-backend", "test",
             "--poll-interval", "0.5", "--retry-delay", "1", "--unavailable-attempts", "3",
             "--allow-private-blob-hosts",  # the workers' blob services listen on 127.0.0.1
+            "--relay-port", str(config.relay_port(i)),  # a blob relay beside it, for workers nothing reaches
         ))
         for i in range(config.validators)
     ]

@@ -77,7 +77,7 @@ class LocalnetConfig:
     `full_nodes` more (added later by `Localnet.add_node`) start from the same genesis as non-validators.
 
     Ports, all on 127.0.0.1, are offsets from `base_port`: node i uses base + 10i (RPC), + 1 (ABCI, only when
-    the home is too deep for the app's unix socket: `Layout.app_address`), + 2 (CometBFT p2p); the demo serves its dataset on base + 90; worker i serves its
+    the home is too deep for the app's unix socket: `Layout.app_address`), + 2 (CometBFT p2p), + 3 (validator i's blob relay); the demo serves its dataset on base + 90; worker i serves its
     blobs on base + 100 + i. Two localnets with base ports 200 apart never collide.
     """
 
@@ -119,6 +119,13 @@ class LocalnetConfig:
     def blob_port(self, worker: int) -> int:
         return self.base_port + 100 + worker
 
+    def relay_port(self, index: int) -> int:
+        """Where validator `index`'s verifier serves a blob relay (`trolly-verifier start --relay-port`)."""
+        return self.base_port + 10 * index + 3
+
+    def relay_url(self, index: int = 0) -> str:
+        return f"http://127.0.0.1:{self.relay_port(index)}"
+
     def data_port(self) -> int:
         """Where `demo` serves the task's dataset."""
         return self.base_port + 90
@@ -134,6 +141,7 @@ class LocalnetConfig:
             roles[self.rpc_port(i)] = f"RPC of {self.node_name(i)}"
             roles[self.abci_port(i)] = f"ABCI of {self.node_name(i)}"
             roles[self.p2p_port(i)] = f"p2p of {self.node_name(i)}"
+        roles.update({self.relay_port(i): f"blob relay of {self.node_name(i)}" for i in range(self.validators)})
         roles[self.data_port()] = "the demo's dataset server"
         roles.update({self.blob_port(i): f"blobs of worker-{i}" for i in range(self.workers)})
         return roles

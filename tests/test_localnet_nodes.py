@@ -60,7 +60,8 @@ def test_every_port_has_a_role_naming_its_node(net):
     config = net.config
     assert roles[config.p2p_port(3)] == "p2p of validator-3"
     assert roles[config.abci_port(1)] == "ABCI of validator-1" and roles[config.rpc_port(0)] == "RPC of validator-0"
-    assert len(roles) == 4 * 3 + 1
+    assert roles[config.relay_port(2)] == "blob relay of validator-2"
+    assert len(roles) == 4 * 4 + 1
 
 
 def test_a_home_from_another_chain_id_is_refused_by_start(net):

@@ -1,6 +1,7 @@
 """`trolly-verifier`: run the verification service, or check one segment and explain the verdict.
 
     trolly-verifier start --key validator [--node URL] [--home DIR] [--wallet-home DIR] [--concurrency N]
+                          [--relay-port P]                                  (a blob relay beside it)
     trolly-verifier replay --task 3 --round 1 --worker trolly1... --segment 4 [--node URL]
     trolly-verifier replay --claim claim.json --spec spec.json --checkpoints DIR      (offline, for disputes)
     trolly-verifier cheats                                                              (the registered cheats)
@@ -37,7 +38,7 @@ from .errors import VerifierError
 from .segment_check import PASSED, Replayer, SegmentClaim, SegmentReport, verify_segment
 from .service import ServiceConfig, VerifierService
 from .checkpoint_sources import DirectorySource
-from .relay_cli import relay
+from .relay_cli import relay, relay_beside
 from .tolerance import MOMENTS_THRESHOLD, WEIGHTS_THRESHOLD
 
 HOME_ENVIRONMENT_VARIABLE = "TROLLY_VERIFIER_HOME"
@@ -77,6 +78,9 @@ def main_group() -> None:
 @click.option("--allow-private-blob-hosts", is_flag=True,
               help="Fetch blobs from loopback and private addresses too (a localnet; never on a public network).")
 @click.option("--once", is_flag=True, help="One pass (verify and vote on what is due now), then exit.")
+@click.option("--relay-port", type=click.IntRange(1, 65535), default=None,
+              help="Also serve a blob relay (`relay`, default bounds, under HOME/relay) on this port.")
+@click.option("--relay-host", default="127.0.0.1", show_default=True, help="Address the --relay-port relay listens on.")
 @click.option("--test-switch-lazy-pass", "lazy", is_flag=True,
               help="TEST SWITCH, never on a real validator: vote PASS on every segment without replaying it "
                    "(to show that a lazy verifier loses its fee and pays a penalty).")
@@ -88,8 +92,8 @@ def main_group() -> None:
                    "deciding without this validator).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def start(home, node, key_name, wallet_home, keyring_backend, password_file, concurrency, poll_interval,
-          unavailable_attempts, retry_delay, fee, no_websocket, allow_private_blob_hosts, once, lazy, vote_fail,
-          never_vote, verbose) -> None:
+          unavailable_attempts, retry_delay, fee, no_websocket, allow_private_blob_hosts, once, relay_port, relay_host,
+          lazy, vote_fail, never_vote, verbose) -> None:
     """Follow the chain and verify every segment this validator is asked to check."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
@@ -108,10 +112,10 @@ def start(home, node, key_name, wallet_home, keyring_backend, password_file, con
     if lazy:
         logging.getLogger("trolly.verifier").warning("TEST SWITCH --test-switch-lazy-pass: voting PASS without "
                                                      "replaying; this validator will be penalised")
-    asyncio.run(_run_service(config, signer, once))
+    asyncio.run(_run_service(config, signer, once, relay_host, relay_port))
 
 
-async def _run_service(config: ServiceConfig, signer, once: bool) -> None:
+async def _run_service(config: ServiceConfig, signer, once: bool, relay_host: str, relay_port: int | None) -> None:
     service = VerifierService(config, signer)
     if once:
         try:
@@ -126,7 +130,8 @@ async def _run_service(config: ServiceConfig, signer, once: bool) -> None:
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signal_number, stop.set)
-    await service.run(stop)
+    async with relay_beside(config.home / "relay", config.node, relay_host, relay_port, stop):
+        await service.run(stop)
 
 
 @main_group.command()

@@ -1,4 +1,5 @@
-"""`trolly-verifier relay`: run a blob relay (compute/blobs/relay.py) beside the verifier, or on its own.
+"""`trolly-verifier relay`: run a blob relay (compute/blobs/relay.py) on its own, or in the verifier's process
+(`trolly-verifier start --relay-port P`, `relay_beside`).
 
     trolly-verifier relay --node URL [--home DIR] [--host H] [--port P] [--task-quota-mb N] [--keep-settled S]
                           [--allow-private-blob-hosts]
@@ -11,6 +12,7 @@ key: anyone may run one. Stopped by SIGINT or SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import pathlib
 import signal
@@ -67,6 +69,30 @@ def relay(node, home, host, port, task_quota_mb, total_quota_mb, max_blob_mb, ke
                            limits=ConnectionLimits(body_timeout=600.0),
                            probe_addresses=AddressPolicy(allow_private=allow_private_blob_hosts))
     asyncio.run(_serve(Relay(store, ChainMembers(AsyncRpcClient(normalize_node_url(node))), options), host, port))
+
+
+@contextlib.asynccontextmanager
+async def relay_beside(home: pathlib.Path, node: str, host: str, port: int | None, stopping: asyncio.Event):
+    """A relay with the default bounds under `home` on host:port while the block runs (none when `port` is
+    None), sweeping until `stopping` is set; for a verifier that serves one beside its votes."""
+    if port is None:
+        yield
+        return
+    server = RelayServer(Relay(RelayStore(home), ChainMembers(AsyncRpcClient(normalize_node_url(node))),
+                               RelayOptions()), host, port)
+    try:
+        await server.start()
+    except OSError as error:
+        await server.stop()
+        raise click.ClickException(f"cannot serve the relay on {host}:{port}: {error.strerror or error}") from None
+    log.info("relay serving at %s beside the verifier (home %s)", server.url, home)
+    sweeping = asyncio.create_task(server.run(stopping))
+    try:
+        yield
+    finally:
+        stopping.set()
+        await sweeping
+        await server.stop()
 
 
 async def _serve(relay_state: Relay, host: str, port: int) -> None:
