@@ -6,8 +6,8 @@ the cores and the instruction set this process trains under, the memory it may u
 control group's limit: `devices.machine_memory_mb`), the disk free under its home, the torch build, each CUDA
 GPU and its memory, the samples per second of the chain's reference workload (`throughput.measure_reference`)
 on the device it trains on, whether its blob service is reachable from outside (asked of a probe that fetches
-from it, `check_reachability`), and from the memory, the largest model of each architecture it can take (`largest_models`,
-with the chain's own footprint estimate).
+from it, `check_reachability`), and from the memory, the largest model of each architecture it can take
+(`largest_model`, with the chain's own footprint estimate).
 
 `init` runs it and saves it beside `worker.json`; `start` measures again, registers (or updates) its
 hardware record from the measurement (`Preflight.hardware`: a flag may only lower the memory), and refuses a
