@@ -130,7 +130,8 @@ async def _run_service(config: ServiceConfig, signer, once: bool, relay_host: st
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signal_number, stop.set)
-    async with relay_beside(config.home / "relay", config.node, relay_host, relay_port, stop):
+    async with relay_beside(config.home / "relay", config.node, relay_host, relay_port, stop,
+                            allow_private=config.allow_private_blob_hosts):
         await service.run(stop)
 
 

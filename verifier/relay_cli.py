@@ -72,14 +72,16 @@ def relay(node, home, host, port, task_quota_mb, total_quota_mb, max_blob_mb, ke
 
 
 @contextlib.asynccontextmanager
-async def relay_beside(home: pathlib.Path, node: str, host: str, port: int | None, stopping: asyncio.Event):
+async def relay_beside(home: pathlib.Path, node: str, host: str, port: int | None, stopping: asyncio.Event,
+                       allow_private: bool = False):
     """A relay with the default bounds under `home` on host:port while the block runs (none when `port` is
-    None), sweeping until `stopping` is set; for a verifier that serves one beside its votes."""
+    None), sweeping until `stopping` is set; for a verifier that serves one beside its votes. `allow_private`:
+    its reachability probe may fetch from private addresses too (the verifier's --allow-private-blob-hosts)."""
     if port is None:
         yield
         return
     server = RelayServer(Relay(RelayStore(home), ChainMembers(AsyncRpcClient(normalize_node_url(node))),
-                               RelayOptions()), host, port)
+                               RelayOptions(probe_addresses=AddressPolicy(allow_private=allow_private))), host, port)
     try:
         await server.start()
     except OSError as error:
