@@ -95,3 +95,23 @@ def test_a_missed_round_is_a_penalty_with_its_reason_and_the_rest_of_the_collate
     assert [f.what for f in findings] == ["no commitment before the round's deadline: missed",
                                           f"dropped in round 0 (missed round): penalty of {dropped[0]['penalty']} "
                                           f"utrl from its collateral"]
+
+
+def test_each_fee_is_counted_where_its_message_belongs(make_chain):
+    from trolly.chain.proto import market_pb2 as pb
+    from trolly.compute.worker.earnings import charged
+    from trolly.wallet.rpc_types import Event, TxResult
+
+    chain = make_chain(accounts=2, validators=1)
+    key = chain.accounts[1]
+
+    def included(message, fee_event: bool = True):
+        raw = chain.tx(key, message)
+        events = (Event("tx", (("fee", "2560"), ("signer", encode_address(key.address)), ("nonce", "0"))),) \
+            if fee_event else ()
+        return TxResult("AB" * 32, 5, 0, 0, "", "", events, raw)
+
+    assert charged(included(pb.MsgJoinTask(task_id=4))) == Charged(2560, "join", 4)
+    assert charged(included(pb.MsgCommitRound(task_id=4, round=2))) == Charged(2560, "commit", 4, 2)
+    assert charged(included(pb.MsgUnregisterWorker())) == Charged(2560, "other")
+    assert charged(included(pb.MsgJoinTask(task_id=4), fee_event=False)) is None  # refused before its fee
