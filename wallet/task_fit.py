@@ -18,7 +18,7 @@ from trolly.chain.errors import NotFound
 from trolly.chain.market.errors import InvalidSpec
 from trolly.chain.market.footprint import model_footprint
 from trolly.chain.market.params import MarketParams
-from trolly.chain.market.records import OPEN
+from trolly.chain.market.records import OPEN, RUNNING
 from trolly.chain.market.spec import parse_spec
 
 from .errors import QueryFailed
@@ -62,6 +62,8 @@ class NoJoinReport:
     status: str
     workers_joined: int
     workers_wanted: int
+    open_slots: int
+    """Places of members who left a running task, which replacements may take (`active_members` short of wanted)."""
     requirements: Requirements
     workers: tuple[WorkerFit, ...]
 
@@ -76,7 +78,10 @@ class NoJoinReport:
                  f"{needs.collateral} utrl in the balance, fewer than {needs.max_tasks} tasks already"]
         if needs.checked_by_worker:
             lines.append(f"each worker checks itself: {'; '.join(needs.checked_by_worker)}")
-        if self.status != OPEN:
+        if self.status == RUNNING and self.open_slots:
+            lines.append(f"the task is running with {self.open_slots} open slot(s): a worker that fits joins as a "
+                         f"replacement from the next round")
+        elif self.status != OPEN:
             lines.append(f"the task is {self.status}: it takes no new workers now")
         if not self.workers:
             lines.append("no worker is registered on this chain")
@@ -165,4 +170,6 @@ async def explain_no_join(client: AsyncRpcClient, task_id: int) -> NoJoinReport:
         fits.append(WorkerFit(address, record.hardware.device, record.hardware.memory_mb, record.hardware.threads,
                               record.hardware.samples_per_second, balance, len(record.tasks),
                               shortfalls(needs, record, balance)))
-    return NoJoinReport(task_id, overview.status, overview.workers_joined, overview.workers_wanted, needs, tuple(fits))
+    open_slots = overview.workers_wanted - overview.active_members if overview.status == RUNNING else 0
+    return NoJoinReport(task_id, overview.status, overview.workers_joined, overview.workers_wanted, open_slots, needs,
+                        tuple(fits))
