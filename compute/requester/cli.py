@@ -24,6 +24,7 @@ from trolly.chain.market.spec import validate_spec
 from trolly.wallet.cli.errors import WalletGroup
 from trolly.wallet.cli.options import PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE, node_options, output_option, settings
 from trolly.wallet.cli.output import emit, print_key_values
+from trolly.wallet.cli.task import DEFAULT_ROUND_BLOCKS, LORA_TEXT_ROUND_BLOCKS
 from trolly.wallet.errors import WalletError
 from trolly.wallet.market_queries import get_task_overview
 from trolly.wallet.sender import TxSender
@@ -146,6 +147,8 @@ class DataSubmission:
     packed: PackedDataset
     urls: list[str]
     server: ServingThread | None
+    round_blocks: int = DEFAULT_ROUND_BLOCKS
+    """The round window its model needs (`--round-blocks` overrides it)."""
 
     def close(self) -> None:
         if self.server is not None:
@@ -274,7 +277,8 @@ def prepare_data_submission(path: str, spec_file: str | None, model: str | None,
             if server is not None:
                 server.stop()
             raise WalletError(f"the spec for this data is not valid: {error}") from None
-        return DataSubmission(spec, packed, list(urls), server)
+        round_blocks = LORA_TEXT_ROUND_BLOCKS if parse_spec(spec).model.arch == LORA_TEXT else DEFAULT_ROUND_BLOCKS
+        return DataSubmission(spec, packed, list(urls), server, round_blocks)
 
 
 def addresses_option(function):

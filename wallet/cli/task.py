@@ -43,6 +43,12 @@ TASK_COMMANDS: dict[str, str] = {
 """The `task` commands that need the compute library, imported on first use."""
 DATA_SUBMISSION = "trolly.compute.requester.cli:prepare_data_submission"
 """What `task submit --data` calls to pack, serve and build the spec (returns a `DataSubmission`)."""
+DEFAULT_ROUND_BLOCKS = 30
+"""Blocks a round's commit phase stays open unless `--round-blocks` says otherwise."""
+LORA_TEXT_ROUND_BLOCKS = 240
+"""The same for a task `--data` builds for lora-text (`DataSubmission.round_blocks`): a LoRA round, the base model
+loaded and the held-out split evaluated before its first step, outlasts the default window on a localnet's
+500 ms blocks, and the task ends abandoned with no commitment (docs/performance.md)."""
 
 
 class TaskGroup(WalletGroup):
@@ -104,12 +110,14 @@ def read_spec(path: str) -> bytes:
               help="Segments the validators replay per worker per round.")
 @click.option("--join-blocks", type=click.IntRange(min=1), default=100, show_default=True,
               help="Blocks to wait for the workers before the task expires (full refund).")
-@click.option("--round-blocks", type=click.IntRange(min=1), default=30, show_default=True,
-              help="Blocks each round's workers have to commit.")
+@click.option("--round-blocks", type=click.IntRange(min=1), default=None,
+              help=f"Blocks each round's workers have to commit [default: {DEFAULT_ROUND_BLOCKS}; for --data trained "
+                   f"with lora-text, whose steps each cost what hundreds of the MLP's do, "
+                   f"{LORA_TEXT_ROUND_BLOCKS}].")
 @transaction_options
 def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, ...], listen: str, model: str | None,
            rounds: int | None, label_column: str | None, private: bool, budget: str, reward_per_round: str | None,
-           workers: int, collateral: str | None, samples_per_worker: int, join_blocks: int, round_blocks: int,
+           workers: int, collateral: str | None, samples_per_worker: int, join_blocks: int, round_blocks: int | None,
            **flags) -> None:
     """Pay for the training task described by SPEC_FILE (JSON, docs/protocol.md section 1), or for training
     on your own data (--data): packed if needed, served while the task runs, checked before anything is paid."""
@@ -117,13 +125,14 @@ def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, .
         if spec_file is None:
             raise WalletError("name a SPEC_FILE, or your data with --data")
         submit_spec(read_spec(spec_file), spec_file, budget, reward_per_round, workers, collateral,
-                    samples_per_worker, join_blocks, round_blocks, flags)
+                    samples_per_worker, join_blocks, round_blocks or DEFAULT_ROUND_BLOCKS, flags)
         return
     prepared = load_target(DATA_SUBMISSION)(data_path, spec_file, model, rounds, data_urls, listen, label_column,
                                             private)
     try:
         task_id, key = submit_spec(prepared.spec, f"built for {data_path}", budget, reward_per_round, workers,
-                                   collateral, samples_per_worker, join_blocks, round_blocks, flags)
+                                   collateral, samples_per_worker, join_blocks,
+                                   round_blocks or prepared.round_blocks, flags)
         if task_id is not None:
             prepared.follow(task_id, key)  # serves the data and delivers a private task's keys until it ends
     finally:
