@@ -69,6 +69,8 @@ class RoundCharts:
     def chart(self, task_id: int, view: TaskView) -> Chart:
         chart = self.charts.get(task_id) or self._load(task_id)
         self.charts[task_id] = chart
+        if record_chain_hashes(chart.points, view):
+            self._save(chart)
         running = task_id in self._jobs and not self._jobs[task_id].done()
         if not running and chart.state != "stopped" and len(chart.points) < settled_rounds(view) + 1:
             chart.state, chart.problem = "running", ""
@@ -87,11 +89,10 @@ class RoundCharts:
                 chart.progress = f"deriving and evaluating W_{round_index} (of {view.rounds})"
                 state = await follower.state(round_index, view)
                 loss, accuracy = await asyncio.to_thread(_evaluate, spec, dataset, state.weights)
-                digest = state.weights_hash().hex()
-                on_chain = view.final_weights_hash if round_index == view.rounds else agreed_start_hash(view, round_index)
                 chart.points.append({"round": round_index, "loss": round(loss, 6), "accuracy": round(accuracy, 6),
-                                     "weights_hash": digest, "chain_hash": on_chain or "",
-                                     "matches_chain": (digest == on_chain) if on_chain else None})
+                                     "weights_hash": state.weights_hash().hex(), "chain_hash": "",
+                                     "matches_chain": None})
+                record_chain_hashes(chart.points, view)
                 self._save(chart)
             chart.state = "done" if len(chart.points) == view.rounds + 1 else "idle"
             chart.progress = f"{len(chart.points) - 1} of {view.rounds} rounds charted"
@@ -137,6 +138,21 @@ def settled_rounds(view: TaskView) -> int:
     if view.status == COMPLETED:
         return view.rounds
     return 0 if view.status == OPEN else min(view.round, view.rounds)
+
+
+def record_chain_hashes(points: list[dict], view: TaskView) -> bool:
+    """Fill in, for the points whose W_r the chain has recorded since (round r's agreed start, or the final
+    weights for r = rounds), that hash and whether the derived W_r matches it; True when one was filled in."""
+    changed = False
+    for point in points:
+        if point["chain_hash"]:
+            continue
+        round_index = point["round"]
+        on_chain = view.final_weights_hash if round_index == view.rounds else agreed_start_hash(view, round_index)
+        if on_chain:
+            point.update(chain_hash=on_chain, matches_chain=point["weights_hash"] == on_chain)
+            changed = True
+    return changed
 
 
 def _evaluate(spec: TaskSpec, dataset: Dataset, weights) -> tuple[float, float]:

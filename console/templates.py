@@ -119,7 +119,8 @@ def data_kind(packed: PackedDataset) -> str:
 def uploaded(packed: PackedDataset, template: Template) -> TaskData:
     kind = data_kind(packed)
     if kind not in template.accepts:
-        trains_on = (", ".join(template.accepts) + " uploads") if template.accepts else f"its bundled {template.bundled}"
+        trains_on = (", ".join(template.accepts) + " uploads" if template.accepts
+                     else f"its bundled {template.bundled}")
         raise SpecRefused(f"the {template.title} template does not train on {kind} data (it trains on {trains_on}): "
                           f"pick another template, or upload the file again with this one chosen")
     section = {key: value for key, value in packed.spec_dataset([]).items() if key != "urls"}

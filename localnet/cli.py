@@ -166,6 +166,7 @@ def _print_summary(net: Localnet, config: LocalnetConfig) -> None:
     console.print(f"  wallet:  trolly-wallet --home {net.layout.wallet_home} --keyring-backend test "
                   f"--node {config.rpc_url(0)} ...  (keys: requester, validator-N, worker-N)")
     console.print(f"  logs:    trolly-localnet logs NAME --home {net.layout.home}")
+    console.print(f"  console: {config.console_url()}  (the web console; it signs with the requester key)")
     console.print("  as the requester, in your shell (one line, to copy):")
     console.print(f"export {requester_environment(net.layout.wallet_home, config.rpc_url(0))}", soft_wrap=True)
 
@@ -329,10 +330,13 @@ def reset(home, yes) -> None:
 @click.option("--timeout", type=float, default=None,
               help="Seconds to wait for the task to settle [default: 300 for digits, 900 for lora-text].")
 @click.option("--keep", is_flag=True, help="Leave the localnet running afterwards (`down` stops it).")
+@click.option("--console", "keep_console", is_flag=True,
+              help="Leave the localnet and its web console running afterwards, to look at the task in a browser "
+                   "(`down` stops them).")
 @click.option("--churn", type=click.IntRange(0, MAX_WORKERS), is_flag=False, flag_value=1, default=0,
               metavar="[KILLS]", help="Kill a member mid-task with SIGKILL (KILLS of them, two rounds apart) and "
                                       "have a spare worker, started beside the --workers the task wants, replace it.")
-def demo(home, task_name, rounds, timeout, keep, churn, **options) -> None:
+def demo(home, task_name, rounds, timeout, keep, keep_console, churn, **options) -> None:
     """Start a fresh localnet, pay for a real training task, follow it to settlement, fetch and evaluate the model.
 
     The last line printed (on stdout) is JSON: the task, its id, rounds, final accuracy and its floor, paid per
@@ -357,7 +361,8 @@ def demo(home, task_name, rounds, timeout, keep, churn, **options) -> None:
             _fail("--churn needs workers to kill and replace (--workers 0 was asked)")
         options["workers"] += 1  # the spare, which replaces the killed members
     try:
-        summary = run_demo(home, config_from(home, **options, fresh=True), demo_options, console, keep)
+        summary = run_demo(home, config_from(home, **options, fresh=True), demo_options, console,
+                           keep or keep_console)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM through `interrupt`
         if not received:
             received.append(signal.SIGINT)
@@ -369,6 +374,9 @@ def demo(home, task_name, rounds, timeout, keep, churn, **options) -> None:
     below_floor = summary["final_accuracy"] < summary["accuracy_floor"]
     if below_floor:
         console.print(f"[red]accuracy {summary['final_accuracy']} is below the floor {summary['accuracy_floor']}[/red]")
+    if keep_console:
+        console.print(f"The localnet and its web console stay up: {Localnet(home).config.console_url()} "
+                      f"(`trolly-localnet down` stops them)")
     click.echo(json.dumps(summary, sort_keys=True))
     if below_floor:
         sys.exit(1)

@@ -1,11 +1,11 @@
-"""Verifier and worker processes of a localnet.
+"""Verifier, worker and console processes of a localnet.
 
 Validator i's operator key (`validator-i`) signs verifier i's verdicts; verifier i also serves a blob relay on
 `config.relay_port(i)` (a worker started with `--relay` pushes its blobs there). Worker i uses key `worker-i` and
 serves its blobs on `config.blob_port(i)`; the last `slow_workers` of them declare themselves slower (fewer
 inner steps per round), which shows the samples-weighted blending of heterogeneous hardware. With `cheat`
 set, the first worker trains dishonestly with that strategy (a test switch) so the network can be seen
-catching and slashing it.
+catching and slashing it. The web console signs with the localnet's test keyring (its `requester` key).
 """
 
 from __future__ import annotations
@@ -92,3 +92,12 @@ def worker_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpec]
             argv += ["--cheat", config.cheat]
         specs.append(ServiceSpec(f"worker-{i}", tuple(argv)))
     return specs
+
+
+def console_service(layout: Layout, config: LocalnetConfig) -> ServiceSpec:
+    """`trolly-console` on `config.console_port()`, against the first node, with the localnet's wallet home (its
+    test keyring) and fetches from the workers on 127.0.0.1 allowed."""
+    return ServiceSpec("console", (
+        console_script("trolly-console"), "--port", str(config.console_port()), "--node", config.rpc_url(0),
+        "--home", str(layout.wallet_home), "--keyring-backend", "test", "--allow-private-addresses",
+    ), ready_address=f"tcp://127.0.0.1:{config.console_port()}")

@@ -130,6 +130,13 @@ class LocalnetConfig:
         """Where `demo` serves the task's dataset."""
         return self.base_port + 90
 
+    def console_port(self) -> int:
+        """Where the web console (`trolly-console`) listens."""
+        return self.base_port + 91
+
+    def console_url(self) -> str:
+        return f"http://127.0.0.1:{self.console_port()}/"
+
     def ports(self) -> list[int]:
         """Every port this localnet may listen on."""
         return list(self.port_roles())
@@ -143,6 +150,7 @@ class LocalnetConfig:
             roles[self.p2p_port(i)] = f"p2p of {self.node_name(i)}"
         roles.update({self.relay_port(i): f"blob relay of {self.node_name(i)}" for i in range(self.validators)})
         roles[self.data_port()] = "the demo's dataset server"
+        roles[self.console_port()] = "the web console"
         roles.update({self.blob_port(i): f"blobs of worker-{i}" for i in range(self.workers)})
         return roles
 

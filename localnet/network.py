@@ -31,7 +31,8 @@ from trolly.abci_app.home import HomeError, ValidatorKey, check_home_chain_id, l
 from trolly.wallet.errors import WalletError
 from trolly.wallet.rpc import RpcClient
 
-from .clients import abandon_worker_init, begin_worker_init, finish_worker_init, verifier_services, worker_services
+from .clients import (abandon_worker_init, begin_worker_init, console_service, finish_worker_init, verifier_services,
+                      worker_services)
 from .home_layout import (Layout, LocalnetConfig, LocalnetError, MAX_VALIDATORS, init_localnet, write_node_home,
                           write_test_keyring)
 from .services import engine_service_name, node_service_names, node_services
@@ -126,6 +127,9 @@ class Localnet:
             finish_worker_init(inits)
             for spec in worker_services(self.layout, config):
                 self.supervisor.start(spec)
+            console = console_service(self.layout, config)
+            self.supervisor.start(console)
+            self.supervisor.wait_ready(console, START_TIMEOUT)
         except BaseException:
             abandon_worker_init(inits)
             self.down()
@@ -138,7 +142,7 @@ class Localnet:
         """Every service of this localnet by name, as `up` starts them."""
         cometbft = self.cometbft_path(config)
         specs = node_services(self.layout, config, cometbft) + verifier_services(self.layout, config)
-        specs += worker_services(self.layout, config)
+        specs += worker_services(self.layout, config) + [console_service(self.layout, config)]
         return {spec.name: spec for spec in specs}
 
     def resolve(self, config: LocalnetConfig, name: str) -> list[str]:
@@ -147,7 +151,7 @@ class Localnet:
             if name == config.node_name(index):
                 return node_service_names(config, index)
         known = [service for index in range(config.nodes) for service in node_service_names(config, index)]
-        known += [f"worker-{i}" for i in range(config.workers)]
+        known += [f"worker-{i}" for i in range(config.workers)] + ["console"]
         if name in known:
             return [name]
         nodes = ", ".join(config.node_name(i) for i in range(config.nodes))

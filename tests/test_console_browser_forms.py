@@ -61,7 +61,8 @@ def test_a_file_that_is_not_a_dataset_is_refused_beside_the_file_with_what_to_fi
     error = page.locator("#file-error")
     expect(error).to_be_visible()
     expect(error).to_contain_text("upload a .csv file with a header row")
-    assert page.get_by_label("Data file (.csv, .jsonl, or .zip of class folders)").get_attribute("aria-invalid") == "true"
+    file_field = page.get_by_label("Data file (.csv, .jsonl, or .zip of class folders)")
+    assert file_field.get_attribute("aria-invalid") == "true"
     page.screenshot(path=str(ARTIFACTS / "upload-refused.png"), full_page=True)
 
     page.get_by_label("Data file (.csv, .jsonl, or .zip of class folders)").set_input_files(

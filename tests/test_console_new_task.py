@@ -67,8 +67,8 @@ def test_a_csv_upload_is_packed_and_files_that_are_not_datasets_are_refused_with
         not_data = await upload(client, "notes.txt", b"hello")
         one_label = await upload(client, "one.csv", b"a,b,label\n1,2,x\n3,4,x\n5,6,x\n")
         empty = await upload(client, "empty.csv", b"")
-        no_file = await client.post("/api/new-task/upload", data=FormData({"label_column": "x"}, default_to_multipart=True),
-                                    headers=await guard_headers(client))
+        no_file = await client.post("/api/new-task/upload", headers=await guard_headers(client),
+                                    data=FormData({"label_column": "x"}, default_to_multipart=True))
         return packed, not_data, one_label, empty, (no_file.status, await no_file.json())
 
     packed, not_data, one_label, empty, no_file = with_console(node, check, home=home)
@@ -194,7 +194,8 @@ def test_a_wrong_password_or_a_forged_request_submits_nothing_and_the_right_one_
         return (before, (wrong.status, await wrong.json()), no_token.status, elsewhere.status, unchanged,
                 right.status, submitted, served, task)
 
-    before, wrong, no_token, elsewhere, unchanged, status, submitted, served, task = with_console(node, check, home=home)
+    answers = with_console(node, check, home=home)
+    before, wrong, no_token, elsewhere, unchanged, status, submitted, served, task = answers
     assert wrong[0] == 400 and wrong[1]["field"] == "password" and "wrong keyring password" in wrong[1]["error"]
     assert (no_token, elsewhere) == (403, 403) and unchanged == before
     assert status == 200, submitted

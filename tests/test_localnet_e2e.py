@@ -51,9 +51,9 @@ TASK_TIMEOUT = 300  # seconds the demo follows its task; a quiet machine needs a
 DEMO_ARGS = ("--rounds", str(ROUNDS), "--timeout", str(TASK_TIMEOUT))
 SOLO = ("--engine", "solo")
 LORA_DEMO_TIMEOUT = 1200  # seconds for the whole LoRA demo (its task timeout is 900); 2 loaded cores took 360
-SERVICES = {"app-0", "engine-0", "verifier-0", "worker-0", "worker-1", "worker-2"}
+SERVICES = {"app-0", "engine-0", "verifier-0", "worker-0", "worker-1", "worker-2", "console"}
 COMETBFT_SERVICES = {f"{kind}-{i}" for kind in ("app", "cometbft", "verifier") for i in range(4)} | {
-    "worker-0", "worker-1", "worker-2"}
+    "worker-0", "worker-1", "worker-2", "console"}
 
 
 needs_cometbft = pytest.mark.skipif(bool(cometbft_missing()), reason=f"needs CometBFT v0.38: {cometbft_missing()}")

@@ -54,7 +54,7 @@ from market_view_helpers import address, commitment_answer, member_answer, round
 def test_ports_are_distinct_within_the_largest_localnet():
     config = LocalnetConfig(engine="cometbft", validators=8, workers=16, base_port=20_000)
     ports = config.ports()
-    assert len(ports) == len(set(ports)) == 8 * 4 + 1 + 16
+    assert len(ports) == len(set(ports)) == 8 * 4 + 2 + 16  # + the demo's data server and the console
     assert min(ports) == 20_000 and max(ports) == 20_115
 
 

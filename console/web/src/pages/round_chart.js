@@ -5,9 +5,9 @@ import uPlot from "uplot";
 export function drawRoundChart(target, points) {
   if (points.length < 1) return;
   const options = {
-    width: Math.min(640, target.clientWidth || 640), height: 220,
+    width: Math.min(640, target.clientWidth || 640), height: 220, legend: { live: false },
     scales: { x: { time: false }, loss: {}, accuracy: { range: [0, 1] } },
-    axes: [{ label: "weights after round (W_r)" }, { scale: "loss", label: "loss" },
+    axes: [{ label: "W_r: the weights after r verified rounds", incrs: [1] }, { scale: "loss", label: "loss" },
       { scale: "accuracy", side: 1, label: "accuracy", grid: { show: false } }],
     series: [{ label: "W_r" },
       { label: "held-out loss", scale: "loss", stroke: "#1b1b1b", width: 2, points: { show: true } },
