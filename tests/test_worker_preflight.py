@@ -239,7 +239,7 @@ def test_start_refuses_a_named_task_it_cannot_fit_and_says_which_requirement(tmp
         assert not (home / "state.json").exists()  # nothing joined, nothing saved
 
 
-def test_a_registered_record_is_updated_only_when_the_measurement_moved(measured):
+def test_a_registered_record_is_updated_only_when_the_machine_changed(measured):
     from trolly.compute.worker.preflight import measured_differently
     from trolly.wallet.market_views import Hardware
 
@@ -247,9 +247,8 @@ def test_a_registered_record_is_updated_only_when_the_measurement_moved(measured
     on_chain = Hardware(device=hardware.device, samples_per_second=hardware.samples_per_second,
                         memory_mb=hardware.memory_mb, threads=hardware.threads)
     assert not measured_differently(on_chain, hardware)
-    speed = hardware.samples_per_second
-    assert not measured_differently(dataclasses.replace(on_chain, samples_per_second=speed * 3 // 2), hardware)
-    assert measured_differently(dataclasses.replace(on_chain, samples_per_second=speed * 3), hardware)
+    speed = hardware.samples_per_second  # varies between measurements on a shared machine: no transaction for it
+    assert not measured_differently(dataclasses.replace(on_chain, samples_per_second=speed * 3), hardware)
     assert measured_differently(dataclasses.replace(on_chain, memory_mb=hardware.memory_mb + 1), hardware)
     assert measured_differently(dataclasses.replace(on_chain, threads=hardware.threads + 1), hardware)
     assert measured_differently(dataclasses.replace(on_chain, device="cuda"), hardware)

@@ -48,7 +48,7 @@ def probe_option(function):
 def chain_params(node: str) -> MarketParams | None:
     """The chain's market params (for the bounds of the largest models), None when the node does not answer."""
     try:
-        with RpcClient(node, timeout=5) as client:
+        with RpcClient(node, timeout=2) as client:
             return client.run(get_market_params(client.async_client))
     except WalletError:
         return None
