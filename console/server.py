@@ -32,12 +32,13 @@ from trolly.wallet.errors import MarketAnswerError, NodeUnreachable, QueryFailed
 from trolly.wallet.market_queries import get_task
 from trolly.wallet.rpc import AsyncRpcClient
 
-from . import chain_reads, new_task_api, wallet_api
+from . import chain_reads, compute_api, new_task_api, wallet_api
 from .config import CONFIG, ConsoleConfig
 from .node_watch import NodeWatch
 from .round_charts import RoundCharts
 from .task_following import TaskFollowing
 from .templates import local_dataset
+from .worker_process import LocalWorker
 from .security import CSRF_TOKEN, Sessions, make_guard
 
 WEB = pathlib.Path(__file__).resolve().parent / "web"
@@ -61,12 +62,14 @@ def make_app(config: ConsoleConfig, poll_seconds: float = 1.0) -> web.Applicatio
     app[WATCH] = NodeWatch(client, poll_seconds)
     app[CACHE] = chain_reads.ReadCache()
     app[new_task_api.FOLLOWING] = TaskFollowing(client, config)
+    app[compute_api.WORKER] = LocalWorker(config)
     app[CHARTS] = RoundCharts(client, config, lambda manifest_hash: local_dataset(
         config.directory("packs"), config.directory("bundled"), manifest_hash))
 
     async def lifecycle(app: web.Application):
         await app[WATCH].start()
         yield
+        await app[compute_api.WORKER].stop()
         await app[CHARTS].stop()
         await app[new_task_api.FOLLOWING].stop()
         await app[WATCH].stop()
@@ -85,6 +88,7 @@ def make_app(config: ConsoleConfig, poll_seconds: float = 1.0) -> web.Applicatio
     app.router.add_post("/api/cache/refresh", refresh_cache)
     new_task_api.add_routes(app, CLIENT)
     wallet_api.add_routes(app, CLIENT)
+    compute_api.add_routes(app, CLIENT)
     if DIST.is_dir():
         app.router.add_static("/assets/", DIST)
     return app

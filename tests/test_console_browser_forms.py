@@ -2,7 +2,8 @@
 password-protected keyring: a file that is not a dataset refused beside the file with what to fix, a CSV packed
 with the live cost shown, a wrong password that says so and submits nothing, a submission that the task page
 then follows, requests without the CSRF token or from another Origin refused (403) with nothing changed, and the
-wallet's preview, cancel and confirmation. Screenshots go to `test-artifacts/console/`."""
+wallet's preview, cancel and confirmation, the preflight on the Provide compute page, and a label on every
+control of every page. Screenshots go to `test-artifacts/console/`."""
 
 from __future__ import annotations
 
@@ -157,3 +158,29 @@ def test_the_wallet_previews_cancels_and_sends_after_confirmation_with_the_passw
     expect(page.locator("#wallet-outcome")).to_contain_text("Included in block", timeout=30_000)
     assert balance(rpc, OTHER) == 2_500_000
     page.screenshot(path=str(ARTIFACTS / "wallet.png"), full_page=True)
+
+
+def test_the_provide_compute_page_runs_the_preflight(site, page):
+    url, node, tmp = site
+    page.goto(f"{url}/#/compute")
+    page.wait_for_selector('main[data-loaded="#/compute"]', timeout=15_000)
+    expect(page.get_by_role("table", name="Keys").get_by_text(DEV_ADDRESS)).to_be_visible()
+    expect(page.locator("#worker-status")).to_contain_text("not started")
+    page.get_by_role("button", name="Run the preflight").click()
+    expect(page.get_by_label("Preflight: what this machine can do")).to_contain_text("reference speed", timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "compute.png"), full_page=True)
+
+
+UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, button')]
+    .filter((control) => control.type !== 'hidden')
+    .filter((control) => control.tagName === 'BUTTON' ? !control.innerText.trim()
+        : !(control.labels && control.labels.length) && !control.getAttribute('aria-label'))
+    .map((control) => control.outerHTML.slice(0, 120))"""
+
+
+@pytest.mark.parametrize("hash_", ["#/network", "#/tasks", "#/new-task", "#/wallet", "#/compute"])
+def test_every_control_has_a_label(site, page, hash_):
+    url, node, tmp = site
+    page.goto(f"{url}/{hash_}")
+    page.wait_for_selector(f'main[data-loaded="{hash_}"]', timeout=15_000)
+    assert page.evaluate(UNLABELLED) == []

@@ -3,6 +3,7 @@
 // (that would lose what was typed) but may refresh its own parts (`live`).
 import { postJson, startSession } from "./api.js";
 import { h, notice } from "./dom.js";
+import { computePage } from "./pages/compute.js";
 import { networkPage } from "./pages/network.js";
 import { newTaskPage } from "./pages/new_task.js";
 import { searchPage } from "./pages/search.js";
@@ -44,6 +45,7 @@ function route() {
   if (path === "/tasks") return () => tasksPage(params);
   if (path === "/new-task") return () => newTaskPage();
   if (path === "/wallet") return () => walletPage();
+  if (path === "/compute") return () => computePage();
   if (path === "/search") return () => searchPage(params);
   return () => networkPage();
 }
