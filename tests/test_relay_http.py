@@ -230,3 +230,15 @@ def test_a_blob_two_tasks_hold_outlives_one_of_them_and_a_reopened_store_counts_
     reopened = RelayStore(tmp_path / "relay")
     assert reopened.total == 300 and reopened.tasks() == [2]
     assert reopened.evict_task(2) == 300 and not reopened.blobs.has(digests[shared]) and reopened.total == 0
+
+
+def test_pushes_at_once_keep_every_entry_and_count(tmp_path):
+    import concurrent.futures
+
+    store = RelayStore(tmp_path / "relay")
+    blobs = [f"blob {i}".encode() * 40 for i in range(24)]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        added = list(pool.map(lambda data: store.add(5, "trolly1a", data, hashlib.sha256(data).hexdigest()), blobs))
+    assert all(added) and len(store.record(5, "trolly1a")["blobs"]) == 24
+    assert store.total == sum(map(len, blobs))
+    assert store.evict_task(5) == sum(map(len, blobs)) and store.total == 0 and not store.references

@@ -6,7 +6,9 @@
 Storage is bounded twice: a worker may hold at most `task_quota` bytes for one task (each blob it pushed
 counted in full, even one another worker pushed too), and the relay at most `total_quota` in all. A settled
 task is evicted whole (`evict_task`): its records go, and so does every blob no other task's record names.
-Every file is written atomically (`trolly.wallet.files`), so a crash leaves the old record or the new one.
+Every file is written atomically (`trolly.wallet.files`), so a crash leaves the old record or the new one, and
+records change under one lock: the relay stores pushes on worker threads, and two pushes at once must not
+lose each other's entry (nor the reference counts their eviction relies on).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 import pathlib
 import shutil
+import threading
 
 from trolly.wallet.files import write_atomically
 
@@ -39,6 +42,7 @@ class RelayStore:
         self.blobs = BlobStore(self.root, max_blob_size=max_blob_size)
         self.task_quota = task_quota
         self.total_quota = total_quota
+        self._lock = threading.Lock()
         self.references: collections.Counter[str] = collections.Counter()
         """How many records name each blob (read from the records once, then kept up to date)."""
         self.total = 0
@@ -78,26 +82,31 @@ class RelayStore:
         """Store `data` (refused unless it hashes to `digest`) under `worker`'s record for `task_id`; False when
         that record already named it."""
         self.check_room(task_id, worker, digest, len(data))
-        record = self.record(task_id, worker)
-        if digest in record["blobs"]:
-            return False
-        self.blobs.put(data, expected=digest)
-        record["blobs"][digest] = len(data)
-        self._save(task_id, worker, record)
-        if not self.references[digest]:
-            self.total += len(data)
-        self.references[digest] += 1
-        return True
+        self.blobs.put(data, expected=digest)  # outside the lock: other pushes' writes need not wait for it
+        with self._lock:
+            self.check_room(task_id, worker, digest, len(data))
+            record = self.record(task_id, worker)
+            if digest in record["blobs"]:
+                return False
+            if not self.blobs.has(digest):  # evicted with another task in between
+                self.blobs.put(data, expected=digest)
+            record["blobs"][digest] = len(data)
+            self._save(task_id, worker, record)
+            if not self.references[digest]:
+                self.total += len(data)
+            self.references[digest] += 1
+            return True
 
     def set_listing(self, task_id: int, worker: str, round_index: int, hashes: list[str]) -> None:
         """Record `worker`'s checkpoint listing of a round; each checkpoint must be one it pushed for the task."""
-        record = self.record(task_id, worker)
-        for digest in hashes:
-            check_blob_hash(digest)
-            if digest not in record["blobs"]:
-                raise BlobNotFound(f"checkpoint {digest} was not pushed by {worker} for task {task_id}")
-        record["listings"][str(round_index)] = list(hashes)
-        self._save(task_id, worker, record)
+        with self._lock:
+            record = self.record(task_id, worker)
+            for digest in hashes:
+                check_blob_hash(digest)
+                if digest not in record["blobs"]:
+                    raise BlobNotFound(f"checkpoint {digest} was not pushed by {worker} for task {task_id}")
+            record["listings"][str(round_index)] = list(hashes)
+            self._save(task_id, worker, record)
 
     def listing(self, task_id: int, worker: str, round_index: int) -> list[str]:
         hashes = self.record(task_id, worker)["listings"].get(str(round_index))
@@ -113,18 +122,19 @@ class RelayStore:
     def evict_task(self, task_id: int) -> int:
         """Forget `task_id`: its records, and the blobs no other task's record names. Returns the bytes freed."""
         directory = self.root / "tasks" / str(task_id)
-        if not directory.is_dir():
-            return 0
-        named = [json.loads(path.read_bytes())["blobs"] for path in directory.glob("*.json")]
-        shutil.rmtree(directory)
-        freed = 0
-        for blobs in named:
-            for digest, size in blobs.items():
-                self.references[digest] -= 1
-                if self.references[digest] > 0:
-                    continue
-                del self.references[digest]
-                self.total -= size
-                freed += size
-                self.blobs.path(digest).unlink(missing_ok=True)
-        return freed
+        with self._lock:
+            if not directory.is_dir():
+                return 0
+            named = [json.loads(path.read_bytes())["blobs"] for path in directory.glob("*.json")]
+            shutil.rmtree(directory)
+            freed = 0
+            for blobs in named:
+                for digest, size in blobs.items():
+                    self.references[digest] -= 1
+                    if self.references[digest] > 0:
+                        continue
+                    del self.references[digest]
+                    self.total -= size
+                    freed += size
+                    self.blobs.path(digest).unlink(missing_ok=True)
+            return freed
