@@ -42,3 +42,17 @@ def test_worker_json_keeps_a_good_relay_and_refuses_a_bad_one():
     assert WorkerConfig(key_name="w", relay="https://relay.example:8650").relay == "https://relay.example:8650"
     with pytest.raises(WorkerHomeError, match="relay must start with http"):
         WorkerConfig(key_name="w", relay="relay.example")
+
+
+def test_init_keeps_the_relay_and_status_says_blobs_go_through_it(tmp_path):
+    import json
+
+    home = tmp_path / "w"
+    result = invoke("init", "--home", home, "--key", "w", "--keyring-backend", "test", "--create-key", "--node",
+                    "127.0.0.1:9", "--relay", "https://relay.example:8650/")
+    assert result.exit_code == 0, result.output
+    assert "blobs published through the relay https://relay.example:8650" in result.output
+    assert json.loads((home / "worker.json").read_text())["relay"] == "https://relay.example:8650"
+    status = json.loads(invoke("status", "--home", home, "-o", "json").output)
+    assert (status["relay"], status["blob_url"]) == ("https://relay.example:8650", "")
+    assert "blobs through the relay https://relay.example:8650" in invoke("status", "--home", home).output

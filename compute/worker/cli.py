@@ -239,11 +239,13 @@ def status(home, output) -> None:
     state = WorkerState.load(root)
     address = worker_address(root, config)
     document = {"home": str(root), "key": config.key_name, "address": address, "node": config.node,
-                "blob_url": config.blob_url, "tasks": [progress.to_json() for progress in state.tasks.values()]}
+                "blob_url": "" if config.relay else config.blob_url, "relay": config.relay,
+                "tasks": [progress.to_json() for progress in state.tasks.values()]}
     if output == "json":
         click.echo(json.dumps(document, indent=2))
         return
-    click.echo(f"worker home {root}: key {config.key_name} ({address}), node {config.node}, blobs at {config.blob_url}")
+    blobs = f"blobs through the relay {config.relay}" if config.relay else f"blobs at {config.blob_url}"
+    click.echo(f"worker home {root}: key {config.key_name} ({address}), node {config.node}, {blobs}")
     if not state.tasks:
         click.echo("  no tasks yet")
     for progress in state.tasks.values():
