@@ -151,9 +151,15 @@ def test_demo_on_four_cometbft_validators_completes_settles_and_beats_the_accura
 
 
 def test_demo_of_the_lora_task_fine_tunes_verifies_fetches_and_beats_its_floor(tmp_path):
-    """`demo --task lora-text`: all-MiniLM-L6-v2 fine-tuned with LoRA on pydocs by 3 workers, verified, paid, the
-    model fetched by its hash as `task fetch` writes it (the adapters, the merged model) and evaluated."""
+    """`demo --task lora-text`: all-MiniLM-L6-v2 fine-tuned with LoRA on pydocs, packed from a JSONL of texts and
+    private, by 3 workers, who get its data key as they join (the validator too), verified, paid, the model
+    fetched by its hash as `task fetch` writes it (the adapters, the merged model) and evaluated; what a worker
+    holds and serves of the data is ciphertext."""
     from safetensors.numpy import load_file
+
+    from trolly.compute.blobs import BlobStore
+    from trolly.compute.data.encryption import DataKeyError
+    from trolly.compute.data.manifest import load_dataset
 
     home = tmp_path / "net"
     done = localnet("demo", "--task", "lora-text", *SOLO, "--home", str(home), "--base-port", str(free_base_port()),
@@ -174,7 +180,16 @@ def test_demo_of_the_lora_task_fine_tunes_verifies_fetches_and_beats_its_floor(t
     assert set(adapter) == {name for name in adapter if name.startswith("adapters.")} | {"head.weight", "head.bias"}
     assert sum(t.size for t in merged.values()) > 20_000_000 > sum(t.size for t in adapter.values())
     assert (adapter["head.weight"] == merged["head.weight"]).all()
-    assert json.loads((result / "spec.json").read_text())["model"]["arch"] == "lora-text"
+    spec = json.loads((result / "spec.json").read_text())
+    assert spec["model"]["arch"] == "lora-text" and spec["dataset"]["name"] == "packed"
+    assert spec["dataset"]["cipher"] == "xsalsa20poly1305" and spec["dataset"]["context"] == 64
+    sealed = {name for line in report.split("data key sealed to ")[1:] for name in
+              re.findall(r"(worker-\d|validator-\d)", line.split(" task ")[0])}
+    assert sealed == {"worker-0", "worker-1", "worker-2", "validator-0"}
+    worker_store = BlobStore(Layout(home).worker_home(0) / "blobs")
+    assert worker_store.has(spec["dataset"]["manifest_hash"])
+    with pytest.raises(DataKeyError):  # anyone fetching these blobs from the worker without a sealed key
+        load_dataset(spec["dataset"]["manifest_hash"], worker_store.get)
     assert processes_mentioning(str(home)) == []
 
 
