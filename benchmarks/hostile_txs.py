@@ -210,6 +210,11 @@ MESSAGES = {
                   replay_digest=st.binary(min_size=32, max_size=32)),
         st.builds(market_pb2.MsgRevealReplay, task_id=small_id | u64, round=st.integers(0, 3) | u32,
                   worker=address, segment=st.integers(0, 3) | u32, salt=digest32, replay_digest=digest32)),
+    "declare_replay_gpus": either(
+        st.builds(market_pb2.MsgDeclareReplayGpus, gpus=st.lists(
+            st.sampled_from(["gpu-NVIDIA-H100-80GB-HBM3+driver-550.54.15+cuda-12.4",
+                             "gpu-NVIDIA-A100-SXM4-40GB+driver-535.104.05+cuda-12.2"]), max_size=2, unique=True)),
+        st.builds(market_pb2.MsgDeclareReplayGpus, gpus=st.lists(text, max_size=10))),
 }
 """Every message type of the chain, each with hostile contents (and plausible ones, to reach deep paths)."""
 
@@ -261,6 +266,7 @@ MESSAGES_BY_KIND = {
     "join_task": market_pb2.MsgJoinTask(), "deliver_key": market_pb2.MsgDeliverKey(),
     "commit_round": market_pb2.MsgCommitRound(),
     "submit_verdict": market_pb2.MsgSubmitVerdict(), "reveal_replay": market_pb2.MsgRevealReplay(),
+    "declare_replay_gpus": market_pb2.MsgDeclareReplayGpus(),
 }
 
 

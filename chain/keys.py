@@ -33,6 +33,7 @@ MARKET_VERDICT = b"\x28"  # + task id(8) + round(8) + worker(20) + segment(8) + 
 MARKET_PENDING_SEGMENT = b"\x29"  # + task id(8) + round(8) + worker(20) + segment(8) -> b"" awaiting verdicts
 MARKET_SCHEDULE = b"\x2a"  # + height(8) + task id(8) + kind(1) -> b"": end-block work due at that height
 MARKET_DATA_KEY = b"\x2b"  # + task id(8) + recipient address(20) -> a private task's sealed data key (80 bytes)
+MARKET_REPLAY_GPUS = b"\x2c"  # + operator address(20) -> the GPU profile parts its verifier replays (JSON list)
 
 
 def account_key(address: bytes) -> bytes:
@@ -124,3 +125,7 @@ def market_schedule_key(height: int, task_id: int, kind: int) -> bytes:
 
 def market_data_key_key(task_id: int, recipient: bytes) -> bytes:
     return MARKET_DATA_KEY + u64(task_id) + recipient
+
+
+def market_replay_gpus_key(operator: bytes) -> bytes:
+    return MARKET_REPLAY_GPUS + operator

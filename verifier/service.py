@@ -48,7 +48,7 @@ import aiohttp
 
 from trolly.chain.crypto import PrivateKey, decode_address, encode_address
 from trolly.chain.market.records import RUNNING
-from trolly.chain.proto.market_pb2 import MsgRevealReplay, MsgSubmitVerdict
+from trolly.chain.proto.market_pb2 import MsgDeclareReplayGpus, MsgRevealReplay, MsgSubmitVerdict
 from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
 from trolly.compute.data.encryption import DataKeyError
 from trolly.compute.errors import BaseModelMissing, ComputeError
@@ -152,6 +152,7 @@ class VerifierService:
         self.addresses = AddressPolicy(allow_private=config.allow_private_blob_hosts)
         self._fee: int | None = config.fee
         self._last_progress: tuple = ()
+        self._gpu_declared = False
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
 
@@ -210,6 +211,7 @@ class VerifierService:
         status = await self.client.status()
         self.progress.height = status.latest_block_height
         await self._confirm_votes()
+        await self._declare_replay_gpu()
         work = await get_verify_work(self.client, self.address)
         for reason in work.unreadable:
             log.warning("skipping a malformed entry of /market/verify: %s", reason)
@@ -376,6 +378,19 @@ class VerifierService:
         return state.weights_hash(), claim.round == task.rounds
 
     # ---- voting -----------------------------------------------------------------------------------------------
+
+    async def _declare_replay_gpu(self) -> None:
+        """Once a run, on a machine with a GPU: declare on chain the GPU part this verifier replays bit for bit
+        (`replay_profile.local_gpu`), so the committees of segments trained on that GPU are drawn from validators
+        that can judge them (`chain.market.replay_gpus`). A machine without CUDA declares nothing."""
+        if self._gpu_declared or self.replayer.gpu is None:
+            return
+        async with self._send_lock:
+            plan = await self.sender.plan(self.address, [MsgDeclareReplayGpus(gpus=[self.replayer.gpu])],
+                                          await self._fee_amount())
+            await self.sender.send(self.signer, plan, wait=True, timeout=60.0)
+        self._gpu_declared = True
+        log.info("declared on chain that this verifier replays %s", self.replayer.gpu)
 
     async def vote(self, report: SegmentReport) -> None:
         """Vote on one segment (a round of one): see `vote_round`."""

@@ -204,3 +204,10 @@ class NotKeyRecipient(MarketError):
     """A data key may be delivered only to a member of the task or to a validator's operator."""
 
     code = 61
+
+
+class InvalidReplayGpus(MarketError):
+    """A validator's list of the GPUs its verifier replays is malformed: too many, too long, not a GPU profile
+    part, or one named twice."""
+
+    code = 62

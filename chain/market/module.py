@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import keys
 from ..accounts import get_balance
 from ..messages.cancel_task import process_cancel_task, validate_cancel_task
+from ..messages.declare_replay_gpus import process_declare_replay_gpus, validate_declare_replay_gpus
 from ..messages.deliver_key import process_deliver_key, validate_deliver_key
 from ..messages.commit_round import process_commit_round, validate_commit_round
 from ..messages.join_task import process_join_task, validate_join_task
@@ -82,6 +83,7 @@ MARKET = Module(
         MessageRoute(pb.MsgCommitRound, validate_commit_round, process_commit_round),
         MessageRoute(pb.MsgSubmitVerdict, validate_submit_verdict, process_submit_verdict),
         MessageRoute(pb.MsgRevealReplay, validate_reveal_replay, process_reveal_replay),
+        MessageRoute(pb.MsgDeclareReplayGpus, validate_declare_replay_gpus, process_declare_replay_gpus),
     ),
     queries=QUERIES,
     params=(MarketParams,),

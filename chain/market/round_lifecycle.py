@@ -33,6 +33,7 @@ from .records import ABANDONED, ACTIVE, CANCELLED, COMPLETED, DISAGREED, FAILED,
 from .records import FINAL_REPORT_SEGMENT, UNVERIFIED, VERIFY, Commitment, Task
 from .power import powered_operators
 from .reveals import REVEAL
+from .replay_gpus import capable_candidates
 from .sampling import draw_committee, sample_segments
 from .store import enter_phase, escrow_out, find_commitment, find_member, get_worker, mark_pending
 from .store import members_in_order, put_commitment, put_member, put_worker, round_commitments, unmark_pending
@@ -92,7 +93,8 @@ def sample_round(state: State, ctx: BlockContext, task: Task) -> None:
             commitment.segments = sample_segments(seed, task.id, task.round, commitment.worker, segments,
                                                   task.samples_per_worker)
         commitment.decisions = [UNDECIDED] * len(commitment.segments)
-        eligible = [(operator, power) for operator, power in candidates if operator != commitment.worker]
+        eligible = capable_candidates(state, [(operator, power) for operator, power in candidates
+                                              if operator != commitment.worker], commitment.determinism_profile)
         commitment.committees = [
             [member.hex() for member in draw_committee(seed, task.id, task.round, commitment.worker, segment, 0,
                                                        eligible, size)]
@@ -115,7 +117,8 @@ def escalate_split_segments(state: State, ctx: BlockContext, task: Task, commitm
     for commitment in commitments:
         if commitment.outcome != PENDING:
             continue
-        eligible = [(operator, power) for operator, power in candidates if operator != commitment.worker]
+        eligible = capable_candidates(state, [(operator, power) for operator, power in candidates
+                                              if operator != commitment.worker], commitment.determinism_profile)
         for index, segment in enumerate(commitment.segments):
             if commitment.decisions[index] != UNDECIDED or commitment.escalated[index]:
                 continue
@@ -186,7 +189,7 @@ def settle_round(state: State, ctx: BlockContext, task: Task) -> None:
 
 def decide_unsettled(state: State, ctx: BlockContext, task: Task, commitments: list[Commitment]) -> None:
     """At settlement: a commitment still undecided is `unverified` (its open segments no longer pending), and
-    the member of a failed one is slashed (its voters share by `slash_voters`)."""
+    the member of a failed one is slashed (its FAIL voters' shares held until the reveals, `slash_member`)."""
     for commitment in commitments:
         if commitment.outcome == PENDING:
             retally(state, commitment)  # powers may have changed since the last vote
@@ -199,7 +202,7 @@ def decide_unsettled(state: State, ctx: BlockContext, task: Task, commitments: l
         elif commitment.outcome == FAILED:
             member = find_member(state, task.id, commitment.worker)
             if member.status == ACTIVE:
-                slash_member(state, ctx, task, member, slash_voters(state, commitment))
+                slash_member(state, ctx, task, member, commitment, slash_voters(state, commitment))
 
 
 def settle_final_report(state: State, ctx: BlockContext, task: Task, commitments: list[Commitment]) -> None:
