@@ -50,6 +50,9 @@ CLIENT = web.AppKey("client", AsyncRpcClient)
 WATCH = web.AppKey("watch", NodeWatch)
 CACHE = web.AppKey("cache", chain_reads.ReadCache)
 CHARTS = web.AppKey("charts", RoundCharts)
+STREAMS = web.AppKey("streams", set)
+"""The handlers of the open event streams, ended when the server shuts down (an open page would otherwise
+hold the shutdown until aiohttp's timeout)."""
 
 
 def make_app(config: ConsoleConfig, poll_seconds: float = 1.0) -> web.Application:
@@ -75,7 +78,14 @@ def make_app(config: ConsoleConfig, poll_seconds: float = 1.0) -> web.Applicatio
         await app[WATCH].stop()
         await client.close()
 
+    app[STREAMS] = set()
+
+    async def end_streams(app: web.Application) -> None:
+        for handler in app[STREAMS]:
+            handler.cancel()
+
     app.cleanup_ctx.append(lifecycle)
+    app.on_shutdown.append(end_streams)
     app.router.add_get("/", index)
     app.router.add_get("/api/session", session)
     app.router.add_get("/api/node", node_state)
@@ -115,6 +125,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"})
     await response.prepare(request)
     queue = watch.subscribe()
+    request.app[STREAMS].add(asyncio.current_task())
     try:
         await _send_event(response, "node", watch.state.to_json())
         while True:
@@ -128,6 +139,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         pass  # the page closed or the server stops
     finally:
         watch.unsubscribe(queue)
+        request.app[STREAMS].discard(asyncio.current_task())
     return response
 
 

@@ -6,6 +6,7 @@ confirmation and signed send."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import zipfile
@@ -21,8 +22,10 @@ from trolly.chain.market.params import MarketParams
 from trolly.compute.blobs import AddressPolicy, BlobClient, fetch_dataset
 from trolly.console import uploads
 from trolly.console.security import CSRF_HEADER
+from trolly.console.server import CLIENT
 from trolly.compute.data.packing import open_packed
 from trolly.console.templates import TEMPLATES, build_spec, uploaded
+from trolly.wallet.market_queries import find_data_key
 from trolly.wallet.tasks import plan_task
 
 TRL = 10**6
@@ -232,3 +235,23 @@ def test_the_wallet_previews_asks_for_confirmation_and_sends_with_the_password(n
     assert between["kind"] in ("none", "address") and (between.get("account") or {}).get("balance", 0) == 0
     assert sent[0] == 200 and sent[1]["code"] == 0
     assert after["account"]["balance"] == 1_500_000
+
+
+def test_a_private_upload_is_submitted_and_its_key_delivered_to_the_validator_by_the_console(node, home, tmp_path):
+    async def check(client):
+        status, summary = await upload(client, "iris.csv", csv_bytes(tmp_path), private="on")
+        form = {"template": "digits-mlp", "pack": summary["pack"], "budget": "20trl", "workers": "1", "rounds": "1",
+                "key": "dev", "password": PASSWORD}
+        submitted = await (await client.post("/api/new-task/submit", json=form,
+                                             headers=await guard_headers(client))).json()
+        box = None
+        for _ in range(60):  # the console looks every LOOK_SECONDS
+            box = await find_data_key(client.server.app[CLIENT], submitted["task_id"], DEV_ADDRESS)
+            if box:
+                break
+            await asyncio.sleep(0.5)
+        return summary, submitted, box
+
+    summary, submitted, box = with_console(node, check, home=home)
+    assert summary["private"] is True and (home / "console" / "packs" / summary["pack"] / "data.key").exists()
+    assert box is not None and box.sealed_key  # sealed to the dev validator's operator, who replays the task's segments

@@ -9,7 +9,7 @@ const FORMATS = { csv: "a .csv with a header row", jsonl: "a .jsonl of {\"text\"
 
 export async function newTaskPage() {
   const setup = await getJson("/api/new-task/templates");
-  const state = { pack: null, planTimer: null, planSeq: 0 };
+  const state = { pack: null, planTimer: null, planSeq: 0, planError: null };
   const costBox = h("div", { id: "cost", role: "status", "aria-live": "polite" }, "Set a budget to see the cost.");
   const packBox = h("div", { id: "pack-summary", role: "status", "aria-live": "polite" },
     "No file uploaded: the template's bundled dataset will be used.");
@@ -71,12 +71,16 @@ export async function newTaskPage() {
   function showRefusal(error, fallback) {
     const id = { file: "file", budget: "budget", workers: "workers", rounds: "rounds", template: "template",
       key: "key", password: "password" }[error.body && error.body.field] || fallback;
+    return showAt(id, error);
+  }
+  function showAt(id, error) {
     if (id === "template") {
       const box = document.getElementById("template-error");
       box.hidden = false; box.textContent = `Problem: ${error.message}`;
     } else if (!showFieldError(id, error.message)) {
       result.replaceChildren(notice(error.message, "error"));
     }
+    return id;
   }
   function clearErrors() {
     for (const id of ["file", "budget", "workers", "rounds", "key", "password"]) showFieldError(id, "");
@@ -116,11 +120,10 @@ export async function newTaskPage() {
   }
   async function plan() {
     const seq = ++state.planSeq;
-    for (const id of ["budget", "workers", "rounds", "file"]) showFieldError(id, "");
-    document.getElementById("template-error").hidden = true;
     try {
       const answer = await getJson(`/api/new-task/plan?${new URLSearchParams(terms_())}`);
       if (seq !== state.planSeq) return;
+      clearPlanError();
       const p = answer.plan;
       costBox.replaceChildren(facts([["data", answer.data], ["rounds", String(p.rounds)],
         ["workers", String(p.workers)], ["reward per round", utrl(p.reward_per_round)],
@@ -133,8 +136,15 @@ export async function newTaskPage() {
       if (seq !== state.planSeq) return;
       costBox.textContent = "No cost yet: see the problem above.";
       delete costBox.dataset.cost;
-      showRefusal(error, "budget");
+      clearPlanError();
+      state.planError = showRefusal(error, "budget");
     }
+  }
+  // Only the plan's own refusal is cleared by the next plan: an upload's refusal beside the file stays.
+  function clearPlanError() {
+    if (state.planError === "template") document.getElementById("template-error").hidden = true;
+    else if (state.planError) showFieldError(state.planError, "");
+    state.planError = null;
   }
 
   async function send() {
