@@ -1,5 +1,6 @@
 """Lazy verifiers found out: votes commit to a replay digest, revealed after the round settles; a missing or
-disagreeing reveal loses the verifier fee and `lazy_verifier_penalty` of bonded stake."""
+disagreeing reveal loses the verifier fee (or a FAIL voter's held share of a slash) and `lazy_verifier_penalty`
+of bonded stake."""
 
 from __future__ import annotations
 
@@ -181,3 +182,50 @@ def test_an_unbonding_entry_from_before_the_vote_is_not_penalised(make_chain):
     penalties = [int(a["penalty"]) for o in outputs for a in event_actions(o, "lazy_verifier")]
     assert len(items) * PENALTY > later and sum(penalties) == later  # all it unbonded since the vote, no more
     assert [e.amount for e in unbonding_entries_of(chain.state, lazy.address)] == [earlier]
+
+
+def test_a_fail_voter_is_paid_its_share_of_a_slash_at_the_reveal_and_a_lazy_one_s_share_is_burned(make_chain):
+    """Three FAIL voters (powers 20, 10, 10 of 50) slash a cheater: their shares (half the collateral, by power)
+    are held, not paid, until the reveal window closes; then the one whose reveal checks out is paid exactly
+    its share, and the shares of the one that revealed another digest and the one that revealed nothing are
+    burned."""
+    from trolly.chain.accounts import get_supply
+
+    chain = make_chain(accounts=3, validators=4, stakes=[20 * 10**6] + [10 * 10**6] * 3, params={"market": PARAMS})
+    market = Market(chain)
+    collateral = 4 * REWARD
+    task_id = market.open_task(workers=2, collateral=collateral)
+    market.commit(task_id, 0, market.workers[:2])
+    chain.block()
+    items = market.to_verify(chain.operators[0])
+    cheater = encode_address(market.workers[0].address)
+    bad = next(item for item in items if item["worker"] == cheater)
+    honest_items = [item for item in items if item["worker"] != cheater]
+    revealer, guesser, silent = chain.operators[:3]
+    voters = (revealer, guesser, silent)
+    shares = {revealer: collateral // 4, guesser: collateral // 8, silent: collateral // 8}  # 50 % by power
+    balances = {op: chain.balance(op) for op in voters}
+    guess = b"g" * 32  # the guesser's FAIL vote commits to a digest it did not replay
+    output = vote(chain, task_id, [(op, bad, VERDICT_FAIL, guess if op is guesser else None) for op in voters]
+                  + [(op, item, VERDICT_PASS, None) for item in honest_items for op in voters])
+    assert [(a["held_for_verifiers"], a["burned"]) for a in event_actions(output, "slash")] == \
+        [(str(collateral // 2), str(collateral // 2))]
+    validator_fee = (REWARD // 2) * 200 // 10_000
+    assert sum(chain.balance(op) - balances[op] for op in voters) < validator_fee  # no slash share paid yet
+    balances, supply = {op: chain.balance(op) for op in voters}, get_supply(chain.state)
+
+    reveal(chain, task_id, [(revealer, item, None) for item in [bad] + honest_items]
+           + [(guesser, bad, guess)] + [(guesser, item, None) for item in honest_items])
+    outputs = chain.advance(REVEAL_WINDOW)
+    paid = [(a["validator"], int(a["amount"])) for o in outputs for a in event_actions(o, "slash_share_paid")]
+    burned = [(a["validator"], int(a["amount"])) for o in outputs for a in event_actions(o, "slash_share_burned")]
+    assert paid == [(encode_address(revealer.address), shares[revealer])]
+    assert sorted(burned) == sorted((encode_address(op.address), shares[op]) for op in (guesser, silent))
+    # The revealer's gain is its share and half the honest worker's verifier fee (the guesser's PASS reveals
+    # checked out, so it takes the other half); the others are paid nothing of the slash.
+    assert chain.balance(revealer) - balances[revealer] == shares[revealer] + VERIFIER_FEE // 2
+    assert chain.balance(guesser) - balances[guesser] == VERIFIER_FEE // 2
+    assert chain.balance(silent) == balances[silent]
+    penalties = sum(int(a["penalty"]) for o in outputs
+                    for a in event_actions(o, "lazy_verifier") + event_actions(o, "dropped"))
+    assert get_supply(chain.state) == supply - shares[guesser] - shares[silent] - penalties

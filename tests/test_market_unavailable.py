@@ -1,6 +1,7 @@
 """Nobody profits from calling a worker unavailable: an UNAVAILABLE vote (which anyone able to flood a worker's
 blob port can make true) still counts toward a fail, but earns no verifier fee and no share of the slash that
-follows; its share is burned. FAIL voters, who replayed and found the fault, keep theirs."""
+follows; its share is burned. FAIL voters, who replayed and found the fault, are paid theirs when their reveals
+check out."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def test_a_slash_decided_by_unavailable_votes_alone_pays_no_validator_and_burns_
     output = votes_block(chain, task_id, votes)
 
     slash = event_actions(output, "slash")
-    assert [(s["worker"], s["amount"], s["to_verifiers"], s["burned"]) for s in slash] == \
+    assert [(s["worker"], s["amount"], s["held_for_verifiers"], s["burned"]) for s in slash] == \
         [(withheld, str(COLLATERAL), "0", str(COLLATERAL))]
     assert get_supply(chain.state) == supply - COLLATERAL
     gains = [chain.balance(op) - b for op, b in zip(ops, balances)]
@@ -47,12 +48,15 @@ def test_an_unavailable_voter_s_share_of_a_slash_is_burned_and_a_fail_voter_keep
 
     replayed_share = TO_VERIFIERS // 2  # equal powers: split_by_power gives each half exactly
     slash = event_actions(output, "slash")
-    assert [(s["to_verifiers"], s["burned"]) for s in slash] == \
+    assert [(s["held_for_verifiers"], s["burned"]) for s in slash] == \
         [(str(replayed_share), str(COLLATERAL - replayed_share))]
     assert get_supply(chain.state) == supply - (COLLATERAL - replayed_share)
+    # The FAIL voter's share is held until its reveal checks out (test_market_reveals), then paid.
+    reveal_all(chain, task_id, votes)
+    chain.advance(10)
     gains = [chain.balance(op) - b for op, b in zip(ops, balances)]
-    assert sum(gains) == replayed_share + VALIDATOR_FEE
-    assert gains[0] - gains[1] == replayed_share  # the same validator-fee part each (equal powers)
+    assert sum(gains) == replayed_share + VALIDATOR_FEE + VERIFIER_FEE
+    assert gains[0] - gains[1] == replayed_share  # the same fee parts each (equal powers, both PASS voters)
 
 
 def test_unavailable_votes_on_a_passed_round_earn_no_verifier_fee(make_chain):

@@ -71,23 +71,27 @@ def test_two_thirds_fail_slashes_drops_and_withholds_pay_while_the_task_goes_on(
     assert members[cheater]["status"] == "slashed" and members[cheater]["paid"] == 0
     assert members[honest]["status"] == "active" and members[honest]["paid"] == REWARD // 2  # equal samples
     assert view["active_members"] == 1 and view["round"] == 1 and view["phase"] == "commit"
-    # The two FAIL voters share the slash equally (equal power) on top of the fees they earned.
+    # The two FAIL voters' shares of the slash (equal power: half each) are held until their reveals, like the
+    # verifier fee; only the validator fee is paid at once.
     gains = [chain.balance(op) - b for op, b in zip(ops, voter_balances)]
     pay = REWARD // 2
     validator_fee, verifier_fee = pay * 200 // 10_000, pay * 300 // 10_000
     # Distribution splits the validator fee by power (equal here; remainder by address order in staking).
-    assert gains[0] + gains[1] + gains[2] == to_verifiers + validator_fee  # the verifier fee is held
+    assert gains[0] + gains[1] + gains[2] == validator_fee
     assert gains[2] < validator_fee  # the third validator did not vote: only its part of the validator fee
     assert market.round_commitments(task_id, 0)[cheater]["outcome"] == "failed"
 
     # The task carries on with the honest worker alone.
     market.commit(task_id, 1, market.workers[1:2])
     assert market.task(task_id)["phase"] == "sampling"
-    # Every voter reveals its replay digest; when the window closes the honest worker's PASS voters share the fee.
+    # Every voter reveals its replay digest; when the window closes the honest worker's PASS voters share the fee
+    # and each FAIL voter is paid its share of the slash.
     reveal_all(chain, task_id, votes)
-    chain.advance(10)
+    outputs = chain.advance(10)
     gains = [chain.balance(op) - b for op, b in zip(ops, voter_balances)]
     assert gains[0] + gains[1] + gains[2] == to_verifiers + validator_fee + verifier_fee
+    paid = [(a["validator"], a["amount"]) for o in outputs for a in event_actions(o, "slash_share_paid")]
+    assert sorted(paid) == sorted((encode_address(op.address), str(to_verifiers // 2)) for op in ops[:2])
 
 
 def test_minority_fail_does_not_slash(make_chain):

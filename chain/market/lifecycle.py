@@ -19,9 +19,9 @@ from .data_keys import delete_sealed_keys
 from .economics import fee_of, split_by_power
 from .events import task_event
 from .errors import TaskNotOpen
-from .records import ACTIVE, COMMIT, DONE, DROPPED, FINISHED, RUNNING, SLASHED, Member, Task
+from .records import ACTIVE, COMMIT, DONE, DROPPED, FINISHED, RUNNING, SLASHED, Commitment, Member, Task
 from .store import enter_phase, escrow_burn, escrow_in, escrow_out, find_member, get_worker, pending_segments
-from .store import put_member, put_worker, unmark_pending
+from .store import put_commitment, put_member, put_worker, unmark_pending
 
 
 def _leave(state: State, task: Task, member: Member, status: str, reason: str) -> None:
@@ -54,22 +54,25 @@ def drop_member(state: State, ctx: BlockContext, task: Task, member: Member, rea
                penalty=penalty)
 
 
-def slash_member(state: State, ctx: BlockContext, task: Task, member: Member,
+def slash_member(state: State, ctx: BlockContext, task: Task, member: Member, commitment: Commitment,
                  voters: list[tuple[bytes, int, bool]]) -> None:
     """Take a caught cheater's whole collateral: `slash_verifier_bps` of it is shared by power among the
-    validators whose verdicts decided against it (`tally.slash_voters`), and paid to those who replayed (voted
-    FAIL); the shares of those who only voted UNAVAILABLE are burned with the rest. Burned, not refunded to the
-    requester: a requester may run validators too, and must not gain from calling its workers unavailable."""
+    validators whose verdicts decided against it (`tally.slash_voters`, from its failed `commitment`). The shares
+    of those who replayed (voted FAIL) are held on the commitment until the round's reveal window closes and
+    paid only to those whose reveals check out (`reveals.settle_slash_shares`): a FAIL vote cast without a
+    replay earns nothing. The shares of those who only voted UNAVAILABLE are burned at once with the rest.
+    Burned, not refunded to the requester: a requester may run validators too, and must not gain from calling
+    its workers unavailable."""
     amount = member.collateral
     shares = split_by_power(fee_of(amount, task.terms["slash_verifier_bps"]) if voters else 0,
                             [(validator, power) for validator, power, _ in voters])
     replayed = {validator for validator, _, did_replay in voters if did_replay}
-    to_verifiers = 0
-    for validator, share in shares:
-        if validator in replayed:
-            escrow_out(state, validator, share)
-            to_verifiers += share
-    escrow_burn(state, amount - to_verifiers)
+    commitment.held_slash_shares = {validator.hex(): share for validator, share in shares
+                                    if validator in replayed and share}
+    put_commitment(state, commitment)
+    held = sum(commitment.held_slash_shares.values())
+    task.held_fees += held
+    escrow_burn(state, amount - held)
     member.slashed += amount
     member.collateral = 0
     worker = get_worker(state, member.worker)
@@ -77,7 +80,7 @@ def slash_member(state: State, ctx: BlockContext, task: Task, member: Member,
     put_worker(state, worker)
     _leave(state, task, member, SLASHED, "verification failed")
     task_event(ctx, task.id, "slash", round=task.round, worker=encode_address(member.worker), amount=amount,
-               to_verifiers=to_verifiers, burned=amount - to_verifiers)
+               held_for_verifiers=held, burned=amount - held)
 
 
 def start_task(state: State, ctx: BlockContext, task: Task) -> None:

@@ -42,8 +42,9 @@ with more segments make it dearer, so requesters choose samples_per_worker again
 Missing a round is not cheating but it stalls everyone else: the worker loses `missed_round_penalty_bps` of
 its collateral (burned, so nobody gains from provoking it) and is dropped, the rest of its collateral is
 returned at once. A caught cheater loses all of it: `slash_verifier_bps` is shared by power among the
-validators whose verdicts (FAIL or UNAVAILABLE) carried the decision, only FAIL voters are paid their share
-(an UNAVAILABLE voter's is burned, so nobody profits from calling a worker unavailable), and the rest is burned.
+validators whose verdicts (FAIL or UNAVAILABLE) carried the decision, only FAIL voters are paid their share,
+once their reveals show they replayed (an UNAVAILABLE voter's is burned, so nobody profits from calling a
+worker unavailable, and so is a lazy FAIL voter's), and the rest is burned.
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ class MarketParams:
     """Fee on every worker payout, shared equally by the validators whose PASS verdicts verified it."""
 
     slash_verifier_bps: int = 5_000
-    """Share of a slashed collateral paid to the validators who voted the failing verdict; the rest is burned."""
+    """Share of a slashed collateral paid to the validators who voted the failing verdict (FAIL voters, when
+    their reveals check out); the rest is burned."""
 
     missed_round_penalty_bps: int = 1_000
     """Share of its collateral a worker loses (burned) when it misses a round's deadline or reports weights

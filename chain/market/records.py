@@ -99,7 +99,8 @@ class Task:
     sampling_seed: bytes = b""
     """The seed the current round's segments and committees were drawn from (escalations draw from it too)."""
     held_fees: int = 0
-    """Verifier fees of settled rounds held (outside `escrow`) until their reveal window closes."""
+    """Verifier fees and FAIL voters' slash shares of settled rounds, held (outside `escrow`) until their reveal
+    window closes."""
     reveals_due: list[list[int]] = field(default_factory=list)
     """[height, round] of each settled round whose reveal window closes at that height."""
     cancel_requested: int = 0
@@ -167,6 +168,9 @@ class Commitment:
     """Last height at which the round's voters may reveal their replay digests (0 before settlement)."""
     residual_hash: bytes = b""
     """sha256 of the worker's error-feedback residual after this round's update (docs/protocol.md 2a)."""
+    held_slash_shares: dict[str, int] = field(default_factory=dict)
+    """When this commitment failed and its worker was slashed: the FAIL voters' shares of the slash (operator hex
+    -> utrl), held until the round's reveal window closes and paid only to those whose reveals check out."""
 
 
 @dataclass

@@ -10,7 +10,10 @@ UNAVAILABLE, which replays nothing) revealed another digest than the majority's.
 the verifier fee of that worker's payout (held since settlement; the others who decided it share it, or the
 fee collector takes it when none is left) and `lazy_verifier_penalty` of its stake is burned, once per
 segment: bonded stake first, then what it unbonded since its vote (unbonding before the reveal deadline does
-not dodge the penalty). Binding the operator address into the commitment stops a validator from copying another's.
+not dodge the penalty). A FAIL voter's share of a slash is held the same way (`lifecycle.slash_member`): paid
+when its reveals check out, burned when it is lazy, like the rest of a slash that nobody earned (not handed to
+the other voters, so that a proposer gains nothing by leaving a fellow voter's reveal out of its blocks).
+Binding the operator address into the commitment stops a validator from copying another's.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from .economics import split_evenly
 from .events import task_event
 from .power import burn_validator_stake, operator_power
 from .records import VERDICT_UNAVAILABLE, Commitment, Task, Vote
-from .store import escrow_out, put_commitment, round_commitments, segment_votes
+from .store import escrow_burn, escrow_out, put_commitment, round_commitments, segment_votes
 from .tally import deciding_voters
 
 COMMITMENT_TAG = b"trolly/replay-commitment/v1"
@@ -56,8 +59,28 @@ def lazy_voters(state: State, commitment: Commitment, segment: int) -> list[tupl
             if not vote.replay_digest or (vote.verdict != VERDICT_UNAVAILABLE and vote.replay_digest != majority)]
 
 
+def settle_slash_shares(state: State, ctx: BlockContext, task: Task, commitment: Commitment,
+                        lazy: set[bytes]) -> None:
+    """Release the held slash shares of a failed commitment's FAIL voters: each voter that is not `lazy` is paid
+    its own share, a lazy one's is burned."""
+    worker = encode_address(commitment.worker)
+    burned = 0
+    for operator, share in sorted(commitment.held_slash_shares.items()):
+        validator = bytes.fromhex(operator)
+        if validator in lazy:
+            burned += share
+        else:
+            escrow_out(state, validator, share)
+        task_event(ctx, task.id, "slash_share_burned" if validator in lazy else "slash_share_paid",
+                   round=commitment.round, worker=worker, validator=encode_address(validator), amount=share)
+    escrow_burn(state, burned)
+    task.held_fees -= sum(commitment.held_slash_shares.values())
+    commitment.held_slash_shares = {}
+
+
 def settle_reveals(state: State, ctx: BlockContext, task: Task, round_: int) -> None:
-    """Close round `round_`'s reveal window: penalise lazy voters, pay the held verifier fees to the others."""
+    """Close round `round_`'s reveal window: penalise lazy voters, pay the held verifier fees and slash shares
+    to the others."""
     penalty = task.terms.get("lazy_verifier_penalty", 0)
     for commitment in round_commitments(state, task, round_):
         lazy: set[bytes] = set()
@@ -74,6 +97,10 @@ def settle_reveals(state: State, ctx: BlockContext, task: Task, round_: int) -> 
                 escrow_out(state, verifier, share)
             task.held_fees -= fee
             commitment.held_verifier_fee = 0
+        shares_held = bool(commitment.held_slash_shares)
+        if shares_held:
+            settle_slash_shares(state, ctx, task, commitment, lazy)
+        if fee or shares_held:
             put_commitment(state, commitment)
     task.reveals_due = [entry for entry in task.reveals_due if entry[1] != round_]
     task_event(ctx, task.id, "reveals_closed", round=round_)
