@@ -159,11 +159,13 @@ def test_the_live_cost_is_the_clis_plan_and_bad_fields_are_named(node, home, tmp
                        {"template": "nope"}, {"pack": "missing-pack-id"}):
             response = await client.get("/api/new-task/plan", params={**query, **change})
             refusals.append((response.status, await response.json()))
-        bundled_plan = await (await client.get("/api/new-task/plan", params={**query, "pack": "",
-                                                                            "template": "lora-text"})).json()
-        return summary, plan, refusals, bundled_plan
+        bundled_plans = {}
+        for template in TEMPLATES:
+            response = await client.get("/api/new-task/plan", params={**query, "pack": "", "template": template})
+            bundled_plans[template] = (response.status, await response.json())
+        return summary, plan, refusals, bundled_plans
 
-    summary, plan, refusals, bundled_plan = with_console(node, check, home=home)
+    summary, plan, refusals, bundled_plans = with_console(node, check, home=home)
     data = uploaded(open_packed(home / "console" / "packs" / summary["pack"]), TEMPLATES["digits-mlp"])
     expected = plan_task(build_spec(TEMPLATES["digits-mlp"], data, 3, ["http://127.0.0.1:8600"]), MarketParams(),
                          50 * TRL, None, 2, 2, None)
@@ -172,7 +174,9 @@ def test_the_live_cost_is_the_clis_plan_and_bad_fields_are_named(node, home, tmp
     assert [(status, body["field"]) for status, body in refusals] == [
         (400, "budget"), (400, "budget"), (400, "workers"), (400, "file"), (400, "template"), (400, "file")]
     assert "does not train on csv data" in refusals[3][1]["error"]
-    assert bundled_plan["data"] == "the bundled pydocs dataset" and bundled_plan["plan"]["rounds"] == 3
+    for template, (status, answer) in bundled_plans.items():  # no upload: each template's bundled dataset
+        assert status == 200 and answer["data"] == f"the bundled {TEMPLATES[template].bundled} dataset", answer
+        assert answer["plan"]["rounds"] == 3 and answer["plan"]["cost"] <= 50 * TRL
 
 
 def test_a_wrong_password_or_a_forged_request_submits_nothing_and_the_right_one_submits_and_serves_the_data(
@@ -194,11 +198,18 @@ def test_a_wrong_password_or_a_forged_request_submits_nothing_and_the_right_one_
         async with BlobClient([submitted["data_url"]], address_policy=AddressPolicy(allow_private=True)) as blobs:
             served = await fetch_dataset(blobs, summary["manifest_hash"])
         task = await (await client.get(f"/api/tasks/{submitted['task_id']}")).json()
-        return (before, (wrong.status, await wrong.json()), no_token.status, elsewhere.status, unchanged,
+        early = await client.get(f"/api/tasks/{submitted['task_id']}/model")
+        missing = await client.get("/api/tasks/999/model")
+        unfinished = ((early.status, await early.json()), (missing.status, await missing.json()))
+        return unfinished, (before, (wrong.status, await wrong.json()), no_token.status, elsewhere.status, unchanged,
                 right.status, submitted, served, task)
 
-    answers = with_console(node, check, home=home)
+    unfinished, answers = with_console(node, check, home=home)
     before, wrong, no_token, elsewhere, unchanged, status, submitted, served, task = answers
+    (early, early_answer), (missing, missing_answer) = unfinished
+    assert early == 409 and "no verified final weights yet" in early_answer["error"]
+    assert missing == 404 and "999" in missing_answer["error"]
+    assert not list((home / "console" / "models").glob("*.zip"))  # nothing written for either
     assert wrong[0] == 400 and wrong[1]["field"] == "password" and "wrong keyring password" in wrong[1]["error"]
     assert (no_token, elsewhere) == (403, 403) and unchanged == before
     assert status == 200, submitted
