@@ -15,6 +15,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from trolly.chain.crypto import encode_address
 from trolly.chain.market.footprint import model_footprint
 from trolly.chain.market.params import MarketParams
 from trolly.compute.data import build_dataset
@@ -252,3 +253,37 @@ def test_a_registered_record_is_updated_only_when_the_machine_changed(measured):
     assert measured_differently(dataclasses.replace(on_chain, memory_mb=hardware.memory_mb + 1), hardware)
     assert measured_differently(dataclasses.replace(on_chain, threads=hardware.threads + 1), hardware)
     assert measured_differently(dataclasses.replace(on_chain, device="cuda"), hardware)
+
+
+def test_a_gpu_worker_joins_no_task_while_no_validator_replays_its_gpu(make_chain, dataset_blobs, tmp_path, measured):
+    """On a GPU no validator declared (`MsgDeclareReplayGpus`), no committee could judge its rounds: the worker
+    stays out. The measurement is this machine's, given an H100's profile part (this machine has no GPU)."""
+    from trolly.chain.proto import market_pb2 as pb
+    from trolly.wallet.market_views import ReplayGpus
+
+    on_gpu = dataclasses.replace(measured, device="cuda", gpu_profile=H100)
+    spec = spec_document(dataset_blobs.manifest_hash)
+    assert unfit_reasons(on_gpu, spec, replayed_gpus=set())[0].startswith(f"verification: no validator replays {H100}")
+    assert unfit_reasons(on_gpu, spec, replayed_gpus={H100}) == []
+    assert unfit_reasons(measured, spec, replayed_gpus=set()) == []  # the CPU is replayed by every verifier
+
+    chain = make_chain(accounts=2, validators=1, params={"market": MARKET_PARAMS})
+    market = Market(chain)
+    task_id = market.submit(spec=spec, spec_hash=hashlib.sha256(spec).digest(), workers=1, rounds=ROUNDS,
+                            samples_per_worker=1)
+    service = new_service(tmp_path, chain, market.workers[0])
+    service.preflight = on_gpu
+
+    async def scenario():
+        await service.server.start()
+        try:
+            await service._register()
+            return await service.find_and_join()
+        finally:
+            await service.server.stop()
+
+    assert not asyncio.run(scenario()) and service.unfit == {task_id}
+    assert chain.deliver(chain.operators[0], pb.MsgDeclareReplayGpus(gpus=[H100])).ok
+    declared = ReplayGpus.from_answer(chain.query("/market/replay_gpus"))
+    assert declared.replayed() == {H100}
+    assert declared.replayers[0].validator == encode_address(chain.operators[0].address)

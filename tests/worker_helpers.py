@@ -15,7 +15,7 @@ from trolly.compute.worker.config import WorkerConfig
 from trolly.compute.worker.service import ServiceOptions, WorkerService
 from trolly.wallet.errors import NodeUnreachable, TxRejected
 from trolly.wallet.market_answers import parse_answer
-from trolly.wallet.market_views import TaskPage, TaskView, WorkerView
+from trolly.wallet.market_views import ReplayGpus, TaskPage, TaskView, WorkerView
 from trolly.wallet.rpc import TxResult
 from trolly.wallet.sender import SendOutcome
 from whole_task import whole_task
@@ -79,6 +79,9 @@ class ChainMarket:
 
     async def params(self):
         return parse_answer(MarketParams, self.chain.query("/market/params"), "/market/params")
+
+    async def replayed_gpus(self):
+        return ReplayGpus.from_answer(self.chain.query("/market/replay_gpus")).replayed()
 
     async def balance(self):
         return self.chain.balance(self.key)

@@ -21,8 +21,8 @@ from trolly.chain.market.params import MarketParams
 
 from .market_answers import parse_answer
 from .errors import QueryFailed
-from .market_views import (Commitment, DataKeyView, RoundPage, RoundView, TaskDetail, TaskOverview, TaskPage,
-                           TaskSpecView, TaskSummary, TaskView, VerifyWork, WorkerView)
+from .market_views import (Commitment, DataKeyView, ReplayGpus, RoundPage, RoundView, TaskDetail, TaskOverview,
+                           TaskPage, TaskSpecView, TaskSummary, TaskView, VerifyWork, WorkerView)
 from .rpc import AsyncRpcClient
 
 MAX_PAGES = 10_000
@@ -93,6 +93,11 @@ async def get_worker(client: AsyncRpcClient, address: str) -> WorkerView:
 async def get_verify_work(client: AsyncRpcClient, validator: str) -> VerifyWork:
     path = f"/market/verify/{validator}"
     return VerifyWork.from_answer(await client.query_json(path), path)
+
+
+async def get_replay_gpus(client: AsyncRpcClient) -> ReplayGpus:
+    """The GPUs each validator's verifier replays (the committees of GPU-trained commitments come from these)."""
+    return ReplayGpus.from_answer(await client.query_json("/market/replay_gpus"), "/market/replay_gpus")
 
 
 async def get_market_params(client: AsyncRpcClient) -> MarketParams:

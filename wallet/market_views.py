@@ -15,6 +15,7 @@ the worker, the verifier and the localnet read the market only through these vie
     /market/worker/<address>        WorkerView, with its WorkerRecord (Hardware) while registered, and Unbonding
     /market/verify/<address>        VerifyWork: the SampledSegment items a validator must verify
     /market/data_key/<id>/<address> DataKeyView: a private task's data key sealed to one recipient
+    /market/replay_gpus             ReplayGpus: the GPUs each validator's verifier replays (ValidatorGpus)
     /market/params                  the chain's own `MarketParams`
 
 Payments are fields, not objects of their own, as the chain answers them: what a member was paid, penalized
@@ -333,6 +334,26 @@ class WorkerView(MarketView):
 
 
 # ---- verification ----------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ValidatorGpus(MarketView):
+    """The GPU profile parts one validator's verifier replays bit for bit (`MsgDeclareReplayGpus`)."""
+
+    validator: Address
+    """The validator's operator account."""
+    gpus: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayGpus(MarketView):
+    """Every validator that declared GPUs: a GPU-trained commitment is verified only by those naming its GPU."""
+
+    replayers: tuple[ValidatorGpus, ...]
+
+    def replayed(self) -> set[str]:
+        """Every GPU part some validator replays."""
+        return {gpu for replayer in self.replayers for gpu in replayer.gpus}
+
 
 @dataclasses.dataclass(frozen=True)
 class SampledSegment(MarketView):

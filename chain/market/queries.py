@@ -17,6 +17,7 @@
 /market/verify/<address>   the segments that validator must verify now (not yet voted on by it, not its own)
 /market/data_key/<id>/<address>
                            the task's data key sealed to that member or validator (hex), once delivered
+/market/replay_gpus        every validator's declared GPUs: {"replayers": [{"validator", "gpus"}]}
 /market/params             the market params
 Addresses are bech32, hashes lower-case hex, amounts integers in utrl.
 
@@ -42,6 +43,7 @@ from ..params import get_params
 from ..state import State
 from .data_keys import find_sealed_key
 from .params import MarketParams
+from .replay_gpus import declared_replay_gpus
 from .records import VERDICT_NAMES, Commitment, Member, Task
 from .store import find_commitment, find_member, find_task, find_vote, find_worker, get_spec, task_ids
 from .store import iterate_unbonding, live_task_ids, pending_segments, segment_votes
@@ -303,6 +305,11 @@ def query_data_key(state: State, arg: str, data: bytes) -> QueryResult:
                        proof_key=keys.market_data_key_key(task_id, recipient))
 
 
+def query_replay_gpus(state: State, arg: str, data: bytes) -> QueryResult:
+    return QueryResult({"replayers": [{"validator": encode_address(operator), "gpus": gpus}
+                                      for operator, gpus in declared_replay_gpus(state)]})
+
+
 def query_market_params(state: State, arg: str, data: bytes) -> QueryResult:
     return QueryResult(dataclasses.asdict(get_params(state, MarketParams)))
 
@@ -317,5 +324,6 @@ QUERIES = (
     QueryRoute("/market/verify", query_verify, "segments a validator must verify now: /market/verify/<address>"),
     QueryRoute("/market/data_key", query_data_key, "a private task's data key sealed to one recipient: "
                "/market/data_key/<id>/<address>"),
+    QueryRoute("/market/replay_gpus", query_replay_gpus, "the GPUs each validator's verifier replays"),
     QueryRoute("/market/params", query_market_params, "the market params"),
 )

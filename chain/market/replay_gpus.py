@@ -36,8 +36,8 @@ def check_gpu_parts(gpus: list[str]) -> None:
         raise InvalidReplayGpus("a GPU is named twice")
     for gpu in gpus:
         if len(gpu.encode()) > MAX_GPU_PART_BYTES or not _GPU_PART.fullmatch(gpu):
-            raise InvalidReplayGpus(f"{gpu[:MAX_GPU_PART_BYTES]!r} is not a GPU profile part "
-                                    f"(gpu-<model>+driver-<version>+cuda-<version>, at most {MAX_GPU_PART_BYTES} bytes)")
+            raise InvalidReplayGpus(f"{gpu[:MAX_GPU_PART_BYTES]!r} is not a GPU profile part (gpu-<model>+driver-"
+                                    f"<version>+cuda-<version>, at most {MAX_GPU_PART_BYTES} bytes)")
 
 
 def gpu_part_of(profile: str) -> str | None:
@@ -58,6 +58,12 @@ def set_replay_gpus(state: State, operator: bytes, gpus: list[str]) -> None:
 def get_replay_gpus(state: State, operator: bytes) -> list[str]:
     raw = state.get(keys.market_replay_gpus_key(operator))
     return json.loads(raw) if raw is not None else []
+
+
+def declared_replay_gpus(state: State) -> list[tuple[bytes, list[str]]]:
+    """(operator, GPU parts) of every validator that declared some, by operator."""
+    prefix = keys.MARKET_REPLAY_GPUS
+    return [(key[len(prefix):], json.loads(raw)) for key, raw in state.iterate(prefix)]
 
 
 def capable_candidates(state: State, candidates: list[tuple[bytes, int]], profile: str) -> list[tuple[bytes, int]]:

@@ -32,7 +32,7 @@ from trolly.wallet.amounts import parse_amount
 from trolly.wallet.errors import WalletError
 from trolly.wallet.keyring import BACKENDS, Keyring
 from trolly.wallet.passwords import PasswordSource
-from trolly.wallet.market_queries import get_spec
+from trolly.wallet.market_queries import get_replay_gpus, get_spec
 from trolly.wallet.rpc import DEFAULT_NODE, RpcClient, normalize_node_url
 
 from ..cheats import CHEATS
@@ -73,9 +73,11 @@ def _free_port(host: str) -> int:
 
 def refuse_unfit_task(root: pathlib.Path, config: WorkerConfig, task_id: int) -> None:
     """Raise TaskUnfit naming each requirement of task `task_id` this machine, measured now, does not meet."""
+    measured = measure(root, config.device or None, duration=0.2)
     with RpcClient(config.node, timeout=10) as client:
         raw = client.run(get_spec(client.async_client, task_id)).spec_bytes
-    reasons = unfit_reasons(measure(root, config.device or None, duration=0.2), raw, config.memory_limit_mb)
+        replayed = client.run(get_replay_gpus(client.async_client)).replayed() if measured.gpu_profile else None
+    reasons = unfit_reasons(measured, raw, config.memory_limit_mb, replayed)
     if reasons:
         raise TaskUnfit(f"task {task_id} does not fit this worker: {'; '.join(reasons)}")
 

@@ -18,7 +18,8 @@ from trolly.chain.market.params import MarketParams
 from trolly.chain.proto import market_pb2
 from trolly.chain.tx import tx_hash
 from trolly.wallet.errors import QueryFailed
-from trolly.wallet.market_queries import get_market_params, get_spec, get_task, get_worker, list_tasks
+from trolly.wallet.market_queries import (get_market_params, get_replay_gpus, get_spec, get_task, get_worker,
+                                          list_tasks)
 from trolly.wallet.market_views import TaskSummary, TaskView, WorkerRecord
 from trolly.wallet.nonces import NonceCache
 from trolly.wallet.rpc import AsyncRpcClient, TxResult
@@ -43,6 +44,10 @@ class MarketClient:
 
     async def params(self) -> MarketParams:
         return await get_market_params(self.rpc)
+
+    async def replayed_gpus(self) -> set[str]:
+        """The GPU profile parts some validator's verifier replays (`/market/replay_gpus`)."""
+        return (await get_replay_gpus(self.rpc)).replayed()
 
     async def balance(self) -> int:
         return int((await self.rpc.query_json(f"/account/{self.address}"))["balance"])

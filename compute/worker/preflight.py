@@ -237,11 +237,14 @@ def measure(home: pathlib.Path, device: str | None = None, params: MarketParams 
         largest_models=tuple(largest_model(arch, device_memory, params) for arch in REFERENCE_DATASETS))
 
 
-def unfit_reasons(preflight: Preflight, raw_spec: bytes, memory_limit_mb: int = 0) -> list[str]:
+def unfit_reasons(preflight: Preflight, raw_spec: bytes, memory_limit_mb: int = 0,
+                  replayed_gpus: set[str] | None = None) -> list[str]:
     """Each requirement of the spec this measurement does not meet, in words ('' none): the memory estimate
     (the chain's footprint) against the device's memory (lowered by `memory_limit_mb`), the spec's threads
     against the cores, its instruction set against this process's, its pinned base model against what is
-    installed. A spec that cannot be read is a reason too."""
+    installed, and on a GPU, whether any validator replays it (`replayed_gpus`, the chain's
+    `/market/replay_gpus`: without one, every round would settle unverified and unpaid). A spec that cannot be
+    read is a reason too."""
     try:
         spec = parse_chain_spec(raw_spec)
         model = spec["model"]
@@ -265,6 +268,9 @@ def unfit_reasons(preflight: Preflight, raw_spec: bytes, memory_limit_mb: int = 
             require_base_model({"base": model["base"]})
         except BaseModelMissing as error:
             reasons.append(f"base model: {error}")
+    if preflight.gpu_profile and replayed_gpus is not None and preflight.gpu_profile not in replayed_gpus:
+        reasons.append(f"verification: no validator replays {preflight.gpu_profile}, so no committee could judge "
+                       f"its rounds (they would settle unverified, unpaid); train on the CPU (--device cpu)")
     return reasons
 
 

@@ -326,7 +326,9 @@ class WorkerService:
             raise TaskUnfit("the spec does not match its hash on chain")
         spec = parse_spec(raw)
         # memory, cores, instruction set, a pinned pretrained model this machine lacks: refused before joining
-        unfit = unfit_reasons(await self._measured(), raw, self.options.memory_limit_mb)
+        measured = await self._measured()
+        replayed = await self.market.replayed_gpus() if measured.gpu_profile else None
+        unfit = unfit_reasons(measured, raw, self.options.memory_limit_mb, replayed)
         if unfit:
             raise TaskUnfit("; ".join(unfit))
         if summary.collateral > await self.market.balance():
