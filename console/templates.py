@@ -22,6 +22,7 @@ from trolly.compute.errors import ComputeError
 from trolly.compute.models import make_config
 from trolly.compute.requester.results import spec_shape
 from trolly.compute.spec import example_spec, lora_text_spec, parse_spec
+from trolly.wallet.files import write_atomically
 
 SMALL_TRAINING = {"inner_steps": 40, "batch_size": 32, "checkpoint_every": 10, "seed": 2026,
                   "inner_optimizer": {"name": "adamw", "lr": 0.005, "weight_decay": 0.0},
@@ -139,7 +140,7 @@ def bundled(template: Template, directory: pathlib.Path) -> TaskData:
         store = BlobStore(folder)
         for digest, data in blobs.all_blobs().items():
             store.put(data, expected=digest)
-        marker.write_text(blobs.manifest_hash)
+        write_atomically(marker, blobs.manifest_hash.encode())  # written last: a folder with it is complete
     manifest_hash = marker.read_text().strip()
     return TaskData(folder, manifest_hash, {"name": template.bundled, "manifest_hash": manifest_hash}, None,
                     f"the bundled {template.bundled} dataset")

@@ -50,13 +50,16 @@ async def receive(request: web.Request, uploads: pathlib.Path, packs: pathlib.Pa
         fields, source = await _read_form(request, folder)
         label_column = fields.get("label_column", "").strip() or None
         private = fields.get("private", "") in ("on", "true", "1")
-        if source.suffix.lower() == ".zip":
-            source = unzip(source, folder / "unpacked")
         key = new_data_key() if private else None
-        try:
-            blobs, labels, source_format = await asyncio.to_thread(
-                pack_file, source, model_of(fields.get("template", "")), label_column, key=key)
+
+        def pack() -> PackedDataset:
+            data = unzip(source, folder / "unpacked") if source.suffix.lower() == ".zip" else source
+            blobs, labels, source_format = pack_file(data, model_of(fields.get("template", "")), label_column,
+                                                     key=key)
             return write_packed(blobs, labels, source_format, packs / secrets.token_urlsafe(12), key)
+
+        try:
+            return await asyncio.to_thread(pack)  # unzipping, reading, packing and hashing off the event loop
         except ComputeError as error:
             raise UploadRefused(_plain(str(error), folder)) from None
     finally:
