@@ -324,7 +324,8 @@ def reset(home, yes) -> None:
 @network_options
 @click.option("--task", "task_name", type=click.Choice(["digits", "lora-text"]), default="digits", show_default=True,
               help="What to train: an MLP on the bundled digits, or all-MiniLM-L6-v2 fine-tuned with LoRA on "
-                   "pydocs (standard-library docstrings, 8 labels).")
+                   "pydocs (standard-library docstrings, 8 labels) written as your own JSONL of texts and packed "
+                   "private, its key sealed to the workers and validators.")
 @click.option("--rounds", type=click.IntRange(1, 50), default=None,
               help="Training rounds of the task [default: 4 for digits, 2 for lora-text].")
 @click.option("--timeout", type=float, default=None,
