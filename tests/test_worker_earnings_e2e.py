@@ -168,6 +168,7 @@ def test_earnings_match_the_chain_and_the_balance_and_why_explains_a_task_nobody
             assert earned["pay"] == payout_events(url, ended["started_height"], ended["ended_height"], address)
             assert after - before == earned["net"] == earned["pay"] - earned["fees"]
             assert report["other_fees"] > 0  # registering
+            assert report["stake"] == query(url, f"/market/worker/{address}")["stake"] and report["unbonding"] == 0
             text = run("trolly-worker", "earnings", "--home", home).stdout
             assert f"task {task_id} (completed, finished): pay {earned['pay']} utrl" in text
 

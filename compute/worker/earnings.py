@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from trolly.chain.errors import ChainError
+from trolly.chain.errors import ChainError, NotFound
 from trolly.chain.market.records import ACTIVE
 from trolly.chain.proto import market_pb2
 from trolly.chain.tx import decode_tx, type_url_of
-from trolly.wallet.market_queries import get_task
+from trolly.wallet.errors import QueryFailed
+from trolly.wallet.market_queries import get_task, get_worker
 from trolly.wallet.market_views import TaskView
 from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.rpc_types import TxResult
@@ -86,6 +87,10 @@ class Earnings:
     tasks: tuple[TaskEarnings, ...]
     other_fees: int
     """Fees of transactions that belong to no task (registering, updating, leaving)."""
+    stake: int
+    """Staked while registered: out of the balance, not spent (it returns after unregistering and unbonding)."""
+    unbonding: int
+    """Stake on its way back after unregistering."""
 
     @property
     def net(self) -> int:
@@ -93,7 +98,7 @@ class Earnings:
 
     def to_json(self) -> dict:
         return {"address": self.address, "tasks": [task.to_json() for task in self.tasks],
-                "other_fees": self.other_fees, "net": self.net}
+                "other_fees": self.other_fees, "net": self.net, "stake": self.stake, "unbonding": self.unbonding}
 
     def lines(self) -> list[str]:
         lines = [f"worker {self.address}"]
@@ -111,6 +116,8 @@ class Earnings:
         if not self.tasks:
             lines.append("no tasks joined")
         lines.append(f"fees outside tasks {self.other_fees} utrl; net over all {self.net} utrl")
+        lines.append(f"staked {self.stake} utrl (out of the balance while registered, not spent)"
+                     + (f"; {self.unbonding} utrl unbonding" if self.unbonding else ""))
         return lines
 
 
@@ -198,4 +205,13 @@ async def worker_earnings(rpc: AsyncRpcClient, address: str) -> Earnings:
         tasks.append(task_earnings(view, address, [c for c in charges if c.task_id == task_id]))
     counted = {task.task_id for task in tasks}
     other = sum(c.fee for c in charges if c.task_id not in counted)
-    return Earnings(address, tuple(tasks), other)
+    try:
+        worker = await get_worker(rpc, address)
+    except QueryFailed as error:
+        if error.code != NotFound.code:
+            raise
+        stake = unbonding = 0  # never registered, or its stake fully back
+    else:
+        stake = worker.record.stake if worker.record is not None else 0
+        unbonding = sum(entry.amount for entry in worker.unbonding)
+    return Earnings(address, tuple(tasks), other, stake, unbonding)
