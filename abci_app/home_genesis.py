@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from trolly.chain.crypto import address_from_pubkey, encode_address
 from trolly.chain.hd import dev_key
+from trolly.chain.market.params import MarketParams, longest_reveal_wait
 
 from .cometbft import COMETBFT_VERSION  # noqa: F401  (re-exported: config.toml and /status name it)
 from .errors import AbciAppError
@@ -30,6 +31,11 @@ DEFAULT_DEV_BALANCE = 1_000_000_000_000
 
 DEFAULT_VALIDATOR_STAKE = 10_000_000
 """Self-bond of a dev/localnet genesis validator: 10 TRL, power 10."""
+
+DEV_UNBONDING_BLOCKS = longest_reveal_wait(MarketParams()) + 1
+"""Unbonding of a dev genesis (whose market takes the chain defaults): the fewest blocks init_chain accepts, so
+that a developer sees unbonding complete soon, yet a lazy verifier that unbonds after its vote is still
+penalised at its round's reveal deadline."""
 
 PUBKEY_TYPE = "tendermint/PubKeyEd25519"
 PRIVKEY_TYPE = "tendermint/PrivKeyEd25519"
@@ -109,7 +115,8 @@ def build_app_state(
     Each of `public_keys` (ed25519) is recorded in its account (`pub_key`, base64; an account not in `accounts`
     is listed with balance 0), so data can be sealed to it before it signs anything: a private task waits for
     its data key to reach every bonded validator's operator (docs/privacy.md)."""
-    params = params if params is not None else {"staking": {"unbonding_blocks": 10}}  # fees: the defaults
+    if params is None:  # fees: the defaults
+        params = {"staking": {"unbonding_blocks": DEV_UNBONDING_BLOCKS}}
     entries = {address: {"address": address, "balance": str(balance)} for address, balance in (accounts or {}).items()}
     for pub_key in public_keys:
         address = encode_address(address_from_pubkey(pub_key))

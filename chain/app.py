@@ -18,6 +18,7 @@ from .crypto import encode_address, verify_signature
 from .errors import ChainError, InvalidRequest, UnexpectedFailure, UnknownQueryPath
 from .module import MessageRoute, Module, QueryResult, QueryRoute
 from .market.module import MARKET
+from .market.params import MarketParams, check_unbonding_outlasts_reveals
 from .modules.bank import BANK
 from .modules.distribution import DISTRIBUTION
 from .modules.slashing import SLASHING
@@ -25,6 +26,7 @@ from .modules.staking import STAKING
 from .params import AuthParams, get_params, params_from_json, params_to_json, set_params
 from .state import State
 from .tx import decode_tx
+from .validators import StakingParams
 
 log = logging.getLogger("trolly.chain")
 
@@ -72,6 +74,7 @@ def init_chain(state: State, env: BlockEnv, app_state: dict) -> list[ValidatorUp
         raise InvalidRequest(f"unknown params sections in genesis: {', '.join(unknown)}")
     for params_type in PARAM_TYPES:
         set_params(state, params_from_json(params_type, params_json.get(params_type.SECTION)))
+    check_unbonding_outlasts_reveals(get_params(state, MarketParams), get_params(state, StakingParams).unbonding_blocks)
     ctx = BlockContext(env)
     for module in MODULES:
         if module.init_genesis is not None:

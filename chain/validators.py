@@ -85,8 +85,10 @@ class StakingParams:
 
     @classmethod
     def localnet(cls) -> "StakingParams":
-        """Short periods, so that a developer sees unbonding complete within seconds."""
-        return cls(unbonding_blocks=10, max_evidence_age_blocks=10)
+        """Short periods, so that a developer sees unbonding complete within a minute; the unbonding still
+        outlasts the market localnet preset's longest wait from a vote to its reveal deadline (2 x 20 + 10
+        blocks), as `init_chain` requires (`market.params.check_unbonding_outlasts_reveals`)."""
+        return cls(unbonding_blocks=60, max_evidence_age_blocks=10)
 
 
 # -- errors (codespace "staking") ------------------------------------------------------------------------------

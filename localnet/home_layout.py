@@ -31,7 +31,7 @@ from trolly.abci_app.home import (
 )
 from trolly.abci_app.listen_address import unix_socket_fits
 from trolly.chain.crypto import encode_address
-from trolly.chain.market.params import MarketParams
+from trolly.chain.market.params import MarketParams, longest_reveal_wait
 from trolly.chain.params import params_to_json
 from trolly.chain.validators import StakingParams
 from trolly.chain.hd import COIN_TYPE, DEV_MNEMONIC, dev_key
@@ -53,11 +53,15 @@ machine, which left the demo's round 0 unverified and unpaid; a LoRA task's six 
 avx2 kernels (`ATEN_CPU_CAPABILITY=default`) outlasted 60 blocks. A round settles as soon as every segment is decided, so a
 longer window costs time only when verdicts are missing."""
 
+LOCALNET_MARKET = dataclasses.replace(MarketParams.localnet(), verification_window=VERIFICATION_WINDOW)
 LOCALNET_PARAMS = {
-    "staking": params_to_json(StakingParams.localnet()),
-    "market": params_to_json(dataclasses.replace(MarketParams.localnet(), verification_window=VERIFICATION_WINDOW)),
+    "staking": params_to_json(dataclasses.replace(StakingParams.localnet(),
+                                                  unbonding_blocks=longest_reveal_wait(LOCALNET_MARKET) + 1)),
+    "market": params_to_json(LOCALNET_MARKET),
 }
-"""The modules' localnet presets: short periods so a developer sees unbonding and deadlines within seconds."""
+"""The modules' localnet presets: short periods so a developer sees deadlines within seconds. Unbonding takes
+the fewest blocks that outlast a vote's wait for its reveal deadline under the longer verification window
+(init_chain refuses fewer: a lazy verifier's penalty is taken from what it unbonded since its vote)."""
 
 
 class LocalnetError(Exception):

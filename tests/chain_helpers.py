@@ -12,7 +12,7 @@ test ends:
         assert result.ok and chain.balance(bob) == GENESIS_BALANCE + 5
 
     def test_with_two_validators(make_chain):
-        chain = make_chain(validators=2, params={"staking": {"unbonding_blocks": 3}})
+        chain = make_chain(validators=2, params={"staking": {"unbonding_blocks": 4}, "market": ONE_BLOCK_WINDOWS})
 
 Keys are deterministic (`test_key(name)`), so every run signs the same bytes. Nonces are filled in for you
 (the committed nonce plus the transactions already built for the next block); pass `nonce=` to override.
@@ -39,6 +39,9 @@ GENESIS_BALANCE = 10**12
 VALIDATOR_STAKE = 10 * 10**6
 """Default genesis stake per validator: power 10 with the default power_reduction."""
 BLOCK_SECONDS = 1
+ONE_BLOCK_WINDOWS = {"verification_window": 1, "reveal_window": 1}
+"""Market windows of one block, for tests whose staking unbonds in a few blocks: genesis refuses an
+unbonding_blocks that is not more than 2 x verification_window + reveal_window (here 3)."""
 FREE_AUTH = {"min_fee": 0, "fee_per_byte": 0}
 """Auth params of the harness unless a test gives its own: most tests are about something other than fees,
 which tests of the fee rule set explicitly."""

@@ -9,6 +9,7 @@ import random
 
 import pytest
 from abci_helpers import CHAIN_ID, ServerProcess, key_for, send_tx
+from chain_helpers import ONE_BLOCK_WINDOWS
 
 import abci_wire_client as wire
 from trolly.chain.crypto import encode_address
@@ -35,7 +36,8 @@ def genesis() -> bytes:
     import json
 
     return json.dumps({
-        "params": {"auth": {"min_fee": 0, "fee_per_byte": 0}, "staking": {"unbonding_blocks": 7}},
+        "params": {"auth": {"min_fee": 0, "fee_per_byte": 0}, "staking": {"unbonding_blocks": 7},
+                   "market": ONE_BLOCK_WINDOWS},
         "accounts": [{"address": encode_address(k.address), "balance": str(BALANCE)} for k in ACCOUNTS],
         "validators": [{"operator": encode_address(op.address),
                         "pub_key": base64.b64encode(CONSENSUS_KEYS[op.address].pubkey).decode(),

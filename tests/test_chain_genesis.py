@@ -56,7 +56,8 @@ def test_genesis_validators_are_bonded_from_their_operator_balance(register_stat
 def test_genesis_with_the_documented_json_shape(register_state):
     """The shape agreed with the node CLI and localnet (issue brief), numbers as decimal strings."""
     app = {
-        "params": {"auth": {"min_fee": 0}, "staking": {"unbonding_blocks": 10}},
+        "params": {"auth": {"min_fee": 0}, "staking": {"unbonding_blocks": 10},
+                   "market": {"verification_window": 4, "reveal_window": 1}},
         "accounts": [{"address": encode_address(OPERATOR.address), "balance": "1000000000000"}],
         "validators": [{"operator": encode_address(OPERATOR.address),
                         "pub_key": base64.b64encode(CONSENSUS.pubkey).decode(),
@@ -128,3 +129,47 @@ def test_genesis_refuses_bad_account_balances(balance):
     with pytest.raises(ChainError, match="genesis amount"):
         init_chain(state, BlockEnv("c", 1, 0), app_state)
     assert state.changes() == {} or all(not k.startswith(b"\x01") for k in state.changes())
+
+
+SHORT_UNBONDING = [  # (staking params, market params, the longest wait from a vote to its reveal deadline)
+    ({"unbonding_blocks": 210}, {}, 210),  # the market defaults: 2 x 100 + 10
+    ({"unbonding_blocks": 10}, {"verification_window": 180, "reveal_window": 10}, 370),  # the localnet's old preset
+    ({"unbonding_blocks": 4}, {"verification_window": 1, "reveal_window": 2}, 4),
+]
+
+
+@pytest.mark.parametrize("staking,market,longest", SHORT_UNBONDING, ids=["defaults", "old localnet", "equal"])
+def test_genesis_refuses_an_unbonding_that_a_reveal_deadline_can_outlast(staking, market, longest):
+    """A lazy verifier's penalty is burned from what it unbonded since its vote, so unbonding must outlast the
+    verification window, its one escalation and the reveal window; the error names every value."""
+    app = app_state([validator_entry()], params={"staking": staking, "market": market})
+    with pytest.raises(InvalidRequest) as raised:
+        run_genesis(app)
+    windows = {"verification_window": 100, "reveal_window": 10, **market}
+    assert (f"staking.unbonding_blocks ({staking['unbonding_blocks']}) must be more than 2 x "
+            f"market.verification_window ({windows['verification_window']}) + market.reveal_window "
+            f"({windows['reveal_window']}) = {longest}") in str(raised.value)
+    staking = {"unbonding_blocks": longest + 1}
+    run_genesis(app_state([validator_entry()], params={"staking": staking, "market": market}))  # one more is enough
+
+
+def test_every_genesis_preset_lets_a_lazy_verifier_s_unbonding_be_penalised(register_state):
+    """The chain defaults, the modules' localnet presets, the localnet's genesis (its longer verification
+    window) and the `trolly-node dev` genesis all pass init_chain's unbonding check."""
+    from trolly.abci_app.home_genesis import build_app_state, dev_genesis
+    from trolly.chain.market.params import MarketParams
+    from trolly.chain.params import params_to_json
+    from trolly.chain.validators import StakingParams
+    from trolly.localnet.home_layout import LOCALNET_PARAMS
+
+    presets = {
+        "defaults": app_state([validator_entry()]),
+        "module localnet presets": app_state([validator_entry()], params={
+            "staking": params_to_json(StakingParams.localnet()), "market": params_to_json(MarketParams.localnet())}),
+        "localnet": build_app_state({encode_address(OPERATOR.address): GENESIS_BALANCE}, [],
+                                    params=dict(LOCALNET_PARAMS)),
+        "dev": dev_genesis("trolly-dev", [CONSENSUS.pubkey])["app_state"],
+    }
+    for app in presets.values():
+        state, _ = run_genesis(app)
+        register_state(state)

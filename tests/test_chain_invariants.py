@@ -10,7 +10,7 @@ import pytest
 
 from trolly.chain.errors import Unauthorized
 
-from chain_helpers import Chain
+from chain_helpers import ONE_BLOCK_WINDOWS, Chain
 from trolly.chain import keys
 from trolly.chain.accounts import add_balance, get_supply, set_supply
 from trolly.chain.app import check_invariants
@@ -22,7 +22,7 @@ from trolly.chain.validators import unbonding_entries_of
 
 
 def healthy_chain() -> Chain:
-    chain = Chain(validators=2, params={"staking": {"unbonding_blocks": 5}})
+    chain = Chain(validators=2, params={"staking": {"unbonding_blocks": 5}, "market": ONE_BLOCK_WINDOWS})
     assert chain.deliver(chain.operators[1], MsgUnbond(amount=3 * 10**6)).ok
     return chain
 

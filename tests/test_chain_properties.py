@@ -13,7 +13,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chain_helpers import Chain, test_key
+from chain_helpers import ONE_BLOCK_WINDOWS, Chain, test_key
 from trolly.chain.app import apply_tx, check_invariants
 from trolly.chain.block import BlockContext, Misbehavior
 from trolly.chain.codec import U64_MAX
@@ -26,7 +26,8 @@ from trolly.chain.validators import active_validators
 
 TRL = 10**6
 CONSENSUS_POOL = [test_key(f"consensus-{i}") for i in range(4)]  # 0 and 1 are the genesis validators' keys
-PARAMS = {"staking": {"unbonding_blocks": 2, "max_evidence_age_blocks": 3, "max_validators": 4}}
+PARAMS = {"staking": {"unbonding_blocks": 4, "max_evidence_age_blocks": 3, "max_validators": 4},
+          "market": ONE_BLOCK_WINDOWS}
 
 amounts = st.one_of(
     st.integers(min_value=1, max_value=6 * TRL),

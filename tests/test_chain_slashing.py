@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chain_helpers import VALIDATOR_STAKE, test_key
+from chain_helpers import ONE_BLOCK_WINDOWS, VALIDATOR_STAKE, test_key
 from trolly.chain import keys
 from trolly.chain.crypto import encode_address
 from trolly.chain.block import Misbehavior, ValidatorUpdate
@@ -21,7 +21,8 @@ def event_values(output, event_type: str) -> list[dict]:
 
 
 def two_validators(make_chain, **staking):
-    return make_chain(validators=2, params={"staking": {"slash_fraction_bps": 500, **staking}})
+    return make_chain(validators=2, params={"staking": {"slash_fraction_bps": 500, **staking},
+                                            "market": ONE_BLOCK_WINDOWS})
 
 
 def test_misbehavior_burns_the_slash_fraction_and_jails(make_chain):
@@ -107,7 +108,7 @@ def test_unbonding_after_the_infraction_is_slashed_too(make_chain):
 
 
 def test_jailed_validator_cannot_bond_but_can_unbond_the_rest(make_chain):
-    chain = two_validators(make_chain, unbonding_blocks=2)
+    chain = two_validators(make_chain, unbonding_blocks=4)
     operator = chain.operators[1]
     chain.block(misbehavior=(evidence_against(chain.consensus_keys[1], 1),))
     result = chain.deliver(operator, MsgBond(amount=TRL))
@@ -116,7 +117,7 @@ def test_jailed_validator_cannot_bond_but_can_unbond_the_rest(make_chain):
     balance = chain.balance(operator)
     assert chain.deliver(operator, MsgUnbond(amount=left)).ok
     assert chain.outputs[-1].validator_updates == []  # already out of the set
-    chain.advance(2)
+    chain.advance(4)
     assert chain.balance(operator) == balance + left
 
 

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from chain_helpers import GENESIS_BALANCE, VALIDATOR_STAKE, test_key
+from chain_helpers import GENESIS_BALANCE, ONE_BLOCK_WINDOWS, VALIDATOR_STAKE, test_key
 from trolly.chain.crypto import decode_address, encode_address
 from trolly.chain.errors import InsufficientFunds, InvalidAmount, NotFound
 from trolly.chain.app import query
@@ -147,7 +147,7 @@ def test_empty_blocks_send_no_validator_updates(chain):
 
 # -- unbond ---------------------------------------------------------------------------------------------------------
 def test_unbond_drops_power_at_once_and_returns_tokens_after_exactly_unbonding_blocks(make_chain):
-    chain = make_chain(params={"staking": {"unbonding_blocks": 5}})
+    chain = make_chain(params={"staking": {"unbonding_blocks": 5}, "market": ONE_BLOCK_WINDOWS})
     operator = chain.operators[0]
     balance = chain.balance(operator)
     result = chain.deliver(operator, MsgUnbond(amount=4 * TRL))
@@ -175,12 +175,14 @@ def test_unbond_drops_power_at_once_and_returns_tokens_after_exactly_unbonding_b
 
 
 def test_unbonding_entries_mature_in_order_of_their_own_heights(make_chain):
-    chain = make_chain(params={"staking": {"unbonding_blocks": 3}})
+    chain = make_chain(params={"staking": {"unbonding_blocks": 4}, "market": ONE_BLOCK_WINDOWS})
     operator = chain.operators[0]
     balance = chain.balance(operator)
-    chain.deliver(operator, MsgUnbond(amount=1 * TRL))  # height 1 -> 4
-    chain.deliver(operator, MsgUnbond(amount=2 * TRL))  # height 2 -> 5
-    chain.block(chain.tx(operator, MsgUnbond(amount=100)), chain.tx(operator, MsgUnbond(amount=200)))  # 3 -> 6
+    chain.deliver(operator, MsgUnbond(amount=1 * TRL))  # height 1 -> 5
+    chain.deliver(operator, MsgUnbond(amount=2 * TRL))  # height 2 -> 6
+    chain.block(chain.tx(operator, MsgUnbond(amount=100)), chain.tx(operator, MsgUnbond(amount=200)))  # 3 -> 7
+    chain.block()  # height 4: nothing matures yet
+    assert chain.balance(operator) == balance
     returned = []
     for _ in range(3):
         chain.block()
@@ -244,5 +246,5 @@ def test_staking_params_are_queryable_and_localnet_preset_is_short():
 
 
 def test_genesis_staking_params_show_in_params_query(make_chain):
-    chain = make_chain(params={"staking": {"unbonding_blocks": 7}})
+    chain = make_chain(params={"staking": {"unbonding_blocks": 7}, "market": ONE_BLOCK_WINDOWS})
     assert chain.query("/params/staking")["unbonding_blocks"] == 7

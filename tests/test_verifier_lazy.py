@@ -26,7 +26,7 @@ PARAMS = {**MARKET_PARAMS, "verification_window": 200, "reveal_window": 100, "la
 
 
 def genesis() -> dict:
-    state = dev_app_state({"staking": {"unbonding_blocks": 3}, "market": PARAMS})
+    state = dev_app_state({"market": PARAMS})
     state["accounts"] += [{"address": encode_address(k.address), "balance": str(100_000_000)} for k in WORKERS]
     state["accounts"].append({"address": encode_address(LAZY.address), "balance": str(100_000_000)})
     state["validators"].append({"operator": encode_address(LAZY.address), "stake": str(LAZY_STAKE), "moniker": "lazy",

@@ -315,7 +315,7 @@ def test_stake_create_bond_unbond_changes_power(wallet, fake_node):
     assert power() == 25
     assert wallet("tx", "stake", "unbond", "15trl", "--from", "val", "--yes", node=fake_node).exit_code == 0
     assert power() == 10
-    fake_node.wait_blocks(4)  # the fake chain unbonds in 3 blocks: the 15trl are back with the operator
+    fake_node.wait_blocks(5)  # the fake chain unbonds in 4 blocks: the 15trl are back with the operator
     pending = as_json(wallet("query", "unbonding", "val", "-o", "json", node=fake_node))
     assert pending == {"operator": operator, "entries": [], "total": 0}
     assert as_json(wallet("query", "account", "val", "-o", "json", node=fake_node))["balance"] == 90_000_000

@@ -17,6 +17,7 @@ import pytest
 from dev_node import dev_node, free_port
 from click.testing import CliRunner
 
+from trolly.abci_app.home_genesis import DEV_UNBONDING_BLOCKS
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
 from trolly.wallet.cli import cli
@@ -148,8 +149,8 @@ def test_stake_create_bond_unbond_power_visible(wallet, node):
     else:
         pytest.fail(f"validator not in CometBFT's set with power 15: {consensus_set}")
     fails_with(wallet("tx", "stake", "unbond", "1000trl", *common[:-2]), 9, "code")
-    # the dev chain unbonds in 10 blocks: the 10trl show as unbonding, then come back to the operator
-    deadline = time.monotonic() + 20
+    # the dev chain unbonds in DEV_UNBONDING_BLOCKS (200 ms each): the 10trl show as unbonding, then come back
+    deadline = time.monotonic() + 20 + DEV_UNBONDING_BLOCKS * 0.2 * 3
     while (pending := ok_json(wallet("query", "unbonding", operator, "-o", "json")))["total"]:
         assert pending["total"] == 10_000_000 and time.monotonic() < deadline, pending
         time.sleep(0.2)

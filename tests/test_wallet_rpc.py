@@ -302,7 +302,7 @@ def test_describe_tx_survives_garbage_inside_a_valid_envelope(messages):
 def test_a_plan_without_a_fee_pays_exactly_the_chains_minimum_for_its_size(tmp_path):
     """On a chain with the default fee params the sender prices a transaction by its bytes: a task spec costs
     more than a send, the chain accepts the computed fee, and one utrl less is refused."""
-    node = FakeNode(dev_app_state({"staking": {"unbonding_blocks": 3}})).start()
+    node = FakeNode(dev_app_state({"staking": {}})).start()
     try:
         with RpcClient(node.url) as client:
             sender = TxSender(client.async_client, NonceCache(tmp_path))

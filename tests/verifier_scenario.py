@@ -50,7 +50,7 @@ MARKET_PARAMS = {"min_worker_stake": 1_000_000, "min_collateral": 100_000, "work
 @contextlib.contextmanager
 def market_node(workers) -> Iterator[FakeNode]:
     """An in-process node (50 ms blocks) with MARKET_PARAMS and 100 TRL for each of `workers`."""
-    state = dev_app_state({"staking": {"unbonding_blocks": 3}, "market": MARKET_PARAMS})
+    state = dev_app_state({"market": MARKET_PARAMS})
     state["accounts"] += [{"address": encode_address(k.address), "balance": str(100_000_000)} for k in workers]
     fake = FakeNode(state, block_interval=0.05).start()
     try:

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from aiohttp import web
+from chain_helpers import ONE_BLOCK_WINDOWS
 
 from trolly.chain.accounts import get_account
 from trolly.chain.app import apply_block, check_tx, init_chain, query
@@ -257,10 +258,12 @@ DEV_BALANCE = DEV_GENESIS_BALANCE - DEV_STAKE
 
 def dev_app_state(params: dict | None = None) -> dict:
     """Genesis: dev_key(0) funded and operating the one validator (its consensus key is dev_key(9)'s). Free
-    transactions unless `params` say otherwise, so that tests can reason about exact balances."""
+    transactions unless `params` say otherwise, so that tests can reason about exact balances; unbonding in 4
+    blocks, which genesis accepts with market windows of one block (no fake-node test verifies a round)."""
     operator, consensus = dev_key(0), dev_key(9)
     return {
-        "params": params or {"staking": {"unbonding_blocks": 3}, "auth": {"min_fee": 0, "fee_per_byte": 0}},
+        "params": params or {"staking": {"unbonding_blocks": 4}, "market": dict(ONE_BLOCK_WINDOWS),
+                             "auth": {"min_fee": 0, "fee_per_byte": 0}},
         "accounts": [{"address": encode_address(operator.address), "balance": str(DEV_GENESIS_BALANCE)}],
         "validators": [{"operator": encode_address(operator.address),
                         "pub_key": base64.b64encode(consensus.pubkey).decode(),

@@ -195,3 +195,21 @@ class MarketParams:
         """Short periods and small amounts, so a developer sees a whole task settle within a minute."""
         return cls(min_worker_stake=1_000_000, worker_unbonding_blocks=20, min_collateral=100_000,
                    verification_window=20)
+
+
+def longest_reveal_wait(params: MarketParams) -> int:
+    """The most blocks from a vote to its round's reveal deadline: the verification window, a second one when a
+    split segment escalates (`round_lifecycle.escalate_split_segments`), then the reveal window."""
+    return 2 * params.verification_window + params.reveal_window
+
+
+def check_unbonding_outlasts_reveals(params: MarketParams, unbonding_blocks: int) -> None:
+    """Refuse a staking `unbonding_blocks` that a reveal deadline can outlast: a lazy verifier's penalty is
+    burned from what it unbonded since its vote (`reveals`), which only works while that is still unbonding."""
+    longest = longest_reveal_wait(params)
+    if unbonding_blocks <= longest:
+        raise InvalidRequest(
+            f"staking.unbonding_blocks ({unbonding_blocks}) must be more than 2 x market.verification_window "
+            f"({params.verification_window}) + market.reveal_window ({params.reveal_window}) = {longest}: a lazy "
+            "verifier's penalty is taken from the stake it unbonded since its vote, which must still be unbonding "
+            "at its round's reveal deadline")
