@@ -5,7 +5,8 @@ of bonded stake."""
 from __future__ import annotations
 
 from market_helpers import MARKET_PARAMS, REWARD, Market, assert_fails, event_actions, market_snapshot
-from market_helpers import replay_digest, reveal_message, verdict_message
+from market_helpers import digest, final_message, replay_digest, reveal_message, verdict_message
+from test_market_rounds import at_the_final_report
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.errors import InvalidReveal
 from trolly.chain.market.records import VERDICT_PASS, VERDICT_UNAVAILABLE, VERDICT_FAIL
@@ -229,3 +230,27 @@ def test_a_fail_voter_is_paid_its_share_of_a_slash_at_the_reveal_and_a_lazy_one_
     penalties = sum(int(a["penalty"]) for o in outputs
                     for a in event_actions(o, "lazy_verifier") + event_actions(o, "dropped"))
     assert get_supply(chain.state) == supply - shares[guesser] - shares[silent] - penalties
+
+
+def test_slash_shares_held_when_a_final_report_ends_the_task_are_paid_when_the_reveal_window_closes(make_chain):
+    """A forged final report is slashed in the block that completes the task; its FAIL voter's share stays held
+    (the task's escrow is already refunded) and is paid once its reveal checks out at the deadline."""
+    market, task_id = at_the_final_report(make_chain, workers=1)
+    chain = market.chain
+    voter = chain.operators[0]
+    assert chain.block(chain.tx(market.workers[0], final_message(task_id, 1, digest("forged")))).tx_results[0].ok
+    chain.block()  # the sampling block
+    [report] = market.to_verify(voter)
+    balance = chain.balance(voter)
+    output = vote(chain, task_id, [(voter, report, VERDICT_FAIL, None)])
+    [slash] = event_actions(output, "slash")
+    held = int(slash["held_for_verifiers"])
+    assert held > 0 and market.task(task_id)["status"] == "abandoned"  # its only member slashed
+    assert chain.balance(voter) == balance and chain.balance(ESCROW) >= held
+    reveal(chain, task_id, [(voter, report, None)])
+    outputs = chain.advance(10)
+    assert [(a["validator"], a["amount"]) for o in outputs for a in event_actions(o, "slash_share_paid")] == \
+        [(encode_address(voter.address), str(held))]
+    # Besides its share it gets only fee-collector rewards (round 0's verifier fees, its round-0 votes unrevealed).
+    rewards = sum(int(dict(e.attributes)["amount"]) for o in outputs for e in o.events if e.type == "reward")
+    assert chain.balance(voter) == balance + held + rewards
