@@ -291,9 +291,12 @@ def test_a_cheating_worker_is_slashed_and_down_then_reset_leave_a_clean_localnet
     base = free_base_port()
     rpc = LocalnetConfig(base_port=base).rpc_url(0)
     try:
-        done = localnet("demo", "--keep", *SOLO, "--cheat", "skipped_steps", "--home", str(home), "--base-port", str(base),
-                        *DEMO_ARGS, timeout=TASK_TIMEOUT + 300)
+        done = localnet("demo", "--console", *SOLO, "--cheat", "skipped_steps", "--home", str(home), "--base-port",
+                        str(base), *DEMO_ARGS, timeout=TASK_TIMEOUT + 300)
         summary = last_json_line(done.stdout)
+        console_url = LocalnetConfig(base_port=base).console_url()
+        assert f"web console: {console_url}" in done.stderr + done.stdout  # printed once the localnet is up
+        assert f"its web console stay up: {console_url}" in " ".join((done.stderr + done.stdout).split())
         assert summary["status"] == "completed" and summary["final_accuracy"] >= ACCURACY_FLOOR
         view = whole_task(functools.partial(query, rpc), 1)
         cheater = assert_paid_exactly_for_passed_rounds(rpc, view, 0)
@@ -312,7 +315,8 @@ def test_a_cheating_worker_is_slashed_and_down_then_reset_leave_a_clean_localnet
         listening = listening_sockets(family)
         config = LocalnetConfig(base_port=base)
         assert {address for address, _ in listening} == {"127.0.0.1"}
-        assert {port for _, port in listening} >= {config.rpc_port(0)} | {config.blob_port(i) for i in range(3)}
+        assert {port for _, port in listening} >= ({config.rpc_port(0), config.console_port()}
+                                                    | {config.blob_port(i) for i in range(3)})
         assert {port for _, port in listening} <= set(config.ports())
 
         # `down` ends every service and everything they started.
@@ -328,7 +332,8 @@ def test_a_cheating_worker_is_slashed_and_down_then_reset_leave_a_clean_localnet
         assert not home.exists()
         up = subprocess.Popen([LOCALNET, "up", *SOLO, "--workers", "0", "--home", str(home), "--base-port", str(base)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        status = wait_until(lambda: _all_running(home, {"app-0", "engine-0", "verifier-0"}), 120, "a fresh localnet")
+        status = wait_until(lambda: _all_running(home, {"app-0", "engine-0", "verifier-0", "console"}), 120,
+                            "a fresh localnet")
         assert 1 <= status["height"] < old_height
         assert query(rpc, "/market/tasks")["tasks"] == []
         assert Layout(home).load().workers == 0
@@ -396,7 +401,8 @@ def test_a_demo_terminated_midway_stops_everything_it_started(tmp_path):
     demo = subprocess.Popen([LOCALNET, "demo", *SOLO, "--workers", "1", "--home", str(home), "--base-port",
                              str(free_base_port(workers=1))], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        pids = wait_until(lambda: len(recorded_pids(home)) == 4 and recorded_pids(home), 120, "the demo's services")
+        # app, engine, verifier, worker and the console
+        pids = wait_until(lambda: len(recorded_pids(home)) == 5 and recorded_pids(home), 120, "the demo's services")
         family = process_family(set(pids.values()))
         demo.send_signal(signal.SIGTERM)
         assert demo.wait(timeout=60) == 128 + signal.SIGTERM  # stopped, and its status says it did not finish
