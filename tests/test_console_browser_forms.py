@@ -72,6 +72,18 @@ def test_a_file_that_is_not_a_dataset_is_refused_beside_the_file_with_what_to_fi
     expect(error).to_contain_text("at least two labels")
 
 
+def test_markup_in_a_file_is_shown_as_text_never_run(site, page):
+    url, node, tmp = site
+    open_new_task(page, url)
+    hostile = '<img src=x onerror="window.pwned=1">'
+    rows = "".join(f"{i},{i % 2},{hostile if i % 2 else 'plain'}\n" for i in range(12))
+    page.get_by_label("Data file (.csv, .jsonl, or .zip of class folders)").set_input_files(
+        {"name": "hostile.csv", "mimeType": "text/csv", "buffer": f"a,b,label\n{rows}".encode()})
+    page.get_by_role("button", name="Upload and pack").click()
+    expect(page.locator("#pack-summary")).to_contain_text(hostile)  # the label, shown as the text it is
+    assert page.evaluate("window.pwned === undefined") and page.locator("#pack-summary img").count() == 0
+
+
 def test_a_csv_shows_the_live_cost_a_wrong_password_submits_nothing_and_the_right_one_submits(site, page):
     url, rpc, tmp = site
     open_new_task(page, url)
