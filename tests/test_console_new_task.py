@@ -107,11 +107,11 @@ def zip_of(entries: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def png(shade: int) -> bytes:
+def png(shade: int, size: tuple[int, int] = (8, 8)) -> bytes:
     from PIL import Image
 
     buffer = io.BytesIO()
-    Image.new("L", (8, 8), shade).save(buffer, "PNG")
+    Image.new("L", size, shade).save(buffer, "PNG")
     return buffer.getvalue()
 
 
@@ -119,12 +119,26 @@ def test_a_zip_of_class_folders_is_packed_and_a_zip_that_climbs_out_is_refused(n
     images = {f"shapes/{label}/{i}.png": png(shade + i) for label, shade in (("dark", 10), ("light", 200))
               for i in range(6)}
 
-    async def check(client):
-        return (await upload(client, "shapes.zip", zip_of(images)),
-                await upload(client, "evil.zip", zip_of({"a/1.png": png(1), "../../escaped.png": png(2)})),
-                await upload(client, "broken.zip", b"PK\x03\x04 not a zip"))
+    wide = {f"{label}/{i}.png": png(shade + i, (6, 2)) for label, shade in (("dark", 10), ("light", 200))
+            for i in range(6)}
 
-    packed, climbing, broken = with_console(node, check, home=home)
+    async def plan(client, pack: str, template: str):
+        response = await client.get("/api/new-task/plan", params={"template": template, "pack": pack,
+                                                                   "budget": "50trl", "workers": "1", "rounds": "2"})
+        return response.status, await response.json()
+
+    async def check(client):
+        packed = await upload(client, "shapes.zip", zip_of(images))
+        wide_pack = await upload(client, "wide.zip", zip_of(wide))
+        climbing = await upload(client, "evil.zip", zip_of({"a/1.png": png(1), "../../escaped.png": png(2)}))
+        broken = await upload(client, "broken.zip", b"PK\x03\x04 not a zip")
+        return (packed, climbing, broken, await plan(client, packed[1]["pack"], "image-cnn"),
+                await plan(client, wide_pack[1]["pack"], "image-cnn"))
+
+    packed, climbing, broken, cnn, not_square = with_console(node, check, home=home)
+    assert cnn[0] == 200 and cnn[1]["plan"]["rounds"] == 2  # 8x8 grey images: the CNN's shape
+    assert not_square[0] == 400 and not_square[1]["field"] == "template"  # 6x2 images: 12 features, no square
+    assert "square images" in not_square[1]["error"], not_square
     assert packed[0] == 200 and packed[1]["format"] == "images" and packed[1]["labels"] == ["dark", "light"]
     assert packed[1]["input_size"] == 64
     assert climbing[0] == 400 and "outside" in climbing[1]["error"]
