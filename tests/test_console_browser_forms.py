@@ -100,8 +100,13 @@ def test_a_csv_shows_the_live_cost_a_wrong_password_submits_nothing_and_the_righ
     assert int(cost.get_attribute("data-cost")) <= 20_000_000 < int(first)
     page.get_by_label("Budget (what you escrow; the unspent part is refunded)").fill("twenty")
     expect(page.locator("#budget-error")).to_contain_text("invalid budget")
+    expect(page.get_by_role("button", name="Sign and submit the task")).to_be_disabled()  # nothing to sign
     page.get_by_label("Budget (what you escrow; the unspent part is refunded)").fill("20trl")
     expect(cost).to_contain_text("reward per round")
+    review = page.locator("#review")  # the task summed up beside the password, before signing
+    expect(review).to_contain_text("Digits MLP (tables and text)")
+    expect(review).to_contain_text("20 TRL")
+    expect(page.get_by_role("button", name="Sign and submit the task")).to_be_enabled()
 
     before, funds = tasks(rpc), balance(rpc, DEV_ADDRESS)
     page.get_by_label("Keyring password (used once to sign, never stored)").fill("not the password")

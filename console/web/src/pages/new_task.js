@@ -14,6 +14,7 @@ export async function newTaskPage() {
   const packBox = h("div", { id: "pack-summary", role: "status", "aria-live": "polite" },
     "No file uploaded: the template's bundled dataset will be used.");
   const result = h("div", { id: "submit-result", role: "status", "aria-live": "polite" });
+  const reviewBox = h("div", { id: "review" }, "Choose the terms above: the task is summed up here before you sign.");
 
   const templates = h("fieldset", { id: "template" }, h("legend", {}, "1. Template"),
     setup.templates.map((t, i) => h("div", { class: "choice" },
@@ -46,8 +47,8 @@ export async function newTaskPage() {
 
   const key = h("select", { name: "key" }, setup.keys.map((k) => h("option", { value: k.name }, `${k.name} (${k.address})`)));
   const password = h("input", { type: "password", name: "password", autocomplete: "current-password" });
-  const submit = h("button", { type: "submit" }, "Sign and submit the task");
-  const sign = h("fieldset", {}, h("legend", {}, "4. Review, unlock and sign"),
+  const submit = h("button", { type: "submit", disabled: true }, "Sign and submit the task");
+  const sign = h("fieldset", {}, h("legend", {}, "4. Review, unlock and sign"), reviewBox,
     setup.keys.length ? field("key", "Key that pays (from this computer's keyring)", key)
       : notice("The keyring has no key: create one on the Provide compute page or with trolly-wallet keys add.", "error"),
     field("password", "Keyring password (used once to sign, never stored)", password),
@@ -132,9 +133,18 @@ export async function newTaskPage() {
         ["collateral per worker", `${utrl(p.collateral)} (the chain's minimum)`],
         ["checked segments", `${p.samples_per_worker} of ${p.segments_per_round} per worker per round`]]));
       costBox.dataset.cost = String(p.cost);
+      const chosen = setup.templates.find((t) => t.key === template());
+      reviewBox.replaceChildren(h("h3", {}, "The task you are about to pay for"), facts([["template", chosen.title],
+        ["data", `${answer.data}${answer.private ? " (private: encrypted, keys delivered by this console)" : ""}`],
+        ["workers", String(p.workers)], ["rounds", String(p.rounds)], ["budget escrowed", utrl(p.budget)],
+        ["cost", utrl(p.cost)], ["each worker locks", utrl(p.collateral)],
+        ["spec", `${answer.spec_bytes} bytes, checked by the chain's rules`]]));
+      submit.disabled = false;
     } catch (error) {
       if (seq !== state.planSeq) return;
       costBox.textContent = "No cost yet: see the problem above.";
+      reviewBox.textContent = "Nothing to sign yet: fix the problem shown above.";
+      submit.disabled = true;
       delete costBox.dataset.cost;
       clearPlanError();
       state.planError = showRefusal(error, "budget");
