@@ -72,7 +72,8 @@ async def templates(request: web.Request) -> web.Response:
     return web.json_response({"templates": [t.to_json() for t in TEMPLATES.values()], "keys": keys,
                               "defaults": {"samples_per_worker": SAMPLES_PER_WORKER, "join_blocks": JOIN_BLOCKS,
                                            "round_blocks": ROUND_BLOCKS},
-                              "max_upload_bytes": uploads.MAX_UPLOAD_BYTES})
+                              "max_upload_bytes": uploads.MAX_UPLOAD_BYTES,
+                              "keyring_backend": request.app[CONFIG].keyring_backend})
 
 
 async def upload(request: web.Request) -> web.Response:

@@ -56,6 +56,10 @@ def test_a_csv_becomes_a_trained_verified_paid_model_through_the_browser(tmp_pat
         page.goto(f"{localnet_console}/#/network")  # the localnet's own console is up beside the network
         page.wait_for_selector('main[data-loaded="#/network"]', timeout=30_000)
         expect(page.locator("#node-status")).to_contain_text("Node up")
+        page.goto(f"{localnet_console}/#/new-task")  # it signs with the localnet's test keyring, and says so
+        page.wait_for_selector('main[data-loaded="#/new-task"]', timeout=30_000)
+        expect(page.locator("#password-hint")).to_contain_text("test keyring")
+        expect(page.get_by_label("Key that pays (from this computer's keyring)")).to_contain_text("requester")
 
         page.goto(f"{url}/#/new-task")
         page.wait_for_selector('main[data-loaded="#/new-task"]', timeout=30_000)

@@ -51,7 +51,9 @@ export async function newTaskPage() {
   const sign = h("fieldset", {}, h("legend", {}, "4. Review, unlock and sign"), reviewBox,
     setup.keys.length ? field("key", "Key that pays (from this computer's keyring)", key)
       : notice("The keyring has no key: create one on the Provide compute page or with trolly-wallet keys add.", "error"),
-    field("password", "Keyring password (used once to sign, never stored)", password),
+    field("password", "Keyring password (used once to sign, never stored)", password,
+      setup.keyring_backend === "test" ? "This console signs with a test keyring (a localnet's): it has no password "
+        + "and its keys are stored unencrypted; any text here signs." : ""),
     submit, result);
 
   const form = h("form", { id: "new-task-form", novalidate: true, onsubmit: (event) => { event.preventDefault(); send(); } },
