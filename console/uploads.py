@@ -41,7 +41,8 @@ class UploadRefused(Exception):
 
 async def receive(request: web.Request, uploads: pathlib.Path, packs: pathlib.Path,
                   model_of: Callable[[str], str]) -> PackedDataset:
-    """Read the multipart form (`file`, optional `template`, `label_column`, `private`), pack the file for the
+    """Read the multipart form (`file`, optional `template`, `label_column`, `private` on or off, on when not
+    given, as `trolly-wallet data pack` packs privately unless told `--public`), pack the file for the
     model `model_of(template)` reads into a new folder under `packs`, and return it; the raw upload is deleted
     either way."""
     folder = uploads / secrets.token_urlsafe(12)
@@ -49,7 +50,7 @@ async def receive(request: web.Request, uploads: pathlib.Path, packs: pathlib.Pa
     try:
         fields, source = await _read_form(request, folder)
         label_column = fields.get("label_column", "").strip() or None
-        private = fields.get("private", "") in ("on", "true", "1")
+        private = fields.get("private", "on") not in ("off", "false", "0")  # private unless asked, as `data pack`
         key = new_data_key() if private else None
 
         def pack() -> PackedDataset:

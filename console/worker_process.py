@@ -75,7 +75,8 @@ class LocalWorker:
         if self.run is not None and self.run.process.poll() is None:
             raise WorkerRefused("the worker is already running: stop it first")
         if self.key_name is not None and self.key_name != key_name:
-            raise WorkerRefused(f"this console's worker is set up for the key {self.key_name!r}: start it with that key")
+            raise WorkerRefused(f"this console's worker is set up for the key {self.key_name!r}: "
+                                f"start it with that key")
         environment = {**os.environ, PASSWORD_ENVIRONMENT_VARIABLE: password}
         private = ["--allow-private-blob-hosts"] if self.config.allow_private_addresses else []
         if self.key_name is None:

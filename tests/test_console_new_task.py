@@ -66,26 +66,29 @@ async def tasks_on_chain(client) -> list:
 
 def test_a_csv_upload_is_packed_and_files_that_are_not_datasets_are_refused_with_what_to_fix(node, home, tmp_path):
     async def check(client):
-        packed = await upload(client, "iris.csv", csv_bytes(tmp_path))
+        packed = await upload(client, "iris.csv", csv_bytes(tmp_path))  # private unless asked, as `data pack`
+        public = await upload(client, "iris.csv", csv_bytes(tmp_path), private="off")
         not_data = await upload(client, "notes.txt", b"hello")
         one_label = await upload(client, "one.csv", b"a,b,label\n1,2,x\n3,4,x\n5,6,x\n")
         empty = await upload(client, "empty.csv", b"")
         no_file = await client.post("/api/new-task/upload", headers=await guard_headers(client),
                                     data=FormData({"label_column": "x"}, default_to_multipart=True))
-        return packed, not_data, one_label, empty, (no_file.status, await no_file.json())
+        return packed, public, not_data, one_label, empty, (no_file.status, await no_file.json())
 
-    packed, not_data, one_label, empty, no_file = with_console(node, check, home=home)
+    packed, public, not_data, one_label, empty, no_file = with_console(node, check, home=home)
     status, summary = packed
     assert status == 200 and summary["format"] == "csv" and summary["labels"] == ["setosa", "virginica"]
-    assert summary["train_samples"] + summary["test_samples"] == 40 and summary["private"] is False
+    assert summary["train_samples"] + summary["test_samples"] == 40 and summary["private"] is True
     assert (home / "console" / "packs" / summary["pack"] / "dataset.json").exists()
+    assert (home / "console" / "packs" / summary["pack"] / "data.key").stat().st_mode & 0o777 == 0o600
+    assert public[1]["private"] is False and not (home / "console" / "packs" / public[1]["pack"] / "data.key").exists()
     assert not any((home / "console" / "uploads").iterdir())  # the raw upload is gone
     for status, refusal in (not_data, one_label, empty, no_file):
         assert status == 400 and refusal["field"] == "file"
     assert ".csv file with a header row" in not_data[1]["error"]
     assert "at least two labels" in one_label[1]["error"]
     assert "empty" in empty[1]["error"] and "choose a file" in no_file[1]["error"]
-    assert len(list((home / "console" / "packs").iterdir())) == 1  # a refusal packs nothing
+    assert len(list((home / "console" / "packs").iterdir())) == 2  # a refusal packs nothing
 
 
 def test_an_upload_over_the_size_bound_is_refused_before_it_is_kept(node, home, tmp_path, monkeypatch):
@@ -196,7 +199,7 @@ def test_the_live_cost_is_the_clis_plan_and_bad_fields_are_named(node, home, tmp
 def test_a_wrong_password_or_a_forged_request_submits_nothing_and_the_right_one_submits_and_serves_the_data(
         node, home, tmp_path):
     async def check(client):
-        status, summary = await upload(client, "iris.csv", csv_bytes(tmp_path))
+        status, summary = await upload(client, "iris.csv", csv_bytes(tmp_path), private="off")  # anyone may fetch it
         form = {"template": "digits-mlp", "pack": summary["pack"], "budget": "20trl", "workers": "1", "rounds": "2",
                 "key": "dev"}
         before = await tasks_on_chain(client)

@@ -1,6 +1,7 @@
 """The no-code flow in a real browser, end to end on a localnet (solo engine, one validator and its verifier,
 one worker): `trolly-localnet up` starts the web console beside the network and prints its URL; a console with a
-password-protected keyring (the localnet's requester key) then takes a CSV upload, shows the live cost, submits
+password-protected keyring (the localnet's requester key) then takes a CSV upload (packed privately, as `data
+pack` packs it: the console delivers the data key to the worker and the validator), shows the live cost, submits
 with the password, and its task page follows the rounds as they complete, charts held-out loss and accuracy per
 verified round (each W_r matching the chain's hashes), shows a settlement that the chain's own answer confirms,
 and downloads the model as `task fetch` writes it. Screenshots go to `test-artifacts/console/`."""
@@ -69,6 +70,7 @@ def test_a_csv_becomes_a_trained_verified_paid_model_through_the_browser(tmp_pat
             str(tmp_path / "flowers.csv"))
         page.get_by_role("button", name="Upload and pack").click()
         expect(page.locator("#pack-summary")).to_contain_text("large, medium, small", timeout=30_000)
+        expect(page.locator("#pack-summary")).to_contain_text("yes (encrypted)")  # private, as `data pack` packs
         page.get_by_label("Rounds").fill(str(ROUNDS))
         page.get_by_label("Budget (what you escrow; the unspent part is refunded)").fill("30trl")
         cost = page.locator("#cost")

@@ -26,14 +26,15 @@ export async function newTaskPage() {
 
   const fileInput = h("input", { type: "file", name: "file", accept: ".csv,.jsonl,.ndjson,.zip" });
   const labelColumn = h("input", { type: "text", name: "label_column", autocomplete: "off" });
-  const privateBox = h("input", { type: "checkbox", id: "private", name: "private" });
+  const privateBox = h("input", { type: "checkbox", id: "private", name: "private", checked: true });
   const uploadButton = h("button", { type: "button", onclick: () => upload() }, "Upload and pack");
   const data = h("fieldset", {}, h("legend", {}, "2. Your data"),
     field("file", "Data file (.csv, .jsonl, or .zip of class folders)", fileInput,
       `At most ${Math.round(setup.max_upload_bytes / 2 ** 20)} MiB. Without a file the template's bundled dataset is used.`),
     field("label-column", "Label column (CSV only; default: the last column)", labelColumn),
     h("div", { class: "choice" }, privateBox, h("label", { for: "private" },
-      "Private: encrypt the data; only the task's members and validators get its key")),
+      "Private: encrypt the data; only the task's members and validators get its key ",
+      "(the default, as with trolly-wallet data pack)")),
     uploadButton, packBox);
 
   const budget = h("input", { type: "text", name: "budget", value: "50trl", inputmode: "decimal", autocomplete: "off" });
@@ -97,7 +98,7 @@ export async function newTaskPage() {
     body.append("template", template());
     body.append("file", fileInput.files[0]);
     if (labelColumn.value.trim()) body.append("label_column", labelColumn.value.trim());
-    if (privateBox.checked) body.append("private", "on");
+    body.append("private", privateBox.checked ? "on" : "off");
     packBox.textContent = "Packing…";
     uploadButton.disabled = true;
     try {
