@@ -64,17 +64,17 @@ def make_app(config: ConsoleConfig, poll_seconds: float = 1.0) -> web.Applicatio
     app[CLIENT] = client
     app[WATCH] = NodeWatch(client, poll_seconds)
     app[CACHE] = chain_reads.ReadCache()
-    app[new_task_api.FOLLOWING] = TaskFollowing(client, config)
-    app[compute_api.WORKER] = LocalWorker(config)
     app[CHARTS] = RoundCharts(client, config, lambda manifest_hash: local_dataset(
         config.directory("packs"), config.directory("bundled"), manifest_hash))
+    app[new_task_api.FOLLOWING] = TaskFollowing(client, config, on_look=app[CHARTS].chart)
+    app[compute_api.WORKER] = LocalWorker(config)
 
     async def lifecycle(app: web.Application):
         await app[WATCH].start()
         yield
         await app[compute_api.WORKER].stop()
+        await app[new_task_api.FOLLOWING].stop()  # first: its looks start chart jobs
         await app[CHARTS].stop()
-        await app[new_task_api.FOLLOWING].stop()
         await app[WATCH].stop()
         await client.close()
 

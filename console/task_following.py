@@ -2,7 +2,9 @@
 from the console (as `task submit --data` serves it), and for private data its key sealed to each member as it
 joins and to each bonded validator (`compute.requester.key_delivery`, the command's own delivery).
 
-A service with a lifecycle: the server starts it with the app and `stop` ends every follow and its data server.
+Each look also hands the whole task to `on_look` (the server charts it: `round_charts`), so a task's rounds are
+evaluated while their updates are still served, whether or not a page is open on it. A service with a
+lifecycle: the server starts it with the app and `stop` ends every follow and its data server.
 A private task's requester key stays in this process's memory while the task lives (as it does in the
 `task submit --data` process, which delivers the keys too); the password that unlocked it is not kept.
 """
@@ -13,13 +15,15 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from typing import Callable
 
 from trolly.chain.crypto import PrivateKey
 from trolly.chain.market.records import LIVE_STATUSES
 from trolly.compute.requester.key_delivery import deliver_data_keys
 from trolly.compute.requester.serving import ServingThread
 from trolly.wallet.errors import WalletError
-from trolly.wallet.market_queries import get_task_overview
+from trolly.wallet.market_queries import get_task
+from trolly.wallet.market_views import TaskView
 from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.sender import TxSender
 
@@ -49,9 +53,11 @@ class Followed:
 class TaskFollowing:
     """Each followed task's serving and key delivery, until the task ends or the console stops."""
 
-    def __init__(self, client: AsyncRpcClient, config: ConsoleConfig) -> None:
+    def __init__(self, client: AsyncRpcClient, config: ConsoleConfig,
+                 on_look: Callable[[int, TaskView], object] | None = None) -> None:
         self.client = client
         self.config = config
+        self.on_look = on_look
         self.followed: dict[int, Followed] = {}
         self._tasks: dict[int, asyncio.Task] = {}
 
@@ -68,7 +74,10 @@ class TaskFollowing:
                         delivery = await deliver_data_keys(self.client, sender, followed.requester, followed.task_id,
                                                            followed.data.key)
                         followed.delivered.extend(delivery.delivered)
-                    if (await get_task_overview(self.client, followed.task_id)).status not in LIVE_STATUSES:
+                    view = await get_task(self.client, followed.task_id)
+                    if self.on_look is not None:
+                        self.on_look(followed.task_id, view)
+                    if view.status not in LIVE_STATUSES:
                         return
                     followed.problem = ""
                 except WalletError as error:  # the node down or catching up: said, and tried at the next look

@@ -278,8 +278,14 @@ def test_a_private_upload_is_submitted_and_its_key_delivered_to_the_validator_by
             if box:
                 break
             await asyncio.sleep(0.5)
-        return summary, submitted, box
+        chart = home / "console" / "charts" / f"task-{submitted['task_id']}.json"
+        for _ in range(60):  # charted by the follow loop itself: no page asked for it
+            if chart.exists():
+                break
+            await asyncio.sleep(0.5)
+        return summary, submitted, box, json.loads(chart.read_text()) if chart.exists() else None
 
-    summary, submitted, box = with_console(node, check, home=home)
+    summary, submitted, box, chart = with_console(node, check, home=home)
+    assert chart is not None and [p["round"] for p in chart["points"]] == [0]  # W_0, evaluated on the held-out split
     assert summary["private"] is True and (home / "console" / "packs" / summary["pack"] / "data.key").exists()
     assert box is not None and box.sealed_key  # sealed to the dev validator's operator, who replays the task's segments
