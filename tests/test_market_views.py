@@ -182,6 +182,8 @@ OTHER_DOCUMENTS = {
     "compute/blobs/server.py": ({"round", "task_id"}, "aiohttp's route match"),
     "verifier/isa_child_replay.py": ({"spec", "threads", "worker_index"}, "requests to the replay child process"),
     "verifier/segment_check.py:SegmentClaim.from_json": (None, "the verifier's own claim files (SegmentClaim.to_json)"),
+    "console/compute_api.py:_overview": ({"address"}, "the keyring entries it lists a few lines above"),
+    "console/round_charts.py:record_chain_hashes": ({"round"}, "the chart's own cached points"),
 }
 """Files, or one function of a file, that read JSON of their own whose keys share names with the market's: the
 keys each may read (None: any), and what it reads them from."""

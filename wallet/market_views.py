@@ -47,6 +47,7 @@ def fetch_url(blob_url: str, relay: str, worker: str) -> str:
     (docs/protocol.md 3a), else its own blob URL."""
     return relay_worker_url(relay, worker) if relay else blob_url
 
+
 Committee = tuple[Address, ...]
 """The validators drawn to verify one sampled segment, in draw order."""
 
