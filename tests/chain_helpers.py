@@ -21,6 +21,7 @@ Keys are deterministic (`test_key(name)`), so every run signs the same bytes. No
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 from typing import Iterable
 
@@ -30,6 +31,7 @@ from trolly.chain.accounts import get_account
 from trolly.chain.app import apply_block, check_invariants, init_chain, query
 from trolly.chain.block import BlockEnv, BlockOutput, Misbehavior, TxResult, ValidatorUpdate
 from trolly.chain.crypto import PrivateKey, encode_address
+from trolly.chain.market.params import MarketParams, longest_reveal_wait
 from trolly.chain.state import MemoryKV, State
 from trolly.chain.tx import build_tx
 
@@ -42,6 +44,22 @@ BLOCK_SECONDS = 1
 ONE_BLOCK_WINDOWS = {"verification_window": 1, "reveal_window": 1}
 """Market windows of one block, for tests whose staking unbonds in a few blocks: genesis refuses an
 unbonding_blocks that is not more than 2 x verification_window + reveal_window (here 3)."""
+
+
+def with_market_params(app_state: dict, **market) -> dict:
+    """`app_state` (a genesis's) with `market` params set and, when the windows grow past what its unbonding
+    outlasts, staking's unbonding_blocks raised to one block more than the longest reveal wait (genesis refuses
+    less): for end-to-end tests that lengthen a node's windows."""
+    params = app_state.setdefault("params", {})
+    merged = {**params.get("market", {}), **market}
+    params["market"] = merged
+    windows = {name: int(merged[name]) for name in ("verification_window", "reveal_window") if name in merged}
+    needed = longest_reveal_wait(dataclasses.replace(MarketParams(), **windows)) + 1
+    staking = params.setdefault("staking", {})
+    staking["unbonding_blocks"] = max(int(staking.get("unbonding_blocks", 0)), needed)
+    return app_state
+
+
 FREE_AUTH = {"min_fee": 0, "fee_per_byte": 0}
 """Auth params of the harness unless a test gives its own: most tests are about something other than fees,
 which tests of the fee rule set explicitly."""

@@ -14,7 +14,9 @@ from typing import Iterator
 
 import pytest
 
+from trolly.chain.crypto import encode_address
 from trolly.wallet.rpc import RpcClient
+from trolly.wallet.sender import TxSender
 
 BIN = pathlib.Path(sys.executable).parent
 NODE_SCRIPT = BIN / "trolly-node"
@@ -68,3 +70,18 @@ def dev_node(home: pathlib.Path, block_time: str = "200ms", timeout: float = 60.
         yield url
     finally:
         stop_process_group(process)
+
+
+def send_included(url: str, key, *messages):
+    """Sign `messages` with `key`, send them to the node at `url` and wait for the block: the outcome, which must
+    have been included with code 0."""
+    with RpcClient(url, timeout=10) as client:
+        sender = TxSender(client.async_client)
+
+        async def go():
+            plan = await sender.plan(encode_address(key.address), list(messages))
+            return await sender.send(key, plan, wait=True, timeout=30)
+
+        outcome = client.run(go())
+    assert outcome.included.code == 0, outcome.included.log
+    return outcome

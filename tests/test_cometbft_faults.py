@@ -36,6 +36,7 @@ from trolly.localnet.services import app_hash_seed
 from trolly.localnet.supervisor import ServiceSpec
 from trolly.wallet.rpc import AsyncRpcClient, RpcClient
 
+from chain_helpers import with_market_params
 from localnet_helpers import cometbft_missing, free_base_port, query, recorded_pids, wait_until
 from whole_task import whole_task
 
@@ -152,11 +153,12 @@ def verifier_spec(net: Localnet, index: int, *switches: str) -> ServiceSpec:
 
 
 def patch_genesis_market(net: Localnet, **market) -> None:
-    """Before the first start: the same market parameters changed in every node's genesis."""
+    """Before the first start: the same market parameters changed in every node's genesis (and its unbonding
+    lengthened to outlast them, as genesis requires)."""
     for index in range(net.config.nodes):
         path = net.layout.node_home(index) / "config" / "genesis.json"
         genesis = json.loads(path.read_text())
-        genesis["app_state"]["params"]["market"].update(market)
+        with_market_params(genesis["app_state"], **market)
         path.write_text(json.dumps(genesis, indent=2))
 
 

@@ -27,9 +27,10 @@ import time
 import urllib.request
 
 import pytest
-from dev_node import stop_process_group
+from chain_helpers import with_market_params
+from dev_node import send_included, stop_process_group
 
-from trolly.chain.crypto import decode_address, encode_address
+from trolly.chain.crypto import decode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
 from trolly.chain.proto import market_pb2
 from trolly.compute.data import build_dataset
@@ -37,7 +38,6 @@ from trolly.compute.spec import example_spec
 from trolly.wallet.keyring import Keyring
 from trolly.wallet.passwords import PasswordSource
 from trolly.wallet.rpc import RpcClient
-from trolly.wallet.sender import TxSender
 from trolly.wallet.txbuilder import send_message
 
 pytestmark = pytest.mark.slow
@@ -121,19 +121,6 @@ def spawn(command: list[str], log: pathlib.Path) -> subprocess.Popen:
                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
-def send(url: str, key, *messages):
-    with RpcClient(url, timeout=10) as client:
-        sender = TxSender(client.async_client)
-
-        async def go():
-            plan = await sender.plan(encode_address(key.address), list(messages))
-            return await sender.send(key, plan, wait=True, timeout=30)
-
-        outcome = client.run(go())
-    assert outcome.included.code == 0, outcome
-    return outcome
-
-
 def query(url: str, path: str):
     with RpcClient(url, timeout=10) as client:
         return client.query_json(path)
@@ -171,7 +158,7 @@ def test_a_worker_with_no_inbound_route_completes_a_verified_task_through_a_rela
             run(str(SCRIPTS["trolly-node"]), "init", "--home", str(node_home), "--chain-id", "trolly-dev", "--dev")
             genesis_path = node_home / "config" / "genesis.json"
             genesis = json.loads(genesis_path.read_text())
-            genesis["app_state"]["params"]["market"] = MARKET_PARAMS
+            with_market_params(genesis["app_state"], **MARKET_PARAMS)
             genesis_path.write_text(json.dumps(genesis, indent=2))
             node = f"http://{host}:{free_port(host)}"
             node_log = tmp_path / "node.log"
@@ -215,7 +202,7 @@ def test_a_worker_with_no_inbound_route_completes_a_verified_task_through_a_rela
                 "address"]
             requester = dev_key(0)
             for funded in (address, host_address):
-                send(node, requester, send_message(decode_address(funded), 50_000_000))
+                send_included(node, requester, send_message(decode_address(funded), 50_000_000))
 
             manifest = build_dataset("digits").manifest_hash
             document = example_spec(manifest, model={"arch": "mlp", "config": {"hidden": [16]}},
@@ -225,7 +212,7 @@ def test_a_worker_with_no_inbound_route_completes_a_verified_task_through_a_rela
                                               "outer_optimizer": {"name": "nesterov", "lr": 0.7, "momentum": 0.9}},
                                     codec="int8")
             spec = json.dumps(document).encode()
-            send(node, requester, market_pb2.MsgSubmitTask(
+            send_included(node, requester, market_pb2.MsgSubmitTask(
                 spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=10 * REWARD, workers=2, rounds=2,
                 reward_per_round=REWARD, collateral=2 * REWARD, join_blocks=1_000, round_blocks=400,
                 samples_per_worker=4))

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from trolly.chain.crypto import decode_address, encode_address
+from trolly.chain.crypto import decode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
 from trolly.chain.proto import market_pb2
 from trolly.compute.data import build_dataset
@@ -29,11 +29,10 @@ from trolly.wallet.keyring import Keyring
 from trolly.wallet.market_queries import get_market_params
 from trolly.wallet.passwords import PasswordSource
 from trolly.wallet.rpc import RpcClient
-from trolly.wallet.sender import TxSender
 from trolly.wallet.tasks import plan_task
 from trolly.wallet.txbuilder import send_message
 
-from dev_node import dev_node, stop_process_group
+from dev_node import dev_node, send_included, stop_process_group
 
 pytestmark = pytest.mark.slow
 
@@ -48,23 +47,10 @@ def run(*command, check=True) -> subprocess.CompletedProcess:
     return result
 
 
-def send(url: str, key, *messages):
-    with RpcClient(url, timeout=10) as client:
-        sender = TxSender(client.async_client)
-
-        async def go():
-            plan = await sender.plan(encode_address(key.address), list(messages))
-            return await sender.send(key, plan, wait=True, timeout=30)
-
-        outcome = client.run(go())
-        assert outcome.included.code == 0, outcome.included.log
-        return outcome
-
-
 def submit(url: str, spec: bytes, budget: int = 1_000_000) -> int:
     with RpcClient(url, timeout=10) as client:
         plan = plan_task(spec, client.run(get_market_params(client.async_client)), budget, None, 1, 1, None)
-    send(url, dev_key(0), market_pb2.MsgSubmitTask(
+    send_included(url, dev_key(0), market_pb2.MsgSubmitTask(
         spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=budget, workers=1, rounds=plan.rounds,
         reward_per_round=plan.reward_per_round, collateral=plan.collateral, join_blocks=1_000, round_blocks=400,
         samples_per_worker=1))
@@ -131,7 +117,7 @@ def test_earnings_match_the_chain_and_the_balance_and_why_explains_a_task_nobody
                        "--create-key", "--node", url)
             assert "Measured this machine" in init.stdout and "largest models" in init.stdout
             address = Keyring(home, "test").get("worker").address
-            send(url, dev_key(0), send_message(decode_address(address), 50_000_000))
+            send_included(url, dev_key(0), send_message(decode_address(address), 50_000_000))
             blob_url = f"http://127.0.0.1:{json.loads((home / 'worker.json').read_text())['blob_port']}"
             digits = build_dataset("digits")
             spec = json.dumps(example_spec(

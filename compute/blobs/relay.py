@@ -37,11 +37,11 @@ from trolly.wallet.rpc import AsyncRpcClient
 
 from .connect_policy import AddressPolicy
 from .connections import ConnectionGuard, ConnectionLimits, admitted_total
-from .errors import BlobError, BlobNotFound, BlobRejected, BlobTooLarge, InvalidBlobHash
+from .errors import BlobError, BlobNotFound, BlobRejected, BlobTooLarge
 from .reachability import add_probe_route
 from .relay_auth import DEFAULT_MAX_SKEW, PushSignatureInvalid, PushUnsigned, check_push, read_push_headers
 from .relay_store import QuotaExceeded, RelayStore
-from .server import LIMITS_KEY, BodyTooSlow, _error, _read_limited, _route_task, _slow_body
+from .server import LIMITS_KEY, BodyTooSlow, _error, _read_limited, _route_task, _slow_body, blob_file_response
 from .store import check_blob_hash
 
 log = logging.getLogger(__name__)
@@ -188,14 +188,7 @@ async def push_listing(request: web.Request) -> web.Response:
 
 
 async def get_blob(request: web.Request) -> web.StreamResponse:
-    store = request.app[RELAY_KEY].store.blobs
-    try:
-        path = store.path(request.match_info["digest"])
-    except InvalidBlobHash as error:
-        return _error(400, str(error))
-    if not path.is_file():
-        return _error(404, f"blob {request.match_info['digest']} not found")
-    return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
+    return blob_file_response(request.app[RELAY_KEY].store.blobs, request.match_info["digest"])
 
 
 async def get_listing(request: web.Request) -> web.Response:

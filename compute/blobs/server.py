@@ -84,15 +84,20 @@ def _route_task(request: web.Request) -> tuple[int, int]:
     return task_id, round_index
 
 
-async def get_blob(request: web.Request) -> web.StreamResponse:
-    store = request.app[STORE_KEY]
+def blob_file_response(store, digest: str) -> web.StreamResponse:
+    """GET /blobs/{digest} from `store`: the file streamed as bytes, 400 for a malformed hash, 404 when absent.
+    The blob service and the relay serve blobs alike, so a fetcher reads either the same way."""
     try:
-        path = store.path(request.match_info["digest"])
+        path = store.path(digest)
     except InvalidBlobHash as error:
         return _error(400, str(error))
     if not path.is_file():
-        return _error(404, f"blob {request.match_info['digest']} not found")
+        return _error(404, f"blob {digest} not found")
     return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
+
+
+async def get_blob(request: web.Request) -> web.StreamResponse:
+    return blob_file_response(request.app[STORE_KEY], request.match_info["digest"])
 
 
 async def put_blob(request: web.Request) -> web.Response:
