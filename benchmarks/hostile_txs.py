@@ -183,6 +183,7 @@ MESSAGES = {
     "submit_task": submit_task(),
     "cancel_task": st.builds(market_pb2.MsgCancelTask, task_id=small_id | u64),
     "join_task": st.builds(market_pb2.MsgJoinTask, task_id=small_id | u64),
+    "leave_task": st.builds(market_pb2.MsgLeaveTask, task_id=small_id | u64),
     "deliver_key": either(
         st.builds(market_pb2.MsgDeliverKey, task_id=st.integers(1, 12), recipient=known_address,
                   sealed_key=st.binary(min_size=80, max_size=80)),
@@ -263,7 +264,8 @@ MESSAGES_BY_KIND = {
     "unbond": staking_pb2.MsgUnbond(), "register_worker": market_pb2.MsgRegisterWorker(),
     "update_worker": market_pb2.MsgUpdateWorker(), "unregister_worker": market_pb2.MsgUnregisterWorker(),
     "submit_task": market_pb2.MsgSubmitTask(), "cancel_task": market_pb2.MsgCancelTask(),
-    "join_task": market_pb2.MsgJoinTask(), "deliver_key": market_pb2.MsgDeliverKey(),
+    "join_task": market_pb2.MsgJoinTask(), "leave_task": market_pb2.MsgLeaveTask(),
+    "deliver_key": market_pb2.MsgDeliverKey(),
     "commit_round": market_pb2.MsgCommitRound(),
     "submit_verdict": market_pb2.MsgSubmitVerdict(), "reveal_replay": market_pb2.MsgRevealReplay(),
     "declare_replay_gpus": market_pb2.MsgDeclareReplayGpus(),

@@ -35,7 +35,7 @@ def task_answer(**changes) -> dict:
 
 def member_answer(**changes) -> dict:
     answer = {"worker": address(2), "index": 0, "status": "active", "collateral": 500, "paid": 0, "penalized": 0,
-              "slashed": 0, "rounds_passed": 0, "samples_paid": 0, "left_round": -1, "reason": "",
+              "slashed": 0, "rounds_passed": 0, "samples_paid": 0, "left_round": -1, "reason": "", "leaving": 0,
               "blob_url": "http://127.0.0.1:8700", "relay": "", "first_round": 0}
     return answer | changes
 

@@ -33,7 +33,7 @@ import dataclasses
 from typing import Any, Self
 
 from trolly.chain.market.records import (ABANDONED, ACTIVE, CANCELLED, COMMIT, COMPLETED, DISAGREED, DONE, DROPPED,
-                                         EXPIRED, FAILED, FINISHED, JOIN, OPEN, PASSED, PENDING, RUNNING, SAMPLING,
+                                         EXPIRED, FAILED, FINISHED, JOIN, LEFT, OPEN, PASSED, PENDING, RUNNING, SAMPLING,
                                          SEGMENT_FAIL, SEGMENT_PASS, SLASHED, UNDECIDED, UNVERIFIED, VERDICT_NAMES,
                                          VERIFY)
 from trolly.chain.market.urls import relay_worker_url
@@ -113,7 +113,7 @@ class TaskMember(MarketView):
     worker: Address
     index: int
     """The worker index (join order; a replacement's is the slot it filled): what its batches are drawn for."""
-    status: str = one_of(ACTIVE, DROPPED, SLASHED, FINISHED)
+    status: str = one_of(ACTIVE, DROPPED, SLASHED, LEFT, FINISHED)
     collateral: int
     paid: int
     penalized: int
@@ -124,7 +124,10 @@ class TaskMember(MarketView):
     """The first round the member trains (0, or the round after a replacement joined)."""
     left_round: int
     reason: str
-    """Why the member was dropped or slashed ('' while active)."""
+    """Why the member was dropped, slashed or left ('' while active)."""
+    leaving: int
+    """1 once the member asked to leave with a commitment awaiting verification: it leaves when that round
+    settles."""
     blob_url: str
     relay: str
     """The blob relay serving the member ('' when it serves `blob_url` itself)."""

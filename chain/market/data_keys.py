@@ -30,6 +30,10 @@ def find_sealed_key(state: State, task_id: int, recipient: bytes) -> bytes | Non
     return state.get(keys.market_data_key_key(task_id, recipient))
 
 
+def delete_sealed_key(state: State, task_id: int, recipient: bytes) -> None:
+    state.delete(keys.market_data_key_key(task_id, recipient))
+
+
 def delete_sealed_keys(state: State, task_id: int) -> None:
     prefix = keys.MARKET_DATA_KEY + keys.u64(task_id)
     for key in [key for key, _ in state.iterate(prefix)]:

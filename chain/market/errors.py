@@ -211,3 +211,10 @@ class InvalidReplayGpus(MarketError):
     part, or one named twice."""
 
     code = 62
+
+
+# Codes 70.. belong to members leaving a task (issue 28 item 3).
+class LeavePending(MarketError):
+    """The member already asked to leave; it leaves when the round its commitment is in settles."""
+
+    code = 70

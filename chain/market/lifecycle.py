@@ -1,9 +1,18 @@
 """Members coming and going, and tasks starting and ending.
 
-A member leaves a running task in one of three ways: dropped (missed a deadline or lost the weights
+A member leaves a running task in one of four ways: dropped (missed a deadline or lost the weights
 agreement: a penalty is burned and the rest of its collateral returned at once), slashed (a two-thirds
-adverse verdict: all its collateral taken) or finished (the task ended: collateral returned in full). The slot
-of a dropped or slashed member opens when the next round starts, and a replacement may join into it
+adverse verdict: all its collateral taken), left (it asked to, `MsgLeaveTask`) or finished (the task ended:
+collateral returned in full). Asking to leave cannot escape a verdict or take pay for nothing:
+- a member with no commitment in the current round leaves at once as a drop with reason "left" (it took the
+  round's place and gave nothing: the missed-round penalty is burned, the rest returned), and the round no
+  longer waits for it;
+- a member whose commitment in the current round awaits verification is marked `leaving` and leaves when that
+  round settles, where the round's verdicts are applied (`release_leavers`): slashed if the round failed it,
+  else paid for the round as usual and its collateral returned in full;
+- a member of a task not yet started leaves at once with its collateral in full, and its place reopens.
+The slot of a member who was dropped, slashed or left opens when the next round starts, and a replacement may
+join into it
 (`join_open_slot`): it locks the same collateral, takes the slot's worker index and trains from the round
 after the one in which it joined (docs/protocol.md 4.1c). A task ends
 completed, cancelled, expired (never filled) or abandoned (no active member left); in every case the unspent
@@ -19,9 +28,11 @@ from .data_keys import delete_sealed_keys
 from .economics import fee_of, split_by_power
 from .events import task_event
 from .errors import TaskNotOpen
-from .records import ACTIVE, COMMIT, DONE, DROPPED, FINISHED, RUNNING, SLASHED, Commitment, Member, Task
-from .store import enter_phase, escrow_burn, escrow_in, escrow_out, find_member, get_worker, pending_segments
-from .store import put_commitment, put_member, put_worker, unmark_pending
+from .data_keys import delete_sealed_key
+from .records import ACTIVE, COMMIT, DONE, DROPPED, FINISHED, LEFT, RUNNING, SLASHED, Commitment, Member, Task
+from .store import delete_member, enter_phase, escrow_burn, escrow_in, escrow_out, find_commitment, find_member
+from .store import get_worker, members_in_order, pending_segments, put_commitment, put_member, put_worker
+from .store import unmark_pending
 
 
 def _leave(state: State, task: Task, member: Member, status: str, reason: str) -> None:
@@ -30,7 +41,7 @@ def _leave(state: State, task: Task, member: Member, status: str, reason: str) -
     member.reason = reason
     member.left_round = task.round if status != FINISHED else member.left_round
     put_member(state, member)
-    if status in (DROPPED, SLASHED) and task.status == RUNNING:
+    if status in (DROPPED, SLASHED, LEFT) and task.status == RUNNING:
         task.vacated.append(member.index)  # opens when the next round starts (`start_round`)
     task.active_members -= 1
     worker = get_worker(state, member.worker)
@@ -42,8 +53,9 @@ def drop_member(state: State, ctx: BlockContext, task: Task, member: Member, rea
     """Drop a member that missed a round or lost the weights agreement: burn the missed-round penalty,
     return the rest of its collateral."""
     penalty = fee_of(member.collateral, task.terms["missed_round_penalty_bps"])
+    returned = member.collateral - penalty
     escrow_burn(state, penalty)
-    escrow_out(state, member.worker, member.collateral - penalty)
+    escrow_out(state, member.worker, returned)
     member.penalized += penalty
     member.collateral = 0
     worker = get_worker(state, member.worker)
@@ -51,7 +63,51 @@ def drop_member(state: State, ctx: BlockContext, task: Task, member: Member, rea
     put_worker(state, worker)
     _leave(state, task, member, DROPPED, reason)
     task_event(ctx, task.id, "dropped", round=task.round, worker=encode_address(member.worker), reason=reason,
-               penalty=penalty)
+               penalty=penalty, returned=returned)
+
+
+def leave_task(state: State, ctx: BlockContext, task: Task, member: Member) -> None:
+    """A member of a running task asks to leave: at once when it has no commitment in the current round (a drop
+    with reason "left"), else when that round settles (`release_leavers`), so its verdict still applies."""
+    if member.first_round <= task.round and find_commitment(state, task.id, task.round, member.worker) is not None:
+        member.leaving = 1
+        put_member(state, member)
+        task_event(ctx, task.id, "leave_requested", round=task.round, worker=encode_address(member.worker))
+    else:
+        drop_member(state, ctx, task, member, "left")
+
+
+def release_leavers(state: State, ctx: BlockContext, task: Task) -> None:
+    """At a round's settlement, after its verdicts are applied: each member that asked to leave and was not
+    slashed leaves with its collateral in full (it was paid for the round with the others)."""
+    for member in members_in_order(state, task):
+        if member.status != ACTIVE or not member.leaving:
+            continue
+        returned = member.collateral
+        escrow_out(state, member.worker, returned)
+        member.collateral = 0
+        _leave(state, task, member, LEFT, "left")
+        task_event(ctx, task.id, "left", round=task.round, worker=encode_address(member.worker), returned=returned)
+
+
+def leave_open_task(state: State, ctx: BlockContext, task: Task, member: Member) -> None:
+    """A member leaves a task that has not started: nobody trained, so its collateral comes back in full and
+    its place reopens. It is no member any more (it may join again): the members after it move up one place,
+    so the worker indexes stay the join positions 0..n-1, and its sealed data key is deleted."""
+    escrow_out(state, member.worker, member.collateral)
+    position = task.members.index(member.worker)
+    task.members.pop(position)
+    delete_member(state, task.id, member.worker)
+    delete_sealed_key(state, task.id, member.worker)
+    for index, address in enumerate(task.members[position:], start=position):
+        later = find_member(state, task.id, address)
+        later.index = index
+        put_member(state, later)
+    task.active_members -= 1
+    worker = get_worker(state, member.worker)
+    worker.tasks = [t for t in worker.tasks if t != task.id]
+    put_worker(state, worker)
+    task_event(ctx, task.id, "left", worker=encode_address(member.worker), returned=member.collateral)
 
 
 def slash_member(state: State, ctx: BlockContext, task: Task, member: Member, commitment: Commitment,

@@ -9,6 +9,7 @@ from ..messages.declare_replay_gpus import process_declare_replay_gpus, validate
 from ..messages.deliver_key import process_deliver_key, validate_deliver_key
 from ..messages.commit_round import process_commit_round, validate_commit_round
 from ..messages.join_task import process_join_task, validate_join_task
+from ..messages.leave_task import process_leave_task, validate_leave_task
 from ..messages.reveal_replay import process_reveal_replay, validate_reveal_replay
 from ..messages.register_worker import process_register_worker, validate_register_worker
 from ..messages.submit_task import process_submit_task, validate_submit_task
@@ -79,6 +80,7 @@ MARKET = Module(
         MessageRoute(pb.MsgSubmitTask, validate_submit_task, process_submit_task),
         MessageRoute(pb.MsgCancelTask, validate_cancel_task, process_cancel_task),
         MessageRoute(pb.MsgJoinTask, validate_join_task, process_join_task),
+        MessageRoute(pb.MsgLeaveTask, validate_leave_task, process_leave_task),
         MessageRoute(pb.MsgDeliverKey, validate_deliver_key, process_deliver_key),
         MessageRoute(pb.MsgCommitRound, validate_commit_round, process_commit_round),
         MessageRoute(pb.MsgSubmitVerdict, validate_submit_verdict, process_submit_verdict),

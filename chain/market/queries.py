@@ -84,7 +84,8 @@ def member_view(member: Member, blob_url: str, relay: str = "") -> dict:
         "collateral": member.collateral, "paid": member.paid, "penalized": member.penalized,
         "slashed": member.slashed, "rounds_passed": member.rounds_passed, "samples_paid": member.samples_paid,
         "first_round": member.first_round,
-        "left_round": member.left_round, "reason": member.reason, "blob_url": blob_url, "relay": relay,
+        "left_round": member.left_round, "reason": member.reason, "leaving": member.leaving, "blob_url": blob_url,
+        "relay": relay,
     }
 
 

@@ -24,7 +24,7 @@ LIVE_STATUSES = (OPEN, RUNNING)
 JOIN, COMMIT, SAMPLING, VERIFY, DONE = "join", "commit", "sampling", "verify", "done"
 
 # Member status.
-ACTIVE, DROPPED, SLASHED, FINISHED = "active", "dropped", "slashed", "finished"
+ACTIVE, DROPPED, SLASHED, FINISHED, LEFT = "active", "dropped", "slashed", "finished", "left"
 
 # Commitment outcome.
 PENDING, PASSED, FAILED, UNVERIFIED, DISAGREED = "pending", "passed", "failed", "unverified", "disagreed"
@@ -110,8 +110,8 @@ class Task:
     """1 when the task's dataset is private: it starts only once every member and every bonded validator holds
     its sealed data key (`market.data_keys`)."""
     vacated: list[int] = field(default_factory=list)
-    """Worker indexes whose member was dropped or slashed during the current round: their slots open when the
-    next round starts (docs/protocol.md 4.1c)."""
+    """Worker indexes whose member was dropped, slashed or left during the current round: their slots open when
+    the next round starts (docs/protocol.md 4.1c)."""
     open_slots: list[int] = field(default_factory=list)
     """Worker indexes open to a replacement (`MsgJoinTask` on a running task), ascending."""
     replacements: int = 0
@@ -136,8 +136,11 @@ class Member:
     rounds_passed: int = 0
     samples_paid: int = 0
     left_round: int = -1
-    """The round in which the member was dropped or slashed (-1 while active)."""
+    """The round in which the member was dropped, slashed or left (-1 while active)."""
     reason: str = ""
+    leaving: int = 0
+    """1 once the member asked to leave (`MsgLeaveTask`) with a commitment awaiting verification: it leaves when
+    that round settles, slashed if the round failed it, else with its collateral in full (`lifecycle`)."""
 
 
 @dataclass

@@ -5,8 +5,9 @@ close_round   (at the commit deadline, or the block in which the last active mem
               `sampling_delay` blocks;
 sample_round  (sampling_delay blocks later) draws each worker's segments and committees from the seed (for
               round == rounds, the final report, one check per member);
-settle_round  (when every worker is decided, or the verification window closes) slashes, pays, records the
-              verified start and starts the next round (after the final report: completes the task).
+settle_round  (when every worker is decided, or the verification window closes) slashes, pays, releases
+              the members that asked to leave (`lifecycle.release_leavers`), records the verified start and
+              starts the next round (after the final report: completes the task).
 
 Start weights are derived, never voted on: every worker of round r commits the `start_weights_hash` it
 started from, and the round's verifiers derive W_r themselves (from the spec and the updates they checked)
@@ -28,9 +29,9 @@ from ..crypto import encode_address
 from ..state import State
 from .economics import segment_count, split_round_pay
 from .events import task_event
-from .lifecycle import drop_member, end_task, slash_member, start_round
+from .lifecycle import drop_member, end_task, release_leavers, slash_member, start_round
 from .records import ABANDONED, ACTIVE, CANCELLED, COMPLETED, DISAGREED, FAILED, PASSED, PENDING, SAMPLING, UNDECIDED
-from .records import FINAL_REPORT_SEGMENT, UNVERIFIED, VERIFY, Commitment, Task
+from .records import COMMIT, FINAL_REPORT_SEGMENT, UNVERIFIED, VERIFY, Commitment, Task
 from .power import powered_operators
 from .reveals import REVEAL
 from .replay_gpus import capable_candidates
@@ -54,6 +55,15 @@ def majority_start(state: State, task: Task, commitments: list[Commitment], *, f
         total, reporters = weights.get(commitment.start_weights_hash, (0, 0))
         weights[commitment.start_weights_hash] = (total + weight, reporters + 1)
     return agreed_hash(weights) if weights else b""
+
+
+def close_when_all_committed(state: State, ctx: BlockContext, task: Task) -> None:
+    """In the commit phase: once every active member due this round (a replacement from its first round) has
+    committed, close the round at the end of this block instead of waiting for its deadline."""
+    if task.phase == COMMIT and all(find_commitment(state, task.id, task.round, m.worker) is not None
+                                    for m in members_in_order(state, task)
+                                    if m.status == ACTIVE and m.first_round <= task.round):
+        enter_phase(state, task, COMMIT, ctx.env.height)
 
 
 def close_round(state: State, ctx: BlockContext, task: Task) -> None:
@@ -178,6 +188,7 @@ def settle_round(state: State, ctx: BlockContext, task: Task) -> None:
     outcomes = {outcome: sum(1 for c in commitments if c.outcome == outcome) for outcome in (PASSED, FAILED, UNVERIFIED)}
     task_event(ctx, task.id, "round_settled", round=task.round, start_weights_hash=verified_start.hex(), **outcomes)
     hold_reveals(state, task, commitments, ctx.env.height + task.terms.get("reveal_window", 1))
+    release_leavers(state, ctx, task)
 
     if task.active_members == 0:
         end_task(state, ctx, task, ABANDONED)

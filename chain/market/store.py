@@ -152,6 +152,10 @@ def put_member(state: State, member: Member) -> None:
     state.set(keys.market_member_key(member.task_id, member.worker), encode_record(member))
 
 
+def delete_member(state: State, task_id: int, worker: bytes) -> None:
+    state.delete(keys.market_member_key(task_id, worker))
+
+
 def members_in_order(state: State, task: Task) -> list[Member]:
     """The task's members in join order (their worker index order)."""
     return [find_member(state, task.id, worker) for worker in task.members]

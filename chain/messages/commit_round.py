@@ -20,8 +20,8 @@ from ..market.errors import AlreadyCommitted, InvalidCommitment, NotMember, Roun
 from ..market.events import task_event
 from ..market.params import MarketParams
 from ..market.records import ACTIVE, COMMIT, LIVE_STATUSES, RUNNING, Commitment, Task
-from ..market.store import enter_phase, find_commitment, find_member, get_task, members_in_order, put_commitment
-from ..market.store import put_task
+from ..market.round_lifecycle import close_when_all_committed
+from ..market.store import find_commitment, find_member, get_task, put_commitment, put_task
 from ..params import get_params
 from ..proto.market_pb2 import MsgCommitRound
 from ..state import State
@@ -89,7 +89,5 @@ def process_commit_round(state: State, ctx: BlockContext, signer: bytes, msg: Ms
     ))
     task_event(ctx, task.id, "committed", round=msg.round, worker=encode_address(signer),
                update_hash=msg.update_hash.hex(), start_weights_hash=msg.start_weights_hash.hex())
-    if all(find_commitment(state, task.id, msg.round, m.worker) is not None
-           for m in members_in_order(state, task) if m.status == ACTIVE and m.first_round <= msg.round):
-        enter_phase(state, task, COMMIT, ctx.env.height)  # close the round at the end of this block
-        put_task(state, task)
+    close_when_all_committed(state, ctx, task)
+    put_task(state, task)

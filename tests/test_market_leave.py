@@ -1,0 +1,203 @@
+"""A member leaves a task (`MsgLeaveTask`, docs/protocol.md 4.1c), so its slot opens for a replacement.
+
+With no commitment in the current round it leaves at once as a drop with reason "left" (the missed-round
+penalty burned, the rest returned) and the round stops waiting for it; with a commitment awaiting verification
+it leaves when that round settles, paid and with its collateral in full, or slashed if the round failed it.
+A member of a task not yet started leaves with its collateral in full. Anyone else is refused, changing
+nothing. The autouse invariants fixture checks escrow and supply after every test."""
+
+from __future__ import annotations
+
+from market_helpers import MARKET_PARAMS, REWARD, Market, assert_fails, commit_message, event_actions
+from market_helpers import market_snapshot, spec_bytes
+from trolly.chain.crypto import encode_address
+from trolly.chain.errors import InvalidRequest
+from trolly.chain.market.errors import LeavePending, NotMember, RoundClosed, TaskEnded, TaskNotFound, TaskNotOpen
+from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS
+from trolly.chain.proto import market_pb2 as pb
+
+COLLATERAL = 4 * REWARD
+PENALTY = COLLATERAL * 1_000 // 10_000  # missed_round_penalty_bps default
+ROUNDS = 4
+ROUND_BLOCKS = 20
+
+
+def make_market(make_chain) -> Market:
+    return Market(make_chain(accounts=5, validators=1, params={"market": MARKET_PARAMS}))
+
+
+def two_worker_task(market: Market, rounds: int = ROUNDS) -> int:
+    return market.open_task(workers=2, collateral=COLLATERAL, rounds=rounds, spec=spec_bytes(rounds=rounds),
+                            round_blocks=ROUND_BLOCKS)
+
+
+def leave(market: Market, worker, task_id: int):
+    return market.chain.deliver(worker, pb.MsgLeaveTask(task_id=task_id))
+
+
+def settle(market: Market, task_id: int, verdicts: dict | None = None) -> None:
+    """Sample the closed round and vote on every commitment (PASS unless `verdicts` names a worker)."""
+    market.chain.block()  # the sampling block
+    verdicts = verdicts or {}
+    for verdict in (VERDICT_PASS, VERDICT_FAIL):
+        for item in {i["worker"] for i in market.to_verify(market.chain.operators[0])}:
+            if verdicts.get(item, VERDICT_PASS) == verdict:
+                market.vote(market.chain.operators, task_id, verdict, worker=item, strict=verdict == VERDICT_PASS)
+    market.reveal(task_id, strict=not verdicts)
+
+
+def member(market: Market, task_id: int, worker) -> dict:
+    return next(m for m in market.task(task_id)["members"] if m["worker"] == encode_address(worker.address))
+
+
+def join(market: Market, worker, task_id: int) -> None:
+    result = market.chain.deliver(worker, pb.MsgJoinTask(task_id=task_id))
+    assert result.ok, result.log
+
+
+def task_events(result, action: str) -> list[dict]:
+    return [dict(e.attributes) for e in result.events if e.type == "task" and dict(e.attributes)["action"] == action]
+
+
+def test_leaving_before_committing_burns_the_penalty_and_the_round_stops_waiting(make_chain):
+    market = make_market(make_chain)
+    chain = market.chain
+    task_id = two_worker_task(market)
+    first, leaver, replacement = market.workers[:3]
+    market.commit(task_id, 0, [first])
+    assert market.task(task_id)["phase"] == "commit"  # still waiting for `leaver`
+    balance = chain.balance(leaver)
+    result = leave(market, leaver, task_id)
+    assert result.ok, result.log
+    dropped = task_events(result, "dropped")
+    assert [(d["reason"], d["penalty"], d["returned"]) for d in dropped] == [
+        ("left", str(PENALTY), str(COLLATERAL - PENALTY))]
+    assert chain.balance(leaver) == balance + COLLATERAL - PENALTY
+    gone = member(market, task_id, leaver)
+    assert (gone["status"], gone["reason"], gone["left_round"], gone["collateral"], gone["penalized"]) == (
+        "dropped", "left", 0, 0, PENALTY)
+    view = market.task(task_id)
+    assert (view["phase"], view["active_members"], view["open_slots"]) == ("sampling", 1, 0)  # closed, not waiting
+    assert_fails(chain.deliver(leaver, commit_message(task_id, 0, "late")), RoundClosed)
+    assert_fails(leave(market, leaver, task_id), NotMember)  # gone already
+
+    settle(market, task_id)
+    view = market.task(task_id)
+    assert (view["round"], view["phase"], view["open_slots"]) == (1, "commit", 1)  # the slot opens with round 1
+    join(market, replacement, task_id)
+    fresh = member(market, task_id, replacement)
+    assert (fresh["index"], fresh["first_round"]) == (gone["index"], 2)
+
+
+def test_leaving_after_committing_takes_effect_at_settlement_paid_and_collateral_back(make_chain):
+    market = make_market(make_chain)
+    chain = market.chain
+    task_id = two_worker_task(market)
+    first, leaver, replacement = market.workers[:3]
+    market.commit(task_id, 0, [leaver])
+    balance = chain.balance(leaver)
+    result = leave(market, leaver, task_id)
+    assert result.ok, result.log
+    assert [e["round"] for e in task_events(result, "leave_requested")] == ["0"]
+    pending = member(market, task_id, leaver)
+    assert (pending["status"], pending["leaving"], pending["collateral"]) == ("active", 1, COLLATERAL)
+    assert chain.balance(leaver) == balance
+    before = market_snapshot(chain)
+    assert_fails(leave(market, leaver, task_id), LeavePending)
+    assert market_snapshot(chain) == before
+    assert market.task(task_id)["phase"] == "commit"  # it committed: the round still waits for `first` only
+
+    market.commit(task_id, 0, [first])
+    chain.block()  # the sampling block
+    output = market.vote(market.chain.operators, task_id, VERDICT_PASS)  # decides both: the round settles
+    left = event_actions(output, "left")
+    assert [(e["round"], e["returned"]) for e in left] == [("0", str(COLLATERAL))]
+    market.reveal(task_id)
+    gone = member(market, task_id, leaver)
+    assert (gone["status"], gone["reason"], gone["left_round"], gone["paid"], gone["penalized"]) == (
+        "left", "left", 0, REWARD // 2, 0)
+    assert chain.balance(leaver) == balance + COLLATERAL + REWARD // 2
+    view = market.task(task_id)
+    assert (view["round"], view["active_members"], view["open_slots"]) == (1, 1, 1)
+    join(market, replacement, task_id)
+    assert member(market, task_id, replacement)["index"] == gone["index"]
+
+
+def test_a_leaver_whose_round_fails_verification_is_slashed_all_the_same(make_chain):
+    market = make_market(make_chain)
+    chain = market.chain
+    task_id = two_worker_task(market)
+    first, cheat = market.workers[:2]
+    market.commit(task_id, 0, [first, cheat])
+    balance = chain.balance(cheat)
+    assert leave(market, cheat, task_id).ok  # in the sampling phase: its commitment awaits verification
+    settle(market, task_id, {encode_address(cheat.address): VERDICT_FAIL})
+    gone = member(market, task_id, cheat)
+    assert (gone["status"], gone["slashed"], gone["paid"], gone["collateral"]) == ("slashed", COLLATERAL, 0, 0)
+    assert chain.balance(cheat) == balance
+    view = market.task(task_id)
+    assert (view["round"], view["active_members"], view["open_slots"]) == (1, 1, 1)
+
+
+def test_the_last_member_leaving_abandons_the_task(make_chain):
+    market = make_market(make_chain)
+    chain = market.chain
+    task_id = two_worker_task(market)
+    first, second = market.workers[:2]
+    requester = chain.balance(market.requester)
+    assert leave(market, first, task_id).ok
+    assert leave(market, second, task_id).ok
+    chain.block()  # the round closes at the end of the last leave's block
+    view = market.task(task_id)
+    assert (view["status"], view["active_members"]) == ("abandoned", 0)
+    assert chain.balance(market.requester) > requester  # the whole budget refunded
+
+
+def test_leaving_an_open_task_returns_the_collateral_in_full_and_reopens_the_place(make_chain):
+    market = make_market(make_chain)
+    chain = market.chain
+    market.register()
+    task_id = market.submit(workers=3, collateral=COLLATERAL)
+    first, second, third, fourth = market.workers[:4]
+    market.join(task_id, [first, second])
+    balance = chain.balance(first)
+    result = leave(market, first, task_id)
+    assert result.ok, result.log
+    assert [e["returned"] for e in task_events(result, "left")] == [str(COLLATERAL)]
+    assert chain.balance(first) == balance + COLLATERAL
+    view = market.task(task_id)
+    assert (view["status"], view["workers_joined"], view["active_members"]) == ("open", 1, 1)
+    assert [(m["worker"], m["index"]) for m in view["members"]] == [(encode_address(second.address), 0)]
+    market.join(task_id, [third, first])  # its place reopened: it may even come back
+    view = market.task(task_id)
+    assert view["status"] == "running"
+    assert [m["index"] for m in view["members"]] == [0, 1, 2]
+    assert_fails(chain.deliver(fourth, pb.MsgJoinTask(task_id=task_id)), TaskNotOpen)
+
+
+def test_leaving_is_refused_to_non_members_and_ended_tasks_and_changes_nothing(make_chain):
+    market = make_market(make_chain)
+    chain = market.chain
+    task_id = two_worker_task(market, rounds=1)
+    first, second, outsider = market.workers[:3]
+    before = market_snapshot(chain)
+    assert_fails(leave(market, outsider, task_id), NotMember)
+    assert_fails(leave(market, market.requester, task_id), NotMember)
+    assert_fails(leave(market, first, 999), TaskNotFound)
+    assert_fails(leave(market, first, 0), InvalidRequest)
+    assert market_snapshot(chain) == before
+
+    market.commit(task_id, 0, [first, second])
+    settle(market, task_id)
+    market.report_final(task_id, 1, [first, second], [b"W" * 32, b"W" * 32])
+    assert market.task(task_id)["status"] == "completed"
+    before = market_snapshot(chain)
+    assert_fails(leave(market, first, task_id), TaskEnded)
+    assert market_snapshot(chain) == before
+
+    cancelled = market.submit(workers=2, collateral=COLLATERAL)
+    assert chain.deliver(market.requester, pb.MsgCancelTask(task_id=cancelled)).ok
+    chain.advance(3)  # the completed task's reveal window closes: its held fees are paid
+    before = market_snapshot(chain)
+    assert_fails(leave(market, first, cancelled), TaskEnded)
+    assert market_snapshot(chain) == before
