@@ -344,3 +344,26 @@ def test_run_rides_out_a_node_outage_and_stops_after_max_tasks(world, caplog):
     assert any("connection refused" in m and "retrying" in m for m in messages)
     assert messages[-1] == "finished 1 task(s); stopping"
     assert chain.nonce(worker) == 2 + ROUNDS + 1
+
+
+def test_a_worker_that_left_while_it_trained_commits_nothing_and_finishes(world, monkeypatch):
+    """`trolly-worker leave` sent while the service trains a round: the service sees it is no longer an active
+    member before committing, sends nothing and finishes the task (docs/protocol.md 4.1c)."""
+    from trolly.chain.proto import market_pb2 as pb
+    chain, market, task_id, home, spec = world
+    worker = market.workers[0]
+    service = new_service(home, chain, worker)
+    train = service._train_round
+
+    async def train_then_leave(context, round_index, state):
+        trained = await train(context, round_index, state)
+        result = chain.deliver(worker, pb.MsgLeaveTask(task_id=task_id))
+        assert result.ok, result.log
+        return trained
+
+    monkeypatch.setattr(service, "_train_round", train_then_leave)
+    assert run(drive(service, chain, market, task_id))
+    assert service.market.broadcasts == [] and market.round_commitments(task_id, 0) == {}
+    assert market.task(task_id)["status"] == "abandoned"  # its only member left
+    progress = WorkerState.load(home).task(task_id)
+    assert progress.status == "finished" and not progress.rounds[0].committed

@@ -9,6 +9,7 @@
     trolly-worker status --home H [-o json]
     trolly-worker earnings --home H [-o json]
     trolly-worker why TASK_ID --home H [-o json]
+    trolly-worker leave TASK_ID --home H [--yes] [--node URL] [--password-file F] [-o json]
 
 The home defaults to `$TROLLY_WORKER_HOME`, else `~/.trolly-worker`. The key lives in a wallet keyring: the
 worker home's own (`trolly-wallet keys add NAME --home H`), or another wallet home given by `--wallet-home`;
@@ -41,6 +42,7 @@ from .config import CONFIG_FILE, WorkerConfig, load_config, resolve_home, save_c
 from .config import wallet_home
 from .display import configure_logging
 from .errors import TaskUnfit
+from .leave_command import leave
 from .preflight import PREFLIGHT_FILE, check_reachability, measure, save_preflight, unfit_reasons
 from .progress import WorkerState
 from .report_commands import (chain_params, device_option, earnings, home_option, memory_option, preflight,
@@ -259,7 +261,7 @@ def status(home, output) -> None:
 
 
 
-for command in (preflight, earnings, why):
+for command in (preflight, earnings, why, leave):
     main.add_command(command)
 
 

@@ -27,3 +27,8 @@ class DataKeyWaiting(WorkerError):
 
 class WeightsMismatch(WorkerError):
     """The global weights this worker computed differ from what the chain agreed, or an update is missing."""
+
+
+class LeaveRefused(WorkerError):
+    """`trolly-worker leave` was not sent: the worker is not an active member of a live task, is already
+    leaving it, or the operator said no."""

@@ -472,7 +472,8 @@ class WorkerService:
 
     async def work_round(self, context: TaskContext, view: TaskView, round_index: int) -> None:
         """Round `round_index` of the task: plan (or resume) it, train it and encode the update beside its last
-        checkpoint, then publish its checkpoints and commit (a saved commitment is sent again instead)."""
+        checkpoint, then publish its checkpoints and commit (a saved commitment is sent again instead), unless
+        the worker is no longer an active member by then (it left or was dropped meanwhile)."""
         task_id = context.progress.task_id
         if self.committer.pending(task_id, round_index):
             await self.committer.resend(task_id, round_index)
@@ -480,6 +481,10 @@ class WorkerService:
         state = await self.global_state(context, view, round_index)
         await self._plan_round(context, view, round_index, state)
         trained = await self._train_round(context, round_index, state)
+        after = plan.decide(await self.market.task(task_id), self.address)
+        if after.kind == plan.FINISH:  # left (`trolly-worker leave`) or dropped while it trained: nothing to commit
+            log.info("task %d round %d: trained but not committed (%s)", task_id, round_index, after.reason)
+            return
         await self._commit_round(context, round_index, state, trained)
 
     async def _plan_round(self, context: TaskContext, view: TaskView, round_index: int, state: GlobalState) -> None:
