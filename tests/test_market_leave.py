@@ -9,7 +9,7 @@ nothing. The autouse invariants fixture checks escrow and supply after every tes
 from __future__ import annotations
 
 from market_helpers import MARKET_PARAMS, REWARD, Market, assert_fails, commit_message, event_actions
-from market_helpers import market_snapshot, spec_bytes
+from market_helpers import final_message, market_snapshot, spec_bytes
 from trolly.chain.crypto import encode_address
 from trolly.chain.errors import InvalidRequest
 from trolly.chain.market.errors import LeavePending, NotMember, RoundClosed, TaskEnded, TaskNotFound, TaskNotOpen
@@ -201,3 +201,64 @@ def test_leaving_is_refused_to_non_members_and_ended_tasks_and_changes_nothing(m
     before = market_snapshot(chain)
     assert_fails(leave(market, first, cancelled), TaskEnded)
     assert market_snapshot(chain) == before
+
+
+def test_a_replacement_leaving_before_its_first_round_pays_the_penalty_and_its_slot_opens_again(make_chain):
+    market = make_market(make_chain)
+    chain = market.chain
+    task_id = two_worker_task(market)
+    first, leaver, replacement = market.workers[:3]
+    market.commit(task_id, 0, [first])
+    assert leave(market, leaver, task_id).ok
+    settle(market, task_id)
+    join(market, replacement, task_id)  # round 1: trains from round 2
+    balance = chain.balance(replacement)
+    assert leave(market, replacement, task_id).ok
+    gone = member(market, task_id, replacement)
+    assert (gone["status"], gone["reason"], gone["penalized"]) == ("dropped", "left", PENALTY)
+    assert chain.balance(replacement) == balance + COLLATERAL - PENALTY
+    assert market.task(task_id)["phase"] == "commit"  # `first` has not committed round 1 yet
+    market.commit(task_id, 1, [first])
+    settle(market, task_id)
+    view = market.task(task_id)
+    assert (view["round"], view["open_slots"], view["active_members"]) == (2, 1, 1)
+
+
+def test_a_leaver_in_the_final_report_finishes_with_the_others_when_the_task_completes(make_chain):
+    market = make_market(make_chain)
+    chain = market.chain
+    task_id = two_worker_task(market, rounds=1)
+    first, second = market.workers[:2]
+    market.commit(task_id, 0, [first, second])
+    settle(market, task_id)
+    assert chain.deliver(first, final_message(task_id, 1, b"W" * 32)).ok
+    balance = chain.balance(first)
+    assert leave(market, first, task_id).ok
+    assert chain.deliver(second, final_message(task_id, 1, b"W" * 32)).ok
+    chain.block()  # the sampling block
+    market.vote(chain.operators, task_id, VERDICT_PASS)
+    market.reveal(task_id)
+    view = market.task(task_id)
+    assert view["status"] == "completed"
+    finished = member(market, task_id, first)
+    assert (finished["status"], finished["collateral"], finished["paid"]) == ("finished", 0, REWARD // 2)
+    assert chain.balance(first) == balance + COLLATERAL
+
+
+def test_a_leaver_in_a_cancelled_round_is_paid_and_released_as_the_task_ends(make_chain):
+    market = make_market(make_chain)
+    chain = market.chain
+    task_id = two_worker_task(market)
+    first, second = market.workers[:2]
+    market.commit(task_id, 0, [first])
+    balance = chain.balance(first)
+    assert leave(market, first, task_id).ok
+    assert chain.deliver(market.requester, pb.MsgCancelTask(task_id=task_id)).ok
+    market.commit(task_id, 0, [second])
+    settle(market, task_id)
+    view = market.task(task_id)
+    assert view["status"] == "cancelled"
+    statuses = {m["worker"]: (m["status"], m["paid"]) for m in view["members"]}
+    assert statuses == {encode_address(first.address): ("left", REWARD // 2),
+                        encode_address(second.address): ("finished", REWARD // 2)}
+    assert chain.balance(first) == balance + COLLATERAL + REWARD // 2
