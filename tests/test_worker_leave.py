@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from market_view_helpers import address, commitment_answer, member_answer, round_answer, task_answer
 
-from trolly.chain.crypto import decode_address
+from trolly.chain.crypto import decode_address, encode_address
 from trolly.chain.hd import dev_key
 from trolly.chain.proto import market_pb2
 from trolly.compute.spec import example_spec
@@ -116,3 +116,22 @@ def test_the_leave_command_refuses_bad_input_and_leaves_an_open_task_with_yes(tm
         assert after > balance  # the collateral came back (less the transaction's fee)
         again = invoke("leave", task_id, "--home", home, "--yes")
         assert again.exit_code != 0 and "not a member" in again.output
+
+
+def test_why_explains_a_leave_as_a_penalty_and_not_as_a_missed_round(make_chain):
+    from market_helpers import MARKET_PARAMS, Market
+    from whole_task import whole_task
+
+    from trolly.compute.worker.why import explain_task
+
+    market = Market(make_chain(accounts=3, validators=1, params={"market": MARKET_PARAMS}))
+    task_id = market.open_task(workers=2, collateral=4_000_000)
+    first, leaver = market.workers[:2]
+    market.commit(task_id, 0, [first])
+    assert market.chain.deliver(leaver, market_pb2.MsgLeaveTask(task_id=task_id)).ok
+    market.chain.block()  # the sampling block
+    market.vote(market.chain.operators, task_id)
+    view = TaskView.from_answer(whole_task(market.chain.query, task_id))
+    assert view.round == 1  # round 0 settled
+    findings = explain_task(view, encode_address(leaver.address))
+    assert [f.what for f in findings] == ["dropped in round 0 (left): penalty of 400000 utrl from its collateral"]

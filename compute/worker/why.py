@@ -69,7 +69,8 @@ def explain_task(view: TaskView, address: str) -> list[Finding]:
         commitment = detail.commitment_of(address)
         finished = detail.round < view.round or view.status not in ("open", "running")
         if commitment is None:
-            left_before = member.status != ACTIVE and detail.round > member.left_round
+            left_before = member.status != ACTIVE and (detail.round > member.left_round or (
+                detail.round == member.left_round and member.reason == "left"))  # left at will: missed nothing
             if finished and not left_before and detail.round >= _first_round(view, address):
                 findings.append(Finding(detail.round, "no commitment before the round's deadline: missed"))
             continue
