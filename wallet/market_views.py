@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Self
 
+from trolly.chain.market.economics import fee_of
 from trolly.chain.market.records import (ABANDONED, ACTIVE, CANCELLED, COMMIT, COMPLETED, DISAGREED, DONE, DROPPED,
                                          EXPIRED, FAILED, FINISHED, JOIN, LEFT, OPEN, PASSED, PENDING, RUNNING, SAMPLING,
                                          SEGMENT_FAIL, SEGMENT_PASS, SLASHED, UNDECIDED, UNVERIFIED, VERDICT_NAMES,
@@ -228,6 +229,11 @@ class TaskDetail(TaskSummary):
 
     def member(self, worker: str) -> TaskMember | None:
         return next((m for m in self.members if m.worker == worker), None)
+
+    def missed_round_penalty(self, collateral: int) -> int:
+        """What a member with `collateral` locked loses when dropped for a missed round, or when it leaves a
+        round it has not committed (docs/protocol.md 4.1c): the task's `missed_round_penalty_bps` of it."""
+        return fee_of(collateral, self.terms["missed_round_penalty_bps"])
 
 
 @dataclasses.dataclass(frozen=True)

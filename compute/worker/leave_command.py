@@ -14,7 +14,6 @@ import json
 import click
 
 from trolly.chain.crypto import PrivateKey
-from trolly.chain.market.economics import fee_of
 from trolly.chain.market.records import ACTIVE, LIVE_STATUSES, OPEN
 from trolly.chain.proto import market_pb2
 from trolly.wallet.keyring import Keyring
@@ -45,7 +44,7 @@ def leave_effect(view: TaskView, address: str) -> str:
     if member.first_round <= view.round and committed_on_chain(view, view.round, address):
         return (f"leaves task {view.id} when round {view.round} settles: paid for it and its collateral of "
                 f"{member.collateral} utrl back in full if it passes verification, slashed if it fails")
-    penalty = fee_of(member.collateral, view.terms["missed_round_penalty_bps"])
+    penalty = view.missed_round_penalty(member.collateral)
     return (f"leaves task {view.id} now, without committing round {view.round}: the missed-round penalty of "
             f"{penalty} utrl is burned and {member.collateral - penalty} utrl of its collateral returned")
 
