@@ -12,11 +12,10 @@ collateral returned in full). Asking to leave cannot escape a verdict or take pa
   else paid for the round as usual and its collateral returned in full;
 - a member of a task not yet started leaves at once with its collateral in full, and its place reopens.
 The slot of a member who was dropped, slashed or left opens when the next round starts, and a replacement may
-join into it
-(`join_open_slot`): it locks the same collateral, takes the slot's worker index and trains from the round
-after the one in which it joined (docs/protocol.md 4.1c). A task ends
-completed, cancelled, expired (never filled) or abandoned (no active member left); in every case the unspent
-budget goes back to the requester and nothing of the task remains in escrow.
+join into it (`join_open_slot`): it locks the same collateral, takes the slot's worker index and trains from
+the round after the one in which it joined (docs/protocol.md 4.1c). A task ends completed, cancelled, expired
+(never filled) or abandoned (no active member left); in every case the unspent budget goes back to the
+requester and nothing of the task remains in escrow.
 """
 
 from __future__ import annotations
@@ -24,11 +23,10 @@ from __future__ import annotations
 from ..block import BlockContext
 from ..crypto import encode_address
 from ..state import State
-from .data_keys import delete_sealed_keys
+from .data_keys import delete_sealed_key, delete_sealed_keys
 from .economics import fee_of, split_by_power
 from .events import task_event
 from .errors import TaskNotOpen
-from .data_keys import delete_sealed_key
 from .records import ACTIVE, COMMIT, DONE, DROPPED, FINISHED, LEFT, RUNNING, SLASHED, Commitment, Member, Task
 from .store import delete_member, enter_phase, escrow_burn, escrow_in, escrow_out, find_commitment, find_member
 from .store import get_worker, members_in_order, pending_segments, put_commitment, put_member, put_worker
