@@ -24,6 +24,7 @@ from trolly.compute.data.docstrings import PACKAGES, docstrings
 from trolly.compute.data.encryption import new_data_key
 from trolly.compute.data.packing import LORA_TEXT, pack_file, write_packed
 from trolly.compute.spec import example_spec, lora_text_spec
+from trolly.wallet.files import write_atomically
 
 ACCURACY_FLOOR = 0.85
 """The demo's trained MLP must reach at least this accuracy on the held-out digits (chance is 0.10), with room
@@ -71,7 +72,8 @@ def write_pydocs_jsonl(path: Path) -> int:
     """pydocs as a requester's file: one `{"text", "label"}` line per docstring, the label its package's name;
     returns the lines written."""
     samples = docstrings()
-    path.write_text("".join(json.dumps({"text": text, "label": PACKAGES[label]}) + "\n" for text, label in samples))
+    lines = "".join(json.dumps({"text": text, "label": PACKAGES[label]}) + "\n" for text, label in samples)
+    write_atomically(path, lines.encode(), mode=0o644)
     return len(samples)
 
 
