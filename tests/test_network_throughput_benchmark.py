@@ -63,13 +63,21 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
+def _interruptible() -> None:
+    """In the benchmark's child, before exec: SIGINT back to its default, as in a terminal's foreground job. A suite
+    started as a background job of a non-interactive shell inherits SIGINT ignored, and Python keeps an inherited
+    ignore, so the benchmark would never see the Ctrl-C this test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_run_stops_every_process_and_removes_its_files(tmp_path, signum):
     cometbft_or_skip()
     run = subprocess.Popen([sys.executable, "-m", "benchmarks.network_throughput", "--networks", "trolly",
                             "--rates", "20", "--hold", "60"], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)},
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                           preexec_fn=_interruptible)
     try:
         deadline = time.monotonic() + 120
         while len(processes_mentioning(str(tmp_path))) < 8:  # 4 apps and 4 cometbft nodes running
