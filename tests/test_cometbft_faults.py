@@ -146,9 +146,10 @@ def verifier_spec(net: Localnet, index: int, *switches: str) -> ServiceSpec:
         spec = net.service_specs(config)[f"verifier-{index}"]
         return dataclasses.replace(spec, argv=spec.argv + switches)
     template = net.service_specs(config)["verifier-0"].argv
-    argv = [str(net.layout.verifier_home(index)) if a == str(net.layout.verifier_home(0))
-            else config.rpc_url(index) if a == config.rpc_url(0) else f"validator-{index}" if a == "validator-0" else a
-            for a in template]
+    own = {str(net.layout.verifier_home(0)): str(net.layout.verifier_home(index)),
+           config.rpc_url(0): config.rpc_url(index), "validator-0": f"validator-{index}",
+           str(config.relay_port(0)): str(config.relay_port(index))}  # its own home, node, key and relay port
+    argv = [own.get(a, a) for a in template]
     return ServiceSpec(f"verifier-{index}", tuple(argv) + switches)
 
 
