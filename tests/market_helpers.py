@@ -16,7 +16,7 @@ import hashlib
 import json
 
 from trolly.chain.crypto import decode_address, encode_address
-from trolly.chain.market.records import VERDICT_PASS
+from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS
 from trolly.chain.proto import market_pb2 as pb
 from whole_task import whole_task
 
@@ -240,3 +240,30 @@ def event_actions(output, action: str) -> list[dict]:
     """Attributes of every `task` event with this action, in a block's end-block events and tx events."""
     events = list(output.events) + [e for r in output.tx_results for e in r.events]
     return [dict(e.attributes) for e in events if e.type == "task" and dict(e.attributes).get("action") == action]
+
+
+# -- a running two-worker task whose members come and go (replacements and leaves, docs/protocol.md 4.1c) -------
+SLOT_COLLATERAL = 4 * REWARD
+SLOT_PENALTY = SLOT_COLLATERAL * 1_000 // 10_000  # missed_round_penalty_bps default
+SLOT_ROUNDS = 4
+SLOT_ROUND_BLOCKS = 20
+
+
+def slot_market(make_chain) -> Market:
+    return Market(make_chain(accounts=5, validators=1, params={"market": MARKET_PARAMS}))
+
+
+def two_worker_task(market: Market, rounds: int = SLOT_ROUNDS) -> int:
+    return market.open_task(workers=2, collateral=SLOT_COLLATERAL, rounds=rounds, spec=spec_bytes(rounds=rounds),
+                            round_blocks=SLOT_ROUND_BLOCKS)
+
+
+def settle_round(market: Market, task_id: int, verdicts: dict | None = None) -> None:
+    """Sample the closed round and vote on every commitment (PASS unless `verdicts` names a worker)."""
+    market.chain.block()  # the sampling block
+    verdicts = verdicts or {}
+    for verdict in (VERDICT_PASS, VERDICT_FAIL):
+        for item in {i["worker"] for i in market.to_verify(market.chain.operators[0])}:
+            if verdicts.get(item, VERDICT_PASS) == verdict:
+                market.vote(market.chain.operators, task_id, verdict, worker=item, strict=verdict == VERDICT_PASS)
+    market.reveal(task_id, strict=not verdicts)  # a segment decided by an earlier FAIL takes no later vote

@@ -8,42 +8,16 @@ nothing. The autouse invariants fixture checks escrow and supply after every tes
 
 from __future__ import annotations
 
-from market_helpers import MARKET_PARAMS, REWARD, Market, assert_fails, commit_message, event_actions
-from market_helpers import final_message, market_snapshot, spec_bytes
+from market_helpers import REWARD, SLOT_COLLATERAL, SLOT_PENALTY, Market, assert_fails, commit_message, event_actions
+from market_helpers import final_message, market_snapshot, settle_round, slot_market, two_worker_task
 from trolly.chain.crypto import encode_address
 from trolly.chain.errors import InvalidRequest
 from trolly.chain.market.errors import LeavePending, NotMember, RoundClosed, TaskEnded, TaskNotFound, TaskNotOpen
 from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS
 from trolly.chain.proto import market_pb2 as pb
 
-COLLATERAL = 4 * REWARD
-PENALTY = COLLATERAL * 1_000 // 10_000  # missed_round_penalty_bps default
-ROUNDS = 4
-ROUND_BLOCKS = 20
-
-
-def make_market(make_chain) -> Market:
-    return Market(make_chain(accounts=5, validators=1, params={"market": MARKET_PARAMS}))
-
-
-def two_worker_task(market: Market, rounds: int = ROUNDS) -> int:
-    return market.open_task(workers=2, collateral=COLLATERAL, rounds=rounds, spec=spec_bytes(rounds=rounds),
-                            round_blocks=ROUND_BLOCKS)
-
-
 def leave(market: Market, worker, task_id: int):
     return market.chain.deliver(worker, pb.MsgLeaveTask(task_id=task_id))
-
-
-def settle(market: Market, task_id: int, verdicts: dict | None = None) -> None:
-    """Sample the closed round and vote on every commitment (PASS unless `verdicts` names a worker)."""
-    market.chain.block()  # the sampling block
-    verdicts = verdicts or {}
-    for verdict in (VERDICT_PASS, VERDICT_FAIL):
-        for item in {i["worker"] for i in market.to_verify(market.chain.operators[0])}:
-            if verdicts.get(item, VERDICT_PASS) == verdict:
-                market.vote(market.chain.operators, task_id, verdict, worker=item, strict=verdict == VERDICT_PASS)
-    market.reveal(task_id, strict=not verdicts)
 
 
 def member(market: Market, task_id: int, worker) -> dict:
@@ -60,7 +34,7 @@ def task_events(result, action: str) -> list[dict]:
 
 
 def test_leaving_before_committing_burns_the_penalty_and_the_round_stops_waiting(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     task_id = two_worker_task(market)
     first, leaver, replacement = market.workers[:3]
@@ -71,17 +45,17 @@ def test_leaving_before_committing_burns_the_penalty_and_the_round_stops_waiting
     assert result.ok, result.log
     dropped = task_events(result, "dropped")
     assert [(d["reason"], d["penalty"], d["returned"]) for d in dropped] == [
-        ("left", str(PENALTY), str(COLLATERAL - PENALTY))]
-    assert chain.balance(leaver) == balance + COLLATERAL - PENALTY
+        ("left", str(SLOT_PENALTY), str(SLOT_COLLATERAL - SLOT_PENALTY))]
+    assert chain.balance(leaver) == balance + SLOT_COLLATERAL - SLOT_PENALTY
     gone = member(market, task_id, leaver)
     assert (gone["status"], gone["reason"], gone["left_round"], gone["collateral"], gone["penalized"]) == (
-        "dropped", "left", 0, 0, PENALTY)
+        "dropped", "left", 0, 0, SLOT_PENALTY)
     view = market.task(task_id)
     assert (view["phase"], view["active_members"], view["open_slots"]) == ("sampling", 1, 0)  # closed, not waiting
     assert_fails(chain.deliver(leaver, commit_message(task_id, 0, "late")), RoundClosed)
     assert_fails(leave(market, leaver, task_id), NotMember)  # gone already
 
-    settle(market, task_id)
+    settle_round(market, task_id)
     view = market.task(task_id)
     assert (view["round"], view["phase"], view["open_slots"]) == (1, "commit", 1)  # the slot opens with round 1
     join(market, replacement, task_id)
@@ -90,7 +64,7 @@ def test_leaving_before_committing_burns_the_penalty_and_the_round_stops_waiting
 
 
 def test_leaving_after_committing_takes_effect_at_settlement_paid_and_collateral_back(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     task_id = two_worker_task(market)
     first, leaver, replacement = market.workers[:3]
@@ -100,7 +74,7 @@ def test_leaving_after_committing_takes_effect_at_settlement_paid_and_collateral
     assert result.ok, result.log
     assert [e["round"] for e in task_events(result, "leave_requested")] == ["0"]
     pending = member(market, task_id, leaver)
-    assert (pending["status"], pending["leaving"], pending["collateral"]) == ("active", 1, COLLATERAL)
+    assert (pending["status"], pending["leaving"], pending["collateral"]) == ("active", 1, SLOT_COLLATERAL)
     assert chain.balance(leaver) == balance
     before = market_snapshot(chain)
     assert_fails(leave(market, leaver, task_id), LeavePending)
@@ -111,12 +85,12 @@ def test_leaving_after_committing_takes_effect_at_settlement_paid_and_collateral
     chain.block()  # the sampling block
     output = market.vote(market.chain.operators, task_id, VERDICT_PASS)  # decides both: the round settles
     left = event_actions(output, "left")
-    assert [(e["round"], e["returned"]) for e in left] == [("0", str(COLLATERAL))]
+    assert [(e["round"], e["returned"]) for e in left] == [("0", str(SLOT_COLLATERAL))]
     market.reveal(task_id)
     gone = member(market, task_id, leaver)
     assert (gone["status"], gone["reason"], gone["left_round"], gone["paid"], gone["penalized"]) == (
         "left", "left", 0, REWARD // 2, 0)
-    assert chain.balance(leaver) == balance + COLLATERAL + REWARD // 2
+    assert chain.balance(leaver) == balance + SLOT_COLLATERAL + REWARD // 2
     view = market.task(task_id)
     assert (view["round"], view["active_members"], view["open_slots"]) == (1, 1, 1)
     join(market, replacement, task_id)
@@ -124,23 +98,23 @@ def test_leaving_after_committing_takes_effect_at_settlement_paid_and_collateral
 
 
 def test_a_leaver_whose_round_fails_verification_is_slashed_all_the_same(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     task_id = two_worker_task(market)
     first, cheat = market.workers[:2]
     market.commit(task_id, 0, [first, cheat])
     balance = chain.balance(cheat)
     assert leave(market, cheat, task_id).ok  # in the sampling phase: its commitment awaits verification
-    settle(market, task_id, {encode_address(cheat.address): VERDICT_FAIL})
+    settle_round(market, task_id, {encode_address(cheat.address): VERDICT_FAIL})
     gone = member(market, task_id, cheat)
-    assert (gone["status"], gone["slashed"], gone["paid"], gone["collateral"]) == ("slashed", COLLATERAL, 0, 0)
+    assert (gone["status"], gone["slashed"], gone["paid"], gone["collateral"]) == ("slashed", SLOT_COLLATERAL, 0, 0)
     assert chain.balance(cheat) == balance
     view = market.task(task_id)
     assert (view["round"], view["active_members"], view["open_slots"]) == (1, 1, 1)
 
 
 def test_the_last_member_leaving_abandons_the_task(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     task_id = two_worker_task(market)
     first, second = market.workers[:2]
@@ -154,17 +128,17 @@ def test_the_last_member_leaving_abandons_the_task(make_chain):
 
 
 def test_leaving_an_open_task_returns_the_collateral_in_full_and_reopens_the_place(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     market.register()
-    task_id = market.submit(workers=3, collateral=COLLATERAL)
+    task_id = market.submit(workers=3, collateral=SLOT_COLLATERAL)
     first, second, third, fourth = market.workers[:4]
     market.join(task_id, [first, second])
     balance = chain.balance(first)
     result = leave(market, first, task_id)
     assert result.ok, result.log
-    assert [e["returned"] for e in task_events(result, "left")] == [str(COLLATERAL)]
-    assert chain.balance(first) == balance + COLLATERAL
+    assert [e["returned"] for e in task_events(result, "left")] == [str(SLOT_COLLATERAL)]
+    assert chain.balance(first) == balance + SLOT_COLLATERAL
     view = market.task(task_id)
     assert (view["status"], view["workers_joined"], view["active_members"]) == ("open", 1, 1)
     assert [(m["worker"], m["index"]) for m in view["members"]] == [(encode_address(second.address), 0)]
@@ -176,7 +150,7 @@ def test_leaving_an_open_task_returns_the_collateral_in_full_and_reopens_the_pla
 
 
 def test_leaving_is_refused_to_non_members_and_ended_tasks_and_changes_nothing(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     task_id = two_worker_task(market, rounds=1)
     first, second, outsider = market.workers[:3]
@@ -188,14 +162,14 @@ def test_leaving_is_refused_to_non_members_and_ended_tasks_and_changes_nothing(m
     assert market_snapshot(chain) == before
 
     market.commit(task_id, 0, [first, second])
-    settle(market, task_id)
+    settle_round(market, task_id)
     market.report_final(task_id, 1, [first, second], [b"W" * 32, b"W" * 32])
     assert market.task(task_id)["status"] == "completed"
     before = market_snapshot(chain)
     assert_fails(leave(market, first, task_id), TaskEnded)
     assert market_snapshot(chain) == before
 
-    cancelled = market.submit(workers=2, collateral=COLLATERAL)
+    cancelled = market.submit(workers=2, collateral=SLOT_COLLATERAL)
     assert chain.deliver(market.requester, pb.MsgCancelTask(task_id=cancelled)).ok
     chain.advance(3)  # the completed task's reveal window closes: its held fees are paid
     before = market_snapshot(chain)
@@ -204,33 +178,33 @@ def test_leaving_is_refused_to_non_members_and_ended_tasks_and_changes_nothing(m
 
 
 def test_a_replacement_leaving_before_its_first_round_pays_the_penalty_and_its_slot_opens_again(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     task_id = two_worker_task(market)
     first, leaver, replacement = market.workers[:3]
     market.commit(task_id, 0, [first])
     assert leave(market, leaver, task_id).ok
-    settle(market, task_id)
+    settle_round(market, task_id)
     join(market, replacement, task_id)  # round 1: trains from round 2
     balance = chain.balance(replacement)
     assert leave(market, replacement, task_id).ok
     gone = member(market, task_id, replacement)
-    assert (gone["status"], gone["reason"], gone["penalized"]) == ("dropped", "left", PENALTY)
-    assert chain.balance(replacement) == balance + COLLATERAL - PENALTY
+    assert (gone["status"], gone["reason"], gone["penalized"]) == ("dropped", "left", SLOT_PENALTY)
+    assert chain.balance(replacement) == balance + SLOT_COLLATERAL - SLOT_PENALTY
     assert market.task(task_id)["phase"] == "commit"  # `first` has not committed round 1 yet
     market.commit(task_id, 1, [first])
-    settle(market, task_id)
+    settle_round(market, task_id)
     view = market.task(task_id)
     assert (view["round"], view["open_slots"], view["active_members"]) == (2, 1, 1)
 
 
 def test_a_leaver_in_the_final_report_finishes_with_the_others_when_the_task_completes(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     task_id = two_worker_task(market, rounds=1)
     first, second = market.workers[:2]
     market.commit(task_id, 0, [first, second])
-    settle(market, task_id)
+    settle_round(market, task_id)
     assert chain.deliver(first, final_message(task_id, 1, b"W" * 32)).ok
     balance = chain.balance(first)
     assert leave(market, first, task_id).ok
@@ -242,11 +216,11 @@ def test_a_leaver_in_the_final_report_finishes_with_the_others_when_the_task_com
     assert view["status"] == "completed"
     finished = member(market, task_id, first)
     assert (finished["status"], finished["collateral"], finished["paid"]) == ("finished", 0, REWARD // 2)
-    assert chain.balance(first) == balance + COLLATERAL
+    assert chain.balance(first) == balance + SLOT_COLLATERAL
 
 
 def test_a_leaver_in_a_cancelled_round_is_paid_and_released_as_the_task_ends(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     task_id = two_worker_task(market)
     first, second = market.workers[:2]
@@ -255,10 +229,10 @@ def test_a_leaver_in_a_cancelled_round_is_paid_and_released_as_the_task_ends(mak
     assert leave(market, first, task_id).ok
     assert chain.deliver(market.requester, pb.MsgCancelTask(task_id=task_id)).ok
     market.commit(task_id, 0, [second])
-    settle(market, task_id)
+    settle_round(market, task_id)
     view = market.task(task_id)
     assert view["status"] == "cancelled"
     statuses = {m["worker"]: (m["status"], m["paid"]) for m in view["members"]}
     assert statuses == {encode_address(first.address): ("left", REWARD // 2),
                         encode_address(second.address): ("finished", REWARD // 2)}
-    assert chain.balance(first) == balance + COLLATERAL + REWARD // 2
+    assert chain.balance(first) == balance + SLOT_COLLATERAL + REWARD // 2

@@ -5,40 +5,15 @@ index and trains from the round after the one in which it joined; everyone is pa
 from __future__ import annotations
 
 from market_helpers import MARKET_PARAMS, REWARD, Market, assert_fails, commit_message, event_actions
-from market_helpers import market_snapshot, spec_bytes
+from market_helpers import SLOT_COLLATERAL, SLOT_PENALTY, SLOT_ROUND_BLOCKS, SLOT_ROUNDS, market_snapshot
+from market_helpers import settle_round, slot_market, two_worker_task
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.errors import AlreadyMember, RoundClosed, TaskNotOpen
-from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS
+from trolly.chain.market.records import VERDICT_FAIL
 from trolly.chain.proto import market_pb2 as pb
-
-COLLATERAL = 4 * REWARD
-PENALTY = COLLATERAL * 1_000 // 10_000  # missed_round_penalty_bps default
-ROUNDS = 4
-ROUND_BLOCKS = 20
-
-
-def make_market(make_chain) -> Market:
-    return Market(make_chain(accounts=5, validators=1, params={"market": MARKET_PARAMS}))
-
-
-def two_worker_task(market: Market, rounds: int = ROUNDS) -> int:
-    return market.open_task(workers=2, collateral=COLLATERAL, rounds=rounds, spec=spec_bytes(rounds=rounds),
-                            round_blocks=ROUND_BLOCKS)
-
 
 def join(market: Market, worker, task_id: int):
     return market.chain.deliver(worker, pb.MsgJoinTask(task_id=task_id))
-
-
-def settle(market: Market, task_id: int, verdicts: dict | None = None) -> None:
-    """Sample the closed round and vote on every commitment (PASS unless `verdicts` names a worker)."""
-    market.chain.block()  # the sampling block
-    verdicts = verdicts or {}
-    for verdict in (VERDICT_PASS, VERDICT_FAIL):
-        for item in {i["worker"] for i in market.to_verify(market.chain.operators[0])}:
-            if verdicts.get(item, VERDICT_PASS) == verdict:
-                market.vote(market.chain.operators, task_id, verdict, worker=item, strict=verdict == VERDICT_PASS)
-    market.reveal(task_id, strict=not verdicts)  # a segment decided by an earlier FAIL takes no later vote
 
 
 def member(market: Market, task_id: int, worker) -> dict:
@@ -46,18 +21,18 @@ def member(market: Market, task_id: int, worker) -> dict:
 
 
 def test_a_dropped_members_slot_opens_at_the_next_round_and_the_replacement_trains_from_the_round_after(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     task_id = two_worker_task(market)
     first, leaving, replacement = market.workers[:3]
     market.commit(task_id, 0, [first])
-    chain.advance(ROUND_BLOCKS)  # round 0's deadline: `leaving` is dropped
+    chain.advance(SLOT_ROUND_BLOCKS)  # round 0's deadline: `leaving` is dropped
     assert member(market, task_id, leaving)["status"] == "dropped"
     view = market.task(task_id)
     assert view["round"] == 0 and view["open_slots"] == 0  # the slot opens only when round 1 starts
     assert_fails(join(market, replacement, task_id), TaskNotOpen)
 
-    settle(market, task_id)
+    settle_round(market, task_id)
     view = market.task(task_id)
     assert (view["round"], view["phase"], view["open_slots"]) == (1, "commit", 1)
     balance = chain.balance(replacement)
@@ -66,9 +41,10 @@ def test_a_dropped_members_slot_opens_at_the_next_round_and_the_replacement_trai
     joined = [dict(e.attributes) for e in result.events
               if e.type == "task" and dict(e.attributes)["action"] == "joined"]
     assert (joined[0]["index"], joined[0]["first_round"]) == ("1", "2")
-    assert chain.balance(replacement) == balance - COLLATERAL
+    assert chain.balance(replacement) == balance - SLOT_COLLATERAL
     fresh = member(market, task_id, replacement)
-    assert (fresh["index"], fresh["first_round"], fresh["status"], fresh["collateral"]) == (1, 2, "active", COLLATERAL)
+    assert (fresh["index"], fresh["first_round"], fresh["status"], fresh["collateral"]) == \
+        (1, 2, "active", SLOT_COLLATERAL)
     view = market.task(task_id)
     assert (view["open_slots"], view["replacements"], view["workers_joined"], view["active_members"]) == (0, 1, 3, 2)
 
@@ -78,13 +54,13 @@ def test_a_dropped_members_slot_opens_at_the_next_round_and_the_replacement_trai
     chain.block()
     assert market.task(task_id)["phase"] in ("sampling", "verify")
     assert event_actions(output, "dropped") == []
-    settle(market, task_id)
+    settle_round(market, task_id)
     assert member(market, task_id, replacement)["status"] == "active"
 
     for round_ in (2, 3):  # the replacement trains from round 2
         market.commit(task_id, round_, [first, replacement])
-        settle(market, task_id)
-    market.report_final(task_id, ROUNDS, [first, replacement], [b"W" * 32, b"W" * 32])
+        settle_round(market, task_id)
+    market.report_final(task_id, SLOT_ROUNDS, [first, replacement], [b"W" * 32, b"W" * 32])
     view = market.task(task_id)
     assert view["status"] == "completed"
     half = REWARD // 2
@@ -98,12 +74,12 @@ def test_a_dropped_members_slot_opens_at_the_next_round_and_the_replacement_trai
 
 
 def test_a_slashed_members_slot_opens_when_the_next_round_starts(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     task_id = two_worker_task(market)
     first, cheat, replacement = market.workers[:3]
     market.commit(task_id, 0, [first, cheat])
-    settle(market, task_id, {encode_address(cheat.address): VERDICT_FAIL})
+    settle_round(market, task_id, {encode_address(cheat.address): VERDICT_FAIL})
     assert member(market, task_id, cheat)["status"] == "slashed"
     view = market.task(task_id)
     assert (view["round"], view["open_slots"]) == (1, 1)
@@ -113,7 +89,7 @@ def test_a_slashed_members_slot_opens_when_the_next_round_starts(make_chain):
 
 
 def test_joining_a_running_task_without_an_open_slot_or_twice_is_refused_and_changes_nothing(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     task_id = two_worker_task(market)
     first, leaving, replacement, other = market.workers[:4]
@@ -123,8 +99,8 @@ def test_joining_a_running_task_without_an_open_slot_or_twice_is_refused_and_cha
     assert market_snapshot(chain) == before
 
     market.commit(task_id, 0, [first])
-    chain.advance(ROUND_BLOCKS)
-    settle(market, task_id)
+    chain.advance(SLOT_ROUND_BLOCKS)
+    settle_round(market, task_id)
     assert_fails(join(market, leaving, task_id), AlreadyMember)  # a member who left cannot come back
     assert join(market, replacement, task_id).ok
     before = market_snapshot(chain)
@@ -134,13 +110,13 @@ def test_joining_a_running_task_without_an_open_slot_or_twice_is_refused_and_cha
 
 
 def test_a_slot_open_in_the_last_training_round_takes_no_replacement(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     task_id = two_worker_task(market, rounds=2)
     first, leaving, replacement = market.workers[:3]
     market.commit(task_id, 0, [first])
-    chain.advance(ROUND_BLOCKS)
-    settle(market, task_id)
+    chain.advance(SLOT_ROUND_BLOCKS)
+    settle_round(market, task_id)
     view = market.task(task_id)
     assert (view["round"], view["open_slots"]) == (1, 1)
     before = market_snapshot(chain)
@@ -149,23 +125,23 @@ def test_a_slot_open_in_the_last_training_round_takes_no_replacement(make_chain)
 
 
 def test_a_replacement_that_misses_its_first_round_is_dropped_and_its_slot_opens_again(make_chain):
-    market = make_market(make_chain)
+    market = slot_market(make_chain)
     chain = market.chain
     task_id = two_worker_task(market)
     first, leaving, replacement, other = market.workers[:4]
     market.commit(task_id, 0, [first])
-    chain.advance(ROUND_BLOCKS)
-    settle(market, task_id)
+    chain.advance(SLOT_ROUND_BLOCKS)
+    settle_round(market, task_id)
     assert join(market, replacement, task_id).ok
     market.commit(task_id, 1, [first])
-    settle(market, task_id)
+    settle_round(market, task_id)
     balance = chain.balance(replacement)
     market.commit(task_id, 2, [first])
-    chain.advance(ROUND_BLOCKS)  # the replacement misses round 2, its first
+    chain.advance(SLOT_ROUND_BLOCKS)  # the replacement misses round 2, its first
     dropped = member(market, task_id, replacement)
-    assert (dropped["status"], dropped["left_round"], dropped["penalized"]) == ("dropped", 2, PENALTY)
-    assert chain.balance(replacement) == balance + COLLATERAL - PENALTY
-    settle(market, task_id)
+    assert (dropped["status"], dropped["left_round"], dropped["penalized"]) == ("dropped", 2, SLOT_PENALTY)
+    assert chain.balance(replacement) == balance + SLOT_COLLATERAL - SLOT_PENALTY
+    settle_round(market, task_id)
     view = market.task(task_id)
     assert (view["round"], view["open_slots"]) == (3, 1)
     assert_fails(join(market, other, task_id), TaskNotOpen)  # round 3 is the last training round
@@ -179,16 +155,16 @@ def test_a_task_takes_at_most_workers_wanted_replacements(make_chain):
     task_id = two_worker_task(market, rounds=8)
     first, leaving, *newcomers = market.workers[:5]
     market.commit(task_id, 0, [first])
-    chain.advance(ROUND_BLOCKS)  # `leaving` misses round 0
-    settle(market, task_id)
+    chain.advance(SLOT_ROUND_BLOCKS)  # `leaving` misses round 0
+    settle_round(market, task_id)
     for newcomer in newcomers[:2]:
         round_ = market.task(task_id)["round"]
         assert join(market, newcomer, task_id).ok
         market.commit(task_id, round_, [first])
-        settle(market, task_id)
+        settle_round(market, task_id)
         market.commit(task_id, round_ + 1, [first])
-        chain.advance(ROUND_BLOCKS)  # the newcomer misses its first round
-        settle(market, task_id)
+        chain.advance(SLOT_ROUND_BLOCKS)  # the newcomer misses its first round
+        settle_round(market, task_id)
         assert member(market, task_id, newcomer)["status"] == "dropped"
     view = market.task(task_id)
     assert (view["round"], view["open_slots"], view["replacements"], view["workers_joined"]) == (5, 1, 2, 4)
