@@ -16,7 +16,7 @@ import json
 
 from trolly.chain.errors import NotFound
 from trolly.chain.market.errors import InvalidSpec
-from trolly.chain.market.footprint import model_footprint
+from trolly.chain.market.footprint import spec_footprint
 from trolly.chain.market.params import MarketParams
 from trolly.chain.market.records import OPEN, RUNNING
 from trolly.chain.market.spec import parse_spec
@@ -99,8 +99,7 @@ def requirements(spec_bytes: bytes, overview: TaskOverview, params: MarketParams
     """What the task's spec and terms ask of a worker; InvalidSpec when the spec cannot be read."""
     spec = parse_spec(spec_bytes)
     model = spec["model"]
-    estimate = model_footprint(model["arch"], model.get("config", {}), spec["dataset"], spec["training"]["batch_size"],
-                               model.get("base")).memory_mb
+    estimate = spec_footprint(spec).memory_mb
     determinism = spec.get("determinism", {})
     own = []
     if determinism.get("instruction_set"):

@@ -160,3 +160,12 @@ def model_footprint(arch: str, config: Any, dataset: str | dict, batch_size: int
         parameters, activations = _cnn(values, inputs, classes)
     total = FLOAT_BYTES * (frozen + PARAMETER_COPIES * parameters + 2 * batch_size * activations)
     return Footprint(parameters, activations, RUNTIME_OVERHEAD_MB + -(-total // (1 << 20)))
+
+
+def spec_footprint(spec: dict) -> Footprint:
+    """The footprint of a parsed spec's model at its batch size (`parse_spec`'s document): what a worker's memory
+    is checked against, by the worker before it joins and by a requester asking why nobody did. KeyError or
+    TypeError for a document without those sections, InvalidSpec for a model the chain does not know."""
+    model = spec["model"]
+    return model_footprint(model["arch"], model.get("config", {}), spec["dataset"], spec["training"]["batch_size"],
+                           model.get("base"))

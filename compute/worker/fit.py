@@ -12,7 +12,7 @@ import dataclasses
 
 from trolly.chain.market.errors import InvalidSpec
 from trolly.chain.market.spec import parse_spec as parse_chain_spec
-from trolly.chain.market.footprint import model_footprint
+from trolly.chain.market.footprint import spec_footprint
 
 from ..errors import BaseModelMissing
 from ..models.base_model import require_base_model
@@ -25,11 +25,7 @@ def check_memory(raw_spec: bytes, memory_mb: int, dataset_bytes: int = 0) -> int
     TaskUnfit when it exceeds `memory_mb`. A worker that declared no memory (0: its platform does not report it)
     is not held to one."""
     try:
-        spec = parse_chain_spec(raw_spec)
-        model = spec["model"]
-        estimate = model_footprint(model["arch"], model.get("config", {}), spec["dataset"],
-                                   spec["training"]["batch_size"], model.get("base")).memory_mb
-        estimate += -(-dataset_bytes // 2**20)
+        estimate = spec_footprint(parse_chain_spec(raw_spec)).memory_mb + -(-dataset_bytes // 2**20)
     except (InvalidSpec, KeyError, TypeError) as error:
         raise TaskUnfit(f"the spec's memory estimate cannot be computed: {error}") from None
     if memory_mb and estimate > memory_mb:

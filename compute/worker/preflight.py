@@ -27,7 +27,7 @@ import torch
 
 from trolly.chain.market.base_models import BASE_MODELS
 from trolly.chain.market.errors import InvalidSpec
-from trolly.chain.market.footprint import MAX_DIMENSION, model_footprint
+from trolly.chain.market.footprint import MAX_DIMENSION, model_footprint, spec_footprint
 from trolly.chain.market.params import MarketParams
 from trolly.chain.market.spec import parse_spec as parse_chain_spec
 from trolly.chain.proto.market_pb2 import HardwareProfile
@@ -248,8 +248,7 @@ def unfit_reasons(preflight: Preflight, raw_spec: bytes, memory_limit_mb: int = 
     try:
         spec = parse_chain_spec(raw_spec)
         model = spec["model"]
-        estimate = model_footprint(model["arch"], model.get("config", {}), spec["dataset"],
-                                   spec["training"]["batch_size"], model.get("base")).memory_mb
+        estimate = spec_footprint(spec).memory_mb
     except (InvalidSpec, KeyError, TypeError) as error:
         return [f"the spec cannot be read: {error}"]
     reasons = []
