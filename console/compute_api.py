@@ -24,7 +24,7 @@ from trolly.wallet.market_queries import get_market_params, get_worker
 from trolly.wallet.sender import fetch_account
 
 from .config import CONFIG, ConsoleConfig
-from .responses import Refusal, answer, json_body, refusal_of, text_field
+from .responses import Refusal, answer, json_body, password_field, refusal_of, text_field
 from .signing import unlock
 from .worker_process import LocalWorker, WorkerRefused
 
@@ -76,9 +76,7 @@ async def create_key(request: web.Request) -> web.Response:
     try:
         body = await json_body(request)
         name = text_field(body, "name")
-        password = body.get("password") or ""
-        if not isinstance(password, str):
-            raise Refusal("the password must be text", "new-password")
+        password = password_field(body, "new-password")
         keyring = config.keyring(password)
         info, _mnemonic = await asyncio.to_thread(keyring.create, name)  # the mnemonic stays here, unshown
     except Refusal as refusal:
@@ -102,9 +100,7 @@ async def _start(request: web.Request) -> dict:
     config = request.app[CONFIG]
     body = await json_body(request)
     key_name = text_field(body, "key")
-    password = body.get("password") or ""
-    if not isinstance(password, str):
-        raise Refusal("the password must be text", "worker-password")
+    password = password_field(body, "worker-password")
     try:
         await asyncio.to_thread(unlock, config, key_name, password)  # a wrong password starts nothing
     except WalletError as error:

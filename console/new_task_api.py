@@ -34,7 +34,8 @@ from trolly.wallet.tasks import TaskPlan, plan_task
 
 from . import uploads
 from .config import CONFIG, ConsoleConfig
-from .responses import Refusal, amount_field, answer, json_body, refusal_of, text_field, whole_field
+from .responses import (Refusal, amount_field, answer, json_body, password_field, refusal_of, text_field,
+                        whole_field)
 from .signing import sign_and_send
 from .task_following import Followed, TaskFollowing
 from .templates import TEMPLATES, SpecRefused, TaskData, Template, build_spec, bundled, packing_model, uploaded
@@ -139,9 +140,7 @@ async def _submit(request: web.Request, client) -> dict:
     config = request.app[CONFIG]
     body = await json_body(request)
     key_name = text_field(body, "key")
-    password = body.get("password") or ""
-    if not isinstance(password, str):
-        raise Refusal("the password must be text", "password")
+    password = password_field(body, "password")
     join_blocks = whole_field(body, "join_blocks", 1, 100_000, JOIN_BLOCKS)
     round_blocks = whole_field(body, "round_blocks", 1, 100_000, ROUND_BLOCKS)
     template = _template(body)

@@ -44,6 +44,15 @@ async def json_body(request: web.Request) -> dict:
     return body
 
 
+def password_field(body, field_id: str) -> str:
+    """The request's keyring password ('' when none: a test keyring has none), kept as typed (spaces count);
+    refused beside the form's field `field_id` when it is not text."""
+    password = body.get("password") or ""
+    if not isinstance(password, str):
+        raise Refusal("the password must be text", field_id)
+    return password
+
+
 def text_field(body, name: str, default: str | None = None) -> str:
     value = body.get(name, default)
     if value is None or (isinstance(value, str) and not value.strip()):

@@ -19,7 +19,7 @@ from trolly.wallet.staking_views import get_validators
 from trolly.wallet.txbuilder import bond_message, parse_address, send_message, unbond_message
 
 from .config import CONFIG, ConsoleConfig
-from .responses import Refusal, amount_field, answer, json_body, refusal_of, text_field
+from .responses import Refusal, amount_field, answer, json_body, password_field, refusal_of, text_field
 from .signing import preview, sign_and_send
 
 ACTIONS = ("send", "stake", "unbond")
@@ -88,9 +88,7 @@ async def _sign(request: web.Request, client) -> dict:
     messages = _messages(body, config)
     if body.get("confirmed") is not True:
         raise Refusal("confirm the transaction first (the preview's Confirm step)", "confirm")
-    password = body.get("password") or ""
-    if not isinstance(password, str):
-        raise Refusal("the password must be text", "password")
+    password = password_field(body, "password")
     try:
         outcome, _ = await sign_and_send(client, config, text_field(body, "key"), password, messages)
     except WalletError as error:
