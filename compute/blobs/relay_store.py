@@ -34,7 +34,7 @@ from trolly.wallet.files import TEMPORARY_SUFFIX, create_temporary, install, mak
     write_atomically
 
 from .errors import BlobError, BlobHashMismatch, BlobNotFound, BlobRejected
-from .relay_records import Record, entry_path, listing_document, listing_path, load_records, record_directory
+from .relay_records import Record, entry_path, listing_document, listing_path, load_records
 from .store import DEFAULT_MAX_BLOB_SIZE, BlobStore, check_blob_hash
 
 log = logging.getLogger(__name__)
@@ -164,11 +164,6 @@ class RelayStore:
         """Give back a reservation's room (once; a no-op after `commit`)."""
         with self._index:
             self._release(reservation)
-
-    def holds(self, task_id: int, worker: str, digest: str) -> bool:
-        with self._index:
-            record = self.records.get((task_id, worker))
-            return record is not None and digest in record.blobs
 
     def tasks(self) -> list[int]:
         """The tasks some worker holds something for, ascending."""
