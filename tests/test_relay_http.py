@@ -204,3 +204,17 @@ def test_pushes_at_once_keep_every_entry_and_count(tmp_path):
     assert len(list((tmp_path / "relay" / "tasks" / "5" / WORKER_A / "blobs").iterdir())) == 24
     assert store.total == sum(map(len, blobs))
     assert store.evict_task(5) == sum(map(len, blobs)) and store.total == 0 and not store.references
+
+
+def test_a_relay_home_of_the_first_layout_is_moved_to_one_file_an_entry(tmp_path):
+    """A relay upgraded in place keeps what its workers pushed: each `<task>/<worker>.json` record becomes entries
+    and listing files, and the blobs it named stay served."""
+    old = BlobStore(tmp_path / "relay")
+    digest = old.put(b"pushed before the upgrade")
+    record = tmp_path / "relay" / "tasks" / "4" / f"{WORKER_A}.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"blobs": {digest: 25}, "listings": {"2": [digest]}}))
+    store = RelayStore(tmp_path / "relay", entry_bytes=10)
+    assert not record.exists() and store.blobs.has(digest)
+    assert json.loads(store.listing(4, WORKER_A, 2)) == {"checkpoint_hashes": [digest]}
+    assert store.total == 25 + 10 + len(store.listing(4, WORKER_A, 2)) + 10
