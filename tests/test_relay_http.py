@@ -6,35 +6,24 @@ accounts[1] and [2] are members of a running task, accounts[3] is registered but
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import time
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 from market_helpers import MARKET_PARAMS, Market
+from relay_helpers import push_headers, put, put_listing, run_relay
 
 from trolly.chain.crypto import encode_address
 from trolly.chain.proto import market_pb2 as pb
 from trolly.compute.blobs import AddressPolicy, BlobClient, BlobStore
 from trolly.compute.blobs.errors import BlobRejected, BlobTooLarge
-from trolly.compute.blobs.relay import ChainMembers, Relay, RelayOptions, build_relay_app
-from trolly.compute.blobs.relay_auth import TIME_HEADER, sign_push
+from trolly.compute.blobs.relay_auth import TIME_HEADER
 from trolly.compute.blobs.relay_push import RelayPusher
 from trolly.compute.blobs.relay_store import RelayStore
 
-
-class ChainQueries:
-    """`query_json` over the in-process chain, as the relay's RPC client answers it from a node."""
-
-    def __init__(self, chain) -> None:
-        self.chain = chain
-        self.asked = 0
-
-    async def query_json(self, path: str, height: int = 0):
-        self.asked += 1
-        return self.chain.query(path)
+WORKER_A = encode_address(bytes(range(20)))
+WORKER_B = encode_address(bytes(range(1, 21)))
 
 
 @pytest.fixture
@@ -42,33 +31,6 @@ def market(make_chain):
     market = Market(make_chain(accounts=5, validators=1, params={"market": MARKET_PARAMS}))
     market.task_id = market.open_task(workers=2)
     return market
-
-
-def run_relay(market, tmp_path, test, ttl: float = 5.0, **store_options):
-    """Run `test(client, relay)` against the relay's application on a test server (`ttl`: how long the relay
-    keeps a task's members)."""
-    relay = Relay(RelayStore(tmp_path / "relay", **store_options), ChainMembers(ChainQueries(market.chain), ttl),
-                  RelayOptions(keep_settled=0.0))
-
-    async def main():
-        async with TestClient(TestServer(build_relay_app(relay))) as client:
-            await test(client, relay)
-
-    asyncio.run(main())
-    return relay
-
-
-def push_headers(key, task_id: int, digest: str, timestamp: int | None = None) -> dict:
-    return sign_push(key, task_id, "blob", digest, int(time.time()) if timestamp is None else timestamp)
-
-
-async def put(client, key, task_id: int, data: bytes, digest: str | None = None, headers: dict | None = None,
-              worker: str | None = None):
-    digest = digest or hashlib.sha256(data).hexdigest()
-    worker = worker or encode_address(key.address)
-    headers = push_headers(key, task_id, digest) if headers is None else headers
-    response = await client.put(f"/workers/{worker}/blobs/{digest}", data=data, headers=headers)
-    return response.status, (await response.json())
 
 
 def test_a_member_pushes_and_anyone_fetches_by_hash(market, tmp_path):
@@ -85,10 +47,8 @@ def test_a_member_pushes_and_anyone_fetches_by_hash(market, tmp_path):
             response = await client.get(path)
             assert response.status == 200 and await response.read() == data
         listing = json.dumps({"checkpoint_hashes": [digest]}).encode()
-        headers = sign_push(member, market.task_id, "checkpoints/0", hashlib.sha256(listing).hexdigest(),
-                            int(time.time()))
+        assert (await put_listing(client, member, market.task_id, 0, listing))[0] == 201
         path = f"/workers/{worker}/tasks/{market.task_id}/rounds/0/checkpoints"
-        assert (await client.put(path, data=listing, headers=headers)).status == 201
         assert await (await client.get(path)).json() == {"checkpoint_hashes": [digest]}
         assert (await client.get(f"/workers/{worker}/tasks/{market.task_id}/rounds/1/checkpoints")).status == 404
 
@@ -123,18 +83,18 @@ def test_the_relay_refuses_a_bad_push_and_stores_nothing(market, tmp_path, case,
             answer = await put(client, stranger, market.task_id, data)
         elif case == "stale signature":  # a push signed ten minutes ago, played again
             answer = await put(client, member, market.task_id, data,
-                               headers=push_headers(member, market.task_id, digest, int(time.time()) - 600))
+                               headers=push_headers(client, member, market.task_id, digest, int(time.time()) - 600))
         elif case == "someone else's path":  # a stranger's signature on a member's place
             answer = await put(client, stranger, market.task_id, data, worker=encode_address(member.address))
         elif case == "other content":  # a member's signature of one blob, sent with another
-            signed = push_headers(member, market.task_id, hashlib.sha256(b"signed").hexdigest())
+            signed = push_headers(client, member, market.task_id, hashlib.sha256(b"signed").hexdigest())
             answer = await put(client, member, market.task_id, data, headers=signed)
         elif case == "other task":
             answer = await put(client, member, other_task, data)
         else:
             answer = await put(client, member, market.task_id, data, digest="ZZ" * 32)
         assert answer[0] == status and words in answer[1]["error"], answer
-        assert not any((tmp_path / "relay" / "blobs").rglob("*")) or case == "bad hash"
+        assert not any((tmp_path / "relay" / "blobs").rglob("*"))  # not even a temporary file
         assert not list((tmp_path / "relay" / "blobs").rglob(digest))
 
     run_relay(market, tmp_path, test, max_blob_size=1024 if case == "oversize" else 1 << 20)
@@ -149,13 +109,14 @@ def test_a_settled_task_is_refused_and_then_evicted(market, tmp_path):
     async def test(client, relay):
         assert (await put(client, member, task_id, data))[0] == 201
         assert (await put(client, member, market.task_id, b"kept"))[0] == 201  # another task's: stays
-        assert relay.store.total == len(data) + 4
+        entry = relay.store.entry_bytes  # charged for each record's entry beside its bytes
+        assert relay.store.total == len(data) + 4 + 2 * entry
         result = market.chain.deliver(market.requester, pb.MsgCancelTask(task_id=task_id))
         assert result.ok, result.log
         status, answer = await put(client, member, task_id, b"late")
         assert status == 403 and "is cancelled" in answer["error"]
         await relay.sweep()  # sees it settled (keep_settled 0): evicted
-        assert relay.store.tasks() == [market.task_id] and relay.store.total == 4
+        assert relay.store.tasks() == [market.task_id] and relay.store.total == 4 + entry
         assert (await client.get(f"/blobs/{hashlib.sha256(data).hexdigest()}")).status == 404
         assert (await client.get(f"/blobs/{hashlib.sha256(b'kept').hexdigest()}")).status == 200
 
@@ -171,7 +132,7 @@ def test_quota_per_worker_and_task(market, tmp_path):
         assert status == 507 and "quota of 1000 bytes" in answer["error"]
         assert (await put(client, market.workers[1], market.task_id, b"b" * 600))[0] == 201  # its own share
 
-    run_relay(market, tmp_path, test, task_quota=1000)
+    run_relay(market, tmp_path, test, task_quota=1000, entry_bytes=100)
 
 
 def test_the_pusher_publishes_a_round_and_a_blob_client_fetches_it_checked(market, tmp_path):
@@ -191,12 +152,12 @@ def test_the_pusher_publishes_a_round_and_a_blob_client_fetches_it_checked(marke
                 assert await fetcher.fetch(update) == b"update" * 10
             stranger = RelayPusher(base, market.workers[2], store)
             with pytest.raises(BlobRejected, match="HTTP 403"):
-                await stranger.push_blobs(market.task_id, [update])
+                await stranger.push_blobs(market.task_id, 0, [update])
             await stranger.close()
             small = RelayPusher(base, member, store)
             relay.store.blobs.max_blob_size = 100
             with pytest.raises(BlobTooLarge):
-                await small.push_blobs(market.task_id, [checkpoints[0]])
+                await small.push_blobs(market.task_id, 0, [checkpoints[0]])
             await small.close()
         finally:
             await pusher.close()
@@ -209,7 +170,7 @@ def test_the_time_header_must_be_a_plain_number(market, tmp_path):
     data = b"y" * 10
 
     async def test(client, relay):
-        headers = push_headers(member, market.task_id, hashlib.sha256(data).hexdigest())
+        headers = push_headers(client, member, market.task_id, hashlib.sha256(data).hexdigest())
         headers[TIME_HEADER] = "+" + headers[TIME_HEADER]
         status, answer = await put(client, member, market.task_id, data, headers=headers)
         assert status == 401 and "malformed signature headers" in answer["error"]
@@ -218,27 +179,42 @@ def test_the_time_header_must_be_a_plain_number(market, tmp_path):
 
 
 def test_a_blob_two_tasks_hold_outlives_one_of_them_and_a_reopened_store_counts_what_it_holds(tmp_path):
-    store = RelayStore(tmp_path / "relay", total_quota=10_000)
+    store = RelayStore(tmp_path / "relay", total_quota=10_000, entry_bytes=10)
     shared, own = b"s" * 300, b"o" * 200
     digests = {data: hashlib.sha256(data).hexdigest() for data in (shared, own)}
-    assert store.add(1, "trolly1a", shared, digests[shared]) and store.add(1, "trolly1a", own, digests[own])
-    assert store.add(2, "trolly1b", shared, digests[shared])
-    assert not store.add(2, "trolly1b", shared, digests[shared])  # already named by that record
-    assert store.total == 500 and RelayStore(tmp_path / "relay").total == 500
-    assert store.evict_task(1) == 200
+    assert store.add(1, WORKER_A, shared, digests[shared]) and store.add(1, WORKER_A, own, digests[own])
+    assert store.add(2, WORKER_B, shared, digests[shared])
+    assert not store.add(2, WORKER_B, shared, digests[shared])  # already named by that record
+    assert store.total == 530 and RelayStore(tmp_path / "relay", entry_bytes=10).total == 530  # 3 entries of 10
+    assert store.evict_task(1) == 220
     assert store.blobs.has(digests[shared]) and not store.blobs.has(digests[own])
-    reopened = RelayStore(tmp_path / "relay")
-    assert reopened.total == 300 and reopened.tasks() == [2]
-    assert reopened.evict_task(2) == 300 and not reopened.blobs.has(digests[shared]) and reopened.total == 0
+    reopened = RelayStore(tmp_path / "relay", entry_bytes=10)
+    assert reopened.total == 310 and reopened.tasks() == [2]
+    assert reopened.evict_task(2) == 310 and not reopened.blobs.has(digests[shared]) and reopened.total == 0
 
 
 def test_pushes_at_once_keep_every_entry_and_count(tmp_path):
     import concurrent.futures
 
-    store = RelayStore(tmp_path / "relay")
+    store = RelayStore(tmp_path / "relay", entry_bytes=0)
     blobs = [f"blob {i}".encode() * 40 for i in range(24)]
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        added = list(pool.map(lambda data: store.add(5, "trolly1a", data, hashlib.sha256(data).hexdigest()), blobs))
-    assert all(added) and len(store.record(5, "trolly1a")["blobs"]) == 24
+        added = list(pool.map(lambda data: store.add(5, WORKER_A, data, hashlib.sha256(data).hexdigest()), blobs))
+    assert all(added) and len(store.records[(5, WORKER_A)].blobs) == 24
+    assert len(list((tmp_path / "relay" / "tasks" / "5" / WORKER_A / "blobs").iterdir())) == 24
     assert store.total == sum(map(len, blobs))
     assert store.evict_task(5) == sum(map(len, blobs)) and store.total == 0 and not store.references
+
+
+def test_a_relay_home_of_the_first_layout_is_moved_to_one_file_an_entry(tmp_path):
+    """A relay upgraded in place keeps what its workers pushed: each `<task>/<worker>.json` record becomes entries
+    and listing files, and the blobs it named stay served."""
+    old = BlobStore(tmp_path / "relay")
+    digest = old.put(b"pushed before the upgrade")
+    record = tmp_path / "relay" / "tasks" / "4" / f"{WORKER_A}.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"blobs": {digest: 25}, "listings": {"2": [digest]}}))
+    store = RelayStore(tmp_path / "relay", entry_bytes=10)
+    assert not record.exists() and store.blobs.has(digest)
+    assert json.loads(store.listing(4, WORKER_A, 2)) == {"checkpoint_hashes": [digest]}
+    assert store.total == 25 + 10 + len(store.listing(4, WORKER_A, 2)) + 10

@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from dev_node import free_port, stop_process_group
 from trolly.compute.blobs import AddressPolicy, BlobServer, BlobStore
 from trolly.compute.blobs.reachability import PROBE_BLOB_LIMIT
-from trolly.compute.blobs.relay import ChainMembers, Relay, RelayOptions, build_relay_app
+from trolly.compute.blobs.relay import Relay, RelayOptions, build_relay_app
+from trolly.compute.blobs.relay_members import ChainMembers
 from trolly.compute.blobs.relay_store import RelayStore
 from trolly.compute.worker.cli import main
 from trolly.wallet.rpc import AsyncRpcClient

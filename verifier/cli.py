@@ -81,6 +81,9 @@ def main_group() -> None:
 @click.option("--relay-port", type=click.IntRange(1, 65535), default=None,
               help="Also serve a blob relay (`relay`, default bounds, under HOME/relay) on this port.")
 @click.option("--relay-host", default="127.0.0.1", show_default=True, help="Address the --relay-port relay listens on.")
+@click.option("--relay-public-url", "relay_public_urls", multiple=True, metavar="URL",
+              help="A URL workers reach the --relay-port relay by, as they register it (repeatable; default: "
+                   "http://RELAY-HOST:RELAY-PORT): pushes are signed for it.")
 @click.option("--test-switch-lazy-pass", "lazy", is_flag=True,
               help="TEST SWITCH, never on a real validator: vote PASS on every segment without replaying it "
                    "(to show that a lazy verifier loses its fee and pays a penalty).")
@@ -93,7 +96,7 @@ def main_group() -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def start(home, node, key_name, wallet_home, keyring_backend, password_file, concurrency, poll_interval,
           unavailable_attempts, retry_delay, fee, no_websocket, allow_private_blob_hosts, once, relay_port, relay_host,
-          lazy, vote_fail, never_vote, verbose) -> None:
+          relay_public_urls, lazy, vote_fail, never_vote, verbose) -> None:
     """Follow the chain and verify every segment this validator is asked to check."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
@@ -112,10 +115,11 @@ def start(home, node, key_name, wallet_home, keyring_backend, password_file, con
     if lazy:
         logging.getLogger("trolly.verifier").warning("TEST SWITCH --test-switch-lazy-pass: voting PASS without "
                                                      "replaying; this validator will be penalised")
-    asyncio.run(_run_service(config, signer, once, relay_host, relay_port))
+    asyncio.run(_run_service(config, signer, once, relay_host, relay_port, relay_public_urls))
 
 
-async def _run_service(config: ServiceConfig, signer, once: bool, relay_host: str, relay_port: int | None) -> None:
+async def _run_service(config: ServiceConfig, signer, once: bool, relay_host: str, relay_port: int | None,
+                       relay_public_urls: tuple[str, ...] = ()) -> None:
     service = VerifierService(config, signer)
     if once:
         try:
@@ -131,7 +135,7 @@ async def _run_service(config: ServiceConfig, signer, once: bool, relay_host: st
     for signal_number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signal_number, stop.set)
     async with relay_beside(config.home / "relay", config.node, relay_host, relay_port, stop,
-                            allow_private=config.allow_private_blob_hosts):
+                            allow_private=config.allow_private_blob_hosts, public_urls=relay_public_urls):
         await service.run(stop)
 
 

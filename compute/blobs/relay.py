@@ -10,13 +10,24 @@ A worker registers the relay's URL on chain (`relay`); fetchers then read `<rela
 would the worker's own blob service (`chain.market.urls.relay_worker_url`). Validators run one beside their
 verifier, and anyone may run one: it holds no key.
 
-A push is refused, with a JSON `{"error": ...}`, when the blob's name is not a hash (400), the body does not
-hash to it (400), it is over the size bound (413), the signature headers are missing or wrong, or the
-signature is stale (401, `relay_auth.py`), the signer is not an active member of a live task on chain (403:
-read through the node's RPC, `ChainMembers`), or the worker's share of the task or the relay is full (507,
-`relay_store.py`). Fetching needs no trust in the relay: every fetcher checks each blob against the hash the
-chain committed. A task settled on chain is evicted `keep_settled` seconds after the relay first sees it so
-(the requester fetches the final weights in between); connections are capped as on a worker's blob service.
+A push is refused, with a JSON `{"error": ...}`, when a name in its path is malformed (400: the worker address,
+task id and round are read strictly before anything else, `path_names.py`), the blob's name is not a hash or
+the body does not hash to it (400), it is over the size bound (413, before it is read), the signature headers
+are missing, old or wrong, or the signature is stale (401, `relay_auth.py`), it is signed for another relay
+(421), the signer is not an active member of a live task on chain (403: read through the node's RPC,
+`ChainMembers`), it is for a round other than the task's current one (409), or the worker's share of the task
+or the relay is full (507, `relay_store.py`, which counts blobs and listings alike). A refused push leaves
+nothing behind: its body goes to a temporary file that becomes the blob only once the push is accepted.
+
+No request parses a record, and no record or listing is read or written on the event loop: a push is charged
+and checked from memory, its body hashed and written on a thread; a listing GET reads one file of bounded length
+on a thread and sends its bytes as they are. Fetching needs no trust in the relay: every fetcher checks each blob
+against the hash the chain committed. A task settled on chain is evicted `keep_settled` seconds after the
+relay first sees it so (the requester fetches the final weights in between); connections are capped as on a
+worker's blob service.
+
+A relay knows itself by the URLs workers reach it by (`RelayOptions.public_urls`, by default the one it listens
+on): a push signed for any other is refused, so a push cannot be played from one relay to another.
 """
 
 from __future__ import annotations
@@ -30,70 +41,28 @@ import time
 
 from aiohttp import web
 
-from trolly.chain.market.records import ACTIVE, LIVE_STATUSES
-from trolly.wallet.errors import QueryFailed, WalletError
-from trolly.wallet.market_queries import get_task_overview
-from trolly.wallet.rpc import AsyncRpcClient
-
 from .connect_policy import AddressPolicy
 from .connections import ConnectionGuard, ConnectionLimits, admitted_total
 from .errors import BlobError, BlobNotFound, BlobRejected, BlobTooLarge
+from .path_names import worker_address
 from .reachability import add_probe_route
-from .relay_auth import DEFAULT_MAX_SKEW, PushSignatureInvalid, PushUnsigned, check_push, read_push_headers
-from .relay_store import QuotaExceeded, RelayStore
+from .relay_auth import (DEFAULT_MAX_SKEW, PushForAnotherRelay, PushSignature, PushSignatureInvalid, PushUnsigned,
+                         check_push, read_push_headers, relay_identity)
+from .relay_members import ChainMembers, ChainUnreadable, NotAMember, WrongRound
+from .relay_store import IncomingBlob, QuotaExceeded, RelayStore
 from .server import LIMITS_KEY, BodyTooSlow, _error, _read_limited, _route_task, _slow_body, blob_file_response
 from .store import check_blob_hash
 
 log = logging.getLogger(__name__)
 
 RELAY_KEY = web.AppKey("relay", "Relay")
-
-
-class NotAMember(BlobRejected):
-    """The signer is not an active member of a live task (HTTP 403)."""
-
-
-class ChainUnreadable(BlobError):
-    """The relay cannot ask the node who the task's members are (HTTP 503: the pusher retries)."""
-
-
-class ChainMembers:
-    """Who may push for a task: its active members while it is open or running, as the node answers.
-
-    A positive answer is kept `ttl` seconds (a round's pushes ask once); a negative one is asked again each time,
-    so a worker that has just joined is not turned away."""
-
-    def __init__(self, client: AsyncRpcClient, ttl: float = 5.0) -> None:
-        self.client = client
-        self.ttl = ttl
-        self._members: dict[int, tuple[float, frozenset[str]]] = {}
-
-    async def check(self, task_id: int, worker: str) -> None:
-        kept = self._members.get(task_id)
-        if kept is not None and time.monotonic() - kept[0] < self.ttl and worker in kept[1]:
-            return
-        try:
-            task = await get_task_overview(self.client, task_id)
-        except QueryFailed as error:  # no such task
-            raise NotAMember(f"task {task_id}: {error}") from None
-        except WalletError as error:
-            raise ChainUnreadable(f"cannot read task {task_id} from the node: {error}") from None
-        if task.status not in LIVE_STATUSES:
-            raise NotAMember(f"task {task_id} is {task.status}: the relay takes pushes for open and running tasks")
-        members = frozenset(m.worker for m in task.members if m.status == ACTIVE)
-        self._members[task_id] = (time.monotonic(), members)
-        if worker not in members:
-            raise NotAMember(f"{worker} is not an active member of task {task_id}")
-
-    async def settled(self, task_id: int) -> bool:
-        """Whether the task is over on chain (or unknown there): its blobs may go once the grace has passed."""
-        try:
-            return (await get_task_overview(self.client, task_id)).status not in LIVE_STATUSES
-        except QueryFailed:
-            return True
-        except WalletError as error:
-            log.warning("cannot read task %d (%s); keeping its blobs", task_id, error)
-            return False
+WRITE_BUFFER = 1 << 20
+"""Bytes of a push's body gathered before they go to its temporary file (on a thread): few thread hand-offs,
+little memory per push."""
+WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+"""Listening addresses that name no URL a worker could sign a push for."""
+LISTING_ENTRY_BYTES = 72
+"""Room a listing's body may take per hash (64 hex digits, quotes, a separator and spaces)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,26 +77,40 @@ class RelayOptions:
     probe_addresses: AddressPolicy = AddressPolicy()
     """Where the reachability probe (`POST /probe`, `reachability.py`) may fetch from: public addresses only,
     unless a localnet's relay allows private ones."""
+    public_urls: tuple[str, ...] = ()
+    """The URLs workers reach this relay by (what they register on chain): pushes are signed for one of them.
+    Empty: the URL it listens on (`RelayServer`)."""
 
 
 class Relay:
-    """The relay's state: its store, the chain's members and the options (one per application)."""
+    """The relay's state: its store, the chain's members, the options and the URLs it is known by (one per
+    application)."""
 
     def __init__(self, store: RelayStore, members: ChainMembers, options: RelayOptions) -> None:
         self.store = store
         self.members = members
         self.options = options
+        self.known_as: tuple[str, ...] = tuple(relay_identity(url) for url in options.public_urls)
+        """What pushes must be signed for (`relay_auth.relay_identity` forms); set from the listening address
+        when the options name none."""
         self.settled_since: dict[int, float] = {}
 
+    @property
+    def listing_body_limit(self) -> int:
+        return 64 + LISTING_ENTRY_BYTES * self.store.max_listing_entries
+
     async def authorize(self, request: web.Request, worker: str, resource: str, content_hash: str,
-                        task_id: int | None = None) -> int:
-        """The task of a push whose signature, time and membership are good; raises a `BlobError` otherwise."""
+                        task_id: int | None = None, round_index: int | None = None) -> PushSignature:
+        """The signature of a push whose relay, signer, time, membership and round are good; raises a
+        `BlobError` otherwise. `task_id` and `round_index`: what the path names, which the signature must too."""
         signed = read_push_headers(request.headers)
         if task_id is not None and signed.task_id != task_id:
             raise PushSignatureInvalid(f"the push is signed for task {signed.task_id}, not task {task_id}")
-        check_push(signed, worker, resource, content_hash, time.time(), self.options.max_skew)
-        await self.members.check(signed.task_id, worker)
-        return signed.task_id
+        if round_index is not None and signed.round_index != round_index:
+            raise PushSignatureInvalid(f"the push is signed for round {signed.round_index}, not round {round_index}")
+        check_push(signed, self.known_as, worker, resource, content_hash, time.time(), self.options.max_skew)
+        await self.members.check(signed.task_id, worker, signed.round_index)
+        return signed
 
     async def sweep(self) -> None:
         """Evict the tasks settled on chain for `keep_settled` seconds."""
@@ -143,61 +126,108 @@ class Relay:
 
 
 def _refusal(error: BlobError) -> web.Response:
-    status = {PushUnsigned: 401, PushSignatureInvalid: 401, NotAMember: 403, BlobTooLarge: 413, QuotaExceeded: 507,
-              BlobNotFound: 409, ChainUnreadable: 503}.get(type(error), 400)
+    status = {PushUnsigned: 401, PushSignatureInvalid: 401, PushForAnotherRelay: 421, NotAMember: 403,
+              BlobTooLarge: 413, QuotaExceeded: 507, BlobNotFound: 409, WrongRound: 409,
+              ChainUnreadable: 503}.get(type(error), 400)
     return _slow_body(error) if isinstance(error, BodyTooSlow) else _error(status, str(error))
+
+
+async def _receive(request: web.Request, store: RelayStore, size: int) -> IncomingBlob:
+    """A push's body, `size` bytes by its Content-Length, written to a temporary file and hashed on threads
+    (`BodyTooSlow` past the limits' body timeout); the file is removed if anything goes wrong."""
+    incoming = await asyncio.to_thread(store.receive)
+    timeout = request.app[LIMITS_KEY].body_timeout
+    pending, buffered = [], 0
+    try:
+        try:
+            async with asyncio.timeout(timeout):
+                async for piece in request.content.iter_chunked(1 << 16):
+                    pending.append(piece)
+                    buffered += len(piece)
+                    if incoming.size + buffered > size:
+                        raise BlobRejected(f"the body is longer than the {size} bytes its Content-Length states")
+                    if buffered >= WRITE_BUFFER:
+                        await asyncio.to_thread(incoming.write, b"".join(pending))
+                        pending, buffered = [], 0
+            if pending:
+                await asyncio.to_thread(incoming.write, b"".join(pending))
+        except TimeoutError:
+            raise BodyTooSlow(f"body not received within {timeout:g} s ({incoming.size + buffered} bytes "
+                              f"came)") from None
+    except BaseException:
+        incoming.discard()
+        raise
+    return incoming
 
 
 async def push_blob(request: web.Request) -> web.Response:
     relay: Relay = request.app[RELAY_KEY]
-    worker, digest = request.match_info["worker_address"], request.match_info["digest"]
+    digest = request.match_info["digest"]
     try:
+        worker = worker_address(request.match_info["worker_address"])
         check_blob_hash(digest)
         size = request.content_length
         if size is None:
             raise BlobRejected("a push states its Content-Length")
         if size > relay.store.blobs.max_blob_size:
             raise BlobTooLarge(f"body of {size} bytes exceeds the limit of {relay.store.blobs.max_blob_size}")
-        task_id = await relay.authorize(request, worker, "blob", digest)
-        relay.store.check_room(task_id, worker, digest, size)
-        data = await _read_limited(request, relay.store.blobs.max_blob_size)
-        added = await asyncio.to_thread(relay.store.add, task_id, worker, data, digest)
+        signed = await relay.authorize(request, worker, "blob", digest)
+        reservation = relay.store.reserve(signed.task_id, worker, digest, size)  # the room, before the body
+        if reservation is None:
+            return web.json_response({"hash": digest, "size": size}, status=200)  # its record names it already
+        try:
+            incoming = await _receive(request, relay.store, size)
+            added = await asyncio.to_thread(relay.store.commit, reservation, incoming)
+        finally:
+            relay.store.release(reservation)  # a no-op once committed
     except BlobError as error:  # BodyTooSlow included
         return _refusal(error)
-    return web.json_response({"hash": digest, "size": len(data)}, status=201 if added else 200)
+    return web.json_response({"hash": digest, "size": size}, status=201 if added else 200)
+
+
+def _read_listing(body: bytes) -> list[str]:
+    try:
+        hashes = json.loads(body)["checkpoint_hashes"]
+        if not isinstance(hashes, list) or not hashes:
+            raise ValueError("checkpoint_hashes must be a non-empty list")
+    except (ValueError, KeyError, TypeError) as error:
+        raise BlobRejected(f"malformed checkpoint listing: {error}") from None
+    return hashes
 
 
 async def push_listing(request: web.Request) -> web.Response:
     relay: Relay = request.app[RELAY_KEY]
-    worker = request.match_info["worker_address"]
     task_id, round_index = _route_task(request)
     try:
-        body = await _read_limited(request, 1 << 20)
-        await relay.authorize(request, worker, f"checkpoints/{round_index}", hashlib.sha256(body).hexdigest(),
-                              task_id)
-        try:
-            hashes = json.loads(body)["checkpoint_hashes"]
-            if not isinstance(hashes, list) or not hashes:
-                raise ValueError("checkpoint_hashes must be a non-empty list")
-        except (ValueError, KeyError, TypeError) as error:
-            raise BlobRejected(f"malformed checkpoint listing: {error}") from None
-        relay.store.set_listing(task_id, worker, round_index, hashes)
+        worker = worker_address(request.match_info["worker_address"])
+        body = await _read_limited(request, relay.listing_body_limit)
+        await relay.authorize(request, worker, "checkpoints", hashlib.sha256(body).hexdigest(), task_id, round_index)
+        hashes = await asyncio.to_thread(_read_listing, body)
+        document = await asyncio.to_thread(relay.store.set_listing, task_id, worker, round_index, hashes)
     except BlobError as error:
         return _refusal(error)
-    return web.json_response({"checkpoint_hashes": hashes}, status=201)
+    return web.Response(body=document, status=201, content_type="application/json")
 
 
 async def get_blob(request: web.Request) -> web.StreamResponse:
+    if "worker_address" in request.match_info:
+        try:
+            worker_address(request.match_info["worker_address"])
+        except BlobError as error:
+            return _error(400, str(error))
     return blob_file_response(request.app[RELAY_KEY].store.blobs, request.match_info["digest"])
 
 
 async def get_listing(request: web.Request) -> web.Response:
     task_id, round_index = _route_task(request)
     try:
-        hashes = request.app[RELAY_KEY].store.listing(task_id, request.match_info["worker_address"], round_index)
+        worker = worker_address(request.match_info["worker_address"])
+        document = await asyncio.to_thread(request.app[RELAY_KEY].store.listing, task_id, worker, round_index)
     except BlobNotFound as error:
         return _error(404, str(error))
-    return web.json_response({"checkpoint_hashes": hashes})
+    except BlobError as error:
+        return _error(400, str(error))
+    return web.Response(body=document, content_type="application/json")
 
 
 async def health(request: web.Request) -> web.Response:
@@ -231,9 +261,14 @@ class RelayServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"http://{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}"
 
     async def start(self) -> None:
+        """Listen; a relay given no public URL is known by the one it listens on from then on (ValueError when
+        that is every address: nobody signs a push for 0.0.0.0)."""
+        if not self.relay.known_as and self.host in WILDCARD_HOSTS:
+            raise ValueError(f"a relay listening on every address ({self.host or 'all'}) must be told the URL "
+                             f"workers reach it by (--public-url): pushes are signed for it")
         limits = self.relay.options.limits
         self._runner = web.AppRunner(build_relay_app(self.relay), access_log=None,
                                      keepalive_timeout=limits.header_timeout)
@@ -242,6 +277,8 @@ class RelayServer:
         self._server = await asyncio.get_running_loop().create_server(
             guard.protocol_factory(self._runner.server), self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+        if not self.relay.known_as:
+            self.relay.known_as = (relay_identity(self.url),)
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Sweep until `stopping` is set."""

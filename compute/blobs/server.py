@@ -25,6 +25,7 @@ from aiohttp import web
 
 from .connections import ConnectionGuard, ConnectionLimits, admitted_total
 from .errors import BlobError, BlobHashMismatch, BlobNotFound, BlobTooLarge, InvalidBlobHash
+from .path_names import InvalidPathName, unsigned_id
 from .store import BlobStore, check_blob_hash
 
 STORE_KEY = web.AppKey("store", BlobStore)
@@ -73,15 +74,12 @@ def _slow_body(error: BodyTooSlow) -> web.Response:
 
 
 def _route_task(request: web.Request) -> tuple[int, int]:
+    """The task id and round of the request's path, read strictly (`path_names.unsigned_id`); 400 otherwise."""
     try:
-        task_id, round_index = int(request.match_info["task_id"]), int(request.match_info["round"])
-    except ValueError:
-        raise web.HTTPBadRequest(text=json.dumps({"error": "task id and round must be integers"}),
-                                 content_type="application/json") from None
-    if not (0 <= task_id < 2**64 and 0 <= round_index < 2**64):
-        raise web.HTTPBadRequest(text=json.dumps({"error": "task id and round must be unsigned 64-bit"}),
-                                 content_type="application/json")
-    return task_id, round_index
+        return (unsigned_id(request.match_info["task_id"], "task id"),
+                unsigned_id(request.match_info["round"], "round"))
+    except InvalidPathName as error:
+        raise web.HTTPBadRequest(text=json.dumps({"error": str(error)}), content_type="application/json") from None
 
 
 def blob_file_response(store, digest: str) -> web.StreamResponse:

@@ -583,7 +583,7 @@ class WorkerService:
         await self.report_quality(context, state)
         digest = self.store.put(encode_weights(state.weights))
         if self.relay is not None:
-            await self.relay.push_blobs(progress.task_id, [digest])
+            await self.relay.push_blobs(progress.task_id, rounds, [digest])  # the final report's round
         with self.state.lock:
             progress.final_weights_hash = digest
             self.state.save()
