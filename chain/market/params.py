@@ -167,7 +167,8 @@ class MarketParams:
 
     losing_verdict_penalty_bps: int = 500
     """Share of its stake a validator loses (burned, bonded then unbonding since its vote) for each segment on
-    which the whole validator set decided against its PASS or FAIL vote: a false verdict, or a false GPU
+    which the whole validator set decided against its PASS or FAIL vote, and at least `lazy_verifier_penalty` (a
+    dispute makes every validator replay, whatever the disputer's stake): a false verdict, or a false GPU
     declaration that put it on the committee, costs its maker. 5 %, as a double-signing slash is in the
     Cosmos SDK: like a double signature, a vote that two thirds of the validators' power contradicted is a fault
     the chain proves by itself."""

@@ -20,7 +20,9 @@ since its vote (unbonding before the reveal deadline does not dodge the penalty)
 slash is held the same way (`lifecycle.slash_member`): paid when its reveals check out, burned when it is lazy,
 like the rest of a slash that nobody earned (not handed to the other voters, so that a proposer gains nothing
 by leaving a fellow voter's reveal out of its blocks). A PASS or FAIL voter on the losing side of a segment
-the whole set decided (`tally.losing_voters`) loses `losing_verdict_penalty_bps` of its stake, the same way.
+the whole set decided (`tally.losing_voters`) loses `losing_verdict_penalty_bps` of its stake, and at least
+`lazy_verifier_penalty` (a validator of the smallest stake must not summon the whole set for a pittance), the
+same way.
 Binding the operator address into the commitment stops a validator from copying another's.
 """
 
@@ -122,8 +124,8 @@ def penalize_segment(state: State, ctx: BlockContext, task: Task, commitment: Co
                    validator=encode_address(validator), penalty=burned)
     bps = task.terms.get("losing_verdict_penalty_bps", 0)
     for validator, vote in losing_voters(state, commitment, segment):
-        burned = burn_validator_stake(state, validator, stake_share(state, validator, bps, vote.height),
-                                      since_height=vote.height)
+        owed = max(penalty, stake_share(state, validator, bps, vote.height))
+        burned = burn_validator_stake(state, validator, owed, since_height=vote.height)
         task_event(ctx, task.id, "losing_verdict", round=commitment.round, worker=worker, segment=segment,
                    validator=encode_address(validator), verdict=VERDICT_NAMES[vote.verdict], penalty=burned)
     return lazy
