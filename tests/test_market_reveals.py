@@ -273,3 +273,64 @@ def test_slash_shares_held_when_a_final_report_ends_the_task_are_paid_when_the_r
     # Besides its share it gets only fee-collector rewards (round 0's verifier fees, its round-0 votes unrevealed).
     rewards = sum(int(dict(e.attributes)["amount"]) for o in outputs for e in o.events if e.type == "reward")
     assert chain.balance(voter) == balance + held + rewards
+
+
+def test_a_minority_cannot_define_the_true_replay_digest(make_chain):
+    """Attack (issue 32 item 1): the digest with the most power behind it was the true replay, so one voter of
+    three (a quarter of the power) revealing a digest smaller than the honest one tied with the only honest
+    revealer and won, making it look lazy. Now a digest needs two thirds of the deciding committee's power: with
+    none, nobody is lazy for disagreeing, and only the missing reveal is."""
+    chain = make_chain(accounts=3, validators=4, params={"market": {**PARAMS, "committee_size": 3}})
+    market = Market(chain)
+    task_id = market.open_task(workers=2, collateral=4 * REWARD)
+    market.commit(task_id, 0, market.workers[:2])
+    chain.block()
+    votes = committee_votes(chain, market, task_id)
+    item = votes[0][1]
+    liar, honest, silent = [op for op, i, _, _ in votes if i == item]
+    forged = b"\x00" * 32  # smaller than any honest digest: it won the old tie
+    votes = [(op, i, v, forged if op is liar and i == item else None) for op, i, v, _ in votes]
+    vote(chain, task_id, votes)
+    assert market.task(task_id)["round"] == 1
+    reveals = [(op, i, forged if op is liar and i == item else None) for op, i, _, _ in votes
+               if not (op is silent and i == item)]
+    reveal(chain, task_id, reveals)
+    outputs = chain.advance(REVEAL_WINDOW)
+    lazy = {(a["validator"], a["segment"]) for o in outputs for a in event_actions(o, "lazy_verifier")}
+    assert lazy == {(encode_address(silent.address), str(item["segment"]))}
+
+
+def test_gpu_and_cpu_replays_of_one_segment_are_never_compared(make_chain):
+    """A GPU segment before the whole set (its only declarer left holds too little power): the CPU replayers agree
+    on their digest with two thirds of the power, which makes it their kind's true digest; the declarer's bitwise
+    digest differs, is of the other kind, and is not judged by it (its FAIL still lost, and pays for that)."""
+    from trolly.chain.proto import market_pb2 as pb
+
+    from market_helpers import commit_message
+
+    h100 = "gpu-NVIDIA-H100-80GB-HBM3+driver-550.54.15+cuda-12.4"
+    chain = make_chain(accounts=3, validators=4, stakes=[1_000_000] + [10 * 10**6] * 3, params={"market": PARAMS})
+    market = Market(chain)
+    declarer, withdrawer, *others = chain.operators
+    for operator in (declarer, withdrawer):
+        assert chain.deliver(operator, pb.MsgDeclareReplayGpus(gpus=[h100])).ok  # 11 of 31: more than a third
+    task_id = market.open_task(workers=2, collateral=4 * REWARD)
+    profile = f"torch-2.13.0+cu130/threads-1/isa-avx2/{h100}/deterministic-ftz"
+    output = chain.block(*[chain.tx(w, commit_message(task_id, 0, w.address.hex(), determinism_profile=profile))
+                           for w in market.workers[:2]])
+    assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]
+    assert chain.deliver(withdrawer, pb.MsgDeclareReplayGpus()).ok  # 1 of 31 left: the whole set from the draw
+    chain.block()
+    items = market.to_verify(declarer)
+    bitwise = b"b" * 32
+    vote(chain, task_id, [(declarer, item, VERDICT_FAIL, bitwise) for item in items]
+         + [(op, item, VERDICT_PASS, None) for item in items for op in (withdrawer, *others)])
+    assert market.task(task_id)["round"] == 1
+    commitment = next(iter(market.round_commitments(task_id, 0).values()))
+    assert commitment["escalated"] == [1, 1]
+    reveal(chain, task_id, [(declarer, item, bitwise) for item in items]
+           + [(op, item, None) for item in items for op in (withdrawer, *others)])
+    outputs = chain.advance(REVEAL_WINDOW)
+    assert [a for o in outputs for a in event_actions(o, "lazy_verifier")] == []
+    losing = {a["validator"] for o in outputs for a in event_actions(o, "losing_verdict")}
+    assert losing == {encode_address(declarer.address)}
