@@ -306,7 +306,7 @@ class VerifierService:
                     claim, context.spec, context.dataset, blobs, self.replayer, expected_start_hash=expected,
                     expected_start_source="derived by this verifier", spec_key=context.spec_key,
                     run_replay=lambda function: loop.run_in_executor(self._executor, function))
-        except ProfileNotHere as error:  # trained on a GPU this verifier lacks: it cannot judge, the worker is not at fault
+        except ProfileNotHere as error:  # its GPU here but not its instruction set: no judgement, not the worker's fault
             log.warning("%s: %s; this verifier votes nothing on it", _name(claim), error)
             self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
             return None
