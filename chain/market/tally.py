@@ -2,7 +2,7 @@
 (docs/protocol.md section 4.4).
 
 No set of validators holding under a third of the power may decide a verdict. Sampling alone cannot give that:
-a committee of 7 drawn by stake holds 5 or more members of a one-third coalition about 4.5 % of the time, so
+a committee of 7 drawn by stake holds 5 or more members of a one-third coalition several percent of the time, so
 two thirds of a committee is no safeguard. So a sampled committee decides a segment alone only when nobody on
 it dissents: once every member voted the same way, or, when the verification window closes, when the members
 that voted all voted the same way and hold two thirds of the committee's power (so that one absent member does
