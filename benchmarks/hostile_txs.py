@@ -61,6 +61,15 @@ def genesis_app_state(fee_per_byte: int = 1) -> dict:
     }
 
 
+PLAUSIBLE_GPUS = ["gpu-NVIDIA-H100-80GB-HBM3+driver-550.54.15+cuda-12.4",
+                  "gpu-NVIDIA-A100-SXM4-40GB+driver-535.104.05+cuda-12.2"]
+plausible_profile = st.sampled_from(
+    ["torch-2.13.0+cpu/threads-1/isa-avx2/deterministic-ftz", "torch-2.13.0+cpu/threads-4/isa-default/deterministic-ftz",
+     "cpu-t1", "torch-2.13.0+cpu/threads-1/isa-avx512/deterministic-ftz"]
+    + [f"torch-2.13.0+cu130/threads-1/isa-avx2/{gpu}/deterministic-ftz" for gpu in PLAUSIBLE_GPUS])
+"""Profiles the chain knows (CPU, and GPU ones the fuzz's validators may declare) and a few it refuses."""
+
+
 # -- hostile field values --------------------------------------------------------------------------------------
 EDGE_U64 = [0, 1, 2, 999_999, 1_000_000, 10**9, (1 << 31), (1 << 32), (1 << 63) - 1, 1 << 63, U64_MAX - 1, U64_MAX]
 u64 = st.sampled_from(EDGE_U64) | st.integers(0, U64_MAX) | st.integers(0, 10_000_000)
@@ -188,11 +197,11 @@ MESSAGES = {
         st.builds(market_pb2.MsgDeliverKey, task_id=st.integers(1, 12), recipient=known_address,
                   sealed_key=st.binary(min_size=80, max_size=80)),
         st.builds(market_pb2.MsgDeliverKey, task_id=small_id | u64, recipient=address, sealed_key=st.binary(max_size=200))),
-    "commit_round": either(
+    "commit_round": either(  # plausible ones reach sampling; GPU ones pass only once enough validators declared
         st.builds(market_pb2.MsgCommitRound, task_id=st.integers(1, 12), round=st.integers(0, 2),
                   update_hash=st.binary(min_size=32, max_size=32), samples_processed=st.just(80),
                   steps=st.just(10), checkpoint_root=st.binary(min_size=32, max_size=32), num_checkpoints=st.just(3),
-                  start_weights_hash=st.binary(min_size=32, max_size=32), determinism_profile=st.just("cpu-t1")),
+                  start_weights_hash=st.binary(min_size=32, max_size=32), determinism_profile=plausible_profile),
         st.builds(market_pb2.MsgCommitRound, task_id=small_id | u64, round=st.integers(0, 3) | u32,
                   update_hash=digest32, samples_processed=u64, steps=st.integers(0, 12) | u64,
                   checkpoint_root=digest32, num_checkpoints=st.integers(0, 4) | u32,
@@ -212,9 +221,8 @@ MESSAGES = {
         st.builds(market_pb2.MsgRevealReplay, task_id=small_id | u64, round=st.integers(0, 3) | u32,
                   worker=address, segment=st.integers(0, 3) | u32, salt=digest32, replay_digest=digest32)),
     "declare_replay_gpus": either(
-        st.builds(market_pb2.MsgDeclareReplayGpus, gpus=st.lists(
-            st.sampled_from(["gpu-NVIDIA-H100-80GB-HBM3+driver-550.54.15+cuda-12.4",
-                             "gpu-NVIDIA-A100-SXM4-40GB+driver-535.104.05+cuda-12.2"]), max_size=2, unique=True)),
+        st.builds(market_pb2.MsgDeclareReplayGpus, gpus=st.lists(st.sampled_from(PLAUSIBLE_GPUS), max_size=2,
+                                                                 unique=True)),
         st.builds(market_pb2.MsgDeclareReplayGpus, gpus=st.lists(text, max_size=10))),
 }
 """Every message type of the chain, each with hostile contents (and plausible ones, to reach deep paths)."""

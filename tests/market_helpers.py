@@ -41,6 +41,8 @@ MARKET_PARAMS = {
     "sampling_delay": 1,
     "min_round_blocks": 2,
 }
+CPU_PROFILE = "torch-2.13.0+cpu/threads-1/isa-avx2/deterministic-ftz"
+"""The determinism profile of the synthetic commitments: a CPU profile of the form the chain knows."""
 STAKE = 2_000_000
 REWARD = 1_000_000
 BATCH = SPEC["training"]["batch_size"]
@@ -77,7 +79,7 @@ def commit_message(task_id: int, round_: int, worker_label: str, steps: int = IN
                   residual_hash=digest(f"residual/{worker_label}/{round_}"),
                   num_checkpoints=-(-steps // checkpoint_every) + 1,
                   start_weights_hash=start if start is not None else digest(f"weights/{round_}"),
-                  determinism_profile="cpu-x86_64-avx2-t1")
+                  determinism_profile=CPU_PROFILE)
     fields.update(overrides)
     return pb.MsgCommitRound(**fields)
 

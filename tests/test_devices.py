@@ -56,15 +56,21 @@ def gpu_profile_id(replayer: Replayer, gpu: str) -> str:
     return DeterminismProfile(instruction_set=replayer.in_process_instruction_set, device="cuda", gpu=gpu).id
 
 
-def test_a_verifier_without_the_committed_gpu_votes_nothing_rather_than_fail():
+def test_a_verifier_without_the_committed_gpu_replays_its_cpu_part_within_the_tolerance():
+    """The whole validator set's check of a disputed GPU segment (issue 32 item 1): a verifier without that GPU
+    replays the profile's CPU part, which every verifier replays the same, and judges within the tolerance."""
     replayer = Replayer(children=False)
     replayer.gpu = None  # as on a machine without CUDA, whatever this one has
-    with pytest.raises(ProfileNotHere, match="no GPU") as refusal:
-        replayer.plan(spec(), gpu_profile_id(replayer, H100))
-    assert isinstance(refusal.value, VerifierError) and not isinstance(refusal.value, ProfileRefused)
+    profile = gpu_profile_id(replayer, H100)
+    plan = replayer.plan(spec(), profile)
+    assert (plan.where, plan.gpu, plan.instruction_set) == ("process", None, replayer.in_process_instruction_set)
     replayer.gpu = gpu_profile_part("NVIDIA A100-SXM4-40GB", "550.54.15", "12.4")
-    with pytest.raises(ProfileNotHere, match="A100"):
-        replayer.plan(spec(), gpu_profile_id(replayer, H100))
+    assert replayer.plan(spec(), profile).gpu is None  # another GPU: on the CPU too
+    replayer.gpu = H100
+    replayer.in_process_instruction_set = "other"  # its own GPU, but not the profile's instruction set here
+    with pytest.raises(ProfileNotHere, match="H100") as refusal:
+        replayer.plan(spec(), profile)
+    assert isinstance(refusal.value, VerifierError) and not isinstance(refusal.value, ProfileRefused)
     replayer.close()
 
 

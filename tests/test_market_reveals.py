@@ -67,19 +67,36 @@ def test_honest_reveals_earn_the_held_fee_and_a_missing_one_loses_it_and_pays_th
     assert stake(chain, honest) == stakes[honest.address]
 
 
-def test_a_vote_committed_to_a_guessed_digest_disagrees_with_the_majority_and_is_penalised(make_chain):
-    chain, market, task_id, items = setup(make_chain, validators=4)
-    ops = chain.operators
-    guesser, guess = ops[2], b"g" * 32
-    votes = [(guesser, items[0], VERDICT_PASS, guess)] + [(op, items[0], VERDICT_PASS, None) for op in ops[:2]]
-    votes += [(op, item, VERDICT_PASS, None) for item in items[1:] for op in (ops[0], ops[1], ops[3])]
+def committee_votes(chain, market, task_id, verdict=VERDICT_PASS):
+    """(operator, item, verdict, None) for every member of every sampled segment's committee in round 0."""
+    by_address = {encode_address(op.address): op for op in chain.operators}
+    votes = []
+    for worker, commitment in market.round_commitments(task_id, 0).items():
+        for segment, committee in zip(commitment["segments"], commitment["committees"]):
+            item = {"worker": worker, "round": 0, "segment": segment}
+            votes += [(by_address[member], item, verdict, None) for member in committee]
+    return votes
+
+
+def test_a_vote_committed_to_a_guessed_digest_disagrees_with_the_true_one_and_is_penalised(make_chain):
+    """A committee of three (of four validators) votes PASS unanimously; two reveal the replay's digest, two thirds
+    of the committee's power, which makes it the true one, and the third reveals a guess: it is lazy."""
+    chain = make_chain(accounts=3, validators=4, params={"market": {**PARAMS, "committee_size": 3}})
+    market = Market(chain)
+    task_id = market.open_task(workers=2, collateral=4 * REWARD)
+    market.commit(task_id, 0, market.workers[:2])
+    chain.block()
+    votes = committee_votes(chain, market, task_id)
+    guess = b"g" * 32
+    guesser, guessed = votes[0][0], votes[0][1]
+    votes[0] = (guesser, guessed, VERDICT_PASS, guess)
     vote(chain, task_id, votes)
-    assert market.task(task_id)["round"] == 1
+    assert market.task(task_id)["round"] == 1  # every committee voted, unanimously: decided at once
     reveal(chain, task_id, [(op, item, replayed) for op, item, _, replayed in votes])
     outputs = chain.advance(REVEAL_WINDOW)
     lazy = [a for o in outputs for a in event_actions(o, "lazy_verifier")]
     assert [(a["validator"], a["segment"]) for a in lazy] == [(encode_address(guesser.address),
-                                                               str(items[0]["segment"]))]
+                                                               str(guessed["segment"]))]
 
 
 def test_an_unavailable_vote_replays_nothing_and_is_not_held_to_the_majority_digest(make_chain):
@@ -186,13 +203,14 @@ def test_an_unbonding_entry_from_before_the_vote_is_not_penalised(make_chain):
 
 
 def test_a_fail_voter_is_paid_its_share_of_a_slash_at_the_reveal_and_a_lazy_one_s_share_is_burned(make_chain):
-    """Three FAIL voters (powers 20, 10, 10 of 50) slash a cheater: their shares (half the collateral, by power)
-    are held, not paid, until the reveal window closes; then the one whose reveal checks out is paid exactly
-    its share, and the shares of the one that revealed another digest and the one that revealed nothing are
-    burned."""
+    """Four FAIL voters (powers 20, 10, 10, 40 of 80) slash a cheater: their shares (half the collateral, by
+    power) are held, not paid, until the reveal window closes; then the two whose reveals agree (60 of 80, two
+    thirds of the deciding set: the true digest) are paid exactly their shares, and the shares of the one that
+    revealed another digest and the one that revealed nothing are burned."""
     from trolly.chain.accounts import get_supply
 
-    chain = make_chain(accounts=3, validators=4, stakes=[20 * 10**6] + [10 * 10**6] * 3, params={"market": PARAMS})
+    chain = make_chain(accounts=3, validators=4, stakes=[20 * 10**6] + [10 * 10**6] * 2 + [40 * 10**6],
+                       params={"market": PARAMS})
     market = Market(chain)
     collateral = 4 * REWARD
     task_id = market.open_task(workers=2, collateral=collateral)
@@ -202,9 +220,10 @@ def test_a_fail_voter_is_paid_its_share_of_a_slash_at_the_reveal_and_a_lazy_one_
     cheater = encode_address(market.workers[0].address)
     bad = next(item for item in items if item["worker"] == cheater)
     honest_items = [item for item in items if item["worker"] != cheater]
-    revealer, guesser, silent = chain.operators[:3]
-    voters = (revealer, guesser, silent)
-    shares = {revealer: collateral // 4, guesser: collateral // 8, silent: collateral // 8}  # 50 % by power
+    revealer, guesser, silent, backer = chain.operators[:4]
+    voters = (revealer, guesser, silent, backer)
+    shares = {revealer: collateral // 8, guesser: collateral // 16, silent: collateral // 16,
+              backer: collateral // 4}  # 50 % by power
     balances = {op: chain.balance(op) for op in voters}
     guess = b"g" * 32  # the guesser's FAIL vote commits to a digest it did not replay
     output = vote(chain, task_id, [(op, bad, VERDICT_FAIL, guess if op is guesser else None) for op in voters]
@@ -212,20 +231,20 @@ def test_a_fail_voter_is_paid_its_share_of_a_slash_at_the_reveal_and_a_lazy_one_
     assert [(a["held_for_verifiers"], a["burned"]) for a in event_actions(output, "slash")] == \
         [(str(collateral // 2), str(collateral // 2))]
     validator_fee = (REWARD // 2) * 200 // 10_000
-    assert sum(chain.balance(op) - balances[op] for op in voters) < validator_fee  # no slash share paid yet
+    assert sum(chain.balance(op) - balances[op] for op in voters) <= validator_fee  # no slash share paid yet
     balances, supply = {op: chain.balance(op) for op in voters}, get_supply(chain.state)
 
-    reveal(chain, task_id, [(revealer, item, None) for item in [bad] + honest_items]
+    reveal(chain, task_id, [(op, item, None) for item in [bad] + honest_items for op in (revealer, backer)]
            + [(guesser, bad, guess)] + [(guesser, item, None) for item in honest_items])
     outputs = chain.advance(REVEAL_WINDOW)
     paid = [(a["validator"], int(a["amount"])) for o in outputs for a in event_actions(o, "slash_share_paid")]
     burned = [(a["validator"], int(a["amount"])) for o in outputs for a in event_actions(o, "slash_share_burned")]
-    assert paid == [(encode_address(revealer.address), shares[revealer])]
+    assert sorted(paid) == sorted((encode_address(op.address), shares[op]) for op in (revealer, backer))
     assert sorted(burned) == sorted((encode_address(op.address), shares[op]) for op in (guesser, silent))
-    # The revealer's gain is its share and half the honest worker's verifier fee (the guesser's PASS reveals
-    # checked out, so it takes the other half); the others are paid nothing of the slash.
-    assert chain.balance(revealer) - balances[revealer] == shares[revealer] + VERIFIER_FEE // 2
-    assert chain.balance(guesser) - balances[guesser] == VERIFIER_FEE // 2
+    # The revealer's gain is its share and a third of the honest worker's verifier fee (the guesser's PASS
+    # reveals checked out, so it and the backer take the rest); the others are paid nothing of the slash.
+    assert chain.balance(revealer) - balances[revealer] == shares[revealer] + VERIFIER_FEE // 3
+    assert chain.balance(guesser) - balances[guesser] == VERIFIER_FEE // 3
     assert chain.balance(silent) == balances[silent]
     penalties = sum(int(a["penalty"]) for o in outputs
                     for a in event_actions(o, "lazy_verifier") + event_actions(o, "dropped"))
@@ -254,3 +273,64 @@ def test_slash_shares_held_when_a_final_report_ends_the_task_are_paid_when_the_r
     # Besides its share it gets only fee-collector rewards (round 0's verifier fees, its round-0 votes unrevealed).
     rewards = sum(int(dict(e.attributes)["amount"]) for o in outputs for e in o.events if e.type == "reward")
     assert chain.balance(voter) == balance + held + rewards
+
+
+def test_a_minority_cannot_define_the_true_replay_digest(make_chain):
+    """Attack (issue 32 item 1): the digest with the most power behind it was the true replay, so one voter of
+    three (a quarter of the power) revealing a digest smaller than the honest one tied with the only honest
+    revealer and won, making it look lazy. Now a digest needs two thirds of the deciding committee's power: with
+    none, nobody is lazy for disagreeing, and only the missing reveal is."""
+    chain = make_chain(accounts=3, validators=4, params={"market": {**PARAMS, "committee_size": 3}})
+    market = Market(chain)
+    task_id = market.open_task(workers=2, collateral=4 * REWARD)
+    market.commit(task_id, 0, market.workers[:2])
+    chain.block()
+    votes = committee_votes(chain, market, task_id)
+    item = votes[0][1]
+    liar, honest, silent = [op for op, i, _, _ in votes if i == item]
+    forged = b"\x00" * 32  # smaller than any honest digest: it won the old tie
+    votes = [(op, i, v, forged if op is liar and i == item else None) for op, i, v, _ in votes]
+    vote(chain, task_id, votes)
+    assert market.task(task_id)["round"] == 1
+    reveals = [(op, i, forged if op is liar and i == item else None) for op, i, _, _ in votes
+               if not (op is silent and i == item)]
+    reveal(chain, task_id, reveals)
+    outputs = chain.advance(REVEAL_WINDOW)
+    lazy = {(a["validator"], a["segment"]) for o in outputs for a in event_actions(o, "lazy_verifier")}
+    assert lazy == {(encode_address(silent.address), str(item["segment"]))}
+
+
+def test_gpu_and_cpu_replays_of_one_segment_are_never_compared(make_chain):
+    """A GPU segment before the whole set (its only declarer left holds too little power): the CPU replayers agree
+    on their digest with two thirds of the power, which makes it their kind's true digest; the declarer's bitwise
+    digest differs, is of the other kind, and is not judged by it (its FAIL still lost, and pays for that)."""
+    from trolly.chain.proto import market_pb2 as pb
+
+    from market_helpers import commit_message
+
+    h100 = "gpu-NVIDIA-H100-80GB-HBM3+driver-550.54.15+cuda-12.4"
+    chain = make_chain(accounts=3, validators=4, stakes=[1_000_000] + [10 * 10**6] * 3, params={"market": PARAMS})
+    market = Market(chain)
+    declarer, withdrawer, *others = chain.operators
+    for operator in (declarer, withdrawer):
+        assert chain.deliver(operator, pb.MsgDeclareReplayGpus(gpus=[h100])).ok  # 11 of 31: more than a third
+    task_id = market.open_task(workers=2, collateral=4 * REWARD)
+    profile = f"torch-2.13.0+cu130/threads-1/isa-avx2/{h100}/deterministic-ftz"
+    output = chain.block(*[chain.tx(w, commit_message(task_id, 0, w.address.hex(), determinism_profile=profile))
+                           for w in market.workers[:2]])
+    assert all(r.ok for r in output.tx_results), [r.log for r in output.tx_results]
+    assert chain.deliver(withdrawer, pb.MsgDeclareReplayGpus()).ok  # 1 of 31 left: the whole set from the draw
+    chain.block()
+    items = market.to_verify(declarer)
+    bitwise = b"b" * 32
+    vote(chain, task_id, [(declarer, item, VERDICT_FAIL, bitwise) for item in items]
+         + [(op, item, VERDICT_PASS, None) for item in items for op in (withdrawer, *others)])
+    assert market.task(task_id)["round"] == 1
+    commitment = next(iter(market.round_commitments(task_id, 0).values()))
+    assert commitment["escalated"] == [1, 1]
+    reveal(chain, task_id, [(declarer, item, bitwise) for item in items]
+           + [(op, item, None) for item in items for op in (withdrawer, *others)])
+    outputs = chain.advance(REVEAL_WINDOW)
+    assert [a for o in outputs for a in event_actions(o, "lazy_verifier")] == []
+    losing = {a["validator"] for o in outputs for a in event_actions(o, "losing_verdict")}
+    assert losing == {encode_address(declarer.address)}

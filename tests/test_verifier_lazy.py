@@ -20,7 +20,10 @@ from wallet_helpers import FakeNode, dev_app_state
 
 LAZY = dev_key(5)
 LAZY_CONSENSUS = dev_key(8)
-LAZY_STAKE = 6 * 10**6  # power 6 beside the honest validator's 10: neither decides a segment alone
+LAZY_STAKE = 4 * 10**6
+"""Power 4 beside the honest validator's 10: under a third, so the honest replay's digest holds the two thirds that
+make it the true one (a minority never defines it, issue 32 item 1); the lazy verifier passes first in each loop
+(it replays nothing), so its votes are cast before the honest ones decide the segments."""
 PENALTY = 500_000
 PARAMS = {**MARKET_PARAMS, "verification_window": 200, "reveal_window": 100, "lazy_verifier_penalty": PENALTY}
 
@@ -53,8 +56,8 @@ def test_a_verifier_voting_pass_without_replaying_loses_its_fee_and_pays_the_pen
             for key in (VALIDATOR, LAZY):
                 stakes[key.address] = int((await client.query_json(f"/validator/{encode_address(key.address)}"))["stake"])
             for _ in range(600):
-                await honest.run_once()
                 await lazy.run_once()
+                await honest.run_once()
                 view = await client.query_json(f"/validator/{encode_address(LAZY.address)}")
                 if int(view["stake"]) < stakes[LAZY.address]:
                     break
@@ -79,7 +82,10 @@ def test_a_verifier_voting_pass_without_replaying_loses_its_fee_and_pays_the_pen
         assert all(by_voter[encode_address(LAZY.address)].values())  # it revealed, but not what a replay gives
         honest_digests = {d for d in by_voter[encode_address(VALIDATOR.address)].values() if d}
         assert honest_digests and not honest_digests & set(by_voter[encode_address(LAZY.address)].values())
-        assert VoteRecord(tmp_path / "honest" / "votes.sqlite").reveal_counts().get("sent", 0) >= 6
+        # A vote the chain accepted after others decided its segment is not revealed (that reveal would be refused,
+        # and the round's other reveals with it): late, never refused.
+        counts = VoteRecord(tmp_path / "honest" / "votes.sqlite").reveal_counts()
+        assert counts.get("sent", 0) + counts.get("late", 0) >= 6 and not counts.get("refused"), counts
 
     try:
         asyncio.run(main())

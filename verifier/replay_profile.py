@@ -9,14 +9,17 @@ that could commit a profile some verifiers only judge within a tolerance would m
 onto the tolerance, where an fp16 cheat passes most segments; refusing it leaves every verdict bitwise.
 
 A GPU profile (`torch-<v>/threads-<n>/isa-<set>/gpu-<model>+driver-<v>+cuda-<v>/<mode>`, `compute/devices.py`)
-replays bit for bit only on the same GPU model, driver and CUDA build. A verifier whose own GPU is another (or
-that has none) cannot judge it and the worker is not at fault: `ProfileNotHere`, and the verifier votes nothing
-on the segment (`service.py`), as a verifier without a task's base model does. The chain does not yet draw
-committees by what their verifiers can replay (docs/protocol.md 4.4a says what it would need), so a GPU round
-whose committee holds no such verifier settles unverified rather than failed.
+replays bit for bit only on the same GPU model, driver and CUDA build. The chain draws a GPU segment's committee
+from the validators that declared that GPU, and sends a disputed one to the whole validator set
+(docs/protocol.md 4.4), whose members mostly lack it: such a verifier replays the profile's CPU part (its thread
+count and instruction set, bit for bit the same on every verifier, so their digests agree) and judges the GPU's
+bytes within the tolerance (`tolerance.py`), since nothing random runs in a step. Only a verifier that can run
+neither (its own GPU but another instruction set in process, or an instruction set it cannot start) cannot judge
+it: `ProfileNotHere`, and it votes nothing on the segment (`service.py`).
 
-The tolerance comparison stays available to measurements only (`Replayer(tolerance_fallback=True)`, the
-benchmark's calibration of what such a fallback would let through).
+For CPU profiles the tolerance comparison stays available to measurements only (`Replayer(tolerance_fallback=True)`,
+the benchmark's calibration of what such a fallback would let through); a GPU segment judged on a CPU is its one
+use in a vote.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ class ReplayPlan:
     where: str  # "process", "child" or "tolerance"
     threads: int
     instruction_set: str
-    gpu: str | None = None  # a GPU profile's GPU part: replayed on this process's own GPU
+    gpu: str | None = None  # a GPU profile's GPU part: replayed on this process's own GPU (None: on the CPU)
 
 
 class Replayer:
@@ -148,11 +151,14 @@ class Replayer:
             raise ProfileRefused(f"the spec requires instruction set {spec.determinism.instruction_set}, "
                                  f"the commitment names {instruction_set}")
         gpu = profile_gpu(committed_profile)
+        if gpu is not None and threads <= MAX_REPLAY_THREADS:
+            if gpu == self.gpu and instruction_set == self.in_process_instruction_set:
+                return ReplayPlan("process", threads, instruction_set, gpu)
+            if gpu != self.gpu:  # the chain put it here only for the whole set's check: its CPU part, in tolerance
+                return self.cpu_plan_for_gpu(threads, instruction_set, gpu)
         if gpu is not None:
-            if gpu != self.gpu or instruction_set != self.in_process_instruction_set or threads > MAX_REPLAY_THREADS:
-                raise ProfileNotHere(f"the segment was trained on {gpu} under isa-{instruction_set}; this verifier "
-                                     f"replays {self.gpu or 'no GPU'} under isa-{self.in_process_instruction_set}")
-            return ReplayPlan("process", threads, instruction_set, gpu)
+            raise ProfileNotHere(f"the segment was trained on {gpu} under isa-{instruction_set}; this verifier "
+                                 f"replays {self.gpu or 'no GPU'} under isa-{self.in_process_instruction_set}")
         if threads > MAX_REPLAY_THREADS:
             if not self.tolerance_fallback:
                 raise ProfileRefused(f"the committed profile claims {threads} threads; at most {MAX_REPLAY_THREADS} "
@@ -166,6 +172,17 @@ class Replayer:
             raise ProfileRefused(f"this verifier cannot replay instruction set {instruction_set} exactly "
                                  f"(its CPU runs {self.instruction_set}); a segment it cannot replay exactly is FAIL")
         return ReplayPlan("tolerance", spec.determinism.threads, self.instruction_set)
+
+    def cpu_plan_for_gpu(self, threads: int, instruction_set: str, gpu: str) -> ReplayPlan:
+        """The plan for a GPU-trained segment on a verifier without that GPU: the profile's CPU part (its thread
+        count and instruction set, which every verifier replays bit for bit, so that such replays agree with each
+        other and their digests can be compared), judged against the GPU's bytes within the tolerance."""
+        if instruction_set == self.in_process_instruction_set:
+            return ReplayPlan("process", threads, instruction_set)
+        if instruction_set in self.exact_instruction_sets:
+            return ReplayPlan("child", threads, instruction_set)
+        raise ProfileNotHere(f"the segment was trained on {gpu} under isa-{instruction_set}; this verifier has "
+                             f"neither that GPU nor a way to run isa-{instruction_set}")
 
     def trainer(self, spec: TaskSpec, dataset: Dataset, profile: DeterminismProfile, spec_key: str) -> Trainer:
         key = (spec_key, dataset.manifest_hash, profile.threads, profile.device)

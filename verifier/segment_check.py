@@ -21,7 +21,8 @@ The steps, in order (each failure ends the check with its reason):
    replay's own turn when checkpoint i + 1 is fetched by then, which it usually is), under the committed
    profile: its thread count here, another instruction set in a child process (`isa_child_replay.py`). A profile this
    verifier cannot replay exactly is a FAIL (`replay_profile.py`): only the instruction sets every verifier replays
-   are accepted, so no worker can move itself onto a tolerance.
+   are accepted, so no worker can move itself onto a tolerance. A GPU profile this verifier's GPU does not match
+   is replayed on its CPU part and judged within the tolerance (the whole set's check of a disputed GPU segment).
 5. The update check, once per (worker, round) and shared by its sampled segments, those verified at the same
    time included (`update_check.py`): the committed update must be the codec's encoding of W_r - W_end plus the
    previous committed residual, and the committed residual what it leaves out. A mismatch turns this segment's

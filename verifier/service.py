@@ -306,7 +306,7 @@ class VerifierService:
                     claim, context.spec, context.dataset, blobs, self.replayer, expected_start_hash=expected,
                     expected_start_source="derived by this verifier", spec_key=context.spec_key,
                     run_replay=lambda function: loop.run_in_executor(self._executor, function))
-        except ProfileNotHere as error:  # trained on a GPU this verifier lacks: it cannot judge, the worker is not at fault
+        except ProfileNotHere as error:  # its GPU here but not its instruction set: no judgement, not the worker's fault
             log.warning("%s: %s; this verifier votes nothing on it", _name(claim), error)
             self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
             return None
@@ -432,7 +432,9 @@ class VerifierService:
 
     async def _reveal_due(self) -> None:
         """Reveal the replay digests of included votes whose round has settled, one transaction per round;
-        votes whose reveal window has closed are marked missed."""
+        votes whose reveal window has closed are marked missed, and votes the chain accepted without counting
+        them (the segment was decided before they arrived) late: revealing one would be refused, and with it the
+        whole transaction of the round's reveals."""
         pending: dict[tuple[int, int], list[tuple]] = {}
         for key, salt, digest in self.record.unrevealed():
             pending.setdefault((key[0], key[1]), []).append((key, salt, digest))
@@ -443,13 +445,19 @@ class VerifierService:
                 log.debug("task %d round %d not readable for reveals yet: %s", task_id, round_, error)
                 continue
             deadlines = {c.worker: c.reveal_deadline for c in details.commitments}
-            ready, missed = [], []
+            counted = {(c.worker, v.segment) for c in details.commitments for v in c.verdicts
+                       if v.validator == self.address}
+            ready, missed, late = [], [], []
             for key, salt, digest in entries:
                 deadline = deadlines.get(key[2], 0)
-                if deadline and self.progress.height > deadline:
+                if deadline and (key[2], key[3]) not in counted:
+                    late.append(key)  # accepted after others decided it (`verdict_late`): nothing to reveal
+                elif deadline and self.progress.height > deadline:
                     missed.append(key)
                 elif deadline:
                     ready.append((key, salt, digest))
+            if late:
+                self.record.mark_revealed(late, "late")
             if missed:
                 self.record.mark_revealed(missed, "missed")
                 log.warning("task %d round %d: the reveal window closed before %d reveals", task_id, round_, len(missed))

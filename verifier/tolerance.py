@@ -6,6 +6,11 @@ any difference at all is a different computation. The verifier runs the committe
 can: the thread count is set per replay and another instruction set runs in a child process
 (`replay_profile.py`, `isa_child_replay.py`). That is the normal path, and the one every target of issue 6 is met on.
 
+A GPU-trained segment on a verifier without that GPU (the whole validator set's check of a disputed GPU segment,
+docs/protocol.md 4.4) is replayed on the CPU under the profile's own thread count and instruction set and judged
+by this rule too: nothing random runs in a step, so it is the same computation up to rounding. That the GPU's
+drift from the CPU stays inside these thresholds is assumed, not yet measured on a GPU (docs/security.md).
+
 Fallback, when this CPU lacks the committed instruction set: float sums are reassociated and the bytes
 differ a little, so we compare numbers. The error of a tensor group is the L2 distance between replay and
 claim, relative to how far the segment moved that group (start to claim):

@@ -12,7 +12,8 @@ The row is written *before* the transaction is broadcast and holds the exact sig
 re-sends those same bytes (same nonce, same signature) instead of signing a second vote. A validator's votes
 of one pass on one round share one transaction (several rows, the same signed bytes). Beside each vote the
 `replays` table keeps the salt and replay digest its commitment hides, written with the vote, until the reveal
-(`reveal`: '' not yet, `sent`, `refused`, `missed` when the window closed first). `attempts` counts
+(`reveal`: '' not yet, `sent`, `refused`, `missed` when the window closed first, `late` when the chain
+accepted the vote without counting it, the segment being decided already). `attempts` counts
 failed tries to fetch a segment's checkpoints, so the retry budget before voting UNAVAILABLE survives a
 restart too.
 """

@@ -175,6 +175,11 @@ class Commitment(MarketView):
     verdicts: tuple[Vote, ...]
     committees: tuple[Committee, ...]
     escalated: tuple[int, ...]
+    """Per segment: 1 once the whole validator set decides it (two thirds of its power), 0 while its sampled
+    committee does (only unanimously)."""
+    drawn: tuple[int, ...]
+    """Per segment: how many of its committee's first members were drawn and had to agree (0: the whole set from
+    the draw)."""
     held_verifier_fee: int
     reveal_deadline: int
 

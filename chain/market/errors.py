@@ -218,3 +218,18 @@ class LeavePending(MarketError):
     """The member already asked to leave; it leaves when the round its commitment is in settles."""
 
     code = 70
+
+
+# Codes 80.. belong to verdicts that no minority decides (issue 32 item 1).
+class UnknownProfile(MarketError):
+    """A commitment's determinism profile is not one the chain knows: neither a CPU profile of a replayable
+    instruction set nor one naming a GPU some validator declared (`market.profiles`)."""
+
+    code = 80
+
+
+class TooFewReplayers(MarketError):
+    """A commitment names a GPU whose declared replayers (the worker aside) hold no more than a third of the
+    validators' power: a coalition under a third could be all of them, so no work on it is accepted yet."""
+
+    code = 81

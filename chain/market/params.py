@@ -160,11 +160,18 @@ class MarketParams:
 
     committee_size: int = 7
     """k: validators drawn by stake, from the sampling seed, to verify each sampled segment (all of them when
-    fewer are eligible). A segment is decided by two thirds of its committee's power."""
+    fewer are eligible; a GPU segment's committee grows past k until it holds more than a third of the power). A
+    committee decides alone only when it is unanimous; any dissent sends the segment to the whole validator set
+    (`market.tally`). A coalition holding a share a of the power fills every seat of a committee drawn by power,
+    and so decides a segment alone, with probability at most a^k."""
 
-    escalated_committee_size: int = 21
-    """Size of the committee a split segment escalates to (no two thirds either way when the verification
-    window closes): a fresh draw of this many validators (all of them when fewer), with a fresh window."""
+    losing_verdict_penalty_bps: int = 500
+    """Share of its stake a validator loses (burned, bonded then unbonding since its vote) for each segment on
+    which the whole validator set decided against its PASS or FAIL vote, and at least `lazy_verifier_penalty` (a
+    dispute makes every validator replay, whatever the disputer's stake): a false verdict, or a false GPU
+    declaration that put it on the committee, costs its maker. 5 %, as a double-signing slash is in the
+    Cosmos SDK: like a double signature, a vote that two thirds of the validators' power contradicted is a fault
+    the chain proves by itself."""
 
     reveal_window: int = 10
     """Blocks after a round's verification in which each voter reveals the replay digest its vote committed to.
@@ -181,12 +188,13 @@ class MarketParams:
             raise InvalidRequest("market.seed_from_extensions must be 0 or 1")
         if not 1 <= self.seed_choices <= 64:
             raise InvalidRequest("market.seed_choices must be within 1..64")
-        if self.committee_size < 1 or self.escalated_committee_size < self.committee_size:
-            raise InvalidRequest("market.committee_size must be >= 1 and escalated_committee_size >= committee_size")
+        if self.committee_size < 1:
+            raise InvalidRequest("market.committee_size must be >= 1")
         if (self.verification_window < 1 or self.min_round_blocks < 1 or self.worker_unbonding_blocks < 1
                 or self.reveal_window < 1):
             raise InvalidRequest("market windows and periods must be at least one block")
-        for name in ("validator_fee_bps", "verifier_fee_bps", "slash_verifier_bps", "missed_round_penalty_bps"):
+        for name in ("validator_fee_bps", "verifier_fee_bps", "slash_verifier_bps", "missed_round_penalty_bps",
+                     "losing_verdict_penalty_bps"):
             if not 0 <= getattr(self, name) <= 10_000:
                 raise InvalidRequest(f"market.{name} must be within 0..10000 basis points")
 
@@ -199,7 +207,8 @@ class MarketParams:
 
 def longest_reveal_wait(params: MarketParams) -> int:
     """The most blocks from a vote to its round's reveal deadline: the verification window, a second one when a
-    split segment escalates (`round_lifecycle.escalate_split_segments`), then the reveal window."""
+    segment escalates to the whole validator set (`round_lifecycle.escalate_to_whole_set`), then the reveal
+    window."""
     return 2 * params.verification_window + params.reveal_window
 
 

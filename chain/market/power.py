@@ -30,6 +30,16 @@ def powered_operators(state: State) -> list[tuple[bytes, int]]:
     return sorted((operator, power) for operator, power in found if power > 0)
 
 
+def stake_share(state: State, operator: bytes, bps: int, since_height: int) -> int:
+    """`bps` basis points of what `burn_validator_stake` could take from the validator for a fault at
+    `since_height`: its bonded stake and what it unbonded at or after that height."""
+    validator = validators.get_validator(state, operator)
+    bonded = validator.stake if validator is not None else 0
+    unbonding = sum(entry.amount for entry in validators.unbonding_entries_of(state, operator)
+                    if entry.creation_height >= since_height)
+    return (bonded + unbonding) * bps // 10_000
+
+
 def burn_validator_stake(state: State, operator: bytes, amount: int, since_height: int) -> int:
     """Burn up to `amount` of a validator's stake for a fault committed at `since_height`; returns what was
     burned. Bonded stake goes first, then the unbonding entries created at or after that height, oldest

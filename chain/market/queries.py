@@ -25,9 +25,9 @@ What one query costs is bounded by chain params, never by how long a task has ru
 task record (one entry, whose list of closed rounds' start hashes is at most `max_rounds` long) and its members
 (at most 2 x `workers_wanted`, replacements included, and `workers_wanted` <= `max_workers`); a round page
 visits at most as many members and answers at most `limit` commitments, each with its votes inline, which are
-bounded too: only a sampled segment's committee votes on it, once per validator, and a segment escalates once,
-so a commitment carries at most samples_per_worker x (committee_size + escalated_committee_size) votes (the
-task's terms).
+bounded too: only a sampled segment's committee votes on it, once per validator, and a committee is at most the
+whole validator set (a segment escalates once, to that set), so a commitment carries at most
+samples_per_worker (the task's terms) x staking.max_validators votes.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def commitment_view(state: State, commitment: Commitment) -> dict:
         "outcome": commitment.outcome, "segments": commitment.segments, "decisions": commitment.decisions,
         "paid": commitment.paid, "verdicts": verdicts,
         "committees": [[encode_address(bytes.fromhex(m)) for m in committee] for committee in commitment.committees],
-        "escalated": commitment.escalated, "held_verifier_fee": commitment.held_verifier_fee,
+        "escalated": commitment.escalated, "drawn": commitment.drawn, "held_verifier_fee": commitment.held_verifier_fee,
         "reveal_deadline": commitment.reveal_deadline,
     }
 
@@ -164,7 +164,8 @@ def task_view(state: State, task: Task) -> dict:
 
 MAX_COMMITMENTS_PER_PAGE = 16
 """Most commitments one page of a round answers. Each carries its votes (see the module docstring for their
-bound), so a page's work is bounded by the task's terms whatever the number of the task's workers or rounds."""
+bound), so a page's work is bounded by the task's terms and the validator set's bound, whatever the number of the
+task's workers or rounds."""
 
 TASK_QUERY_USAGE = ("/market/task/<id> or /market/task/<id>/round/<r>[/after/<index>][/limit/<n>] "
                     f"with 1 <= n <= {MAX_COMMITMENTS_PER_PAGE}")

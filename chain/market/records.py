@@ -164,7 +164,12 @@ class Commitment:
     committees: list[list[str]] = field(default_factory=list)
     """Per sampled segment: the operator addresses (hex) of its verifying committee, in draw order."""
     escalated: list[int] = field(default_factory=list)
-    """Per sampled segment: 1 once its committee was escalated after a split."""
+    """Per sampled segment: 1 once its committee is the whole validator set (the worker aside), decided by two
+    thirds of that set's power: after its first committee dissented or fell short when the verification window
+    closed, or from the draw when the committee already held every validator (`market.tally`)."""
+    drawn: list[int] = field(default_factory=list)
+    """Per sampled segment: how many of its committee's first members were drawn for it and had to agree (the
+    rest joined when it went to the whole set); 0 when the draw already gave it to the whole set."""
     held_verifier_fee: int = 0
     """The verifier fee of this payout, held until the round's reveal window closes."""
     reveal_deadline: int = 0
@@ -184,6 +189,10 @@ class Vote:
     replay_commitment: bytes = b""
     replay_digest: bytes = b""
     """The revealed digest (empty until revealed)."""
+    cpu_replay: int = 0
+    """1 when the segment was trained on a GPU the voter did not declare: it replayed the profile's CPU part and
+    judged the result within the tolerance, so its digest is compared only with other such replays
+    (`market.reveals`)."""
 
 
 def _is_bytes(type_name: str) -> bool:

@@ -2,11 +2,12 @@
 
 A segment trained on a GPU replays bit for bit only on the same GPU model, driver and CUDA build (the GPU part of
 its determinism profile, `gpu-<model>+driver-<version>+cuda-<version>`, docs/protocol.md 2a); any other verifier
-votes nothing on it. So a validator's operator declares the GPU parts its verifier replays
-(`MsgDeclareReplayGpus`, stored under `keys.market_replay_gpus_key`), and a commitment whose profile names a GPU
-part is verified by a committee drawn, by power as always, only from the validators that declared it
-(`capable_candidates`). A CPU profile's committee is drawn from every validator, as before. Where no validator
-declares a commitment's GPU its committees are empty and it settles unverified: neither paid nor slashed.
+can only replay its CPU part and judge it within a tolerance. So a validator's operator declares the GPU parts its
+verifier replays (`MsgDeclareReplayGpus`, stored under `keys.market_replay_gpus_key`), and a commitment whose
+profile names a GPU part is verified by a committee drawn, by power as always, only from the validators that
+declared it (`capable_candidates`). A CPU profile's committee is drawn from every validator, as before. Which GPU
+profiles a commitment may name, given who declared them, is `market.profiles`' rule; a dispute on a GPU segment
+goes to the whole validator set (`market.tally`).
 """
 
 from __future__ import annotations

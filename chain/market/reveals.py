@@ -1,18 +1,28 @@
-"""Lazy verifiers found out: the replay commitment of a vote, its reveal, and the settlement of a round's
-verifier fees once its reveal window closes (docs/protocol.md section 4.4b).
+"""Lazy verifiers found out, and losing verdicts paid for: the replay commitment of a vote, its reveal, and the
+settlement of a round's verifier fees and penalties once its reveal window closes (docs/protocol.md 4.4b).
 
 A vote carries replay_commitment = sha256(TAG || operator(20) || salt(32) || replay_digest(32)), where the
 replay digest is something only a replay of the segment yields (the worker never publishes it). After the
 round settles, each voter opens its commitment with `MsgRevealReplay`, within `reveal_window` blocks. When the
-window closes, every sampled segment's majority digest is the revealed digest backed by the most current power
-(ties: the smaller digest). A voter is lazy on a segment when it revealed nothing, or (unless it voted
-UNAVAILABLE, which replays nothing) revealed another digest than the majority's. A lazy voter gets no share of
-the verifier fee of that worker's payout (held since settlement; the others who decided it share it, or the
-fee collector takes it when none is left) and `lazy_verifier_penalty` of its stake is burned, once per
-segment: bonded stake first, then what it unbonded since its vote (unbonding before the reveal deadline does
-not dodge the penalty). A FAIL voter's share of a slash is held the same way (`lifecycle.slash_member`): paid
-when its reveals check out, burned when it is lazy, like the rest of a slash that nobody earned (not handed to
-the other voters, so that a proposer gains nothing by leaving a fellow voter's reveal out of its blocks).
+window closes, a sampled segment's true replay digest is the revealed digest backed by two thirds of the power
+of the body that decided it (its unanimous committee, or the whole validator set when it escalated): no set
+under a third of the power can define it, and when no digest has that backing there is none. Digests of the
+two kinds of replay are never compared with each other: a GPU-trained segment replayed on its GPU (bit for bit)
+and one replayed on a CPU (`Vote.cpu_replay`, judged within a tolerance) each have their own.
+
+A voter is lazy on a segment when it revealed nothing, or (unless it voted UNAVAILABLE, which replays nothing)
+revealed another digest than its kind's true one; a validator drawn onto the committee of a GPU segment, which
+it sits on only because it declared that GPU, is lazy when it cast no vote the segment needed
+(`absent_replayers`). A lazy validator gets no share of the verifier fee of that worker's payout (held since
+settlement; the others who decided it share it, or the fee collector takes it when none is left) and
+`lazy_verifier_penalty` of its stake is burned, once per segment: bonded stake first, then what it unbonded
+since its vote (unbonding before the reveal deadline does not dodge the penalty). A FAIL voter's share of a
+slash is held the same way (`lifecycle.slash_member`): paid when its reveals check out, burned when it is lazy,
+like the rest of a slash that nobody earned (not handed to the other voters, so that a proposer gains nothing
+by leaving a fellow voter's reveal out of its blocks). A PASS or FAIL voter on the losing side of a segment
+the whole set decided (`tally.losing_voters`) loses `losing_verdict_penalty_bps` of its stake, and at least
+`lazy_verifier_penalty` (a validator of the smallest stake must not summon the whole set for a pittance), the
+same way.
 Binding the operator address into the commitment stops a validator from copying another's.
 """
 
@@ -26,10 +36,11 @@ from ..crypto import encode_address
 from ..state import State
 from .economics import split_evenly
 from .events import task_event
-from .power import burn_validator_stake, operator_power
-from .records import VERDICT_UNAVAILABLE, Commitment, Task, Vote
+from .power import burn_validator_stake, operator_power, stake_share
+from .records import FAILED, UNDECIDED, VERDICT_NAMES, VERDICT_UNAVAILABLE, Commitment, Task, Vote
+from .replay_gpus import gpu_part_of
 from .store import escrow_burn, escrow_out, put_commitment, round_commitments, segment_votes
-from .tally import deciding_voters
+from .tally import committee_of, deciding_voters, has_two_thirds, losing_voters
 
 COMMITMENT_TAG = b"trolly/replay-commitment/v1"
 REVEAL = 5
@@ -40,23 +51,41 @@ def replay_commitment(operator: bytes, salt: bytes, replay_digest: bytes) -> byt
     return hashlib.sha256(COMMITMENT_TAG + operator + salt + replay_digest).digest()
 
 
-def majority_digest(state: State, votes: list) -> bytes:
-    """The revealed digest with the most current power behind it (ties: the smaller digest); b"" when none.
-    UNAVAILABLE votes replayed nothing, so their digests do not count."""
-    backing: dict[bytes, int] = {}
+def true_digests(state: State, commitment: Commitment, segment: int, votes: list[tuple[bytes, Vote]]) -> dict[int, bytes]:
+    """Per kind of replay (`Vote.cpu_replay`), the revealed digest backed by two thirds of the power of the
+    segment's deciding body (its committee: the sampled one, or the whole set it escalated to); a kind without
+    one is absent. UNAVAILABLE votes replayed nothing, so their digests do not count."""
+    total = sum(operator_power(state, member) for member in committee_of(commitment, segment))
+    backing: dict[tuple[int, bytes], int] = {}
     for validator, vote in votes:
         if vote.replay_digest and vote.verdict != VERDICT_UNAVAILABLE:
-            backing[vote.replay_digest] = backing.get(vote.replay_digest, 0) + operator_power(state, validator)
-    return min(backing, key=lambda digest: (-backing[digest], digest)) if backing else b""
+            key = (vote.cpu_replay, vote.replay_digest)
+            backing[key] = backing.get(key, 0) + operator_power(state, validator)
+    return {kind: digest for (kind, digest), power in sorted(backing.items()) if has_two_thirds(power, total)}
 
 
 def lazy_voters(state: State, commitment: Commitment, segment: int) -> list[tuple[bytes, Vote]]:
-    """Voters on one segment (with their votes) whose reveal is missing or disagrees with the majority digest,
-    ascending."""
+    """Voters on one segment (with their votes) whose reveal is missing or disagrees with their kind's true
+    digest, ascending."""
     votes = segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment)
-    majority = majority_digest(state, votes)
+    true = true_digests(state, commitment, segment, votes)
     return [(validator, vote) for validator, vote in votes
-            if not vote.replay_digest or (vote.verdict != VERDICT_UNAVAILABLE and vote.replay_digest != majority)]
+            if not vote.replay_digest or (vote.verdict != VERDICT_UNAVAILABLE and vote.cpu_replay in true
+                                          and vote.replay_digest != true[vote.cpu_replay])]
+
+
+def absent_replayers(state: State, commitment: Commitment, segment: int) -> list[bytes]:
+    """The drawn members of a GPU segment's sampled committee (validators that declared its GPU) that did not vote
+    on it although it needed them: it was decided, or escalated, rather than left open by another segment's fail."""
+    index = commitment.segments.index(segment)
+    if gpu_part_of(commitment.determinism_profile) is None or not commitment.drawn[index:index + 1]:
+        return []
+    if commitment.decisions[index] == UNDECIDED and commitment.outcome == FAILED and not commitment.escalated[index]:
+        return []  # another segment failed the round first: this one no longer needed its votes
+    voted = {validator for validator, _ in segment_votes(state, commitment.task_id, commitment.round,
+                                                         commitment.worker, segment)}
+    drawn = commitment.committees[index][:commitment.drawn[index]]
+    return [member for member in map(bytes.fromhex, drawn) if member not in voted]
 
 
 def settle_slash_shares(state: State, ctx: BlockContext, task: Task, commitment: Commitment,
@@ -78,18 +107,37 @@ def settle_slash_shares(state: State, ctx: BlockContext, task: Task, commitment:
     commitment.held_slash_shares = {}
 
 
-def settle_reveals(state: State, ctx: BlockContext, task: Task, round_: int) -> None:
-    """Close round `round_`'s reveal window: penalise lazy voters, pay the held verifier fees and slash shares
-    to the others."""
+def penalize_segment(state: State, ctx: BlockContext, task: Task, commitment: Commitment, segment: int) -> set[bytes]:
+    """Burn the penalties of one segment's lazy, absent and losing voters; returns the lazy and absent ones."""
     penalty = task.terms.get("lazy_verifier_penalty", 0)
+    worker = encode_address(commitment.worker)
+    lazy: set[bytes] = set()
+    for validator, vote in lazy_voters(state, commitment, segment):
+        lazy.add(validator)
+        burned = burn_validator_stake(state, validator, penalty, since_height=vote.height)
+        task_event(ctx, task.id, "lazy_verifier", round=commitment.round, worker=worker, segment=segment,
+                   validator=encode_address(validator), penalty=burned)
+    for validator in absent_replayers(state, commitment, segment):
+        lazy.add(validator)
+        burned = burn_validator_stake(state, validator, penalty, since_height=commitment.height)
+        task_event(ctx, task.id, "absent_verifier", round=commitment.round, worker=worker, segment=segment,
+                   validator=encode_address(validator), penalty=burned)
+    bps = task.terms.get("losing_verdict_penalty_bps", 0)
+    for validator, vote in losing_voters(state, commitment, segment):
+        owed = max(penalty, stake_share(state, validator, bps, vote.height))
+        burned = burn_validator_stake(state, validator, owed, since_height=vote.height)
+        task_event(ctx, task.id, "losing_verdict", round=commitment.round, worker=worker, segment=segment,
+                   validator=encode_address(validator), verdict=VERDICT_NAMES[vote.verdict], penalty=burned)
+    return lazy
+
+
+def settle_reveals(state: State, ctx: BlockContext, task: Task, round_: int) -> None:
+    """Close round `round_`'s reveal window: penalise lazy, absent and losing voters, pay the held verifier fees
+    and slash shares to the others."""
     for commitment in round_commitments(state, task, round_):
         lazy: set[bytes] = set()
         for segment in commitment.segments:
-            for validator, vote in lazy_voters(state, commitment, segment):
-                lazy.add(validator)
-                burned = burn_validator_stake(state, validator, penalty, since_height=vote.height)
-                task_event(ctx, task.id, "lazy_verifier", round=round_, worker=encode_address(commitment.worker),
-                           segment=segment, validator=encode_address(validator), penalty=burned)
+            lazy |= penalize_segment(state, ctx, task, commitment, segment)
         fee = commitment.held_verifier_fee
         if fee:
             earners = [v for v, _ in deciding_voters(state, commitment, want_pass=True) if v not in lazy]

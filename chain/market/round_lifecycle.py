@@ -34,7 +34,7 @@ from .records import ABANDONED, ACTIVE, CANCELLED, COMPLETED, DISAGREED, FAILED,
 from .records import COMMIT, FINAL_REPORT_SEGMENT, UNVERIFIED, VERIFY, Commitment, Task
 from .power import powered_operators
 from .reveals import REVEAL
-from .replay_gpus import capable_candidates
+from .replay_gpus import capable_candidates, gpu_part_of
 from .sampling import draw_committee, sample_segments
 from .store import enter_phase, escrow_out, find_commitment, find_member, get_worker, mark_pending
 from .store import members_in_order, put_commitment, put_member, put_worker, round_commitments, unmark_pending
@@ -103,13 +103,12 @@ def sample_round(state: State, ctx: BlockContext, task: Task) -> None:
             commitment.segments = sample_segments(seed, task.id, task.round, commitment.worker, segments,
                                                   task.samples_per_worker)
         commitment.decisions = [UNDECIDED] * len(commitment.segments)
-        eligible = capable_candidates(state, [(operator, power) for operator, power in candidates
-                                              if operator != commitment.worker], commitment.determinism_profile)
-        commitment.committees = [
-            [member.hex() for member in draw_committee(seed, task.id, task.round, commitment.worker, segment, 0,
-                                                       eligible, size)]
-            for segment in commitment.segments]
-        commitment.escalated = [0] * len(commitment.segments)
+        commitment.committees, commitment.escalated, commitment.drawn = [], [], []
+        for segment in commitment.segments:
+            committee, whole = draw_segment_committee(state, task, commitment, segment, candidates, size)
+            commitment.committees.append([member.hex() for member in committee])
+            commitment.escalated.append(int(whole))
+            commitment.drawn.append(0 if whole else len(committee))
         put_commitment(state, commitment)
         for segment in commitment.segments:
             mark_pending(state, task.id, task.round, commitment.worker, segment)
@@ -118,29 +117,51 @@ def sample_round(state: State, ctx: BlockContext, task: Task) -> None:
     enter_phase(state, task, VERIFY, ctx.env.height + task.terms["verification_window"])
 
 
-def escalate_split_segments(state: State, ctx: BlockContext, task: Task, commitments: list[Commitment]) -> bool:
-    """At the verification window's close, give every segment that is still undecided (a split committee, or
-    one that did not vote) a larger committee once, and a fresh window; True when any was escalated."""
-    candidates = powered_operators(state)
-    size = task.terms.get("escalated_committee_size", 1 << 16)
+def whole_set(candidates: list[tuple[bytes, int]], commitment: Commitment) -> list[tuple[bytes, int]]:
+    """The validators that may judge the commitment's segments at the whole-set level: all with power, its
+    worker aside."""
+    return [(operator, power) for operator, power in candidates if operator != commitment.worker]
+
+
+def draw_segment_committee(state: State, task: Task, commitment: Commitment, segment: int,
+                           candidates: list[tuple[bytes, int]], size: int) -> tuple[list[bytes], bool]:
+    """(committee, whether it is the whole set) of one sampled segment. A CPU profile's k members are drawn from
+    every validator; a GPU profile's from the validators that declared its GPU, drawn on until they hold more
+    than a third of the power (`market.profiles`: then a coalition under a third cannot fill it). A GPU whose
+    replayers no longer hold that much goes to the whole set at once, and so does a committee that holds every
+    validator already."""
+    everyone = whole_set(candidates, commitment)
+    eligible = capable_candidates(state, everyone, commitment.determinism_profile)
+    total = sum(power for _, power in candidates)
+    floor = total if gpu_part_of(commitment.determinism_profile) is not None else 0
+    committee = draw_committee(task.sampling_seed, task.id, task.round, commitment.worker, segment, 0, eligible,
+                               size, beyond_third_of=floor)
+    drawn = {operator: power for operator, power in eligible if operator in committee}
+    if (floor and 3 * sum(drawn.values()) <= total) or len(committee) == len(everyone):
+        return [*committee, *(operator for operator, _ in everyone if operator not in drawn)], True
+    return committee, False
+
+
+def escalate_to_whole_set(state: State, ctx: BlockContext, task: Task, commitments: list[Commitment]) -> bool:
+    """At the verification window's close, send every segment still undecided by its sampled committee (a
+    dissent, or too few votes) to the whole validator set, the worker aside: its committee's votes stand, every
+    other validator joins it, and a fresh window starts; True when any was escalated. A segment escalates once:
+    the whole set still undecided at the next close leaves the worker unverified."""
+    everyone = powered_operators(state)
     escalated = False
     for commitment in commitments:
         if commitment.outcome != PENDING:
             continue
-        eligible = capable_candidates(state, [(operator, power) for operator, power in candidates
-                                              if operator != commitment.worker], commitment.determinism_profile)
+        members = [operator for operator, _ in whole_set(everyone, commitment)]
         for index, segment in enumerate(commitment.segments):
             if commitment.decisions[index] != UNDECIDED or commitment.escalated[index]:
                 continue
-            current = [bytes.fromhex(member) for member in commitment.committees[index]]
-            larger = draw_committee(task.sampling_seed, task.id, task.round, commitment.worker, segment, 1, eligible,
-                                    size, already=current)
+            current = commitment.committees[index]
+            commitment.committees[index] = current + [m.hex() for m in members if m.hex() not in current]
             commitment.escalated[index] = 1
-            if len(larger) > len(current):
-                commitment.committees[index] = [member.hex() for member in larger]
-                escalated = True
-                task_event(ctx, task.id, "committee_escalated", round=task.round,
-                           worker=encode_address(commitment.worker), segment=segment, size=len(larger))
+            escalated = True
+            task_event(ctx, task.id, "committee_escalated", round=task.round, worker=encode_address(commitment.worker),
+                       segment=segment, size=len(commitment.committees[index]))
         put_commitment(state, commitment)
     if escalated:
         enter_phase(state, task, VERIFY, ctx.env.height + task.terms["verification_window"])
@@ -166,7 +187,7 @@ def settle_round(state: State, ctx: BlockContext, task: Task) -> None:
     for commitment in commitments:
         if commitment.outcome == PENDING:
             retally(state, commitment)
-    if escalate_split_segments(state, ctx, task, commitments):
+    if escalate_to_whole_set(state, ctx, task, commitments):
         return
     decide_unsettled(state, ctx, task, commitments)
     shares = [(c.worker, c.samples_processed, c.outcome == PASSED) for c in commitments]
@@ -248,12 +269,13 @@ def pay_worker(state: State, ctx: BlockContext, task: Task, commitment: Commitme
 
 
 def retally(state: State, commitment: Commitment) -> None:
-    """Tally the commitment's undecided segments once more with the current powers (a validator that left
-    since the last vote no longer counts in the total)."""
+    """At the verification window's close, tally the commitment's undecided segments once more with the current
+    powers (a validator that left since the last vote no longer counts in the total) and the closing rule (a
+    unanimous committee whose voters hold two thirds of it decides, `tally.tally_segment`)."""
     for segment, decision in list(zip(commitment.segments, commitment.decisions)):
         if decision != UNDECIDED or commitment.outcome != PENDING:
             continue
-        decided = tally_segment(state, commitment, segment)
+        decided = tally_segment(state, commitment, segment, closing=True)
         if decided != UNDECIDED:
             apply_decision(state, commitment, segment, decided)
     put_commitment(state, commitment)

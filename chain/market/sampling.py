@@ -7,7 +7,8 @@ sha256(block_hash || u64(task_id) || u64(round) || worker || u64(counter)), coun
 when x falls in the incomplete last band (x >= n * floor(2^64 / n)) or was already drawn.
 
 Each sampled segment is verified by a committee of validators drawn by power from the same seed, without
-replacement (`draw_committee`), so a validator's work stays flat as the network grows.
+replacement (`draw_committee`), so a validator's work stays flat as the network grows; a committee drawn from a
+GPU's few replayers is drawn on until it holds more than a third of the power (`beyond_third_of`).
 """
 
 from __future__ import annotations
@@ -39,18 +40,22 @@ def sample_segments(block_hash: bytes, task_id: int, round_: int, worker: bytes,
 
 
 def draw_committee(seed: bytes, task_id: int, round_: int, worker: bytes, segment: int, level: int,
-                   candidates: list[tuple[bytes, int]], size: int, already: list[bytes] = ()) -> list[bytes]:
+                   candidates: list[tuple[bytes, int]], size: int, already: list[bytes] = (),
+                   beyond_third_of: int = 0) -> list[bytes]:
     """Operators drawn by power, without replacement, until the committee (starting from `already`) has `size`
-    members or no candidate is left. `candidates` are (operator, power > 0) in ascending operator order;
-    `level` separates an escalation's draw from the first. Each pick takes t uniform in [0, remaining power)
-    (sha256(tag || seed || u64 task || u64 round || worker || u64 segment || u64 level || u64 counter), no
-    modulo bias) and the candidate whose cumulative power interval holds t."""
+    members and holds more than a third of `beyond_third_of` power (0: no such floor), or no candidate is left.
+    `candidates` are (operator, power > 0) in ascending operator order; `level` separates draws of one segment.
+    Each pick takes t uniform in [0, remaining power) (sha256(tag || seed || u64 task || u64 round || worker ||
+    u64 segment || u64 level || u64 counter), no modulo bias) and the candidate whose cumulative power interval
+    holds t."""
     committee = list(already)
+    powers = dict(candidates)
+    drawn_power = sum(powers.get(member, 0) for member in committee)
     pool = [(operator, power) for operator, power in candidates if operator not in committee and power > 0]
     base = (COMMITTEE_TAG + seed + task_id.to_bytes(8, "big") + round_.to_bytes(8, "big") + worker
             + segment.to_bytes(8, "big") + level.to_bytes(8, "big"))
     counter = 0
-    while pool and len(committee) < size:
+    while pool and (len(committee) < size or 3 * drawn_power <= beyond_third_of):
         total = sum(power for _, power in pool)
         target = _uniform(base + counter.to_bytes(8, "big"), total)
         counter += 1
@@ -59,6 +64,7 @@ def draw_committee(seed: bytes, task_id: int, round_: int, worker: bytes, segmen
         for index, (operator, power) in enumerate(pool):
             if target < power:
                 committee.append(operator)
+                drawn_power += power
                 del pool[index]
                 break
             target -= power

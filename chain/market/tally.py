@@ -1,19 +1,31 @@
-"""Verdict tallies by the power of a segment's committee (docs/protocol.md section 4).
+"""Verdict tallies: a committee decides alone only when it is unanimous; a dispute goes to the whole validator set
+(docs/protocol.md section 4.4).
 
-A sampled segment is decided the moment one side holds two thirds of its committee's power (the current power
-of the validators drawn for it), compared in integers (3 * votes >= 2 * total): PASS votes decide `pass`; FAIL and UNAVAILABLE votes together decide `fail` (a
-checkpoint that is not served cannot be checked, and a worker must not profit from hiding it; but only FAIL
-voters share the slash that follows, see `slash_voters`). Power is read
-when the tally runs, so a validator that lost its power no longer counts. One decided `fail` fails the
-worker's round; all segments decided `pass` pass it.
+No set of validators holding under a third of the power may decide a verdict. Sampling alone cannot give that:
+a committee of 7 drawn by stake holds 5 or more members of a one-third coalition several percent of the time, so
+two thirds of a committee is no safeguard. So a sampled committee decides a segment alone only when nobody on
+it dissents: once every member voted the same way, or, when the verification window closes, when the members
+that voted all voted the same way and hold two thirds of the committee's power (so that one absent member does
+not send every segment to the whole set). Any dissent, which one honest member can always raise, leaves the
+segment undecided, and when the window closes it escalates to the whole validator set (the worker aside,
+`round_lifecycle.escalate_to_whole_set`), whose members all verify it in a fresh window: it is decided the
+moment one side holds two thirds of that set's power, which a coalition under a third can neither reach nor
+block from being reached by the others. A committee that already is the whole set decides so from the start.
+
+PASS votes decide `pass`; FAIL and UNAVAILABLE votes together decide `fail` (a checkpoint that is not served
+cannot be checked, and a worker must not profit from hiding it; but only FAIL voters share the slash that
+follows, see `slash_voters`). Whoever voted PASS or FAIL against what the whole set decided pays
+(`losing_voters`, `reveals.settle_reveals`). Power is read when the tally runs, so a validator that lost its
+power no longer counts, nor does its dissent. One decided `fail` fails the worker's round; all segments decided
+`pass` pass it.
 """
 
 from __future__ import annotations
 
 from ..state import State
 from .power import operator_power
-from .records import FAILED, PASSED, PENDING, SEGMENT_FAIL, SEGMENT_PASS, UNDECIDED, VERDICT_PASS, VERDICT_UNAVAILABLE
-from .records import Commitment
+from .records import FAILED, PASSED, PENDING, SEGMENT_FAIL, SEGMENT_PASS, UNDECIDED, VERDICT_FAIL, VERDICT_PASS
+from .records import VERDICT_UNAVAILABLE, Commitment, Vote
 from .store import segment_votes, unmark_pending
 
 
@@ -26,24 +38,52 @@ def committee_of(commitment: Commitment, segment: int) -> list[bytes]:
     return [bytes.fromhex(member) for member in commitment.committees[commitment.segments.index(segment)]]
 
 
-def tally_segment(state: State, commitment: Commitment, segment: int) -> str:
-    """`pass`, `fail` or `undecided` for one segment, from its committee's votes and current powers."""
+def is_whole_set(commitment: Commitment, segment: int) -> bool:
+    """Whether the segment is decided by the whole validator set (escalated, or drawn so)."""
+    return bool(commitment.escalated[commitment.segments.index(segment)])
+
+
+def tally_segment(state: State, commitment: Commitment, segment: int, closing: bool = False) -> str:
+    """`pass`, `fail` or `undecided` for one segment, from its committee's votes and current powers; `closing`
+    when the verification window closes (a unanimous committee whose voters hold two thirds then decides)."""
     committee = committee_of(commitment, segment)
+    powers = {member: operator_power(state, member) for member in committee}
     passing = adverse = 0
+    voted: set[bytes] = set()
     for validator, vote in segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment):
-        if validator not in committee:
-            continue  # a member of an earlier, smaller committee that was not drawn again (cannot happen today)
-        power = operator_power(state, validator)
+        power = powers.get(validator, 0)
+        if not power:
+            continue  # no longer a validator with power, or (cannot happen) not on the committee
+        voted.add(validator)
         if vote.verdict == VERDICT_PASS:
             passing += power
         else:
             adverse += power
-    total = sum(operator_power(state, member) for member in committee)
-    if has_two_thirds(adverse, total):
-        return SEGMENT_FAIL
-    if has_two_thirds(passing, total):
-        return SEGMENT_PASS
+    total = sum(powers.values())
+    if is_whole_set(commitment, segment):
+        if has_two_thirds(adverse, total):
+            return SEGMENT_FAIL
+        return SEGMENT_PASS if has_two_thirds(passing, total) else UNDECIDED
+    if passing and adverse:
+        return UNDECIDED  # a dissent: the whole set decides (`round_lifecycle.escalate_to_whole_set`)
+    everyone = all(member in voted for member, power in powers.items() if power)
+    if total and (everyone or (closing and has_two_thirds(passing + adverse, total))):
+        return SEGMENT_PASS if passing else SEGMENT_FAIL
     return UNDECIDED
+
+
+def losing_voters(state: State, commitment: Commitment, segment: int) -> list[tuple[bytes, Vote]]:
+    """The PASS and FAIL voters on the losing side of a segment the whole validator set decided, ascending. An
+    UNAVAILABLE voter is not among them: a worker can serve its blobs to some verifiers and not to others, and
+    must not be able to make an honest one pay."""
+    index = commitment.segments.index(segment)
+    decision = commitment.decisions[index]
+    if not commitment.escalated[index] or decision == UNDECIDED:
+        return []
+    losing = VERDICT_FAIL if decision == SEGMENT_PASS else VERDICT_PASS
+    return [(validator, vote) for validator, vote in
+            segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment)
+            if vote.verdict == losing]
 
 
 def apply_decision(state: State, commitment: Commitment, segment: int, decision: str) -> None:

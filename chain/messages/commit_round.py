@@ -5,6 +5,8 @@ inner_steps, num_checkpoints = ceil(steps / checkpoint_every) + 1, samples_proce
 `residual_hash` names the worker's error-feedback residual after this round's update: with it, the update is
 a function of committed data (W_r, the round's last checkpoint and the previous round's residual), which
 verifiers recompute (docs/protocol.md 2a and 4.4a).
+The determinism profile must be one the chain knows, and a GPU one must name a GPU whose declared replayers hold
+more than a third of the power (`market.profiles`): else the work could be judged by a minority, and is refused.
 For the final report (round == rounds) only start_weights_hash is set: the hash of the final weights.
 The commit phase closes in the block in which the last active member commits (a replacement counts from its
 first round: before it, it may not commit and is not waited for).
@@ -19,6 +21,7 @@ from ..market.economics import segment_count
 from ..market.errors import AlreadyCommitted, InvalidCommitment, NotMember, RoundClosed, TaskEnded
 from ..market.events import task_event
 from ..market.params import MarketParams
+from ..market.profiles import check_replayable
 from ..market.records import ACTIVE, COMMIT, LIVE_STATUSES, RUNNING, Commitment, Task
 from ..market.round_lifecycle import close_when_all_committed
 from ..market.store import find_commitment, find_member, get_task, put_commitment, put_task
@@ -80,6 +83,7 @@ def process_commit_round(state: State, ctx: BlockContext, signer: bytes, msg: Ms
         check_final_report(msg)
     else:
         check_training_commitment(msg, task, get_params(state, MarketParams))
+        check_replayable(state, msg.determinism_profile, signer)
 
     put_commitment(state, Commitment(
         task_id=task.id, round=msg.round, worker=signer, update_hash=msg.update_hash,

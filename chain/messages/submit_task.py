@@ -26,8 +26,8 @@ from ..proto.market_pb2 import MsgSubmitTask
 from ..state import State
 
 TERMS = ("validator_fee_bps", "verifier_fee_bps", "slash_verifier_bps", "missed_round_penalty_bps",
-         "sampling_delay", "verification_window", "committee_size", "escalated_committee_size", "reveal_window",
-         "lazy_verifier_penalty", "seed_from_extensions")
+         "sampling_delay", "verification_window", "committee_size", "reveal_window",
+         "lazy_verifier_penalty", "losing_verdict_penalty_bps", "seed_from_extensions")
 """The params a task copies at submission, so that its terms never change under it."""
 
 

@@ -2,7 +2,9 @@
 
 Only the operator account of an active validator on the segment's committee may vote, once per (validator,
 worker, round, segment), never on its own work, and only on a segment still awaiting verdicts. The vote
-carries a commitment to its replay digest, opened after the round settles (`MsgRevealReplay`). A validator
+carries a commitment to its replay digest, opened after the round settles (`MsgRevealReplay`); a vote on a
+GPU-trained segment by a validator that did not declare that GPU is recorded as a CPU replay (`Vote.cpu_replay`),
+whose digest is compared only with other CPU replays. A validator
 sends its whole round's verdicts as the messages of one transaction; a verdict on a sampled segment of the round
 that other votes decided meanwhile is accepted and not counted (`verdict_late`), so that the transaction's
 other verdicts still count. The tally runs at once; when every worker of the round is
@@ -17,6 +19,7 @@ from ..errors import InvalidRequest
 from ..market.errors import DuplicateVerdict, InvalidVerdict, NotOnCommittee, NotSampled, NotValidator, SelfVerdict
 from ..market.events import task_event
 from ..market.power import operator_power
+from ..market.replay_gpus import get_replay_gpus, gpu_part_of
 from ..market.records import UNDECIDED, VERDICT_NAMES, VERIFY, Vote
 from ..market.store import enter_phase, find_commitment, find_vote, get_task, is_pending, put_commitment
 from ..market.store import put_task, put_vote, round_commitments
@@ -63,9 +66,11 @@ def process_submit_verdict(state: State, ctx: BlockContext, signer: bytes, msg: 
                    segment=msg.segment, validator=encode_address(signer))
         return
 
+    gpu = gpu_part_of(commitment.determinism_profile)
     put_vote(state, task.id, msg.round, msg.worker, msg.segment, signer,
              Vote(verdict=msg.verdict, evidence_hash=msg.evidence_hash, height=ctx.env.height,
-                  replay_commitment=msg.replay_commitment))
+                  replay_commitment=msg.replay_commitment,
+                  cpu_replay=int(gpu is not None and gpu not in get_replay_gpus(state, signer))))
     task_event(ctx, task.id, "verdict", round=msg.round, worker=encode_address(msg.worker), segment=msg.segment,
                validator=encode_address(signer), verdict=VERDICT_NAMES[msg.verdict])
     decision = tally_segment(state, commitment, msg.segment)
