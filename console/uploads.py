@@ -97,7 +97,7 @@ class _Budget:
     def spend(self, size: int) -> None:
         self.left -= size
         if self.left < 0:
-            raise UploadRefused(f"the upload is larger than the {self.total >> 20} MiB a form may be: keep a sample "
+            raise UploadRefused(f"the upload is larger than the {self.total:,} bytes a form may be: keep a sample "
                                 f"of your data")
 
 
@@ -128,7 +128,7 @@ async def _read_form(request: web.Request, folder: pathlib.Path) -> tuple[dict[s
 
 async def _read_field(part: BodyPartReader, budget: _Budget) -> str:
     value = b""
-    while chunk := await part.read_chunk(1 << 12):
+    while chunk := await part.read_chunk(MAX_FIELD_BYTES + 1):
         budget.spend(len(chunk))
         value += chunk
         if len(value) > MAX_FIELD_BYTES:

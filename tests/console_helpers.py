@@ -167,6 +167,7 @@ class ConsoleSite:
     """http://127.0.0.1:PORT, without a trailing slash."""
     address: str
     """What the console printed: the address to open it at, with its access token."""
+    pid: int
 
 
 @contextlib.contextmanager
@@ -187,6 +188,6 @@ def console_process(node_url: str, log: pathlib.Path, timeout: float = 30.0, hom
                 pytest.fail(f"trolly-console did not start:\n{log.read_text()[-3000:]}")
             time.sleep(0.1)
         address = log.read_text().split("Trolly console:", 1)[1].split()[0]
-        yield ConsoleSite(f"http://127.0.0.1:{port}", address)
+        yield ConsoleSite(f"http://127.0.0.1:{port}", address, process.pid)
     finally:
         stop_process_group(process)

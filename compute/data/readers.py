@@ -240,12 +240,12 @@ def text_features(text: str) -> np.ndarray:
     """The hashed bag of lower-cased words and character trigrams of `text`: log(1 + count) per bucket
     (crc32 of the UTF-8 token, so every machine gives the same vector), scaled to unit length."""
     lowered = text.lower()
-    counts = np.zeros(TEXT_FEATURES, dtype=np.float64)
+    counts = [0] * TEXT_FEATURES
     for word in _WORD.finditer(lowered):  # each token counted as it is found: nothing listed per text
-        counts[zlib.crc32(word.group().encode("utf-8")) % TEXT_FEATURES] += 1.0
+        counts[zlib.crc32(word.group().encode("utf-8")) % TEXT_FEATURES] += 1
     for start in range(len(lowered) - 2):
-        counts[zlib.crc32(lowered[start:start + 3].encode("utf-8")) % TEXT_FEATURES] += 1.0
-    vector = np.log1p(counts)
+        counts[zlib.crc32(lowered[start:start + 3].encode("utf-8")) % TEXT_FEATURES] += 1
+    vector = np.log1p(np.array(counts, dtype=np.float64))
     norm = float(np.linalg.norm(vector))
     return (vector / norm if norm else vector).astype(np.float32)
 
