@@ -188,6 +188,35 @@ def test_the_provide_compute_page_runs_the_preflight(site, page):
     page.screenshot(path=str(ARTIFACTS / "compute.png"), full_page=True)
 
 
+def test_the_console_opens_only_through_its_printed_address_and_then_hides_the_token(site, page):
+    """A browser without the token (another user, another profile) gets 403 everywhere; the printed address opens
+    a session in an HttpOnly cookie the page's scripts cannot read, and lands on the address without the token."""
+    url, node, tmp, address = site
+    page.goto(address)
+    assert page.url == f"{url}/"  # where the printed address leads: no token in it
+    assert page.evaluate("document.cookie") == ""  # the session cookie is HttpOnly
+    elsewhere = page.context.browser.new_context()  # cookies of its own: another profile, another user
+    try:
+        stranger = elsewhere.new_page()
+        refused = stranger.goto(f"{url}/#/wallet")
+        assert refused.status == 403 and "open that address again" in stranger.content()
+        assert stranger.request.get(f"{url}/api/session").status == 403
+        opened = stranger.goto(address.replace("/?", "/?x=1&"))
+        assert opened.status == 200 and stranger.url == f"{url}/?x=1"
+        stranger.wait_for_selector('main[data-loaded="#/network"]', timeout=15_000)
+    finally:
+        elsewhere.close()
+
+
+def test_the_private_box_says_what_stays_in_clear(site, page):
+    """The Private box did not say that label and column names stay readable. Now it names what is not
+    encrypted."""
+    url, node, tmp, _ = site
+    open_new_task(page, url)
+    label = page.locator('label[for="private"]')
+    expect(label).to_contain_text("Not encrypted: the label names, a CSV's column names")
+
+
 UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, button')]
     .filter((control) => control.type !== 'hidden')
     .filter((control) => control.tagName === 'BUTTON' ? !control.innerText.trim()
