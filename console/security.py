@@ -26,6 +26,8 @@ from aiohttp import web
 from .access import Access
 
 SESSION_COOKIE = "trolly_console_session"
+"""The cookie's name, followed by the console's port: a browser sends a host's cookies to all its ports, so two
+consoles on one machine (a localnet's and another) would otherwise overwrite each other's sessions."""
 CSRF_HEADER = "X-CSRF-Token"
 TOKEN_PARAMETER = "token"
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost"})
@@ -57,6 +59,11 @@ def host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if ":" in host else host
 
 
+def session_cookie(request: web.Request) -> str:
+    """The name of this console's session cookie: `SESSION_COOKIE` and the port the request came to."""
+    return f"{SESSION_COOKIE}_{request.url.port}"
+
+
 def make_guard(access: Access):
     """The middleware that enforces the module docstring's rules."""
 
@@ -66,7 +73,7 @@ def make_guard(access: Access):
             return refuse(request, f"the console answers only on 127.0.0.1 or localhost, not {request.host!r}")
         if TOKEN_PARAMETER in request.query:
             return open_session(request, access)
-        token = access.sessions.csrf_token_of(request.cookies.get(SESSION_COOKIE))
+        token = access.sessions.csrf_token_of(request.cookies.get(session_cookie(request)))
         if token is None:
             return refuse(request, NO_SESSION)
         if request.method not in SAFE_METHODS:
@@ -89,7 +96,7 @@ def open_session(request: web.Request, access: Access) -> web.Response:
                                "started")
     clean = request.rel_url.with_query({k: v for k, v in request.query.items() if k != TOKEN_PARAMETER})
     response = web.Response(status=303, headers={"Location": str(clean), "Cache-Control": "no-store"})
-    response.set_cookie(SESSION_COOKIE, access.sessions.open(), httponly=True, samesite="Strict", path="/")
+    response.set_cookie(session_cookie(request), access.sessions.open(), httponly=True, samesite="Strict", path="/")
     return response
 
 

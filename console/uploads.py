@@ -55,7 +55,10 @@ async def receive(request: web.Request, uploads: pathlib.Path, packs: pathlib.Pa
     folder = uploads / secrets.token_urlsafe(12)
     folder.mkdir(parents=True)
     try:
-        fields, source = await _read_form(request, folder)
+        try:
+            fields, source = await _read_form(request, folder)
+        except OSError as error:  # the upload cannot be kept here: the disk full
+            raise UploadRefused(f"the upload could not be kept here: {error.strerror or error}") from None
         label_column = fields.get("label_column", "").strip() or None
         private = fields.get("private", "on") not in ("off", "false", "0")  # private unless asked, as `data pack`
         key = new_data_key() if private else None
@@ -97,8 +100,11 @@ class _Budget:
     def spend(self, size: int) -> None:
         self.left -= size
         if self.left < 0:
-            raise UploadRefused(f"the upload is larger than the {self.total:,} bytes a form may be: keep a sample "
-                                f"of your data")
+            raise self.exceeded()
+
+    def exceeded(self) -> UploadRefused:
+        return UploadRefused(f"the upload is larger than the {self.total:,} bytes a form may be: keep a sample of "
+                             f"your data")
 
 
 async def _read_form(request: web.Request, folder: pathlib.Path) -> tuple[dict[str, str], pathlib.Path]:
@@ -106,7 +112,7 @@ async def _read_form(request: web.Request, folder: pathlib.Path) -> tuple[dict[s
         raise UploadRefused("send the file as a multipart form (the page's upload field)")
     budget = _Budget(MAX_UPLOAD_BYTES + MAX_FORM_EXTRA_BYTES)
     if request.content_length is not None and request.content_length > budget.total:
-        budget.spend(request.content_length)  # refused before a byte is read: the form says it is too large
+        raise budget.exceeded()  # before a byte is read: the form says it is too large
     reader = await request.multipart()
     fields: dict[str, str] = {}
     source = None

@@ -5,13 +5,17 @@ forbids framing."""
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 import pytest
+from aiohttp.test_utils import TestServer
 
 from console_helpers import access_token, busy_node, csrf_token, own_origin, with_console
-from trolly.console.access import Access, Sessions
+from trolly.console.access import ACCESS, Access, Sessions
+from trolly.console.config import ConsoleConfig
 from trolly.console.security import CSRF_HEADER, SESSION_COOKIE
-from trolly.console.server import CHARTS
+from trolly.console.server import CHARTS, make_app
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +60,7 @@ def test_the_access_token_opens_a_session_and_leads_to_the_address_without_it(no
         async with stranger(client) as person:
             posted = await person.post("/", params={"token": token}, headers={"Origin": own_origin(client)})
             opened = await person.get("/", params={"token": token, "x": "1"}, allow_redirects=False)
-            cookie = opened.cookies[SESSION_COOKIE]
+            cookie = opened.cookies[f"{SESSION_COOKIE}_{client.server.port}"]
             session = await person.get("/api/session")
             return posted.status, opened.status, opened.headers["Location"], cookie, session.status
 
@@ -159,3 +163,24 @@ def test_every_answer_forbids_framing(node):
     answers = with_console(node.url, check)
     assert [status for status, *_ in answers][2:] == [200, 404, 303, 403]
     assert all(tuple(headers) == ("frame-ancestors 'none'", "DENY", "no-referrer") for _, *headers in answers), answers
+
+
+def test_two_consoles_on_one_machine_keep_their_sessions_apart_in_one_browser(node, tmp_path):
+    """A browser sends a host's cookies to every port: with one cookie name, opening a localnet's console signed
+    the browser out of another console on 127.0.0.1. Each console's cookie names its port."""
+
+    async def run():
+        servers = [TestServer(make_app(ConsoleConfig(node.url, tmp_path / name)), host="127.0.0.1")
+                   for name in ("one", "two")]
+        for server in servers:
+            await server.start_server()
+        try:
+            async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
+                for server in servers:
+                    await browser.get(server.make_url("/"), params={"token": server.app[ACCESS].token})
+                return [(await browser.get(server.make_url("/api/session"))).status for server in servers]
+        finally:
+            for server in servers:
+                await server.close()
+
+    assert asyncio.run(run()) == [200, 200]
