@@ -1,7 +1,8 @@
 """`trolly-console`: a local web app (127.0.0.1 only) over a node's RPC, for people who will not use a terminal.
 
 The server (`server.py`) reads the chain through the wallet's RPC client and typed views (`chain_reads.py`),
-watches the node for the pages' live updates (`node_watch.py`), guards every state change (`security.py`) and
+watches the node for the pages' live updates (`node_watch.py`), answers only sessions its access token opened
+(`access.py`), guards every request and every state change (`security.py`) and
 serves the front end that `make setup` builds from `console/web/` with npm. Each page that acts has its API in
 a module of its own: `new_task_api.py` (uploads packed by `uploads.py`, templates in `templates.py`, the data
 served by `task_following.py`), `wallet_api.py`, `compute_api.py` (a local worker, `worker_process.py`); the

@@ -1,20 +1,22 @@
 """`trolly-console`: serve the console on 127.0.0.1 against a node's RPC (it binds no other address), signing with
-the keys of a wallet home's keyring."""
+the keys of a wallet home's keyring; it prints the address to open it at, with its access token (`access.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
-
+import os
 import pathlib
+import signal
 
 import click
 
-from trolly.wallet.cli.options import DEFAULT_HOME, HOME_ENVIRONMENT_VARIABLE, PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE
+from trolly.wallet.cli.options import (CONSOLE_TOKEN_ENVIRONMENT_VARIABLE, DEFAULT_HOME, HOME_ENVIRONMENT_VARIABLE,
+                                       PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE)
 from trolly.wallet.keyring import BACKENDS
 from trolly.wallet.rpc import DEFAULT_NODE
 
+from .access import Access, TokenRefused
 from .config import ConsoleConfig
 from .server import serve
 
@@ -36,13 +38,23 @@ DEFAULT_PORT = 8547
               help=f"Fetch models and round updates from loopback and private addresses too: a localnet's workers "
                    f"(env ${PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE}).")
 def console(port: int, node: str, home: pathlib.Path, keyring_backend: str, allow_private_addresses: bool) -> None:
-    """A local web console over a Trolly node: network, tasks, new tasks from your data, the wallet."""
+    """A local web console over a Trolly node: network, tasks, new tasks from your data, the wallet.
+
+    It prints the address to open it at, with its access token: only a browser that opened that address is
+    answered. The token is new at every start, unless $TROLLY_CONSOLE_TOKEN gives one (at least
+    32 letters, digits, '-' or '_'; an environment variable, never a flag, as other users can read a command
+    line)."""
     config = ConsoleConfig(node, home.expanduser(), keyring_backend, allow_private_addresses)
-    asyncio.run(_serve_until_signal(config, port))
+    try:
+        access = Access(os.environ.get(CONSOLE_TOKEN_ENVIRONMENT_VARIABLE) or None)
+    except TokenRefused as error:
+        raise click.UsageError(f"${CONSOLE_TOKEN_ENVIRONMENT_VARIABLE}: {error}") from None
+    asyncio.run(_serve_until_signal(config, port, access))
 
 
-async def _serve_until_signal(config: ConsoleConfig, port: int) -> None:
-    server = asyncio.create_task(serve(config, port, ready=lambda url: click.echo(f"Trolly console: {url}", err=False)))
+async def _serve_until_signal(config: ConsoleConfig, port: int, access: Access) -> None:
+    server = asyncio.create_task(serve(config, port, access,
+                                       ready=lambda address: click.echo(f"Trolly console: {address}", err=False)))
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, server.cancel)

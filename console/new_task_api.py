@@ -6,7 +6,9 @@
                                      the CLI's own `wallet.tasks.plan_task` with the chain's market params
     POST /api/new-task/submit        the same, signed with a keyring key unlocked by the password sent, and sent;
                                      the console then serves the data (and delivers a private task's keys)
-    GET  /api/tasks/<id>/model       the final model, as `task fetch` writes it, in a zip
+    POST /api/tasks/<id>/model       the final model fetched (each blob bounded, as every blob fetch is) and
+                                     checked, as `task fetch` does, and zipped, once
+    GET  /api/tasks/<id>/model       that zip, when it was fetched (a read: it fetches nothing)
 
 Every state change passes `security.py`'s guard (CSRF token and Origin) before it reaches a handler here.
 """
@@ -58,13 +60,14 @@ def add_routes(app: web.Application, client_key: web.AppKey) -> None:
     async def submit(request: web.Request) -> web.Response:
         return await answer(_submit(request, request.app[client_key]))
 
-    async def model(request: web.Request) -> web.StreamResponse:
-        return await _model(request, request.app[client_key])
+    async def fetch_model(request: web.Request) -> web.Response:
+        return await _fetch_model(request, request.app[client_key])
 
     app.router.add_get("/api/new-task/templates", templates)
     app.router.add_post("/api/new-task/upload", upload)
     app.router.add_get("/api/new-task/plan", plan)
     app.router.add_post("/api/new-task/submit", submit)
+    app.router.add_post("/api/tasks/{number:\\d+}/model", fetch_model)
     app.router.add_get("/api/tasks/{number:\\d+}/model", model)
 
 
@@ -180,13 +183,18 @@ async def _new_task_id(client, requester: str, spec_hash: str, tx_hash: str) -> 
     return max(mine)
 
 
-async def _model(request: web.Request, client) -> web.StreamResponse:
-    """The task's final model as `task fetch` writes it (model.safetensors, spec.json, labels.json; a LoRA
-    task's adapter.safetensors too), zipped; fetched and checked once, then kept."""
+def _archive(request: web.Request) -> pathlib.Path:
+    return request.app[CONFIG].work / "models" / f"task-{int(request.match_info['number'])}-model.zip"
+
+
+async def _fetch_model(request: web.Request, client) -> web.Response:
+    """Fetch the task's final model as `task fetch` writes it (model.safetensors, spec.json, labels.json; a LoRA
+    task's adapter.safetensors too) and zip it, once (kept after); where to download it."""
     config = request.app[CONFIG]
     task_id = int(request.match_info["number"])
-    archive = config.directory("models") / f"task-{task_id}-model.zip"
+    archive = _archive(request)
     if not archive.exists():
+        config.directory("models")
         try:
             result = await fetch_result(client, task_id, config.addresses)
             await asyncio.to_thread(_zip_result, result, archive)
@@ -196,6 +204,14 @@ async def _model(request: web.Request, client) -> web.StreamResponse:
             return Refusal(f"the node is down: {error}", status=503).response()
         except WalletError as error:
             return Refusal(str(error), status=404).response()
+    return web.json_response({"download": f"/api/tasks/{task_id}/model", "bytes": archive.stat().st_size})
+
+
+async def model(request: web.Request) -> web.StreamResponse:
+    """The zip `POST /api/tasks/<id>/model` made; 404 until then."""
+    archive = _archive(request)
+    if not archive.exists():
+        return Refusal("the model has not been fetched yet: fetch it from the task's page", status=404).response()
     return web.FileResponse(archive, headers={
         "Content-Disposition": f'attachment; filename="{archive.name}"', "Content-Type": "application/zip"})
 

@@ -7,8 +7,13 @@ the task's held-out split, and says whether it hashes to what the chain recorded
 start, or the final weights). Results are cached on disk per task (`<home>/console/charts/`), so a point is
 computed once; the page reads the job's progress while it runs.
 
+Reading a chart (`current`) starts nothing; `chart` starts the job, and only the console's own page (a POST,
+guarded) and the console's follow loop (for the tasks it submitted) call it.
+
 The held-out split comes from the data the console itself serves (an upload it packed, a bundled dataset it
-built) when it has it, else from the spec's and the members' URLs (public data only).
+built) when it has it, else from the spec's and the members' URLs (public data only): then only the manifest
+(at most `MAX_MANIFEST_BYTES`) and the held-out shards are fetched, refused beyond what the spec declared and
+beyond `MAX_HELD_OUT_BYTES`, fetched or decoded.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import json
 import logging
 
 from trolly.chain.market.records import COMPLETED, OPEN
-from trolly.compute.blobs import BlobClient, BlobError, fetch_dataset
+from trolly.compute.blobs import BlobClient, BlobError
 from trolly.compute.data import Dataset
+from trolly.compute.data.manifest import (check_manifest_bounds, decode_shard, is_private, loaded_bytes,
+                                          manifest_shape, parse_manifest, split_tensors)
 from trolly.compute.errors import ComputeError
 from trolly.compute.models import build_model
 from trolly.compute.requester.results import member_urls, spec_shape
@@ -37,6 +44,11 @@ from trolly.wallet.rpc import AsyncRpcClient
 from .config import ConsoleConfig
 
 log = logging.getLogger("trolly.console")
+
+MAX_MANIFEST_BYTES = 8 << 20
+"""The largest manifest a chart job fetches: room for the most shards a market allows, a few hundred bytes each."""
+MAX_HELD_OUT_BYTES = 256 << 20
+"""The most held-out data a chart job fetches, and holds decoded, for a task whose data the console lacks."""
 
 
 @dataclasses.dataclass
@@ -66,8 +78,13 @@ class RoundCharts:
         self.charts: dict[int, Chart] = {}
         self._jobs: dict[int, asyncio.Task] = {}
 
+    def current(self, task_id: int) -> Chart:
+        """The chart as far as it is computed (in memory, else cached on disk); starts and writes nothing."""
+        return self.charts.get(task_id) or self._load(task_id)
+
     def chart(self, task_id: int, view: TaskView) -> Chart:
-        chart = self.charts.get(task_id) or self._load(task_id)
+        """The chart, its job started first when rounds settled since it last ran."""
+        chart = self.current(task_id)
         self.charts[task_id] = chart
         if record_chain_hashes(chart.points, view):
             self._save(chart)
@@ -105,9 +122,7 @@ class RoundCharts:
         if local is not None:
             return local
         try:
-            async with BlobClient(list(spec.dataset.urls) + member_urls(view),
-                                  address_policy=self.config.addresses) as blobs:
-                dataset = await fetch_dataset(blobs, spec.dataset.manifest_hash)
+            dataset = await fetch_held_out(list(spec.dataset.urls) + member_urls(view), spec, self.config)
         except BlobError as error:
             raise ComputeError(f"the task's dataset could not be fetched for its held-out split: {error}") from None
         if dataset.shape != spec_shape(spec):
@@ -115,7 +130,7 @@ class RoundCharts:
         return dataset
 
     def _load(self, task_id: int) -> Chart:
-        path = self.config.directory("charts") / f"task-{task_id}.json"
+        path = self.config.work / "charts" / f"task-{task_id}.json"
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             return Chart(task_id, list(json.loads(path.read_text())["points"]))
         return Chart(task_id)
@@ -131,6 +146,34 @@ class RoundCharts:
             with contextlib.suppress(asyncio.CancelledError):
                 await job
         self._jobs.clear()
+
+
+async def fetch_held_out(urls: list[str], spec: TaskSpec, config: ConsoleConfig) -> Dataset:
+    """The held-out split of the spec's dataset from `urls` (its training split left empty): the manifest,
+    checked against the spec's declared bounds and `MAX_HELD_OUT_BYTES`, then each held-out shard, hash-checked."""
+    async with BlobClient(urls, address_policy=config.addresses, max_blob_size=MAX_MANIFEST_BYTES) as blobs:
+        manifest = parse_manifest(await blobs.fetch(spec.dataset.manifest_hash))
+    check_manifest_bounds(manifest, spec.dataset.max_shards, spec.dataset.max_bytes)
+    if is_private(manifest):
+        raise ComputeError("the task's data is private and this console did not pack it: its held-out split "
+                           "cannot be read here")
+    held_out = manifest["splits"]["test"]
+    fetched = sum(entry["size"] for entry in held_out["shards"])
+    decoded = loaded_bytes({**manifest, "splits": {"train": {"samples": 0}, "test": held_out}})
+    if max(fetched, decoded) > MAX_HELD_OUT_BYTES:
+        raise ComputeError(f"the task's held-out split is {max(fetched, decoded)} bytes, more than the "
+                           f"{MAX_HELD_OUT_BYTES >> 20} MiB the console evaluates on")
+    pieces = []
+    async with BlobClient(urls, address_policy=config.addresses,
+                          max_blob_size=max(entry["size"] for entry in held_out["shards"])) as blobs:
+        for entry in held_out["shards"]:
+            pieces.append(decode_shard(await blobs.fetch(entry["hash"]), entry))
+    inputs, targets = split_tensors(manifest["kind"], pieces)
+    if len(inputs) != held_out["samples"]:
+        raise ComputeError(f"the held-out split has {len(inputs)} samples, its manifest says {held_out['samples']}")
+    return Dataset(name=str(manifest["name"]), manifest_hash=spec.dataset.manifest_hash,
+                   shape=manifest_shape(manifest), train_inputs=inputs[:0], train_targets=targets[:0],
+                   test_inputs=inputs, test_targets=targets)
 
 
 def settled_rounds(view: TaskView) -> int:

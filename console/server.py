@@ -1,5 +1,6 @@
 """The console's web server: the JSON API the pages read, their live updates, and the built front end.
 
+    GET  /?token=...             the access token: opens a session and redirects to / (`security.py`)
     GET  /                       the page (console/web/index.html), which loads the built bundle
     GET  /assets/...             the bundle `make setup` builds into console/web/dist
     GET  /api/session            this session's CSRF token
@@ -9,8 +10,12 @@
     GET  /api/tasks?after=N      one page of tasks
     GET  /api/tasks/<id>         a whole task
     GET  /api/search?q=...       a task id, a transaction hash or an address
-    GET  /api/tasks/<id>/chart   held-out loss and accuracy per verified round (a background job, `round_charts`)
+    GET  /api/tasks/<id>/chart   held-out loss and accuracy per verified round, as far as computed (reads only)
+    POST /api/tasks/<id>/chart   the same, after starting the task's chart job if rounds settled since (a
+                                 background job that fetches a bounded held-out split, `round_charts`)
     POST /api/cache/refresh      forget the cached blocks (a state change: CSRF token and Origin required)
+
+Every request passes `security.py`'s guard first: no session opened by the access token, no answer.
 
 The New task page's API is `new_task_api.py`'s, the Wallet page's `wallet_api.py`'s, the Provide compute
 page's `compute_api.py`'s; this module registers them.
@@ -33,13 +38,14 @@ from trolly.wallet.market_queries import get_task
 from trolly.wallet.rpc import AsyncRpcClient
 
 from . import chain_reads, compute_api, new_task_api, wallet_api
+from .access import ACCESS, Access
 from .config import CONFIG, ConsoleConfig
 from .node_watch import NodeWatch
 from .round_charts import RoundCharts
 from .task_following import TaskFollowing
 from .templates import local_dataset
 from .worker_process import LocalWorker
-from .security import CSRF_TOKEN, Sessions, make_guard
+from .security import CSRF_TOKEN, add_response_headers, make_guard
 
 WEB = pathlib.Path(__file__).resolve().parent / "web"
 DIST = WEB / "dist"
@@ -55,10 +61,13 @@ STREAMS = web.AppKey("streams", set)
 hold the shutdown until aiohttp's timeout)."""
 
 
-def make_app(config: ConsoleConfig, poll_seconds: float = 1.0) -> web.Application:
-    """The console's app over the node at `config.node_url`; the node watch, the followed tasks and the chart
-    jobs start and stop with it."""
-    app = web.Application(middlewares=[make_guard(Sessions())])
+def make_app(config: ConsoleConfig, poll_seconds: float = 1.0, access: Access | None = None) -> web.Application:
+    """The console's app over the node at `config.node_url`, answering the sessions `access`'s token opens (a
+    random token when None); the node watch, the followed tasks and the chart jobs start and stop with it."""
+    access = access if access is not None else Access()
+    app = web.Application(middlewares=[make_guard(access)])
+    app.on_response_prepare.append(add_response_headers)
+    app[ACCESS] = access
     client = AsyncRpcClient(config.node_url, timeout=5.0)
     app[CONFIG] = config
     app[CLIENT] = client
@@ -94,6 +103,7 @@ def make_app(config: ConsoleConfig, poll_seconds: float = 1.0) -> web.Applicatio
     app.router.add_get("/api/tasks", tasks)
     app.router.add_get("/api/tasks/{number:\\d+}", task)
     app.router.add_get("/api/tasks/{number:\\d+}/chart", task_chart)
+    app.router.add_post("/api/tasks/{number:\\d+}/chart", start_task_chart)
     app.router.add_get("/api/search", search)
     app.router.add_post("/api/cache/refresh", refresh_cache)
     new_task_api.add_routes(app, CLIENT)
@@ -163,6 +173,12 @@ async def task(request: web.Request) -> web.Response:
 
 
 async def task_chart(request: web.Request) -> web.Response:
+    """The chart as far as it is computed: a read that starts nothing (an `<img>` on another site could send it)."""
+    return web.json_response(request.app[CHARTS].current(int(request.match_info["number"])).to_json())
+
+
+async def start_task_chart(request: web.Request) -> web.Response:
+    """The chart, its job started first when rounds settled since it last ran (a state change: POST, guarded)."""
     task_id = int(request.match_info["number"])
 
     async def reading() -> dict:
@@ -197,15 +213,16 @@ async def _read(request: web.Request, reading) -> web.Response:
     return web.json_response(answer)
 
 
-async def serve(config: ConsoleConfig, port: int, ready=None) -> None:
-    """Serve on 127.0.0.1:`port` until cancelled; `ready(url)` is called once it listens."""
-    runner = web.AppRunner(make_app(config))
+async def serve(config: ConsoleConfig, port: int, access: Access, ready=None) -> None:
+    """Serve on 127.0.0.1:`port` until cancelled; `ready(address)` is called once it listens, with the address
+    to open it at (its access token included)."""
+    runner = web.AppRunner(make_app(config, access=access))
     await runner.setup()
     try:
         site = web.TCPSite(runner, "127.0.0.1", port)
         await site.start()
         if ready is not None:
-            ready(f"http://127.0.0.1:{runner.addresses[0][1]}/")
+            ready(access.address(f"http://127.0.0.1:{runner.addresses[0][1]}/"))
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.Event().wait()
     finally:

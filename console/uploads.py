@@ -1,12 +1,13 @@
 """A requester's file, uploaded through the New task page and packed as `trolly-wallet data pack` packs it.
 
-The upload is bounded (`MAX_UPLOAD_BYTES`, counted as it streams in, so an oversized one is refused before it
-is all read); a zip is unpacked member by member with every name checked (no absolute path, no `..`, no link,
+The upload is bounded, the file (`MAX_UPLOAD_BYTES`) and the whole form with it (`MAX_FORM_EXTRA_BYTES` more,
+one file, a few short fields), counted as it streams in, so an oversized one is refused before it is all read
+or kept; a zip is unpacked member by member with every name checked (no absolute path, no `..`, no link,
 bounded count and unpacked size), so nothing lands outside its folder. The file is then read and packed by
 the requester's own code (`compute.data.packing.pack_file` for the model the page chose, then `write_packed`),
 and its refusals (no label column, a single label, too many features...) come back as `UploadRefused` with
-what to fix.
-A failed upload leaves nothing behind.
+what to fix; so are a file the system cannot read or write (a name too long, a disk full) and a zip entry that
+does not unpack. A failed upload leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import secrets
 import shutil
 import stat
 import zipfile
+import zlib
 from typing import Callable
 
 from aiohttp import BodyPartReader, web
@@ -28,6 +30,11 @@ from trolly.compute.errors import ComputeError
 
 MAX_UPLOAD_BYTES = 64 << 20
 """The largest file the page may upload (a CSV, a JSONL or a zip of images)."""
+MAX_FORM_EXTRA_BYTES = 64 << 10
+"""What the form may carry beside the file: its few short fields and the multipart framing."""
+MAX_FIELD_BYTES = 256
+"""The longest text field (a template's key, a column name, on or off)."""
+FIELDS = ("template", "label_column", "private")
 MAX_UNZIPPED_BYTES = 256 << 20
 MAX_ZIP_MEMBERS = 50_000
 SUFFIXES = (".csv", ".jsonl", ".ndjson", ".zip")
@@ -48,7 +55,10 @@ async def receive(request: web.Request, uploads: pathlib.Path, packs: pathlib.Pa
     folder = uploads / secrets.token_urlsafe(12)
     folder.mkdir(parents=True)
     try:
-        fields, source = await _read_form(request, folder)
+        try:
+            fields, source = await _read_form(request, folder)
+        except OSError as error:  # the upload cannot be kept here: the disk full
+            raise UploadRefused(f"the upload could not be kept here: {error.strerror or error}") from None
         label_column = fields.get("label_column", "").strip() or None
         private = fields.get("private", "on") not in ("off", "false", "0")  # private unless asked, as `data pack`
         key = new_data_key() if private else None
@@ -63,6 +73,9 @@ async def receive(request: web.Request, uploads: pathlib.Path, packs: pathlib.Pa
             return await asyncio.to_thread(pack)  # unzipping, reading, packing and hashing off the event loop
         except ComputeError as error:
             raise UploadRefused(_plain(str(error), folder)) from None
+        except OSError as error:  # a file the system cannot write or read: a name too long, the disk full
+            raise UploadRefused(_plain(f"the upload could not be unpacked or packed here: "
+                                       f"{error.strerror or error}", folder)) from None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -77,27 +90,60 @@ def find_pack(packs: pathlib.Path, pack_id: str) -> PackedDataset:
         raise UploadRefused(str(error)) from None
 
 
+class _Budget:
+    """The bytes a form may still send; every part's chunks are counted against it as they arrive."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.left = total
+
+    def spend(self, size: int) -> None:
+        self.left -= size
+        if self.left < 0:
+            raise self.exceeded()
+
+    def exceeded(self) -> UploadRefused:
+        return UploadRefused(f"the upload is larger than the {self.total:,} bytes a form may be: keep a sample of "
+                             f"your data")
+
+
 async def _read_form(request: web.Request, folder: pathlib.Path) -> tuple[dict[str, str], pathlib.Path]:
     if not request.content_type.startswith("multipart/"):
         raise UploadRefused("send the file as a multipart form (the page's upload field)")
+    budget = _Budget(MAX_UPLOAD_BYTES + MAX_FORM_EXTRA_BYTES)
+    if request.content_length is not None and request.content_length > budget.total:
+        raise budget.exceeded()  # before a byte is read: the form says it is too large
     reader = await request.multipart()
     fields: dict[str, str] = {}
     source = None
     while (part := await reader.next()) is not None:
         if not isinstance(part, BodyPartReader):
             raise UploadRefused("nested multipart forms are not accepted")
-        if part.name == "file":
-            source = await _save_file(part, folder)
-        elif part.name in ("template", "label_column", "private"):
-            fields[part.name] = (await part.read(decode=True))[:256].decode("utf-8", "replace")
+        if part.name == "file" and source is None:
+            source = await _save_file(part, folder, budget)
+        elif part.name in FIELDS and part.name not in fields:
+            fields[part.name] = await _read_field(part, budget)
+        else:
+            raise UploadRefused(f"the form has an unexpected or repeated part {str(part.name)[:40]!r}: send one file "
+                                f"and the fields {', '.join(FIELDS)}")
     if source is None:
         raise UploadRefused("choose a file: a .csv with a header, a .jsonl of {\"text\", \"label\"} lines, or a .zip "
                             "with one folder of images per class")
     return fields, source
 
 
-async def _save_file(part: BodyPartReader, folder: pathlib.Path) -> pathlib.Path:
-    name = _SAFE_NAME.sub("_", pathlib.PurePath(part.filename or "").name).strip("._") or "upload"
+async def _read_field(part: BodyPartReader, budget: _Budget) -> str:
+    value = b""
+    while chunk := await part.read_chunk(MAX_FIELD_BYTES + 1):
+        budget.spend(len(chunk))
+        value += chunk
+        if len(value) > MAX_FIELD_BYTES:
+            raise UploadRefused(f"the form field {part.name!r} is longer than {MAX_FIELD_BYTES} bytes")
+    return value.decode("utf-8", "replace")
+
+
+async def _save_file(part: BodyPartReader, folder: pathlib.Path, budget: _Budget) -> pathlib.Path:
+    name = _SAFE_NAME.sub("_", pathlib.PurePath(part.filename or "").name).strip("._")[-100:] or "upload"
     if not name.lower().endswith(SUFFIXES):
         raise UploadRefused(f"{name} is not a dataset this console packs: upload a .csv file with a header row, a "
                             f".jsonl file of {{\"text\", \"label\"}} lines, or a .zip with one folder of images per "
@@ -107,6 +153,7 @@ async def _save_file(part: BodyPartReader, folder: pathlib.Path) -> pathlib.Path
     with open(target, "wb") as out:
         while chunk := await part.read_chunk(1 << 16):
             size += len(chunk)
+            budget.spend(len(chunk))
             if size > MAX_UPLOAD_BYTES:
                 raise UploadRefused(f"{name} is larger than the {MAX_UPLOAD_BYTES >> 20} MiB an upload may be: "
                                     f"keep a sample of your data")
@@ -133,6 +180,8 @@ def unzip(archive: pathlib.Path, target: pathlib.Path) -> pathlib.Path:
                 _extract(bundle, member, root)
     except zipfile.BadZipFile:
         raise UploadRefused(f"{archive.name} is not a readable zip file") from None
+    except (zlib.error, EOFError, NotImplementedError, RuntimeError) as error:  # corrupt, cut short, encrypted
+        raise UploadRefused(f"{archive.name} does not unpack: {error}") from None
     entries = [entry for entry in target.iterdir() if not entry.name.startswith((".", "__MACOSX"))]
     if len(entries) == 1 and entries[0].is_dir() and all(child.is_dir() for child in entries[0].iterdir()):
         return entries[0]

@@ -166,7 +166,8 @@ def _print_summary(net: Localnet, config: LocalnetConfig) -> None:
     console.print(f"  wallet:  trolly-wallet --home {net.layout.wallet_home} --keyring-backend test "
                   f"--node {config.rpc_url(0)} ...  (keys: requester, validator-N, worker-N)")
     console.print(f"  logs:    trolly-localnet logs NAME --home {net.layout.home}")
-    console.print(f"  console: {config.console_url()}  (the web console; it signs with the requester key)")
+    console.print(f"  console: {net.layout.console_address(config)}  (the web console; it signs with the requester "
+                  f"key)", soft_wrap=True)
     console.print("  as the requester, in your shell (one line, to copy):")
     console.print(f"export {requester_environment(net.layout.wallet_home, config.rpc_url(0))}", soft_wrap=True)
 
@@ -376,7 +377,8 @@ def demo(home, task_name, rounds, timeout, keep, keep_console, churn, **options)
     if below_floor:
         console.print(f"[red]accuracy {summary['final_accuracy']} is below the floor {summary['accuracy_floor']}[/red]")
     if keep_console:
-        console.print(f"The localnet and its web console stay up: {Localnet(home).config.console_url()} "
+        kept = Localnet(home)
+        console.print(f"The localnet and its web console stay up: {kept.layout.console_address(kept.config)} "
                       f"(`trolly-localnet down` stops them)")
     click.echo(json.dumps(summary, sort_keys=True))
     if below_floor:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import subprocess
 
+from trolly.wallet.cli.options import CONSOLE_TOKEN_ENVIRONMENT_VARIABLE
+
 from .home_layout import Layout, LocalnetConfig, LocalnetError
 from .services import console_script
 from .supervisor import ServiceSpec
@@ -96,8 +98,11 @@ def worker_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpec]
 
 def console_service(layout: Layout, config: LocalnetConfig) -> ServiceSpec:
     """`trolly-console` on `config.console_port()`, against the first node, with the localnet's wallet home (its
-    test keyring) and fetches from the workers on 127.0.0.1 allowed."""
+    test keyring) and fetches from the workers on 127.0.0.1 allowed; its access token, the localnet's own
+    (`Layout.console_token`), reaches it in its environment, which no other user can read (a command line can
+    be)."""
     return ServiceSpec("console", (
         console_script("trolly-console"), "--port", str(config.console_port()), "--node", config.rpc_url(0),
         "--home", str(layout.wallet_home), "--keyring-backend", "test", "--allow-private-addresses",
-    ), ready_address=f"tcp://127.0.0.1:{config.console_port()}")
+    ), env={CONSOLE_TOKEN_ENVIRONMENT_VARIABLE: layout.console_token()},
+        ready_address=f"tcp://127.0.0.1:{config.console_port()}")

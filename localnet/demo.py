@@ -368,7 +368,7 @@ def run_demo(home, config: LocalnetConfig, options: DemoOptions, console: Consol
         console.print(f"localnet up in {time.monotonic() - started:.1f}s: {actual.rpc_url(0)}, "
                       f"{actual.workers} workers ({actual.slow_workers} declared slower), "
                       f"{actual.validators} validator(s) with their verifiers on {engine}")
-        console.print(f"web console: {actual.console_url()}")
+        console.print(f"web console: {net.layout.console_address(actual)}", soft_wrap=True)
         return asyncio.run(Demo(net, actual, options, console).run(started))
     finally:
         if not keep:

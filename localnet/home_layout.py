@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import secrets
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -185,6 +186,21 @@ class Layout:
     @property
     def wallet_home(self) -> Path:
         return self.home / "wallet"
+
+    @property
+    def console_token_file(self) -> Path:
+        return self.home / "console.token"
+
+    def console_token(self) -> str:
+        """The web console's access token: made once (random) and kept 0600 in the home, so the address `up`
+        printed still opens the console after `restart console` (the console gets it in its environment)."""
+        if not self.console_token_file.exists():
+            write_atomically(self.console_token_file, secrets.token_urlsafe(32).encode())
+        return self.console_token_file.read_text().strip()
+
+    def console_address(self, config: LocalnetConfig) -> str:
+        """Where to open the web console: its URL with its access token."""
+        return f"{config.console_url()}?token={self.console_token()}"
 
     def node_home(self, index: int) -> Path:
         return self.home / "nodes" / f"node-{index}"

@@ -3,6 +3,10 @@
 `busy_node` starts `trolly-node dev`, registers the dev key as a worker, submits a one-worker task and joins it
 (so the task runs, with a member and round 0), all through the wallet's own CLI. `file_keyring` writes a
 password-protected keyring holding the dev key, as a requester's wallet home holds its keys.
+
+Every console answers only a session its access token opened: `with_console` opens one for its client (unless
+told `signed_in=False`), `console_process` yields the address the console printed, and `browser_page(...,
+address=...)` opens it first, as a person pastes it into the browser.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dev_node import dev_node, free_port, stop_process_group
 from market_helpers import spec_bytes
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
+from trolly.console.access import ACCESS, Access
 from trolly.console.config import ConsoleConfig
 from trolly.console.server import make_app
 from trolly.wallet.cli import cli
@@ -66,14 +71,17 @@ def chain_query(node_url: str, path: str):
 
 
 @contextlib.contextmanager
-def browser_page(sync_api, **context_options):
-    """A Chromium page (Debian's, by its executable path), 1280x900; screenshots go to ARTIFACTS."""
+def browser_page(sync_api, address: str | None = None, **context_options):
+    """A Chromium page (Debian's, by its executable path), 1280x900, signed in to the console at `address` (the
+    address with the access token that the console printed) when given; screenshots go to ARTIFACTS."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
                                              args=["--no-sandbox"] if os.geteuid() == 0 else [])
         page = browser.new_page(viewport={"width": 1280, "height": 900}, **context_options)
         try:
+            if address is not None:
+                page.goto(address)
             yield page
         finally:
             browser.close()
@@ -87,17 +95,31 @@ def file_keyring(home: pathlib.Path, password: str = PASSWORD, name: str = "dev"
     return home
 
 
-def with_console(node_url: str, check, poll_seconds: float = 0.2, home=None, **options):
+def with_console(node_url: str, check, poll_seconds: float = 0.2, home=None, signed_in: bool = True,
+                 access: Access | None = None, **options):
     """Run `await check(client)` against a console app over `node_url` served by aiohttp's test server, signing
-    with the keyring in `home` (a fresh empty one when None)."""
+    with the keyring in `home` (a fresh empty one when None), its client signed in through the access token
+    (as a browser opening the printed address is) unless `signed_in` is False."""
 
     async def run():
         with tempfile.TemporaryDirectory() as scratch:
             config = ConsoleConfig(node_url, pathlib.Path(home or scratch), **options)
-            async with TestClient(TestServer(make_app(config, poll_seconds), host="127.0.0.1")) as client:
+            async with TestClient(TestServer(make_app(config, poll_seconds, access), host="127.0.0.1")) as client:
+                if signed_in:
+                    await sign_in(client)
                 return await check(client)
 
     return asyncio.run(run())
+
+
+async def sign_in(client: TestClient) -> None:
+    """Open a session with the console's access token, as a browser opening the printed address does."""
+    opened = await client.get("/", params={"token": access_token(client)}, allow_redirects=False)
+    assert opened.status == 303 and opened.headers["Location"] == "/", opened.status
+
+
+def access_token(client: TestClient) -> str:
+    return client.server.app[ACCESS].token
 
 
 async def csrf_token(client: TestClient) -> str:
@@ -139,10 +161,20 @@ def busy_node(tmp: pathlib.Path) -> Iterator[BusyNode]:
         yield BusyNode(url, 1, joined["hash"])
 
 
+@dataclasses.dataclass(frozen=True)
+class ConsoleSite:
+    url: str
+    """http://127.0.0.1:PORT, without a trailing slash."""
+    address: str
+    """What the console printed: the address to open it at, with its access token."""
+    pid: int
+
+
 @contextlib.contextmanager
 def console_process(node_url: str, log: pathlib.Path, timeout: float = 30.0, home: pathlib.Path | None = None,
-                    *extra: str) -> Iterator[str]:
-    """`trolly-console --node NODE --port <free> --home HOME` as a real process; yields its URL."""
+                    *extra: str) -> Iterator[ConsoleSite]:
+    """`trolly-console --node NODE --port <free> --home HOME` as a real process; yields its URL and the address it
+    printed."""
     port = free_port()
     home = home or log.parent / "console-home"
     with open(log, "wb") as out:
@@ -155,6 +187,7 @@ def console_process(node_url: str, log: pathlib.Path, timeout: float = 30.0, hom
             if process.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"trolly-console did not start:\n{log.read_text()[-3000:]}")
             time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
+        address = log.read_text().split("Trolly console:", 1)[1].split()[0]
+        yield ConsoleSite(f"http://127.0.0.1:{port}", address, process.pid)
     finally:
         stop_process_group(process)

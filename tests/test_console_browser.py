@@ -21,13 +21,13 @@ def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("console-browser")
     with contextlib.ExitStack() as console, contextlib.ExitStack() as node_running:
         node = node_running.enter_context(busy_node(tmp))
-        url = console.enter_context(console_process(node.url, tmp / "console.log"))
-        yield node, url, node_running  # the last test stops the node while the console goes on
+        served = console.enter_context(console_process(node.url, tmp / "console.log"))
+        yield node, served, node_running  # the last test stops the node while the console goes on
 
 
 @pytest.fixture(scope="module")
 def page(site):
-    with browser_page(SYNC_API) as page:
+    with browser_page(SYNC_API, site[1].address) as page:  # opened through the address the console printed
         yield page
 
 
@@ -36,7 +36,8 @@ def loaded(page, hash_: str) -> None:
 
 
 def test_the_network_page_shows_the_chain_and_follows_it_live(site, page):
-    node, url, _ = site
+    node, served, _ = site
+    url = served.url
     page.goto(f"{url}/#/network")
     loaded(page, "#/network")
     expect(page.get_by_role("table", name="Validators").get_by_text("validator-0")).to_be_visible()
@@ -50,7 +51,8 @@ def test_the_network_page_shows_the_chain_and_follows_it_live(site, page):
 
 
 def test_the_tasks_list_leads_to_a_task_page_with_its_members_and_rounds(site, page):
-    node, url, _ = site
+    node, served, _ = site
+    url = served.url
     page.goto(f"{url}/#/tasks")
     loaded(page, "#/tasks")
     page.get_by_role("link", name=f"Task {node.task_id}").click()
@@ -62,7 +64,8 @@ def test_the_tasks_list_leads_to_a_task_page_with_its_members_and_rounds(site, p
 
 
 def test_search_by_keyboard_finds_an_address_and_a_transaction(site, page):
-    node, url, _ = site
+    node, served, _ = site
+    url = served.url
     page.goto(f"{url}/#/network")
     loaded(page, "#/network")
     page.keyboard.press("Tab")  # the skip link, then the page links, then the search box
@@ -79,7 +82,8 @@ def test_search_by_keyboard_finds_an_address_and_a_transaction(site, page):
 
 
 def test_a_node_that_goes_down_shows_as_down_with_the_last_height_seen(site, page):
-    node, url, node_running = site
+    node, served, node_running = site
+    url = served.url
     page.goto(f"{url}/#/network")
     loaded(page, "#/network")
     node_running.close()

@@ -30,13 +30,13 @@ def site(tmp_path_factory):
     home = file_keyring(tmp / "home")
     with contextlib.ExitStack() as stack:
         node = stack.enter_context(dev_node(tmp / "node"))
-        url = stack.enter_context(console_process(node, tmp / "console.log", 30.0, home))
-        yield url, node, tmp
+        served = stack.enter_context(console_process(node, tmp / "console.log", 30.0, home))
+        yield served.url, node, tmp, served.address
 
 
 @pytest.fixture(scope="module")
 def page(site):
-    with browser_page(SYNC_API) as page:
+    with browser_page(SYNC_API, site[3]) as page:  # opened through the address the console printed
         yield page
 
 
@@ -54,7 +54,7 @@ def open_new_task(page, url: str) -> None:
 
 
 def test_a_file_that_is_not_a_dataset_is_refused_beside_the_file_with_what_to_fix(site, page):
-    url, rpc, tmp = site
+    url, rpc, tmp, _ = site
     open_new_task(page, url)
     page.get_by_label("Data file (.csv, .jsonl, or .zip of class folders)").set_input_files(
         {"name": "notes.txt", "mimeType": "text/plain", "buffer": b"just some notes"})
@@ -73,7 +73,7 @@ def test_a_file_that_is_not_a_dataset_is_refused_beside_the_file_with_what_to_fi
 
 
 def test_markup_in_a_file_is_shown_as_text_never_run(site, page):
-    url, node, tmp = site
+    url, node, tmp, _ = site
     open_new_task(page, url)
     hostile = '<img src=x onerror="window.pwned=1">'
     rows = "".join(f"{i},{i % 2},{hostile if i % 2 else 'plain'}\n" for i in range(12))
@@ -85,7 +85,7 @@ def test_markup_in_a_file_is_shown_as_text_never_run(site, page):
 
 
 def test_a_csv_shows_the_live_cost_a_wrong_password_submits_nothing_and_the_right_one_submits(site, page):
-    url, rpc, tmp = site
+    url, rpc, tmp, _ = site
     open_new_task(page, url)
     page.get_by_label("Digits MLP (tables and text)").check()
     page.get_by_label("Data file (.csv, .jsonl, or .zip of class folders)").set_input_files(
@@ -130,7 +130,7 @@ def test_a_csv_shows_the_live_cost_a_wrong_password_submits_nothing_and_the_righ
 
 
 def test_a_request_without_the_csrf_token_or_from_another_origin_is_refused_and_changes_nothing(site, page):
-    url, rpc, tmp = site
+    url, rpc, tmp, _ = site
     open_new_task(page, url)
     token = page.evaluate("fetch('/api/session').then(r => r.json()).then(b => b.csrf_token)")
     send = {"action": "send", "key": "dev", "to": OTHER, "amount": "1trl", "password": PASSWORD, "confirmed": True}
@@ -150,7 +150,7 @@ def test_a_request_without_the_csrf_token_or_from_another_origin_is_refused_and_
 
 
 def test_the_wallet_previews_cancels_and_sends_after_confirmation_with_the_password(site, page):
-    url, rpc, tmp = site
+    url, rpc, tmp, _ = site
     page.goto(f"{url}/#/wallet")
     page.wait_for_selector('main[data-loaded="#/wallet"]', timeout=15_000)
     expect(page.get_by_role("table", name="Balances").get_by_text(DEV_ADDRESS)).to_be_visible()
@@ -178,7 +178,7 @@ def test_the_wallet_previews_cancels_and_sends_after_confirmation_with_the_passw
 
 
 def test_the_provide_compute_page_runs_the_preflight(site, page):
-    url, node, tmp = site
+    url, node, tmp, _ = site
     page.goto(f"{url}/#/compute")
     page.wait_for_selector('main[data-loaded="#/compute"]', timeout=15_000)
     expect(page.get_by_role("table", name="Keys").get_by_text(DEV_ADDRESS)).to_be_visible()
@@ -186,6 +186,35 @@ def test_the_provide_compute_page_runs_the_preflight(site, page):
     page.get_by_role("button", name="Run the preflight").click()
     expect(page.get_by_label("Preflight: what this machine can do")).to_contain_text("reference speed", timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / "compute.png"), full_page=True)
+
+
+def test_the_console_opens_only_through_its_printed_address_and_then_hides_the_token(site, page):
+    """A browser without the token (another user, another profile) gets 403 everywhere; the printed address opens
+    a session in an HttpOnly cookie the page's scripts cannot read, and lands on the address without the token."""
+    url, node, tmp, address = site
+    page.goto(address)
+    assert page.url == f"{url}/"  # where the printed address leads: no token in it
+    assert page.evaluate("document.cookie") == ""  # the session cookie is HttpOnly
+    elsewhere = page.context.browser.new_context()  # cookies of its own: another profile, another user
+    try:
+        stranger = elsewhere.new_page()
+        refused = stranger.goto(f"{url}/#/wallet")
+        assert refused.status == 403 and "open that address again" in stranger.content()
+        assert stranger.request.get(f"{url}/api/session").status == 403
+        opened = stranger.goto(address.replace("/?", "/?x=1&"))
+        assert opened.status == 200 and stranger.url == f"{url}/?x=1"
+        stranger.wait_for_selector('main[data-loaded="#/network"]', timeout=15_000)
+    finally:
+        elsewhere.close()
+
+
+def test_the_private_box_says_what_stays_in_clear(site, page):
+    """The Private box did not say that label and column names stay readable. Now it names what is not
+    encrypted."""
+    url, node, tmp, _ = site
+    open_new_task(page, url)
+    label = page.locator('label[for="private"]')
+    expect(label).to_contain_text("Not encrypted: the label names, a CSV's column names")
 
 
 UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, button')]
@@ -197,7 +226,7 @@ UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, bu
 
 @pytest.mark.parametrize("hash_", ["#/network", "#/tasks", "#/new-task", "#/wallet", "#/compute"])
 def test_every_control_has_a_label(site, page, hash_):
-    url, node, tmp = site
+    url, node, tmp, _ = site
     page.goto(f"{url}/{hash_}")
     page.wait_for_selector(f'main[data-loaded="{hash_}"]', timeout=15_000)
     assert page.evaluate(UNLABELLED) == []

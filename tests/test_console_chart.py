@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 
-from console_helpers import with_console
+from console_helpers import csrf_token, own_origin, with_console
+from trolly.console.security import CSRF_HEADER
 from dev_node import dev_node, free_port
 from market_helpers import commit_message, reveal_message, verdict_message
 from test_market_e2e import Client
@@ -57,7 +58,8 @@ def test_the_chart_fetches_public_data_and_stops_saying_why_when_a_verified_upda
         client.send(requester, *[reveal_message(task_id, i) for i in items])
 
         async def check(console):
-            chart = {}
+            headers = {"Origin": own_origin(console), CSRF_HEADER: await csrf_token(console)}
+            chart = await (await console.post(f"/api/tasks/{task_id}/chart", headers=headers)).json()  # starts it
             for _ in range(240):
                 chart = await (await console.get(f"/api/tasks/{task_id}/chart")).json()
                 if chart["state"] == "stopped":

@@ -215,17 +215,21 @@ def test_a_wrong_password_or_a_forged_request_submits_nothing_and_the_right_one_
         async with BlobClient([submitted["data_url"]], address_policy=AddressPolicy(allow_private=True)) as blobs:
             served = await fetch_dataset(blobs, summary["manifest_hash"])
         task = await (await client.get(f"/api/tasks/{submitted['task_id']}")).json()
-        early = await client.get(f"/api/tasks/{submitted['task_id']}/model")
-        missing = await client.get("/api/tasks/999/model")
-        unfinished = ((early.status, await early.json()), (missing.status, await missing.json()))
+        headers = await guard_headers(client)
+        early = await client.post(f"/api/tasks/{submitted['task_id']}/model", headers=headers)
+        missing = await client.post("/api/tasks/999/model", headers=headers)
+        unfetched = await client.get(f"/api/tasks/{submitted['task_id']}/model")  # a read fetches nothing
+        unfinished = ((early.status, await early.json()), (missing.status, await missing.json()),
+                      (unfetched.status, await unfetched.json()))
         return unfinished, (before, (wrong.status, await wrong.json()), no_token.status, elsewhere.status, unchanged,
                 right.status, submitted, served, task)
 
     unfinished, answers = with_console(node, check, home=home)
     before, wrong, no_token, elsewhere, unchanged, status, submitted, served, task = answers
-    (early, early_answer), (missing, missing_answer) = unfinished
+    (early, early_answer), (missing, missing_answer), (unfetched, unfetched_answer) = unfinished
     assert early == 409 and "no verified final weights yet" in early_answer["error"]
     assert missing == 404 and "999" in missing_answer["error"]
+    assert unfetched == 404 and "not been fetched yet" in unfetched_answer["error"]
     assert not list((home / "console" / "models").glob("*.zip"))  # nothing written for either
     assert wrong[0] == 400 and wrong[1]["field"] == "password" and "wrong keyring password" in wrong[1]["error"]
     assert (no_token, elsewhere) == (403, 403) and unchanged == before

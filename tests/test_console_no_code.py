@@ -47,13 +47,16 @@ def test_a_csv_becomes_a_trained_verified_paid_model_through_the_browser(tmp_pat
         stack.callback(localnet, "down", "--home", str(home), check=False)
         node = json.loads(localnet("status", "--home", str(home), "-o", "json").stdout)["rpc"]
         printed = [line for line in (up.stdout + up.stderr).splitlines() if "console:" in line]
-        assert printed and "http://127.0.0.1:" in printed[0], up.stdout + up.stderr
-        localnet_console = printed[0].split("console:")[1].split()[0].rstrip("/")
-        url = stack.enter_context(console_process(node, tmp_path / "console.log", 60.0,
-                                                  requester_keyring(home, tmp_path / "home"),
-                                                  "--allow-private-addresses"))
-        page = stack.enter_context(browser_page(SYNC_API, accept_downloads=True))
+        assert printed and "http://127.0.0.1:" in printed[0] and "/?token=" in printed[0], up.stdout + up.stderr
+        localnet_address = printed[0].split("console:")[1].split()[0]  # the localnet's console, with its token
+        localnet_console = localnet_address.split("/?")[0]
+        served = stack.enter_context(console_process(node, tmp_path / "console.log", 60.0,
+                                                     requester_keyring(home, tmp_path / "home"),
+                                                     "--allow-private-addresses"))
+        url = served.url
+        page = stack.enter_context(browser_page(SYNC_API, served.address, accept_downloads=True))
 
+        page.goto(localnet_address)  # as the person who started the localnet opens what it printed
         page.goto(f"{localnet_console}/#/network")  # the localnet's own console is up beside the network
         page.wait_for_selector('main[data-loaded="#/network"]', timeout=30_000)
         expect(page.locator("#node-status")).to_contain_text("Node up")

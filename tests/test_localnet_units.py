@@ -642,3 +642,19 @@ def test_an_app_sigkilled_leaves_a_stale_socket_and_binds_it_again_when_started(
             assert stat.S_IMODE(socket_path.lstat().st_mode) == 0o600
         finally:
             supervisor.stop_all(timeout=10)
+
+
+def test_the_console_gets_the_localnets_access_token_in_its_environment_and_its_address_names_it(tmp_path):
+    """The console answers only a browser that opened its address with the access token (issue 32 item 5): the
+    localnet keeps one token (0600 in its home, the same at every restart of the console), hands it to the console
+    in its environment, never on its command line (which other users can read), and prints it in the address."""
+    from trolly.localnet.clients import console_service
+    from trolly.wallet.cli.options import CONSOLE_TOKEN_ENVIRONMENT_VARIABLE
+
+    layout, config = Layout(tmp_path), LocalnetConfig(base_port=31000)
+    spec = console_service(layout, config)
+    token = spec.env[CONSOLE_TOKEN_ENVIRONMENT_VARIABLE]
+    assert len(token) >= 32 and token == layout.console_token() and token not in " ".join(spec.argv)
+    assert stat.S_IMODE(layout.console_token_file.stat().st_mode) == 0o600
+    assert layout.console_address(config) == f"http://127.0.0.1:31091/?token={token}"
+    assert console_service(layout, config).env == spec.env  # a restart gets the same token

@@ -12,13 +12,20 @@ Three sources, each turned into float32 features (one row per sample) and one la
   `lora-text`, the same lines become token ids instead: `tokenized.py`).
 
 Every refusal is a `DatasetError` that names the file, row or field and says what to fix: packing runs before
-anything is paid, so bad data never costs the requester a task.
+anything is paid, so bad data never costs the requester a task. A malformed CSV, an image that is not one or
+claims more pixels than a packed sample may hold (read from its header, before it is decoded), and files the
+system cannot read are refusals too, never a crash.
+
+What reading holds is bounded before it is allocated: the features (`MAX_FEATURE_BYTES`), an image's pixels
+(`MAX_PACKED_INPUT_SIZE` values, from its header), and a text's hashed features (counted as its words and
+trigrams are found, never listed), so a small file cannot make the packer hold many times its size.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 import math
 import pathlib
@@ -27,6 +34,8 @@ import zlib
 
 import numpy as np
 
+from trolly.chain.market.datasets import MAX_PACKED_INPUT_SIZE, MAX_PACKED_SAMPLES
+
 from ..errors import DatasetError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
@@ -34,6 +43,9 @@ GRAYSCALE_MODES = ("1", "L", "I", "I;16", "F")
 TEXT_FEATURES = 512
 """Buckets of the hashed bag of words and character trigrams a text becomes."""
 _WORD = re.compile(r"\w+")
+MAX_FEATURE_BYTES = MAX_PACKED_SAMPLES * TEXT_FEATURES * 4
+"""The most float32 features a file may be read into (they are held whole while the pack is made): the most
+samples a packed dataset may hold, each a text's hashed features."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +86,8 @@ def _read_text(path: pathlib.Path) -> str:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as error:
         raise DatasetError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except OSError as error:
+        raise DatasetError(f"{path} cannot be read: {error.strerror or error}") from None
     if not text.strip():
         raise DatasetError(f"{path} is empty")
     return text
@@ -89,11 +103,34 @@ def _number(cell: str, where: str) -> float:
     return value
 
 
+def features_array(samples: int, features: int, what: str) -> np.ndarray:
+    """An empty float32 (samples, features) array, refused beyond `MAX_FEATURE_BYTES` before it is allocated."""
+    if samples > MAX_PACKED_SAMPLES:
+        raise DatasetError(f"{what} holds {samples} samples, more than the {MAX_PACKED_SAMPLES} a packed dataset may "
+                           f"hold: keep a sample of your data")
+    if samples * features * 4 > MAX_FEATURE_BYTES:
+        raise DatasetError(f"{what} makes {samples} samples of {features} features, more than "
+                           f"{MAX_FEATURE_BYTES >> 20} MiB of features: keep a sample of your data")
+    return np.empty((samples, features), dtype=np.float32)
+
+
+def _csv_rows(path: pathlib.Path, text: str):
+    """(line number, cells) of each non-empty row; a malformed CSV (a NUL byte, a field past the csv module's
+    limit, an unclosed quote) is a refusal."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        for row in reader:
+            if row:
+                yield reader.line_num, row
+    except csv.Error as error:
+        raise DatasetError(f"{path} line {reader.line_num} is not valid CSV: {error}") from None
+
+
 def read_csv(path: pathlib.Path, label_column: str | None = None) -> LabelledSamples:
-    rows = list(csv.reader(_read_text(path).splitlines()))
-    rows = [row for row in rows if row]
-    header = [name.strip() for name in rows[0]]
-    if all(_is_number(cell) for cell in header):
+    text = _read_text(path)
+    _, first = next(_csv_rows(path, text), (0, []))
+    header = [name.strip() for name in first]
+    if not header or all(_is_number(cell) for cell in header):
         raise DatasetError(f"{path} has no header row: the first row must name the columns, one of them the label")
     if label_column is None:
         label_index = len(header) - 1
@@ -103,20 +140,23 @@ def read_csv(path: pathlib.Path, label_column: str | None = None) -> LabelledSam
         raise DatasetError(f"{path} has no label column {label_column!r}; its columns: {', '.join(header)}")
     if len(header) < 2:
         raise DatasetError(f"{path} has only the label column {header[label_index]!r}: add feature columns")
-    if len(rows) < 2:
+    count = sum(1 for _ in _csv_rows(path, text)) - 1  # a first pass counts, so the features are allocated once
+    if count < 1:
         raise DatasetError(f"{path} has a header but no rows")
     features = [name for i, name in enumerate(header) if i != label_index]
-    inputs = np.empty((len(rows) - 1, len(features)), dtype=np.float32)
-    labels = []
-    for number, row in enumerate(rows[1:], start=2):
+    inputs = features_array(count, len(features), str(path))
+    labels, names = [], {}
+    rows = _csv_rows(path, text)
+    next(rows)
+    for index, (number, row) in enumerate(rows):
         if len(row) != len(header):
             raise DatasetError(f"{path} line {number} has {len(row)} cells, the header has {len(header)}")
         label = row[label_index].strip()
         if not label:
             raise DatasetError(f"{path} line {number} has an empty label ({header[label_index]!r})")
-        labels.append(label)
+        labels.append(names.setdefault(label, label))  # one string per label name, however many rows
         cells = [cell for i, cell in enumerate(row) if i != label_index]
-        inputs[number - 2] = [_number(cell, f"{path} line {number}, column {name!r}") for cell, name in zip(cells, features)]
+        inputs[index] = [_number(cell, f"{path} line {number}, column {name!r}") for cell, name in zip(cells, features)]
     return LabelledSamples(inputs, tuple(labels), "csv", {"columns": features, "label_column": header[label_index]})
 
 
@@ -129,8 +169,8 @@ def _is_number(cell: str) -> bool:
 
 
 def read_image_folders(root: pathlib.Path) -> LabelledSamples:
-    from PIL import Image, UnidentifiedImageError
-
+    """Every image's header is read first (size and mode), so an image too large to pack, or mixed sizes, is
+    refused before anything is decoded; then each is decoded straight into the features, one at a time."""
     loose = sorted(p.name for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
     if loose:
         raise DatasetError(f"{root} holds images outside a class folder ({loose[0]}): put each image in the folder "
@@ -138,49 +178,84 @@ def read_image_folders(root: pathlib.Path) -> LabelledSamples:
     classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not classes:
         raise DatasetError(f"{root} holds no class folders: make one folder of images per label")
-    images: list[tuple[pathlib.Path, str, object]] = []
+    files: list[tuple[pathlib.Path, str]] = []
     for folder in classes:
-        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
-        if not files:
+        found = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+        if not found:
             raise DatasetError(f"class folder {folder} holds no images ({', '.join(IMAGE_SUFFIXES)})")
-        for file in files:
-            try:
-                with Image.open(file) as opened:
-                    opened.load()
-                    images.append((file, folder.name, opened.copy()))
-            except (UnidentifiedImageError, OSError) as error:
-                raise DatasetError(f"{file} is not a readable image: {error}") from None
-    first_file, _, first = images[0]
-    for file, _, image in images:
-        if image.size != first.size:
-            raise DatasetError(f"mixed image sizes: {first_file} is {first.size[0]}x{first.size[1]}, {file} is "
-                               f"{image.size[0]}x{image.size[1]}; resize every image to one size")
-    grayscale = all(image.mode in GRAYSCALE_MODES for _, _, image in images)
+        files.extend((file, folder.name) for file in found)
+    headers = [_image_header(file) for file, _ in files]
+    first_file, (first_size, _) = files[0][0], headers[0]
+    for (file, _), (size, _) in zip(files, headers):
+        if size != first_size:
+            raise DatasetError(f"mixed image sizes: {first_file} is {first_size[0]}x{first_size[1]}, {file} is "
+                               f"{size[0]}x{size[1]}; resize every image to one size")
+    grayscale = all(mode in GRAYSCALE_MODES for _, mode in headers)
     mode, channels = ("L", 1) if grayscale else ("RGB", 3)
-    width, height = first.size
-    inputs = np.empty((len(images), height * width * channels), dtype=np.float32)
-    for row, (_, _, image) in enumerate(images):
-        inputs[row] = np.asarray(image.convert(mode), dtype=np.float32).reshape(-1) / 255.0
-    return LabelledSamples(inputs, tuple(label for _, label, _ in images), "images",
+    width, height = first_size
+    if width * height * channels > MAX_PACKED_INPUT_SIZE:
+        raise DatasetError(f"{first_file} is {width}x{height} with {channels} channel(s): {width * height * channels} "
+                           f"values, more than the {MAX_PACKED_INPUT_SIZE} a packed sample may hold; make the images "
+                           f"smaller")
+    inputs = features_array(len(files), height * width * channels, str(root))
+    for row, (file, _) in enumerate(files):
+        inputs[row] = _decoded(file, mode).reshape(-1) / 255.0
+    return LabelledSamples(inputs, tuple(label for _, label in files), "images",
                            {"height": height, "width": width, "channels": channels})
+
+
+def _image_header(file: pathlib.Path) -> tuple[tuple[int, int], str]:
+    """An image's size and mode from its header alone (Pillow decodes nothing until asked), refused when its
+    pixels alone pass what a packed sample may hold."""
+    with _opened(file) as image:
+        size, mode = image.size, image.mode
+    if size[0] * size[1] > MAX_PACKED_INPUT_SIZE:
+        raise DatasetError(f"{file} is {size[0]}x{size[1]}: more pixels than the {MAX_PACKED_INPUT_SIZE} values a "
+                           f"packed sample may hold; make the images smaller")
+    return size, mode
+
+
+def _decoded(file: pathlib.Path, mode: str) -> np.ndarray:
+    with _opened(file) as image:
+        try:
+            return np.asarray(image.convert(mode), dtype=np.float32)
+        except (OSError, ValueError) as error:  # a truncated or corrupt image shows only when decoded
+            raise DatasetError(f"{file} is not a readable image: {error}") from None
+
+
+def _opened(file: pathlib.Path):
+    """`Image.open` (the header only), with what a hostile file makes Pillow raise as refusals: not an image,
+    a decompression bomb (more pixels than Pillow itself allows), an unreadable file."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        return Image.open(file)
+    except Image.DecompressionBombError as error:
+        raise DatasetError(f"{file} claims too many pixels to be decoded safely: {error}") from None
+    except (UnidentifiedImageError, OSError, ValueError) as error:
+        raise DatasetError(f"{file} is not a readable image: {error}") from None
 
 
 def text_features(text: str) -> np.ndarray:
     """The hashed bag of lower-cased words and character trigrams of `text`: log(1 + count) per bucket
     (crc32 of the UTF-8 token, so every machine gives the same vector), scaled to unit length."""
     lowered = text.lower()
-    tokens = _WORD.findall(lowered) + [lowered[i:i + 3] for i in range(len(lowered) - 2)]
-    counts = np.zeros(TEXT_FEATURES, dtype=np.float64)
-    for token in tokens:
-        counts[zlib.crc32(token.encode("utf-8")) % TEXT_FEATURES] += 1.0
-    vector = np.log1p(counts)
+    counts = [0] * TEXT_FEATURES
+    for word in _WORD.finditer(lowered):  # each token counted as it is found: nothing listed per text
+        counts[zlib.crc32(word.group().encode("utf-8")) % TEXT_FEATURES] += 1
+    for start in range(len(lowered) - 2):
+        counts[zlib.crc32(lowered[start:start + 3].encode("utf-8")) % TEXT_FEATURES] += 1
+    vector = np.log1p(np.array(counts, dtype=np.float64))
     norm = float(np.linalg.norm(vector))
     return (vector / norm if norm else vector).astype(np.float32)
 
 
 def read_jsonl(path: pathlib.Path) -> LabelledSamples:
     texts, labels = jsonl_records(path)
-    return LabelledSamples(np.stack([text_features(text) for text in texts]), labels, "jsonl",
+    inputs = features_array(len(texts), TEXT_FEATURES, str(path))
+    for row, text in enumerate(texts):
+        inputs[row] = text_features(text)
+    return LabelledSamples(inputs, labels, "jsonl",
                            {"text_features": TEXT_FEATURES, "hashing": "crc32 of lower-cased words and character "
                                                                         "trigrams, log(1 + count), unit length"})
 

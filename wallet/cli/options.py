@@ -25,6 +25,9 @@ NODE_ENVIRONMENT_VARIABLE = "TROLLY_NODE"
 BACKEND_ENVIRONMENT_VARIABLE = "TROLLY_KEYRING_BACKEND"
 PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE = "TROLLY_ALLOW_PRIVATE_ADDRESSES"
 """Set (to 1), `task fetch` and `task eval` fetch from private and loopback addresses too, as on a localnet."""
+CONSOLE_TOKEN_ENVIRONMENT_VARIABLE = "TROLLY_CONSOLE_TOKEN"
+"""`trolly-console`'s access token when it is not to be a new one (a localnet keeps its console's so): here
+beside the other variables, as the localnet may not import the console."""
 DEFAULT_HOME = "~/.trolly-wallet"
 _META_KEY = "trolly.wallet.options"
 

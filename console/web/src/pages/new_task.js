@@ -34,7 +34,8 @@ export async function newTaskPage() {
     field("label-column", "Label column (CSV only; default: the last column)", labelColumn),
     h("div", { class: "choice" }, privateBox, h("label", { for: "private" },
       "Private: encrypt the data; only the task's members and validators get its key ",
-      "(the default, as with trolly-wallet data pack)")),
+      "(the default, as with trolly-wallet data pack). Not encrypted: the label names, a CSV's column names, the ",
+      "image size and the number of samples, which the dataset's manifest names in clear for anyone who fetches it")),
     uploadButton, packBox);
 
   const budget = h("input", { type: "text", name: "budget", value: "50trl", inputmode: "decimal", autocomplete: "off" });

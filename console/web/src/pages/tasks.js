@@ -1,7 +1,7 @@
 // The Tasks list, and a task's page: terms, members with pay and slashes, the chart of held-out loss and
 // accuracy per verified round (computed by the console in the background), every round's commitments,
 // sampled segments, committees and votes, and the model's download once the task completed.
-import { getJson } from "../api.js";
+import { getJson, postJson } from "../api.js";
 import { facts, h, link, mono, short, table, utrl } from "../dom.js";
 import { drawRoundChart } from "./round_chart.js";
 
@@ -21,7 +21,8 @@ export async function tasksPage(params) {
 
 export async function taskPage(taskId) {
   const t = await getJson(`/api/tasks/${taskId}`);
-  const chart = await getJson(`/api/tasks/${taskId}/chart`).catch((error) => ({ points: [], state: "stopped",
+  // A POST: asking for the chart starts its evaluation job (reading it with a GET starts nothing).
+  const chart = await postJson(`/api/tasks/${taskId}/chart`, {}).catch((error) => ({ points: [], state: "stopped",
     progress: "", problem: error.message }));
   const members = table("Members", ["index", "worker", "status", "collateral", "paid", "penalized", "slashed",
     "rounds passed", "reason"], t.members.map((m) => [String(m.index), mono(m.worker),
@@ -33,9 +34,7 @@ export async function taskPage(taskId) {
     r.commitments.length ? r.commitments.map((c) => commitment(c)) : h("p", {}, "No commitments yet.")));
   const chartBox = h("div", { id: "round-chart", role: "img",
     "aria-label": "Held-out loss and accuracy after each verified round (the same numbers are in the table below)" });
-  const model = t.final_weights_hash
-    ? h("p", {}, h("a", { href: `/api/tasks/${t.id}/model`, download: `task-${t.id}-model.zip`, id: "model-download" },
-      "Download the model (zip: model.safetensors, spec.json, labels.json)"))
+  const model = t.final_weights_hash ? modelDownload(t.id)
     : h("p", {}, "The model can be downloaded here once the task has completed.");
   return { data: { t, chart }, page: [
     h("h1", {}, `Task ${t.id}`),
@@ -58,6 +57,25 @@ export async function taskPage(taskId) {
     h("h2", {}, "Members, payments and slashes"), members,
     h("h2", {}, "Rounds"), rounds.length ? rounds : h("p", {}, "The task has not started."),
   ], after: () => drawRoundChart(chartBox, chart.points) };
+}
+
+// The model is fetched and checked by a POST (the console fetches it once), then downloaded by a GET that only
+// reads what was fetched.
+function modelDownload(taskId) {
+  const outcome = h("span", { id: "model-outcome", role: "status" });
+  const anchor = h("a", { href: `/api/tasks/${taskId}/model`, download: `task-${taskId}-model.zip`,
+    id: "model-download", onclick: async (event) => {
+      event.preventDefault();
+      outcome.textContent = " Fetching and checking the model…";
+      try {
+        const fetched = await postJson(`/api/tasks/${taskId}/model`, {});
+        outcome.textContent = "";
+        window.location.assign(fetched.download);
+      } catch (error) {
+        outcome.textContent = ` ${error.message}`;
+      }
+    } }, "Download the model (zip: model.safetensors, spec.json, labels.json)");
+  return h("p", {}, anchor, outcome);
 }
 
 function chartStatus(chart) {
