@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from engine_helpers import rpc_post, wait_until
-from test_engine_crash import free_port
+from net_helpers import free_ports
 from test_node_processes import COMETBFT, NO_COMETBFT, _height, node, stop
 from trolly.abci_app import home as homelib
 from trolly.abci_app.seed import SeedProof, is_seed_tx
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 @pytest.mark.skipif(COMETBFT is None, reason=f"needs CometBFT v0.38 (the venv's, or on PATH): {NO_COMETBFT}")
 def test_blocks_on_real_cometbft_lead_with_a_seed_tx_of_the_previous_heights_extensions(tmp_path):
     root = tmp_path / "h"
-    rpc_port, p2p_port, abci_port = free_port(), free_port(), free_port()
+    rpc_port, p2p_port, abci_port = free_ports(3)
     config = homelib.NodeConfig(proxy_app=f"tcp://127.0.0.1:{abci_port}", rpc_laddr=f"tcp://127.0.0.1:{rpc_port}",
                                 p2p_laddr=f"tcp://127.0.0.1:{p2p_port}", timeout_commit="200ms")
     homelib.init_home(root, "seed-test", dev=True, config=config)

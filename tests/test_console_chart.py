@@ -9,7 +9,8 @@ import asyncio
 import hashlib
 
 from console_helpers import with_console
-from dev_node import dev_node, free_port
+from dev_node import dev_node
+from net_helpers import free_port
 from market_helpers import commit_message, reveal_message, verdict_message
 from test_market_e2e import Client
 from verifier_helpers import expected_start
