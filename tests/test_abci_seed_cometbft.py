@@ -9,9 +9,10 @@ import subprocess
 
 import pytest
 
+from dev_node import stop_process
 from engine_helpers import rpc_post, wait_until
 from net_helpers import free_ports
-from test_node_processes import COMETBFT, NO_COMETBFT, _height, node, stop
+from test_node_processes import COMETBFT, NO_COMETBFT, _height, node
 from trolly.abci_app import home as homelib
 from trolly.abci_app.seed import SeedProof, is_seed_tx
 
@@ -41,5 +42,5 @@ def test_blocks_on_real_cometbft_lead_with_a_seed_tx_of_the_previous_heights_ext
             results = rpc_post(url, "block_results", {"height": str(height)})["result"]["txs_results"]
             assert results[0].get("code", 0) == 0, results[0]
     finally:
-        stop(cometbft)
-        stop(app)
+        stop_process(cometbft)
+        stop_process(app)
