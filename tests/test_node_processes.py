@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import pathlib
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Iterator
 
 import pytest
 
@@ -171,25 +173,31 @@ def _cometbft_or_reason() -> tuple[str | None, str]:
 COMETBFT, NO_COMETBFT = _cometbft_or_reason()
 
 
-@pytest.mark.skipif(COMETBFT is None, reason=f"needs CometBFT v0.38 (the venv's, or on PATH): {NO_COMETBFT}")
-def test_real_cometbft_drives_trolly_node_start(tmp_path):
-    root = tmp_path / "h"
+@contextlib.contextmanager
+def cometbft_node(root: pathlib.Path, chain_id: str) -> Iterator[str]:
+    """A one-validator dev chain at `root` on free loopback ports: `trolly-node start` driven by the real CometBFT
+    over TCP, 200 ms blocks; yields the RPC URL; stops both on exit."""
     rpc_port, p2p_port, abci_port = free_ports(3)
     config = homelib.NodeConfig(proxy_app=f"tcp://127.0.0.1:{abci_port}", rpc_laddr=f"tcp://127.0.0.1:{rpc_port}",
                                 p2p_laddr=f"tcp://127.0.0.1:{p2p_port}", timeout_commit="200ms")
-    homelib.init_home(root, "cometbft-test", dev=True, config=config)
+    homelib.init_home(root, chain_id, dev=True, config=config)
     app = node("start", "--home", str(root), stderr=subprocess.DEVNULL)
-    cometbft = subprocess.Popen([COMETBFT, "node", "--home", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env=dict(os.environ))
+    cometbft = subprocess.Popen([COMETBFT, "node", "--home", str(root)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
     try:
-        url = f"http://127.0.0.1:{rpc_port}"
+        yield f"http://127.0.0.1:{rpc_port}"
+    finally:
+        stop_process(cometbft)
+        stop_process(app)
+
+
+@pytest.mark.skipif(COMETBFT is None, reason=f"needs CometBFT v0.38 (the venv's, or on PATH): {NO_COMETBFT}")
+def test_real_cometbft_drives_trolly_node_start(tmp_path):
+    with cometbft_node(tmp_path / "h", "cometbft-test") as url:
         wait_until(lambda: _height(url) >= 3, 120, what="CometBFT blocks")
         tx = send_tx(dev_key(0), "cometbft-test", 0, b"\x09" * 20, 10)
         answer = rpc_post(url, "broadcast_tx_commit", {"tx": base64.b64encode(tx).decode()})["result"]
         assert answer["tx_result"]["code"] == 0
-    finally:
-        stop_process(cometbft)
-        stop_process(app)
 
 
 def _run_chain(root: pathlib.Path, socket_address: str, until_height: int, tx: bytes | None = None) -> int:
