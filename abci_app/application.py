@@ -36,6 +36,7 @@ from trolly.chain.params import AuthParams, get_params
 from trolly.chain.state import State
 
 from . import seed
+from .base_application import BaseApplication, info_response
 from .codes import error_code
 from .conversions import add_events, decode_misbehavior, decode_votes, encode_validator_updates, fill_tx_result
 from .conversions import timestamp_ns
@@ -85,8 +86,9 @@ def _software_version() -> str:
         return "0.0.0"
 
 
-class TrollyApplication:
-    """The ABCI methods, one per `Request` oneof case (the server dispatches on the case name).
+class TrollyApplication(BaseApplication):
+    """The ABCI methods, one per `Request` oneof case (the server dispatches on the case name); Echo and the
+    snapshot calls (state sync is not offered) are `BaseApplication`'s defaults.
 
     Its helpers are handed in by whoever starts it (`trolly-node start`): `checks`, the memo of transactions
     whose stateless checks passed (a fresh one if none is given), and `signature_checker`, the helper
@@ -161,17 +163,12 @@ class TrollyApplication:
         self._mempool = None
 
     # -- connection: info / query ---------------------------------------------------------------------------
-    def echo(self, request: abci.RequestEcho) -> abci.ResponseEcho:
-        return abci.ResponseEcho(message=request.message)
-
     def info(self, request: abci.RequestInfo) -> abci.ResponseInfo:
         """The last COMMITTED height and app hash: CometBFT replays any block after it."""
         height = self.store.last_height
         log.debug("Info from %s: app at height %d", request.version or "?", height)
-        return abci.ResponseInfo(
-            data=APP_NAME, version=_software_version(), app_version=APP_VERSION,
-            last_block_height=height, last_block_app_hash=self.store.last_app_hash if height > 0 else b"",
-        )
+        return info_response(height, self.store.last_app_hash, data=APP_NAME, version=_software_version(),
+                             app_version=APP_VERSION)
 
     def query(self, request: abci.RequestQuery) -> abci.ResponseQuery:
         height = self.store.last_height
@@ -349,16 +346,3 @@ class TrollyApplication:
         self._genesis_changes = None
         self._mempool = None  # CometBFT re-checks its remaining mempool txs next, rebuilding the overlay
         return abci.ResponseCommit(retain_height=RETAIN_HEIGHT)
-
-    # -- connection: snapshot (state sync is not offered) ------------------------------------------------------
-    def list_snapshots(self, request: abci.RequestListSnapshots) -> abci.ResponseListSnapshots:
-        return abci.ResponseListSnapshots()
-
-    def offer_snapshot(self, request: abci.RequestOfferSnapshot) -> abci.ResponseOfferSnapshot:
-        return abci.ResponseOfferSnapshot(result=abci.ResponseOfferSnapshot.REJECT)
-
-    def load_snapshot_chunk(self, request: abci.RequestLoadSnapshotChunk) -> abci.ResponseLoadSnapshotChunk:
-        return abci.ResponseLoadSnapshotChunk()
-
-    def apply_snapshot_chunk(self, request: abci.RequestApplySnapshotChunk) -> abci.ResponseApplySnapshotChunk:
-        return abci.ResponseApplySnapshotChunk(result=abci.ResponseApplySnapshotChunk.ABORT)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 
+from trolly.abci_app.base_application import BaseApplication, info_response
 from trolly.abci_app.proto.tendermint.abci import types_pb2 as abci
 from trolly.abci_app.server import run_until_signalled
 from trolly.chain.crypto import verify_signature
@@ -33,22 +34,17 @@ APP_HASH = bytes(32)
 """The app hash of every height: there is no state to commit to."""
 
 
-class NoopApplication:
+class NoopApplication(BaseApplication):
     """Accepts every transaction and every proposal; every transaction succeeds without running. With
-    `signatures`, a transaction new to the mempool must decode and carry a valid signature."""
+    `signatures`, a transaction new to the mempool must decode and carry a valid signature. What it does not
+    write here is `BaseApplication`'s default: proposals as the mempool orders them, no queries, no snapshots."""
 
     def __init__(self, signatures: bool = False) -> None:
         self.height = 0
         self.signatures = signatures
 
-    def echo(self, request: abci.RequestEcho) -> abci.ResponseEcho:
-        return abci.ResponseEcho(message=request.message)
-
     def info(self, request: abci.RequestInfo) -> abci.ResponseInfo:
-        return abci.ResponseInfo(last_block_height=self.height, last_block_app_hash=APP_HASH if self.height else b"")
-
-    def query(self, request: abci.RequestQuery) -> abci.ResponseQuery:
-        return abci.ResponseQuery(code=1, log="the noop benchmark app keeps no state")
+        return info_response(self.height, APP_HASH)
 
     def check_tx(self, request: abci.RequestCheckTx) -> abci.ResponseCheckTx:
         if self.signatures and request.type == abci.CheckTxType.NEW:
@@ -63,46 +59,12 @@ class NoopApplication:
     def init_chain(self, request: abci.RequestInitChain) -> abci.ResponseInitChain:
         return abci.ResponseInitChain(app_hash=APP_HASH)
 
-    def prepare_proposal(self, request: abci.RequestPrepareProposal) -> abci.ResponsePrepareProposal:
-        """The mempool's transactions in its order, as many as fit (CometBFT may offer more than fit)."""
-        chosen, size = [], 0
-        for tx in request.txs:
-            size += len(tx)
-            if size > request.max_tx_bytes:
-                break
-            chosen.append(tx)
-        return abci.ResponsePrepareProposal(txs=chosen)
-
-    def process_proposal(self, request: abci.RequestProcessProposal) -> abci.ResponseProcessProposal:
-        return abci.ResponseProcessProposal(status=abci.ResponseProcessProposal.ACCEPT)
-
-    def extend_vote(self, request: abci.RequestExtendVote) -> abci.ResponseExtendVote:
-        return abci.ResponseExtendVote()
-
-    def verify_vote_extension(self, request: abci.RequestVerifyVoteExtension) -> abci.ResponseVerifyVoteExtension:
-        return abci.ResponseVerifyVoteExtension(status=abci.ResponseVerifyVoteExtension.ACCEPT)
-
     def finalize_block(self, request: abci.RequestFinalizeBlock) -> abci.ResponseFinalizeBlock:
         self.height = request.height
         response = abci.ResponseFinalizeBlock(app_hash=APP_HASH)
         for _ in request.txs:
             response.tx_results.add(code=0)
         return response
-
-    def commit(self, request: abci.RequestCommit) -> abci.ResponseCommit:
-        return abci.ResponseCommit()
-
-    def list_snapshots(self, request: abci.RequestListSnapshots) -> abci.ResponseListSnapshots:
-        return abci.ResponseListSnapshots()
-
-    def offer_snapshot(self, request: abci.RequestOfferSnapshot) -> abci.ResponseOfferSnapshot:
-        return abci.ResponseOfferSnapshot(result=abci.ResponseOfferSnapshot.REJECT)
-
-    def load_snapshot_chunk(self, request: abci.RequestLoadSnapshotChunk) -> abci.ResponseLoadSnapshotChunk:
-        return abci.ResponseLoadSnapshotChunk()
-
-    def apply_snapshot_chunk(self, request: abci.RequestApplySnapshotChunk) -> abci.ResponseApplySnapshotChunk:
-        return abci.ResponseApplySnapshotChunk(result=abci.ResponseApplySnapshotChunk.REJECT_SNAPSHOT)
 
 
 def main() -> None:

@@ -23,7 +23,6 @@ import asyncio
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ import time
 
 import aiohttp
 
+from benchmarks._network_nets import free_ports
 from trolly.abci_app import home as homelib
 from trolly.abci_app.engine.abci_client import AbciClient
 from trolly.abci_app.engine.chainstate import init_chain_request, timestamp
@@ -45,12 +45,6 @@ AUTH = AuthParams()
 """The default chain's fee rule, which the genesis keeps: every transaction pays its minimum fee."""
 CONCURRENCY = 32
 BLOCK_TIME = "200ms"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def make_genesis(count: int, validator: homelib.ValidatorKey) -> tuple[dict, list[bytes]]:
@@ -178,7 +172,7 @@ def main() -> None:
 
         root = os.path.join(scratch, "engine-home")
         homelib.write_home(root, genesis, validator)
-        app_address, port = f"unix://{scratch}/engine-app.sock", free_port()
+        app_address, [port] = f"unix://{scratch}/engine-app.sock", free_ports(1)
         app = spawn("start", "--home", root, "--abci", app_address, log=log)
         engine = spawn("engine", "--home", root, "--proxy-app", app_address, "--rpc-laddr",
                        f"tcp://127.0.0.1:{port}", "--block-time", BLOCK_TIME, log=log)

@@ -28,7 +28,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from click.testing import CliRunner
 
-from dev_node import dev_node, free_port, stop_process_group
+from dev_node import dev_node, stop_process_group
+from net_helpers import free_port
 from market_helpers import spec_bytes
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key

@@ -6,7 +6,6 @@ import contextlib
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from typing import Iterator
 
 import pytest
 
+from net_helpers import free_port
 from trolly.chain.crypto import encode_address
 from trolly.wallet.rpc import RpcClient
 from trolly.wallet.sender import TxSender
@@ -22,10 +22,17 @@ BIN = pathlib.Path(sys.executable).parent
 NODE_SCRIPT = BIN / "trolly-node"
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def stop_process(process: subprocess.Popen, timeout: float = 15.0, signum: int = signal.SIGTERM) -> int:
+    """Send `signum` to the process (not its group: for a process started in the test's own session), SIGKILL
+    it if it does not exit in time; its exit status."""
+    if process.poll() is None:
+        process.send_signal(signum)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+    return process.returncode
 
 
 def stop_process_group(process: subprocess.Popen, timeout: float = 15.0) -> None:

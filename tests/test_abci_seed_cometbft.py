@@ -5,14 +5,11 @@ verify."""
 from __future__ import annotations
 
 import base64
-import subprocess
 
 import pytest
 
 from engine_helpers import rpc_post, wait_until
-from test_engine_crash import free_port
-from test_node_processes import COMETBFT, NO_COMETBFT, _height, node, stop
-from trolly.abci_app import home as homelib
+from test_node_processes import COMETBFT, NO_COMETBFT, _height, cometbft_node
 from trolly.abci_app.seed import SeedProof, is_seed_tx
 
 pytestmark = pytest.mark.slow
@@ -20,16 +17,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.skipif(COMETBFT is None, reason=f"needs CometBFT v0.38 (the venv's, or on PATH): {NO_COMETBFT}")
 def test_blocks_on_real_cometbft_lead_with_a_seed_tx_of_the_previous_heights_extensions(tmp_path):
-    root = tmp_path / "h"
-    rpc_port, p2p_port, abci_port = free_port(), free_port(), free_port()
-    config = homelib.NodeConfig(proxy_app=f"tcp://127.0.0.1:{abci_port}", rpc_laddr=f"tcp://127.0.0.1:{rpc_port}",
-                                p2p_laddr=f"tcp://127.0.0.1:{p2p_port}", timeout_commit="200ms")
-    homelib.init_home(root, "seed-test", dev=True, config=config)
-    app = node("start", "--home", str(root), stderr=subprocess.DEVNULL)
-    cometbft = subprocess.Popen([COMETBFT, "node", "--home", str(root)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{rpc_port}"
+    with cometbft_node(tmp_path / "h", "seed-test") as url:
         wait_until(lambda: _height(url) >= 5, 120, what="CometBFT blocks")
         for height in (3, 4):
             txs = rpc_post(url, "block", {"height": str(height)})["result"]["block"]["data"]["txs"] or []
@@ -40,6 +28,3 @@ def test_blocks_on_real_cometbft_lead_with_a_seed_tx_of_the_previous_heights_ext
             assert proof.height == height - 1 and len(proof.signatures) == 1  # the one validator
             results = rpc_post(url, "block_results", {"height": str(height)})["result"]["txs_results"]
             assert results[0].get("code", 0) == 0, results[0]
-    finally:
-        stop(cometbft)
-        stop(app)

@@ -21,7 +21,6 @@ import pathlib
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,7 +28,9 @@ import time
 
 import pytest
 
+from dev_node import stop_process
 from engine_helpers import rpc_post, send_tx, wait_until
+from net_helpers import free_port
 from trolly.abci_app import home as homelib
 from trolly.abci_app.seed import is_seed_tx
 from trolly.chain.crypto import encode_address
@@ -42,12 +43,6 @@ pytestmark = pytest.mark.slow
 DEV = dev_key(0)
 CHAIN_ID = "crash-test"
 RECIPIENTS = [hashlib.sha256(f"recipient-{i}".encode()).digest()[:20] for i in range(5)]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Processes:
@@ -90,13 +85,8 @@ class Processes:
 
     def stop(self) -> None:
         for process in (self.engine, self.app):
-            if process is not None and process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            if process is not None:
+                stop_process(process, 10)
 
     def logs(self) -> str:
         return "\n".join(

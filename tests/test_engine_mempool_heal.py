@@ -20,7 +20,9 @@ import subprocess
 import sys
 
 import pytest
+from dev_node import stop_process
 from engine_helpers import rpc_post, send_tx, wait_until
+from net_helpers import free_port
 from raising_app import DROP_THE_CONNECTION, RAISE_IN_CHECK_TX, RAISE_ON_RECHECK_AMOUNT
 
 from trolly.abci_app import home as homelib
@@ -36,14 +38,6 @@ TO = hashlib.sha256(b"heal-recipient").digest()[:20]
 FEE = 1_000_000
 """Well above any minimum fee the dev genesis asks for a small send."""
 TESTS = pathlib.Path(__file__).parent
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Node:
@@ -68,13 +62,7 @@ class Node:
 
     def stop(self) -> None:
         for process in (self.engine, self.app):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_process(process, 10)
 
     def log(self, name: str) -> str:
         return (self.root / name).read_text(errors="replace")

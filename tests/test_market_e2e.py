@@ -15,7 +15,7 @@ import time
 import urllib.request
 
 import pytest
-from dev_node import dev_node, free_port
+from dev_node import dev_node
 from click.testing import CliRunner
 
 from market_helpers import commit_message, digest, final_message, spec_bytes

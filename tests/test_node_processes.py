@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import pathlib
@@ -12,11 +13,13 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Iterator
 
 import pytest
 
+from dev_node import stop_process
 from engine_helpers import rpc_post, send_tx, wait_until
-from test_engine_crash import free_port
+from net_helpers import free_port, free_ports
 from trolly.abci_app import home as homelib
 from trolly.abci_app.engine.abci_client import AbciClient
 from trolly.abci_app.engine.chainstate import init_chain_request
@@ -29,17 +32,6 @@ pytestmark = pytest.mark.slow
 
 def node(*arguments: str, **options) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "trolly.abci_app.cli", *arguments], **options)
-
-
-def stop(process: subprocess.Popen, signum=signal.SIGTERM) -> int:
-    if process.poll() is None:
-        process.send_signal(signum)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    return process.returncode
 
 
 def wait_for_socket(path: pathlib.Path) -> None:
@@ -69,7 +61,7 @@ def test_start_serves_abci_without_cometbft(tmp_path):
 
         asyncio.run(drive())
     finally:
-        assert stop(app) == 0
+        assert stop_process(app) == 0
     assert not socket_path.exists()  # removed on a clean stop
 
 
@@ -89,7 +81,7 @@ def test_start_listens_on_config_proxy_app_by_default(tmp_path):
 
         assert asyncio.run(asyncio.wait_for(ping(), 30)) == "tcp"
     finally:
-        stop(app)
+        stop_process(app)
 
 
 def test_start_without_a_home_fails_clearly(tmp_path):
@@ -119,7 +111,7 @@ def test_dev_runs_a_chain_that_accepts_transactions_and_resumes(tmp_path):
         assert answer["tx_result"]["code"] == 0
         height = int(rpc_post(url, "status")["result"]["sync_info"]["latest_block_height"])
     finally:
-        assert stop(process, signal.SIGINT) == 0
+        assert stop_process(process, signum=signal.SIGINT) == 0
     app_log = (tmp_path / "dev.log").read_text()
     assert "ABCI server stopped" in app_log and "block 1: 0 txs" in app_log  # the child app stopped too
 
@@ -129,7 +121,7 @@ def test_dev_runs_a_chain_that_accepts_transactions_and_resumes(tmp_path):
         query = rpc_post(url, "abci_query", {"path": f"/account/{encode_address(recipient)}"})["result"]["response"]
         assert json.loads(base64.b64decode(query["value"]))["balance"] == 1234
     finally:
-        assert stop(process, signal.SIGINT) == 0
+        assert stop_process(process, signum=signal.SIGINT) == 0
 
     process = node(*arguments, "--reset", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -138,7 +130,7 @@ def test_dev_runs_a_chain_that_accepts_transactions_and_resumes(tmp_path):
         query = rpc_post(url, "abci_query", {"path": f"/account/{encode_address(recipient)}"})["result"]["response"]
         assert json.loads(base64.b64decode(query["value"]))["balance"] == 0
     finally:
-        stop(process, signal.SIGINT)
+        stop_process(process, signum=signal.SIGINT)
 
 
 def _height(url: str) -> int:
@@ -159,14 +151,14 @@ def test_engine_refuses_an_app_ahead_of_its_block_store(tmp_path):
     try:
         engine = node(*engine_arguments, stderr=subprocess.DEVNULL)
         wait_until(lambda: _height(f"http://127.0.0.1:{port}") >= 3, 60, what="three blocks")
-        assert stop(engine) == 0
+        assert stop_process(engine) == 0
         shutil.rmtree(root / "data" / homelib.ENGINE_DB)  # the engine forgets the chain; the app remembers it
         result = subprocess.run([sys.executable, "-m", "trolly.abci_app.cli", *engine_arguments],
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode != 0
         assert "the app is at height" in result.stderr and "block store ends at 0" in result.stderr
     finally:
-        stop(app)
+        stop_process(app)
 
 
 def _cometbft_or_reason() -> tuple[str | None, str]:
@@ -181,25 +173,31 @@ def _cometbft_or_reason() -> tuple[str | None, str]:
 COMETBFT, NO_COMETBFT = _cometbft_or_reason()
 
 
-@pytest.mark.skipif(COMETBFT is None, reason=f"needs CometBFT v0.38 (the venv's, or on PATH): {NO_COMETBFT}")
-def test_real_cometbft_drives_trolly_node_start(tmp_path):
-    root = tmp_path / "h"
-    rpc_port, p2p_port, abci_port = free_port(), free_port(), free_port()
+@contextlib.contextmanager
+def cometbft_node(root: pathlib.Path, chain_id: str) -> Iterator[str]:
+    """A one-validator dev chain at `root` on free loopback ports: `trolly-node start` driven by the real CometBFT
+    over TCP, 200 ms blocks; yields the RPC URL; stops both on exit."""
+    rpc_port, p2p_port, abci_port = free_ports(3)
     config = homelib.NodeConfig(proxy_app=f"tcp://127.0.0.1:{abci_port}", rpc_laddr=f"tcp://127.0.0.1:{rpc_port}",
                                 p2p_laddr=f"tcp://127.0.0.1:{p2p_port}", timeout_commit="200ms")
-    homelib.init_home(root, "cometbft-test", dev=True, config=config)
+    homelib.init_home(root, chain_id, dev=True, config=config)
     app = node("start", "--home", str(root), stderr=subprocess.DEVNULL)
-    cometbft = subprocess.Popen([COMETBFT, "node", "--home", str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env=dict(os.environ))
+    cometbft = subprocess.Popen([COMETBFT, "node", "--home", str(root)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
     try:
-        url = f"http://127.0.0.1:{rpc_port}"
+        yield f"http://127.0.0.1:{rpc_port}"
+    finally:
+        stop_process(cometbft)
+        stop_process(app)
+
+
+@pytest.mark.skipif(COMETBFT is None, reason=f"needs CometBFT v0.38 (the venv's, or on PATH): {NO_COMETBFT}")
+def test_real_cometbft_drives_trolly_node_start(tmp_path):
+    with cometbft_node(tmp_path / "h", "cometbft-test") as url:
         wait_until(lambda: _height(url) >= 3, 120, what="CometBFT blocks")
         tx = send_tx(dev_key(0), "cometbft-test", 0, b"\x09" * 20, 10)
         answer = rpc_post(url, "broadcast_tx_commit", {"tx": base64.b64encode(tx).decode()})["result"]
         assert answer["tx_result"]["code"] == 0
-    finally:
-        stop(cometbft)
-        stop(app)
 
 
 def _run_chain(root: pathlib.Path, socket_address: str, until_height: int, tx: bytes | None = None) -> int:
@@ -216,8 +214,8 @@ def _run_chain(root: pathlib.Path, socket_address: str, until_height: int, tx: b
             assert rpc_post(url, "broadcast_tx_commit", {"tx": base64.b64encode(tx).decode()})["result"]["tx_result"]["code"] == 0
         wait_until(lambda: _height(url) >= until_height, 60, what=f"height {until_height}")
     finally:
-        stop(engine)
-        stop(app)
+        stop_process(engine)
+        stop_process(app)
     return _height_of_store(root)
 
 
@@ -249,7 +247,7 @@ def test_engine_refuses_an_app_whose_hash_differs_from_the_block_store(tmp_path)
             capture_output=True, text=True, timeout=60,
         )
     finally:
-        stop(app)
+        stop_process(app)
     assert result.returncode != 0 and "app hash mismatch" in result.stderr, result.stderr[-2000:]
 
 

@@ -13,7 +13,8 @@ import time
 import urllib.request
 
 import pytest
-from dev_node import dev_node, free_port, stop_process_group
+from dev_node import dev_node, stop_process_group
+from net_helpers import free_port
 
 from trolly.chain.hd import DEV_MNEMONIC
 from trolly.wallet.keyring import Keyring

@@ -29,6 +29,7 @@ import urllib.request
 import pytest
 from chain_helpers import with_market_params
 from dev_node import send_included, stop_process_group
+from net_helpers import free_port
 
 from trolly.chain.crypto import decode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
@@ -92,12 +93,6 @@ def unreachable_namespace():
     finally:
         run("ip", "netns", "del", namespace, check=False)
         run("ip", "link", "del", host_end, check=False)
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
 
 
 def wait_until(predicate, timeout: float, what: str, processes=()):

@@ -18,7 +18,8 @@ import nacl.signing
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from dev_node import dev_node, free_port, stop_process_group
+from dev_node import dev_node, stop_process_group
+from net_helpers import free_port
 from safetensors.numpy import load_file
 
 from market_helpers import commit_message, reveal_message, verdict_message

@@ -14,59 +14,29 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
+from dev_node import dev_node, stop_process
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC
 from trolly.wallet.keyring import Keyring
 from trolly.wallet.passwords import PasswordSource
-from trolly.wallet.rpc import RpcClient
 
-from verifier_scenario import VALIDATOR, WORKERS, assert_decided_correctly, landed_verdicts, open_and_commit, unused_port, wait_for
+from verifier_scenario import VALIDATOR, WORKERS, assert_decided_correctly, landed_verdicts, open_and_commit, wait_for
 
 pytestmark = pytest.mark.slow
 
 BIN = pathlib.Path(sys.executable).parent
-NODE_SCRIPT = BIN / "trolly-node"
 VERIFIER_SCRIPT = BIN / "trolly-verifier"
 
 
 @pytest.fixture
 def node(tmp_path):
-    for script in (NODE_SCRIPT, VERIFIER_SCRIPT):
-        if not script.exists():
-            pytest.skip(f"console script not installed at {script}")
-    home = tmp_path / "node-home"
-    url = f"http://127.0.0.1:{unused_port()}"
-    log_path = tmp_path / "node.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen([str(NODE_SCRIPT), "dev", "--home", str(home), "--block-time", "500ms",
-                                    "--rpc-laddr", url.replace("http://", "tcp://")],
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"trolly-node dev exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with RpcClient(url, timeout=2) as client:
-                    if client.status().latest_block_height >= 1:
-                        break
-            except Exception:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"trolly-node dev did not serve {url} within 60 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.2)
+    if not VERIFIER_SCRIPT.exists():
+        pytest.skip(f"console script not installed at {VERIFIER_SCRIPT}")
+    with dev_node(tmp_path / "node-home", block_time="500ms") as url:
         yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
 
 
 def start_verifier(url: str, tmp_path: pathlib.Path, log_name: str) -> tuple[subprocess.Popen, pathlib.Path]:
@@ -91,15 +61,6 @@ async def wait_until_following(process: subprocess.Popen, log_path: pathlib.Path
     await wait_for(following, timeout=120, what="the verifier to start")
 
 
-def stop(process: subprocess.Popen) -> int:
-    process.send_signal(signal.SIGTERM)
-    try:
-        return process.wait(60)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        return process.wait(5)
-
-
 def test_verifier_process_votes_on_a_real_node_and_never_twice(node, tmp_path):
     Keyring(tmp_path / "wallet", "test", PasswordSource.fixed("unused")).recover("validator", DEV_MNEMONIC)
 
@@ -120,7 +81,7 @@ def test_verifier_process_votes_on_a_real_node_and_never_twice(node, tmp_path):
 
             await wait_for(decided, timeout=180, what="the verifier's votes to decide the round")
             await asyncio.sleep(2)  # let any votes still in flight land or be refused
-            assert stop(process) == 0, log_path.read_text()[-3000:]
+            assert stop_process(process, 60) == 0, log_path.read_text()[-3000:]
             task = await scenario.task()
             assert_decided_correctly(task)
             log_text = log_path.read_text()
@@ -141,12 +102,12 @@ def test_verifier_process_votes_on_a_real_node_and_never_twice(node, tmp_path):
             again, again_log = start_verifier(node, tmp_path, "verifier-restart.log")
             await wait_until_following(again, again_log)
             await asyncio.sleep(3)  # a few passes over the same chain
-            assert stop(again) == 0, again_log.read_text()[-3000:]
+            assert stop_process(again, 60) == 0, again_log.read_text()[-3000:]
             assert landed_verdicts(await scenario.task()) == landed_verdicts(task)
             assert "voted" not in again_log.read_text()
         finally:
             if process.poll() is None:
-                stop(process)
+                stop_process(process, 60)
             if scenario is not None:
                 await scenario.close()
 

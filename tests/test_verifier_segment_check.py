@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import socket
 
 import pytest
 import torch
 
+from net_helpers import free_port
 from trolly.chain.market.records import VERDICT_FAIL, VERDICT_PASS, VERDICT_UNAVAILABLE
 from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
 from trolly.compute.checkpoints import decode_checkpoint, encode_checkpoint, final_state
@@ -63,13 +63,6 @@ def tolerant():
 @pytest.fixture(scope="module")
 def honest(spec, trainer):
     return build_round(spec, trainer=trainer)
-
-
-@pytest.fixture
-def unused_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def source_of(published, task_id=1, round_index=1) -> MemorySource:
@@ -159,9 +152,9 @@ def test_a_withheld_checkpoint_is_voted_unavailable(spec, trainer, replayer):
     assert "withheld" in report.reason
 
 
-def test_an_unreachable_worker_is_reported_unavailable(spec, honest, replayer, unused_port):
+def test_an_unreachable_worker_is_reported_unavailable(spec, honest, replayer):
     cheated, published = honest
-    claim = claim_for(cheated, published, 0, blob_url=f"http://127.0.0.1:{unused_port}")
+    claim = claim_for(cheated, published, 0, blob_url=f"http://127.0.0.1:{free_port()}")
 
     async def run():
         async with BlobClient([claim.blob_url], retry=RetryPolicy(attempts=1, request_timeout=2.0),

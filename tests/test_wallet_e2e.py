@@ -14,7 +14,8 @@ import sys
 import time
 
 import pytest
-from dev_node import dev_node, free_port
+from dev_node import dev_node
+from net_helpers import free_port
 from click.testing import CliRunner
 
 from trolly.abci_app.home_genesis import DEV_UNBONDING_BLOCKS

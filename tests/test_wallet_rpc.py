@@ -1,12 +1,12 @@
 """wallet.rpc, wallet.sender and wallet.proofs against a fake CometBFT node running the real chain rules."""
 
 import asyncio
-import socket
 
 import pytest
 from aiohttp import web
 from hypothesis import given, settings, strategies as st
 
+from net_helpers import free_port
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
 from trolly.chain.tx import build_tx
@@ -26,12 +26,6 @@ DEV = dev_key(0)
 DEV_ADDRESS = encode_address(DEV.address)
 BOB = dev_key(5)
 BOB_ADDRESS = encode_address(BOB.address)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_node_urls_in_cometbft_form_are_accepted():

@@ -16,7 +16,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ import urllib.request
 
 import pytest
 
+from dev_node import stop_process_group
+from net_helpers import free_port
 from trolly.chain.crypto import decode_address, encode_address
 from trolly.chain.hd import dev_key
 from trolly.chain.proto import market_pb2
@@ -44,12 +45,6 @@ WORKER_SCRIPT = BIN / "trolly-worker"
 MARKET_PARAMS = {"verification_window": 3, "min_worker_stake": 1_000_000, "min_collateral": 100_000}
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def wait_until(predicate, timeout: float, what: str, process: subprocess.Popen | None = None, log: pathlib.Path | None = None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -61,16 +56,6 @@ def wait_until(predicate, timeout: float, what: str, process: subprocess.Popen |
         time.sleep(0.1)
     detail = log.read_text()[-4000:] if log is not None and log.exists() else ""
     pytest.fail(f"timed out waiting for {what}:\n{detail}")
-
-
-def stop_group(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +86,7 @@ def node(tmp_path_factory):
         wait_until(ready, 60, "the dev node", process, log_path)
         yield url
     finally:
-        stop_group(process)
+        stop_process_group(process)
 
 
 def send(url: str, key, *messages):
@@ -186,7 +171,7 @@ def test_worker_killed_mid_round_resumes_commits_once_and_the_task_settles(node,
         os.killpg(worker.pid, signal.SIGTERM)
         assert worker.wait(30) == 0, log_path.read_text()[-3000:]
     finally:
-        stop_group(worker)
+        stop_process_group(worker)
     assert "progress saved" in log_path.read_text()
     stopped_at = len(round_zero()["checkpoints"])
 
@@ -197,7 +182,7 @@ def test_worker_killed_mid_round_resumes_commits_once_and_the_task_settles(node,
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(10)
     finally:
-        stop_group(worker)
+        stop_process_group(worker)
     killed_at = round_zero()
     view = whole_task(functools.partial(query, node), task_id)
     assert view["round"] == 0 and view["round_details"][0]["commitments"] == []
@@ -223,7 +208,7 @@ def test_worker_killed_mid_round_resumes_commits_once_and_the_task_settles(node,
         os.killpg(worker.pid, signal.SIGTERM)  # ends the linger at once
         assert worker.wait(30) == 0, log_path.read_text()[-4000:]
     finally:
-        stop_group(worker)
+        stop_process_group(worker)
 
     log_text = log_path.read_text()
     assert f"task {task_id} round 0: resuming from checkpoint {stopped_at - 1}" in log_text

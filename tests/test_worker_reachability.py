@@ -17,7 +17,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from click.testing import CliRunner
 
-from dev_node import free_port, stop_process_group
+from dev_node import stop_process_group
+from net_helpers import free_port
 from trolly.compute.blobs import AddressPolicy, BlobServer, BlobStore
 from trolly.compute.blobs.reachability import PROBE_BLOB_LIMIT
 from trolly.compute.blobs.relay import Relay, RelayOptions, build_relay_app

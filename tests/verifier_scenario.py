@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import socket
 import time
 from typing import Iterator
 
@@ -31,6 +30,7 @@ from trolly.wallet.market_queries import get_task
 from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.sender import TxSender
 
+from net_helpers import free_port
 from verifier_helpers import digits, own_profile, play, tiny_spec_document
 from wallet_helpers import FakeNode, dev_app_state
 
@@ -57,12 +57,6 @@ def market_node(workers) -> Iterator[FakeNode]:
         yield fake
     finally:
         fake.stop()
-
-
-def unused_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 async def send(client: AsyncRpcClient, key, message) -> None:
@@ -119,7 +113,7 @@ async def open_and_commit(url: str, directory, *, fund: bool = False) -> Scenari
             servers.append(server)
             blob_url = server.url
         else:
-            blob_url = f"http://127.0.0.1:{unused_port()}"  # nothing listens here
+            blob_url = f"http://127.0.0.1:{free_port()}"  # nothing listens here
         await send(client, key, pb.MsgRegisterWorker(stake=WORKER_STAKE, blob_url=blob_url, hardware=pb.HardwareProfile(
             device="cpu", samples_per_second=100, memory_mb=1024, threads=1)))
     before = {t["id"] for t in (await client.query_json("/market/tasks"))["tasks"]}

@@ -42,8 +42,9 @@ import time
 from aiohttp import web
 
 from .connect_policy import AddressPolicy
-from .connections import ConnectionGuard, ConnectionLimits, admitted_total
+from .connections import ConnectionLimits
 from .errors import BlobError, BlobNotFound, BlobRejected, BlobTooLarge
+from .guarded_service import GuardedService
 from .path_names import worker_address
 from .reachability import add_probe_route
 from .relay_auth import (DEFAULT_MAX_SKEW, PushForAnotherRelay, PushSignature, PushSignatureInvalid, PushUnsigned,
@@ -248,20 +249,16 @@ def build_relay_app(relay: Relay) -> web.Application:
     return app
 
 
-class RelayServer:
+class RelayServer(GuardedService):
     """The relay on host:port with a start/run/stop lifecycle (port 0 picks a free port): serves, and sweeps
     settled tasks every `sweep_interval` seconds while `run` runs."""
 
     def __init__(self, relay: Relay, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(host, port, relay.options.limits)
         self.relay = relay
-        self.host = host
-        self.port = port
-        self._runner: web.AppRunner | None = None
-        self._server: asyncio.AbstractServer | None = None
 
-    @property
-    def url(self) -> str:
-        return f"http://{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}"
+    def build_app(self) -> web.Application:
+        return build_relay_app(self.relay)
 
     async def start(self) -> None:
         """Listen; a relay given no public URL is known by the one it listens on from then on (ValueError when
@@ -269,14 +266,7 @@ class RelayServer:
         if not self.relay.known_as and self.host in WILDCARD_HOSTS:
             raise ValueError(f"a relay listening on every address ({self.host or 'all'}) must be told the URL "
                              f"workers reach it by (--public-url): pushes are signed for it")
-        limits = self.relay.options.limits
-        self._runner = web.AppRunner(build_relay_app(self.relay), access_log=None,
-                                     keepalive_timeout=limits.header_timeout)
-        await self._runner.setup()
-        guard = ConnectionGuard(limits, admitted_total(limits))
-        self._server = await asyncio.get_running_loop().create_server(
-            guard.protocol_factory(self._runner.server), self.host, self.port, reuse_address=True)
-        self.port = self._server.sockets[0].getsockname()[1]
+        await super().start()
         if not self.relay.known_as:
             self.relay.known_as = (relay_identity(self.url),)
 
@@ -293,10 +283,5 @@ class RelayServer:
                 pass
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await super().stop()
         await self.relay.members.client.close()

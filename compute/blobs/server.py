@@ -23,8 +23,9 @@ import json
 
 from aiohttp import web
 
-from .connections import ConnectionGuard, ConnectionLimits, admitted_total
+from .connections import ConnectionLimits
 from .errors import BlobError, BlobHashMismatch, BlobNotFound, BlobTooLarge, InvalidBlobHash
+from .guarded_service import GuardedService
 from .path_names import InvalidPathName, unsigned_id
 from .store import BlobStore, check_blob_hash
 
@@ -168,48 +169,14 @@ def build_app(store: BlobStore, owner_token: str, limits: ConnectionLimits = Con
     return app
 
 
-class BlobServer:
+class BlobServer(GuardedService):
     """Serve a store on host:port with a start/stop lifecycle (port 0 picks a free port), within `limits`."""
 
     def __init__(self, store: BlobStore, owner_token: str = "", host: str = "127.0.0.1", port: int = 0,
                  limits: ConnectionLimits = ConnectionLimits()) -> None:
+        super().__init__(host, port, limits)
         self.store = store
         self.owner_token = owner_token
-        self.host = host
-        self.port = port
-        self.limits = limits
-        self.guard: ConnectionGuard | None = None
-        """The connection counts, from `start` on (the total cap is fixed then, from the file limit)."""
-        self._runner: web.AppRunner | None = None
-        self._server: asyncio.AbstractServer | None = None
 
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    async def start(self) -> None:
-        # keepalive_timeout is aiohttp's timer on a connection waiting for a complete request, from its start
-        # and after each response: the header timeout.
-        self._runner = web.AppRunner(build_app(self.store, self.owner_token, self.limits), access_log=None,
-                                     keepalive_timeout=self.limits.header_timeout)
-        await self._runner.setup()
-        self.guard = ConnectionGuard(self.limits, admitted_total(self.limits))
-        # Served without an aiohttp site, so that every accepted connection passes the guard first.
-        self._server = await asyncio.get_running_loop().create_server(
-            self.guard.protocol_factory(self._runner.server), self.host, self.port, reuse_address=True)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()  # no new connections
-            self._server = None
-        if self._runner is not None:
-            await self._runner.cleanup()  # closes the connections it serves
-            self._runner = None
-
-    async def __aenter__(self) -> "BlobServer":
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info) -> None:
-        await self.stop()
+    def build_app(self) -> web.Application:
+        return build_app(self.store, self.owner_token, self.limits)
