@@ -73,13 +73,22 @@ def ephemeral_base(sealed_box: bytes) -> bytes | None:
     if len(sealed_box) != SEALED_BOX_BYTES:
         return None
     u = (int.from_bytes(sealed_box[:POINT_BYTES], "little") & (2**255 - 1)) % FIELD_PRIME
-    if u == FIELD_PRIME - 1:  # u = -1: a point of order 4 on the twist, killed by any clamped scalar
+    lifted = edwards_lift(u)
+    if lifted is None:
         return None
-    y = (u - 1) * pow(u + 1, FIELD_PRIME - 2, FIELD_PRIME) % FIELD_PRIME
     try:
-        return _times_cofactor(y.to_bytes(POINT_BYTES, "little"))
+        return _times_cofactor(lifted)
     except nacl.exceptions.RuntimeError:  # no x for this y: u lies on the twist
         return None
+
+
+def edwards_lift(u: int) -> bytes | None:
+    """The encoding (y, sign bit 0) of the Edwards point with Montgomery u, y = (u-1)/(u+1); it may name no
+    point (u on the twist: libsodium then refuses it). None for u = -1, a point of order 4 on the twist."""
+    if u == FIELD_PRIME - 1:
+        return None
+    y = (u - 1) * pow(u + 1, FIELD_PRIME - 2, FIELD_PRIME) % FIELD_PRIME
+    return y.to_bytes(POINT_BYTES, "little")
 
 
 def _times_cofactor(point: bytes) -> bytes | None:
@@ -98,7 +107,8 @@ def proof_challenge(recipient_public_key: bytes, sealed_box: bytes, base: bytes,
     return sodium.crypto_core_ed25519_scalar_reduce(digest)
 
 
-def _canonical_nonzero_scalar(scalar: bytes) -> bool:
+def is_canonical_nonzero_scalar(scalar: bytes) -> bool:
+    """0 < scalar < L: the one encoding of a usable scalar, so a proof has no second form."""
     return 0 < int.from_bytes(scalar, "little") < GROUP_ORDER
 
 
@@ -107,7 +117,7 @@ def _verify_proof(recipient_public_key: bytes, sealed_box: bytes, base: bytes, p
     shared, challenge, response = proof[:32], proof[32:64], proof[64:]
     if not sodium.crypto_core_ed25519_is_valid_point(shared):
         raise InvalidBoxProof("the proof's shared point is not a canonical point of the prime-order subgroup")
-    if not (_canonical_nonzero_scalar(challenge) and _canonical_nonzero_scalar(response)):
+    if not (is_canonical_nonzero_scalar(challenge) and is_canonical_nonzero_scalar(response)):
         raise InvalidBoxProof("the proof's challenge or response is not a canonical non-zero scalar")
     commitment_to_key = sodium.crypto_core_ed25519_sub(_point_times(response, COFACTOR_BASE),
                                                       _point_times(challenge, recipient_public_key))
