@@ -63,7 +63,7 @@ COFACTOR_BASE = sodium.crypto_scalarmult_ed25519_base_noclamp((8).to_bytes(SCALA
 
 
 def _point_times(scalar: bytes, point: bytes) -> bytes:
-    """scalar*point; libsodium refuses small-order or non-canonical points and an identity result."""
+    """scalar*point for a point of the prime-order subgroup (libsodium refuses any other, and an identity result)."""
     return sodium.crypto_scalarmult_ed25519_noclamp(scalar, point)
 
 
