@@ -37,7 +37,7 @@ def member_answer(**changes) -> dict:
     answer = {"worker": address(2), "index": 0, "status": "active", "collateral": 500, "paid": 0, "penalized": 0,
               "slashed": 0, "rounds_passed": 0, "samples_paid": 0, "compensated": 0, "left_round": -1, "reason": "", "leaving": 0,
               "blob_url": "http://127.0.0.1:8700", "relay": "", "first_round": 0,
-              "key": {"delivered_height": 0, "reported_height": 0}}
+              "data_key_box": {"delivered_height": 0, "reported_height": 0}}
     return answer | changes
 
 

@@ -143,14 +143,14 @@ class TaskMember(MarketView):
     blob_url: str
     relay: str
     """The blob relay serving the member ('' when it serves `blob_url` itself)."""
-    key: KeyHeld
+    data_key_box: KeyHeld
     """Its private task's data key box: when delivered and reported bad (0s for a public task)."""
 
     @property
     def holds_key(self) -> bool:
         """Delivered its private task's data key and did not prove it bad: leaving early forfeits its whole
         collateral (docs/privacy.md)."""
-        return bool(self.key.delivered_height) and not self.key.reported_height
+        return bool(self.data_key_box.delivered_height) and not self.data_key_box.reported_height
 
     @property
     def fetch_url(self) -> str:

@@ -89,7 +89,7 @@ def member_view(member: Member, blob_url: str, relay: str = "", box: KeyBox | No
         "compensated": member.compensated,
         "first_round": member.first_round,
         "left_round": member.left_round, "reason": member.reason, "leaving": member.leaving, "blob_url": blob_url,
-        "relay": relay, "key": box_view(box),
+        "relay": relay, "data_key_box": box_view(box),
     }
 
 
@@ -161,7 +161,8 @@ def task_view(state: State, task: Task) -> dict:
     for address in task.members:
         worker = find_worker(state, address)
         members.append(member_view(find_member(state, task.id, address), worker.blob_url if worker else "",
-                                   worker.relay if worker else "", find_key_box(state, task.id, address)))
+                                   worker.relay if worker else "",
+                                   find_key_box(state, task.id, address) if task.private_data else None))
     view["members"] = members
     view["recorded_rounds"] = recorded_rounds(task)
     return view
