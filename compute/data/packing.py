@@ -160,6 +160,16 @@ def for_one_task(packed: PackedDataset) -> PackedDataset:
     return dataclasses.replace(packed, manifest_hash=blobs.manifest_hash)
 
 
+def task_copy(packed: PackedDataset, manifest_hash: str) -> PackedDataset | None:
+    """The copy of `packed` a task trains on (`for_one_task`), found by its manifest hash (the pack itself for its
+    own hash); None when this pack made no such copy."""
+    if manifest_hash == packed.manifest_hash:
+        return packed
+    if not (packed.directory / TASK_KEYS / f"{manifest_hash}.key").exists() or not packed.store.has(manifest_hash):
+        return None
+    return dataclasses.replace(packed, manifest_hash=manifest_hash)
+
+
 def held_out_split(targets: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
     """A boolean mask of the held-out samples: per label, round(n x fraction) of its n samples (at least one,
     at most n - 1) drawn by a PCG64 generator seeded with `seed`, so the split is the same on every machine."""
