@@ -17,10 +17,12 @@ import pytest
 from market_helpers import MARKET_PARAMS, SPEC, STAKE, commit_message, submit_message
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
-from trolly.chain.market.data_keys import data_key_hash
+from trolly.chain.market.data_keys import box_context, data_key_hash
 from trolly.chain.proto import market_pb2 as pb
 from trolly.compute.data.encryption import new_data_key, open_data_key
 from trolly.compute.requester.key_delivery import deliver_data_keys
+from trolly.compute.sealed_keys import BadDataKey, bad_key_report, received_data_key
+from trolly.wallet.box_proofs import seal_with_sender_proof
 from trolly.wallet.errors import WalletError
 from trolly.wallet.market_queries import find_data_key, get_task_overview
 from trolly.wallet.rpc import RpcClient
@@ -105,5 +107,31 @@ def test_a_key_the_task_did_not_commit_to_is_not_delivered():
             task_id = private_task_with_its_worker(client, new_data_key())
             with pytest.raises(WalletError, match="not the one task 1 committed to"):
                 deliver(client, task_id, new_data_key())
+    finally:
+        node.stop()
+
+
+def test_a_worker_finds_its_box_bad_reports_it_and_is_released_with_compensation():
+    """What the worker service and the verifier do with a junk box (`compute.sealed_keys`): the key it holds is
+    not the one the task committed to, so `received_data_key` raises BadDataKey, and `bad_key_report` (the
+    recipient's proof) is accepted on chain: the worker leaves with its collateral and a compensation."""
+    node = FakeNode(node_app_state(operator_key_in_genesis=True)).start()
+    try:
+        with RpcClient(node.url) as client:
+            task_id = private_task_with_its_worker(client, new_data_key())
+            task = client.run(get_task_overview(client.async_client, task_id))
+            sealed, proof = seal_with_sender_proof(new_data_key(), WORKER.pubkey, box_context(task_id))
+            client.run(send(client, REQUESTER, pb.MsgDeliverKey(task_id=task_id, recipient=WORKER.address,
+                                                                sealed_key=sealed, sender_proof=proof)))
+            with pytest.raises(BadDataKey, match="another key") as bad:
+                client.run(received_data_key(client.async_client, task_id, WORKER, task.data_key_hash))
+            assert not bad.value.reported
+            before = client.run(fetch_account(client.async_client, encode_address(WORKER.address))).balance
+            client.run(send(client, WORKER, bad_key_report(task_id, WORKER, bad.value.sealed)))
+            member = client.run(get_task_overview(client.async_client, task_id)).member(encode_address(WORKER.address))
+            assert (member.status, member.reason, member.penalized) == ("left", "bad data key", 0)
+            after = client.run(fetch_account(client.async_client, encode_address(WORKER.address))).balance
+            assert after == before + task.collateral + member.compensated and member.compensated > 0
+            assert client.run(get_task_overview(client.async_client, task_id)).status == "abandoned"  # nobody left
     finally:
         node.stop()
