@@ -32,8 +32,9 @@ from trolly.wallet.sender import TxSender
 
 from ..blobs import AddressPolicy
 from ..data.encryption import DataKeyError, new_data_key
+from ..data import Dataset
 from ..data.packing import (DEFAULT_TEST_FRACTION, LORA_TEXT, SUMMARY_FILE, PackedDataset, for_one_task, open_packed,
-                            pack_file, write_packed)
+                            pack_file, task_copy, write_packed)
 from ..data.tokenized import DEFAULT_CONTEXT
 from ..errors import ComputeError
 from ..spec import example_spec, lora_text_spec, parse_spec
@@ -291,6 +292,12 @@ def prepare_data_submission(path: str, spec_file: str | None, model: str | None,
         return DataSubmission(spec, packed, list(urls), server, round_blocks)
 
 
+def packed_dataset_of(packed: PackedDataset, manifest_hash: str) -> Dataset:
+    """The task's dataset from the requester's packed directory: the task's own re-encrypted copy when the pack
+    made one (`task_copy`), else the pack as it is (which `evaluate_result` refuses if it is not the task's)."""
+    return (task_copy(packed, manifest_hash) or packed).load()
+
+
 def addresses_option(function):
     return click.option("--allow-private-addresses", is_flag=True, envvar=PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE,
                         help=f"Fetch from private and loopback addresses too: a localnet's workers (env "
@@ -330,8 +337,8 @@ def evaluate_command(task_id: int, data_directory: pathlib.Path | None, allow_pr
     with refusals():
         result = client.run(fetch_result(client.async_client, task_id, addresses))
         try:
-            dataset = (open_packed(data_directory).load() if data_directory is not None
-                       else client.run(fetch_dataset_of(result, addresses)))
+            dataset = (packed_dataset_of(open_packed(data_directory), result.spec.dataset.manifest_hash)
+                       if data_directory is not None else client.run(fetch_dataset_of(result, addresses)))
         except DataKeyError:
             raise WalletError("the task's dataset is private: pass your packed directory (which keeps its data "
                               "key) with --data") from None
