@@ -126,6 +126,10 @@ def release_leavers(state: State, ctx: BlockContext, task: Task) -> None:
         escrow_burn(state, forfeited)
         member.penalized += forfeited
         member.collateral = 0
+        if forfeited:
+            worker = get_worker(state, member.worker)
+            worker.penalized += forfeited
+            put_worker(state, worker)
         _leave(state, task, member, LEFT, "left")
         task_event(ctx, task.id, "left", round=task.round, worker=encode_address(member.worker), returned=returned,
                    forfeited=forfeited)
