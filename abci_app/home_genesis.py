@@ -113,8 +113,8 @@ def build_app_state(
     """The `app_state` object: params, funded accounts, and validators bonded from their operators' balances.
 
     Each of `public_keys` (ed25519) is recorded in its account (`pub_key`, base64; an account not in `accounts`
-    is listed with balance 0), so data can be sealed to it before it signs anything: a private task waits for
-    its data key to reach every bonded validator's operator (docs/privacy.md)."""
+    is listed with balance 0), so data can be sealed to it before it signs anything: a private task's data key
+    reaches a validator's operator once it is drawn to check the task (docs/privacy.md)."""
     if params is None:  # fees: the defaults
         params = {"staking": {"unbonding_blocks": DEV_UNBONDING_BLOCKS}}
     entries = {address: {"address": address, "balance": str(balance)} for address, balance in (accounts or {}).items()}

@@ -103,11 +103,13 @@ HOSTILE_VALUES = [
 
 @st.composite
 def hostile_spec(draw) -> bytes:
-    kind = draw(st.sampled_from(["valid", "leaf", "leaf", "drop", "extra", "raw", "deep", "huge-int",
+    kind = draw(st.sampled_from(["valid", "private", "leaf", "leaf", "drop", "extra", "raw", "deep", "huge-int",
                                  "duplicate", "nan", "truncate", "garbage", "float-exponent"]))
     spec = json.loads(json.dumps(SPEC))
-    if kind == "valid":
+    if kind in ("valid", "private"):
         spec["training"]["seed"] = draw(st.integers(0, 10**6))
+        if kind == "private":
+            spec["dataset"]["cipher"] = "xsalsa20poly1305"
         return json.dumps(spec).encode()
     if kind in ("leaf", "drop", "extra"):
         section = draw(st.sampled_from(["model", "dataset", "training", "root"]))
@@ -153,14 +155,15 @@ def submit_task(draw) -> market_pb2.MsgSubmitTask:
     plausible = draw(st.booleans())
     if plausible:
         terms = dict(budget=10**12, workers=draw(st.sampled_from([1, 2])), rounds=2, reward_per_round=1_000_000,
-                     collateral=10**9, join_blocks=draw(st.sampled_from([3, 10])), round_blocks=5,
-                     samples_per_worker=draw(st.sampled_from([1, 2])))
+                     collateral=10**9, join_blocks=draw(st.sampled_from([3, 10])),
+                     round_blocks=draw(st.sampled_from([5, 30])), samples_per_worker=draw(st.sampled_from([1, 2])))
     else:
         terms = dict(budget=draw(u64), workers=draw(u32), rounds=draw(u32), reward_per_round=draw(u64),
                      collateral=draw(u64), join_blocks=draw(u64), round_blocks=draw(u64),
                      samples_per_worker=draw(u32))
+    key_hash = draw(st.one_of(st.just(b""), digest32, st.binary(max_size=40)))  # private specs need 32 bytes, once
     return market_pb2.MsgSubmitTask(spec=spec, spec_hash=hashlib.sha256(spec).digest() if right_hash
-                                    else draw(digest32), **terms)
+                                    else draw(digest32), data_key_hash=key_hash, **terms)
 
 
 def either(plausible, hostile):
@@ -195,8 +198,12 @@ MESSAGES = {
     "leave_task": st.builds(market_pb2.MsgLeaveTask, task_id=small_id | u64),
     "deliver_key": either(
         st.builds(market_pb2.MsgDeliverKey, task_id=st.integers(1, 12), recipient=known_address,
-                  sealed_key=st.binary(min_size=80, max_size=80)),
-        st.builds(market_pb2.MsgDeliverKey, task_id=small_id | u64, recipient=address, sealed_key=st.binary(max_size=200))),
+                  sealed_key=st.binary(min_size=80, max_size=80), sender_proof=st.binary(min_size=64, max_size=64)),
+        st.builds(market_pb2.MsgDeliverKey, task_id=small_id | u64, recipient=address, sealed_key=st.binary(max_size=200),
+                  sender_proof=st.binary(max_size=100))),
+    "report_bad_key": either(
+        st.builds(market_pb2.MsgReportBadKey, task_id=st.integers(1, 12), proof=st.binary(min_size=96, max_size=96)),
+        st.builds(market_pb2.MsgReportBadKey, task_id=small_id | u64, proof=st.binary(max_size=200))),
     "commit_round": either(  # plausible ones reach sampling; GPU ones pass only once enough validators declared
         st.builds(market_pb2.MsgCommitRound, task_id=st.integers(1, 12), round=st.integers(0, 2),
                   update_hash=st.binary(min_size=32, max_size=32), samples_processed=st.just(80),
@@ -273,7 +280,7 @@ MESSAGES_BY_KIND = {
     "update_worker": market_pb2.MsgUpdateWorker(), "unregister_worker": market_pb2.MsgUnregisterWorker(),
     "submit_task": market_pb2.MsgSubmitTask(), "cancel_task": market_pb2.MsgCancelTask(),
     "join_task": market_pb2.MsgJoinTask(), "leave_task": market_pb2.MsgLeaveTask(),
-    "deliver_key": market_pb2.MsgDeliverKey(),
+    "deliver_key": market_pb2.MsgDeliverKey(), "report_bad_key": market_pb2.MsgReportBadKey(),
     "commit_round": market_pb2.MsgCommitRound(),
     "submit_verdict": market_pb2.MsgSubmitVerdict(), "reveal_replay": market_pb2.MsgRevealReplay(),
     "declare_replay_gpus": market_pb2.MsgDeclareReplayGpus(),

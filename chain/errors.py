@@ -121,3 +121,10 @@ class UnexpectedFailure(ChainError):
                       f"beyond its fee")
         failure.__cause__ = exc
         return failure
+
+
+class InvalidBoxProof(ChainError):
+    """A recipient's proof about a sealed box (`trolly.chain.box_proofs`) is malformed or does not verify: the
+    shared secret it reveals is not the one its account key computes with that box's ephemeral key."""
+
+    code = 17

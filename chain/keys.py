@@ -32,8 +32,10 @@ MARKET_COMMIT = b"\x27"  # + task id(8) + round(8) + worker address(20) -> Commi
 MARKET_VERDICT = b"\x28"  # + task id(8) + round(8) + worker(20) + segment(8) + validator(20) -> Vote
 MARKET_PENDING_SEGMENT = b"\x29"  # + task id(8) + round(8) + worker(20) + segment(8) -> b"" awaiting verdicts
 MARKET_SCHEDULE = b"\x2a"  # + height(8) + task id(8) + kind(1) -> b"": end-block work due at that height
-MARKET_DATA_KEY = b"\x2b"  # + task id(8) + recipient address(20) -> a private task's sealed data key (80 bytes)
+MARKET_DATA_KEY = b"\x2b"  # + task id(8) + recipient address(20) -> a private task's KeyBox (canonical JSON)
 MARKET_REPLAY_GPUS = b"\x2c"  # + operator address(20) -> the GPU profile parts its verifier replays (JSON list)
+MARKET_DATA_KEY_HASH = b"\x30"  # + data key hash(32) -> the id (u64) of the private task that committed to it
+MARKET_KEY_DRAWN = b"\x31"  # + task id(8) + operator address(20) -> height (u64) it was first drawn for the task
 
 
 def account_key(address: bytes) -> bytes:
@@ -129,3 +131,11 @@ def market_data_key_key(task_id: int, recipient: bytes) -> bytes:
 
 def market_replay_gpus_key(operator: bytes) -> bytes:
     return MARKET_REPLAY_GPUS + operator
+
+
+def market_data_key_hash_key(data_key_hash: bytes) -> bytes:
+    return MARKET_DATA_KEY_HASH + data_key_hash
+
+
+def market_key_drawn_key(task_id: int, operator: bytes) -> bytes:
+    return MARKET_KEY_DRAWN + u64(task_id) + operator

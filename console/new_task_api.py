@@ -25,8 +25,10 @@ import zipfile
 from aiohttp import web
 
 from trolly.chain.crypto import encode_address
+from trolly.chain.market.data_keys import data_key_hash
 from trolly.chain.proto import market_pb2
 from trolly.compute.blobs import BlobStore
+from trolly.compute.data.packing import for_one_task
 from trolly.compute.errors import ComputeError
 from trolly.compute.requester.results import fetch_result, write_result
 from trolly.compute.requester.serving import ServingThread
@@ -97,22 +99,30 @@ def _template(fields) -> Template:
     return TEMPLATES[key]
 
 
-def _task_data(config: ConsoleConfig, template: Template, pack_id: str) -> TaskData:
+def _task_data(config: ConsoleConfig, template: Template, pack_id: str, for_task: bool = False) -> TaskData:
+    """The data the form names; `for_task`: a private pack's copy for the task about to be submitted, under a
+    data key drawn for it alone (`compute.data.packing.for_one_task`)."""
     try:
         if not pack_id:
             return bundled(template, config.directory("bundled"))
-        return uploaded(uploads.find_pack(config.directory("packs"), pack_id), template)
+        pack = uploads.find_pack(config.directory("packs"), pack_id)
+        return uploaded(for_one_task(pack) if for_task else pack, template)
     except (uploads.UploadRefused, SpecRefused) as refusal:
         raise Refusal(str(refusal), "file") from None
+    except ComputeError as error:
+        raise Refusal(f"the upload cannot be prepared for a task: {error}", "file") from None
 
 
-async def _planned(fields, client, config: ConsoleConfig, urls: list[str]) -> tuple[TaskData, bytes, TaskPlan, int]:
-    """The data, the spec and the plan the form's fields describe (every refusal names its field)."""
+async def _planned(fields, client, config: ConsoleConfig, urls: list[str],
+                   data: TaskData | None = None) -> tuple[TaskData, bytes, TaskPlan, int]:
+    """The data (unless given), the spec and the plan the form's fields describe (every refusal names its
+    field)."""
     template = _template(fields)
     budget = amount_field(fields, "budget")
     workers = whole_field(fields, "workers", 1, MAX_WORKERS)
     rounds = whole_field(fields, "rounds", 1, MAX_ROUNDS)
-    data = await asyncio.to_thread(_task_data, config, template, str(fields.get("pack") or ""))
+    if data is None:
+        data = await asyncio.to_thread(_task_data, config, template, str(fields.get("pack") or ""))
     try:
         spec = build_spec(template, data, rounds, urls)
     except SpecRefused as refusal:
@@ -136,7 +146,8 @@ def plan_json(plan: TaskPlan) -> dict:
     return {"rounds": plan.rounds, "workers": plan.workers, "reward_per_round": plan.reward_per_round,
             "cost": plan.cost, "budget": plan.budget, "refund_if_all_paid": plan.refund_if_all_paid,
             "collateral": plan.collateral, "minimum_collateral": plan.minimum_collateral,
-            "segments_per_round": plan.segments_per_round, "samples_per_worker": plan.samples_per_worker}
+            "segments_per_round": plan.segments_per_round, "samples_per_worker": plan.samples_per_worker,
+            "key_reserve": plan.key_reserve}
 
 
 async def _submit(request: web.Request, client) -> dict:
@@ -147,18 +158,19 @@ async def _submit(request: web.Request, client) -> dict:
     join_blocks = whole_field(body, "join_blocks", 1, 100_000, JOIN_BLOCKS)
     round_blocks = whole_field(body, "round_blocks", 1, 100_000, ROUND_BLOCKS)
     template = _template(body)
-    data = await asyncio.to_thread(_task_data, config, template, str(body.get("pack") or ""))
+    data = await asyncio.to_thread(_task_data, config, template, str(body.get("pack") or ""), True)
     try:
         server = await asyncio.to_thread(ServingThread(BlobStore(data.store_directory), config.data_host, 0).start)
     except OSError as error:
         raise Refusal(f"cannot serve the data on {config.data_host}: {error.strerror or error}") from None
     try:
-        data, spec, plan, rounds = await _planned(body, client, config, [server.url])
+        data, spec, plan, rounds = await _planned(body, client, config, [server.url], data)
         spec_hash = hashlib.sha256(spec).digest()
         message = market_pb2.MsgSubmitTask(
             spec=spec, spec_hash=spec_hash, budget=plan.budget, workers=plan.workers, rounds=rounds,
             reward_per_round=plan.reward_per_round, collateral=plan.collateral, join_blocks=join_blocks,
-            round_blocks=round_blocks, samples_per_worker=SAMPLES_PER_WORKER)
+            round_blocks=round_blocks, samples_per_worker=SAMPLES_PER_WORKER,
+            data_key_hash=data_key_hash(data.key) if data.key is not None else b"")
         try:
             outcome, key = await sign_and_send(client, config, key_name, password, [message])
         except WalletError as error:

@@ -1,6 +1,7 @@
 """The requester's side of a task submitted from the console, for as long as the task lives: its data served
-from the console (as `task submit --data` serves it), and for private data its key sealed to each member as it
-joins and to each bonded validator (`compute.requester.key_delivery`, the command's own delivery).
+from the console (as `task submit --data` serves it), and for private data its key (drawn for this task alone)
+sealed to each member once the task runs and to each validator drawn to check it
+(`compute.requester.key_delivery`, the command's own delivery).
 
 Each look also hands the whole task to `on_look` (the server charts it: `round_charts`), so a task's rounds are
 evaluated while their updates are still served, whether or not a page is open on it. A service with a

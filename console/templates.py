@@ -17,7 +17,7 @@ from trolly.chain.errors import ChainError
 from trolly.chain.market.spec import validate_spec
 from trolly.compute.blobs import BlobStore
 from trolly.compute.data import Dataset, build_dataset, load_dataset
-from trolly.compute.data.packing import LORA_TEXT, PackedDataset, open_packed
+from trolly.compute.data.packing import LORA_TEXT, PackedDataset, open_packed, task_copy
 from trolly.compute.errors import ComputeError
 from trolly.compute.models import make_config
 from trolly.compute.requester.results import spec_shape
@@ -171,6 +171,7 @@ def local_dataset(packs: pathlib.Path, bundled_datasets: pathlib.Path, manifest_
             packed = open_packed(folder)
         except ComputeError:
             continue
-        if packed.manifest_hash == manifest_hash:
-            return packed.load()
+        copy = task_copy(packed, manifest_hash)  # the pack, or a task's re-encrypted copy of it
+        if copy is not None:
+            return copy.load()
     return None

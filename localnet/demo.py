@@ -107,7 +107,7 @@ class Demo:
                 self.observer = TrainingObserver(task_spec, data.dataset(), BlobStore(Path(scratch) / "observed"))
                 await self.wait_for_workers(client)
                 before_height, balances_before = await self.balances(client)
-                task_id = await self.submit(client, spec)
+                task_id = await self.submit(client, spec, data.key_hash)
                 view = await self.follow(client, task_id, data.key)
                 accuracy, loss = await self.evaluate_final(client, view)
                 after_height, balances_after = await self.balances(client)
@@ -169,7 +169,7 @@ class Demo:
                 await asyncio.sleep(0.3)
         self.console.print(f"{self.config.workers} workers registered")
 
-    async def submit(self, client: AsyncRpcClient, spec: bytes) -> int:
+    async def submit(self, client: AsyncRpcClient, spec: bytes, data_key_hash: bytes = b"") -> int:
         params = await get_market_params(client)
         workers = self.config.workers - (1 if self.options.churn else 0)  # the spare waits for a slot to open
         plan = plan_task(spec, params, self.options.budget, None, workers, 2, None)
@@ -177,6 +177,7 @@ class Demo:
             spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan.budget, workers=workers,
             rounds=plan.rounds, reward_per_round=plan.reward_per_round, collateral=plan.collateral,
             join_blocks=120, round_blocks=self.options.task.round_blocks, samples_per_worker=2,
+            data_key_hash=data_key_hash,
         )
         requester = self.keyring.get(REQUESTER).address
         sender = TxSender(client)

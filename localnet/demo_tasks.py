@@ -5,8 +5,9 @@ task's timing on chain and the accuracy the fetched model must reach.
 - `lora-text`: the pinned all-MiniLM-L6-v2 fine-tuned with LoRA adapters on its attention projections and a
   linear head, on the requester's own texts: pydocs (standard-library docstrings labelled by their package, 8
   labels) written as a JSONL file of `{"text", "label"}` lines and packed as `trolly-wallet data pack
-  pydocs.jsonl --model lora-text` packs it, private (encrypted under a data key that only the task's members and
-  the validators receive). Its spec comes from `compute.spec.lora_text_spec`, the builder
+  pydocs.jsonl --model lora-text` packs it, private, and re-encrypted for the task under a key of its own, as
+  `task submit --data` does (`compute.data.packing.for_one_task`): only the task's members, once it runs, and
+  the validators drawn to check it receive that key. Its spec comes from `compute.spec.lora_text_spec`, the builder
   `benchmarks.finetune` measures, so a change to the LoRA task's codec or optimizer reaches the demo too; the
   demo only sizes it down (rank, batch, steps) to take a few minutes on 2 cores.
 """
@@ -18,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from trolly.chain.market.data_keys import data_key_hash
 from trolly.compute.blobs import BlobStore
 from trolly.compute.data import Dataset, build_dataset, load_dataset
 from trolly.compute.data.docstrings import PACKAGES, docstrings
 from trolly.compute.data.encryption import new_data_key
-from trolly.compute.data.packing import LORA_TEXT, pack_file, write_packed
+from trolly.compute.data.packing import LORA_TEXT, for_one_task, pack_file, write_packed
 from trolly.compute.spec import example_spec, lora_text_spec
 from trolly.wallet.files import write_atomically
 
@@ -57,6 +59,11 @@ class DemoData:
         """The data as the requester reads it (decrypted with its key), for the observer and the evaluation."""
         return load_dataset(self.manifest_hash, self.store.get, self.key)
 
+    @property
+    def key_hash(self) -> bytes:
+        """The task's commitment to its private data's key (b"" for public data)."""
+        return b"" if self.key is None else data_key_hash(self.key)
+
 
 def digits_data(directory: Path) -> DemoData:
     """The bundled digits, built and stored in `directory` (a worker may build them itself instead)."""
@@ -79,13 +86,14 @@ def write_pydocs_jsonl(path: Path) -> int:
 
 def pydocs_data(directory: Path) -> DemoData:
     """pydocs written as `directory/pydocs.jsonl` and packed from it for lora-text, private, into
-    `directory/demo-data`: what `trolly-wallet data pack pydocs.jsonl -o demo-data --model lora-text` does."""
+    `directory/demo-data`: what `trolly-wallet data pack pydocs.jsonl -o demo-data --model lora-text` does; then
+    the task's own copy of it, as `task submit --data` makes one (`for_one_task`)."""
     source = directory / "pydocs.jsonl"
     write_pydocs_jsonl(source)
     key = new_data_key()
     blobs, labels, source_format = pack_file(source, LORA_TEXT, key=key)
-    packed = write_packed(blobs, labels, source_format, directory / "demo-data", key)
-    return DemoData(packed.store, packed.manifest_hash, key, lambda url: packed.spec_dataset([url]))
+    packed = for_one_task(write_packed(blobs, labels, source_format, directory / "demo-data", key))
+    return DemoData(packed.store, packed.manifest_hash, packed.key, lambda url: packed.spec_dataset([url]))
 
 
 def digits_spec(dataset: dict, rounds: int) -> bytes:

@@ -29,14 +29,15 @@ def task_answer(**changes) -> dict:
         "progress": "round 2 of 3", "samples_per_worker": 2, "round_blocks": 30, "inner_steps": 40, "batch_size": 32,
         "checkpoint_every": 10, "seed": 2026, "terms": {"validator_fee_bps": 200}, "created_height": 3,
         "join_deadline": 103, "started_height": 9, "ended_height": 0, "phase_deadline": 60, "cancel_requested": False,
-        "members": [], "round_details": []}
+        "private_data": False, "data_key_hash": "", "members": [], "round_details": []}
     return answer | changes
 
 
 def member_answer(**changes) -> dict:
     answer = {"worker": address(2), "index": 0, "status": "active", "collateral": 500, "paid": 0, "penalized": 0,
-              "slashed": 0, "rounds_passed": 0, "samples_paid": 0, "left_round": -1, "reason": "", "leaving": 0,
-              "blob_url": "http://127.0.0.1:8700", "relay": "", "first_round": 0}
+              "slashed": 0, "rounds_passed": 0, "samples_paid": 0, "compensated": 0, "left_round": -1, "reason": "", "leaving": 0,
+              "blob_url": "http://127.0.0.1:8700", "relay": "", "first_round": 0,
+              "data_key_box": {"delivered_height": 0, "reported_height": 0}}
     return answer | changes
 
 

@@ -11,21 +11,27 @@ import io
 import json
 import zipfile
 
+import nacl.signing
 import pytest
 from aiohttp import FormData
 
 from console_helpers import DEV_ADDRESS, PASSWORD, csrf_token, file_keyring, own_origin, with_console
-from dev_node import dev_node
+from dev_node import dev_node, send_included
 from test_requester_data import iris_like, write_csv
 from trolly.chain.crypto import encode_address
+from trolly.chain.hd import dev_key
+from trolly.chain.market.data_keys import data_key_hash
 from trolly.chain.market.params import MarketParams
+from trolly.chain.proto import market_pb2 as pb
+from trolly.chain.proto.bank_pb2 import MsgSend
+from trolly.compute.data.encryption import open_data_key
 from trolly.compute.blobs import AddressPolicy, BlobClient, fetch_dataset
 from trolly.console import uploads
 from trolly.console.security import CSRF_HEADER
 from trolly.console.server import CLIENT
 from trolly.compute.data.packing import open_packed
 from trolly.console.templates import TEMPLATES, build_spec, uploaded
-from trolly.wallet.market_queries import find_data_key
+from trolly.wallet.market_queries import find_data_key, get_task_overview
 from trolly.wallet.tasks import plan_task
 
 TRL = 10**6
@@ -269,27 +275,48 @@ def test_the_wallet_previews_asks_for_confirmation_and_sends_with_the_password(n
     assert after["account"]["balance"] == 1_500_000
 
 
-def test_a_private_upload_is_submitted_and_its_key_delivered_to_the_validator_by_the_console(node, home, tmp_path):
+def test_a_private_upload_is_submitted_on_its_own_key_and_delivered_to_the_member_by_the_console(node, home,
+                                                                                                tmp_path):
+    """The console submits a private upload on a copy re-encrypted under a key drawn for the task (committed on
+    chain), and once a worker joins and the task runs, its follow loop delivers that key to the worker."""
+    worker = dev_key(31)
+
     async def check(client):
         status, summary = await upload(client, "iris.csv", csv_bytes(tmp_path), private="on")
         form = {"template": "digits-mlp", "pack": summary["pack"], "budget": "20trl", "workers": "1", "rounds": "1",
                 "key": "dev", "password": PASSWORD}
         submitted = await (await client.post("/api/new-task/submit", json=form,
                                              headers=await guard_headers(client))).json()
+        await asyncio.to_thread(join_as_worker, node, worker, submitted["task_id"])
         box = None
         for _ in range(60):  # the console looks every LOOK_SECONDS
-            box = await find_data_key(client.server.app[CLIENT], submitted["task_id"], DEV_ADDRESS)
+            box = await find_data_key(client.server.app[CLIENT], submitted["task_id"],
+                                      encode_address(worker.address))
             if box:
                 break
             await asyncio.sleep(0.5)
+        task = await get_task_overview(client.server.app[CLIENT], submitted["task_id"])
         chart = home / "console" / "charts" / f"task-{submitted['task_id']}.json"
         for _ in range(60):  # charted by the follow loop itself: no page asked for it
             if chart.exists():
                 break
             await asyncio.sleep(0.5)
-        return summary, submitted, box, json.loads(chart.read_text()) if chart.exists() else None
+        return summary, submitted, box, task, json.loads(chart.read_text()) if chart.exists() else None
 
-    summary, submitted, box, chart = with_console(node, check, home=home)
+    summary, submitted, box, task, chart = with_console(node, check, home=home)
     assert chart is not None and [p["round"] for p in chart["points"]] == [0]  # W_0, evaluated on the held-out split
-    assert summary["private"] is True and (home / "console" / "packs" / summary["pack"] / "data.key").exists()
-    assert box is not None and box.sealed_key  # sealed to the dev validator's operator, who replays the task's segments
+    pack = home / "console" / "packs" / summary["pack"]
+    assert summary["private"] is True and (pack / "data.key").exists()
+    assert task.private_data and task.data_key_hash
+    opened = open_data_key(box.sealed_bytes, nacl.signing.SigningKey(worker.seed))
+    assert data_key_hash(opened).hex() == task.data_key_hash  # the task's own key, not the pack's
+    assert opened != (pack / "data.key").read_bytes()
+
+
+def join_as_worker(node: str, worker, task_id: int) -> None:
+    """Fund `worker` from the dev account, register it and join task `task_id` with it."""
+    send_included(node, dev_key(0), MsgSend(to=worker.address, amount=100 * TRL))
+    send_included(node, worker, pb.MsgRegisterWorker(
+        stake=20 * TRL, blob_url="http://127.0.0.1:9000",
+        hardware=pb.HardwareProfile(device="cpu", samples_per_second=100, memory_mb=1024, threads=1)))
+    send_included(node, worker, pb.MsgJoinTask(task_id=task_id))

@@ -152,7 +152,8 @@ def test_demo_on_four_cometbft_validators_completes_settles_and_beats_the_accura
 
 def test_demo_of_the_lora_task_fine_tunes_verifies_fetches_and_beats_its_floor(tmp_path):
     """`demo --task lora-text`: all-MiniLM-L6-v2 fine-tuned with LoRA on pydocs, packed from a JSONL of texts and
-    private, by 3 workers, who get its data key as they join (the validator too), verified, paid, the model
+    private and re-encrypted for the task under a key of its own, by 3 workers, who get that key once the task runs
+    (the validator once drawn to check it), verified, paid, the model
     fetched by its hash as `task fetch` writes it (the adapters, the merged model) and evaluated; what a worker
     holds and serves of the data is ciphertext."""
     from safetensors.numpy import load_file

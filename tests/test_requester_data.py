@@ -18,6 +18,8 @@ from trolly.chain.market import datasets
 from trolly.chain.market.errors import InvalidSpec
 from trolly.chain.market.spec import validate_spec
 from trolly.chain.market.params import MarketParams
+from trolly.compute.data import load_dataset
+from trolly.compute.data.encryption import DataKeyError
 from trolly.compute.data.manifest import manifest_size
 from trolly.compute.data.packing import PACK_BOUNDS, DatasetBounds, open_packed
 from trolly.compute.spec import example_spec, parse_spec
@@ -220,8 +222,27 @@ def test_submit_data_builds_the_spec_around_the_packed_data(tmp_path):
     assert spec.model.config["hidden"] == (128,) or list(spec.model.config["hidden"]) == [128]
     assert json.loads(prepared.spec)["dataset"]["cipher"] == "xsalsa20poly1305"  # private by default
     assert prepared.packed.key is not None
-    again = prepare_data_submission(str(source), None, "mlp", 2, ("http://127.0.0.1:9999",), "127.0.0.1:0", None)
-    assert again.packed.manifest_hash == prepared.packed.manifest_hash  # re-packed the same, under the kept key
+
+
+def test_every_submission_of_a_pack_trains_on_its_own_copy_under_a_fresh_key(tmp_path):
+    """Attack (issue 32 item 2): re-submitting a pack reused its data key, so a key collected from one task
+    opened the next one's shards. Each submission re-encrypts the pack under a key drawn for it; the pack itself
+    is reused (packed again the same, under the key it keeps, which never leaves the machine)."""
+    from trolly.compute.requester.cli import prepare_data_submission
+
+    source = write_csv(tmp_path / "data.csv", iris_like())
+    urls = ("http://127.0.0.1:9999",)
+    first = prepare_data_submission(str(source), None, "mlp", 2, urls, "127.0.0.1:0", None)
+    again = prepare_data_submission(str(source), None, "mlp", 2, urls, "127.0.0.1:0", None)
+    pack = open_packed(tmp_path / "data.csv.packed")
+    assert pack.manifest_hash not in (first.packed.manifest_hash, again.packed.manifest_hash)
+    assert first.packed.manifest_hash != again.packed.manifest_hash and first.packed.key != again.packed.key
+    assert first.data_key_hash != again.data_key_hash and len(first.data_key_hash) == 32
+    assert json.loads(again.spec)["dataset"]["manifest_hash"] == again.packed.manifest_hash  # the copy is served
+    ours, theirs, plain = first.packed.load(), again.packed.load(), pack.load()
+    assert ours.train_inputs.equal(plain.train_inputs) and theirs.test_targets.equal(plain.test_targets)
+    with pytest.raises(DataKeyError):  # one task's key opens no other task's copy
+        load_dataset(again.packed.manifest_hash, again.packed.store.get, first.packed.key)
 
 
 def test_submit_data_public_packs_in_clear_and_refuses_a_pack_of_the_other_kind(tmp_path):

@@ -1,7 +1,8 @@
 """End to end on a real `trolly-node dev`: a requester's CSV packed (private: encrypted under its data key),
 served by `trolly-wallet data serve` (a real blob server on 127.0.0.1), paid for with `task submit --data`, which
-follows the task and delivers the key sealed to the worker when it joins and to the dev validator, so the task
-starts; each opens its own box to the pack's key, and a stranger fetching the served blobs gets ciphertext. Then
+re-encrypts the pack under a key drawn for the task (committed on chain), follows the task and delivers that key
+sealed to the worker once the task runs and to the dev validator once drawn to check it; each opens its own box
+to the task's key (not the pack's), and a stranger fetching the served blobs gets ciphertext. Then
 trained (a synthetic worker commits the round, the dev validator passes it, the worker reports final weights it
 serves), `task fetch` writes safetensors the safetensors library alone loads, and `task eval` scores them on the
 held-out split (with the requester's packed directory, which keeps the key).
@@ -27,13 +28,14 @@ from test_market_e2e import Client
 from test_requester_data import iris_like, write_csv
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
+from trolly.chain.market.data_keys import data_key_hash
 from trolly.chain.market.params import MarketParams
 from trolly.chain.market.records import VERDICT_PASS
 from trolly.chain.proto import bank_pb2, market_pb2 as pb
 from trolly.compute.blobs import AddressPolicy, BlobClient, BlobStore, fetch_dataset
 from trolly.compute.checkpoints import encode_weights
 from trolly.compute.data.encryption import DataKeyError, open_data_key
-from trolly.compute.data.packing import open_packed
+from trolly.compute.data.packing import open_packed, read_data_key
 from trolly.compute.models import DataShape, build_model
 from trolly.compute.requester.serving import ServingThread
 from trolly.compute.spec import parse_spec
@@ -100,22 +102,35 @@ def test_pack_serve_submit_fetch_and_eval_on_a_real_node(tmp_path):
                 time.sleep(0.5)
             task_id = max(t["id"] for t in client.query("/market/tasks")["tasks"])
             spec = parse_spec(client.query(f"/market/spec/{task_id}")["spec"])
-            assert (spec.dataset.name, spec.dataset.manifest_hash, spec.dataset.input_size) == ("packed", manifest_hash, 2)
+            assert (spec.dataset.name, spec.dataset.input_size) == ("packed", 2)
+            assert spec.dataset.manifest_hash != manifest_hash  # the task's own copy, in the served store
+            task_key = read_data_key(packed_dir, spec.dataset.manifest_hash)
+            assert task_key != data_key
+            assert client.query(f"/market/task/{task_id}")["data_key_hash"] == data_key_hash(task_key).hex()
 
             model = build_model("mlp", spec.model.config, DataShape("classification", 2, 2), spec.training.seed)
             weights = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
             final_hash = BlobStore(tmp_path / "worker-blobs").put(encode_weights(weights))
 
+            def opened_box(recipient) -> bytes:  # each opens its own box, with its own key
+                deadline = time.monotonic() + 30
+                while True:
+                    try:
+                        box = client.query(f"/market/data_key/{task_id}/{encode_address(recipient.address)}")
+                        break
+                    except Exception:  # not delivered yet: the submit looks every 2 s
+                        assert time.monotonic() < deadline, f"no box for {recipient.address.hex()}"
+                        time.sleep(0.5)
+                return open_data_key(bytes.fromhex(box["sealed_key"]), nacl.signing.SigningKey(recipient.seed))
+
             client.send(worker, pb.MsgJoinTask(task_id=task_id))
-            client.wait_for(task_id, lambda v: v["status"] == "running", "the keys delivered and the start")
-            for recipient in (worker, dev_key(0)):  # each opens its own box, with its own key, to the pack's key
-                box = client.query(f"/market/data_key/{task_id}/{encode_address(recipient.address)}")
-                opened = open_data_key(bytes.fromhex(box["sealed_key"]), nacl.signing.SigningKey(recipient.seed))
-                assert opened == data_key
+            client.wait_for(task_id, lambda v: v["status"] == "running", "the start at the last join")
+            assert opened_box(worker) == task_key
             client.send(worker, commit_message(task_id, 0, worker.address.hex(), steps=spec.training.inner_steps,
                                                checkpoint_every=spec.training.checkpoint_every,
                                                samples_processed=spec.training.inner_steps * spec.training.batch_size))
             client.wait_for(task_id, lambda v: v["phase"] == "verify", "sampling")
+            assert opened_box(dev_key(0)) == task_key  # keyed once drawn onto the committee
             items = client.query(f"/market/verify/{encode_address(dev_key(0).address)}")["segments"]
             client.send(dev_key(0), *[verdict_message(dev_key(0), task_id, i, VERDICT_PASS) for i in items])
             client.wait_for(task_id, lambda v: v["round"] == 1 and v["phase"] == "commit", "the final report phase")

@@ -4,8 +4,8 @@
 user's is packed (`trolly-wallet data pack`: private, the default), paid for and served (`task submit --data`,
 left running as the README leaves it, delivering the data key), followed (`task status`), fetched (`task fetch`)
 and evaluated (`task eval --data`); the fetched model is then loaded by a script that imports safetensors and
-numpy and nothing of Trolly, as the README's is. The task starts although the localnet's validator operator has
-signed nothing: its public key is in the localnet's genesis.
+numpy and nothing of Trolly, as the README's is. The localnet's validator operator gets the task's key once drawn
+to check it, although it has signed nothing: its public key is in the localnet's genesis.
 """
 
 from __future__ import annotations

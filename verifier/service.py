@@ -50,15 +50,14 @@ from trolly.chain.crypto import PrivateKey, decode_address, encode_address
 from trolly.chain.market.records import RUNNING
 from trolly.chain.proto.market_pb2 import MsgDeclareReplayGpus, MsgRevealReplay, MsgSubmitVerdict
 from trolly.compute.blobs import AddressPolicy, BlobClient, RetryPolicy
-from trolly.compute.data.encryption import DataKeyError
 from trolly.compute.errors import BaseModelMissing, ComputeError
 from trolly.compute.models.base_model import require_base_model
-from trolly.compute.sealed_keys import received_data_key
+from trolly.compute.sealed_keys import BadDataKey, bad_key_report, received_data_key
 from trolly.compute.spec import parse_spec
 from trolly.compute.weights_follower import DirectoryCache, StartUnavailable, WeightsFollower
 from trolly.wallet.errors import WalletError
 from trolly.wallet.files import write_atomically
-from trolly.wallet.market_queries import get_round, get_spec, get_task, get_verify_work, list_tasks
+from trolly.wallet.market_queries import get_round, get_spec, get_task, get_task_overview, get_verify_work, list_tasks
 from trolly.wallet.nonces import NonceCache
 from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
 from trolly.wallet.sender import CHAIN_CODESPACE, INVALID_NONCE_CODE, TxSender
@@ -343,13 +342,23 @@ class VerifierService:
         return context
 
     async def _data_key(self, task_id: int) -> bytes | None:
-        """The data key of a private task as delivered to this validator's operator, None while it is not (or
-        for a public task, which has no box); a box that does not open with the operator key is the
-        requester's fault, never the worker's: WorkUnavailable, no vote."""
+        """The data key of a private task as delivered to this validator's operator, None while it is not (the
+        requester delivers it once this validator is drawn onto one of the task's committees; a public task has
+        no box). A box that does not open with the operator key, or holds another key than the task committed
+        to, is the requester's fault, never the worker's: reported on chain once (`MsgReportBadKey`: this
+        validator then owes no vote on the task, and the worker is paid), and WorkUnavailable, no vote."""
+        task = await get_task_overview(self.client, task_id)
+        if not task.private_data:
+            return None
         try:
-            return await received_data_key(self.client, task_id, self.signer)
-        except DataKeyError as error:
-            raise WorkUnavailable(f"task {task_id}: {error}") from None
+            return await received_data_key(self.client, task_id, self.signer, task.data_key_hash)
+        except BadDataKey as bad:
+            if not bad.reported:
+                plan = await self.sender.plan(self.address, [bad_key_report(task_id, self.signer, bad.sealed)],
+                                              await self._fee_amount())
+                await self.sender.send(self.signer, plan, wait=True, timeout=60.0)
+                log.warning("task %d: %s; reported on chain, no vote on this task", task_id, bad)
+            raise WorkUnavailable(f"{bad}: reported on chain, no vote on this task") from None
 
     async def _warm_up(self) -> None:
         """Load running tasks before their segments are sampled, so votes are not late for the window."""

@@ -21,8 +21,8 @@ from trolly.chain.market.params import MarketParams
 
 from .market_answers import parse_answer
 from .errors import QueryFailed
-from .market_views import (Commitment, DataKeyView, ReplayGpus, RoundPage, RoundView, TaskDetail, TaskOverview,
-                           TaskPage, TaskSpecView, TaskSummary, TaskView, VerifyWork, WorkerView)
+from .market_views import (Commitment, DataKeyView, KeyRecipients, ReplayGpus, RoundPage, RoundView, TaskDetail,
+                           TaskOverview, TaskPage, TaskSpecView, TaskSummary, TaskView, VerifyWork, WorkerView)
 from .rpc import AsyncRpcClient
 
 MAX_PAGES = 10_000
@@ -103,6 +103,12 @@ async def get_replay_gpus(client: AsyncRpcClient) -> ReplayGpus:
 async def get_market_params(client: AsyncRpcClient) -> MarketParams:
     """The market params, read into the chain's own `MarketParams` (its checks included)."""
     return parse_answer(MarketParams, await client.query_json("/market/params"), "/market/params")
+
+
+async def get_key_recipients(client: AsyncRpcClient, task_id: int) -> KeyRecipients:
+    """Who may be delivered task `task_id`'s data key now, and what each holds."""
+    path = f"/market/key_recipients/{task_id}"
+    return KeyRecipients.from_answer(await client.query_json(path), path)
 
 
 async def find_data_key(client: AsyncRpcClient, task_id: int, recipient: str) -> DataKeyView | None:

@@ -15,6 +15,7 @@ the worker, the verifier and the localnet read the market only through these vie
     /market/worker/<address>        WorkerView, with its WorkerRecord (Hardware) while registered, and Unbonding
     /market/verify/<address>        VerifyWork: the SampledSegment items a validator must verify
     /market/data_key/<id>/<address> DataKeyView: a private task's data key sealed to one recipient
+    /market/key_recipients/<id>     KeyRecipients: who may be delivered a private task's key now (KeyRecipient)
     /market/replay_gpus             ReplayGpus: the GPUs each validator's verifier replays (ValidatorGpus)
     /market/params                  the chain's own `MarketParams`
 
@@ -108,6 +109,14 @@ class TaskPage(MarketView):
 
 
 @dataclasses.dataclass(frozen=True)
+class KeyHeld(MarketView):
+    """When a member's data key box was delivered and reported bad (0: not)."""
+
+    delivered_height: int
+    reported_height: int
+
+
+@dataclasses.dataclass(frozen=True)
 class TaskMember(MarketView):
     """A worker's membership of a task: its index, standing and what it was paid."""
 
@@ -121,6 +130,8 @@ class TaskMember(MarketView):
     slashed: int
     rounds_passed: int
     samples_paid: int
+    compensated: int
+    """What the requester paid it for a data key that did not come in time or was proven bad."""
     first_round: int
     """The first round the member trains (0, or the round after a replacement joined)."""
     left_round: int
@@ -132,6 +143,14 @@ class TaskMember(MarketView):
     blob_url: str
     relay: str
     """The blob relay serving the member ('' when it serves `blob_url` itself)."""
+    data_key_box: KeyHeld
+    """Its private task's data key box: when delivered and reported bad (0s for a public task)."""
+
+    @property
+    def holds_key(self) -> bool:
+        """Delivered its private task's data key and did not prove it bad: leaving early forfeits its whole
+        collateral (docs/privacy.md)."""
+        return bool(self.data_key_box.delivered_height) and not self.data_key_box.reported_height
 
     @property
     def fetch_url(self) -> str:
@@ -230,6 +249,9 @@ class TaskDetail(TaskSummary):
     ended_height: int
     phase_deadline: int
     cancel_requested: bool
+    private_data: bool
+    data_key_hash: Hash
+    """A private task's commitment to its data key (`trolly.chain.market.data_keys.data_key_hash`); '' if public."""
     members: tuple[TaskMember, ...]
 
     def member(self, worker: str) -> TaskMember | None:
@@ -239,6 +261,11 @@ class TaskDetail(TaskSummary):
         """What a member with `collateral` locked loses when dropped for a missed round, or when it leaves a
         round it has not committed (docs/protocol.md 4.1c): the task's `missed_round_penalty_bps` of it."""
         return fee_of(collateral, self.terms["missed_round_penalty_bps"])
+
+    def departure_penalty(self, member: TaskMember) -> int:
+        """What `member` loses by leaving (or being dropped) now: its whole collateral once it holds the private
+        task's data key, else the missed-round penalty (`trolly.chain.market.lifecycle.departure_penalty`)."""
+        return member.collateral if member.holds_key else self.missed_round_penalty(member.collateral)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,10 +309,40 @@ class DataKeyView(MarketView):
     task_id: int
     recipient: Address
     sealed_key: Hash
+    delivered_height: int
+    reported_height: int
+    """The height its recipient's report that it is bad was accepted at (0: not reported)."""
 
     @property
     def sealed_bytes(self) -> bytes:
         return bytes.fromhex(self.sealed_key)
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyRecipient(MarketView):
+    """One who may be delivered a private task's data key now, and what it holds."""
+
+    address: Address
+    role: str = one_of("member", "validator")
+    drawn_height: int
+    """A validator's first draw onto one of the task's committees (0 for a member)."""
+    delivered_height: int
+    """When its box was delivered (0: not yet)."""
+    reported_height: int
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyRecipients(MarketView):
+    """Who may be delivered a private task's data key now: its active members once it runs, and the validators
+    drawn onto its committees (none for an open, ended or public task)."""
+
+    task_id: int
+    status: str = one_of(OPEN, RUNNING, COMPLETED, CANCELLED, EXPIRED, ABANDONED)
+    data_key_hash: Hash
+    recipients: tuple[KeyRecipient, ...]
+
+    def undelivered(self) -> list[KeyRecipient]:
+        return [recipient for recipient in self.recipients if not recipient.delivered_height]
 
 
 # ---- workers ---------------------------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ The chain records an account's public key the first time it signs a transaction 
 genesis records the keys of accounts that may never sign one (the validators' operators of a localnet or a
 `trolly-node init` home; `accounts[i].pub_key`). So one query answers it: `/account/<address>`. The key is
 checked against the address here, so a node that answers a wrong key gets nothing sealed to it. A requester
-seals its data key to each member of a private task and to each bonded validator's operator this way
-(docs/privacy.md).
+seals its data key to each member of a private task and to each validator's operator drawn to check it this
+way (docs/privacy.md).
 """
 
 from __future__ import annotations

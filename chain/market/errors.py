@@ -233,3 +233,49 @@ class TooFewReplayers(MarketError):
     validators' power: a coalition under a third could be all of them, so no work on it is accepted yet."""
 
     code = 81
+
+
+# Codes 90.. belong to private tasks' data keys (issue 32 items 2, 3, 6).
+class InvalidDataKeyHash(MarketError):
+    """A private task (its spec names a cipher) must commit to its data key with a 32-byte `data_key_hash`;
+    a public one carries none."""
+
+    code = 90
+
+
+class DataKeyReused(MarketError):
+    """An earlier task committed to this data key: every private task needs a key of its own."""
+
+    code = 91
+
+
+class TaskNotStarted(MarketError):
+    """A member's data key is delivered once the task is running, never while it is open (leaving an open task
+    returns the whole collateral, so a box then would cost its collector nothing)."""
+
+    code = 92
+
+
+class KeyAlreadyDelivered(MarketError):
+    """This recipient already holds its box for the task: a box is delivered once."""
+
+    code = 93
+
+
+class NoKeyBox(MarketError):
+    """The sender holds no data key box for this task, so it has nothing to report."""
+
+    code = 94
+
+
+class KeyBoxGood(MarketError):
+    """The report's proof opens the box to the key the task committed to: the box is good."""
+
+    code = 95
+
+
+class KeyReportRefused(MarketError):
+    """The box was already reported, or the member committed work this round (a box it could not open gave it
+    nothing to train with): the report is refused."""
+
+    code = 96

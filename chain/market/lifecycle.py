@@ -1,9 +1,13 @@
 """Members coming and going, and tasks starting and ending.
 
-A member leaves a running task in one of four ways: dropped (missed a deadline or lost the weights
+A member leaves a running task in one of five ways: dropped (missed a deadline or lost the weights
 agreement: a penalty is burned and the rest of its collateral returned at once), slashed (a two-thirds
-adverse verdict: all its collateral taken), left (it asked to, `MsgLeaveTask`) or finished (the task ended:
-collateral returned in full). Asking to leave cannot escape a verdict or take pay for nothing:
+adverse verdict: all its collateral taken), left (it asked to, `MsgLeaveTask`), released (its private task's
+data key never came in time or was proven bad: collateral in full and a compensation from the requester's
+escrow, `release_member`) or finished (the task ended: collateral returned in full). A member of a private
+task that holds its data key forfeits its whole collateral however it leaves before the end, dropped or asking
+(`key_faults.holds_key`): that is what collecting a key costs. Asking to leave cannot escape a verdict or take
+pay for nothing:
 - a member with no commitment in the current round leaves at once as a drop with reason "left" (it took the
   round's place and gave nothing: the missed-round penalty is burned, the rest returned), and the round no
   longer waits for it;
@@ -15,7 +19,8 @@ The slot of a member who was dropped, slashed or left opens when the next round 
 join into it (`join_open_slot`): it locks the same collateral, takes the slot's worker index and trains from
 the round after the one in which it joined (docs/protocol.md 4.1c). A task ends completed, cancelled, expired
 (never filled) or abandoned (no active member left); in every case the unspent budget goes back to the
-requester and nothing of the task remains in escrow.
+requester and nothing of the task remains in escrow. A task starts when its last condition becomes true,
+whatever made it true (`start_if_ready`): today the only one is that every wanted worker joined.
 """
 
 from __future__ import annotations
@@ -23,11 +28,12 @@ from __future__ import annotations
 from ..block import BlockContext
 from ..crypto import encode_address
 from ..state import State
-from .data_keys import delete_sealed_key, delete_sealed_keys
+from .data_keys import delete_task_keys
 from .economics import fee_of, split_by_power
 from .events import task_event
 from .errors import TaskNotOpen
-from .records import ACTIVE, COMMIT, DONE, DROPPED, FINISHED, LEFT, RUNNING, SLASHED, Commitment, Member, Task
+from .key_faults import holds_key, key_compensation, key_late
+from .records import ACTIVE, COMMIT, DONE, DROPPED, FINISHED, LEFT, OPEN, RUNNING, SLASHED, Commitment, Member, Task
 from .store import delete_member, enter_phase, escrow_burn, escrow_in, escrow_out, find_commitment, find_member
 from .store import get_worker, members_in_order, pending_segments, put_commitment, put_member, put_worker
 from .store import unmark_pending
@@ -47,10 +53,18 @@ def _leave(state: State, task: Task, member: Member, status: str, reason: str) -
     put_worker(state, worker)
 
 
+def departure_penalty(state: State, task: Task, member: Member) -> int:
+    """What a member forfeits by leaving early: its whole collateral when it holds the private task's data key,
+    else the missed-round penalty."""
+    if holds_key(state, task, member.worker):
+        return member.collateral
+    return fee_of(member.collateral, task.terms["missed_round_penalty_bps"])
+
+
 def drop_member(state: State, ctx: BlockContext, task: Task, member: Member, reason: str) -> None:
-    """Drop a member that missed a round or lost the weights agreement: burn the missed-round penalty,
-    return the rest of its collateral."""
-    penalty = fee_of(member.collateral, task.terms["missed_round_penalty_bps"])
+    """Drop a member that missed a round or lost the weights agreement: burn its departure penalty, return the
+    rest of its collateral."""
+    penalty = departure_penalty(state, task, member)
     returned = member.collateral - penalty
     escrow_burn(state, penalty)
     escrow_out(state, member.worker, returned)
@@ -62,6 +76,30 @@ def drop_member(state: State, ctx: BlockContext, task: Task, member: Member, rea
     _leave(state, task, member, DROPPED, reason)
     task_event(ctx, task.id, "dropped", round=task.round, worker=encode_address(member.worker), reason=reason,
                penalty=penalty, returned=returned)
+
+
+def miss_round(state: State, ctx: BlockContext, task: Task, member: Member) -> None:
+    """A member due this round did not commit by its deadline: released when its private task's data key did not
+    come in time (the requester's fault, `key_faults.key_late`), else dropped."""
+    if key_late(state, task, member):
+        release_member(state, ctx, task, member, "no data key in time")
+    else:
+        drop_member(state, ctx, task, member, "missed round")
+
+
+def release_member(state: State, ctx: BlockContext, task: Task, member: Member, reason: str) -> None:
+    """Let a member go through the requester's fault (its data key never came in time, or was proven bad): its
+    collateral in full, and a compensation out of the requester's escrow (covered by the budget's key reserve;
+    never more than is left). Its slot reopens as after a leave."""
+    returned = member.collateral
+    compensation = min(key_compensation(member.collateral, task.terms["missed_round_penalty_bps"]), task.escrow)
+    escrow_out(state, member.worker, returned + compensation)
+    task.escrow -= compensation
+    member.collateral = 0
+    member.compensated += compensation
+    _leave(state, task, member, LEFT, reason)
+    task_event(ctx, task.id, "released", round=task.round, worker=encode_address(member.worker), reason=reason,
+               returned=returned, compensation=compensation)
 
 
 def leave_task(state: State, ctx: BlockContext, task: Task, member: Member) -> None:
@@ -77,26 +115,35 @@ def leave_task(state: State, ctx: BlockContext, task: Task, member: Member) -> N
 
 def release_leavers(state: State, ctx: BlockContext, task: Task) -> None:
     """At a round's settlement, after its verdicts are applied: each member that asked to leave and was not
-    slashed leaves with its collateral in full (it was paid for the round with the others)."""
+    slashed leaves with its collateral in full (it was paid for the round with the others), but for one holding
+    its private task's data key, which forfeits it (burned)."""
     for member in members_in_order(state, task):
         if member.status != ACTIVE or not member.leaving:
             continue
-        returned = member.collateral
+        forfeited = member.collateral if holds_key(state, task, member.worker) else 0
+        returned = member.collateral - forfeited
         escrow_out(state, member.worker, returned)
+        escrow_burn(state, forfeited)
+        member.penalized += forfeited
         member.collateral = 0
+        if forfeited:
+            worker = get_worker(state, member.worker)
+            worker.penalized += forfeited
+            put_worker(state, worker)
         _leave(state, task, member, LEFT, "left")
-        task_event(ctx, task.id, "left", round=task.round, worker=encode_address(member.worker), returned=returned)
+        task_event(ctx, task.id, "left", round=task.round, worker=encode_address(member.worker), returned=returned,
+                   forfeited=forfeited)
 
 
 def leave_open_task(state: State, ctx: BlockContext, task: Task, member: Member) -> None:
     """A member leaves a task that has not started: nobody trained, so its collateral comes back in full and
     its place reopens. It is no member any more (it may join again): the members after it move up one place,
-    so the worker indexes stay the join positions 0..n-1, and its sealed data key is deleted."""
+    so the worker indexes stay the join positions 0..n-1. No data key is delivered before the start, so it
+    leaves holding none."""
     escrow_out(state, member.worker, member.collateral)
     position = task.members.index(member.worker)
     task.members.pop(position)
     delete_member(state, task.id, member.worker)
-    delete_sealed_key(state, task.id, member.worker)
     for index, address in enumerate(task.members[position:], start=position):
         later = find_member(state, task.id, address)
         later.index = index
@@ -137,6 +184,21 @@ def slash_member(state: State, ctx: BlockContext, task: Task, member: Member, co
                held_for_verifiers=held, burned=amount - held)
 
 
+def ready_to_start(task: Task) -> bool:
+    """An open task whose every wanted worker joined: nothing else holds a start back (a private task's data
+    key is delivered after it, docs/privacy.md)."""
+    return task.status == OPEN and len(task.members) == task.workers_wanted
+
+
+def start_if_ready(state: State, ctx: BlockContext, task: Task) -> bool:
+    """Start the task when its conditions hold, whatever made them true: called where one may have become true
+    (a join), and by the end block at the task's join deadline before it would expire it."""
+    if not ready_to_start(task):
+        return False
+    start_task(state, ctx, task)
+    return True
+
+
 def start_task(state: State, ctx: BlockContext, task: Task) -> None:
     """All wanted workers joined: round 0 begins now."""
     task.status = RUNNING
@@ -175,6 +237,7 @@ def start_round(state: State, ctx: BlockContext, task: Task, round_: int) -> Non
     task.open_slots = sorted(task.open_slots + task.vacated)
     task.vacated = []
     task.round = round_
+    task.round_started_height = ctx.env.height
     deadline = ctx.env.height + task.round_blocks
     enter_phase(state, task, COMMIT, deadline)
     task_event(ctx, task.id, "round_started", round=round_, deadline=deadline, final=int(round_ == task.rounds))
@@ -191,7 +254,7 @@ def end_task(state: State, ctx: BlockContext, task: Task, status: str) -> None:
             escrow_out(state, member.worker, member.collateral)
             member.collateral = 0
             _leave(state, task, member, FINISHED, status)
-    delete_sealed_keys(state, task.id)  # nobody needs the data key of an ended task from the chain
+    delete_task_keys(state, task.id)  # nobody needs the data key of an ended task from the chain
     task.open_slots, task.vacated = [], []
     refund = task.escrow
     escrow_out(state, task.requester, refund)

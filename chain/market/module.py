@@ -10,6 +10,7 @@ from ..messages.deliver_key import process_deliver_key, validate_deliver_key
 from ..messages.commit_round import process_commit_round, validate_commit_round
 from ..messages.join_task import process_join_task, validate_join_task
 from ..messages.leave_task import process_leave_task, validate_leave_task
+from ..messages.report_bad_key import process_report_bad_key, validate_report_bad_key
 from ..messages.reveal_replay import process_reveal_replay, validate_reveal_replay
 from ..messages.register_worker import process_register_worker, validate_register_worker
 from ..messages.submit_task import process_submit_task, validate_submit_task
@@ -82,6 +83,7 @@ MARKET = Module(
         MessageRoute(pb.MsgJoinTask, validate_join_task, process_join_task),
         MessageRoute(pb.MsgLeaveTask, validate_leave_task, process_leave_task),
         MessageRoute(pb.MsgDeliverKey, validate_deliver_key, process_deliver_key),
+        MessageRoute(pb.MsgReportBadKey, validate_report_bad_key, process_report_bad_key),
         MessageRoute(pb.MsgCommitRound, validate_commit_round, process_commit_round),
         MessageRoute(pb.MsgSubmitVerdict, validate_submit_verdict, process_submit_verdict),
         MessageRoute(pb.MsgRevealReplay, validate_reveal_replay, process_reveal_replay),

@@ -122,6 +122,14 @@ class MarketParams:
     """Share of its collateral a worker loses (burned) when it misses a round's deadline or reports weights
     that lose the round's agreement."""
 
+    key_delivery_blocks: int = 10
+    """Blocks the requester of a private task has to deliver a member's data key from the start of the first
+    round the member trains (and a drawn validator's from its draw): a member whose key came later, or never,
+    and who did not commit that round is released without penalty and compensated by the requester; a validator
+    whose key came later owes no vote (`market.key_faults`). A private task's `round_blocks` must exceed it, so
+    a round leaves time to train once the key is there. The requester's clients look every 2 s and a delivery
+    is included within a block or two; the localnet's 500 ms blocks get 20."""
+
     max_blob_url_bytes: int = 256
     """Longest blob URL a worker may register."""
 
@@ -191,7 +199,7 @@ class MarketParams:
         if self.committee_size < 1:
             raise InvalidRequest("market.committee_size must be >= 1")
         if (self.verification_window < 1 or self.min_round_blocks < 1 or self.worker_unbonding_blocks < 1
-                or self.reveal_window < 1):
+                or self.reveal_window < 1 or self.key_delivery_blocks < 1):
             raise InvalidRequest("market windows and periods must be at least one block")
         for name in ("validator_fee_bps", "verifier_fee_bps", "slash_verifier_bps", "missed_round_penalty_bps",
                      "losing_verdict_penalty_bps"):
@@ -202,7 +210,7 @@ class MarketParams:
     def localnet(cls) -> "MarketParams":
         """Short periods and small amounts, so a developer sees a whole task settle within a minute."""
         return cls(min_worker_stake=1_000_000, worker_unbonding_blocks=20, min_collateral=100_000,
-                   verification_window=20)
+                   verification_window=20, key_delivery_blocks=20)
 
 
 def longest_reveal_wait(params: MarketParams) -> int:

@@ -17,6 +17,9 @@
 /market/verify/<address>   the segments that validator must verify now (not yet voted on by it, not its own)
 /market/data_key/<id>/<address>
                            the task's data key sealed to that member or validator (hex), once delivered
+/market/key_recipients/<id> who may be delivered a private task's data key now (its active members once it runs,
+                           the validators drawn onto its committees) and what each holds: at most 2 x
+                           `workers_wanted` members and `max_validators` validators
 /market/replay_gpus        every validator's declared GPUs: {"replayers": [{"validator", "gpus"}]}
 /market/params             the market params
 Addresses are bech32, hashes lower-case hex, amounts integers in utrl.
@@ -41,10 +44,10 @@ from ..errors import InvalidRequest, NotFound
 from ..module import QueryResult, QueryRoute
 from ..params import get_params
 from ..state import State
-from .data_keys import find_sealed_key
+from .data_keys import drawn_operators, find_key_box
 from .params import MarketParams
 from .replay_gpus import declared_replay_gpus
-from .records import VERDICT_NAMES, Commitment, Member, Task
+from .records import ACTIVE, RUNNING, VERDICT_NAMES, Commitment, KeyBox, Member, Task
 from .store import find_commitment, find_member, find_task, find_vote, find_worker, get_spec, task_ids
 from .store import iterate_unbonding, live_task_ids, pending_segments, segment_votes
 
@@ -78,14 +81,15 @@ def task_summary(task: Task) -> dict:
     }
 
 
-def member_view(member: Member, blob_url: str, relay: str = "") -> dict:
+def member_view(member: Member, blob_url: str, relay: str = "", box: KeyBox | None = None) -> dict:
     return {
         "worker": encode_address(member.worker), "index": member.index, "status": member.status,
         "collateral": member.collateral, "paid": member.paid, "penalized": member.penalized,
         "slashed": member.slashed, "rounds_passed": member.rounds_passed, "samples_paid": member.samples_paid,
+        "compensated": member.compensated,
         "first_round": member.first_round,
         "left_round": member.left_round, "reason": member.reason, "leaving": member.leaving, "blob_url": blob_url,
-        "relay": relay,
+        "relay": relay, "data_key_box": box_view(box),
     }
 
 
@@ -151,12 +155,14 @@ def task_view(state: State, task: Task) -> dict:
         "join_deadline": task.join_deadline, "started_height": task.started_height,
         "ended_height": task.ended_height, "phase_deadline": task.phase_deadline,
         "cancel_requested": bool(task.cancel_requested),
+        "private_data": bool(task.private_data), "data_key_hash": task.data_key_hash.hex(),
     })
     members = []
     for address in task.members:
         worker = find_worker(state, address)
         members.append(member_view(find_member(state, task.id, address), worker.blob_url if worker else "",
-                                   worker.relay if worker else ""))
+                                   worker.relay if worker else "",
+                                   find_key_box(state, task.id, address) if task.private_data else None))
     view["members"] = members
     view["recorded_rounds"] = recorded_rounds(task)
     return view
@@ -297,14 +303,37 @@ def query_verify(state: State, arg: str, data: bytes) -> QueryResult:
     return QueryResult({"validator": arg, "segments": work})
 
 
+def box_view(box: KeyBox | None) -> dict:
+    """When a box was delivered and reported bad (0: not delivered, not reported)."""
+    return {"delivered_height": box.delivered_height if box else 0,
+            "reported_height": box.reported_height if box else 0}
+
+
 def query_data_key(state: State, arg: str, data: bytes) -> QueryResult:
     task_text, _, address_text = arg.partition("/")
     task_id, recipient = _task_id(task_text), _address(address_text)
-    sealed = find_sealed_key(state, task_id, recipient)
-    if sealed is None:
+    box = find_key_box(state, task_id, recipient)
+    if box is None:
         raise NotFound(f"no data key of task {task_id} for {address_text[:60]} (yet)")
-    return QueryResult({"task_id": task_id, "recipient": encode_address(recipient), "sealed_key": sealed.hex()},
-                       proof_key=keys.market_data_key_key(task_id, recipient))
+    return QueryResult({"task_id": task_id, "recipient": encode_address(recipient), "sealed_key": box.sealed.hex(),
+                        **box_view(box)}, proof_key=keys.market_data_key_key(task_id, recipient))
+
+
+def query_key_recipients(state: State, arg: str, data: bytes) -> QueryResult:
+    task_id = _task_id(arg)
+    task = find_task(state, task_id)
+    if task is None:
+        raise NotFound(f"no task {task_id}")
+    recipients = []
+    if task.private_data and task.status == RUNNING:
+        members = [address for address in task.members if find_member(state, task_id, address).status == ACTIVE]
+        recipients += [{"address": encode_address(address), "role": "member", "drawn_height": 0,
+                        **box_view(find_key_box(state, task_id, address))} for address in members]
+        recipients += [{"address": encode_address(operator), "role": "validator", "drawn_height": drawn,
+                        **box_view(find_key_box(state, task_id, operator))}
+                       for operator, drawn in drawn_operators(state, task_id) if operator not in members]
+    return QueryResult({"task_id": task_id, "status": task.status, "data_key_hash": task.data_key_hash.hex(),
+                        "recipients": recipients})
 
 
 def query_replay_gpus(state: State, arg: str, data: bytes) -> QueryResult:
@@ -326,6 +355,8 @@ QUERIES = (
     QueryRoute("/market/verify", query_verify, "segments a validator must verify now: /market/verify/<address>"),
     QueryRoute("/market/data_key", query_data_key, "a private task's data key sealed to one recipient: "
                "/market/data_key/<id>/<address>"),
+    QueryRoute("/market/key_recipients", query_key_recipients, "who may be delivered a private task's data key "
+               "now, and what each holds: /market/key_recipients/<id>"),
     QueryRoute("/market/replay_gpus", query_replay_gpus, "the GPUs each validator's verifier replays"),
     QueryRoute("/market/params", query_market_params, "the market params"),
 )

@@ -107,8 +107,13 @@ class Task:
     """1 once the requester cancelled during a training round: that round is trained, verified and paid, then
     the task ends `cancelled` instead of starting the next round."""
     private_data: int = 0
-    """1 when the task's dataset is private: it starts only once every member and every bonded validator holds
-    its sealed data key (`market.data_keys`)."""
+    """1 when the task's dataset is private: its data key reaches members after the start and validators when
+    drawn onto one of its committees, sealed to each (`market.data_keys`)."""
+    data_key_hash: bytes = b""
+    """A private task's commitment to its data key (`market.data_keys.data_key_hash`), used by no other task."""
+    round_started_height: int = 0
+    """The height at which the current round started (`lifecycle.start_round`): a member's data key is on time
+    for the round when delivered by this height + `key_delivery_blocks` (`market.key_faults`)."""
     vacated: list[int] = field(default_factory=list)
     """Worker indexes whose member was dropped, slashed or left during the current round: their slots open when
     the next round starts (docs/protocol.md 4.1c)."""
@@ -135,6 +140,9 @@ class Member:
     slashed: int = 0
     rounds_passed: int = 0
     samples_paid: int = 0
+    compensated: int = 0
+    """What the requester paid it for a data key that did not come in time or was proven bad
+    (`lifecycle.release_member`)."""
     left_round: int = -1
     """The round in which the member was dropped, slashed or left (-1 while active)."""
     reason: str = ""
@@ -179,6 +187,17 @@ class Commitment:
     held_slash_shares: dict[str, int] = field(default_factory=dict)
     """When this commitment failed and its worker was slashed: the FAIL voters' shares of the slash (operator hex
     -> utrl), held until the round's reveal window closes and paid only to those whose reveals check out."""
+
+
+@dataclass
+class KeyBox:
+    """A private task's data key sealed to one recipient (`market.data_keys`), delivered once."""
+
+    sealed: bytes
+    """The X25519 sealed box (`data_keys.SEALED_KEY_BYTES`) that only the recipient's key opens."""
+    delivered_height: int
+    reported_height: int = 0
+    """The height at which the recipient's report that the box is bad was accepted (0: none)."""
 
 
 @dataclass

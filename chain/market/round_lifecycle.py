@@ -29,7 +29,8 @@ from ..crypto import encode_address
 from ..state import State
 from .economics import segment_count, split_round_pay
 from .events import task_event
-from .lifecycle import drop_member, end_task, release_leavers, slash_member, start_round
+from .key_faults import undecidable_for_want_of_keys
+from .lifecycle import end_task, miss_round, release_leavers, slash_member, start_round
 from .records import ABANDONED, ACTIVE, CANCELLED, COMPLETED, DISAGREED, FAILED, PASSED, PENDING, SAMPLING, UNDECIDED
 from .records import COMMIT, FINAL_REPORT_SEGMENT, UNVERIFIED, VERIFY, Commitment, Task
 from .power import powered_operators
@@ -73,7 +74,7 @@ def close_round(state: State, ctx: BlockContext, task: Task) -> None:
             continue  # a replacement is not due before its first round
         commitment = find_commitment(state, task.id, task.round, member.worker)
         if commitment is None:
-            drop_member(state, ctx, task, member, "missed round")
+            miss_round(state, ctx, task, member)  # dropped, or released when its data key came late
         else:
             committed.append(commitment)
 
@@ -190,7 +191,8 @@ def settle_round(state: State, ctx: BlockContext, task: Task) -> None:
     if escalate_to_whole_set(state, ctx, task, commitments):
         return
     decide_unsettled(state, ctx, task, commitments)
-    shares = [(c.worker, c.samples_processed, c.outcome == PASSED) for c in commitments]
+    shares = [(c.worker, c.samples_processed,
+               c.outcome == PASSED or undecidable_for_want_of_keys(state, task, c)) for c in commitments]
     payouts = split_round_pay(task.reward_per_round, shares, task.terms["validator_fee_bps"],
                               task.terms["verifier_fee_bps"])
     by_worker = {c.worker: c for c in commitments}

@@ -95,8 +95,9 @@ class SpecSummary:
     `max_dataset_shards` and `max_dataset_bytes`: a worker refuses a manifest beyond them before it joins and a
     verifier before it fetches a shard, so a requester cannot hand either more than the task declared."""
     private_data: int = 0
-    """1 when `dataset.cipher` names the cipher of a private dataset (`DATA_CIPHER`): the task starts only once
-    its data key is delivered to every member and bonded validator (`MsgDeliverKey`)."""
+    """1 when `dataset.cipher` names the cipher of a private dataset (`DATA_CIPHER`): the task commits to its
+    data key (`MsgSubmitTask.data_key_hash`), delivered to its members after the start and to the validators
+    drawn to check it (`MsgDeliverKey`, `market.data_keys`)."""
 
 
 DATA_CIPHER = "xsalsa20poly1305"

@@ -1,8 +1,8 @@
 """market `MsgJoinTask`: a registered worker joins a task, locking its collateral.
 
 An open task: the member's worker index is its position in join order; the task starts in the block in which
-the last wanted worker joins (a private task: once its data key is delivered to every member and validator
-too, `MsgDeliverKey`). A running task: the worker replaces a member who left, into an open slot, and trains
+the last wanted worker joins (`lifecycle.start_if_ready`; a private task's data key is delivered after the
+start, `MsgDeliverKey`). A running task: the worker replaces a member who left, into an open slot, and trains
 from the next round (`lifecycle.join_open_slot`, docs/protocol.md 4.1c)."""
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from ..block import BlockContext
 from ..crypto import encode_address
 from ..errors import InvalidRequest
 from ..market.errors import AlreadyMember, TaskNotOpen, WorkerBusy
-from ..market.data_keys import ready_to_start
 from ..market.events import task_event
-from ..market.lifecycle import join_open_slot, start_task
+from ..market.lifecycle import join_open_slot, start_if_ready
 from ..market.params import MarketParams
 from ..market.records import ACTIVE, OPEN, RUNNING, Member
 from ..market.store import escrow_in, find_member, get_task, get_worker, put_member, put_task, put_worker
@@ -53,6 +52,5 @@ def process_join_task(state: State, ctx: BlockContext, signer: bytes, msg: MsgJo
     put_worker(state, worker)
     task.members.append(signer)
     task.active_members += 1
-    if task.status == OPEN and ready_to_start(state, task):
-        start_task(state, ctx, task)
+    start_if_ready(state, ctx, task)
     put_task(state, task)

@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cmarket.proto\x12\x10trolly.market.v1\"a\n\x0fHardwareProfile\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\x1a\n\x12samples_per_second\x18\x02 \x01(\x04\x12\x11\n\tmemory_mb\x18\x03 \x01(\x04\x12\x0f\n\x07threads\x18\x04 \x01(\r\"x\n\x11MsgRegisterWorker\x12\r\n\x05stake\x18\x01 \x01(\x04\x12\x33\n\x08hardware\x18\x02 \x01(\x0b\x32!.trolly.market.v1.HardwareProfile\x12\x10\n\x08\x62lob_url\x18\x03 \x01(\t\x12\r\n\x05relay\x18\x04 \x01(\t\"\x8f\x01\n\x0fMsgUpdateWorker\x12\x11\n\tadd_stake\x18\x01 \x01(\x04\x12\x33\n\x08hardware\x18\x02 \x01(\x0b\x32!.trolly.market.v1.HardwareProfile\x12\x10\n\x08\x62lob_url\x18\x03 \x01(\t\x12\r\n\x05relay\x18\x04 \x01(\t\x12\x13\n\x0b\x63lear_relay\x18\x05 \x01(\x08\"\x15\n\x13MsgUnregisterWorker\"\xd6\x01\n\rMsgSubmitTask\x12\x0c\n\x04spec\x18\x01 \x01(\x0c\x12\x11\n\tspec_hash\x18\x02 \x01(\x0c\x12\x0e\n\x06\x62udget\x18\x03 \x01(\x04\x12\x0f\n\x07workers\x18\x04 \x01(\r\x12\x0e\n\x06rounds\x18\x05 \x01(\r\x12\x18\n\x10reward_per_round\x18\x06 \x01(\x04\x12\x12\n\ncollateral\x18\x07 \x01(\x04\x12\x13\n\x0bjoin_blocks\x18\x08 \x01(\x04\x12\x14\n\x0cround_blocks\x18\t \x01(\x04\x12\x1a\n\x12samples_per_worker\x18\n \x01(\r\" \n\rMsgCancelTask\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\"G\n\rMsgDeliverKey\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\x12\x11\n\trecipient\x18\x02 \x01(\x0c\x12\x12\n\nsealed_key\x18\x03 \x01(\x0c\"\x1e\n\x0bMsgJoinTask\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\"\x1f\n\x0cMsgLeaveTask\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\"\xf1\x01\n\x0eMsgCommitRound\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\x12\r\n\x05round\x18\x02 \x01(\r\x12\x13\n\x0bupdate_hash\x18\x03 \x01(\x0c\x12\x19\n\x11samples_processed\x18\x04 \x01(\x04\x12\r\n\x05steps\x18\x05 \x01(\x04\x12\x17\n\x0f\x63heckpoint_root\x18\x06 \x01(\x0c\x12\x17\n\x0fnum_checkpoints\x18\x07 \x01(\r\x12\x1a\n\x12start_weights_hash\x18\x08 \x01(\x0c\x12\x1b\n\x13\x64\x65terminism_profile\x18\t \x01(\t\x12\x15\n\rresidual_hash\x18\n \x01(\x0c\"\xb1\x01\n\x10MsgSubmitVerdict\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\x12\r\n\x05round\x18\x02 \x01(\r\x12\x0e\n\x06worker\x18\x03 \x01(\x0c\x12\x0f\n\x07segment\x18\x04 \x01(\r\x12*\n\x07verdict\x18\x05 \x01(\x0e\x32\x19.trolly.market.v1.Verdict\x12\x15\n\revidence_hash\x18\x06 \x01(\x0c\x12\x19\n\x11replay_commitment\x18\x07 \x01(\x0c\"w\n\x0fMsgRevealReplay\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\x12\r\n\x05round\x18\x02 \x01(\r\x12\x0e\n\x06worker\x18\x03 \x01(\x0c\x12\x0f\n\x07segment\x18\x04 \x01(\r\x12\x0c\n\x04salt\x18\x05 \x01(\x0c\x12\x15\n\rreplay_digest\x18\x06 \x01(\x0c\"$\n\x14MsgDeclareReplayGpus\x12\x0c\n\x04gpus\x18\x01 \x03(\t*_\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x10\n\x0cVERDICT_PASS\x10\x01\x12\x10\n\x0cVERDICT_FAIL\x10\x02\x12\x17\n\x13VERDICT_UNAVAILABLE\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cmarket.proto\x12\x10trolly.market.v1\"a\n\x0fHardwareProfile\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\x1a\n\x12samples_per_second\x18\x02 \x01(\x04\x12\x11\n\tmemory_mb\x18\x03 \x01(\x04\x12\x0f\n\x07threads\x18\x04 \x01(\r\"x\n\x11MsgRegisterWorker\x12\r\n\x05stake\x18\x01 \x01(\x04\x12\x33\n\x08hardware\x18\x02 \x01(\x0b\x32!.trolly.market.v1.HardwareProfile\x12\x10\n\x08\x62lob_url\x18\x03 \x01(\t\x12\r\n\x05relay\x18\x04 \x01(\t\"\x8f\x01\n\x0fMsgUpdateWorker\x12\x11\n\tadd_stake\x18\x01 \x01(\x04\x12\x33\n\x08hardware\x18\x02 \x01(\x0b\x32!.trolly.market.v1.HardwareProfile\x12\x10\n\x08\x62lob_url\x18\x03 \x01(\t\x12\r\n\x05relay\x18\x04 \x01(\t\x12\x13\n\x0b\x63lear_relay\x18\x05 \x01(\x08\"\x15\n\x13MsgUnregisterWorker\"\xed\x01\n\rMsgSubmitTask\x12\x0c\n\x04spec\x18\x01 \x01(\x0c\x12\x11\n\tspec_hash\x18\x02 \x01(\x0c\x12\x0e\n\x06\x62udget\x18\x03 \x01(\x04\x12\x0f\n\x07workers\x18\x04 \x01(\r\x12\x0e\n\x06rounds\x18\x05 \x01(\r\x12\x18\n\x10reward_per_round\x18\x06 \x01(\x04\x12\x12\n\ncollateral\x18\x07 \x01(\x04\x12\x13\n\x0bjoin_blocks\x18\x08 \x01(\x04\x12\x14\n\x0cround_blocks\x18\t \x01(\x04\x12\x1a\n\x12samples_per_worker\x18\n \x01(\r\x12\x15\n\rdata_key_hash\x18\x0b \x01(\x0c\" \n\rMsgCancelTask\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\"]\n\rMsgDeliverKey\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\x12\x11\n\trecipient\x18\x02 \x01(\x0c\x12\x12\n\nsealed_key\x18\x03 \x01(\x0c\x12\x14\n\x0csender_proof\x18\x04 \x01(\x0c\"1\n\x0fMsgReportBadKey\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\x12\r\n\x05proof\x18\x02 \x01(\x0c\"\x1e\n\x0bMsgJoinTask\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\"\x1f\n\x0cMsgLeaveTask\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\"\xf1\x01\n\x0eMsgCommitRound\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\x12\r\n\x05round\x18\x02 \x01(\r\x12\x13\n\x0bupdate_hash\x18\x03 \x01(\x0c\x12\x19\n\x11samples_processed\x18\x04 \x01(\x04\x12\r\n\x05steps\x18\x05 \x01(\x04\x12\x17\n\x0f\x63heckpoint_root\x18\x06 \x01(\x0c\x12\x17\n\x0fnum_checkpoints\x18\x07 \x01(\r\x12\x1a\n\x12start_weights_hash\x18\x08 \x01(\x0c\x12\x1b\n\x13\x64\x65terminism_profile\x18\t \x01(\t\x12\x15\n\rresidual_hash\x18\n \x01(\x0c\"\xb1\x01\n\x10MsgSubmitVerdict\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\x12\r\n\x05round\x18\x02 \x01(\r\x12\x0e\n\x06worker\x18\x03 \x01(\x0c\x12\x0f\n\x07segment\x18\x04 \x01(\r\x12*\n\x07verdict\x18\x05 \x01(\x0e\x32\x19.trolly.market.v1.Verdict\x12\x15\n\revidence_hash\x18\x06 \x01(\x0c\x12\x19\n\x11replay_commitment\x18\x07 \x01(\x0c\"w\n\x0fMsgRevealReplay\x12\x0f\n\x07task_id\x18\x01 \x01(\x04\x12\r\n\x05round\x18\x02 \x01(\r\x12\x0e\n\x06worker\x18\x03 \x01(\x0c\x12\x0f\n\x07segment\x18\x04 \x01(\r\x12\x0c\n\x04salt\x18\x05 \x01(\x0c\x12\x15\n\rreplay_digest\x18\x06 \x01(\x0c\"$\n\x14MsgDeclareReplayGpus\x12\x0c\n\x04gpus\x18\x01 \x03(\t*_\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x10\n\x0cVERDICT_PASS\x10\x01\x12\x10\n\x0cVERDICT_FAIL\x10\x02\x12\x17\n\x13VERDICT_UNAVAILABLE\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'market_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_VERDICT']._serialized_start=1396
-  _globals['_VERDICT']._serialized_end=1491
+  _globals['_VERDICT']._serialized_start=1492
+  _globals['_VERDICT']._serialized_end=1587
   _globals['_HARDWAREPROFILE']._serialized_start=34
   _globals['_HARDWAREPROFILE']._serialized_end=131
   _globals['_MSGREGISTERWORKER']._serialized_start=133
@@ -42,21 +42,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MSGUNREGISTERWORKER']._serialized_start=401
   _globals['_MSGUNREGISTERWORKER']._serialized_end=422
   _globals['_MSGSUBMITTASK']._serialized_start=425
-  _globals['_MSGSUBMITTASK']._serialized_end=639
-  _globals['_MSGCANCELTASK']._serialized_start=641
-  _globals['_MSGCANCELTASK']._serialized_end=673
-  _globals['_MSGDELIVERKEY']._serialized_start=675
-  _globals['_MSGDELIVERKEY']._serialized_end=746
-  _globals['_MSGJOINTASK']._serialized_start=748
-  _globals['_MSGJOINTASK']._serialized_end=778
-  _globals['_MSGLEAVETASK']._serialized_start=780
-  _globals['_MSGLEAVETASK']._serialized_end=811
-  _globals['_MSGCOMMITROUND']._serialized_start=814
-  _globals['_MSGCOMMITROUND']._serialized_end=1055
-  _globals['_MSGSUBMITVERDICT']._serialized_start=1058
-  _globals['_MSGSUBMITVERDICT']._serialized_end=1235
-  _globals['_MSGREVEALREPLAY']._serialized_start=1237
-  _globals['_MSGREVEALREPLAY']._serialized_end=1356
-  _globals['_MSGDECLAREREPLAYGPUS']._serialized_start=1358
-  _globals['_MSGDECLAREREPLAYGPUS']._serialized_end=1394
+  _globals['_MSGSUBMITTASK']._serialized_end=662
+  _globals['_MSGCANCELTASK']._serialized_start=664
+  _globals['_MSGCANCELTASK']._serialized_end=696
+  _globals['_MSGDELIVERKEY']._serialized_start=698
+  _globals['_MSGDELIVERKEY']._serialized_end=791
+  _globals['_MSGREPORTBADKEY']._serialized_start=793
+  _globals['_MSGREPORTBADKEY']._serialized_end=842
+  _globals['_MSGJOINTASK']._serialized_start=844
+  _globals['_MSGJOINTASK']._serialized_end=874
+  _globals['_MSGLEAVETASK']._serialized_start=876
+  _globals['_MSGLEAVETASK']._serialized_end=907
+  _globals['_MSGCOMMITROUND']._serialized_start=910
+  _globals['_MSGCOMMITROUND']._serialized_end=1151
+  _globals['_MSGSUBMITVERDICT']._serialized_start=1154
+  _globals['_MSGSUBMITVERDICT']._serialized_end=1331
+  _globals['_MSGREVEALREPLAY']._serialized_start=1333
+  _globals['_MSGREVEALREPLAY']._serialized_end=1452
+  _globals['_MSGDECLAREREPLAYGPUS']._serialized_start=1454
+  _globals['_MSGDECLAREREPLAYGPUS']._serialized_end=1490
 # @@protoc_insertion_point(module_scope)

@@ -1,6 +1,7 @@
 """A private dataset's shards encrypted under its data key, and that key sealed to each member who may read it.
 
-The requester draws one data key (32 random bytes) when it packs its data, and every shard is stored as
+The requester draws a data key (32 random bytes) when it packs its data, and another for each task it submits
+the pack to (`packing.for_one_task` re-encrypts the shards under it); every shard is stored as
 `secretbox(key, shard)` (PyNaCl's XSalsa20-Poly1305: `CIPHER`, the name the manifest gives). The content hash
 of a shard is over these encrypted bytes, so blob services, the chain's hashes and every hash check work on
 ciphertext unchanged, and whoever fetches a shard without the key (a stranger, the network, another task's
@@ -10,9 +11,10 @@ The nonce of a shard is derived from the key and the shard's plain bytes (keyed 
 data under the same key gives the same blobs and the same manifest hash; two equal shards encrypt equally,
 which reveals only that they are equal.
 
-The key reaches a member sealed to it: an X25519 sealed box (`nacl.public.SealedBox`) to the Curve25519 form
-of the member's ed25519 account key (`to_curve25519_public_key`), opened with its ed25519 signing key. Only
-that key opens it. docs/privacy.md says what this protects against and what it does not.
+A task's key reaches a member sealed to it: an X25519 sealed box (`nacl.public.SealedBox`; the requester seals
+with `trolly.wallet.box_proofs.seal_with_sender_proof`, the same bytes with the sender's proof) to the
+Curve25519 form of the member's ed25519 account key (`to_curve25519_public_key`), opened with its ed25519
+signing key (`open_data_key`). Only that key opens it. docs/privacy.md says what this protects against and what it does not.
 """
 
 from __future__ import annotations

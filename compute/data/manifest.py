@@ -237,6 +237,25 @@ def load_dataset(manifest_hash: str, fetch: Callable[[str], bytes], key: bytes |
                    test_inputs=tensors["test"][0], test_targets=tensors["test"][1])
 
 
+def rekey_blobs(manifest_hash: str, fetch: Callable[[str], bytes], old_key: bytes, new_key: bytes) -> DatasetBlobs:
+    """A private dataset's blobs re-encrypted from `old_key` to `new_key`: each shard fetched (hash-checked),
+    opened with `old_key` and sealed again with `new_key`, under a manifest naming the new shards. The samples,
+    their order and every other manifest field stay the same."""
+    manifest = parse_manifest(_fetch_checked(fetch, manifest_hash, "manifest"))
+    if not is_private(manifest):
+        raise DatasetError(f"dataset {manifest_hash[:12]} is not encrypted: it has no data key to replace")
+    shards: dict[str, bytes] = {}
+    for split in SPLITS:
+        listing = []
+        for entry in manifest["splits"][split]["shards"]:
+            data = encrypt_shard(new_key, decrypt_shard(old_key, _fetch_checked(fetch, entry["hash"], "shard")))
+            digest = hashlib.sha256(data).hexdigest()
+            shards[digest] = data
+            listing.append({**entry, "hash": digest, "size": len(data)})
+        manifest["splits"][split]["shards"] = listing
+    return _finish(manifest, shards)
+
+
 def manifest_shape(manifest: dict) -> DataShape:
     """The shape a checked manifest gives a model."""
     return DataShape(kind=manifest["kind"], input_size=int(manifest["input_size"]),

@@ -12,6 +12,11 @@ A packed directory holds a blob store (`blobs/`, what `trolly-wallet data serve`
 the summary a `task submit --data` reads, and for private data (the default) `data.key`, the data key its
 shards are encrypted under (mode 0600, never served: the store serves `blobs/` by hash only). It is written under a temporary name and renamed into place, so a
 failed pack leaves nothing behind.
+
+`data.key` never leaves the requester's machine. Every task trains on its own copy (`for_one_task`): the shards
+re-encrypted under a data key drawn for that task, which the chain takes a commitment to and refuses to see
+twice, added to the same store, the key kept as `task-keys/<manifest hash>.key` (0600). So one task's key, which
+its members and drawn validators receive, opens no other task's shards.
 """
 
 from __future__ import annotations
@@ -33,14 +38,18 @@ from ..blobs.store import BlobStore
 from ..errors import ComputeError, DatasetError
 from ..spec import LORA_TEXT_BASE
 from .dataset import Dataset
-from .encryption import CIPHER, check_data_key
-from .manifest import MANIFEST_VERSION, SHARD_SAMPLES, DatasetBlobs, _finish, _shard_split, load_dataset, manifest_size
+from .encryption import CIPHER, check_data_key, new_data_key
+from .manifest import (MANIFEST_VERSION, SHARD_SAMPLES, DatasetBlobs, _finish, _shard_split, load_dataset,
+                       manifest_size, rekey_blobs)
 from .readers import LabelledSamples, read_samples
 from .tokenized import DEFAULT_CONTEXT, read_jsonl_tokens
 
 SUMMARY_FILE = "dataset.json"
 KEY_FILE = "data.key"
-"""A private pack's data key (32 raw bytes, 0600), which the requester seals to each member and validator."""
+"""A private pack's own data key (32 raw bytes, 0600); only the requester holds it."""
+TASK_KEYS = "task-keys"
+"""The folder of a private pack's per-task data keys, `<manifest hash>.key` each (0600): the key one task's copy
+of the shards is encrypted under, which the requester seals to that task's members and drawn validators."""
 DEFAULT_TEST_FRACTION = 0.2
 LORA_TEXT = "lora-text"
 """The model texts are packed for as token ids (`--model lora-text`); any other reads features."""
@@ -87,8 +96,9 @@ class PackedDataset:
 
     @property
     def key(self) -> bytes | None:
-        """The data key of a private pack (its `data.key`), None for a public one."""
-        return read_data_key(self.directory)
+        """The data key this manifest's shards are encrypted under: a task copy's own key, else the pack's
+        `data.key`; None for a public pack."""
+        return read_data_key(self.directory, self.manifest_hash)
 
     def summary(self) -> dict:
         tokens = {"context": self.context} if self.context else {}
@@ -116,18 +126,48 @@ class PackedDataset:
         return load_dataset(self.manifest_hash, self.store.get, self.key)
 
 
-def read_data_key(directory: pathlib.Path) -> bytes | None:
-    """The data key kept in a packed `directory`, None when it has none (public data)."""
+def read_data_key(directory: pathlib.Path, manifest_hash: str = "") -> bytes | None:
+    """The data key kept in a packed `directory` for `manifest_hash` (a task copy's key in `task-keys/`, else the
+    pack's `data.key`), None when it has none (public data)."""
+    task_key = pathlib.Path(directory) / TASK_KEYS / f"{manifest_hash}.key"
+    path = task_key if manifest_hash and task_key.exists() else pathlib.Path(directory) / KEY_FILE
     try:
-        data = (pathlib.Path(directory) / KEY_FILE).read_bytes()
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as error:
-        raise DatasetError(f"cannot read the data key {directory / KEY_FILE}: {error.strerror or error}") from None
+        raise DatasetError(f"cannot read the data key {path}: {error.strerror or error}") from None
     try:
         return check_data_key(data)
     except DatasetError:
-        raise DatasetError(f"{directory / KEY_FILE} is not a data key (32 bytes): pack the data again") from None
+        raise DatasetError(f"{path} is not a data key (32 bytes): pack the data again") from None
+
+
+def for_one_task(packed: PackedDataset) -> PackedDataset:
+    """The pack as one task trains on it: a public pack as it is; a private one's shards re-encrypted under a
+    data key drawn now, for this task alone (the chain refuses a key an earlier task committed to), added to the
+    pack's store, the key kept in `task-keys/` (written first, so no served manifest lacks its key). Every front
+    end that submits a task on a pack (`task submit --data`, the console, the localnet demo) calls this."""
+    base_key = packed.key
+    if base_key is None:
+        return packed
+    key = new_data_key()
+    blobs = rekey_blobs(packed.manifest_hash, packed.store.get, base_key, key)
+    write_private_file(packed.directory / TASK_KEYS / f"{blobs.manifest_hash}.key", key)
+    store = packed.store
+    for digest, data in blobs.all_blobs().items():
+        store.put(data, expected=digest)
+    return dataclasses.replace(packed, manifest_hash=blobs.manifest_hash)
+
+
+def task_copy(packed: PackedDataset, manifest_hash: str) -> PackedDataset | None:
+    """The copy of `packed` a task trains on (`for_one_task`), found by its manifest hash (the pack itself for its
+    own hash); None when this pack made no such copy."""
+    if manifest_hash == packed.manifest_hash:
+        return packed
+    if not (packed.directory / TASK_KEYS / f"{manifest_hash}.key").exists() or not packed.store.has(manifest_hash):
+        return None
+    return dataclasses.replace(packed, manifest_hash=manifest_hash)
 
 
 def held_out_split(targets: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:

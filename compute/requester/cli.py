@@ -19,6 +19,7 @@ import click
 
 from trolly.chain.crypto import PrivateKey
 from trolly.chain.errors import ChainError
+from trolly.chain.market.data_keys import data_key_hash
 from trolly.chain.market.records import LIVE_STATUSES
 from trolly.chain.market.spec import validate_spec
 from trolly.wallet.cli.errors import WalletGroup
@@ -31,8 +32,9 @@ from trolly.wallet.sender import TxSender
 
 from ..blobs import AddressPolicy
 from ..data.encryption import DataKeyError, new_data_key
-from ..data.packing import (DEFAULT_TEST_FRACTION, LORA_TEXT, SUMMARY_FILE, PackedDataset, open_packed, pack_file,
-                            write_packed)
+from ..data import Dataset
+from ..data.packing import (DEFAULT_TEST_FRACTION, LORA_TEXT, SUMMARY_FILE, PackedDataset, for_one_task, open_packed,
+                            pack_file, task_copy, write_packed)
 from ..data.tokenized import DEFAULT_CONTEXT
 from ..errors import ComputeError
 from ..spec import example_spec, lora_text_spec, parse_spec
@@ -150,13 +152,21 @@ class DataSubmission:
     round_blocks: int = DEFAULT_ROUND_BLOCKS
     """The round window its model needs (`--round-blocks` overrides it)."""
 
+    @property
+    def data_key_hash(self) -> bytes:
+        """The commitment the task makes to its private data's key (this task's own, `for_one_task`); b"" for
+        public data."""
+        key = self.packed.key
+        return b"" if key is None else data_key_hash(key)
+
     def close(self) -> None:
         if self.server is not None:
             self.server.stop()
 
     def follow(self, task_id: int, requester: PrivateKey | None) -> None:
         """Until the task is neither open nor running (or Ctrl-C): keep the data served, and for private data
-        deliver its key to each member as it joins and to each bonded validator (`key_delivery`)."""
+        deliver its key to each member once the task runs and to each validator drawn onto one of its committees
+        (`key_delivery`)."""
         data_key = self.packed.key
         if self.server is None and data_key is None:
             return
@@ -164,8 +174,8 @@ class DataSubmission:
             click.echo(f"Serving the data at {self.server.url} until task {task_id} ends (Ctrl-C stops serving).",
                        err=True)
         if data_key is not None:
-            click.echo(f"The data is private: its key goes to task {task_id}'s members as they join, and to the "
-                       f"validators, until the task ends.", err=True)
+            click.echo(f"The data is private: its key (drawn for task {task_id} alone) goes to the task's members "
+                       f"once it starts and to each validator drawn to check it, until the task ends.", err=True)
         options = settings()
         client = options.client()
         sender = TxSender(client.async_client, options.nonce_cache())
@@ -196,7 +206,7 @@ def deliver_once(client, sender: TxSender, requester: PrivateKey, task_id: int, 
     for recipient in set(delivery.without_public_key) - told:
         told.add(recipient)
         click.echo(f"The chain holds no public key for {recipient} (it has signed no transaction and genesis names "
-                   f"none), so it cannot be given the data key: the task waits for it (docs/privacy.md).", err=True)
+                   f"none), so it cannot be given the data key (docs/privacy.md).", err=True)
 
 
 def packed_for(path: pathlib.Path, label_column: str | None, model: str, private: bool = True) -> PackedDataset:
@@ -251,6 +261,7 @@ def prepare_data_submission(path: str, spec_file: str | None, model: str | None,
     one the data is packed for) sized to the data."""
     with refusals():
         packed = packed_for(pathlib.Path(path), label_column, model or "mlp", private)
+        packed = for_one_task(packed)  # a private pack: this task's own copy, under a key drawn for it
         if spec_file is not None:
             try:
                 document = json.loads(pathlib.Path(spec_file).read_bytes())
@@ -279,6 +290,12 @@ def prepare_data_submission(path: str, spec_file: str | None, model: str | None,
             raise WalletError(f"the spec for this data is not valid: {error}") from None
         round_blocks = LORA_TEXT_ROUND_BLOCKS if parse_spec(spec).model.arch == LORA_TEXT else DEFAULT_ROUND_BLOCKS
         return DataSubmission(spec, packed, list(urls), server, round_blocks)
+
+
+def packed_dataset_of(packed: PackedDataset, manifest_hash: str) -> Dataset:
+    """The task's dataset from the requester's packed directory: the task's own re-encrypted copy when the pack
+    made one (`task_copy`), else the pack as it is (which `evaluate_result` refuses if it is not the task's)."""
+    return (task_copy(packed, manifest_hash) or packed).load()
 
 
 def addresses_option(function):
@@ -320,8 +337,8 @@ def evaluate_command(task_id: int, data_directory: pathlib.Path | None, allow_pr
     with refusals():
         result = client.run(fetch_result(client.async_client, task_id, addresses))
         try:
-            dataset = (open_packed(data_directory).load() if data_directory is not None
-                       else client.run(fetch_dataset_of(result, addresses)))
+            dataset = (packed_dataset_of(open_packed(data_directory), result.spec.dataset.manifest_hash)
+                       if data_directory is not None else client.run(fetch_dataset_of(result, addresses)))
         except DataKeyError:
             raise WalletError("the task's dataset is private: pass your packed directory (which keeps its data "
                               "key) with --data") from None

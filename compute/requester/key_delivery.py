@@ -1,12 +1,16 @@
-"""The requester's side of a private task: its data key, sealed to each member and validator, sent on chain.
+"""The requester's side of a private task: its data key, sealed to each recipient the chain allows, sent on chain.
 
-A private task starts only once every member and every bonded validator holds the data key sealed to it
-(docs/protocol.md 4.1b). `deliver_data_keys` looks once: for each member still in the task and each bonded
-validator's operator, with no box on chain yet, it reads the recipient's public key from its account on chain
-(`trolly.wallet.public_keys`: recorded at its first signature, or in genesis), seals the key to it and sends one `MsgDeliverKey` per recipient in a
-single transaction. `task submit --data` calls it on every look at a live task, so workers are keyed as they
-join and validators as they bond (a validator bonded after the start is keyed before its operator's verifier
-next looks, and one drawn onto a committee without a key votes nothing: docs/privacy.md).
+The chain takes a box only where collecting the key costs something or is needed (docs/privacy.md): an active
+member of the running task (never before the start: leaving an open task returns everything), and a validator
+drawn onto a committee of one of its sampled segments. `deliver_data_keys` looks once: it asks the chain who may
+be delivered a box now and lacks one (`/market/key_recipients`), reads each one's public key from its account
+on chain (`trolly.wallet.public_keys`: recorded at its first signature, or in genesis), seals the key to it with
+the proof that it knows the box's ephemeral secret (`trolly.wallet.box_proofs.seal_with_sender_proof`) and sends
+one `MsgDeliverKey` per recipient in a single transaction. Its callers (`task submit --data`, the console's
+follow loop, the localnet demo) call it on every look at a live task, every few seconds, so members are keyed
+within blocks of the start or of joining as a replacement, and validators within blocks of their draw: the chain
+counts a key that comes more than `key_delivery_blocks` late as never given, and the requester pays for that
+(`trolly.chain.market.key_faults`).
 """
 
 from __future__ import annotations
@@ -15,14 +19,14 @@ import dataclasses
 import logging
 
 from trolly.chain.crypto import PrivateKey, decode_address, encode_address
-from trolly.chain.market.records import ACTIVE, LIVE_STATUSES
+from trolly.chain.market.data_keys import box_context, data_key_hash
 from trolly.chain.proto import market_pb2
-from trolly.wallet.market_queries import find_data_key, get_task_overview
+from trolly.wallet.box_proofs import seal_with_sender_proof
+from trolly.wallet.errors import WalletError
+from trolly.wallet.market_queries import get_key_recipients
 from trolly.wallet.public_keys import find_public_key
 from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.sender import TxSender
-
-from ..data.encryption import seal_data_key
 
 log = logging.getLogger("trolly.requester")
 
@@ -36,34 +40,23 @@ class Delivery:
     without_public_key: tuple[str, ...]
 
 
-async def bonded_operators(client: AsyncRpcClient) -> list[str]:
-    """The operators of the validators with power, the ones a private task waits for."""
-    return [entry["operator"] for entry in await client.query_json("/validators") or [] if int(entry["power"]) > 0]
-
-
-async def key_recipients(client: AsyncRpcClient, task_id: int) -> list[str]:
-    """Who must hold task `task_id`'s data key: its active members, then the bonded validators' operators."""
-    task = await get_task_overview(client, task_id)
-    if task.status not in LIVE_STATUSES:
-        return []
-    members = [member.worker for member in task.members if member.status == ACTIVE]
-    return members + [operator for operator in await bonded_operators(client) if operator not in members]
-
-
 async def deliver_data_keys(client: AsyncRpcClient, sender: TxSender, requester: PrivateKey, task_id: int,
                             data_key: bytes) -> Delivery:
-    """Seal `data_key` to every recipient of task `task_id` without a box yet, and send the boxes."""
+    """Seal `data_key` to every recipient of task `task_id` the chain allows now that has no box yet, and send
+    the boxes. Refuses (WalletError) a key that is not the one the task committed to."""
+    recipients = await get_key_recipients(client, task_id)
+    if recipients.data_key_hash and recipients.data_key_hash != data_key_hash(data_key).hex():
+        raise WalletError(f"this data key is not the one task {task_id} committed to: nothing delivered")
     messages, delivered, unknown = [], [], []
-    for recipient in await key_recipients(client, task_id):
-        if await find_data_key(client, task_id, recipient) is not None:
-            continue
-        public_key = await find_public_key(client, recipient)
+    for recipient in recipients.undelivered():
+        public_key = await find_public_key(client, recipient.address)
         if public_key is None:
-            unknown.append(recipient)
+            unknown.append(recipient.address)
             continue
-        messages.append(market_pb2.MsgDeliverKey(task_id=task_id, recipient=decode_address(recipient),
-                                                 sealed_key=seal_data_key(data_key, public_key)))
-        delivered.append(recipient)
+        sealed, proof = seal_with_sender_proof(data_key, public_key, box_context(task_id))
+        messages.append(market_pb2.MsgDeliverKey(task_id=task_id, recipient=decode_address(recipient.address),
+                                                 sealed_key=sealed, sender_proof=proof))
+        delivered.append(recipient.address)
     if messages:
         plan = await sender.plan(encode_address(requester.address), messages)
         await sender.send(requester, plan)

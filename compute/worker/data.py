@@ -19,8 +19,8 @@ train for want of data.
 
 A private dataset (its manifest names a cipher, docs/privacy.md) is fetched the same way before joining, as
 ciphertext (`obtain_blobs`): hash-checked, but not decodable until the requester delivers this worker's data
-key, which it can only do once the worker joined. The worker then waits for its box (the task does not start
-before it is delivered, so the wait costs no round) and loads the dataset with the key (`obtain_dataset`).
+key, which it does once the task runs. The worker then waits for its box (one that does not come in time
+releases it without penalty), checks it and loads the dataset with the key (`obtain_dataset`).
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ class TaskUnfit(WorkerError):
 
 
 class DataKeyWaiting(WorkerError):
-    """A private task this worker joined, whose data key the requester has not delivered yet: it waits (the
-    task does not start before every member holds its key, so no round is missed)."""
+    """A private task this worker joined, whose data key the requester has not delivered yet: it waits (a key
+    that does not come in time releases the worker without penalty, docs/privacy.md)."""
 
 
 class WeightsMismatch(WorkerError):

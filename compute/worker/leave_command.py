@@ -3,7 +3,8 @@
 The command reads the task first and says what leaving costs before it signs anything: a task not yet started
 gives the collateral back in full; a running task whose current round this worker has not committed takes the
 missed-round penalty at once; one whose commitment awaits verification lets the worker go when that round
-settles (paid if it passes, slashed if it fails). A worker service running on the same home finds itself no
+settles (paid if it passes, slashed if it fails). A worker holding a private task's data key forfeits its whole
+collateral either way (docs/privacy.md). A worker service running on the same home finds itself no
 longer an active member and stops working on the task (`plan.decide`).
 """
 
@@ -42,9 +43,16 @@ def leave_effect(view: TaskView, address: str) -> str:
     if view.status == OPEN:
         return f"leaves task {view.id} now (not started): its collateral of {member.collateral} utrl comes back in full"
     if member.first_round <= view.round and committed_on_chain(view, view.round, address):
+        if member.holds_key:
+            return (f"leaves task {view.id} when round {view.round} settles: paid for it if it passes verification, "
+                    f"but it holds the private data's key, so its collateral of {member.collateral} utrl is "
+                    f"forfeited (burned)")
         return (f"leaves task {view.id} when round {view.round} settles: paid for it and its collateral of "
                 f"{member.collateral} utrl back in full if it passes verification, slashed if it fails")
-    penalty = view.missed_round_penalty(member.collateral)
+    penalty = view.departure_penalty(member)
+    if member.holds_key:
+        return (f"leaves task {view.id} now, holding the private data's key: its whole collateral of "
+                f"{penalty} utrl is forfeited (burned)")
     return (f"leaves task {view.id} now, without committing round {view.round}: the missed-round penalty of "
             f"{penalty} utrl is burned and {member.collateral - penalty} utrl of its collateral returned")
 

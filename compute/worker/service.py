@@ -39,7 +39,7 @@ from ..data.manifest import is_private, loaded_bytes
 from ..determinism import require_replayable_process
 from ..errors import CheatError, DatasetError, SpecError
 from ..outer_step import GlobalState
-from ..sealed_keys import received_data_key
+from ..sealed_keys import BadDataKey, bad_key_report, received_data_key
 from ..spec import TaskSpec, parse_spec
 from ..training import Trainer, evaluate
 from ..weights_follower import StartUnavailable, WeightsFollower, round_updates
@@ -356,7 +356,7 @@ class WorkerService:
 
     async def prepare(self, progress: TaskProgress) -> TaskContext | None:
         """Spec (as on chain), dataset and trainer of a task this worker belongs to; None when it is a private
-        task that ended before this worker's data key came (then finished here)."""
+        task this worker is done with before its data key came (then finished here, `data_key`)."""
         raw = await self.market.spec(progress.task_id)
         if hashlib.sha256(raw).hexdigest() != progress.spec_hash:
             raise TaskUnfit(f"task {progress.task_id}'s spec no longer matches the hash it was joined with")
@@ -373,18 +373,29 @@ class WorkerService:
         return TaskContext(progress, spec, dataset, trainer, weights)
 
     async def data_key(self, progress: TaskProgress) -> bytes | None:
-        """A private task's data key, once the requester delivered it to this worker. Until then the task has not
-        started (the chain waits for every member's key), so waiting costs no round (`DataKeyWaiting`, retried
-        by `run`); None when the task ended meanwhile (its key withheld until it expired: collateral back)."""
-        key = await received_data_key(self.market.rpc, progress.task_id, self.market.key)
-        if key is not None:
-            return key
+        """A private task's data key, once the requester delivered it to this worker (after the start). Until then
+        it waits (`DataKeyWaiting`, retried by `run`): if the key does not come in time the chain releases this
+        worker without penalty. A bad box is reported on chain (`MsgReportBadKey`, which releases it, compensated)
+        and the task finished here. None when this worker is done with the task (released, or the task ended)."""
         view = await self.market.task(progress.task_id)
-        if view.status in LIVE_STATUSES:
+        member = view.member(self.address)
+        if view.status not in LIVE_STATUSES or member is None or member.status != plan.ACTIVE:
+            self._finish(progress, view, f"{view.status} before its data key came"
+                         + (f" ({member.reason})" if member is not None and member.reason else ""))
+            return None
+        try:
+            key = await received_data_key(self.market.rpc, progress.task_id, self.market.key, view.data_key_hash)
+        except BadDataKey as bad:
+            if not bad.reported:
+                outcome = await self.market.send(bad_key_report(progress.task_id, self.market.key, bad.sealed))
+                log.warning("task %d: %s; reported on chain in block %d: released without penalty",
+                            progress.task_id, bad, outcome.included.height)
+            self._finish(progress, await self.market.task(progress.task_id), "bad data key, reported")
+            return None
+        if key is None:
             raise DataKeyWaiting(f"task {progress.task_id}: waiting for the requester to deliver this worker's "
-                                 f"data key (the task starts only once every member holds it)")
-        self._finish(progress, view, f"{view.status} before its data key was delivered")
-        return None
+                                 f"data key (released without penalty if it does not come in time)")
+        return key
 
     async def step(self, context: TaskContext) -> bool:
         """Look at the chain once and do what it calls for; False once this worker is done with the task."""

@@ -132,7 +132,7 @@ def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, .
     try:
         task_id, key = submit_spec(prepared.spec, f"built for {data_path}", budget, reward_per_round, workers,
                                    collateral, samples_per_worker, join_blocks,
-                                   round_blocks or prepared.round_blocks, flags)
+                                   round_blocks or prepared.round_blocks, flags, prepared.data_key_hash)
         if task_id is not None:
             prepared.follow(task_id, key)  # serves the data and delivers a private task's keys until it ends
     finally:
@@ -141,9 +141,9 @@ def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, .
 
 def submit_spec(spec: bytes, spec_label: str, budget: str, reward_per_round: str | None, workers: int,
                 collateral: str | None, samples_per_worker: int, join_blocks: int, round_blocks: int,
-                flags: dict) -> tuple[int | None, PrivateKey | None]:
-    """Plan, show, sign and send the task for `spec`; the new task's id once it is included (else None) and
-    the key that signed it."""
+                flags: dict, data_key_hash: bytes = b"") -> tuple[int | None, PrivateKey | None]:
+    """Plan, show, sign and send the task for `spec` (committed to `data_key_hash` for private data); the new
+    task's id once it is included (else None) and the key that signed it."""
     options = settings()
     client = options.client()
     params = client.run(get_market_params(client.async_client))
@@ -151,11 +151,17 @@ def submit_spec(spec: bytes, spec_label: str, budget: str, reward_per_round: str
                      None if reward_per_round is None else parse_amount(reward_per_round, what="reward per round"),
                      workers, samples_per_worker,
                      None if collateral is None else parse_amount(collateral, what="collateral"))
+    if plan.private_data and not data_key_hash:
+        raise WalletError("the spec's dataset is private: submit it with --data on its pack, which re-encrypts the "
+                          "shards under a data key drawn for this task (the chain takes every private task's key "
+                          "once)")
     if not options.json:
         rows = [("spec", f"{spec_label} ({len(spec)} bytes, sha256 {hashlib.sha256(spec).hexdigest()})"),
                 ("rounds", plan.rounds), ("workers", workers),
                 ("reward per round", amount_text(plan.reward_per_round)),
                 ("cost (rounds x reward + fees)", amount_text(plan.cost)), ("budget", amount_text(plan.budget)),
+                *([("key reserve (refunded unless a member goes unkeyed)", amount_text(plan.key_reserve))]
+                  if plan.private_data else []),
                 ("collateral per worker", f"{amount_text(plan.collateral)} "
                                           f"(minimum {amount_text(plan.minimum_collateral)})"),
                 ("samples per worker", f"{samples_per_worker} of {plan.segments_per_round} segments per round")]
@@ -163,7 +169,8 @@ def submit_spec(spec: bytes, spec_label: str, budget: str, reward_per_round: str
     message = market_pb2.MsgSubmitTask(
         spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan.budget, workers=workers,
         rounds=plan.rounds, reward_per_round=plan.reward_per_round, collateral=plan.collateral,
-        join_blocks=join_blocks, round_blocks=round_blocks, samples_per_worker=samples_per_worker)
+        join_blocks=join_blocks, round_blocks=round_blocks, samples_per_worker=samples_per_worker,
+        data_key_hash=data_key_hash)
     transaction = TransactionFlags(**flags)
     key = run_transaction(transaction, [message])
     if transaction.dry_run or transaction.generate_only or transaction.no_wait:
