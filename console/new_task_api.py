@@ -28,7 +28,6 @@ from trolly.chain.crypto import encode_address
 from trolly.chain.proto import market_pb2
 from trolly.compute.blobs import BlobStore
 from trolly.compute.errors import ComputeError
-from trolly.compute.requester.results import fetch_result, write_result
 from trolly.compute.requester.serving import ServingThread
 from trolly.wallet.errors import NodeUnreachable, WalletError
 from trolly.wallet.market_queries import get_market_params, list_tasks
@@ -190,6 +189,8 @@ def _archive(request: web.Request) -> pathlib.Path:
 async def _fetch_model(request: web.Request, client) -> web.Response:
     """Fetch the task's final model as `task fetch` writes it (model.safetensors, spec.json, labels.json; a LoRA
     task's adapter.safetensors too) and zip it, once (kept after); where to download it."""
+    from trolly.compute.requester.results import fetch_result  # torch, loaded when a model is first fetched
+
     config = request.app[CONFIG]
     task_id = int(request.match_info["number"])
     archive = _archive(request)
@@ -217,6 +218,8 @@ async def model(request: web.Request) -> web.StreamResponse:
 
 
 def _zip_result(result, archive: pathlib.Path) -> None:
+    from trolly.compute.requester.results import write_result
+
     with tempfile.TemporaryDirectory(dir=archive.parent) as scratch:
         directory = pathlib.Path(scratch) / "model"
         files = write_result(result, directory)
