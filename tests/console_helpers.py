@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import asyncio
 import concurrent.futures
+import http.cookiejar
 import json
 import os
 import pathlib
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from typing import Iterator
 
 import pytest
@@ -34,6 +37,7 @@ from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
 from trolly.console.access import ACCESS, Access
 from trolly.console.config import ConsoleConfig
+from trolly.console.security import CSRF_HEADER
 from trolly.console.server import make_app
 from trolly.wallet.cli import cli
 from trolly.wallet.keyring import WEAKEST_ACCEPTED, Keyring
@@ -172,15 +176,15 @@ class ConsoleSite:
 
 @contextlib.contextmanager
 def console_process(node_url: str, log: pathlib.Path, timeout: float = 30.0, home: pathlib.Path | None = None,
-                    *extra: str) -> Iterator[ConsoleSite]:
-    """`trolly-console --node NODE --port <free> --home HOME` as a real process; yields its URL and the address it
-    printed."""
+                    *extra: str, script: tuple[str, ...] = (str(CONSOLE_SCRIPT),),
+                    env: dict[str, str] | None = None) -> Iterator[ConsoleSite]:
+    """`trolly-console --node NODE --port <free> --home HOME` as a real process (`script`: the command that starts
+    it, in `env`); yields its URL and the address it printed."""
     port = free_port()
     home = home or log.parent / "console-home"
     with open(log, "wb") as out:
-        process = subprocess.Popen([str(CONSOLE_SCRIPT), "--port", str(port), "--node", node_url, "--home", str(home),
-                                    *extra], stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen([*script, "--port", str(port), "--node", node_url, "--home", str(home),
+                                    *extra], stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
         deadline = time.monotonic() + timeout
         while "Trolly console:" not in log.read_text():
@@ -191,3 +195,36 @@ def console_process(node_url: str, log: pathlib.Path, timeout: float = 30.0, hom
         yield ConsoleSite(f"http://127.0.0.1:{port}", address, process.pid)
     finally:
         stop_process_group(process)
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    status: int
+    text: str
+
+
+class SignedIn:
+    """A client of a real console (`console_process`) signed in as a browser is: it opened the printed address
+    (the access token), keeps the session cookie, and sends the CSRF token and its Origin with a state change."""
+
+    def __init__(self, site: ConsoleSite) -> None:
+        self.site = site
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        opened = self.get(site.address)
+        assert opened.status == 200, opened
+        self.csrf_token = json.loads(self.get("/api/session").text)["csrf_token"]
+
+    def get(self, path: str) -> Answer:
+        return self._send(urllib.request.Request(path if path.startswith("http") else self.site.url + path))
+
+    def post(self, path: str, body: dict) -> Answer:
+        return self._send(urllib.request.Request(
+            self.site.url + path, data=json.dumps(body).encode(), method="POST",
+            headers={"Content-Type": "application/json", "Origin": self.site.url, CSRF_HEADER: self.csrf_token}))
+
+    def _send(self, request: urllib.request.Request) -> Answer:
+        try:
+            with self.opener.open(request, timeout=120) as response:
+                return Answer(response.status, response.read().decode(errors="replace"))
+        except urllib.error.HTTPError as error:
+            return Answer(error.code, error.read().decode(errors="replace"))
