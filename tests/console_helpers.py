@@ -19,6 +19,7 @@ import http.cookiejar
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -74,20 +75,77 @@ def chain_query(node_url: str, path: str):
         return pool.submit(ask).result()
 
 
+class PageProblems:
+    """What went wrong in a page as its browser saw it: an error in its console, an uncaught exception, a request
+    that failed or was answered with an error status. Every page should load and run with none (issue 33:
+    `/favicon.ico` answered 404 on each load); a test that provokes a refusal on purpose names it (`check`'s
+    `expected`), and any other fails it.
+
+    A failed load is reported twice, by the network (`URL answered STATUS`, `URL failed: REASON`) and by the
+    console ("Failed to load resource"); both are written in the first form, so one pattern names it."""
+
+    LOAD_FAILURE = re.compile(r"^Failed to load resource: (?:the server responded with a status of (\d+)|(net::\S+))")
+
+    def __init__(self, page) -> None:
+        self.seen: list[str] = []
+        page.on("console", self._console)
+        page.on("pageerror", lambda error: self.seen.append(f"uncaught: {error}"))
+        page.on("requestfailed", self._failed)
+        page.on("response", lambda response: response.status >= 400 and self.seen.append(
+            f"{response.url} answered {response.status}"))
+
+    def _console(self, message) -> None:
+        if message.type != "error":
+            return
+        url = message.location.get("url", "")
+        failure = self.LOAD_FAILURE.match(message.text)
+        if failure and failure.group(1):
+            self.seen.append(f"{url} answered {failure.group(1)}")
+        elif failure:
+            self.seen.append(f"{url} failed: {failure.group(2)}")
+        else:
+            self.seen.append(f"console error: {message.text} ({url})")
+
+    def _failed(self, request) -> None:
+        if request.failure == "net::ERR_ABORTED" and ("/api/events" in request.url or request.is_navigation_request()):
+            return  # the page's event stream ended by leaving the page, a navigation that became a download
+        self.seen.append(f"{request.url} failed: {request.failure}")
+
+    def check(self, expected: tuple[str, ...] = ()) -> None:
+        """Fail on a problem that none of the `expected` patterns (regular expressions) finds; forget what was
+        seen either way."""
+        unexpected = sorted({problem for problem in self.seen
+                             if not any(re.search(pattern, problem) for pattern in expected)})
+        self.seen.clear()
+        assert not unexpected, "the page had errors:\n" + "\n".join(unexpected)
+
+
+PROBLEMS: dict[int, PageProblems] = {}
+"""Each open page's problems, by the page's id: `page_problems(page)`."""
+
+
+def page_problems(page) -> PageProblems:
+    return PROBLEMS[id(page)]
+
+
 @contextlib.contextmanager
 def browser_page(sync_api, address: str | None = None, **context_options):
     """A Chromium page (Debian's, by its executable path), 1280x900, signed in to the console at `address` (the
-    address with the access token that the console printed) when given; screenshots go to ARTIFACTS."""
+    address with the access token that the console printed) when given; screenshots go to ARTIFACTS. Its
+    problems (`PageProblems`) are watched from the start; any not checked by the test fail it at the end."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
                                              args=["--no-sandbox"] if os.geteuid() == 0 else [])
         page = browser.new_page(viewport={"width": 1280, "height": 900}, **context_options)
+        PROBLEMS[id(page)] = problems = PageProblems(page)
         try:
             if address is not None:
                 page.goto(address)
             yield page
+            problems.check()
         finally:
+            PROBLEMS.pop(id(page), None)
             browser.close()
 PASSWORD = "correct horse battery"
 
