@@ -75,6 +75,11 @@ def chain_query(node_url: str, path: str):
         return pool.submit(ask).result()
 
 
+ABORTED = "net::ERR_ABORTED"
+"""A request the browser dropped: the page left while it was in flight (its event stream, a read), or a
+navigation became a download. Not a failure of the page: the console's pages abort nothing themselves."""
+
+
 class PageProblems:
     """What went wrong in a page as its browser saw it: an error in its console, an uncaught exception, a request
     that failed or was answered with an error status. Every page should load and run with none (issue 33:
@@ -99,17 +104,16 @@ class PageProblems:
             return
         url = message.location.get("url", "")
         failure = self.LOAD_FAILURE.match(message.text)
-        if failure and failure.group(1):
-            self.seen.append(f"{url} answered {failure.group(1)}")
-        elif failure:
-            self.seen.append(f"{url} failed: {failure.group(2)}")
-        else:
+        if failure is None:
             self.seen.append(f"console error: {message.text} ({url})")
+        elif failure.group(1):
+            self.seen.append(f"{url} answered {failure.group(1)}")
+        elif failure.group(2) != ABORTED:
+            self.seen.append(f"{url} failed: {failure.group(2)}")
 
     def _failed(self, request) -> None:
-        if request.failure == "net::ERR_ABORTED" and ("/api/events" in request.url or request.is_navigation_request()):
-            return  # the page's event stream ended by leaving the page, a navigation that became a download
-        self.seen.append(f"{request.url} failed: {request.failure}")
+        if request.failure != ABORTED:
+            self.seen.append(f"{request.url} failed: {request.failure}")
 
     def check(self, expected: tuple[str, ...] = ()) -> None:
         """Fail on a problem that none of the `expected` patterns (regular expressions) finds; forget what was
