@@ -84,11 +84,11 @@ class Preflight:
 
     def hardware(self, slowdown: float = 1.0, memory_limit_mb: int = 0) -> HardwareProfile:
         """The hardware record registered on chain: measured; `memory_limit_mb` (a flag) may only lower it, and
-        `slowdown` divides the speed (rounded down, at least 1: the integer the chain records)."""
+        `slowdown` divides the speed (`declared_speed`)."""
         memory = min(self.device_memory_mb, memory_limit_mb) if memory_limit_mb else self.device_memory_mb
         device = self.device if not self.gpu_profile else f"{self.device} {self.gpu_profile}"
         return HardwareProfile(device=device[:128],
-                               samples_per_second=max(1, int(self.samples_per_second / slowdown)),
+                               samples_per_second=declared_speed(self.samples_per_second, slowdown),
                                memory_mb=memory, threads=self.cores)
 
     def to_json(self) -> dict:
@@ -128,6 +128,12 @@ class Preflight:
             else:
                 lines.append(f"  {model.arch:12} none: {model.limit}")
         return lines
+
+
+def declared_speed(samples_per_second: float, slowdown: float = 1.0) -> int:
+    """The samples per second the chain records for a measured speed: divided by `slowdown`, rounded down, and at
+    least 1 (the chain refuses 0)."""
+    return max(1, int(samples_per_second / slowdown))
 
 
 def save_preflight(home: pathlib.Path, preflight: Preflight) -> pathlib.Path:
