@@ -15,4 +15,8 @@ for top in TOP_LEVEL:
     packages.append(f"trolly.{top}")
     packages.extend(f"trolly.{top}.{sub}" for sub in find_packages(top))
 
-setup(packages=packages, package_dir=package_dir, package_data={"": ["*.proto", "*.json"]})
+CONSOLE_FRONT_END = ["web/index.html", "web/favicon.svg", "web/dist/*"]
+"""The console's page, icon and the bundle `make setup` builds (console/server.py serves them from the package)."""
+
+setup(packages=packages, package_dir=package_dir,
+      package_data={"": ["*.proto", "*.json"], "trolly.console": CONSOLE_FRONT_END})

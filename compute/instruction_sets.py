@@ -6,10 +6,11 @@ theirs when they load, each from the CPU and an environment variable: ATen's own
 its convolutions (`ONEDNN_MAX_CPU_ISA`). Left alone on a CPU with avx512 they all pick avx512 kernels, whose
 bytes a verifier without avx512 cannot reproduce; and setting ATen's variable alone is not enough, since MKL
 still runs its avx512 products under an `isa-avx2` label. So every process that trains for the protocol
-(the worker, a verifier's replays, the benchmarks, the test session) pins all three to one of the
-`REPLAYABLE_INSTRUCTION_SETS` with `pin_replayable_instruction_set` before torch is first imported: the
-console scripts (`run_pinned`), `python -m benchmarks.*` (the package's `__init__`) and `tests/conftest.py`
-call it, and nothing else sets these variables.
+(the worker, a verifier's replays, the benchmarks, the test session) or evaluates its rounds (the web
+console's charts) pins all three to one of the `REPLAYABLE_INSTRUCTION_SETS` with
+`pin_replayable_instruction_set` before torch is first imported: the console scripts (`run_pinned`),
+`python -m benchmarks.*` (the package's `__init__`) and `tests/conftest.py` call it, and nothing else sets
+these variables.
 
 The same call pins what CUDA needs to be deterministic before CUDA initialises: cuBLAS picks its workspace
 configuration when its first handle is created, and only a fixed one (`CUBLAS_WORKSPACE_CONFIG`,

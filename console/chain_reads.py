@@ -19,9 +19,12 @@ from trolly.wallet.txbuilder import describe_tx
 
 RECENT_BLOCKS = 10
 """Blocks the network page lists (each one RPC call the first time it is shown, then cached)."""
-RECENT_TX_WINDOW = 200
-"""Blocks back the network page looks for recent transactions (one `tx_search`)."""
 RECENT_TXS = 15
+"""Users' transactions the network page lists, newest first."""
+USERS_TXS = "tx.signer EXISTS"
+"""The `tx_search` query of users' transactions: every transaction a user signed and paid for carries the chain's
+`tx` event with its signer (`chain/app.py`), and the engine's own per-block seed transaction does not, so they
+are listed whatever number of blocks, each holding a seed transaction, came since."""
 
 _TASK_ID = re.compile(r"^#?\d{1,18}$")
 _TX_HASH = re.compile(r"^(0x)?[0-9a-fA-F]{64}$")
@@ -40,7 +43,7 @@ class ReadCache:
 
 
 async def network_overview(client: AsyncRpcClient, cache: ReadCache) -> dict:
-    """Height, block time, validators (stake, power, jailed), the recent blocks and transactions."""
+    """Height, block time, validators (stake, power, jailed), the recent blocks, and users' recent transactions."""
     status = await client.status()
     height = status.latest_block_height
     validators = await get_validators(client)
@@ -49,8 +52,7 @@ async def network_overview(client: AsyncRpcClient, cache: ReadCache) -> dict:
         if block_height not in cache.blocks:
             cache.blocks[block_height] = await client.block(block_height)
         blocks.append(cache.blocks[block_height])
-    txs, _ = await client.tx_search(f"tx.height>={max(1, height - RECENT_TX_WINDOW)}", per_page=RECENT_TXS,
-                                    order_by="desc")
+    txs, _ = await client.tx_search(USERS_TXS, per_page=RECENT_TXS, order_by="desc")
     return {
         "status": status.to_json(),
         "block_time_seconds": _seconds_between(blocks),

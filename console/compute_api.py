@@ -5,7 +5,7 @@ and a local worker started and stopped as a supervised process, with its status 
                                    and its earnings (`compute.worker.earnings`, read from the chain)
     POST /api/compute/keys         a new key in the keyring (the mnemonic is not sent to the page: no key
                                    material leaves this process; `trolly-wallet keys export` backs it up)
-    POST /api/compute/preflight    `trolly-worker preflight`'s measurement (`compute.worker.preflight.measure`)
+    POST /api/compute/preflight    `trolly-worker preflight`'s measurement, run as a child (`worker_process.py`)
     POST /api/compute/start        the worker set up (`init`, once) and started with the key and its password
     POST /api/compute/stop         the worker stopped
 """
@@ -13,14 +13,12 @@ and a local worker started and stopped as a supervised process, with its status 
 from __future__ import annotations
 
 import asyncio
-import json
 
 from aiohttp import web
 
 from trolly.compute.worker.earnings import worker_earnings
-from trolly.compute.worker.preflight import PREFLIGHT_FILE, Preflight, measure, save_preflight
 from trolly.wallet.errors import QueryFailed, WalletError
-from trolly.wallet.market_queries import get_market_params, get_worker
+from trolly.wallet.market_queries import get_worker
 from trolly.wallet.sender import fetch_account
 
 from .config import CONFIG, ConsoleConfig
@@ -36,7 +34,7 @@ def add_routes(app: web.Application, client_key: web.AppKey) -> None:
         return await answer(_overview(request.app[client_key], request.app[CONFIG], request.app[WORKER]))
 
     async def preflight(request: web.Request) -> web.Response:
-        return await answer(_preflight(request.app[client_key], request.app[WORKER]))
+        return await answer(_preflight(request.app[WORKER]))
 
     async def start(request: web.Request) -> web.Response:
         return await answer(_start(request))
@@ -65,8 +63,8 @@ async def _overview(client, config: ConsoleConfig, worker: LocalWorker) -> dict:
         except QueryFailed:
             registration = None  # not registered yet: `start` registers it
         earnings = (await worker_earnings(client, address)).to_json() if registration else None
-    saved = worker.home / PREFLIGHT_FILE
-    preflight = Preflight.from_json(json.loads(saved.read_text())).lines() if saved.exists() else None
+    saved = worker.saved_preflight()
+    preflight = saved.lines() if saved is not None else None
     return {"keys": keys, "worker": status, "registration": registration, "earnings": earnings,
             "preflight": preflight}
 
@@ -88,11 +86,11 @@ async def create_key(request: web.Request) -> web.Response:
     return web.json_response({"name": info.name, "address": info.address})
 
 
-async def _preflight(client, worker: LocalWorker) -> dict:
-    params = await get_market_params(client)
-    worker.home.mkdir(parents=True, exist_ok=True)
-    measured = await asyncio.to_thread(measure, worker.home, None, params)
-    await asyncio.to_thread(save_preflight, worker.home, measured)
+async def _preflight(worker: LocalWorker) -> dict:
+    try:
+        measured = await worker.preflight()
+    except WorkerRefused as refused:
+        raise Refusal(str(refused), status=500) from None
     return {"lines": measured.lines(), "preflight": measured.to_json()}
 
 

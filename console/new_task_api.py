@@ -28,9 +28,7 @@ from trolly.chain.crypto import encode_address
 from trolly.chain.market.data_keys import data_key_hash
 from trolly.chain.proto import market_pb2
 from trolly.compute.blobs import BlobStore
-from trolly.compute.data.packing import for_one_task
 from trolly.compute.errors import ComputeError
-from trolly.compute.requester.results import fetch_result, write_result
 from trolly.compute.requester.serving import ServingThread
 from trolly.wallet.errors import NodeUnreachable, WalletError
 from trolly.wallet.market_queries import get_market_params, list_tasks
@@ -102,6 +100,8 @@ def _template(fields) -> Template:
 def _task_data(config: ConsoleConfig, template: Template, pack_id: str, for_task: bool = False) -> TaskData:
     """The data the form names; `for_task`: a private pack's copy for the task about to be submitted, under a
     data key drawn for it alone (`compute.data.packing.for_one_task`)."""
+    from trolly.compute.data.packing import for_one_task  # loads torch: only when a task is prepared
+
     try:
         if not pack_id:
             return bundled(template, config.directory("bundled"))
@@ -202,6 +202,8 @@ def _archive(request: web.Request) -> pathlib.Path:
 async def _fetch_model(request: web.Request, client) -> web.Response:
     """Fetch the task's final model as `task fetch` writes it (model.safetensors, spec.json, labels.json; a LoRA
     task's adapter.safetensors too) and zip it, once (kept after); where to download it."""
+    from trolly.compute.requester.results import fetch_result  # torch, loaded when a model is first fetched
+
     config = request.app[CONFIG]
     task_id = int(request.match_info["number"])
     archive = _archive(request)
@@ -229,6 +231,8 @@ async def model(request: web.Request) -> web.StreamResponse:
 
 
 def _zip_result(result, archive: pathlib.Path) -> None:
+    from trolly.compute.requester.results import write_result
+
     with tempfile.TemporaryDirectory(dir=archive.parent) as scratch:
         directory = pathlib.Path(scratch) / "model"
         files = write_result(result, directory)

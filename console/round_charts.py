@@ -14,6 +14,10 @@ The held-out split comes from the data the console itself serves (an upload it p
 built) when it has it, else from the spec's and the members' URLs (public data only): then only the manifest
 (at most `MAX_MANIFEST_BYTES`) and the held-out shards are fetched, refused beyond what the spec declared and
 beyond `MAX_HELD_OUT_BYTES`, fetched or decoded.
+
+The compute library that derives and evaluates the weights loads torch, so it is imported in the functions that
+run a job: a console loads torch when it first charts a task, not when it starts (it runs pinned, as every
+entry point that trains does: `console/entry.py`).
 """
 
 from __future__ import annotations
@@ -23,18 +27,11 @@ import contextlib
 import dataclasses
 import json
 import logging
+from typing import TYPE_CHECKING
 
 from trolly.chain.market.records import COMPLETED, OPEN
-from trolly.compute.blobs import BlobClient, BlobError
-from trolly.compute.data import Dataset
-from trolly.compute.data.manifest import (check_manifest_bounds, decode_shard, is_private, loaded_bytes,
-                                          manifest_shape, parse_manifest, split_tensors)
+from trolly.compute.blobs import BlobError
 from trolly.compute.errors import ComputeError
-from trolly.compute.models import build_model
-from trolly.compute.requester.results import member_urls, spec_shape
-from trolly.compute.spec import TaskSpec, parse_spec
-from trolly.compute.training import evaluate
-from trolly.compute.weights_follower import DirectoryCache, WeightsFollower, agreed_start_hash
 from trolly.wallet.errors import WalletError
 from trolly.wallet.files import write_atomically
 from trolly.wallet.market_queries import get_spec, get_task
@@ -42,6 +39,10 @@ from trolly.wallet.market_views import TaskView
 from trolly.wallet.rpc import AsyncRpcClient
 
 from .config import ConsoleConfig
+
+if TYPE_CHECKING:
+    from trolly.compute.data import Dataset
+    from trolly.compute.spec import TaskSpec
 
 log = logging.getLogger("trolly.console")
 
@@ -95,6 +96,9 @@ class RoundCharts:
         return chart
 
     async def _run(self, chart: Chart) -> None:
+        from trolly.compute.spec import parse_spec
+        from trolly.compute.weights_follower import DirectoryCache, WeightsFollower
+
         try:
             view = await get_task(self.client, chart.task_id)
             spec = parse_spec((await get_spec(self.client, chart.task_id)).spec_bytes)
@@ -118,6 +122,8 @@ class RoundCharts:
             log.info("task %d: chart stopped: %s", chart.task_id, error)
 
     async def _dataset(self, spec: TaskSpec, view: TaskView) -> Dataset:
+        from trolly.compute.requester.results import member_urls, spec_shape
+
         local = await asyncio.to_thread(self.local_data, spec.dataset.manifest_hash)
         if local is not None:
             return local
@@ -151,6 +157,11 @@ class RoundCharts:
 async def fetch_held_out(urls: list[str], spec: TaskSpec, config: ConsoleConfig) -> Dataset:
     """The held-out split of the spec's dataset from `urls` (its training split left empty): the manifest,
     checked against the spec's declared bounds and `MAX_HELD_OUT_BYTES`, then each held-out shard, hash-checked."""
+    from trolly.compute.blobs import BlobClient
+    from trolly.compute.data import Dataset
+    from trolly.compute.data.manifest import (check_manifest_bounds, decode_shard, is_private, loaded_bytes,
+                                              manifest_shape, parse_manifest, split_tensors)
+
     async with BlobClient(urls, address_policy=config.addresses, max_blob_size=MAX_MANIFEST_BYTES) as blobs:
         manifest = parse_manifest(await blobs.fetch(spec.dataset.manifest_hash))
     check_manifest_bounds(manifest, spec.dataset.max_shards, spec.dataset.max_bytes)
@@ -186,6 +197,8 @@ def settled_rounds(view: TaskView) -> int:
 def record_chain_hashes(points: list[dict], view: TaskView) -> bool:
     """Fill in, for the points whose W_r the chain has recorded since (round r's agreed start, or the final
     weights for r = rounds), that hash and whether the derived W_r matches it; True when one was filled in."""
+    from trolly.compute.weights_follower import agreed_start_hash
+
     changed = False
     for point in points:
         if point["chain_hash"]:
@@ -199,6 +212,9 @@ def record_chain_hashes(points: list[dict], view: TaskView) -> bool:
 
 
 def _evaluate(spec: TaskSpec, dataset: Dataset, weights) -> tuple[float, float]:
+    from trolly.compute.models import build_model
+    from trolly.compute.training import evaluate
+
     model = build_model(spec.model.arch, spec.model.config, dataset.shape, spec.training.seed)
     model.load_state_dict(dict(weights))
     return evaluate(model, dataset)

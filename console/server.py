@@ -3,6 +3,7 @@
     GET  /?token=...             the access token: opens a session and redirects to / (`security.py`)
     GET  /                       the page (console/web/index.html), which loads the built bundle
     GET  /assets/...             the bundle `make setup` builds into console/web/dist
+    GET  /favicon.svg            the page's icon (also answered at /favicon.ico, where browsers look unasked)
     GET  /api/session            this session's CSRF token
     GET  /api/node               what the console last knew of the node (up or down, last height seen)
     GET  /api/events             server-sent events: a `node` event whenever the node's state changes
@@ -20,6 +21,9 @@ Every request passes `security.py`'s guard first: no session opened by the acces
 The New task page's API is `new_task_api.py`'s, the Wallet page's `wallet_api.py`'s, the Provide compute
 page's `compute_api.py`'s; this module registers them.
 
+The page, its icon and the bundle are the package's data (`setup.py`), found through the installed package
+(`importlib.resources`), so an installed console (`pip install .`, not only an editable checkout) serves them.
+
 A node that is down answers the reading endpoints with 503 and the node's state (`last_height` included), so a
 page says "down since height N" instead of going blank.
 """
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.resources
 import json
 import pathlib
 
@@ -47,7 +52,8 @@ from .templates import local_dataset
 from .worker_process import LocalWorker
 from .security import CSRF_TOKEN, add_response_headers, make_guard
 
-WEB = pathlib.Path(__file__).resolve().parent / "web"
+WEB = pathlib.Path(str(importlib.resources.files(__package__) / "web"))
+"""The front end in the installed package: `index.html`, `favicon.svg` and the built bundle in `dist/`."""
 DIST = WEB / "dist"
 SSE_KEEPALIVE_SECONDS = 15.0
 """A comment line this often keeps an idle event stream open through proxies and lets a closed page be noticed."""
@@ -96,6 +102,8 @@ def make_app(config: ConsoleConfig, poll_seconds: float = 1.0, access: Access | 
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(end_streams)
     app.router.add_get("/", index)
+    app.router.add_get("/favicon.svg", favicon)
+    app.router.add_get("/favicon.ico", favicon)
     app.router.add_get("/api/session", session)
     app.router.add_get("/api/node", node_state)
     app.router.add_get("/api/events", events)
@@ -119,6 +127,10 @@ async def index(request: web.Request) -> web.Response:
         return web.Response(status=503, content_type="text/plain",
                             text="The console's front end is not built: run `make setup` (it needs Node.js and npm).")
     return web.FileResponse(WEB / "index.html", headers={"Cache-Control": "no-store"})
+
+
+async def favicon(request: web.Request) -> web.Response:
+    return web.FileResponse(WEB / "favicon.svg", headers={"Cache-Control": "max-age=86400"})
 
 
 async def session(request: web.Request) -> web.Response:

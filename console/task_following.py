@@ -20,7 +20,6 @@ from typing import Callable
 
 from trolly.chain.crypto import PrivateKey
 from trolly.chain.market.records import LIVE_STATUSES
-from trolly.compute.requester.key_delivery import deliver_data_keys
 from trolly.compute.requester.serving import ServingThread
 from trolly.wallet.errors import WalletError
 from trolly.wallet.market_queries import get_task
@@ -67,6 +66,8 @@ class TaskFollowing:
         self._tasks[followed.task_id] = asyncio.create_task(self._run(followed), name=f"follow-{followed.task_id}")
 
     async def _run(self, followed: Followed) -> None:
+        from trolly.compute.requester.key_delivery import deliver_data_keys  # loads torch (`compute.data`)
+
         sender = TxSender(self.client, self.config.nonce_cache())
         try:
             while True:

@@ -11,18 +11,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from trolly.chain.errors import ChainError
 from trolly.chain.market.spec import validate_spec
 from trolly.compute.blobs import BlobStore
-from trolly.compute.data import Dataset, build_dataset, load_dataset
-from trolly.compute.data.packing import LORA_TEXT, PackedDataset, open_packed, task_copy
 from trolly.compute.errors import ComputeError
-from trolly.compute.models import make_config
-from trolly.compute.requester.results import spec_shape
-from trolly.compute.spec import example_spec, lora_text_spec, parse_spec
 from trolly.wallet.files import write_atomically
+
+if TYPE_CHECKING:  # the compute library loads torch: imported where a spec is built or data loaded
+    from trolly.compute.data import Dataset
+    from trolly.compute.data.packing import PackedDataset
 
 SMALL_TRAINING = {"inner_steps": 40, "batch_size": 32, "checkpoint_every": 10, "seed": 2026,
                   "inner_optimizer": {"name": "adamw", "lr": 0.005, "weight_decay": 0.0},
@@ -35,12 +34,16 @@ SMALL_CODEC = "int8"
 
 def _small(arch: str, config: dict) -> Callable[[str, dict, int], dict]:
     def build(manifest_hash: str, dataset: dict, rounds: int) -> dict:
+        from trolly.compute.spec import example_spec
+
         return example_spec(manifest_hash, model={"arch": arch, "config": config}, dataset=dataset,
                             training={**SMALL_TRAINING, "rounds": rounds}, codec=SMALL_CODEC)
     return build
 
 
 def _lora(manifest_hash: str, dataset: dict, rounds: int) -> dict:
+    from trolly.compute.spec import lora_text_spec
+
     return lora_text_spec(manifest_hash, rank=4, batch_size=8, rounds=rounds, inner_steps=20, dataset=dataset)
 
 
@@ -103,12 +106,16 @@ class TaskData:
         return {**self.section, "urls": urls}
 
     def load(self) -> Dataset:
+        from trolly.compute.data import load_dataset
+
         return load_dataset(self.manifest_hash, BlobStore(self.store_directory).get, self.key)
 
 
 def packing_model(template_key: str) -> str:
     """The model an upload for `template_key` is packed for (`compute.data.packing.pack_file`): texts become
     token ids for the LoRA template, features for every other."""
+    from trolly.compute.data.packing import LORA_TEXT
+
     return LORA_TEXT if template_key == "lora-text" else "mlp"
 
 
@@ -133,6 +140,8 @@ def uploaded(packed: PackedDataset, template: Template) -> TaskData:
 def bundled(template: Template, directory: pathlib.Path) -> TaskData:
     """The template's bundled dataset, built into `directory/<name>` the first time (a pure function of the
     package: the same manifest hash on every machine)."""
+    from trolly.compute.data import build_dataset
+
     folder = directory / template.bundled
     marker = folder / "manifest_hash"
     if not marker.exists():
@@ -148,6 +157,10 @@ def bundled(template: Template, directory: pathlib.Path) -> TaskData:
 
 def build_spec(template: Template, data: TaskData, rounds: int, urls: list[str]) -> bytes:
     """The spec's bytes for `template` on `data` served at `urls`, checked as the chain and a worker check it."""
+    from trolly.compute.models import make_config
+    from trolly.compute.requester.results import spec_shape
+    from trolly.compute.spec import parse_spec
+
     document = template.build(data.manifest_hash, data.spec_section(urls), rounds)
     spec = json.dumps(document, indent=2, sort_keys=True).encode()
     try:
@@ -162,6 +175,9 @@ def build_spec(template: Template, data: TaskData, rounds: int, urls: list[str])
 def local_dataset(packs: pathlib.Path, bundled_datasets: pathlib.Path, manifest_hash: str) -> Dataset | None:
     """The console's own copy of the dataset `manifest_hash` (an upload it packed, a bundled dataset it
     built), loaded and hash-checked; None when it has none."""
+    from trolly.compute.data import load_dataset
+    from trolly.compute.data.packing import open_packed, task_copy
+
     for folder in sorted(bundled_datasets.glob("*")):
         marker = folder / "manifest_hash"
         if marker.exists() and marker.read_text().strip() == manifest_hash:

@@ -8,6 +8,8 @@ the requester's own code (`compute.data.packing.pack_file` for the model the pag
 and its refusals (no label column, a single label, too many features...) come back as `UploadRefused` with
 what to fix; so are a file the system cannot read or write (a name too long, a disk full) and a zip entry that
 does not unpack. A failed upload leaves nothing behind.
+
+The packing code loads torch, so it is imported where a file is packed or a pack opened, not with the console.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ import shutil
 import stat
 import zipfile
 import zlib
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from aiohttp import BodyPartReader, web
 
-from trolly.compute.data.encryption import new_data_key
-from trolly.compute.data.packing import PackedDataset, open_packed, pack_file, write_packed
 from trolly.compute.errors import ComputeError
+
+if TYPE_CHECKING:
+    from trolly.compute.data.packing import PackedDataset
 
 MAX_UPLOAD_BYTES = 64 << 20
 """The largest file the page may upload (a CSV, a JSONL or a zip of images)."""
@@ -52,6 +55,9 @@ async def receive(request: web.Request, uploads: pathlib.Path, packs: pathlib.Pa
     given, as `trolly-wallet data pack` packs privately unless told `--public`), pack the file for the
     model `model_of(template)` reads into a new folder under `packs`, and return it; the raw upload is deleted
     either way."""
+    from trolly.compute.data.encryption import new_data_key
+    from trolly.compute.data.packing import pack_file, write_packed
+
     folder = uploads / secrets.token_urlsafe(12)
     folder.mkdir(parents=True)
     try:
@@ -82,6 +88,8 @@ async def receive(request: web.Request, uploads: pathlib.Path, packs: pathlib.Pa
 
 def find_pack(packs: pathlib.Path, pack_id: str) -> PackedDataset:
     """A pack this console made, by the id the page was given (its folder's name)."""
+    from trolly.compute.data.packing import open_packed
+
     if not _PACK_ID.match(pack_id or "") or not (packs / pack_id).is_dir():
         raise UploadRefused("that upload is not here any more: upload the file again")
     try:

@@ -1,5 +1,8 @@
 """A local worker (`trolly-worker start`) run by the console as a supervised child process, for the Provide
-compute page: set up once (`trolly-worker init`, into `<home>/console/worker`), started, watched, stopped.
+compute page: set up once (`trolly-worker init`, into `<home>/console/worker`), started, watched, stopped; and
+the page's preflight, `trolly-worker preflight` in a child too. The worker's console script pins the
+instruction set before torch loads (`compute.instruction_sets.run_pinned`), and the console itself loads no torch
+for this page: it reads what the children leave in the worker's home.
 
 The keyring password reaches the worker as `TROLLY_WALLET_PASSWORD` in the child's environment only (the
 worker signs for as long as it runs, as it does when started from a shell with that variable set); the console
@@ -20,6 +23,7 @@ import sys
 import time
 
 from trolly.compute.worker.config import CONFIG_FILE
+from trolly.compute.worker.preflight_record import PREFLIGHT_FILE, Preflight, save_preflight
 from trolly.wallet.passwords import PASSWORD_ENVIRONMENT_VARIABLE
 
 from .config import ConsoleConfig
@@ -95,6 +99,25 @@ class LocalWorker:
                                        stderr=subprocess.STDOUT, start_new_session=True)
         self.run = WorkerRun(process, time.time(), log)
         return self.status()
+
+    def saved_preflight(self) -> Preflight | None:
+        """The preflight last saved in the worker's home (by `init` or by `preflight`), None before one."""
+        saved = self.home / PREFLIGHT_FILE
+        return Preflight.from_json(json.loads(saved.read_text())) if saved.exists() else None
+
+    async def preflight(self) -> Preflight:
+        """Measure this machine with `trolly-worker preflight` (the chain's market params from the console's node
+        bound the largest models) and save it in the worker's home, as `init` does."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        measuring = await asyncio.create_subprocess_exec(
+            worker_script(), "preflight", "--home", str(self.home), "--node", self.config.node_url, "-o", "json",
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        output, said = await measuring.communicate()
+        if measuring.returncode != 0:
+            raise WorkerRefused(f"trolly-worker preflight failed: {said.decode(errors='replace').strip()[-2000:]}")
+        measured = Preflight.from_json(json.loads(output))
+        await asyncio.to_thread(save_preflight, self.home, measured)
+        return measured
 
     async def stop(self) -> dict:
         """SIGTERM to the worker's process group, then SIGKILL after STOP_SECONDS; its state stays on disk."""

@@ -15,13 +15,17 @@ import contextlib
 import dataclasses
 import asyncio
 import concurrent.futures
+import http.cookiejar
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from typing import Iterator
 
 import pytest
@@ -35,6 +39,7 @@ from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
 from trolly.console.access import ACCESS, Access
 from trolly.console.config import ConsoleConfig
+from trolly.console.security import CSRF_HEADER
 from trolly.console.server import make_app
 from trolly.wallet.cli import cli
 from trolly.wallet.keyring import WEAKEST_ACCEPTED, Keyring
@@ -71,20 +76,81 @@ def chain_query(node_url: str, path: str):
         return pool.submit(ask).result()
 
 
+ABORTED = "net::ERR_ABORTED"
+"""A request the browser dropped: the page left while it was in flight (its event stream, a read), or a
+navigation became a download. Not a failure of the page: the console's pages abort nothing themselves."""
+
+
+class PageProblems:
+    """What went wrong in a page as its browser saw it: an error in its console, an uncaught exception, a request
+    that failed or was answered with an error status. Every page should load and run with none (issue 33:
+    `/favicon.ico` answered 404 on each load); a test that provokes a refusal on purpose names it (`check`'s
+    `expected`), and any other fails it.
+
+    A failed load is reported twice, by the network (`URL answered STATUS`, `URL failed: REASON`) and by the
+    console ("Failed to load resource"); both are written in the first form, so one pattern names it."""
+
+    LOAD_FAILURE = re.compile(r"^Failed to load resource: (?:the server responded with a status of (\d+)|(net::\S+))")
+
+    def __init__(self, page) -> None:
+        self.seen: list[str] = []
+        page.on("console", self._console)
+        page.on("pageerror", lambda error: self.seen.append(f"uncaught: {error}"))
+        page.on("requestfailed", self._failed)
+        page.on("response", lambda response: response.status >= 400 and self.seen.append(
+            f"{response.url} answered {response.status}"))
+
+    def _console(self, message) -> None:
+        if message.type != "error":
+            return
+        url = message.location.get("url", "")
+        failure = self.LOAD_FAILURE.match(message.text)
+        if failure is None:
+            self.seen.append(f"console error: {message.text} ({url})")
+        elif failure.group(1):
+            self.seen.append(f"{url} answered {failure.group(1)}")
+        elif failure.group(2) != ABORTED:
+            self.seen.append(f"{url} failed: {failure.group(2)}")
+
+    def _failed(self, request) -> None:
+        if request.failure != ABORTED:
+            self.seen.append(f"{request.url} failed: {request.failure}")
+
+    def check(self, expected: tuple[str, ...] = ()) -> None:
+        """Fail on a problem that none of the `expected` patterns (regular expressions) finds; forget what was
+        seen either way."""
+        unexpected = sorted({problem for problem in self.seen
+                             if not any(re.search(pattern, problem) for pattern in expected)})
+        self.seen.clear()
+        assert not unexpected, "the page had errors:\n" + "\n".join(unexpected)
+
+
+PROBLEMS: dict[int, PageProblems] = {}
+"""Each open page's problems, by the page's id: `page_problems(page)`."""
+
+
+def page_problems(page) -> PageProblems:
+    return PROBLEMS[id(page)]
+
+
 @contextlib.contextmanager
 def browser_page(sync_api, address: str | None = None, **context_options):
     """A Chromium page (Debian's, by its executable path), 1280x900, signed in to the console at `address` (the
-    address with the access token that the console printed) when given; screenshots go to ARTIFACTS."""
+    address with the access token that the console printed) when given; screenshots go to ARTIFACTS. Its
+    problems (`PageProblems`) are watched from the start; any not checked by the test fail it at the end."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
                                              args=["--no-sandbox"] if os.geteuid() == 0 else [])
         page = browser.new_page(viewport={"width": 1280, "height": 900}, **context_options)
+        PROBLEMS[id(page)] = problems = PageProblems(page)
         try:
             if address is not None:
                 page.goto(address)
             yield page
+            problems.check()
         finally:
+            PROBLEMS.pop(id(page), None)
             browser.close()
 PASSWORD = "correct horse battery"
 
@@ -173,15 +239,15 @@ class ConsoleSite:
 
 @contextlib.contextmanager
 def console_process(node_url: str, log: pathlib.Path, timeout: float = 30.0, home: pathlib.Path | None = None,
-                    *extra: str) -> Iterator[ConsoleSite]:
-    """`trolly-console --node NODE --port <free> --home HOME` as a real process; yields its URL and the address it
-    printed."""
+                    *extra: str, script: tuple[str, ...] = (str(CONSOLE_SCRIPT),),
+                    env: dict[str, str] | None = None) -> Iterator[ConsoleSite]:
+    """`trolly-console --node NODE --port <free> --home HOME` as a real process (`script`: the command that starts
+    it, in `env`); yields its URL and the address it printed."""
     port = free_port()
     home = home or log.parent / "console-home"
     with open(log, "wb") as out:
-        process = subprocess.Popen([str(CONSOLE_SCRIPT), "--port", str(port), "--node", node_url, "--home", str(home),
-                                    *extra], stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen([*script, "--port", str(port), "--node", node_url, "--home", str(home),
+                                    *extra], stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
         deadline = time.monotonic() + timeout
         while "Trolly console:" not in log.read_text():
@@ -192,3 +258,36 @@ def console_process(node_url: str, log: pathlib.Path, timeout: float = 30.0, hom
         yield ConsoleSite(f"http://127.0.0.1:{port}", address, process.pid)
     finally:
         stop_process_group(process)
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    status: int
+    text: str
+
+
+class SignedIn:
+    """A client of a real console (`console_process`) signed in as a browser is: it opened the printed address
+    (the access token), keeps the session cookie, and sends the CSRF token and its Origin with a state change."""
+
+    def __init__(self, site: ConsoleSite) -> None:
+        self.site = site
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        opened = self.get(site.address)
+        assert opened.status == 200, opened
+        self.csrf_token = json.loads(self.get("/api/session").text)["csrf_token"]
+
+    def get(self, path: str) -> Answer:
+        return self._send(urllib.request.Request(path if path.startswith("http") else self.site.url + path))
+
+    def post(self, path: str, body: dict) -> Answer:
+        return self._send(urllib.request.Request(
+            self.site.url + path, data=json.dumps(body).encode(), method="POST",
+            headers={"Content-Type": "application/json", "Origin": self.site.url, CSRF_HEADER: self.csrf_token}))
+
+    def _send(self, request: urllib.request.Request) -> Answer:
+        try:
+            with self.opener.open(request, timeout=120) as response:
+                return Answer(response.status, response.read().decode(errors="replace"))
+        except urllib.error.HTTPError as error:
+            return Answer(error.code, error.read().decode(errors="replace"))

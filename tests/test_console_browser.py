@@ -8,7 +8,8 @@ import contextlib
 
 import pytest
 
-from console_helpers import ARTIFACTS, DEV_ADDRESS, browser_page, busy_node, console_process, skip_without_a_browser
+from console_helpers import (ARTIFACTS, DEV_ADDRESS, browser_page, busy_node, console_process, page_problems,
+                             skip_without_a_browser)
 
 pytestmark = pytest.mark.slow
 
@@ -29,6 +30,13 @@ def site(tmp_path_factory):
 def page(site):
     with browser_page(SYNC_API, site[1].address) as page:  # opened through the address the console printed
         yield page
+
+
+@pytest.fixture(autouse=True)
+def no_page_errors(page):
+    """Each test's pages load and run with no error in the browser's console and no failed request."""
+    yield
+    page_problems(page).check()
 
 
 def loaded(page, hash_: str) -> None:
@@ -94,4 +102,5 @@ def test_a_node_that_goes_down_shows_as_down_with_the_last_height_seen(site, pag
     loaded(page, "error")
     alert = page.get_by_role("alert").inner_text()
     assert "The node is down; the last height seen was" in alert
+    page_problems(page).check(expected=(r"/api/network answered 503$",))  # the page's read, told the node is down
     page.screenshot(path=str(ARTIFACTS / "node-down.png"), full_page=True)

@@ -12,7 +12,7 @@ import contextlib
 import pytest
 
 from console_helpers import (ARTIFACTS, DEV_ADDRESS, PASSWORD, browser_page, chain_query, console_process,
-                             file_keyring, skip_without_a_browser)
+                             file_keyring, page_problems, skip_without_a_browser)
 from dev_node import dev_node
 from test_requester_data import iris_like, write_csv
 from trolly.chain.crypto import encode_address
@@ -38,6 +38,13 @@ def site(tmp_path_factory):
 def page(site):
     with browser_page(SYNC_API, site[3]) as page:  # opened through the address the console printed
         yield page
+
+
+@pytest.fixture(autouse=True)
+def no_page_errors(page):
+    """Each test's pages load and run with no error in the browser's console and no failed request."""
+    yield
+    page_problems(page).check()
 
 
 def tasks(node: str) -> list:
@@ -70,6 +77,7 @@ def test_a_file_that_is_not_a_dataset_is_refused_beside_the_file_with_what_to_fi
         {"name": "one.csv", "mimeType": "text/csv", "buffer": b"a,b,label\n1,2,x\n3,4,x\n5,6,x\n"})
     page.get_by_role("button", name="Upload and pack").click()
     expect(error).to_contain_text("at least two labels")
+    page_problems(page).check(expected=(r"/api/new-task/upload answered 400$",))  # the two refusals, and only them
 
 
 def test_markup_in_a_file_is_shown_as_text_never_run(site, page):
@@ -100,6 +108,7 @@ def test_a_csv_shows_the_live_cost_a_wrong_password_submits_nothing_and_the_righ
     assert int(cost.get_attribute("data-cost")) <= 20_000_000 < int(first)
     page.get_by_label("Budget (what you escrow; the unspent part is refunded)").fill("twenty")
     expect(page.locator("#budget-error")).to_contain_text("invalid budget")
+    page_problems(page).check(expected=(r"/api/new-task/plan\?\S*budget=twenty\S* answered 400$",))
     expect(page.get_by_role("button", name="Sign and submit the task")).to_be_disabled()  # nothing to sign
     page.get_by_label("Budget (what you escrow; the unspent part is refunded)").fill("20trl")
     expect(cost).to_contain_text("reward per round")
@@ -112,6 +121,7 @@ def test_a_csv_shows_the_live_cost_a_wrong_password_submits_nothing_and_the_righ
     page.get_by_label("Keyring password (used once to sign, never stored)").fill("not the password")
     page.get_by_role("button", name="Sign and submit the task").click()
     expect(page.locator("#password-error")).to_contain_text("wrong keyring password")
+    page_problems(page).check(expected=(r"/api/new-task/submit answered 400$",))
     assert tasks(rpc) == before and balance(rpc, DEV_ADDRESS) == funds
     page.screenshot(path=str(ARTIFACTS / "wrong-password.png"), full_page=True)
 
@@ -147,6 +157,8 @@ def test_a_request_without_the_csrf_token_or_from_another_origin_is_refused_and_
         .catch(() => null)""", [url, send])
     page.wait_for_timeout(1500)
     assert tasks(rpc) == before and balance(rpc, OTHER) == funds == 0
+    page_problems(page).check(expected=(r"^console error: Access to fetch .* blocked by CORS policy",
+                                        r"/api/wallet/sign failed: net::ERR_FAILED$"))  # the other site's refusal
 
 
 def test_the_wallet_previews_cancels_and_sends_after_confirmation_with_the_password(site, page):
@@ -168,6 +180,7 @@ def test_the_wallet_previews_cancels_and_sends_after_confirmation_with_the_passw
     page.get_by_label("Keyring password (used once to sign, never stored)").fill("wrong")
     page.get_by_role("button", name="Sign and broadcast").click()
     expect(page.locator("#wallet-password-error")).to_contain_text("wrong keyring password")
+    page_problems(page).check(expected=(r"/api/wallet/sign answered 400$",))
     assert balance(rpc, OTHER) == 0
     page.get_by_label("Keyring password (used once to sign, never stored)").fill(PASSWORD)
     page.keyboard.press("Tab")

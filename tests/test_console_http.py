@@ -11,8 +11,10 @@ import pytest
 
 from console_helpers import DEV_ADDRESS, busy_node, csrf_token, own_origin, with_console
 from dev_node import dev_node
+from trolly.console.chain_reads import RECENT_TXS
 from trolly.console.server import CACHE, DIST
 from trolly.console.security import CSRF_HEADER
+from trolly.wallet.rpc import RpcClient
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +37,21 @@ def test_the_network_page_shows_height_validators_blocks_and_transactions(node):
     assert [b["height"] for b in network["blocks"]] == sorted((b["height"] for b in network["blocks"]), reverse=True)
     assert network["block_time_seconds"] is not None and network["block_time_seconds"] > 0
     assert network["txs"] and all(tx["height"] >= 1 for tx in network["txs"])
+
+
+def test_the_network_page_lists_users_transactions_not_the_engines_seed_transactions(node):
+    """Every block holds the engine's seed transaction: listing the newest transactions of any kind showed only
+    those, and a user's transaction was gone from the page a few blocks after it was included."""
+    with RpcClient(node.url) as rpc:  # more blocks, each with its seed transaction, than the page lists
+        rpc.wait_for_height(rpc.status().latest_block_height + RECENT_TXS + 1, timeout=60)
+
+    async def check(client):
+        return await (await client.get("/api/network")).json()
+
+    network = with_console(node.url, check)
+    assert all(tx["body"] is not None and tx["body"]["signer"] for tx in network["txs"])
+    assert node.join_tx.upper() in [tx["hash"] for tx in network["txs"]]
+    assert [tx["height"] for tx in network["txs"]] == sorted((tx["height"] for tx in network["txs"]), reverse=True)
 
 
 def test_the_tasks_page_lists_the_task_and_its_page_shows_members_and_rounds(node):

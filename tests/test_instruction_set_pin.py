@@ -188,7 +188,8 @@ def unpinned_environment() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name not in PINNED_VARIABLES}
 
 
-@pytest.mark.parametrize("entry", ["trolly.compute.worker.entry", "trolly.verifier.entry", "trolly.localnet.entry"])
+@pytest.mark.parametrize("entry", ["trolly.compute.worker.entry", "trolly.verifier.entry", "trolly.localnet.entry",
+                                   "trolly.console.entry"])
 def test_a_console_script_pins_the_real_cpu_before_torch_loads(entry):
     """A fresh process with nothing set, as a user starts one: the console script's module imports no torch,
     its `main` (here `--help`) pins and runs the CLI, and the process then trains under this CPU's

@@ -25,7 +25,8 @@ from trolly.compute.errors import DeterminismError
 from trolly.compute.spec import parse_spec
 from trolly.compute.worker.cli import main
 from trolly.compute.worker.fit import on_device
-from trolly.compute.worker.preflight import Preflight, largest_model, measure, unfit_reasons
+from trolly.compute.worker.preflight import largest_model, measure, unfit_reasons
+from trolly.compute.worker.preflight_record import Preflight
 from market_helpers import MARKET_PARAMS, Market
 from worker_helpers import ROUNDS, new_service, spec_document
 

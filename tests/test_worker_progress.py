@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from trolly.compute.worker.config import WorkerConfig, load_config, save_config
 from trolly.compute.worker.errors import WorkerHomeError
 from trolly.compute.worker.progress import FINISHED, WorkerState
-from trolly.compute.worker.throughput import Throughput, measure_reference, plan_steps
+from trolly.compute.worker.preflight_record import declared_speed
+from trolly.compute.worker.throughput import measure_reference, plan_steps
 
 
 def test_progress_survives_a_reload(tmp_path):
@@ -90,7 +91,7 @@ def test_the_commit_window_limits_the_declared_steps():
 def test_measured_throughput_is_positive_and_declared_as_an_integer():
     measured = measure_reference(duration=0.05, min_steps=2)
     assert measured.steps >= 2 and measured.samples_per_second > 0
-    assert Throughput(0.5, 1, 1.0).declared() == 1  # the chain refuses 0
+    assert declared_speed(0.5) == 1 and declared_speed(300.0, 2.0) == 150  # the chain refuses 0
 
 
 def test_pruning_a_finished_task_keeps_final_weights_and_blobs_other_tasks_name(tmp_path):

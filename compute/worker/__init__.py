@@ -15,6 +15,7 @@ checkpoints, final weights) from its own blob service. The pieces:
     market.py      the chain side: queries and the worker's transactions (register, join, commit)
     throughput.py  measuring this machine's samples per second, the H it declares, the block interval
     preflight.py   this machine measured (memory, cores, GPUs, speed, largest models): what it registers and fits
+    preflight_record.py  what a preflight found, as plain data (saved, shown, registered) without torch
     earnings.py    what it earned per task and round, from the chain (pay, penalties, collateral, fees)
     why.py         why it was not paid on a task (missed rounds, verdicts, how its membership ended)
     data.py        the task's dataset: local store, bundled build, or fetched by hash

@@ -43,7 +43,8 @@ from .config import wallet_home
 from .display import configure_logging
 from .errors import TaskUnfit
 from .leave_command import leave
-from .preflight import PREFLIGHT_FILE, check_reachability, measure, save_preflight, unfit_reasons
+from .preflight import check_reachability, measure, unfit_reasons
+from .preflight_record import PREFLIGHT_FILE, save_preflight
 from .progress import WorkerState
 from .report_commands import (chain_params, device_option, earnings, home_option, memory_option, preflight,
                               probe_option, why, worker_address)

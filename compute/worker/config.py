@@ -7,6 +7,9 @@
     <home>/keyring-<backend>/   the key, unless `wallet_home` points at another wallet home
 
 The home defaults to `$TROLLY_WORKER_HOME`, else `~/.trolly-worker`, so tests and localnets stay hermetic.
+
+This module loads no torch: the two checks that need it import it when they run, so that a reader of a worker
+home that trains nothing (the console's Provide compute page) stays light.
 """
 
 from __future__ import annotations
@@ -15,14 +18,16 @@ import dataclasses
 import json
 import os
 import pathlib
+from typing import TYPE_CHECKING
 
 from trolly.chain.errors import ChainError
 from trolly.chain.market.urls import check_blob_url, check_relay_url
 from trolly.wallet.files import ensure_private_directory, write_private_file
 
-from ..acceleration import AccelerationOptions
-from ..devices import is_device_name
 from .errors import WorkerHomeError
+
+if TYPE_CHECKING:
+    from ..acceleration import AccelerationOptions
 
 HOME_ENVIRONMENT_VARIABLE = "TROLLY_WORKER_HOME"
 DEFAULT_HOME = "~/.trolly-worker"
@@ -80,8 +85,11 @@ class WorkerConfig:
         for name in ("allow_private_blob_hosts", "checkpoint_process", "training_core"):
             if not isinstance(getattr(self, name), bool):
                 raise WorkerHomeError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        if self.device and not is_device_name(self.device):
-            raise WorkerHomeError(f"device must be cpu, cuda or cuda:N, got {self.device!r}")
+        if self.device:
+            from ..devices import is_device_name  # torch: loaded only where a device is named
+
+            if not is_device_name(self.device):
+                raise WorkerHomeError(f"device must be cpu, cuda or cuda:N, got {self.device!r}")
         if self.public_url:
             try:
                 check_blob_url(self.public_url.rstrip("/") or self.public_url)
@@ -96,6 +104,8 @@ class WorkerConfig:
     @property
     def acceleration(self) -> AccelerationOptions:
         """The options of the worker's `compute.acceleration.Acceleration`."""
+        from ..acceleration import AccelerationOptions
+
         return AccelerationOptions(checkpoint_process=self.checkpoint_process, training_core=self.training_core)
 
     @property

@@ -11,13 +11,12 @@ from it, `check_reachability`), and from the memory, the largest model of each a
 
 `init` runs it and saves it beside `worker.json`; `start` measures again, registers (or updates) its
 hardware record from the measurement (`Preflight.hardware`: a flag may only lower the memory), and refuses a
-task the measurement cannot fit (`unfit_reasons`), naming the requirement.
+task the measurement cannot fit (`unfit_reasons`), naming the requirement. What it found is a `Preflight`
+(`preflight_record.py`, plain data that loads no torch).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import pathlib
 import secrets
@@ -31,7 +30,6 @@ from trolly.chain.market.footprint import MAX_DIMENSION, model_footprint, spec_f
 from trolly.chain.market.params import MarketParams
 from trolly.chain.market.spec import parse_spec as parse_chain_spec
 from trolly.chain.proto.market_pb2 import HardwareProfile
-from trolly.wallet.files import write_private_file
 
 from ..blobs import BlobError, BlobServer, BlobStore
 from ..blobs.reachability import ask_probe
@@ -42,10 +40,8 @@ from ..instruction_sets import cpu_flags, runnable_instruction_sets
 from ..models.base_model import require_base_model
 from ..spec import LORA_TEXT_BASE
 from .config import WorkerConfig
-from .throughput import REFERENCE_BATCH, Throughput, measure_reference
-
-PREFLIGHT_FILE = "preflight.json"
-"""Where `init` keeps its measurement, in the worker home."""
+from .preflight_record import NOT_CHECKED, REFERENCE_BATCH, CudaDevice, LargestModel, Preflight, Reachability
+from .throughput import measure_reference
 
 REFERENCE_DATASETS = {"mlp": "digits", "cnn": "digits", "transformer": "pycorpus", "lora-text": "pydocs"}
 """The bundled dataset each architecture's largest model is sized for (the input and output sizes it fixes)."""
@@ -60,113 +56,6 @@ def _scaled_config(arch: str, scale: int) -> dict:
     if arch == "transformer":
         return {"layers": 2, "heads": 4, "width": 4 * scale}
     return {"rank": scale, "alpha": 2 * scale}
-
-
-@dataclasses.dataclass(frozen=True)
-class CudaDevice:
-    index: int
-    name: str
-    memory_mb: int
-
-
-@dataclasses.dataclass(frozen=True)
-class LargestModel:
-    """The largest model of one architecture this machine's memory and the chain's bounds admit, at the
-    reference batch size on its reference dataset; `limit` says what stopped it growing. Empty `config`: none
-    fits, and `limit` says why."""
-
-    arch: str
-    dataset: str
-    batch_size: int
-    config: dict
-    parameters: int
-    memory_mb: int
-    limit: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Reachability:
-    """Whether others reach this worker's blob service: `checked` only when a probe answered."""
-
-    checked: bool
-    reachable: bool
-    detail: str
-
-
-NOT_CHECKED = Reachability(False, False, "not checked: no probe given (trolly-worker preflight --probe URL)")
-
-
-@dataclasses.dataclass(frozen=True)
-class Preflight:
-    cores: int
-    instruction_set: str
-    """The instruction set this process trains under (`determinism.current_instruction_set`)."""
-    cpu_instruction_sets: tuple[str, ...]
-    """Those the CPU runs (`instruction_sets.runnable_instruction_sets`)."""
-    memory_mb: int
-    """What this process may use: physical memory, or its control group's lower limit."""
-    disk_free_mb: int
-    """Free under the worker home (its blob store)."""
-    torch_version: str
-    torch_cuda: str
-    """The CUDA version torch was built with ('' for a CPU-only build)."""
-    cuda_devices: tuple[CudaDevice, ...]
-    device: str
-    """Where this worker trains (`devices.training_device`)."""
-    device_memory_mb: int
-    """What a task's estimate is held to: the GPU's memory on CUDA, else `memory_mb`."""
-    gpu_profile: str
-    """The GPU part of the determinism profile on CUDA ('' on the CPU)."""
-    samples_per_second: float
-    """The chain's reference workload (`throughput.measure_reference`) on `device`."""
-    reachability: Reachability
-    largest_models: tuple[LargestModel, ...]
-
-    def hardware(self, slowdown: float = 1.0, memory_limit_mb: int = 0) -> HardwareProfile:
-        """The hardware record registered on chain: measured; `memory_limit_mb` (a flag) may only lower it."""
-        memory = min(self.device_memory_mb, memory_limit_mb) if memory_limit_mb else self.device_memory_mb
-        device = self.device if not self.gpu_profile else f"{self.device} {self.gpu_profile}"
-        return HardwareProfile(device=device[:128],
-                               samples_per_second=Throughput(self.samples_per_second, 0, 0.0).declared(slowdown),
-                               memory_mb=memory, threads=self.cores)
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, document: dict) -> Preflight:
-        fields = dict(document)
-        fields["cpu_instruction_sets"] = tuple(fields["cpu_instruction_sets"])
-        fields["cuda_devices"] = tuple(CudaDevice(**d) for d in fields["cuda_devices"])
-        fields["reachability"] = Reachability(**fields["reachability"])
-        fields["largest_models"] = tuple(LargestModel(**m) for m in fields["largest_models"])
-        return cls(**fields)
-
-    def lines(self) -> list[str]:
-        """The report for people, one measurement a line."""
-        gpus = ", ".join(f"cuda:{d.index} {d.name} ({d.memory_mb} MiB)" for d in self.cuda_devices)
-        lines = [
-            f"cores             {self.cores}",
-            f"instruction set   {self.instruction_set} (the CPU runs {', '.join(self.cpu_instruction_sets)})",
-            f"memory            {self.memory_mb} MiB",
-            f"disk free         {self.disk_free_mb} MiB (worker home)",
-            f"torch             {self.torch_version}"
-            + (f", CUDA {self.torch_cuda}" if self.torch_cuda else ", CPU-only build"),
-            f"CUDA devices      {gpus or 'none'}",
-            f"trains on         {self.device} ({self.device_memory_mb} MiB)"
-            + (f", profile {self.gpu_profile}" if self.gpu_profile else ""),
-            f"reference speed   {self.samples_per_second:.0f} samples/s (MLP 64-1024-1024-10, batch {REFERENCE_BATCH})",
-            f"reachable         " + (("yes: " if self.reachability.reachable else "NO: ") if self.reachability.checked
-                                     else "") + self.reachability.detail,
-            "largest models    (batch 32, within this memory and the chain's bounds)",
-        ]
-        for model in self.largest_models:
-            if model.config:
-                lines.append(f"  {model.arch:12} {model.parameters:>12,} parameters, {model.memory_mb} MiB "
-                             f"on {model.dataset} {json.dumps(model.config)} (limit: {model.limit})")
-            else:
-                lines.append(f"  {model.arch:12} none: {model.limit}")
-        return lines
 
 
 def cuda_devices() -> tuple[CudaDevice, ...]:
@@ -311,10 +200,3 @@ async def check_reachability(home: pathlib.Path, config: WorkerConfig, probe_url
         if serving:
             await server.stop()
         store.path(digest).unlink(missing_ok=True)
-
-
-def save_preflight(home: pathlib.Path, preflight: Preflight) -> pathlib.Path:
-    path = home / PREFLIGHT_FILE
-    write_private_file(path, (json.dumps(preflight.to_json(), indent=2) + "\n").encode())
-    return path
-

@@ -58,7 +58,8 @@ from .round_training import (ResidualStore, RoundInterrupted, TrainedRound, comm
 from .progress import TaskProgress, WorkerState
 from .replacement import prepare_replacement
 from .strategies import TrainingStrategy
-from .preflight import Preflight, describe_hardware, measure, measured_differently, unfit_reasons
+from .preflight import describe_hardware, measure, measured_differently, unfit_reasons
+from .preflight_record import Preflight
 from .throughput import BlockClock, measure_trainer, plan_steps
 from .weights import ProgressCache
 

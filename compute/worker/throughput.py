@@ -22,9 +22,9 @@ from torch.nn import functional
 from ..models import DataShape, build_model
 from ..determinism import flushing_subnormals
 from ..training import Trainer
+from .preflight_record import REFERENCE_BATCH
 
 REFERENCE_SHAPE = DataShape(kind="classification", input_size=64, num_classes=10)
-REFERENCE_BATCH = 32
 STEP_BUDGET_SHARE = 0.5
 """Share of the commit window planned for training: the rest absorbs fetching, encoding and block times."""
 
@@ -34,10 +34,6 @@ class Throughput:
     samples_per_second: float
     steps: int
     seconds: float
-
-    def declared(self, slowdown: float = 1.0) -> int:
-        """The integer the chain records (rounded down, at least 1)."""
-        return max(1, int(self.samples_per_second / slowdown))
 
 
 def _timed_steps(step, duration: float, min_steps: int) -> tuple[int, float]:

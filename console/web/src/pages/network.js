@@ -1,4 +1,5 @@
-// The Network page: height, block interval, validators, recent blocks (a chart and a table), recent transactions.
+// The Network page: height, block interval, validators, recent blocks (a chart and a table), and users' recent
+// transactions (the engine's per-block seed transaction is counted in the blocks, not listed).
 import uPlot from "uplot";
 import { getJson } from "../api.js";
 import { facts, h, link, mono, short, table, utrl, yesNo } from "../dom.js";
@@ -22,9 +23,10 @@ export async function networkPage() {
     h("section", { "aria-labelledby": "blocks-title" }, h("h2", { id: "blocks-title" }, "Recent blocks"), chart,
       table("Recent blocks", ["height", "time", "transactions", "hash"],
         data.blocks.map((b) => [String(b.height), b.time, String(b.txs), mono(short(b.hash, 16))]))),
-    table("Recent transactions", ["hash", "height", "result", "messages"],
+    table("Recent transactions", ["hash", "height", "signer", "result", "messages"],
       data.txs.map((tx) => [link(`#/search?q=${tx.hash}`, short(tx.hash, 16)), String(tx.height),
-        tx.code === 0 ? "ok" : `refused (code ${tx.code})`, txKinds(tx)]), "none in the recent blocks."),
+        tx.body ? link(`#/search?q=${tx.body.signer}`, short(tx.body.signer, 20)) : "–",
+        tx.code === 0 ? "ok" : `refused (code ${tx.code})`, txKinds(tx)]), "no user has sent one yet."),
   ];
   return { page, data, after: () => drawTxChart(chart, data.blocks) };
 }

@@ -92,7 +92,7 @@ function commitment(c) {
     const votes = c.verdicts.filter((v) => v.segment === segment);
     return [String(segment), c.decisions[i], c.committees[i].map((v) => short(v, 14)).join(", ") || "–",
       votes.map((v) => `${short(v.validator, 14)}: ${v.verdict}${v.replay_digest ? " (revealed)" : ""}`).join("; ") || "no votes yet",
-      c.escalated.includes(segment) ? "yes" : "no"];
+      decidedBy(c, i)];
   });
   return h("article", { class: "commitment" },
     h("h4", {}, `Commitment of ${short(c.worker, 20)}: ${c.outcome}`),
@@ -101,4 +101,12 @@ function commitment(c) {
       ["held verifier fee", utrl(c.held_verifier_fee)]]),
     table("Sampled segments, committees and verdicts", ["segment", "decision", "committee", "votes", "escalated"],
       segments, "not sampled yet."));
+}
+
+// Who decides a sampled segment: `escalated` and `drawn` are per segment, in the order of `segments`.
+function decidedBy(c, i) {
+  if (c.escalated[i]) return "yes: the whole validator set decides (two thirds of its power)";
+  const drawn = (c.drawn || [])[i];
+  return drawn ? `no: its ${drawn} drawn member${drawn === 1 ? "" : "s"} decide, unanimously`
+    : "no: its committee decides, unanimously";
 }
