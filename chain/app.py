@@ -17,10 +17,10 @@ from .checked_txs import AnswersAhead, CheckedTxs
 from .crypto import encode_address, verify_signature
 from .errors import ChainError, InvalidRequest, UnexpectedFailure, UnknownQueryPath
 from .module import MessageRoute, Module, QueryResult, QueryRoute
-from .market.module import MARKET
 from .market.params import MarketParams, check_unbonding_outlasts_reveals
 from .modules.bank import BANK
 from .modules.distribution import DISTRIBUTION
+from .modules.market import MARKET
 from .modules.slashing import SLASHING
 from .modules.staking import STAKING
 from .params import AuthParams, get_params, params_from_json, params_to_json, set_params

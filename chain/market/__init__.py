@@ -7,7 +7,7 @@ samples processed, and the rest of the budget returns to the requester.
 
 Modules: `params` (with the economic reasoning), `economics` (cost, collateral, pay splits), `spec` (spec
 validation), `records` and `store` (state and its verbs), `sampling`, `tally`, `lifecycle` (members, task
-start and end), `round_lifecycle` (close, sample, settle), `end_block` (the end-block schedule), `queries`,
-`module` (the Module).
-Message handlers live in `trolly.chain.messages.<kind>`.
+start and end), `round_lifecycle` (close, sample, settle), `end_block` (the end-block schedule), `queries`.
+Message handlers live in `trolly.chain.messages.<kind>`, and the market's `Module`, which names them, in
+`trolly.chain.modules.market`: both sit above this folder, which imports neither.
 """

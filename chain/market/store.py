@@ -3,7 +3,7 @@ indexes (open tasks, pending segments, the end-block schedule) consistent with t
 
 Funds: the market module account `ESCROW` holds every task's remaining budget, every member's locked
 collateral, every worker's stake and every unbonding worker stake. Funds enter and leave it only through
-`escrow_in`, `escrow_out` and `escrow_burn`, and the invariant in `market.module` checks the sum.
+`escrow_in`, `escrow_out` and `escrow_burn`, and the invariant in `chain/modules/market.py` checks the sum.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""The market as a chain `Module`: its messages, queries, params, end-block hook and invariants."""
+"""The market as a chain `Module`: its messages, queries, params, end-block hook and invariants.
+
+It lives beside the bank and staking modules, above both `chain/market/` (the market's records, verbs and
+rules) and `chain/messages/` (one handler per message kind, which use those verbs): it names every handler, so
+inside `chain/market/` it would make that folder and `chain/messages/` import each other."""
 
 from __future__ import annotations
 
@@ -20,12 +24,12 @@ from ..messages.update_worker import process_update_worker, validate_update_work
 from ..module import InvariantBroken, MessageRoute, Module
 from ..proto import market_pb2 as pb
 from ..state import State
-from .params import MarketParams
-from .queries import QUERIES
-from .reveals import REVEAL
-from .records import ACTIVE, LIVE_STATUSES
-from .end_block import market_end_block
-from .store import ESCROW, find_member, iterate_tasks, iterate_unbonding, iterate_workers, phase_kind
+from ..market.end_block import market_end_block
+from ..market.params import MarketParams
+from ..market.queries import QUERIES
+from ..market.records import ACTIVE, LIVE_STATUSES
+from ..market.reveals import REVEAL
+from ..market.store import ESCROW, find_member, iterate_tasks, iterate_unbonding, iterate_workers, phase_kind
 
 
 def check_escrow_balance(state: State) -> None:
