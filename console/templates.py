@@ -17,6 +17,7 @@ from trolly.chain.errors import ChainError
 from trolly.chain.market.spec import validate_spec
 from trolly.compute.blobs import BlobStore
 from trolly.compute.data import Dataset, build_dataset, load_dataset
+from trolly.compute.data.fetch import keep_blobs
 from trolly.compute.data.packing import LORA_TEXT, PackedDataset, open_packed, task_copy
 from trolly.compute.errors import ComputeError
 from trolly.compute.models import make_config
@@ -137,9 +138,7 @@ def bundled(template: Template, directory: pathlib.Path) -> TaskData:
     marker = folder / "manifest_hash"
     if not marker.exists():
         blobs = build_dataset(template.bundled)
-        store = BlobStore(folder)
-        for digest, data in blobs.all_blobs().items():
-            store.put(data, expected=digest)
+        keep_blobs(BlobStore(folder), blobs)
         write_atomically(marker, blobs.manifest_hash.encode())  # written last: a folder with it is complete
     manifest_hash = marker.read_text().strip()
     return TaskData(folder, manifest_hash, {"name": template.bundled, "manifest_hash": manifest_hash}, None,
