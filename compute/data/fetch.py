@@ -28,7 +28,7 @@ import dataclasses
 import hashlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -41,7 +41,7 @@ from ..blobs.store import DEFAULT_MAX_BLOB_SIZE, BlobStore
 from ..errors import ComputeError, DatasetError
 from ..spec import TaskSpec
 from .dataset import Dataset
-from .lazy_dataset import lazy_dataset
+from .lazy_dataset import ShardLoader, lazy_dataset
 from .manifest import (SPLITS, DatasetBlobs, build_dataset, check_manifest_bounds, decode_shard, is_private,
                        load_dataset, loaded_bytes, manifest_shape, parse_manifest, shard_key, split_tensors)
 
@@ -155,7 +155,7 @@ class DatasetFetcher:
             store.put(data, expected=self.manifest_hash)
         return data
 
-    async def _fetch_shards(self, entries: Sequence[dict], keep) -> None:
+    async def _fetch_shards(self, entries: Sequence[dict], keep: Callable[[dict, bytes], object]) -> None:
         """Fetch each shard of `entries` and hand it to `keep(entry, data)` as it arrives."""
         if not entries:
             return
@@ -203,7 +203,8 @@ class DatasetFetcher:
                        train_inputs=splits["train"][0], train_targets=splits["train"][1],
                        test_inputs=splits["test"][0], test_targets=splits["test"][1])
 
-    async def streamed(self, key: bytes | None = None, wrap=None) -> Dataset:
+    async def streamed(self, key: bytes | None = None,
+                       wrap: Callable[[ShardSource], ShardLoader] | None = None) -> Dataset:
         """The dataset over its checked manifest, each shard fetched when first read (`ShardSource`, handed to
         `wrap` first when given: a verifier turns a failed fetch into its own error); a private one's shards
         decrypted with its data `key` (DataKeyError without one)."""
