@@ -64,7 +64,7 @@ from trolly.compute.checkpoints import decode_checkpoint, weights_hash
 from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.determinism import DeterminismProfile, child_environment, current_instruction_set
-from trolly.compute.outer_step import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.outer_step import GlobalState, WorkerUpdate, aggregate_round, outer_step
 from trolly.compute.spec import LORA_TEXT_BASE, example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.verifier import sampling
@@ -281,8 +281,7 @@ def _check_child_aggregation(spec, dataset, records, directory: pathlib.Path, ta
         if round_index != rounds[-1]:
             stale = check_aggregation(state, encoded, spec, state.weights_hash())
             tally["stale_start_rejected"] += int(not stale.matches)
-        codec = get_codec(spec.codec)
-        state = outer_step(state, [WorkerUpdate(i, s, codec.decode(d)) for i, s, d in encoded], spec.training.outer_optimizer)
+        state = aggregate_round(state, encoded, spec)
     # The honest final report: W_R's hash, as every member reports it, judged against W_R derived here.
     tally["final_reports_checked"] += 1
     final = final_report_claim(records[-1]["worker_index"], state.weights_hash())

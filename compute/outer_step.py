@@ -10,6 +10,10 @@ threading and no reduction whose order could change, so the bytes do not depend 
 PYTHONHASHSEED or the torch build. The outer momentum is part of the global state every party carries.
 
 A round in which no worker's update passed verification leaves weights and momentum unchanged.
+
+`aggregate_round` is the whole step from what travels (each passed update's encoded bytes, decoded with the
+task's codec) to W_{r+1}: the worker's and the verifier's weights follower, the verifier's aggregation check and
+the simulation all take it, so the decoding and the step are written once.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ import numpy as np
 import torch
 
 from .canonical import decode_tensors, encode_tensors
+from .codecs import get_codec
 from .checkpoints import weights_hash
 from .errors import EncodingError, RoundError
-from .spec import OuterOptimizerSpec
+from .spec import OuterOptimizerSpec, TaskSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,3 +127,13 @@ def outer_step(state: GlobalState, updates: Sequence[WorkerUpdate], outer: Outer
         weights[name] = torch.from_numpy(new_weights.astype(np.float32))
         momentum[name] = torch.from_numpy(new_momentum.astype(np.float32))
     return GlobalState(round=state.round + 1, weights=weights, momentum=momentum)
+
+
+def aggregate_round(previous: GlobalState, encoded_updates: Sequence[tuple[int, int, bytes]],
+                    spec: TaskSpec) -> GlobalState:
+    """W_{r+1} from W_r and round r's passed updates, given as (worker index, samples processed, encoded bytes):
+    each decoded with the spec's codec, exactly as every other party decodes them, then `outer_step`. Raises a
+    ComputeError (CodecError, RoundError) when they do not decode or do not fit the model."""
+    codec = get_codec(spec.codec)
+    updates = [WorkerUpdate(index, samples, codec.decode(data)) for index, samples, data in encoded_updates]
+    return outer_step(previous, updates, spec.training.outer_optimizer)

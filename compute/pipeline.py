@@ -15,7 +15,7 @@ import torch
 
 from .checkpoints import HashedCheckpoint
 from .codecs import ErrorFeedback, get_codec
-from .outer_step import GlobalState, WorkerUpdate, outer_step
+from .outer_step import GlobalState, aggregate_round
 from .training import RoundResult, Trainer, run_round
 
 
@@ -54,9 +54,8 @@ def simulate_diloco(trainer: Trainer, start: GlobalState, *, workers: int, round
             encoded = train_and_encode(trainer, feedbacks[worker_index], state.weights, worker_index=worker_index,
                                        round_index=round_index, steps=steps)
             log.bytes_sent_per_worker[worker_index] += len(encoded.encoded_update)
-            # everyone aggregates what the bytes decode to, exactly as a remote party would
-            updates.append(WorkerUpdate(worker_index, encoded.result.samples_processed, codec.decode(encoded.encoded_update)))
-        state = outer_step(state, updates, trainer.spec.training.outer_optimizer)
+            updates.append((worker_index, encoded.result.samples_processed, encoded.encoded_update))
+        state = aggregate_round(state, updates, trainer.spec)  # what the bytes decode to, as a remote party does
         log.rounds_done += 1
         if on_round is not None:
             on_round(state)

@@ -1,8 +1,8 @@
 """One follower of a task's global weights W_0, W_1, ..., W_R, derived from what it has checked itself.
 
     W_0      `initial_weights(spec, shape)`: a pure function of the spec (architecture, config, seed)
-    W_{r+1}  `outer_step(W_r, the updates of round r that PASSED verification)`, weighted by samples processed
-             (`compute/outer_step.py`, bit for bit the same in every process)
+    W_{r+1}  `aggregate_round(W_r, the updates of round r that PASSED verification)`: decoded, then the outer
+             step weighted by samples processed (`compute/outer_step.py`, bit for bit the same in every process)
 
 The worker (the start of each round it trains, and its final report), the verifier (the start every member
 of a round must have committed) and the demo's observer all follow a task with a `WeightsFollower`, so that
@@ -33,10 +33,9 @@ from trolly.wallet.files import write_atomically
 from trolly.wallet.market_views import TaskView
 
 from .blobs import AddressPolicy, BlobClient, BlobError, BlobStore, RetryPolicy
-from .codecs import get_codec
 from .errors import ComputeError
 from .models import DataShape
-from .outer_step import GlobalState, WorkerUpdate, outer_step
+from .outer_step import GlobalState, aggregate_round
 from .spec import TaskSpec
 from .training import initial_weights
 
@@ -182,11 +181,9 @@ class WeightsFollower:
         return state
 
     def _aggregate(self, previous: GlobalState, passed: Sequence[RoundUpdate], encoded: Sequence[bytes]) -> GlobalState:
-        codec = get_codec(self.spec.codec)
         try:
-            updates = [WorkerUpdate(u.worker_index, u.samples_processed, codec.decode(data))
-                       for u, data in zip(passed, encoded, strict=True)]
-            return outer_step(previous, updates, self.spec.training.outer_optimizer)
+            return aggregate_round(previous, [(u.worker_index, u.samples_processed, data)
+                                              for u, data in zip(passed, encoded, strict=True)], self.spec)
         except ComputeError as error:
             raise StartUnavailable(previous.round + 1, f"round {previous.round}'s updates do not aggregate: {error}")
 

@@ -11,9 +11,9 @@ Reading a chart (`current`) starts nothing; `chart` starts the job, and only the
 guarded) and the console's follow loop (for the tasks it submitted) call it.
 
 The held-out split comes from the data the console itself serves (an upload it packed, a bundled dataset it
-built) when it has it, else from the spec's and the members' URLs (public data only): then only the manifest
-(at most `MAX_MANIFEST_BYTES`) and the held-out shards are fetched, refused beyond what the spec declared and
-beyond `MAX_HELD_OUT_BYTES`, fetched or decoded.
+built) when it has it, else from the spec's and the members' URLs (public data only) by the one dataset
+fetcher (`compute/data/fetch.py`): then only the manifest (at most `MAX_MANIFEST_BYTES`) and the held-out
+shards are fetched, refused beyond what the spec declared and beyond `MAX_HELD_OUT_BYTES`, fetched or decoded.
 
 The compute library that derives and evaluates the weights loads torch, so it is imported in the functions that
 run a job: a console loads torch when it first charts a task, not when it starts (it runs pinned, as every
@@ -122,13 +122,16 @@ class RoundCharts:
             log.info("task %d: chart stopped: %s", chart.task_id, error)
 
     async def _dataset(self, spec: TaskSpec, view: TaskView) -> Dataset:
-        from trolly.compute.requester.results import member_urls, spec_shape
+        from trolly.compute.data.fetch import DatasetFetcher, dataset_urls
+        from trolly.compute.requester.results import spec_shape
 
         local = await asyncio.to_thread(self.local_data, spec.dataset.manifest_hash)
         if local is not None:
             return local
         try:
-            dataset = await fetch_held_out(list(spec.dataset.urls) + member_urls(view), spec, self.config)
+            fetcher = DatasetFetcher.for_task(spec, dataset_urls(spec, view), self.config.addresses,
+                                              max_manifest_bytes=MAX_MANIFEST_BYTES)
+            dataset = await fetcher.split("test", MAX_HELD_OUT_BYTES)
         except BlobError as error:
             raise ComputeError(f"the task's dataset could not be fetched for its held-out split: {error}") from None
         if dataset.shape != spec_shape(spec):
@@ -152,39 +155,6 @@ class RoundCharts:
             with contextlib.suppress(asyncio.CancelledError):
                 await job
         self._jobs.clear()
-
-
-async def fetch_held_out(urls: list[str], spec: TaskSpec, config: ConsoleConfig) -> Dataset:
-    """The held-out split of the spec's dataset from `urls` (its training split left empty): the manifest,
-    checked against the spec's declared bounds and `MAX_HELD_OUT_BYTES`, then each held-out shard, hash-checked."""
-    from trolly.compute.blobs import BlobClient
-    from trolly.compute.data import Dataset
-    from trolly.compute.data.manifest import (check_manifest_bounds, decode_shard, is_private, loaded_bytes,
-                                              manifest_shape, parse_manifest, split_tensors)
-
-    async with BlobClient(urls, address_policy=config.addresses, max_blob_size=MAX_MANIFEST_BYTES) as blobs:
-        manifest = parse_manifest(await blobs.fetch(spec.dataset.manifest_hash))
-    check_manifest_bounds(manifest, spec.dataset.max_shards, spec.dataset.max_bytes)
-    if is_private(manifest):
-        raise ComputeError("the task's data is private and this console did not pack it: its held-out split "
-                           "cannot be read here")
-    held_out = manifest["splits"]["test"]
-    fetched = sum(entry["size"] for entry in held_out["shards"])
-    decoded = loaded_bytes({**manifest, "splits": {"train": {"samples": 0}, "test": held_out}})
-    if max(fetched, decoded) > MAX_HELD_OUT_BYTES:
-        raise ComputeError(f"the task's held-out split is {max(fetched, decoded)} bytes, more than the "
-                           f"{MAX_HELD_OUT_BYTES >> 20} MiB the console evaluates on")
-    pieces = []
-    async with BlobClient(urls, address_policy=config.addresses,
-                          max_blob_size=max(entry["size"] for entry in held_out["shards"])) as blobs:
-        for entry in held_out["shards"]:
-            pieces.append(decode_shard(await blobs.fetch(entry["hash"]), entry))
-    inputs, targets = split_tensors(manifest["kind"], pieces)
-    if len(inputs) != held_out["samples"]:
-        raise ComputeError(f"the held-out split has {len(inputs)} samples, its manifest says {held_out['samples']}")
-    return Dataset(name=str(manifest["name"]), manifest_hash=spec.dataset.manifest_hash,
-                   shape=manifest_shape(manifest), train_inputs=inputs[:0], train_targets=targets[:0],
-                   test_inputs=inputs, test_targets=targets)
 
 
 def settled_rounds(view: TaskView) -> int:

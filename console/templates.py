@@ -141,14 +141,13 @@ def bundled(template: Template, directory: pathlib.Path) -> TaskData:
     """The template's bundled dataset, built into `directory/<name>` the first time (a pure function of the
     package: the same manifest hash on every machine)."""
     from trolly.compute.data import build_dataset
+    from trolly.compute.data.fetch import keep_blobs
 
     folder = directory / template.bundled
     marker = folder / "manifest_hash"
     if not marker.exists():
         blobs = build_dataset(template.bundled)
-        store = BlobStore(folder)
-        for digest, data in blobs.all_blobs().items():
-            store.put(data, expected=digest)
+        keep_blobs(BlobStore(folder), blobs)
         write_atomically(marker, blobs.manifest_hash.encode())  # written last: a folder with it is complete
     manifest_hash = marker.read_text().strip()
     return TaskData(folder, manifest_hash, {"name": template.bundled, "manifest_hash": manifest_hash}, None,

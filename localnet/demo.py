@@ -48,7 +48,7 @@ from trolly.wallet.market_views import TaskView
 from trolly.wallet.errors import WalletError
 from trolly.wallet.keyring import Keyring
 from trolly.wallet.rpc import AsyncRpcClient
-from trolly.wallet.sender import TxSender
+from trolly.wallet.sender import TxSender, fetch_account_at
 from trolly.wallet.tasks import plan_task
 
 from .churn import Churn
@@ -125,11 +125,12 @@ class Demo:
         while True:
             heights, out = set(), {}
             for name in self.names():
-                result = await client.abci_query(f"/account/{self.keyring.get(name).address}")
-                if result.code != 0:
-                    raise LocalnetError(f"cannot read {name}'s balance: {result.log}")
-                heights.add(result.height)
-                out[name] = result.json()["balance"]
+                try:
+                    height, account = await fetch_account_at(client, self.keyring.get(name).address)
+                except WalletError as error:
+                    raise LocalnetError(f"cannot read {name}'s balance: {error}") from None
+                heights.add(height)
+                out[name] = account.balance
             if len(heights) == 1:
                 return heights.pop(), out
 

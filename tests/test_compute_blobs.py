@@ -9,8 +9,7 @@ import pytest
 from aiohttp import web
 
 from trolly.compute.blobs import (AddressPolicy, BlobClient, BlobHashMismatch, BlobNotFound, BlobRejected, BlobServer,
-                                  BlobStore, BlobTooLarge, BlobUnavailable, InvalidBlobHash, RetryPolicy, fetch_dataset)
-from trolly.compute.data import build_dataset
+                                  BlobStore, BlobTooLarge, BlobUnavailable, InvalidBlobHash, RetryPolicy)
 
 FAST = RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.05, request_timeout=5)
 TOKEN = "owner-secret"
@@ -209,22 +208,6 @@ def test_checkpoint_listing_round_trips_and_needs_stored_blobs(tmp_path):
         finally:
             await server.stop()
     run(scenario())
-
-
-def test_a_dataset_is_fetched_and_checked_over_http(tmp_path):
-    blobs = build_dataset("digits")
-
-    async def scenario():
-        server = await serve(tmp_path)
-        try:
-            for data in blobs.all_blobs().values():
-                server.store.put(data)
-            async with loopback_client(server.url, retry=FAST) as client:
-                return await fetch_dataset(client, blobs.manifest_hash)
-        finally:
-            await server.stop()
-    dataset = run(scenario())
-    assert dataset.train_inputs.shape == (1437, 64)
 
 
 def test_store_refuses_mismatched_bytes_and_leaves_nothing_behind(tmp_path):

@@ -25,7 +25,8 @@ from trolly.chain.market.params import MarketParams
 from trolly.chain.proto import market_pb2 as pb
 from trolly.chain.proto.bank_pb2 import MsgSend
 from trolly.compute.data.encryption import open_data_key
-from trolly.compute.blobs import AddressPolicy, BlobClient, fetch_dataset
+from trolly.compute.blobs import AddressPolicy
+from trolly.compute.data.fetch import DatasetBounds, DatasetFetcher
 from trolly.console import uploads
 from trolly.console.security import CSRF_HEADER
 from trolly.console.server import CLIENT
@@ -218,8 +219,8 @@ def test_a_wrong_password_or_a_forged_request_submits_nothing_and_the_right_one_
         unchanged = await tasks_on_chain(client)
         right = await client.post("/api/new-task/submit", json={**form, "password": PASSWORD}, headers=headers)
         submitted = await right.json()
-        async with BlobClient([submitted["data_url"]], address_policy=AddressPolicy(allow_private=True)) as blobs:
-            served = await fetch_dataset(blobs, summary["manifest_hash"])
+        served = await DatasetFetcher(summary["manifest_hash"], [submitted["data_url"]],
+                                      AddressPolicy(allow_private=True), DatasetBounds(1 << 20, 1 << 40)).in_memory()
         task = await (await client.get(f"/api/tasks/{submitted['task_id']}")).json()
         headers = await guard_headers(client)
         early = await client.post(f"/api/tasks/{submitted['task_id']}/model", headers=headers)

@@ -25,7 +25,8 @@ from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.worker.data import read_manifest
 from trolly.compute.worker.errors import TaskUnfit
 from trolly.compute.worker.fit import check_disk, check_memory
-from trolly.verifier.dataset_fetch import ShardSource, TaskDatasets
+from trolly.compute.data.fetch import ShardSource
+from trolly.verifier.dataset_fetch import TaskDatasets, UnservedShards
 from trolly.verifier.errors import WorkUnavailable
 
 LOOPBACK = AddressPolicy(allow_private=True)
@@ -175,7 +176,7 @@ def test_a_verifier_streams_shards_from_the_worker_when_the_requester_has_gone(t
 def test_a_shard_nobody_serves_is_work_unavailable_for_the_verifier_never_a_fault_of_the_worker(tmp_path):
     small = build_dataset("pycorpus", max_bytes=50_000)
     manifest = parse_manifest(small.manifest)
-    source = ShardSource(("http://127.0.0.1:9",), FAST, LOOPBACK)
+    source = UnservedShards(ShardSource(("http://127.0.0.1:9",), FAST, LOOPBACK))
     lazy = lazy_dataset(small.manifest_hash, manifest, source)
     with pytest.raises(WorkUnavailable, match="shard"):
         sample_batch(lazy, 8, 3, 0, 1, 4)

@@ -159,9 +159,10 @@ def test_an_unreadable_segment_to_verify_is_set_aside_and_the_others_kept(answer
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLIENTS = ("compute", "verifier", "wallet", "localnet", "console")
 """The packages that ask the market (`chain` answers it; `abci_app` serves the answers, never reads them)."""
-THE_READING = {"wallet/market_views.py", "wallet/market_answers.py"}
+THE_READING = {"wallet/market_views.py", "wallet/market_answers.py", "wallet/sender.py", "wallet/staking_views.py"}
 OTHER_DOCUMENTS = {
-    "wallet/rpc.py": ({"address", "height", "id"}, "CometBFT's JSON-RPC results (node info, headers, validators)"),
+    "wallet/rpc.py": ({"address", "height", "id", "pub_key"},
+                      "CometBFT's JSON-RPC results (node info, headers, validators)"),
     "wallet/rpc_types.py": ({"height", "index"}, "CometBFT's JSON-RPC results"),
     "wallet/keyring.py": ({"address", "seed"}, "the keyring's own key files"),
     "wallet/armor.py": ({"address"}, "armored key headers"),
@@ -169,8 +170,13 @@ OTHER_DOCUMENTS = {
     "wallet/sender.py": ({"address"}, "the /account answer"),
     "wallet/tasks.py": ({"rounds"}, "a task spec's training section"),
     "wallet/cli/task.py:read_spec": ({"rounds"}, "a task spec's training section"),
-    "wallet/cli/query.py": ({"address", "amount", "height", "maturity_height", "stake"},
-                            "the /account, /validators and /staking answers"),
+    "wallet/cli/query.py": ({"address", "amount", "height", "maturity_height", "stake", "operator"},
+                            "the /unbonding answer, and transactions' JSON"),
+    "wallet/cli/query.py:account.render": (None, "the command's own JSON output (`AccountState.to_json`)"),
+    "wallet/cli/query.py:validators": (None, "the command's own JSON output (`ValidatorView.to_answer`)"),
+    "wallet/cli/query.py:transaction.render": (None, "the command's own JSON output (a transaction described)"),
+    "wallet/cli/stake.py:parse_consensus_pubkey": ({"pub_key"}, "CometBFT's priv_validator_key.json"),
+    "wallet/cli/transactions.py:render_plan": ({"nonce"}, "the command's own JSON output (a planned transaction)"),
     "compute/spec.py": ({"batch_size", "checkpoint_every", "inner_steps", "rounds", "seed", "threads"},
                         "a task spec's training section"),
     "compute/worker/fit.py": ({"batch_size"}, "a task spec's training section"),
@@ -190,10 +196,13 @@ keys each may read (None: any), and what it reads them from."""
 
 
 def market_keys() -> set[str]:
+    """The keys of every answer with a typed view: the market's, `/account`'s and `/validators`'."""
     from trolly.wallet import market_views
+    from trolly.wallet.sender import AccountState
+    from trolly.wallet.staking_views import ValidatorView
 
     views = [v for v in vars(market_views).values() if isinstance(v, type) and issubclass(v, market_views.MarketView)]
-    return {f.name for view in views + [MarketParams] for f in dataclasses.fields(view)}
+    return {f.name for view in views + [MarketParams, AccountState, ValidatorView] for f in dataclasses.fields(view)}
 
 
 def key_reads(tree: ast.AST) -> list[tuple[str, int, str]]:
@@ -236,3 +245,50 @@ def test_no_client_reads_a_market_answer_key_outside_the_views():
 def test_the_scan_finds_a_raw_read_where_there_is_one():
     code = "def follow(view):\n    return view['round_details'][0].get('start_weights_hash')\n"
     assert [key for _, _, key in key_reads(ast.parse(code))] == ["start_weights_hash", "round_details"]
+
+
+# ---- /account and /validators: read through their typed views too -------------------------------------------
+
+VIEWED_PATHS = ("/account", "/validators")
+"""Query paths whose answers have a typed view beside the market's: `AccountState` (wallet/sender.py) and
+`ValidatorView` (wallet/staking_views.py)."""
+PATH_READERS = {"wallet/sender.py": "AccountState, the one reading of /account",
+                "wallet/staking_views.py": "ValidatorView, the one reading of /validators",
+                "wallet/proofs.py": "a proved /account read: the proof needs the raw answer; its value is read by "
+                                    "AccountState"}
+
+
+def viewed_path_queries(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, path) of every call whose first argument is a query path, plain or an f-string, under
+    `VIEWED_PATHS` (`query_json("/validators")`, `abci_query(f"/account/{address}")`, ...)."""
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        first = node.args[0]
+        if isinstance(first, ast.JoinedStr) and first.values and isinstance(first.values[0], ast.Constant):
+            first = first.values[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str) and any(
+                first.value == path or first.value.startswith(path + "/") for path in VIEWED_PATHS):
+            found.append((node.lineno, first.value))
+    return sorted(found)
+
+
+def test_no_client_queries_the_account_or_the_validators_outside_their_views():
+    found = []
+    for package in CLIENTS:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = str(path.relative_to(ROOT))
+            if name in PATH_READERS:
+                continue
+            found += [f"{name}:{line} asks {query!r}"
+                      for line, query in viewed_path_queries(ast.parse(path.read_text(), filename=name))]
+    assert found == [], ("read /account through trolly.wallet.sender.fetch_account and /validators through "
+                         "trolly.wallet.staking_views.get_validators instead:\n" + "\n".join(found))
+
+
+def test_the_path_scan_finds_a_raw_account_or_validators_query_where_there_is_one():
+    code = ("async def balance(rpc, me):\n    return (await rpc.query_json(f'/account/{me}'))['balance']\n"
+            "def stakes(client):\n    return client.query_json('/validators')\n"
+            "def other(client):\n    return client.query_json('/validator/x'), client.query_json('/accounts')\n")
+    assert viewed_path_queries(ast.parse(code)) == [(2, "/account/"), (4, "/validators")]

@@ -32,7 +32,8 @@ from trolly.chain.market.data_keys import data_key_hash
 from trolly.chain.market.params import MarketParams
 from trolly.chain.market.records import VERDICT_PASS
 from trolly.chain.proto import bank_pb2, market_pb2 as pb
-from trolly.compute.blobs import AddressPolicy, BlobClient, BlobStore, fetch_dataset
+from trolly.compute.blobs import AddressPolicy, BlobStore
+from trolly.compute.data.fetch import DatasetBounds, DatasetFetcher
 from trolly.compute.checkpoints import encode_weights
 from trolly.compute.data.encryption import DataKeyError, open_data_key
 from trolly.compute.data.packing import open_packed, read_data_key
@@ -74,8 +75,8 @@ def test_pack_serve_submit_fetch_and_eval_on_a_real_node(tmp_path):
         assert served["url"] == f"http://127.0.0.1:{port}" and served["manifest_hash"] == manifest_hash
 
         async def fetch_served():
-            async with BlobClient([served["url"]], address_policy=AddressPolicy(allow_private=True)) as blobs:
-                return await fetch_dataset(blobs, manifest_hash)
+            return await DatasetFetcher(manifest_hash, [served["url"]], AddressPolicy(allow_private=True),
+                                        DatasetBounds(1 << 20, 1 << 40)).in_memory()
 
         with pytest.raises(DataKeyError):  # a stranger (another task's worker) fetches ciphertext only
             asyncio.run(fetch_served())

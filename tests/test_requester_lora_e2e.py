@@ -21,7 +21,8 @@ from safetensors.numpy import load_file
 from test_requester_lora import write_texts
 from whole_task import whole_task
 
-from trolly.compute.blobs import AddressPolicy, BlobClient, fetch_dataset
+from trolly.compute.blobs import AddressPolicy
+from trolly.compute.data.fetch import DatasetBounds, DatasetFetcher
 from trolly.compute.data.encryption import DataKeyError
 
 pytestmark = pytest.mark.slow
@@ -60,8 +61,8 @@ def test_own_texts_packed_private_are_fine_tuned_with_lora_by_two_workers_verifi
         url = serving.split()[4]
 
         async def fetch_as_a_stranger():
-            async with BlobClient([url], address_policy=AddressPolicy(allow_private=True)) as blobs:
-                return await fetch_dataset(blobs, packed["manifest_hash"])
+            return await DatasetFetcher(packed["manifest_hash"], [url], AddressPolicy(allow_private=True),
+                                        DatasetBounds(1 << 20, 1 << 40)).in_memory()
 
         with pytest.raises(DataKeyError):  # the served shards are ciphertext to anyone without a sealed key
             asyncio.run(fetch_as_a_stranger())

@@ -1,7 +1,7 @@
 """The round's aggregation check: the next round's start weights must be the deterministic aggregate.
 
 W_{r+1} = outer Nesterov step over the decoded updates of the workers whose round r passed verification,
-weighted by samples processed (docs/protocol.md section 2, `compute.outer_step.outer_step`, bit for bit the same
+weighted by samples processed (docs/protocol.md section 2, `compute.outer_step.aggregate_round`, bit for bit the same
 in every process). A verifier recomputes it from the updates (fetched by their committed hash) and compares
 its hash with what round r + 1's workers say they started from. A worker that starts round r + 1 from
 anything else (stale weights, its own update only, weights it likes better) fails each of its sampled
@@ -17,9 +17,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from trolly.compute.codecs import get_codec
 from trolly.compute.errors import ComputeError
-from trolly.compute.outer_step import GlobalState, WorkerUpdate, outer_step
+from trolly.compute.outer_step import GlobalState, aggregate_round
 from trolly.compute.spec import TaskSpec
 
 
@@ -36,18 +35,11 @@ class AggregationReport:
                 "matches": self.matches, "reason": self.reason}
 
 
-def aggregate(previous: GlobalState, encoded_updates: Sequence[tuple[int, int, bytes]], spec: TaskSpec) -> GlobalState:
-    """W_{r+1} from W_r and the passed updates given as (worker index, samples processed, encoded bytes)."""
-    codec = get_codec(spec.codec)
-    updates = [WorkerUpdate(index, samples, codec.decode(data)) for index, samples, data in encoded_updates]
-    return outer_step(previous, updates, spec.training.outer_optimizer)
-
-
 def check_aggregation(previous: GlobalState, encoded_updates: Sequence[tuple[int, int, bytes]], spec: TaskSpec,
                       claimed_next_hash: bytes) -> AggregationReport:
     """Compare the claimed hash of W_{r+1} with the aggregate recomputed here."""
     try:
-        expected = aggregate(previous, encoded_updates, spec).weights_hash()
+        expected = aggregate_round(previous, encoded_updates, spec).weights_hash()
     except ComputeError as error:
         return AggregationReport(previous.round + 1, b"", claimed_next_hash, False, f"updates do not aggregate: {error}")
     matches = expected == claimed_next_hash

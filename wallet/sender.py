@@ -39,7 +39,7 @@ from trolly.chain.errors import ChainError, InsufficientFunds, InvalidNonce
 from trolly.chain.tx import decode_tx
 
 from .amounts import format_amount_both
-from .errors import InsufficientBalance, TxRejected, WalletError
+from .errors import InsufficientBalance, QueryFailed, TxRejected, WalletError
 from .nonces import NonceCache
 from .rpc import AsyncRpcClient, BroadcastResult, TxResult
 from .txbuilder import TxPlan, parse_address
@@ -94,8 +94,18 @@ class SendOutcome:
 
 
 async def fetch_account(client: AsyncRpcClient, address: str) -> AccountState:
+    """The account record of `address` (committed state)."""
+    return (await fetch_account_at(client, address))[1]
+
+
+async def fetch_account_at(client: AsyncRpcClient, address: str) -> tuple[int, AccountState]:
+    """The account record of `address` and the height the node answered it at; QueryFailed when it did not."""
     parse_address(address)  # a clear "invalid address" before any network traffic
-    return AccountState.from_json(await client.query_json(f"/account/{address}"))
+    path = f"/account/{address}"
+    result = await client.abci_query(path)
+    if result.code != 0:
+        raise QueryFailed(path, result.code, result.codespace, result.log)
+    return result.height, AccountState.from_json(result.json())
 
 
 def _raise_rejection(result: BroadcastResult) -> None:

@@ -25,6 +25,7 @@ from .errors import QueryFailed
 from .market_queries import get_market_params, get_spec, get_task_overview, get_worker
 from .market_views import TaskOverview, WorkerRecord
 from .rpc import AsyncRpcClient
+from .sender import fetch_account
 
 PAGE = 100
 
@@ -165,7 +166,7 @@ async def explain_no_join(client: AsyncRpcClient, task_id: int) -> NoJoinReport:
     for address, record in (await registered_workers(client)).items():
         if address in members:
             continue
-        balance = int((await client.query_json(f"/account/{address}"))["balance"])
+        balance = (await fetch_account(client, address)).balance
         fits.append(WorkerFit(address, record.hardware.device, record.hardware.memory_mb, record.hardware.threads,
                               record.hardware.samples_per_second, balance, len(record.tasks),
                               shortfalls(needs, record, balance)))

@@ -21,7 +21,7 @@ from .errors import (BlobAddressRefused, BlobError, BlobHashMismatch, BlobNotFou
                      BlobTooLarge, BlobUnavailable, InvalidBlobHash)
 from .store import BlobStore, DEFAULT_MAX_BLOB_SIZE
 
-_LAZY = {"BlobClient": ".client", "RetryPolicy": ".client", "fetch_dataset": ".client", "BlobServer": ".server",
+_LAZY = {"BlobClient": ".client", "RetryPolicy": ".client", "BlobServer": ".server",
          "build_app": ".server", "ConnectionLimits": ".connections", "BlobWriter": ".writer",
          "AddressPolicy": ".connect_policy", "blob_session": ".connect_policy"}
 
@@ -32,7 +32,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["BlobWriter", "BlobClient", "RetryPolicy", "fetch_dataset", "BlobServer", "build_app", "ConnectionLimits",
+__all__ = ["BlobWriter", "BlobClient", "RetryPolicy", "BlobServer", "build_app", "ConnectionLimits",
            "BlobStore", "AddressPolicy", "blob_session", "DEFAULT_MAX_BLOB_SIZE", "BlobError", "BlobAddressRefused",
            "BlobHashMismatch", "BlobNotFound", "BlobRedirectRefused", "BlobRejected", "BlobTooLarge", "BlobUnavailable",
            "InvalidBlobHash"]

@@ -23,8 +23,6 @@ from collections.abc import Sequence
 
 import aiohttp
 
-from ..data import Dataset, load_dataset
-from ..errors import DatasetError
 from .connect_policy import AddressPolicy, GuardedConnector, blob_session
 from .errors import (BlobAddressRefused, BlobError, BlobHashMismatch, BlobNotFound, BlobRedirectRefused, BlobRejected,
                      BlobTooLarge, BlobUnavailable)
@@ -220,16 +218,3 @@ def _refuse_redirect(url: str, response: aiohttp.ClientResponse) -> None:
         raise BlobRedirectRefused(f"{url}: HTTP {response.status} redirect to {target[:200]!r} refused: "
                                   f"blob fetches follow no redirect")
 
-
-async def fetch_dataset(client: BlobClient, manifest_hash: str) -> Dataset:
-    """Fetch a dataset's manifest and shards through `client` (every hash checked) and load it."""
-    blobs = {manifest_hash: await client.fetch(manifest_hash)}
-    try:
-        manifest = json.loads(blobs[manifest_hash])
-        shard_hashes = [entry["hash"] for split in manifest["splits"].values() for entry in split["shards"]]
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise DatasetError(f"manifest {manifest_hash} is malformed: {error}") from None
-    for digest in shard_hashes:
-        if digest not in blobs:
-            blobs[digest] = await client.fetch(digest)
-    return load_dataset(manifest_hash, blobs.__getitem__)

@@ -146,6 +146,10 @@ class BlobStore:
             raise
         return digest
 
+    def discard(self, digest: str) -> None:
+        """Remove the blob `digest` if the store holds it (one whose bytes no longer match its name)."""
+        self.path(digest).unlink(missing_ok=True)
+
     def get(self, digest: str) -> bytes:
         path = self.path(digest)
         try:

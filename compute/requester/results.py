@@ -28,9 +28,10 @@ from trolly.wallet.market_views import TaskView
 from trolly.wallet.files import install_directory, write_atomically
 from trolly.wallet.rpc import AsyncRpcClient
 
-from ..blobs import AddressPolicy, BlobAddressRefused, BlobClient, BlobError, fetch_dataset
+from ..blobs import AddressPolicy, BlobAddressRefused, BlobClient, BlobError
 from ..checkpoints import decode_weights
 from ..data import Dataset
+from ..data.fetch import DatasetFetcher
 from ..errors import ComputeError
 from ..models import DataShape, build_model
 from ..spec import TaskSpec, parse_spec
@@ -125,18 +126,17 @@ async def _labels(spec: TaskSpec, urls: list[str], addresses: AddressPolicy) -> 
     if not spec.dataset.packed:
         return tuple(str(i) for i in range(10)) if spec.dataset.name == "digits" else None
     try:
-        async with BlobClient(list(spec.dataset.urls) + urls, address_policy=addresses) as blobs:
-            manifest = json.loads(await blobs.fetch(spec.dataset.manifest_hash))
+        manifest = await DatasetFetcher.for_task(spec, list(spec.dataset.urls) + urls, addresses).manifest()
         return tuple(str(label) for label in manifest["labels"])
-    except (BlobError, ValueError, KeyError, TypeError) as error:
+    except (ComputeError, KeyError, TypeError) as error:
         raise unfetched(f"the dataset manifest {spec.dataset.manifest_hash[:16]} (for the label names)", error) from None
 
 
 async def fetch_dataset_of(result: TaskResult, addresses: AddressPolicy) -> Dataset:
     """The task's dataset from the spec's URLs and its members' (who keep the data they trained on)."""
     try:
-        async with BlobClient(list(result.spec.dataset.urls) + list(result.urls), address_policy=addresses) as blobs:
-            return await fetch_dataset(blobs, result.spec.dataset.manifest_hash)
+        return await DatasetFetcher.for_task(result.spec, list(result.spec.dataset.urls) + list(result.urls),
+                                             addresses).in_memory()
     except BlobError as error:
         raise unfetched(f"the dataset {result.spec.dataset.manifest_hash[:16]}", error) from None
 

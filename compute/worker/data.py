@@ -4,7 +4,8 @@ Tried in order, the first that works wins:
 1. the worker's own blob store (a previous task, or a previous run, already has it);
 2. building the bundled dataset the spec names (`digits`, `pycorpus`: nothing is downloaded) and keeping it
    only if its manifest hashes to the spec's `manifest_hash`;
-3. fetching the manifest and its shards from the spec's `dataset.urls` (every blob hash-checked).
+3. fetching the manifest and its shards from the spec's `dataset.urls` with the one dataset fetcher
+   (`compute/data/fetch.py`: every blob hash-checked, only the shards the store lacks, so a fetch resumes).
 
 A packed dataset (a requester's own) is never built locally, and its manifest's shape must be the one its spec
 declares: the chain bounded the model by the declared shape (`trolly.chain.market.datasets`).
@@ -28,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..blobs import AddressPolicy, BlobClient, BlobStore
-from ..data import Dataset, build_dataset, load_dataset
-from ..data.manifest import SPLITS, check_manifest_bounds, is_private, parse_manifest
+from ..blobs import AddressPolicy, BlobStore
+from ..data import Dataset, load_dataset
 from ..data.encryption import DataKeyError
+from ..data.fetch import DatasetFetcher, bundled_blobs, keep_blobs
+from ..data.manifest import is_private
 from ..errors import ComputeError, DatasetError
 from ..spec import TaskSpec
 
@@ -51,65 +53,28 @@ def _from_store(store: BlobStore, manifest_hash: str, key: bytes | None) -> Data
 
 
 def _build_locally(store: BlobStore, spec: TaskSpec) -> Dataset | None:
-    if spec.dataset.packed:
+    blobs = bundled_blobs(spec)
+    if blobs is None:
         return None
-    blobs = build_dataset(spec.dataset.name)
-    if blobs.manifest_hash != spec.dataset.manifest_hash:
-        log.info("the bundled %s dataset hashes to %s, the task wants %s: fetching it instead",
-                 spec.dataset.name, blobs.manifest_hash[:12], spec.dataset.manifest_hash[:12])
-        return None
-    for digest, data in blobs.all_blobs().items():
-        store.put(data, expected=digest)
+    keep_blobs(store, blobs)
     return load_dataset(blobs.manifest_hash, store.get)
 
 
-def _bundled_manifest(spec: TaskSpec) -> bytes | None:
-    if spec.dataset.packed:
-        return None
-    blobs = build_dataset(spec.dataset.name)
-    return blobs.manifest if blobs.manifest_hash == spec.dataset.manifest_hash else None
+def _fetcher(spec: TaskSpec, addresses: AddressPolicy) -> DatasetFetcher:
+    """The dataset from the spec's URLs (the requester's: connections only where `addresses` allows)."""
+    return DatasetFetcher.for_task(spec, spec.dataset.urls, addresses)
 
 
 async def read_manifest(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy, build: bool = True) -> dict:
     """The task's manifest, checked (hash, structure) and within the shards and bytes its spec declared: from
     the store, else from the bundled build when it hashes right (`build`), else fetched from the spec's URLs
     and stored. Raises DatasetError (or a BlobError) when none has it."""
-    manifest_hash = spec.dataset.manifest_hash
-    data = store.get(manifest_hash) if store.has(manifest_hash) else None
-    if data is None and build:
-        data = await asyncio.to_thread(_bundled_manifest, spec)
-    if data is None:
-        if not spec.dataset.urls:
-            raise DatasetError(f"dataset {manifest_hash} is not available locally and the spec lists no URLs")
-        async with BlobClient(list(spec.dataset.urls), address_policy=addresses) as client:
-            data = await client.fetch(manifest_hash)
-        store.put(data, expected=manifest_hash)
-    manifest = parse_manifest(data)
-    check_manifest_bounds(manifest, spec.dataset.max_shards, spec.dataset.max_bytes)
-    return manifest
-
-
-def missing_bytes(store: BlobStore, manifest: dict) -> int:
-    """The bytes of the manifest's shards the store does not hold yet (what obtaining it will write)."""
-    return sum(entry["size"] for split in SPLITS for entry in manifest["splits"][split]["shards"]
-               if not store.has(entry["hash"]))
-
-
-async def _fetch_shards(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy) -> dict:
-    """The checked manifest, its shards fetched into the store (hash-checked, not decoded)."""
-    manifest = await read_manifest(store, spec, addresses, build=False)
-    missing = [entry["hash"] for split in SPLITS for entry in manifest["splits"][split]["shards"]
-               if not store.has(entry["hash"])]
-    if missing:
-        async with BlobClient(list(spec.dataset.urls), address_policy=addresses) as client:
-            for digest in missing:
-                store.put(await client.fetch(digest), expected=digest)
-    return manifest
-
-
-async def _fetch(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy, key: bytes | None) -> Dataset:
-    await _fetch_shards(store, spec, addresses)
-    return load_dataset(spec.dataset.manifest_hash, store.get, key)
+    fetcher = _fetcher(spec, addresses)
+    if build and not store.has(spec.dataset.manifest_hash):
+        blobs = await asyncio.to_thread(bundled_blobs, spec)
+        if blobs is not None:
+            return fetcher.checked(blobs.manifest)
+    return await fetcher.manifest(store)
 
 
 async def obtain_blobs(store: BlobStore, spec: TaskSpec, addresses: AddressPolicy) -> bool:
@@ -119,7 +84,7 @@ async def obtain_blobs(store: BlobStore, spec: TaskSpec, addresses: AddressPolic
     if not is_private(manifest):
         await obtain_dataset(store, spec, addresses)
         return False
-    await _fetch_shards(store, spec, addresses)
+    await _fetcher(spec, addresses).into_store(store)
     return True
 
 
@@ -146,7 +111,8 @@ async def obtain_dataset(store: BlobStore, spec: TaskSpec, addresses: AddressPol
     if dataset is None:
         dataset = await asyncio.to_thread(_build_locally, store, spec)
     if dataset is None:
-        dataset = await _fetch(store, spec, addresses, key)
+        await _fetcher(spec, addresses).into_store(store)  # resumes: only what the store lacks
+        dataset = load_dataset(spec.dataset.manifest_hash, store.get, key)
     check_declared_shape(spec, dataset)
     log.info("dataset %s ready: %d training samples", spec.dataset.name, dataset.train_size)
     return dataset

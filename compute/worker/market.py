@@ -23,7 +23,7 @@ from trolly.wallet.market_queries import (get_market_params, get_replay_gpus, ge
 from trolly.wallet.market_views import TaskSummary, TaskView, WorkerRecord
 from trolly.wallet.nonces import NonceCache
 from trolly.wallet.rpc import AsyncRpcClient, TxResult
-from trolly.wallet.sender import SendOutcome, TxSender
+from trolly.wallet.sender import SendOutcome, TxSender, fetch_account
 
 
 class MarketClient:
@@ -50,11 +50,11 @@ class MarketClient:
         return (await get_replay_gpus(self.rpc)).replayed()
 
     async def balance(self) -> int:
-        return int((await self.rpc.query_json(f"/account/{self.address}"))["balance"])
+        return (await fetch_account(self.rpc, self.address)).balance
 
     async def nonce(self) -> int:
         """The next nonce the chain expects from this worker (committed state)."""
-        return int((await self.rpc.query_json(f"/account/{self.address}"))["nonce"])
+        return (await fetch_account(self.rpc, self.address)).nonce
 
     async def worker(self) -> WorkerRecord | None:
         """This worker's record, or None when it is not registered."""

@@ -4,9 +4,10 @@ A member who left a running task leaves its slot open from the next round; a wor
 from the round after the one it joined in. Before it sends `JoinTask` and locks collateral, it must know it can
 start that round, so it gets, in this order:
 
-1. the task's dataset, from the spec's URLs and from the members (each serves the dataset it trains on):
-   only the shards its store lacks, each kept as it arrives, so an interrupted fetch resumes where it
-   stopped (`fetch_dataset_from_members`); the fit check that follows finds it in the store;
+1. the task's dataset, from the spec's URLs and from the members (each serves the dataset it trains on,
+   itself or through its relay), with the one dataset fetcher (`compute/data/fetch.py`): only the shards its
+   store lacks, each kept as it arrives, so an interrupted fetch resumes where it stopped
+   (`fetch_dataset_from_members`); the fit check that follows finds it in the store;
 2. the current round's start weights W_r, derived by the task's one weights follower (the code every worker
    and verifier uses) from W_0 and every passed update so far, fetched by hash from any member into the store
    (`derive_current_start`). One that cannot be derived raises `StartUnavailable`: the worker does not join,
@@ -22,48 +23,34 @@ import hashlib
 import logging
 import shutil
 
-from trolly.chain.market.records import ACTIVE
 from trolly.wallet.market_views import TaskView
 
-from ..blobs import AddressPolicy, BlobClient, BlobError, BlobStore
-from ..data.manifest import SPLITS, check_manifest_bounds, manifest_shape, parse_manifest
+from ..blobs import AddressPolicy, BlobError, BlobStore
+from ..data.fetch import DatasetFetcher, dataset_urls, missing_bytes
+from ..data.manifest import manifest_shape
 from ..errors import DatasetError
 from ..outer_step import GlobalState
 from ..spec import TaskSpec, parse_spec
 from ..weights_follower import WeightsFollower
-from .data import missing_bytes, read_manifest
+from .data import read_manifest
 from .errors import TaskUnfit
 from .fit import check_disk
 
 log = logging.getLogger("trolly.worker")
 
 
-def dataset_sources(spec: TaskSpec, view: TaskView) -> list[str]:
-    """Where a replacement may fetch the dataset: the spec's URLs, then each active member's blob service."""
-    members = [m.blob_url for m in view.members if m.status == ACTIVE and m.blob_url]
-    return list(dict.fromkeys(list(spec.dataset.urls) + members))
-
-
 async def fetch_dataset_from_members(store: BlobStore, spec: TaskSpec, view: TaskView,
                                      addresses: AddressPolicy) -> int:
-    """Fetch the manifest and the shards the store lacks from `dataset_sources` (every blob hash-checked and
-    kept as it arrives); returns how many shards were fetched. A bundled dataset is built locally instead and
-    fetches nothing. Raises TaskUnfit when the manifest exceeds the spec's bounds or the shards this machine's
-    disk, DatasetError or BlobError when the sources do not serve it."""
+    """Fetch the manifest and the shards the store lacks from the spec's URLs and the members' (`dataset_urls`:
+    every blob hash-checked and kept as it arrives); returns how many shards were fetched. A bundled dataset is
+    built locally instead and fetches nothing. Raises TaskUnfit when the manifest exceeds the spec's bounds or
+    the shards this machine's disk, DatasetError or BlobError when the sources do not serve it."""
     if not spec.dataset.packed:
         return 0
-    async with BlobClient(dataset_sources(spec, view), address_policy=addresses) as client:
-        digest = spec.dataset.manifest_hash
-        if not store.has(digest):
-            store.put(await client.fetch(digest), expected=digest)
-        manifest = parse_manifest(store.get(digest))
-        check_manifest_bounds(manifest, spec.dataset.max_shards, spec.dataset.max_bytes)
-        check_disk(missing_bytes(store, manifest), shutil.disk_usage(store.root).free)
-        missing = [entry["hash"] for split in SPLITS for entry in manifest["splits"][split]["shards"]
-                   if not store.has(entry["hash"])]
-        for shard in missing:
-            store.put(await client.fetch(shard), expected=shard)
-    return len(missing)
+    fetcher = DatasetFetcher.for_task(spec, dataset_urls(spec, view), addresses)
+    manifest = await fetcher.manifest(store)
+    check_disk(missing_bytes(store, manifest), shutil.disk_usage(store.root).free)
+    return await fetcher.into_store(store)
 
 
 async def derive_current_start(store: BlobStore, spec: TaskSpec, view: TaskView,

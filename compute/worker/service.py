@@ -35,6 +35,7 @@ from ..acceleration import Acceleration
 from ..cheats import get_cheat
 from ..checkpoints import TrainingState, encode_weights
 from ..data import Dataset
+from ..data.fetch import missing_bytes
 from ..data.manifest import is_private, loaded_bytes
 from ..determinism import require_replayable_process
 from ..errors import CheatError, DatasetError, SpecError
@@ -46,7 +47,7 @@ from ..weights_follower import StartUnavailable, WeightsFollower, round_updates
 from . import plan
 from .cheat_round import play_cheat_round
 from .config import WorkerConfig
-from .data import missing_bytes, obtain_blobs, obtain_dataset, read_manifest
+from .data import obtain_blobs, obtain_dataset, read_manifest
 from .display import RoundDisplay
 from .errors import DataKeyWaiting, TaskUnfit, WeightsMismatch, WorkerError
 from .fit import check_disk, check_memory, on_device

@@ -8,6 +8,7 @@ from ..errors import WalletError
 from ..proofs import prove_account
 from ..rpc import hash_hex
 from ..sender import fetch_account
+from ..staking_views import get_validators
 from ..txbuilder import describe_tx
 from .errors import WalletGroup
 from .options import keyring_options, node_options, output_option, settings
@@ -71,7 +72,7 @@ def validators(consensus: bool) -> None:
             [[v["address"], v["pubkey"], v["voting_power"]] for v in data],
             empty="No validators."))
         return
-    found = client.query_json("/validators") or []
+    found = [validator.to_answer() for validator in client.run(get_validators(client.async_client))]
     emit(found, options.json, lambda data: print_table(
         ["moniker", "operator", "stake", "power", "jailed"],
         [[v["moniker"], v["operator"], amount_text(v["stake"]), v["power"], "yes" if v["jailed"] else "no"] for v in data],
