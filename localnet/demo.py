@@ -11,9 +11,10 @@ Phases, in order:
 3. submit the task from the `requester` key: the spec, the budget, the reward per round and collateral the
    chain requires (the requester library's `submit_task`, `wallet/requester.py`, as `task submit` and the
    console submit);
-4. follow it on chain (the library's `follow_task`, which also delivers a private task's key), one line per change: round, commitments, verdicts, payouts; and after each round the
-   global weights recomputed from the verified updates and their held-out loss (`observer.py`); with `--churn`,
-   kill members mid-task and watch a spare worker replace them (`churn.py`);
+4. follow it on chain (the library's `follow_task`, which also delivers a private task's key), one line per
+   change: round, commitments, verdicts, payouts; and after each round the global weights recomputed from the
+   verified updates and their held-out loss (`observer.py`); with `--churn`, kill members mid-task and watch a
+   spare worker replace them (`churn.py`);
 5. download the final weights by the hash the chain recorded, from any worker, write them as safetensors into
    the localnet's home (`trolly-wallet task fetch`'s files; for LoRA the adapters and the merged model), and
    evaluate them on the held-out split;

@@ -96,5 +96,6 @@ def test_a_command_the_wallet_cli_loads_by_name_imports_nothing_of_the_wallet_cl
     for target in sorted(LAZY_COMPUTE_TARGETS):
         module = target.partition(":")[0]
         came_from = loaded_with(module, graph)
-        back = sorted(name for name in came_from if name == "trolly.wallet.cli" or name.startswith("trolly.wallet.cli."))
+        back = sorted(name for name in came_from
+                      if name == "trolly.wallet.cli" or name.startswith("trolly.wallet.cli."))
         assert not back, f"{module} loads {back[0]} of the wallet CLI that names it (through {came_from[back[0]]})"

@@ -19,8 +19,9 @@ from trolly.compute.blobs import BlobStore
 from trolly.compute.requester.serving import ServingThread
 from trolly.wallet.errors import WalletError
 from trolly.wallet.market_queries import get_task
-from trolly.wallet.requester import (DEFAULT_ROUND_BLOCKS, ROUND_BLOCKS_BY_ARCH, Looked, TaskOrder, follow_task, plan_order,
-                                     round_blocks_for, sending_with, submit_message, submit_task, submitted_task_id)
+from trolly.wallet.requester import (DEFAULT_ROUND_BLOCKS, ROUND_BLOCKS_BY_ARCH, Looked, TaskOrder, follow_task,
+                                     plan_order, round_blocks_for, sending_with, submit_message, submit_task,
+                                     submitted_task_id)
 from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.rpc_types import Event, TxResult
 from trolly.wallet.sender import SendOutcome

@@ -198,8 +198,8 @@ async def follow_task(client: AsyncRpcClient, task_id: int, *, requester: Privat
                       look_seconds: float = LOOK_SECONDS) -> AsyncIterator[FollowEvent]:
     """Until task `task_id` is neither open nor running, every `look_seconds`: look at the task and, while it
     lives, deliver private data's key (when `requester` and `data_key` are given) to whoever the chain allows now
-    and lacks it; each step reported as an event, the last a `Looked` that `ended`. `serving` is kept up until then and stopped
-    when the follow ends, whether the task ended or the caller stopped following."""
+    and lacks it; each step reported as an event, the last a `Looked` that `ended`. `serving` is kept up until
+    then and stopped when the follow ends, whether the task ended or the caller stopped following."""
     sender = TxSender(client, nonce_cache)
     told: set[str] = set()
     try:

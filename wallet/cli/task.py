@@ -3,10 +3,10 @@
 `submit` reads the spec JSON, checks it with the chain's own rules, works out what the task costs (rounds x
 (reward + validator and verifier fees)) and the collateral each worker must lock (the honesty minimum of
 `trolly.chain.market.params`), shows both, and only then asks to sign: the requester library's `submit_task`
-(`wallet/requester.py`, with its settings), and for `--data` its `follow_task` (`following.py`). `list` and `status` read the market
-queries; `cancel` ends a task (before it starts everything is refunded; later, settled rounds stay paid).
-`submit --data`, `fetch` and `eval` need the compute library: they are registered by name (`TASK_COMMANDS`,
-`DATA_SUBMISSION`, see `lazy_commands.py`) and imported only when used.
+(`wallet/requester.py`, with its settings), and for `--data` its `follow_task` (`following.py`). `list` and
+`status` read the market queries; `cancel` ends a task (before it starts everything is refunded; later, settled
+rounds stay paid). `submit --data`, `fetch` and `eval` need the compute library: they are registered by name
+(`TASK_COMMANDS`, `DATA_SUBMISSION`, see `lazy_commands.py`) and imported only when used.
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def read_spec(path: str) -> bytes:
               help="Blocks to wait for the workers before the task expires (full refund).")
 @click.option("--round-blocks", type=click.IntRange(min=1), default=None,
               help=f"Blocks each round's workers have to commit [default: {DEFAULT_ROUND_BLOCKS}; for a model whose "
-                   f"rounds take longer, by its architecture: {ROUND_BLOCKS_BY_ARCH}].")
+                   f"rounds take longer, by its architecture: "
+                   f"{', '.join(f'{arch} {blocks}' for arch, blocks in ROUND_BLOCKS_BY_ARCH.items())}].")
 @transaction_options
 def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, ...], listen: str, model: str | None,
            rounds: int | None, label_column: str | None, private: bool, budget: str, reward_per_round: str | None,
