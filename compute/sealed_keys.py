@@ -1,6 +1,6 @@
 """A member's or validator's own copy of a private task's data key: its box read from the chain, opened, checked.
 
-The requester delivers the key sealed to each recipient's ed25519 account key (`compute.requester.key_delivery`):
+The requester delivers the key sealed to each recipient's ed25519 account key (`wallet.key_delivery`):
 to a member once the task runs, to a validator once it is drawn onto one of the task's committees. The worker
 and the verifier read their box at `/market/data_key`, open it with their own key and check what it holds
 against the task's commitment (`data_key_hash`, the one definition in `trolly.chain.market.data_keys`). None

@@ -11,7 +11,7 @@ import signal
 
 import click
 
-from trolly.wallet.cli.options import (CONSOLE_TOKEN_ENVIRONMENT_VARIABLE, DEFAULT_HOME, HOME_ENVIRONMENT_VARIABLE,
+from trolly.wallet.command_line.options import (CONSOLE_TOKEN_ENVIRONMENT_VARIABLE, DEFAULT_HOME, HOME_ENVIRONMENT_VARIABLE,
                                        PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE)
 from trolly.wallet.keyring import BACKENDS
 from trolly.wallet.rpc import DEFAULT_NODE

@@ -3,9 +3,10 @@
     GET  /api/new-task/templates     the templates and the keyring's keys (names and addresses only)
     POST /api/new-task/upload        a file (multipart), packed; its summary, or a refusal beside the file
     GET  /api/new-task/plan?...      cost and collateral for template, pack, budget, workers, rounds, computed by
-                                     the CLI's own `wallet.tasks.plan_task` with the chain's market params
-    POST /api/new-task/submit        the same, signed with a keyring key unlocked by the password sent, and sent;
-                                     the console then serves the data (and delivers a private task's keys)
+                                     the requester library the CLI uses (`wallet.requester.plan_order`)
+    POST /api/new-task/submit        the same, signed with a keyring key unlocked by the password sent, and sent
+                                     (`wallet.requester.submit_task`, with its settings); the console then follows
+                                     the task (`task_following.py`): serves the data, delivers a private task's keys
     POST /api/tasks/<id>/model       the final model fetched (each blob bounded, as every blob fetch is) and
                                      checked, as `task fetch` does, and zipped, once
     GET  /api/tasks/<id>/model       that zip, when it was fetched (a read: it fetches nothing)
@@ -16,7 +17,6 @@ Every state change passes `security.py`'s guard (CSRF token and Origin) before i
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import io
 import pathlib
 import tempfile
@@ -24,15 +24,14 @@ import zipfile
 
 from aiohttp import web
 
-from trolly.chain.crypto import encode_address
 from trolly.chain.market.data_keys import data_key_hash
-from trolly.chain.proto import market_pb2
 from trolly.compute.blobs import BlobStore
 from trolly.compute.errors import ComputeError
 from trolly.compute.requester.serving import ServingThread
 from trolly.wallet.errors import NodeUnreachable, WalletError
-from trolly.wallet.market_queries import get_market_params, list_tasks
-from trolly.wallet.tasks import TaskPlan, plan_task
+from trolly.wallet.requester import (DEFAULT_ROUND_BLOCKS, JOIN_BLOCKS, ROUND_BLOCKS_BY_ARCH, SAMPLES_PER_WORKER,
+                                     TaskOrder, plan_order, submit_task)
+from trolly.wallet.tasks import TaskPlan
 
 from . import uploads
 from .config import CONFIG, ConsoleConfig
@@ -42,11 +41,6 @@ from .signing import sign_and_send
 from .task_following import Followed, TaskFollowing
 from .templates import TEMPLATES, SpecRefused, TaskData, Template, build_spec, bundled, packing_model, uploaded
 
-SAMPLES_PER_WORKER = 2
-"""Segments replayed per worker per round: `task submit`'s default."""
-JOIN_BLOCKS = 100
-ROUND_BLOCKS = 30
-"""`task submit`'s defaults for the blocks to wait for workers and the blocks of a round's commit phase."""
 MAX_WORKERS = 64
 MAX_ROUNDS = 50
 
@@ -75,7 +69,8 @@ async def templates(request: web.Request) -> web.Response:
     keys = [{"name": key.name, "address": key.address} for key in request.app[CONFIG].keyring().list()]
     return web.json_response({"templates": [t.to_json() for t in TEMPLATES.values()], "keys": keys,
                               "defaults": {"samples_per_worker": SAMPLES_PER_WORKER, "join_blocks": JOIN_BLOCKS,
-                                           "round_blocks": ROUND_BLOCKS},
+                                           "round_blocks": DEFAULT_ROUND_BLOCKS,
+                                           "round_blocks_by_arch": ROUND_BLOCKS_BY_ARCH},
                               "max_upload_bytes": uploads.MAX_UPLOAD_BYTES,
                               "keyring_backend": request.app[CONFIG].keyring_backend})
 
@@ -113,10 +108,10 @@ def _task_data(config: ConsoleConfig, template: Template, pack_id: str, for_task
         raise Refusal(f"the upload cannot be prepared for a task: {error}", "file") from None
 
 
-async def _planned(fields, client, config: ConsoleConfig, urls: list[str],
-                   data: TaskData | None = None) -> tuple[TaskData, bytes, TaskPlan, int]:
-    """The data (unless given), the spec and the plan the form's fields describe (every refusal names its
-    field)."""
+async def _planned(fields, client, config: ConsoleConfig, urls: list[str], data: TaskData | None = None,
+                   **terms) -> tuple[TaskData, TaskOrder, TaskPlan]:
+    """The data (unless given), the order and the plan the form's fields describe (every refusal names its
+    field); `terms`: the order's other settings (the library's defaults unless given)."""
     template = _template(fields)
     budget = amount_field(fields, "budget")
     workers = whole_field(fields, "workers", 1, MAX_WORKERS)
@@ -127,19 +122,20 @@ async def _planned(fields, client, config: ConsoleConfig, urls: list[str],
         spec = build_spec(template, data, rounds, urls)
     except SpecRefused as refusal:
         raise Refusal(str(refusal), "template") from None
-    params = await get_market_params(client)
+    order = TaskOrder(spec, budget, workers, data_key_hash=data_key_hash(data.key) if data.key is not None else b"",
+                      **terms)
     try:
-        plan = plan_task(spec, params, budget, None, workers, SAMPLES_PER_WORKER, None)
+        plan = await plan_order(client, order)
     except WalletError as error:
         raise Refusal(str(error), "budget") from None
-    return data, spec, plan, rounds
+    return data, order, plan
 
 
 async def _plan(request: web.Request, client) -> dict:
     config = request.app[CONFIG]
-    data, spec, plan, _ = await _planned(request.query, client, config, [f"http://{config.data_host}:8600"])
+    data, order, plan = await _planned(request.query, client, config, [f"http://{config.data_host}:8600"])
     return {"plan": plan_json(plan), "data": data.description, "private": data.key is not None,
-            "spec_bytes": len(spec)}
+            "spec_bytes": len(order.spec), "round_blocks": order.round_window}
 
 
 def plan_json(plan: TaskPlan) -> dict:
@@ -156,43 +152,33 @@ async def _submit(request: web.Request, client) -> dict:
     key_name = text_field(body, "key")
     password = password_field(body, "password")
     join_blocks = whole_field(body, "join_blocks", 1, 100_000, JOIN_BLOCKS)
-    round_blocks = whole_field(body, "round_blocks", 1, 100_000, ROUND_BLOCKS)
+    round_blocks = whole_field(body, "round_blocks", 1, 100_000) if body.get("round_blocks") is not None else None
     template = _template(body)
     data = await asyncio.to_thread(_task_data, config, template, str(body.get("pack") or ""), True)
     try:
         server = await asyncio.to_thread(ServingThread(BlobStore(data.store_directory), config.data_host, 0).start)
     except OSError as error:
         raise Refusal(f"cannot serve the data on {config.data_host}: {error.strerror or error}") from None
+
+    async def send(messages):
+        return await sign_and_send(client, config, key_name, password, messages)
+
     try:
-        data, spec, plan, rounds = await _planned(body, client, config, [server.url], data)
-        spec_hash = hashlib.sha256(spec).digest()
-        message = market_pb2.MsgSubmitTask(
-            spec=spec, spec_hash=spec_hash, budget=plan.budget, workers=plan.workers, rounds=rounds,
-            reward_per_round=plan.reward_per_round, collateral=plan.collateral, join_blocks=join_blocks,
-            round_blocks=round_blocks, samples_per_worker=SAMPLES_PER_WORKER,
-            data_key_hash=data_key_hash(data.key) if data.key is not None else b"")
+        data, order, plan = await _planned(body, client, config, [server.url], data, join_blocks=join_blocks,
+                                           round_blocks=round_blocks)
         try:
-            outcome, key = await sign_and_send(client, config, key_name, password, [message])
+            submitted = await submit_task(client, order, send, plan)
         except WalletError as error:
             raise refusal_of(error, "key") from None
-        task_id = await _new_task_id(client, encode_address(key.address), spec_hash.hex(), outcome.hash)
     except BaseException:
         await asyncio.to_thread(server.stop)
         raise
-    request.app[FOLLOWING].follow(Followed(task_id, data, server, key if data.key is not None else None))
-    return {"task_id": task_id, "hash": outcome.hash, "height": outcome.included.height if outcome.included else None,
-            "plan": plan_json(plan), "data_url": server.url}
-
-
-async def _new_task_id(client, requester: str, spec_hash: str, tx_hash: str) -> int:
-    """The task the transaction made: the requester's newest live task with this spec hash (as `task submit`
-    finds it)."""
-    mine = [t.id for t in await list_tasks(client, open_only=True)
-            if t.requester == requester and t.spec_hash == spec_hash]
-    if not mine:
-        raise Refusal(f"the task was sent (transaction {tx_hash}) but is not listed as open: look it up on the "
-                      f"Tasks page")
-    return max(mine)
+    request.app[FOLLOWING].follow(Followed(submitted.task_id, data, server,
+                                           submitted.requester if data.key is not None else None))
+    outcome = submitted.outcome
+    return {"task_id": submitted.task_id, "hash": outcome.hash,
+            "height": outcome.included.height if outcome.included else None, "plan": plan_json(plan),
+            "data_url": server.url, "round_blocks": order.round_window}
 
 
 def _archive(request: web.Request) -> pathlib.Path:

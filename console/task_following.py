@@ -1,7 +1,7 @@
-"""The requester's side of a task submitted from the console, for as long as the task lives: its data served
-from the console (as `task submit --data` serves it), and for private data its key (drawn for this task alone)
-sealed to each member once the task runs and to each validator drawn to check it
-(`compute.requester.key_delivery`, the command's own delivery).
+"""The requester's side of a task submitted from the console, for as long as the task lives: the requester
+library's `follow_task` (`wallet/requester.py`, what `task submit --data` runs): its data served from the console,
+and for private data its key (drawn for this task alone) sealed to each member once the task runs and to each
+validator drawn to check it. This file records what the follow reports, for the task's page.
 
 Each look also hands the whole task to `on_look` (the server charts it: `round_charts`), so a task's rounds are
 evaluated while their updates are still served, whether or not a page is open on it. A service with a
@@ -19,20 +19,15 @@ import logging
 from typing import Callable
 
 from trolly.chain.crypto import PrivateKey
-from trolly.chain.market.records import LIVE_STATUSES
 from trolly.compute.requester.serving import ServingThread
-from trolly.wallet.errors import WalletError
-from trolly.wallet.market_queries import get_task
 from trolly.wallet.market_views import TaskView
+from trolly.wallet.requester import FollowEvent, KeylessRecipient, KeysDelivered, Looked, Trouble, follow_task
 from trolly.wallet.rpc import AsyncRpcClient
-from trolly.wallet.sender import TxSender
 
 from .config import ConsoleConfig
 from .templates import TaskData
 
 log = logging.getLogger("trolly.console")
-LOOK_SECONDS = 2.0
-"""How often a followed task is looked at (the CLI's `task submit --data` looks as often)."""
 
 
 @dataclasses.dataclass
@@ -48,6 +43,18 @@ class Followed:
         return {"task_id": self.task_id, "data_url": self.server.url, "data": self.data.description,
                 "private": self.data.key is not None, "keys_delivered_to": list(self.delivered),
                 "problem": self.problem}
+
+    def record(self, event: FollowEvent) -> None:
+        """What the follow reported, kept for the task's page: the keys delivered, the latest problem (cleared by
+        a look that worked)."""
+        if isinstance(event, KeysDelivered):
+            self.delivered.extend(event.recipients)
+        elif isinstance(event, KeylessRecipient):
+            self.problem = f"no public key on chain for {event.address}: it cannot be given the data key"
+        elif isinstance(event, Trouble):
+            self.problem = event.message
+        elif isinstance(event, Looked):
+            self.problem = ""
 
 
 class TaskFollowing:
@@ -66,28 +73,14 @@ class TaskFollowing:
         self._tasks[followed.task_id] = asyncio.create_task(self._run(followed), name=f"follow-{followed.task_id}")
 
     async def _run(self, followed: Followed) -> None:
-        from trolly.compute.requester.key_delivery import deliver_data_keys  # loads torch (`compute.data`)
-
-        sender = TxSender(self.client, self.config.nonce_cache())
-        try:
-            while True:
-                try:
-                    if followed.data.key is not None and followed.requester is not None:
-                        delivery = await deliver_data_keys(self.client, sender, followed.requester, followed.task_id,
-                                                           followed.data.key)
-                        followed.delivered.extend(delivery.delivered)
-                    view = await get_task(self.client, followed.task_id)
-                    if self.on_look is not None:
-                        self.on_look(followed.task_id, view)
-                    if view.status not in LIVE_STATUSES:
-                        return
-                    followed.problem = ""
-                except WalletError as error:  # the node down or catching up: said, and tried at the next look
-                    followed.problem = str(error)
-                await asyncio.sleep(LOOK_SECONDS)
-        finally:
-            await asyncio.to_thread(followed.server.stop)
-            log.info("task %d: no longer serving its data", followed.task_id)
+        events = follow_task(self.client, followed.task_id, requester=followed.requester, data_key=followed.data.key,
+                             nonce_cache=self.config.nonce_cache(), serving=followed.server)
+        async with contextlib.aclosing(events):
+            async for event in events:
+                followed.record(event)
+                if isinstance(event, Looked) and self.on_look is not None:
+                    self.on_look(followed.task_id, event.view)
+        log.info("task %d: no longer serving its data", followed.task_id)
 
     async def stop(self) -> None:
         for task in self._tasks.values():

@@ -25,7 +25,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from trolly.wallet.cli.options import (BACKEND_ENVIRONMENT_VARIABLE, HOME_ENVIRONMENT_VARIABLE,
+from trolly.wallet.command_line.options import (BACKEND_ENVIRONMENT_VARIABLE, HOME_ENVIRONMENT_VARIABLE,
                                        NODE_ENVIRONMENT_VARIABLE, PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE)
 from trolly.wallet.errors import WalletError
 from trolly.wallet.rpc import RpcClient

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import subprocess
 
-from trolly.wallet.cli.options import CONSOLE_TOKEN_ENVIRONMENT_VARIABLE
+from trolly.wallet.command_line.options import CONSOLE_TOKEN_ENVIRONMENT_VARIABLE
 
 from .home_layout import Layout, LocalnetConfig, LocalnetError
 from .services import console_script

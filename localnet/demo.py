@@ -9,10 +9,12 @@ Phases, in order:
    instead; either way its manifest hash must match the spec); while the task runs, private data's key is
    sealed to each member as it joins and to each validator, as `task submit --data` does;
 3. submit the task from the `requester` key: the spec, the budget, the reward per round and collateral the
-   chain requires (the same planning the wallet's `task submit` does);
-4. follow it on chain, one line per change: round, commitments, verdicts, payouts; and after each round the
-   global weights recomputed from the verified updates and their held-out loss (`observer.py`); with `--churn`,
-   kill members mid-task and watch a spare worker replace them (`churn.py`);
+   chain requires (the requester library's `submit_task`, `wallet/requester.py`, as `task submit` and the
+   console submit);
+4. follow it on chain (the library's `follow_task`, which also delivers a private task's key), one line per
+   change: round, commitments, verdicts, payouts; and after each round the global weights recomputed from the
+   verified updates and their held-out loss (`observer.py`); with `--churn`, kill members mid-task and watch a
+   spare worker replace them (`churn.py`);
 5. download the final weights by the hash the chain recorded, from any worker, write them as safetensors into
    the localnet's home (`trolly-wallet task fetch`'s files; for LoRA the adapters and the merged model), and
    evaluate them on the held-out split;
@@ -27,29 +29,28 @@ Phases, in order:
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import contextlib
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from trolly.chain.market.records import ABANDONED, CANCELLED, COMPLETED, DROPPED, EXPIRED, OPEN, SLASHED
-from trolly.chain.proto import market_pb2
-from trolly.chain.market.records import LIVE_STATUSES
+from trolly.chain.market.records import COMPLETED, DROPPED, OPEN, SLASHED
 from trolly.compute.blobs import AddressPolicy, BlobServer, BlobStore
-from trolly.compute.requester.key_delivery import deliver_data_keys
 from trolly.compute.requester.results import evaluate_result, fetch_result, write_result
 from trolly.compute.spec import parse_spec
-from trolly.wallet.market_queries import get_market_params, get_task, get_worker, list_tasks
+from trolly.wallet.market_queries import get_worker
 from trolly.wallet.market_views import TaskView
 from trolly.wallet.errors import WalletError
 from trolly.wallet.keyring import Keyring
+from trolly.wallet.requester import (FollowEvent, KeylessRecipient, KeysDelivered, Looked, TaskOrder, Trouble,
+                                     follow_task, sending_with, submit_task)
 from trolly.wallet.rpc import AsyncRpcClient
-from trolly.wallet.sender import TxSender, fetch_account_at
-from trolly.wallet.tasks import plan_task
+from trolly.wallet.sender import fetch_account_at
 
 from .churn import Churn
 from .demo_tasks import DEMO_TASKS, DemoTask
@@ -60,7 +61,6 @@ from .observer import TrainingObserver
 REQUESTER = "requester"
 """The key name the demo pays for the task from (`layout.key_names`)."""
 DEMO_BUDGET = 50_000_000  # 50 TRL
-TERMINAL = (COMPLETED, CANCELLED, EXPIRED, ABANDONED)
 RESULTS_DIRECTORY = "results"
 """Where in the localnet's home the demo writes each task's fetched model (`trolly-wallet task fetch`'s files),
 in `task-<id>`."""
@@ -92,6 +92,7 @@ class Demo:
         self.console = console
         self.keyring = Keyring(net.layout.wallet_home, backend="test")
         self.observer: TrainingObserver | None = None  # set once the spec and dataset exist
+        self.last_line = ""
         self.churn = Churn(options.churn, net.supervisor.kill,
                            {self.keyring.get(name).address: name for name in self.names()})
 
@@ -171,76 +172,58 @@ class Demo:
         self.console.print(f"{self.config.workers} workers registered")
 
     async def submit(self, client: AsyncRpcClient, spec: bytes, data_key_hash: bytes = b"") -> int:
-        params = await get_market_params(client)
+        """The task submitted from the `requester` key by the requester library (`submit_task`, the CLI's and the
+        console's), with its settings but the demo task's round window where it names one."""
         workers = self.config.workers - (1 if self.options.churn else 0)  # the spare waits for a slot to open
-        plan = plan_task(spec, params, self.options.budget, None, workers, 2, None)
-        message = market_pb2.MsgSubmitTask(
-            spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan.budget, workers=workers,
-            rounds=plan.rounds, reward_per_round=plan.reward_per_round, collateral=plan.collateral,
-            join_blocks=120, round_blocks=self.options.task.round_blocks, samples_per_worker=2,
-            data_key_hash=data_key_hash,
-        )
-        requester = self.keyring.get(REQUESTER).address
-        sender = TxSender(client)
-        tx_plan = await sender.plan(requester, [message])
-        outcome = await sender.send(self.keyring.signer(REQUESTER), tx_plan, timeout=30.0)
-        tasks = await list_tasks(client, open_only=False)
-        spec_hash = hashlib.sha256(spec).hexdigest()
-        mine = [t.id for t in tasks if t.requester == requester and t.spec_hash == spec_hash]
-        if not mine:
-            raise LocalnetError(f"task submitted in tx {outcome.hash} but not found on chain")
-        task_id = max(mine)
+        order = TaskOrder(spec, self.options.budget, workers, round_blocks=self.options.task.round_blocks,
+                          data_key_hash=data_key_hash)
+        submitted = await submit_task(client, order, sending_with(client, self.keyring.signer(REQUESTER)))
+        plan, outcome = submitted.plan, submitted.outcome
         self.console.print(
-            f"submitted task [bold]{task_id}[/bold]: {plan.rounds} rounds, {workers} workers, "
+            f"submitted task [bold]{submitted.task_id}[/bold]: {plan.rounds} rounds, {workers} workers, "
             f"reward {plan.reward_per_round}utrl/round, collateral {plan.collateral}utrl, "
-            f"budget {plan.budget}utrl (tx {outcome.hash[:12]}, height {outcome.included.height})"
+            f"budget {plan.budget}utrl, rounds of {order.round_window} blocks "
+            f"(tx {outcome.hash[:12]}, height {outcome.included.height})"
         )
-        return task_id
+        return submitted.task_id
 
     async def follow(self, client: AsyncRpcClient, task_id: int, data_key: bytes | None) -> TaskView:
-        deadline = time.monotonic() + self.options.task_timeout
-        last_line = ""
-        delivered_at = 0.0
-        while time.monotonic() < deadline:
-            try:
-                view = await get_task(client, task_id)
-            except (WalletError, OSError) as exc:
-                # The node may be restarting (a crash, or a developer restarting it): keep following.
-                line = f"node not answering ({exc}); still following task {task_id}"
-                if line != last_line:
-                    self.console.print(f"[yellow]{line}[/yellow]")
-                    last_line = line
-                await asyncio.sleep(1.0)
-                continue
-            line = progress_line(view)
-            if line != last_line:
-                self.console.print(line)
-                last_line = line
-            if data_key is not None and view.status in LIVE_STATUSES and time.monotonic() > delivered_at + 2.0:
-                await self.deliver_key(client, task_id, data_key)
-                delivered_at = time.monotonic()
-            for weights_line in await self.observer.advance(view):
-                self.console.print(f"  [cyan]{weights_line}[/cyan]")
-            for churn_line in await self.churn.advance(view):
-                self.console.print(f"  [magenta]{churn_line}[/magenta]")
-            if view.status in TERMINAL:
-                return view
-            await asyncio.sleep(0.5)
+        """The requester library's `follow_task` (a private task's key delivered as the CLI and the console
+        deliver it), each look printed when it changes and handed to the observer and the churn."""
+        requester = self.keyring.signer(REQUESTER) if data_key is not None else None
+        events = follow_task(client, task_id, requester=requester, data_key=data_key)
+        try:
+            async with asyncio.timeout(self.options.task_timeout), contextlib.aclosing(events):
+                async for event in events:
+                    await self.show(event)
+                    if isinstance(event, Looked) and event.ended:
+                        return event.view
+        except TimeoutError:
+            pass
         raise LocalnetError(f"task {task_id} did not settle within {self.options.task_timeout:.0f}s "
                             f"(see `trolly-localnet logs` for the workers and the verifier)")
 
-    async def deliver_key(self, client: AsyncRpcClient, task_id: int, data_key: bytes) -> None:
-        """One look at who lacks the private data's key, and its boxes sent (`key_delivery`); a refusal (a member
-        dropped meanwhile) is said and tried again at the next look."""
-        name_of = {self.keyring.get(name).address: name for name in self.names()}
-        try:
-            delivery = await deliver_data_keys(client, TxSender(client), self.keyring.signer(REQUESTER), task_id,
-                                               data_key)
-        except WalletError as exc:
-            self.console.print(f"[yellow]could not deliver the data key yet: {exc}[/yellow]")
-            return
-        if delivery.delivered:
-            self.console.print(f"data key sealed to {', '.join(name_of.get(a, a) for a in delivery.delivered)}")
+    async def show(self, event: FollowEvent) -> None:
+        """One follow event printed; a look's progress only when it changed, and the look passed on."""
+        if isinstance(event, Trouble):  # the node may be restarting (a crash, or a developer): keep following
+            self.say(f"[yellow]{escape(event.message)}[/yellow]")
+        elif isinstance(event, KeysDelivered):
+            name_of = {self.keyring.get(name).address: name for name in self.names()}
+            self.say(f"data key sealed to {', '.join(name_of.get(a, a) for a in event.recipients)}")
+        elif isinstance(event, KeylessRecipient):
+            self.say(f"[yellow]no public key on chain for {event.address}: it cannot be given the data key[/yellow]")
+        elif isinstance(event, Looked):
+            self.say(progress_line(event.view))
+            for weights_line in await self.observer.advance(event.view):
+                self.console.print(f"  [cyan]{weights_line}[/cyan]")
+            for churn_line in await self.churn.advance(event.view):
+                self.console.print(f"  [magenta]{churn_line}[/magenta]")
+
+    def say(self, line: str) -> None:
+        """Print `line` unless it repeats the last one said (a task looked at every few seconds changes less)."""
+        if line != self.last_line:
+            self.console.print(line)
+            self.last_line = line
 
     async def evaluate_final(self, client: AsyncRpcClient, view: TaskView) -> tuple[float, float]:
         """What `trolly-wallet task fetch` and `task eval --data` do: the final weights fetched from any member by

@@ -84,3 +84,18 @@ def test_the_wallet_names_compute_only_in_its_documented_lazy_commands():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("trolly.compute"):
                 named.add(node.value)
     assert named == LAZY_COMPUTE_TARGETS
+
+
+def test_a_command_the_wallet_cli_loads_by_name_imports_nothing_of_the_wallet_cli_back():
+    """The circle no import test saw: `wallet/cli` names `compute.requester.cli` by a string, and that module
+    imported the wallet CLI's errors, options, output and task settings back. What both need lives below both
+    (`wallet/command_line/`, `wallet/requester.py`); nothing a lazy command loads is under `wallet/cli/`."""
+    from test_module_graph import loaded_with, project_graph
+
+    graph = project_graph()
+    for target in sorted(LAZY_COMPUTE_TARGETS):
+        module = target.partition(":")[0]
+        came_from = loaded_with(module, graph)
+        back = sorted(name for name in came_from
+                      if name == "trolly.wallet.cli" or name.startswith("trolly.wallet.cli."))
+        assert not back, f"{module} loads {back[0]} of the wallet CLI that names it (through {came_from[back[0]]})"

@@ -649,7 +649,7 @@ def test_the_console_gets_the_localnets_access_token_in_its_environment_and_its_
     localnet keeps one token (0600 in its home, the same at every restart of the console), hands it to the console
     in its environment, never on its command line (which other users can read), and prints it in the address."""
     from trolly.localnet.clients import console_service
-    from trolly.wallet.cli.options import CONSOLE_TOKEN_ENVIRONMENT_VARIABLE
+    from trolly.wallet.command_line.options import CONSOLE_TOKEN_ENVIRONMENT_VARIABLE
 
     layout, config = Layout(tmp_path), LocalnetConfig(base_port=31000)
     spec = console_service(layout, config)

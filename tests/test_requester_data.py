@@ -173,7 +173,7 @@ def test_submit_data_refuses_data_beyond_the_chains_bounds_before_signing(tmp_pa
     async def strict_params(client):
         return dataclasses.replace(MarketParams(), max_dataset_shards=1)
 
-    monkeypatch.setattr("trolly.wallet.cli.task.get_market_params", strict_params)
+    monkeypatch.setattr("trolly.wallet.requester.get_market_params", strict_params)
     source = write_csv(tmp_path / "data.csv", iris_like())
     result = CliRunner().invoke(cli, ["task", "submit", "--data", str(source), "--data-url", "http://127.0.0.1:9",
                                       "--budget", "50trl", "--from", "requester", "--yes"],

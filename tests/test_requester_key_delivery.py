@@ -1,4 +1,4 @@
-"""`compute.requester.key_delivery` against a node running the real chain rules: a private task's members are
+"""`wallet.key_delivery` against a node running the real chain rules: a private task's members are
 keyed once it runs, and a validator's operator only once drawn onto one of its committees, although it has
 signed nothing, because genesis holds the operator's public key.
 
@@ -20,7 +20,7 @@ from trolly.chain.hd import dev_key
 from trolly.chain.market.data_keys import box_context, data_key_hash
 from trolly.chain.proto import market_pb2 as pb
 from trolly.compute.data.encryption import new_data_key, open_data_key
-from trolly.compute.requester.key_delivery import deliver_data_keys
+from trolly.wallet.key_delivery import deliver_data_keys
 from trolly.compute.sealed_keys import BadDataKey, bad_key_report, received_data_key
 from trolly.wallet.box_proofs import seal_with_sender_proof
 from trolly.wallet.errors import WalletError

@@ -27,6 +27,7 @@ from trolly.compute.training import initial_weights
 from trolly.compute.worker.data import check_declared_shape
 from trolly.wallet.cli import cli
 from trolly.wallet.errors import WalletError
+from trolly.wallet.requester import round_blocks_for
 
 URLS = ("http://127.0.0.1:9999",)
 
@@ -116,7 +117,7 @@ def test_submit_data_builds_a_lora_text_spec_the_chain_accepts_from_the_packed_t
     spec = parse_spec(prepared.spec)
     dataset = open_packed(directory / "packed").load()
     assert spec_shape(spec) == dataset.shape and spec.training.rounds == 3
-    assert prepared.round_blocks == 240  # a LoRA round needs a longer commit window than an MLP's 30 blocks
+    assert round_blocks_for(prepared.spec) == 240  # a LoRA round needs a longer commit window than an MLP's 30 blocks
     check_declared_shape(spec, dataset)  # what a worker checks before it trains
     explicit = prepare_data_submission(str(directory / "packed"), None, "lora-text", 3, URLS, "127.0.0.1:0", None)
     assert explicit.spec == prepared.spec

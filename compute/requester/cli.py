@@ -3,7 +3,9 @@
 
 The wallet registers them by name (`trolly.wallet.cli.COMMAND_GROUPS`, `trolly.wallet.cli.task.TASK_COMMANDS`,
 `DATA_SUBMISSION`) and imports this module only when one is used. Each command is a thin call into
-`compute.data.packing` or `compute.requester.results`; a refusal is `Error: ...` and a non-zero exit.
+`compute.data.packing` or `compute.requester.results`; a refusal is `Error: ...` and a non-zero exit. What it
+shares with the wallet's commands (options, output, errors) it takes from `wallet/command_line/`, below both: it
+imports nothing of the wallet CLI that names it.
 """
 
 from __future__ import annotations
@@ -13,22 +15,17 @@ import dataclasses
 import json
 import pathlib
 import threading
-import time
 
 import click
 
-from trolly.chain.crypto import PrivateKey
 from trolly.chain.errors import ChainError
 from trolly.chain.market.data_keys import data_key_hash
-from trolly.chain.market.records import LIVE_STATUSES
 from trolly.chain.market.spec import validate_spec
-from trolly.wallet.cli.errors import WalletGroup
-from trolly.wallet.cli.options import PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE, node_options, output_option, settings
-from trolly.wallet.cli.output import emit, print_key_values
-from trolly.wallet.cli.task import DEFAULT_ROUND_BLOCKS, LORA_TEXT_ROUND_BLOCKS
+from trolly.wallet.command_line.errors import WalletGroup
+from trolly.wallet.command_line.options import (PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE, node_options, output_option,
+                                                settings)
+from trolly.wallet.command_line.output import emit, print_key_values
 from trolly.wallet.errors import WalletError
-from trolly.wallet.market_queries import get_task_overview
-from trolly.wallet.sender import TxSender
 
 from ..blobs import AddressPolicy
 from ..data.encryption import DataKeyError, new_data_key
@@ -38,7 +35,6 @@ from ..data.packing import (DEFAULT_TEST_FRACTION, LORA_TEXT, SUMMARY_FILE, Pack
 from ..data.tokenized import DEFAULT_CONTEXT
 from ..errors import ComputeError
 from ..spec import example_spec, lora_text_spec, parse_spec
-from .key_delivery import deliver_data_keys
 from .results import evaluate_result, fetch_dataset_of, fetch_result, write_result
 from .serving import ServingThread
 
@@ -143,14 +139,17 @@ def served(packed: PackedDataset, host: str, port: int):
 @dataclasses.dataclass
 class DataSubmission:
     """What `task submit --data` submits: the spec built around the packed data, and the server (if any)
-    that serves the data while the task runs."""
+    that serves the data while the task runs (the wallet's `requester.follow_task` keeps it up till the end)."""
 
     spec: bytes
     packed: PackedDataset
     urls: list[str]
     server: ServingThread | None
-    round_blocks: int = DEFAULT_ROUND_BLOCKS
-    """The round window its model needs (`--round-blocks` overrides it)."""
+
+    @property
+    def data_key(self) -> bytes | None:
+        """This task's own data key (`for_one_task`); None for public data."""
+        return self.packed.key
 
     @property
     def data_key_hash(self) -> bytes:
@@ -162,51 +161,6 @@ class DataSubmission:
     def close(self) -> None:
         if self.server is not None:
             self.server.stop()
-
-    def follow(self, task_id: int, requester: PrivateKey | None) -> None:
-        """Until the task is neither open nor running (or Ctrl-C): keep the data served, and for private data
-        deliver its key to each member once the task runs and to each validator drawn onto one of its committees
-        (`key_delivery`)."""
-        data_key = self.packed.key
-        if self.server is None and data_key is None:
-            return
-        if self.server is not None:
-            click.echo(f"Serving the data at {self.server.url} until task {task_id} ends (Ctrl-C stops serving).",
-                       err=True)
-        if data_key is not None:
-            click.echo(f"The data is private: its key (drawn for task {task_id} alone) goes to the task's members "
-                       f"once it starts and to each validator drawn to check it, until the task ends.", err=True)
-        options = settings()
-        client = options.client()
-        sender = TxSender(client.async_client, options.nonce_cache())
-        told: set[str] = set()
-        try:
-            while True:
-                if data_key is not None and requester is not None:
-                    deliver_once(client, sender, requester, task_id, data_key, told)
-                if client.run(get_task_overview(client.async_client, task_id)).status not in LIVE_STATUSES:
-                    return
-                time.sleep(2.0)
-        except KeyboardInterrupt:
-            click.echo("Stopped following the task; workers that still need the data fetch it from each other, and "
-                       "nobody who joins from now on gets its key.", err=True)
-
-
-def deliver_once(client, sender: TxSender, requester: PrivateKey, task_id: int, data_key: bytes,
-                 told: set[str]) -> None:
-    """One look at who lacks the key, and one transaction of boxes; a refusal (a member dropped meanwhile, the
-    node catching up) is said and tried again at the next look."""
-    try:
-        delivery = client.run(deliver_data_keys(client.async_client, sender, requester, task_id, data_key))
-    except WalletError as error:
-        click.echo(f"Could not deliver the data key yet: {error}", err=True)
-        return
-    for recipient in delivery.delivered:
-        click.echo(f"Data key delivered to {recipient}.", err=True)
-    for recipient in set(delivery.without_public_key) - told:
-        told.add(recipient)
-        click.echo(f"The chain holds no public key for {recipient} (it has signed no transaction and genesis names "
-                   f"none), so it cannot be given the data key (docs/privacy.md).", err=True)
 
 
 def packed_for(path: pathlib.Path, label_column: str | None, model: str, private: bool = True) -> PackedDataset:
@@ -288,8 +242,7 @@ def prepare_data_submission(path: str, spec_file: str | None, model: str | None,
             if server is not None:
                 server.stop()
             raise WalletError(f"the spec for this data is not valid: {error}") from None
-        round_blocks = LORA_TEXT_ROUND_BLOCKS if parse_spec(spec).model.arch == LORA_TEXT else DEFAULT_ROUND_BLOCKS
-        return DataSubmission(spec, packed, list(urls), server, round_blocks)
+        return DataSubmission(spec, packed, list(urls), server)
 
 
 def packed_dataset_of(packed: PackedDataset, manifest_hash: str) -> Dataset:

@@ -30,6 +30,7 @@ class ServingThread:
         return self
 
     def stop(self) -> None:
+        """Stop serving and end the thread; again, nothing (the follow and the command may both stop it)."""
         if self._thread.is_alive():
             asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result()
             self._loop.call_soon_threadsafe(self._loop.stop)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from .errors import WalletGroup
+from ..command_line.errors import WalletGroup
 from .lazy_commands import load_target
 
 COMMAND_GROUPS: dict[str, str] = {

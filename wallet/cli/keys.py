@@ -13,9 +13,9 @@ from ..errors import KeyringError, WalletError
 from ..files import DIRECTORY_MODE, make_directories, write_atomically
 from ..keyring import TEST_BACKEND_WARNING, KeyInfo
 from ..passwords import read_password_file
-from .errors import WalletGroup
-from .options import keyring_options, output_option, read_secret_line, settings
-from .output import emit, print_key_values, print_table
+from ..command_line.errors import WalletGroup
+from ..command_line.options import keyring_options, output_option, read_secret_line, settings
+from ..command_line.output import emit, print_key_values, print_table
 
 MNEMONIC_WARNING = (
     "**Important**: write this mnemonic phrase down and keep it safe. It is the only way to recover this key, "

@@ -10,9 +10,9 @@ from ..rpc import hash_hex
 from ..sender import fetch_account
 from ..staking_views import get_validators
 from ..txbuilder import describe_tx
-from .errors import WalletGroup
-from .options import keyring_options, node_options, output_option, settings
-from .output import amount_text, emit, print_key_values, print_table
+from ..command_line.errors import WalletGroup
+from ..command_line.options import keyring_options, node_options, output_option, settings
+from ..command_line.output import amount_text, emit, print_key_values, print_table
 from .transactions import lookup_address
 
 

@@ -17,7 +17,7 @@ import click
 from ..amounts import parse_amount
 from ..errors import WalletError
 from ..txbuilder import bond_message, create_validator_message, unbond_message
-from .errors import WalletGroup
+from ..command_line.errors import WalletGroup
 from .transactions import TransactionFlags, run_transaction, transaction_options
 
 

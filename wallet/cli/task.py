@@ -2,10 +2,11 @@
 
 `submit` reads the spec JSON, checks it with the chain's own rules, works out what the task costs (rounds x
 (reward + validator and verifier fees)) and the collateral each worker must lock (the honesty minimum of
-`trolly.chain.market.params`), shows both, and only then asks to sign. `list` and `status` read the market
-queries; `cancel` ends a task (before it starts everything is refunded; later, settled rounds stay paid).
-`submit --data`, `fetch` and `eval` need the compute library: they are registered by name (`TASK_COMMANDS`,
-`DATA_SUBMISSION`, see `lazy_commands.py`) and imported only when used.
+`trolly.chain.market.params`), shows both, and only then asks to sign: the requester library's `submit_task`
+(`wallet/requester.py`, with its settings), and for `--data` its `follow_task` (`following.py`). `list` and
+`status` read the market queries; `cancel` ends a task (before it starts everything is refunded; later, settled
+rounds stay paid). `submit --data`, `fetch` and `eval` need the compute library: they are registered by name
+(`TASK_COMMANDS`, `DATA_SUBMISSION`, see `lazy_commands.py`) and imported only when used.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import pathlib
 
 import click
 
-from trolly.chain.crypto import PrivateKey
 from trolly.chain.errors import ChainError
 from trolly.chain.market.records import OPEN, RUNNING
 from trolly.chain.market.spec import validate_spec
@@ -24,16 +24,19 @@ from trolly.chain.proto import market_pb2
 
 from ..amounts import parse_amount
 from ..errors import WalletError
-from ..market_queries import get_market_params, get_task
+from ..market_queries import get_task
 from ..market_queries import list_tasks as fetch_task_listing
 from ..market_views import TaskSummary, TaskView
+from ..requester import (DEFAULT_ROUND_BLOCKS, JOIN_BLOCKS, ROUND_BLOCKS_BY_ARCH, SAMPLES_PER_WORKER, SubmittedTask,
+                         TaskOrder, plan_order, submit_message, submit_task)
 from ..task_fit import explain_no_join
-from ..tasks import plan_task
-from .errors import WalletGroup
+from ..tasks import TaskPlan
+from ..command_line.errors import WalletGroup
+from ..command_line.options import node_options, output_option, settings
+from ..command_line.output import amount_text, console, emit, key_value_table, print_key_values, print_table
 from .lazy_commands import load_target
-from .options import node_options, output_option, settings
-from .output import amount_text, console, emit, key_value_table, print_key_values, print_table
-from .transactions import TransactionFlags, resolve_key, run_transaction, transaction_options
+from .following import follow_in_terminal
+from .transactions import TransactionFlags, run_transaction, transact, transaction_options
 
 
 TASK_COMMANDS: dict[str, str] = {
@@ -43,12 +46,6 @@ TASK_COMMANDS: dict[str, str] = {
 """The `task` commands that need the compute library, imported on first use."""
 DATA_SUBMISSION = "trolly.compute.requester.cli:prepare_data_submission"
 """What `task submit --data` calls to pack, serve and build the spec (returns a `DataSubmission`)."""
-DEFAULT_ROUND_BLOCKS = 30
-"""Blocks a round's commit phase stays open unless `--round-blocks` says otherwise."""
-LORA_TEXT_ROUND_BLOCKS = 240
-"""The same for a task `--data` builds for lora-text (`DataSubmission.round_blocks`): a LoRA round, the base model
-loaded and the held-out split evaluated before its first step, outlasts the default window on a localnet's
-500 ms blocks, and the task ends abandoned with no commitment (docs/performance.md)."""
 
 
 class TaskGroup(WalletGroup):
@@ -106,14 +103,14 @@ def read_spec(path: str) -> bytes:
               help="Paid to each round's verified workers, split by samples processed (default: all the budget allows).")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Workers wanted.")
 @click.option("--collateral", default=None, help="Each worker's collateral (default: the chain's minimum for this task).")
-@click.option("--samples-per-worker", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--samples-per-worker", type=click.IntRange(min=1), default=SAMPLES_PER_WORKER, show_default=True,
               help="Segments the validators replay per worker per round.")
-@click.option("--join-blocks", type=click.IntRange(min=1), default=100, show_default=True,
+@click.option("--join-blocks", type=click.IntRange(min=1), default=JOIN_BLOCKS, show_default=True,
               help="Blocks to wait for the workers before the task expires (full refund).")
 @click.option("--round-blocks", type=click.IntRange(min=1), default=None,
-              help=f"Blocks each round's workers have to commit [default: {DEFAULT_ROUND_BLOCKS}; for --data trained "
-                   f"with lora-text, whose steps each cost what hundreds of the MLP's do, "
-                   f"{LORA_TEXT_ROUND_BLOCKS}].")
+              help=f"Blocks each round's workers have to commit [default: {DEFAULT_ROUND_BLOCKS}; for a model whose "
+                   f"rounds take longer, by its architecture: "
+                   f"{', '.join(f'{arch} {blocks}' for arch, blocks in ROUND_BLOCKS_BY_ARCH.items())}].")
 @transaction_options
 def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, ...], listen: str, model: str | None,
            rounds: int | None, label_column: str | None, private: bool, budget: str, reward_per_round: str | None,
@@ -121,75 +118,64 @@ def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, .
            **flags) -> None:
     """Pay for the training task described by SPEC_FILE (JSON, docs/protocol.md section 1), or for training
     on your own data (--data): packed if needed, served while the task runs, checked before anything is paid."""
+    def order(spec: bytes, data_key_hash: bytes = b"") -> TaskOrder:
+        return TaskOrder(
+            spec, parse_amount(budget, what="budget"), workers,
+            None if reward_per_round is None else parse_amount(reward_per_round, what="reward per round"),
+            None if collateral is None else parse_amount(collateral, what="collateral"),
+            samples_per_worker, join_blocks, round_blocks, data_key_hash)
+
     if data_path is None:
         if spec_file is None:
             raise WalletError("name a SPEC_FILE, or your data with --data")
-        submit_spec(read_spec(spec_file), spec_file, budget, reward_per_round, workers, collateral,
-                    samples_per_worker, join_blocks, round_blocks or DEFAULT_ROUND_BLOCKS, flags)
+        submit_order(order(read_spec(spec_file)), spec_file, TransactionFlags(**flags))
         return
     prepared = load_target(DATA_SUBMISSION)(data_path, spec_file, model, rounds, data_urls, listen, label_column,
                                             private)
     try:
-        task_id, key = submit_spec(prepared.spec, f"built for {data_path}", budget, reward_per_round, workers,
-                                   collateral, samples_per_worker, join_blocks,
-                                   round_blocks or prepared.round_blocks, flags, prepared.data_key_hash)
-        if task_id is not None:
-            prepared.follow(task_id, key)  # serves the data and delivers a private task's keys until it ends
+        submitted = submit_order(order(prepared.spec, prepared.data_key_hash), f"built for {data_path}",
+                                 TransactionFlags(**flags))
+        if submitted is not None:
+            follow_in_terminal(submitted, prepared.server, prepared.data_key)
     finally:
         prepared.close()
 
 
-def submit_spec(spec: bytes, spec_label: str, budget: str, reward_per_round: str | None, workers: int,
-                collateral: str | None, samples_per_worker: int, join_blocks: int, round_blocks: int,
-                flags: dict, data_key_hash: bytes = b"") -> tuple[int | None, PrivateKey | None]:
-    """Plan, show, sign and send the task for `spec` (committed to `data_key_hash` for private data); the new
-    task's id once it is included (else None) and the key that signed it."""
+def submit_order(order: TaskOrder, spec_label: str, transaction: TransactionFlags) -> SubmittedTask | None:
+    """Plan and show the task, then sign and send it (`requester.submit_task`, through the command's confirmation
+    and key); the task once it is included, None when the transaction was only checked, printed or broadcast."""
     options = settings()
     client = options.client()
-    params = client.run(get_market_params(client.async_client))
-    plan = plan_task(spec, params, parse_amount(budget, what="budget"),
-                     None if reward_per_round is None else parse_amount(reward_per_round, what="reward per round"),
-                     workers, samples_per_worker,
-                     None if collateral is None else parse_amount(collateral, what="collateral"))
-    if plan.private_data and not data_key_hash:
-        raise WalletError("the spec's dataset is private: submit it with --data on its pack, which re-encrypts the "
-                          "shards under a data key drawn for this task (the chain takes every private task's key "
-                          "once)")
+    plan = client.run(plan_order(client.async_client, order))
     if not options.json:
-        rows = [("spec", f"{spec_label} ({len(spec)} bytes, sha256 {hashlib.sha256(spec).hexdigest()})"),
-                ("rounds", plan.rounds), ("workers", workers),
-                ("reward per round", amount_text(plan.reward_per_round)),
-                ("cost (rounds x reward + fees)", amount_text(plan.cost)), ("budget", amount_text(plan.budget)),
-                *([("key reserve (refunded unless a member goes unkeyed)", amount_text(plan.key_reserve))]
-                  if plan.private_data else []),
-                ("collateral per worker", f"{amount_text(plan.collateral)} "
-                                          f"(minimum {amount_text(plan.minimum_collateral)})"),
-                ("samples per worker", f"{samples_per_worker} of {plan.segments_per_round} segments per round")]
-        console(err=True).print(key_value_table(rows, title="Task"))
-    message = market_pb2.MsgSubmitTask(
-        spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan.budget, workers=workers,
-        rounds=plan.rounds, reward_per_round=plan.reward_per_round, collateral=plan.collateral,
-        join_blocks=join_blocks, round_blocks=round_blocks, samples_per_worker=samples_per_worker,
-        data_key_hash=data_key_hash)
-    transaction = TransactionFlags(**flags)
-    key = run_transaction(transaction, [message])
+        console(err=True).print(key_value_table(plan_rows(order, plan, spec_label), title="Task"))
     if transaction.dry_run or transaction.generate_only or transaction.no_wait:
-        return None, key
-    return announce_task_id(transaction.signer, message.spec_hash.hex(), quiet=options.json), key
-
-
-def announce_task_id(signer: str, spec_hash: str, quiet: bool = False) -> int | None:
-    """The id of the task the requester just submitted (its newest live task with this spec hash), told to it
-    unless `quiet`."""
-    address = resolve_key(settings().keyring(), signer).address
-    client = settings().client()
-    mine = [t.id for t in client.run(fetch_task_listing(client.async_client, open_only=True))
-            if t.requester == address and t.spec_hash == spec_hash]
-    if not mine:
+        run_transaction(transaction, [submit_message(order, plan)])
         return None
-    if not quiet:
-        click.echo(f"Task {max(mine)} submitted; follow it with `trolly-wallet task status {max(mine)}`.")
-    return max(mine)
+
+    async def send(messages):
+        done = await transact(transaction, messages)
+        return done.outcome, done.key
+
+    submitted = client.run(submit_task(client.async_client, order, send, plan))
+    if not options.json:
+        click.echo(f"Task {submitted.task_id} submitted; follow it with "
+                   f"`trolly-wallet task status {submitted.task_id}`.")
+    return submitted
+
+
+def plan_rows(order: TaskOrder, plan: TaskPlan, spec_label: str) -> list[tuple[str, object]]:
+    spec = order.spec
+    return [("spec", f"{spec_label} ({len(spec)} bytes, sha256 {hashlib.sha256(spec).hexdigest()})"),
+            ("rounds", plan.rounds), ("workers", order.workers),
+            ("reward per round", amount_text(plan.reward_per_round)),
+            ("cost (rounds x reward + fees)", amount_text(plan.cost)), ("budget", amount_text(plan.budget)),
+            *([("key reserve (refunded unless a member goes unkeyed)", amount_text(plan.key_reserve))]
+              if plan.private_data else []),
+            ("collateral per worker", f"{amount_text(plan.collateral)} "
+                                      f"(minimum {amount_text(plan.minimum_collateral)})"),
+            ("samples per worker", f"{order.samples_per_worker} of {plan.segments_per_round} segments per round"),
+            ("round window", f"{order.round_window} blocks")]
 
 
 def progress(task: TaskSummary) -> str:

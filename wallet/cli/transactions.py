@@ -21,8 +21,8 @@ from ..errors import KeyNotFound, WalletError
 from ..keyring import BACKENDS, Keyring, KeyInfo
 from ..sender import SendOutcome, TxSender
 from ..txbuilder import TxPlan, parse_address
-from .options import keyring_options, node_options, output_option, settings
-from .output import amount_text, console, emit, key_value_table, print_key_values
+from ..command_line.options import keyring_options, node_options, output_option, settings
+from ..command_line.output import amount_text, console, emit, key_value_table, print_key_values
 
 DEFAULT_INCLUSION_TIMEOUT = 30.0
 
@@ -125,8 +125,23 @@ def render_plan(description: dict, err: bool) -> None:
     console(err).print(key_value_table(rows, title="Transaction"))
 
 
+@dataclass(frozen=True)
+class Transacted:
+    """What `transact` did: the key that signed (None when nothing was signed) and the outcome of sending (None
+    when nothing was sent: a dry run, or a transaction only printed)."""
+
+    key: PrivateKey | None
+    outcome: SendOutcome | None
+
+
 def run_transaction(flags: TransactionFlags, messages: list[Message]) -> PrivateKey | None:
     """Plan, show, confirm, sign and send (or print) `messages`; the key that signed, None when nothing was."""
+    return settings().client().run(transact(flags, messages)).key
+
+
+async def transact(flags: TransactionFlags, messages: list[Message]) -> Transacted:
+    """`run_transaction` on the command's event loop, for library code that sends through it (`task submit`'s
+    `requester.submit_task`); the outcome too."""
     options = settings()
     keyring = options.keyring()
     signer = resolve_key(keyring, flags.signer)
@@ -136,19 +151,16 @@ def run_transaction(flags: TransactionFlags, messages: list[Message]) -> Private
         plan = TxPlan(flags.chain_id, flags.nonce, fee or 0, tuple(messages), flags.memo)
         sender = None
     else:
-        client = options.client()
-        sender = TxSender(client.async_client, options.nonce_cache())
-        plan = client.run(
-            sender.plan(signer.address, messages, fee, chain_id=flags.chain_id, memo=flags.memo, nonce=flags.nonce,
-                        reserve=not flags.dry_run)
-        )
+        sender = TxSender(options.client().async_client, options.nonce_cache())
+        plan = await sender.plan(signer.address, messages, fee, chain_id=flags.chain_id, memo=flags.memo,
+                                 nonce=flags.nonce, reserve=not flags.dry_run)
     description = plan.describe(signer.address)
 
     if flags.dry_run:
         emit({"dry_run": True, "tx": description}, options.json, lambda data: render_plan(description, err=False))
         if not options.json:
             click.echo("Dry run: the signer can pay for this; nothing was signed or sent.")
-        return
+        return Transacted(None, None)
     if not flags.yes:
         render_plan(description, err=True)
         action = "Sign and print" if flags.generate_only else "Sign and broadcast"
@@ -169,10 +181,10 @@ def run_transaction(flags: TransactionFlags, messages: list[Message]) -> Private
             emit(result, True, lambda data: None)
         else:
             click.echo(result["tx"])
-        return key
-    outcome = options.client().run(sender.send(key, plan, wait=not flags.no_wait, timeout=flags.timeout))
+        return Transacted(key, None)
+    outcome = await sender.send(key, plan, wait=not flags.no_wait, timeout=flags.timeout)
     report_outcome(outcome, description)
-    return key
+    return Transacted(key, outcome)
 
 
 def report_outcome(outcome: SendOutcome, description: dict) -> None:

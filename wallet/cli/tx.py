@@ -12,8 +12,8 @@ from ..amounts import parse_amount
 from ..errors import WalletError
 from ..sender import TxSender
 from ..txbuilder import describe_tx, parse_address, send_message
-from .errors import WalletGroup
-from .options import keyring_options, node_options, output_option, settings
+from ..command_line.errors import WalletGroup
+from ..command_line.options import keyring_options, node_options, output_option, settings
 from .stake import stake
 from .transactions import TransactionFlags, lookup_address, render_plan, report_outcome, run_transaction
 from .transactions import transaction_options, DEFAULT_INCLUSION_TIMEOUT

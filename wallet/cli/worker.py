@@ -14,9 +14,9 @@ from trolly.chain.proto import market_pb2
 from ..amounts import parse_amount
 from ..market_queries import get_worker
 from ..market_views import WorkerView
-from .errors import WalletGroup
-from .options import keyring_options, node_options, output_option, settings
-from .output import amount_text, emit, print_key_values
+from ..command_line.errors import WalletGroup
+from ..command_line.options import keyring_options, node_options, output_option, settings
+from ..command_line.output import amount_text, emit, print_key_values
 from .query import address_of
 from .task import task_id_argument
 from .transactions import TransactionFlags, run_transaction, transaction_options

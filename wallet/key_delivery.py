@@ -4,11 +4,11 @@ The chain takes a box only where collecting the key costs something or is needed
 member of the running task (never before the start: leaving an open task returns everything), and a validator
 drawn onto a committee of one of its sampled segments. `deliver_data_keys` looks once: it asks the chain who may
 be delivered a box now and lacks one (`/market/key_recipients`), reads each one's public key from its account
-on chain (`trolly.wallet.public_keys`: recorded at its first signature, or in genesis), seals the key to it with
-the proof that it knows the box's ephemeral secret (`trolly.wallet.box_proofs.seal_with_sender_proof`) and sends
-one `MsgDeliverKey` per recipient in a single transaction. Its callers (`task submit --data`, the console's
-follow loop, the localnet demo) call it on every look at a live task, every few seconds, so members are keyed
-within blocks of the start or of joining as a replacement, and validators within blocks of their draw: the chain
+on chain (`public_keys.py`: recorded at its first signature, or in genesis), seals the key to it with the proof
+that it knows the box's ephemeral secret (`box_proofs.seal_with_sender_proof`) and sends one `MsgDeliverKey` per
+recipient in a single transaction. `requester.follow_task` (which `task submit --data`, the console and the
+localnet demo run) calls it on every look at a live task, every few seconds, so members are keyed within blocks
+of the start or of joining as a replacement, and validators within blocks of their draw: the chain
 counts a key that comes more than `key_delivery_blocks` late as never given, and the requester pays for that
 (`trolly.chain.market.key_faults`).
 """
@@ -21,12 +21,13 @@ import logging
 from trolly.chain.crypto import PrivateKey, decode_address, encode_address
 from trolly.chain.market.data_keys import box_context, data_key_hash
 from trolly.chain.proto import market_pb2
-from trolly.wallet.box_proofs import seal_with_sender_proof
-from trolly.wallet.errors import WalletError
-from trolly.wallet.market_queries import get_key_recipients
-from trolly.wallet.public_keys import find_public_key
-from trolly.wallet.rpc import AsyncRpcClient
-from trolly.wallet.sender import TxSender
+
+from .box_proofs import seal_with_sender_proof
+from .errors import WalletError
+from .market_queries import get_key_recipients
+from .public_keys import find_public_key
+from .rpc import AsyncRpcClient
+from .sender import TxSender
 
 log = logging.getLogger("trolly.requester")
 
