@@ -120,7 +120,12 @@ def test_submit_data_builds_a_lora_text_spec_the_chain_accepts_from_the_packed_t
     assert round_blocks_for(prepared.spec) == 240  # a LoRA round needs a longer commit window than an MLP's 30 blocks
     check_declared_shape(spec, dataset)  # what a worker checks before it trains
     explicit = prepare_data_submission(str(directory / "packed"), None, "lora-text", 3, URLS, "127.0.0.1:0", None)
-    assert explicit.spec == prepared.spec
+    # The same spec but for its dataset: every submission trains on its own copy, re-encrypted under a fresh key.
+    again = json.loads(explicit.spec)
+    assert again["dataset"]["manifest_hash"] != document["dataset"]["manifest_hash"]
+    assert explicit.data_key != prepared.data_key and explicit.data_key_hash != prepared.data_key_hash
+    again["dataset"]["manifest_hash"] = document["dataset"]["manifest_hash"]
+    assert again == document
 
 
 def test_submit_data_refuses_a_model_the_packed_data_is_not_for(packed_texts, tmp_path):
@@ -188,7 +193,8 @@ def test_a_packed_lora_result_is_written_with_its_label_names_and_evaluated(pack
     directory, summary = packed_texts
     prepared = prepare_data_submission(str(directory / "packed"), None, None, 2, URLS, "127.0.0.1:0", None)
     spec = parse_spec(prepared.spec)
-    dataset = open_packed(directory / "packed").load()
+    dataset = prepared.packed.load()  # the task's own re-encrypted copy: its manifest is the spec's
+    assert dataset.manifest_hash == spec.dataset.manifest_hash != open_packed(directory / "packed").manifest_hash
     weights = initial_weights(spec, dataset.shape)
     result = TaskResult(1, "00" * 32, prepared.spec, spec, spec_shape(spec), weights, tuple(summary["labels"]), URLS)
     files = write_result(result, tmp_path / "model")
