@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import hashlib
 import json
 import subprocess
 import sys
@@ -227,25 +226,15 @@ def _patient_demo(net: Localnet, log_file):
     (the demo checks the settlement against the balances on chain and raises if they disagree)."""
     from rich.console import Console
 
-    from trolly.chain.proto import market_pb2
     from trolly.localnet.demo import Demo, DemoOptions
-    from trolly.wallet.market_queries import get_market_params, list_tasks
-    from trolly.wallet.sender import TxSender
-    from trolly.wallet.tasks import plan_task
+    from trolly.wallet.requester import TaskOrder, sending_with, submit_task
 
     class PatientDemo(Demo):
-        async def submit(self, client, spec: bytes) -> int:
-            params = await get_market_params(client)
-            plan = plan_task(spec, params, self.options.budget, None, self.config.workers, 2, None)
-            message = market_pb2.MsgSubmitTask(
-                spec=spec, spec_hash=hashlib.sha256(spec).digest(), budget=plan.budget,
-                workers=self.config.workers, rounds=plan.rounds, reward_per_round=plan.reward_per_round,
-                collateral=plan.collateral, join_blocks=600, round_blocks=600, samples_per_worker=2,
-            )
-            sender = TxSender(client)
-            tx_plan = await sender.plan(self.keyring.get("requester").address, [message])
-            await sender.send(self.keyring.signer("requester"), tx_plan, timeout=60.0)
-            return max(task.id for task in await list_tasks(client, open_only=False))
+        async def submit(self, client, spec: bytes, data_key_hash: bytes = b"") -> int:
+            order = TaskOrder(spec, self.options.budget, self.config.workers, join_blocks=600, round_blocks=600,
+                              data_key_hash=data_key_hash)
+            submitted = await submit_task(client, order, sending_with(client, self.keyring.signer("requester")))
+            return submitted.task_id
 
     console = Console(file=log_file, width=200, force_terminal=False)
     demo = PatientDemo(net, net.config, DemoOptions(rounds=TASK_ROUNDS, timeout=TASK_TIMEOUT), console)
