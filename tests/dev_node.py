@@ -17,6 +17,8 @@ from net_helpers import free_port
 from trolly.chain.crypto import encode_address
 from trolly.wallet.rpc import RpcClient
 from trolly.wallet.sender import TxSender
+from trolly.wallet.txbuilder import TxPlan
+from whole_task import whole_task
 
 BIN = pathlib.Path(sys.executable).parent
 NODE_SCRIPT = BIN / "trolly-node"
@@ -92,3 +94,37 @@ def send_included(url: str, key, *messages):
         outcome = client.run(go())
     assert outcome.included.code == 0, outcome.included.log
     return outcome
+
+
+class Client:
+    """A JSON-RPC client of a dev node that signs with the chain's minimum fee and waits for a task's state."""
+
+    def __init__(self, url: str) -> None:
+        self.rpc = RpcClient(url, timeout=10)
+        self.chain_id = self.rpc.status().chain_id
+        self.fees_paid: dict[bytes, int] = {}
+
+    def query(self, path: str):
+        return self.rpc.query_json(path)
+
+    def balance(self, key) -> int:
+        return int(self.query(f"/account/{encode_address(key.address)}")["balance"])
+
+    def send(self, key, *messages):
+        """Sign with the chain's minimum fee for the tx's size, wait for its block; the fee is recorded."""
+        nonce = int(self.query(f"/account/{encode_address(key.address)}")["nonce"])
+        auth = self.query("/params/auth")
+        plan = TxPlan(self.chain_id, nonce, 0, messages).with_minimum_fee(auth["min_fee"], auth["fee_per_byte"])
+        result = self.rpc.broadcast_and_wait(plan.sign(key), timeout=30)
+        assert result.code == 0, result.log
+        self.fees_paid[key.address] = self.fees_paid.get(key.address, 0) + plan.fee
+        return result
+
+    def wait_for(self, task_id: int, predicate, what: str, timeout: float = 30):
+        deadline = time.monotonic() + timeout
+        while True:
+            view = whole_task(self.query, task_id)
+            if predicate(view):
+                return view
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {view['status']} {view['phase']}"
+            time.sleep(0.1)

@@ -306,7 +306,7 @@ def incoming_files(root) -> list:
 @pytest.mark.parametrize("how", ["put", "put_hashing"])
 @pytest.mark.parametrize("size", [1000, 2 * 1024 * 1024 + 5], ids=["small", "direct-io"])
 def test_a_blob_is_fsynced_before_its_rename_and_its_directory_after(tmp_path, monkeypatch, how, size):
-    from test_wallet_files import CallLog
+    from file_helpers import CallLog
     store = BlobStore(tmp_path)
     data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
     log = CallLog(monkeypatch)

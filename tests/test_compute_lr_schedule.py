@@ -18,7 +18,8 @@ from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round, segment_bounds, train_segment
 from trolly.verifier.segment_check import FAILED, PASSED, Replayer, verify_segment
 
-from verifier_helpers import build_round, claim_for, digits, expected_start, tiny_spec, tiny_spec_document
+from verifier_helpers import (build_round, claim_for, digits, expected_start, source_of, tiny_spec,
+                              tiny_spec_document)
 
 HASH = "ab" * 32
 COSINE = {"name": "cosine", "warmup_steps": 10, "final_lr": 0.0001}
@@ -145,8 +146,6 @@ def test_replaying_every_scheduled_segment_gives_the_next_checkpoint_byte_for_by
 
 
 def test_the_verifier_passes_a_scheduled_round_and_fails_it_under_a_spec_without_the_schedule():
-    from test_verifier_segment_check import source_of  # the replay tests' in-memory blob source
-
     document = tiny_spec_document(digits().manifest_hash, rounds=3)
     document["training"]["inner_optimizer"]["schedule"] = COSINE
     scheduled = spec_from_dict(document)

@@ -14,7 +14,7 @@ import pytest
 from console_helpers import (ARTIFACTS, DEV_ADDRESS, PASSWORD, browser_page, chain_query, console_process,
                              file_keyring, page_problems, skip_without_a_browser)
 from dev_node import dev_node
-from test_requester_data import iris_like, write_csv
+from requester_helpers import iris_like, write_csv
 from trolly.chain.crypto import encode_address
 
 pytestmark = pytest.mark.slow

@@ -10,10 +10,9 @@ import hashlib
 
 from console_helpers import csrf_token, own_origin, with_console
 from trolly.console.security import CSRF_HEADER
-from dev_node import dev_node
+from dev_node import Client, dev_node
 from net_helpers import free_port
 from market_helpers import commit_message, reveal_message, verdict_message
-from test_market_e2e import Client
 from verifier_helpers import expected_start
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key

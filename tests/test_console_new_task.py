@@ -17,7 +17,7 @@ from aiohttp import FormData
 
 from console_helpers import DEV_ADDRESS, PASSWORD, csrf_token, file_keyring, own_origin, with_console
 from dev_node import dev_node, send_included
-from test_requester_data import iris_like, write_csv
+from requester_helpers import iris_like, write_csv
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
 from trolly.chain.market.data_keys import data_key_hash

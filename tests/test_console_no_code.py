@@ -19,7 +19,7 @@ import pytest
 from console_helpers import (ARTIFACTS, PASSWORD, browser_page, chain_query, console_process,
                              skip_without_a_browser)
 from localnet_helpers import free_base_port, localnet
-from test_requester_readme import write_flowers_csv
+from requester_helpers import write_flowers_csv
 from trolly.wallet.keyring import WEAKEST_ACCEPTED, Keyring
 from trolly.wallet.passwords import PasswordSource
 

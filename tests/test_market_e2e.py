@@ -11,11 +11,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import time
 import urllib.request
 
 import pytest
-from dev_node import dev_node
+from dev_node import Client, dev_node
 from click.testing import CliRunner
 
 from market_helpers import commit_message, digest, final_message, spec_bytes
@@ -28,10 +27,7 @@ from trolly.chain.market.params import MarketParams
 from trolly.chain.market.records import VERDICT_PASS
 from trolly.chain.market.sampling import sample_segments
 from trolly.chain.proto import bank_pb2, market_pb2 as pb
-from trolly.wallet.txbuilder import TxPlan
 from trolly.wallet.cli import cli
-from trolly.wallet.rpc import RpcClient
-from whole_task import whole_task
 
 pytestmark = pytest.mark.slow
 
@@ -42,38 +38,6 @@ TRL = 10**6
 def node(tmp_path_factory):
     with dev_node(tmp_path_factory.mktemp("market-node")) as url:
         yield url
-
-
-class Client:
-    def __init__(self, url: str) -> None:
-        self.rpc = RpcClient(url, timeout=10)
-        self.chain_id = self.rpc.status().chain_id
-        self.fees_paid: dict[bytes, int] = {}
-
-    def query(self, path: str):
-        return self.rpc.query_json(path)
-
-    def balance(self, key) -> int:
-        return int(self.query(f"/account/{encode_address(key.address)}")["balance"])
-
-    def send(self, key, *messages):
-        """Sign with the chain's minimum fee for the tx's size, wait for its block; the fee is recorded."""
-        nonce = int(self.query(f"/account/{encode_address(key.address)}")["nonce"])
-        auth = self.query("/params/auth")
-        plan = TxPlan(self.chain_id, nonce, 0, messages).with_minimum_fee(auth["min_fee"], auth["fee_per_byte"])
-        result = self.rpc.broadcast_and_wait(plan.sign(key), timeout=30)
-        assert result.code == 0, result.log
-        self.fees_paid[key.address] = self.fees_paid.get(key.address, 0) + plan.fee
-        return result
-
-    def wait_for(self, task_id: int, predicate, what: str, timeout: float = 30):
-        deadline = time.monotonic() + timeout
-        while True:
-            view = whole_task(self.query, task_id)
-            if predicate(view):
-                return view
-            assert time.monotonic() < deadline, f"timed out waiting for {what}: {view['status']} {view['phase']}"
-            time.sleep(0.1)
 
 
 @pytest.fixture

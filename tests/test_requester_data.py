@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 from PIL import Image
 
+from requester_helpers import iris_like, write_csv
 from trolly.chain.market import datasets
 from trolly.chain.market.errors import InvalidSpec
 from trolly.chain.market.spec import validate_spec
@@ -28,17 +28,6 @@ from trolly.wallet.cli import cli
 
 def pack(*args):
     return CliRunner().invoke(cli, ["data", "pack", *map(str, args)], catch_exceptions=False)
-
-
-def write_csv(path, rows, header="a,b,label"):
-    path.write_text(header + "\n" + "".join(",".join(map(str, row)) + "\n" for row in rows))
-    return path
-
-
-def iris_like(count=40):
-    generator = np.random.default_rng(0)
-    return [(round(float(generator.normal(i % 2 * 3, 1)), 3), round(float(generator.normal(0, 1)), 3),
-             ["setosa", "virginica"][i % 2]) for i in range(count)]
 
 
 def test_pack_csv_keeps_label_names_and_a_seeded_held_out_split(tmp_path):

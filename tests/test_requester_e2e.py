@@ -19,13 +19,12 @@ import nacl.signing
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from dev_node import dev_node, stop_process_group
+from dev_node import Client, dev_node, stop_process_group
 from net_helpers import free_port
 from safetensors.numpy import load_file
 
 from market_helpers import commit_message, reveal_message, verdict_message
-from test_market_e2e import Client
-from test_requester_data import iris_like, write_csv
+from requester_helpers import iris_like, write_csv
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
 from trolly.chain.market.data_keys import data_key_hash

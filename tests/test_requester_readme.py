@@ -16,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 from localnet_helpers import free_base_port, localnet, wait_until
+from requester_helpers import write_flowers_csv
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -34,20 +34,6 @@ hidden = np.maximum(rows @ weights["layers.0.weight"].T + weights["layers.0.bias
 scores = hidden @ weights["layers.2.weight"].T + weights["layers.2.bias"]
 print(json.dumps({"modules": sorted(sys.modules), "labels": [labels[i] for i in scores.argmax(axis=1)]}))
 """
-
-
-def write_flowers_csv(path: Path, count: int = 90) -> list[list[float]]:
-    """Three well separated classes of four features; the first row of each class is returned."""
-    generator = np.random.default_rng(7)
-    centres = {"small": (1.0, 1.0, 1.0, 1.0), "medium": (4.0, 2.0, 4.0, 2.0), "large": (7.0, 4.0, 7.0, 4.0)}
-    lines, firsts = ["a,b,c,d,kind"], {}
-    for i in range(count):
-        name = list(centres)[i % 3]
-        row = [round(float(v), 3) for v in generator.normal(centres[name], 0.3)]
-        firsts.setdefault(name, row)
-        lines.append(",".join(map(str, row)) + f",{name}")
-    path.write_text("\n".join(lines) + "\n")
-    return [firsts[name] for name in centres]
 
 
 def test_the_readme_requester_path_from_a_csv_to_a_model_safetensors_loads(tmp_path):

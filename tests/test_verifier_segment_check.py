@@ -20,7 +20,8 @@ from trolly.verifier.segment_check import (FAILED, PASSED, TAMPERED, UNAVAILABLE
 from trolly.verifier.checkpoint_sources import MemorySource
 from trolly.verifier.tolerance import BITWISE, TOLERANCE
 
-from verifier_helpers import build_round, claim_for, digits, expected_start, foreign_profile, own_profile, tiny_spec
+from verifier_helpers import (build_round, claim_for, digits, expected_start, foreign_profile, own_profile, source_of,
+                              tiny_spec)
 
 CHEAT_NAMES = sorted(name for name, cheat in CHEATS.items() if cheat.final is None)
 """The cheats on training segments (`forged_final` lies in the final report: test_compute_cheats.py)."""
@@ -63,12 +64,6 @@ def tolerant():
 @pytest.fixture(scope="module")
 def honest(spec, trainer):
     return build_round(spec, trainer=trainer)
-
-
-def source_of(published, task_id=1, round_index=1) -> MemorySource:
-    source = MemorySource()
-    source.add_round(task_id, round_index, published.listing, published.blobs)
-    return source
 
 
 def verify(claim, spec, source, replayer, **options):

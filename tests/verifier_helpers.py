@@ -12,6 +12,7 @@ from trolly.compute.determinism import DeterminismProfile, current_instruction_s
 from trolly.compute.spec import example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights
 from trolly.compute.cheats import CheatContext, get_cheat, honest_round
+from trolly.verifier.checkpoint_sources import MemorySource
 from trolly.verifier.segment_check import SegmentClaim
 
 WORKER_ADDRESS = "trolly1qypqxpq9qcrsszg2pvxq6rs0zqg3yyc5mjg9m2"  # encode_address(bytes(range(1, 21)))
@@ -84,3 +85,10 @@ def claim_for(cheated, published, segment: int, profile: str | None = None, *, w
 
 def expected_start(spec, round_index: int = 1) -> bytes:
     return weights_hash(round_weights(spec, round_index))
+
+
+def source_of(published, task_id=1, round_index=1) -> MemorySource:
+    """An in-memory blob source holding `published`'s listing and blobs for that round."""
+    source = MemorySource()
+    source.add_round(task_id, round_index, published.listing, published.blobs)
+    return source
