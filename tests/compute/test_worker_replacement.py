@@ -7,17 +7,15 @@ independent computation predicts, and everyone is paid for its own verified roun
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 
 import pytest
 from market_helpers import MARKET_PARAMS, Market
-from worker_helpers import new_service
+from worker_helpers import new_services, register_and_join, serving
 
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.records import VERDICT_PASS
-from trolly.chain.proto import market_pb2 as pb
 from trolly.compute.blobs import AddressPolicy
 from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
@@ -69,31 +67,15 @@ def test_a_replacement_derives_the_start_before_joining_trains_from_the_next_rou
     market = Market(chain)
     spec = four_round_spec(dataset_blobs.manifest_hash)
     keys = market.workers[:3]  # two opening members, then the replacement
-    services = []
-    for index, key in enumerate(keys):
-        home = tmp_path / f"worker-{index}"
-        home.mkdir()
-        services.append(new_service(home, chain, key))
+    services = new_services(tmp_path, chain, keys)
     replacement = services[2]
     replacement_balance = {}
     refused_join = {}
 
     async def scenario():
-        for service in services:
-            await service.server.start()
-        output = chain.block(*[chain.tx(key, pb.MsgRegisterWorker(
-            stake=2_000_000, blob_url=service.server.url,
-            hardware=pb.HardwareProfile(device="cpu", samples_per_second=100, memory_mb=4096, threads=1)))
-            for key, service in zip(keys, services)])
-        assert all(r.ok for r in output.tx_results)
-        task_id = market.submit(spec=spec, spec_hash=hashlib.sha256(spec).digest(), workers=2, rounds=ROUNDS,
-                                samples_per_worker=1, round_blocks=20)
-        market.join(task_id, keys[:2])
-        contexts = {}
-        for index, service in enumerate(services[:2]):
-            service.state.add_task(task_id, hashlib.sha256(spec).hexdigest(), index)
-            contexts[index] = await service.prepare(service.state.task(task_id))
-        try:
+        async with serving(services):
+            task_id, joined = await register_and_join(market, services, spec, members=2, memory_mb=4096)
+            contexts = dict(enumerate(joined))
             for _ in range(400):
                 view = TaskView.from_answer(market.task(task_id))
                 if view.round == 1 and 1 in contexts:
@@ -119,10 +101,7 @@ def test_a_replacement_derives_the_start_before_joining_trains_from_the_next_rou
                     market.vote(chain.operators, task_id, VERDICT_PASS)
                 elif view.phase == "sampling" or plan.committed_on_chain(view, view.round, services[0].address):
                     chain.advance(1)
-        finally:
-            for service in services:
-                await service.server.stop()
-        return task_id
+            return task_id
 
     with caplog.at_level(logging.WARNING, logger="trolly.worker"):
         task_id = asyncio.run(scenario())

@@ -15,7 +15,8 @@ import hashlib
 
 import pytest
 from market_helpers import MARKET_PARAMS, Market
-from worker_helpers import ROUNDS, STEPS, SimulatedKill, new_service, spec_document
+from worker_helpers import (ROUNDS, STEPS, SimulatedKill, expected_final_weights, new_service, new_services,
+                            register_and_join, serving, spec_document, step_until_the_first_is_done)
 
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.records import VERDICT_PASS
@@ -74,17 +75,15 @@ async def drive(service, chain, market, task_id, max_steps=60, vote=True):
     return False
 
 
-def expected_final_weights(spec_bytes: bytes, dataset) -> str:
-    """What the task's weights must be after ROUNDS verified rounds of worker 0, computed independently."""
-    spec = parse_spec(spec_bytes)
-    codec = get_codec(spec.codec)
-    feedback = ErrorFeedback(codec)
-    state = GlobalState.initial(initial_weights(spec, dataset.shape))
-    for round_index in range(ROUNDS):
-        result = run_round(Trainer(spec, dataset), state.weights, worker_index=0, round_index=round_index, steps=STEPS)
-        update = codec.decode(feedback.encode(result.pseudo_gradient)[0])
-        state = outer_step(state, [WorkerUpdate(0, result.samples_processed, update)], spec.training.outer_optimizer)
-    return state.weights_hash().hex()
+def killed_at_the_first_broadcast(world, when: str):
+    """A service on the world's home and first worker, "killed" at its first broadcast (`when`: "before" it is
+    sent or "after" its inclusion), as SIGKILL would stop it; the dead service."""
+    chain, market, task_id, home, spec = world
+    first = new_service(home, chain, market.workers[0])
+    first.market.kill = when
+    with pytest.raises(SimulatedKill):
+        run(drive(first, chain, market, task_id))
+    return first
 
 
 def test_the_loop_trains_commits_aggregates_verified_updates_and_reports_the_final_weights(world, dataset_blobs,
@@ -100,7 +99,7 @@ def test_the_loop_trains_commits_aggregates_verified_updates_and_reports_the_fin
     assert len(measured) == 1  # only before the first round: later rounds plan with the pace of the one before
     view = market.task(task_id)
     assert view["status"] == "completed"
-    assert view["final_weights_hash"] == expected_final_weights(spec, dataset_from_blobs(dataset_blobs))
+    assert view["final_weights_hash"] == expected_final_weights(parse_spec(spec), dataset_from_blobs(dataset_blobs))
     member = TaskView.from_answer(view).member(encode_address(worker.address))
     assert member.rounds_passed == ROUNDS and member.paid > 0
     assert chain.nonce(worker) == 2 + ROUNDS + 1  # register, join, the rounds, the final report
@@ -114,10 +113,7 @@ def test_the_loop_trains_commits_aggregates_verified_updates_and_reports_the_fin
 def test_killed_after_signing_the_restart_sends_the_same_bytes_once(world):
     chain, market, task_id, home, spec = world
     worker = market.workers[0]
-    first = new_service(home, chain, worker)
-    first.market.kill = "before"
-    with pytest.raises(SimulatedKill):
-        run(drive(first, chain, market, task_id))
+    first = killed_at_the_first_broadcast(world, "before")
     saved = WorkerState.load(home).task(task_id).rounds[0]
     assert saved.commit_tx and not saved.committed and market.round_commitments(task_id, 0) == {}
 
@@ -131,10 +127,7 @@ def test_killed_after_signing_the_restart_sends_the_same_bytes_once(world):
 def test_killed_after_inclusion_the_restart_does_not_commit_again(world):
     chain, market, task_id, home, spec = world
     worker = market.workers[0]
-    first = new_service(home, chain, worker)
-    first.market.kill = "after"
-    with pytest.raises(SimulatedKill):
-        run(drive(first, chain, market, task_id))
+    first = killed_at_the_first_broadcast(world, "after")
     assert list(market.round_commitments(task_id, 0)) == [encode_address(worker.address)]
     assert not WorkerState.load(home).task(task_id).rounds[0].committed
 
@@ -174,54 +167,28 @@ def test_a_member_that_dies_after_a_verified_round_still_counts_and_the_task_com
     """Two workers; both commit round 0, which is verified; then worker 1 dies (its blob service with it).
     Worker 0 must still build W_1 from both round-0 updates (it mirrored worker 1's while verification ran),
     finish the task alone, and report the final weights an independent computation predicts."""
-    from trolly.chain.proto import market_pb2 as pb
-
     chain = make_chain(accounts=3, validators=1, params={"market": MARKET_PARAMS})
     market = Market(chain)
     spec = spec_document(dataset_blobs.manifest_hash)
-    keys = market.workers[:2]
-    services = []
-    for index, key in enumerate(keys):
-        home = tmp_path / f"worker-{index}"
-        home.mkdir()
-        services.append(new_service(home, chain, key))
+    services = new_services(tmp_path, chain, market.workers[:2])
 
     async def scenario():
-        for service in services:
-            await service.server.start()
-        output = chain.block(*[chain.tx(key, pb.MsgRegisterWorker(
-            stake=2_000_000, blob_url=service.server.url,
-            hardware=pb.HardwareProfile(device="cpu", samples_per_second=100, threads=1)))
-            for key, service in zip(keys, services)])
-        assert all(r.ok for r in output.tx_results)
-        task_id = market.submit(spec=spec, spec_hash=hashlib.sha256(spec).digest(), workers=2, rounds=ROUNDS,
-                                samples_per_worker=1, round_blocks=20)
-        market.join(task_id, keys)
-        contexts = []
-        for index, service in enumerate(services):
-            service.state.add_task(task_id, hashlib.sha256(spec).hexdigest(), index)
-            contexts.append(await service.prepare(service.state.task(task_id)))
-        alive = [True, True]
-        try:
-            for _ in range(200):
-                if market.task(task_id)["round"] == 1 and alive[1]:
-                    alive[1] = False  # worker 1 dies before round 1: no more steps, and its blob service is gone
-                    await services[1].server.stop()
-                for index in (0, 1):
-                    if alive[index] and not await services[index].step(contexts[index]):
-                        alive[index] = False
-                if not alive[0]:
-                    break
+        async with serving(services):
+            task_id, contexts = await register_and_join(market, services, spec)
+
+            async def between(alive):
                 view = market.task(task_id)
                 if view["phase"] == "verify":
                     market.vote(chain.operators, task_id, VERDICT_PASS)
                 elif view["phase"] == "sampling" or plan.committed_on_chain(TaskView.from_answer(view), view["round"],
                                                                              services[0].address):
                     chain.advance(1)
-        finally:
-            for service in services:
-                await service.server.stop()
-        return task_id
+                if market.task(task_id)["round"] == 1 and alive[1]:
+                    alive[1] = False  # worker 1 dies before round 1: no more steps, and its blob service is gone
+                    await services[1].server.stop()
+
+            await step_until_the_first_is_done(services, contexts, between, turns=200)
+            return task_id
 
     task_id = run(scenario())
     view = market.task(task_id)
@@ -252,10 +219,7 @@ def test_a_saved_commitment_whose_nonce_was_taken_is_signed_again_with_the_same_
 
     chain, market, task_id, home, spec = world
     worker = market.workers[0]
-    first = new_service(home, chain, worker)
-    first.market.kill = "before"
-    with pytest.raises(SimulatedKill):
-        run(drive(first, chain, market, task_id))
+    first = killed_at_the_first_broadcast(world, "before")
     saved = bytes.fromhex(WorkerState.load(home).task(task_id).rounds[0].commit_tx)
     # Meanwhile the same key signs something else (a wallet on another machine): the saved nonce is used up.
     other = chain.tx(worker, pb.MsgUpdateWorker(blob_url="http://127.0.0.1:9999"), nonce=chain.nonce(worker))
