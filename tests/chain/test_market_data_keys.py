@@ -13,7 +13,7 @@ import nacl.signing
 import pytest
 
 from key_helpers import (COLLATERAL, DATA_KEY, KEY_PARAMS, PRIVATE_ROUND_BLOCKS, deliver, deliver_message, key_market,
-                         member, new_key, private_spec, running_private_task, sealed_for, sign_something,
+                         new_key, private_spec, running_private_task, sealed_for, sign_something,
                          submit_private)
 from market_helpers import Market, assert_fails, commit_message, submit_message
 from trolly.chain.crypto import encode_address
@@ -56,8 +56,8 @@ def test_leaving_after_receiving_the_key_forfeits_the_whole_collateral(market):
     before = market.chain.balance(leaver)
     assert market.chain.deliver(leaver, pb.MsgLeaveTask(task_id=task_id)).ok
     assert market.chain.balance(leaver) == before
-    assert member(market, task_id, leaver)["penalized"] == COLLATERAL
-    assert member(market, task_id, stayer)["collateral"] == COLLATERAL
+    assert market.member(task_id, leaver)["penalized"] == COLLATERAL
+    assert market.member(task_id, stayer)["collateral"] == COLLATERAL
 
 
 def test_a_member_that_asked_to_leave_with_a_commitment_forfeits_at_settlement(market):
@@ -72,8 +72,8 @@ def test_a_member_that_asked_to_leave_with_a_commitment_forfeits_at_settlement(m
     market.chain.block()  # sampled
     deliver(market, task_id, market.chain.operators)
     market.vote(market.chain.operators, task_id)
-    assert member(market, task_id, leaver)["status"] == "left"
-    paid = member(market, task_id, leaver)["paid"]
+    assert market.member(task_id, leaver)["status"] == "left"
+    paid = market.member(task_id, leaver)["paid"]
     assert paid > 0 and market.chain.balance(leaver) == before + paid  # paid for its round, collateral forfeited
 
 

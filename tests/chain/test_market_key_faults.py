@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from key_helpers import (COLLATERAL, COMPENSATION, DATA_KEY, KEY_DELIVERY_BLOCKS, PRIVATE_ROUND_BLOCKS, deliver,
-                         key_market, member, new_key, report, running_private_task, sign_something)
+                         key_market, new_key, report, running_private_task, sign_something)
 from market_helpers import MARKET_PARAMS, Market, assert_fails, event_actions
 from trolly.chain.market.errors import KeyBoxGood, KeyReportRefused, NoKeyBox
 from trolly.chain.market.store import ESCROW
@@ -34,7 +34,7 @@ def test_a_junk_box_is_reported_the_worker_loses_nothing_and_the_requester_pays(
     for worker in workers:
         assert report(market, task_id, worker).ok
     for worker in workers:
-        view = member(market, task_id, worker)
+        view = market.member(task_id, worker)
         assert view["status"] == "left" and view["reason"] == "bad data key" and view["penalized"] == 0
         assert view["compensated"] == COMPENSATION
         assert market.chain.balance(worker) == before[worker.address] + COLLATERAL + COMPENSATION
@@ -48,7 +48,7 @@ def test_a_report_against_a_good_box_is_refused(market):
     task_id, workers = running_private_task(market)
     deliver(market, task_id, workers)
     assert_fails(report(market, task_id, workers[0]), KeyBoxGood)
-    assert member(market, task_id, workers[0])["status"] == "active"
+    assert market.member(task_id, workers[0])["status"] == "active"
     assert_fails(market.chain.deliver(market.workers[2], pb.MsgReportBadKey(task_id=task_id, proof=bytes(96))),
                  NoKeyBox)
 
@@ -67,7 +67,7 @@ def test_no_key_by_the_deadline_releases_the_members_without_penalty(market):
     before = {w.address: market.chain.balance(w) for w in workers}
     market.chain.advance(PRIVATE_ROUND_BLOCKS)
     for worker in workers:
-        view = member(market, task_id, worker)
+        view = market.member(task_id, worker)
         assert (view["status"], view["reason"], view["penalized"]) == ("left", "no data key in time", 0)
         assert market.chain.balance(worker) == before[worker.address] + COLLATERAL + COMPENSATION
     assert market.task(task_id)["status"] == "abandoned"
@@ -81,9 +81,9 @@ def test_a_late_key_releases_a_member_that_did_not_commit_and_a_timely_one_forfe
     deliver(market, task_id, [late])  # past the round's start + key_delivery_blocks
     before = {w.address: market.chain.balance(w) for w in workers}
     market.chain.advance(PRIVATE_ROUND_BLOCKS)
-    assert member(market, task_id, late)["reason"] == "no data key in time"
+    assert market.member(task_id, late)["reason"] == "no data key in time"
     assert market.chain.balance(late) == before[late.address] + COLLATERAL + COMPENSATION
-    assert member(market, task_id, timely)["penalized"] == COLLATERAL  # it held the key and let the round pass
+    assert market.member(task_id, timely)["penalized"] == COLLATERAL  # it held the key and let the round pass
     assert market.chain.balance(timely) == before[timely.address]
 
 
@@ -115,7 +115,7 @@ def test_junk_boxes_to_validators_still_pay_the_workers(market):
     commitments = market.round_commitments(task_id, 0)
     assert {c["outcome"] for c in commitments.values()} == {"unverified"}
     assert all(c["paid"] > 0 for c in commitments.values())
-    assert all(member(market, task_id, w)["collateral"] == COLLATERAL for w in workers)
+    assert all(market.member(task_id, w)["collateral"] == COLLATERAL for w in workers)
 
 
 def test_validators_given_no_key_still_pay_the_workers(market):

@@ -20,19 +20,6 @@ def leave(market: Market, worker, task_id: int):
     return market.chain.deliver(worker, pb.MsgLeaveTask(task_id=task_id))
 
 
-def member(market: Market, task_id: int, worker) -> dict:
-    return next(m for m in market.task(task_id)["members"] if m["worker"] == encode_address(worker.address))
-
-
-def join(market: Market, worker, task_id: int) -> None:
-    result = market.chain.deliver(worker, pb.MsgJoinTask(task_id=task_id))
-    assert result.ok, result.log
-
-
-def task_events(result, action: str) -> list[dict]:
-    return [dict(e.attributes) for e in result.events if e.type == "task" and dict(e.attributes)["action"] == action]
-
-
 def test_leaving_before_committing_burns_the_penalty_and_the_round_stops_waiting(make_chain):
     market = slot_market(make_chain)
     chain = market.chain
@@ -43,11 +30,11 @@ def test_leaving_before_committing_burns_the_penalty_and_the_round_stops_waiting
     balance = chain.balance(leaver)
     result = leave(market, leaver, task_id)
     assert result.ok, result.log
-    dropped = task_events(result, "dropped")
+    dropped = event_actions(result, "dropped")
     assert [(d["reason"], d["penalty"], d["returned"]) for d in dropped] == [
         ("left", str(SLOT_PENALTY), str(SLOT_COLLATERAL - SLOT_PENALTY))]
     assert chain.balance(leaver) == balance + SLOT_COLLATERAL - SLOT_PENALTY
-    gone = member(market, task_id, leaver)
+    gone = market.member(task_id, leaver)
     assert (gone["status"], gone["reason"], gone["left_round"], gone["collateral"], gone["penalized"]) == (
         "dropped", "left", 0, 0, SLOT_PENALTY)
     view = market.task(task_id)
@@ -58,8 +45,8 @@ def test_leaving_before_committing_burns_the_penalty_and_the_round_stops_waiting
     settle_round(market, task_id)
     view = market.task(task_id)
     assert (view["round"], view["phase"], view["open_slots"]) == (1, "commit", 1)  # the slot opens with round 1
-    join(market, replacement, task_id)
-    fresh = member(market, task_id, replacement)
+    market.join(task_id, [replacement])
+    fresh = market.member(task_id, replacement)
     assert (fresh["index"], fresh["first_round"]) == (gone["index"], 2)
 
 
@@ -72,8 +59,8 @@ def test_leaving_after_committing_takes_effect_at_settlement_paid_and_collateral
     balance = chain.balance(leaver)
     result = leave(market, leaver, task_id)
     assert result.ok, result.log
-    assert [e["round"] for e in task_events(result, "leave_requested")] == ["0"]
-    pending = member(market, task_id, leaver)
+    assert [e["round"] for e in event_actions(result, "leave_requested")] == ["0"]
+    pending = market.member(task_id, leaver)
     assert (pending["status"], pending["leaving"], pending["collateral"]) == ("active", 1, SLOT_COLLATERAL)
     assert chain.balance(leaver) == balance
     before = market_snapshot(chain)
@@ -87,14 +74,14 @@ def test_leaving_after_committing_takes_effect_at_settlement_paid_and_collateral
     left = event_actions(output, "left")
     assert [(e["round"], e["returned"]) for e in left] == [("0", str(SLOT_COLLATERAL))]
     market.reveal(task_id)
-    gone = member(market, task_id, leaver)
+    gone = market.member(task_id, leaver)
     assert (gone["status"], gone["reason"], gone["left_round"], gone["paid"], gone["penalized"]) == (
         "left", "left", 0, REWARD // 2, 0)
     assert chain.balance(leaver) == balance + SLOT_COLLATERAL + REWARD // 2
     view = market.task(task_id)
     assert (view["round"], view["active_members"], view["open_slots"]) == (1, 1, 1)
-    join(market, replacement, task_id)
-    assert member(market, task_id, replacement)["index"] == gone["index"]
+    market.join(task_id, [replacement])
+    assert market.member(task_id, replacement)["index"] == gone["index"]
 
 
 def test_a_leaver_whose_round_fails_verification_is_slashed_all_the_same(make_chain):
@@ -106,7 +93,7 @@ def test_a_leaver_whose_round_fails_verification_is_slashed_all_the_same(make_ch
     balance = chain.balance(cheat)
     assert leave(market, cheat, task_id).ok  # in the sampling phase: its commitment awaits verification
     settle_round(market, task_id, {encode_address(cheat.address): VERDICT_FAIL})
-    gone = member(market, task_id, cheat)
+    gone = market.member(task_id, cheat)
     assert (gone["status"], gone["slashed"], gone["paid"], gone["collateral"]) == ("slashed", SLOT_COLLATERAL, 0, 0)
     assert chain.balance(cheat) == balance
     view = market.task(task_id)
@@ -137,7 +124,7 @@ def test_leaving_an_open_task_returns_the_collateral_in_full_and_reopens_the_pla
     balance = chain.balance(first)
     result = leave(market, first, task_id)
     assert result.ok, result.log
-    assert [e["returned"] for e in task_events(result, "left")] == [str(SLOT_COLLATERAL)]
+    assert [e["returned"] for e in event_actions(result, "left")] == [str(SLOT_COLLATERAL)]
     assert chain.balance(first) == balance + SLOT_COLLATERAL
     view = market.task(task_id)
     assert (view["status"], view["workers_joined"], view["active_members"]) == ("open", 1, 1)
@@ -185,10 +172,10 @@ def test_a_replacement_leaving_before_its_first_round_pays_the_penalty_and_its_s
     market.commit(task_id, 0, [first])
     assert leave(market, leaver, task_id).ok
     settle_round(market, task_id)
-    join(market, replacement, task_id)  # round 1: trains from round 2
+    market.join(task_id, [replacement])  # round 1: trains from round 2
     balance = chain.balance(replacement)
     assert leave(market, replacement, task_id).ok
-    gone = member(market, task_id, replacement)
+    gone = market.member(task_id, replacement)
     assert (gone["status"], gone["reason"], gone["penalized"]) == ("dropped", "left", SLOT_PENALTY)
     assert chain.balance(replacement) == balance + SLOT_COLLATERAL - SLOT_PENALTY
     assert market.task(task_id)["phase"] == "commit"  # `first` has not committed round 1 yet
@@ -214,7 +201,7 @@ def test_a_leaver_in_the_final_report_finishes_with_the_others_when_the_task_com
     market.reveal(task_id)
     view = market.task(task_id)
     assert view["status"] == "completed"
-    finished = member(market, task_id, first)
+    finished = market.member(task_id, first)
     assert (finished["status"], finished["collateral"], finished["paid"]) == ("finished", 0, REWARD // 2)
     assert chain.balance(first) == balance + SLOT_COLLATERAL
 

@@ -16,10 +16,6 @@ def join(market: Market, worker, task_id: int):
     return market.chain.deliver(worker, pb.MsgJoinTask(task_id=task_id))
 
 
-def member(market: Market, task_id: int, worker) -> dict:
-    return next(m for m in market.task(task_id)["members"] if m["worker"] == encode_address(worker.address))
-
-
 def test_a_dropped_members_slot_opens_at_the_next_round_and_the_replacement_trains_from_the_round_after(make_chain):
     market = slot_market(make_chain)
     chain = market.chain
@@ -27,7 +23,7 @@ def test_a_dropped_members_slot_opens_at_the_next_round_and_the_replacement_trai
     first, leaving, replacement = market.workers[:3]
     market.commit(task_id, 0, [first])
     chain.advance(SLOT_ROUND_BLOCKS)  # round 0's deadline: `leaving` is dropped
-    assert member(market, task_id, leaving)["status"] == "dropped"
+    assert market.member(task_id, leaving)["status"] == "dropped"
     view = market.task(task_id)
     assert view["round"] == 0 and view["open_slots"] == 0  # the slot opens only when round 1 starts
     assert_fails(join(market, replacement, task_id), TaskNotOpen)
@@ -38,11 +34,10 @@ def test_a_dropped_members_slot_opens_at_the_next_round_and_the_replacement_trai
     balance = chain.balance(replacement)
     result = join(market, replacement, task_id)
     assert result.ok, result.log
-    joined = [dict(e.attributes) for e in result.events
-              if e.type == "task" and dict(e.attributes)["action"] == "joined"]
+    joined = event_actions(result, "joined")
     assert (joined[0]["index"], joined[0]["first_round"]) == ("1", "2")
     assert chain.balance(replacement) == balance - SLOT_COLLATERAL
-    fresh = member(market, task_id, replacement)
+    fresh = market.member(task_id, replacement)
     assert (fresh["index"], fresh["first_round"], fresh["status"], fresh["collateral"]) == \
         (1, 2, "active", SLOT_COLLATERAL)
     view = market.task(task_id)
@@ -55,7 +50,7 @@ def test_a_dropped_members_slot_opens_at_the_next_round_and_the_replacement_trai
     assert market.task(task_id)["phase"] in ("sampling", "verify")
     assert event_actions(output, "dropped") == []
     settle_round(market, task_id)
-    assert member(market, task_id, replacement)["status"] == "active"
+    assert market.member(task_id, replacement)["status"] == "active"
 
     for round_ in (2, 3):  # the replacement trains from round 2
         market.commit(task_id, round_, [first, replacement])
@@ -80,11 +75,11 @@ def test_a_slashed_members_slot_opens_when_the_next_round_starts(make_chain):
     first, cheat, replacement = market.workers[:3]
     market.commit(task_id, 0, [first, cheat])
     settle_round(market, task_id, {encode_address(cheat.address): VERDICT_FAIL})
-    assert member(market, task_id, cheat)["status"] == "slashed"
+    assert market.member(task_id, cheat)["status"] == "slashed"
     view = market.task(task_id)
     assert (view["round"], view["open_slots"]) == (1, 1)
     assert join(market, replacement, task_id).ok
-    fresh = member(market, task_id, replacement)
+    fresh = market.member(task_id, replacement)
     assert (fresh["index"], fresh["first_round"]) == (1, 2)
 
 
@@ -138,7 +133,7 @@ def test_a_replacement_that_misses_its_first_round_is_dropped_and_its_slot_opens
     balance = chain.balance(replacement)
     market.commit(task_id, 2, [first])
     chain.advance(SLOT_ROUND_BLOCKS)  # the replacement misses round 2, its first
-    dropped = member(market, task_id, replacement)
+    dropped = market.member(task_id, replacement)
     assert (dropped["status"], dropped["left_round"], dropped["penalized"]) == ("dropped", 2, SLOT_PENALTY)
     assert chain.balance(replacement) == balance + SLOT_COLLATERAL - SLOT_PENALTY
     settle_round(market, task_id)
@@ -165,7 +160,7 @@ def test_a_task_takes_at_most_workers_wanted_replacements(make_chain):
         market.commit(task_id, round_ + 1, [first])
         chain.advance(SLOT_ROUND_BLOCKS)  # the newcomer misses its first round
         settle_round(market, task_id)
-        assert member(market, task_id, newcomer)["status"] == "dropped"
+        assert market.member(task_id, newcomer)["status"] == "dropped"
     view = market.task(task_id)
     assert (view["round"], view["open_slots"], view["replacements"], view["workers_joined"]) == (5, 1, 2, 4)
     before = market_snapshot(chain)

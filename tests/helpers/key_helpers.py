@@ -80,9 +80,5 @@ def sign_something(market: Market, *keys) -> None:
     assert all(not r.ok for r in output.tx_results)  # refused (no such task), yet signed: the key is recorded
 
 
-def member(market: Market, task_id: int, who) -> dict:
-    return next(m for m in market.task(task_id)["members"] if m["worker"] == encode_address(who.address))
-
-
 def new_key() -> bytes:
     return new_data_key()

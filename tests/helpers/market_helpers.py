@@ -138,6 +138,10 @@ class Market:
         details = self.task(task_id)["round_details"][round_]
         return {c["worker"]: c for c in details["commitments"]}
 
+    def member(self, task_id: int, worker) -> dict:
+        """The task's member view of `worker` (a key)."""
+        return next(m for m in self.task(task_id)["members"] if m["worker"] == encode_address(worker.address))
+
     def to_verify(self, operator) -> list[dict]:
         return self.chain.query(f"/market/verify/{encode_address(operator.address)}")["segments"]
 
@@ -239,8 +243,9 @@ def market_snapshot(chain) -> dict:
 
 
 def event_actions(output, action: str) -> list[dict]:
-    """Attributes of every `task` event with this action, in a block's end-block events and tx events."""
-    events = list(output.events) + [e for r in output.tx_results for e in r.events]
+    """Attributes of every `task` event with this action: in a block's end-block events and tx events, or in one
+    transaction's result."""
+    events = list(output.events) + [e for r in getattr(output, "tx_results", ()) for e in r.events]
     return [dict(e.attributes) for e in events if e.type == "task" and dict(e.attributes).get("action") == action]
 
 
