@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from click.testing import CliRunner
 
 from market_helpers import spec_bytes
+from wallet_cli_helpers import hermetic, invoke_wallet, ok_json
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
 from trolly.chain.market.economics import minimum_collateral, task_cost
-from trolly.wallet.cli import cli
 
 from wallet_helpers import fake_node  # noqa: F401  (fixture)
 
@@ -22,14 +19,12 @@ TRL = 10**6
 @pytest.fixture
 def wallet(tmp_path, monkeypatch):
     """The CLI with a hermetic home and the unencrypted test keyring holding the dev key."""
-    for name in ("TROLLY_WALLET_PASSWORD", "TROLLY_NODE", "TROLLY_WALLET_HOME", "TROLLY_KEYRING_BACKEND"):
-        monkeypatch.delenv(name, raising=False)
+    hermetic(monkeypatch)
     env = {"TROLLY_WALLET_HOME": str(tmp_path / "home"), "TROLLY_KEYRING_BACKEND": "test"}
 
     def run(*args, input=None, node=None):
         extra = {"TROLLY_NODE": node.url} if node is not None else {}
-        return CliRunner().invoke(cli, [str(a) for a in args], input=input, env={**env, **extra},
-                                  catch_exceptions=False)
+        return invoke_wallet(args, {**env, **extra}, input)
 
     added = run("keys", "add", "dev", "--recover", "-o", "json", input=DEV_MNEMONIC + "\n")
     assert added.exit_code == 0, added.output
@@ -41,11 +36,6 @@ def spec_file(tmp_path):
     path = tmp_path / "spec.json"
     path.write_bytes(spec_bytes())  # 2 rounds, 20 inner steps, a checkpoint every 5: 4 segments
     return path
-
-
-def ok_json(result):
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
 
 
 def included(result):

@@ -16,6 +16,7 @@ from trolly.wallet.cli import cli
 from trolly.wallet.keyring import WEAKEST_ACCEPTED, Keyring
 from trolly.wallet.passwords import PasswordSource
 
+from wallet_cli_helpers import fails_with, hermetic, invoke_wallet, ok_json
 from wallet_helpers import DEV_BALANCE, fake_node  # noqa: F401  (fixture)
 
 PASSWORD = "wallet-password-1"
@@ -35,8 +36,7 @@ def home(tmp_path):
 @pytest.fixture
 def wallet(home, monkeypatch):
     """Run the CLI in the hermetic home; environment variables from the caller's shell cannot leak in."""
-    for name in ("TROLLY_WALLET_PASSWORD", "TROLLY_NODE", "TROLLY_WALLET_HOME"):
-        monkeypatch.delenv(name, raising=False)
+    hermetic(monkeypatch)
 
     def run(*args, input=None, password=PASSWORD, node=None):
         env = {"TROLLY_WALLET_HOME": str(home)}
@@ -44,21 +44,9 @@ def wallet(home, monkeypatch):
             env["TROLLY_WALLET_PASSWORD"] = password
         if node is not None:
             env["TROLLY_NODE"] = node.url
-        return CliRunner().invoke(cli, [str(a) for a in args], input=input, env=env, catch_exceptions=False)
+        return invoke_wallet(args, env, input)
 
     return run
-
-
-def as_json(result):
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
-def fails_with(result, exit_code, text):
-    """A failure is one line on stderr, `Error: ...`, with the documented exit code."""
-    assert result.exit_code == exit_code, result.output
-    lines = result.stderr.strip().splitlines()
-    assert lines[-1].startswith("Error: ") and text in lines[-1], result.stderr
 
 
 def snapshot(home):
@@ -67,7 +55,7 @@ def snapshot(home):
 
 def add_dev_key(wallet, backend="file"):
     result = wallet("keys", "add", "dev", "--recover", "--keyring-backend", backend, "-o", "json", input=DEV_MNEMONIC + "\n")
-    assert as_json(result)["address"] == DEV_ADDRESS
+    assert ok_json(result)["address"] == DEV_ADDRESS
 
 
 # ---- help ------------------------------------------------------------------------------------------------------
@@ -108,16 +96,16 @@ def test_keys_add_shows_the_mnemonic_once_and_stores_none_of_it(wallet, home):
     mnemonic = words[0]
     for content in snapshot(home).values():
         assert mnemonic.encode() not in content and mnemonic.split()[0].encode() + b" " not in content
-    shown = as_json(wallet("keys", "show", "alice", "-o", "json"))
+    shown = ok_json(wallet("keys", "show", "alice", "-o", "json"))
     assert "mnemonic" not in shown and shown["address"].startswith("trolly1")
     assert wallet("keys", "show", "alice", "--address").stdout.strip() == shown["address"]
-    listed = as_json(wallet("keys", "list", "-o", "json"))
+    listed = ok_json(wallet("keys", "list", "-o", "json"))
     assert [k["name"] for k in listed] == ["alice"]
 
 
 def test_keys_add_recover_derives_the_documented_path(wallet):
     add_dev_key(wallet)
-    second = as_json(wallet("keys", "add", "dev1", "--recover", "--index", "1", "-o", "json", input=DEV_MNEMONIC + "\n"))
+    second = ok_json(wallet("keys", "add", "dev1", "--recover", "--index", "1", "-o", "json", input=DEV_MNEMONIC + "\n"))
     assert second["address"] == encode_address(dev_key(1).address)
     assert second["path"] == "m/44'/7777'/0'/0'/1'"
 
@@ -197,20 +185,20 @@ def test_export_to_a_file_leaves_the_mode_of_an_existing_folder_alone_and_makes_
 
 
 def balance(wallet, node, who):
-    return as_json(wallet("query", "account", who, "-o", "json", node=node))["balance"]
+    return ok_json(wallet("query", "account", who, "-o", "json", node=node))["balance"]
 
 
 def test_send_waits_for_the_block_and_reports_height(wallet, fake_node):
     add_dev_key(wallet)
-    bob = as_json(wallet("keys", "add", "bob", "-o", "json"))["address"]
-    sent = as_json(wallet("tx", "send", bob, "1.5trl", "--from", "dev", "--fees", "2utrl", "--yes", "-o", "json",
+    bob = ok_json(wallet("keys", "add", "bob", "-o", "json"))["address"]
+    sent = ok_json(wallet("tx", "send", bob, "1.5trl", "--from", "dev", "--fees", "2utrl", "--yes", "-o", "json",
                           node=fake_node))
     assert sent["included"] and sent["code"] == 0 and sent["height"] >= 2
     assert sent["tx"]["messages"] == [{"type": "/trolly.bank.v1.MsgSend", "fields": {"to": bob, "amount": 1_500_000}}]
     assert balance(wallet, fake_node, "bob") == 1_500_000
     # dev also operates the only validator, so the 2utrl fee may come back to it as the validators' fee share
     assert DEV_BALANCE - 1_500_002 <= balance(wallet, fake_node, "dev") <= DEV_BALANCE - 1_500_000
-    found = as_json(wallet("query", "tx", sent["hash"].lower(), "-o", "json", node=fake_node))
+    found = ok_json(wallet("query", "tx", sent["hash"].lower(), "-o", "json", node=fake_node))
     assert found["height"] == sent["height"] and found["tx"]["signer"] == DEV_ADDRESS
     text = wallet("tx", "send", "bob", "1utrl", "--from", "dev", "--yes", node=fake_node)
     assert text.exit_code == 0 and "height" in text.stdout and "Transaction included" in text.stdout
@@ -219,9 +207,9 @@ def test_send_waits_for_the_block_and_reports_height(wallet, fake_node):
 def test_two_quick_sends_in_a_row_both_succeed(wallet, fake_node):
     add_dev_key(wallet, backend="test")
     fake_node.producing = False  # nothing is committed between the two sends: the node's nonce stays 0
-    first = as_json(wallet("tx", "send", "trolly1" + DEV_ADDRESS[7:], "1utrl", "--from", "dev", "--keyring-backend",
+    first = ok_json(wallet("tx", "send", "trolly1" + DEV_ADDRESS[7:], "1utrl", "--from", "dev", "--keyring-backend",
                            "test", "--yes", "--no-wait", "-o", "json", node=fake_node))
-    second = as_json(wallet("tx", "send", DEV_ADDRESS, "2utrl", "--from", "dev", "--keyring-backend", "test",
+    second = ok_json(wallet("tx", "send", DEV_ADDRESS, "2utrl", "--from", "dev", "--keyring-backend", "test",
                             "--yes", "--no-wait", "-o", "json", node=fake_node))
     assert (first["nonce"], second["nonce"]) == (0, 1) and not second["included"]
     fake_node.producing = True
@@ -240,7 +228,7 @@ def test_confirmation_prompt_shows_the_tx_and_no_means_nothing_sent(wallet, fake
 
 def test_dry_run_checks_but_signs_and_sends_nothing(wallet, fake_node, home):
     add_dev_key(wallet)
-    result = as_json(wallet("tx", "send", DEV_ADDRESS, "1trl", "--from", "dev", "--dry-run", "-o", "json",
+    result = ok_json(wallet("tx", "send", DEV_ADDRESS, "1trl", "--from", "dev", "--dry-run", "-o", "json",
                             password="not-even-asked", node=fake_node))
     assert result["dry_run"] and result["tx"]["total_spend"] == 1_000_000
     assert fake_node.broadcasts == 0
@@ -248,24 +236,24 @@ def test_dry_run_checks_but_signs_and_sends_nothing(wallet, fake_node, home):
 
 def test_generate_only_then_broadcast(wallet, fake_node, tmp_path):
     add_dev_key(wallet)
-    generated = as_json(wallet("tx", "send", DEV_ADDRESS, "4utrl", "--from", "dev", "--generate-only", "--yes",
+    generated = ok_json(wallet("tx", "send", DEV_ADDRESS, "4utrl", "--from", "dev", "--generate-only", "--yes",
                                "-o", "json", node=fake_node))
     assert fake_node.broadcasts == 0 and generated["body"]["nonce"] == 0
     signed_file = tmp_path / "signed.json"
     signed_file.write_text(json.dumps(generated))
-    sent = as_json(wallet("tx", "broadcast", signed_file, "--yes", "-o", "json", node=fake_node))
+    sent = ok_json(wallet("tx", "broadcast", signed_file, "--yes", "-o", "json", node=fake_node))
     assert sent["hash"] == generated["hash"] and sent["included"] and sent["code"] == 0
     # plain base64 on stdin works too; fully offline signing needs no node at all
     offline = wallet("tx", "send", DEV_ADDRESS, "5utrl", "--from", "dev", "--generate-only", "--yes", "--chain-id",
                      "trolly-fake", "--nonce", "1", "--fees", "0", node=None)
     assert offline.exit_code == 0
-    again = as_json(wallet("tx", "broadcast", "-", "--yes", "-o", "json", input=offline.stdout, node=fake_node))
+    again = ok_json(wallet("tx", "broadcast", "-", "--yes", "-o", "json", input=offline.stdout, node=fake_node))
     assert again["included"] and again["nonce"] == 1
 
 
 def test_failed_commands_leave_balances_and_keyring_exactly_as_before(wallet, fake_node, home, tmp_path):
     add_dev_key(wallet)
-    poor = as_json(wallet("keys", "add", "poor", "-o", "json"))["address"]
+    poor = ok_json(wallet("keys", "add", "poor", "-o", "json"))["address"]
     before_keys = snapshot(home)
     before = (balance(wallet, fake_node, "dev"), balance(wallet, fake_node, poor))
     bad_address = DEV_ADDRESS[:-1] + ("q" if DEV_ADDRESS[-1] != "q" else "p")
@@ -299,15 +287,15 @@ def test_rejected_tx_exits_9_and_timeout_exits_10(wallet, fake_node):
 
 def test_stake_create_bond_unbond_changes_power(wallet, fake_node):
     add_dev_key(wallet)
-    operator = as_json(wallet("keys", "add", "val", "-o", "json"))["address"]
+    operator = ok_json(wallet("keys", "add", "val", "-o", "json"))["address"]
     assert wallet("tx", "send", "val", "100trl", "--from", "dev", "--yes", node=fake_node).exit_code == 0
     consensus = base64.b64encode(dev_key(7).pubkey).decode()
     created = wallet("tx", "stake", "create-validator", "--stake", "20trl", "--moniker", "second", "--consensus-pubkey",
                      consensus, "--from", "val", "--yes", "-o", "json", node=fake_node)
-    assert as_json(created)["code"] == 0
+    assert ok_json(created)["code"] == 0
 
     def power():
-        validators = as_json(wallet("query", "validators", "-o", "json", node=fake_node))
+        validators = ok_json(wallet("query", "validators", "-o", "json", node=fake_node))
         return {v["operator"]: v["power"] for v in validators}[operator]
 
     assert power() == 20
@@ -316,10 +304,10 @@ def test_stake_create_bond_unbond_changes_power(wallet, fake_node):
     assert wallet("tx", "stake", "unbond", "15trl", "--from", "val", "--yes", node=fake_node).exit_code == 0
     assert power() == 10
     fake_node.wait_blocks(5)  # the fake chain unbonds in 4 blocks: the 15trl are back with the operator
-    pending = as_json(wallet("query", "unbonding", "val", "-o", "json", node=fake_node))
+    pending = ok_json(wallet("query", "unbonding", "val", "-o", "json", node=fake_node))
     assert pending == {"operator": operator, "entries": [], "total": 0}
-    assert as_json(wallet("query", "account", "val", "-o", "json", node=fake_node))["balance"] == 90_000_000
-    consensus_set = as_json(wallet("query", "validators", "--consensus", "-o", "json", node=fake_node))
+    assert ok_json(wallet("query", "account", "val", "-o", "json", node=fake_node))["balance"] == 90_000_000
+    consensus_set = ok_json(wallet("query", "validators", "--consensus", "-o", "json", node=fake_node))
     assert sorted(v["voting_power"] for v in consensus_set) == [10, 10]
     text = wallet("query", "validators", node=fake_node)
     assert "second" in text.stdout and "dev" in text.stdout
@@ -327,12 +315,12 @@ def test_stake_create_bond_unbond_changes_power(wallet, fake_node):
 
 def test_query_account_prove_and_status(wallet, fake_node):
     add_dev_key(wallet)
-    proven = as_json(wallet("query", "account", "dev", "--prove", "-o", "json", node=fake_node))
+    proven = ok_json(wallet("query", "account", "dev", "--prove", "-o", "json", node=fake_node))
     assert proven["balance"] == DEV_BALANCE and proven["proof"]["verified"]
     text = wallet("query", "account", DEV_ADDRESS, "--prove", node=fake_node)
     assert "verified against the app hash" in text.stdout
     assert proven["pub_key"] is None and "public key" in text.stdout  # this genesis names no key, none signed yet
-    status = as_json(wallet("query", "status", "-o", "json", node=fake_node))
+    status = ok_json(wallet("query", "status", "-o", "json", node=fake_node))
     assert status["chain_id"] == "trolly-fake" and status["latest_block_height"] >= 1
     fake_node.tamper_app_hash = True
     fails_with(wallet("query", "account", "dev", "--prove", node=fake_node), 11, "does NOT match")
@@ -356,18 +344,18 @@ def test_addresses_of_other_chains_and_garbage_files_fail_cleanly(wallet, fake_n
 def test_keyring_backend_from_the_environment(wallet, home, monkeypatch):
     monkeypatch.setenv("TROLLY_KEYRING_BACKEND", "test")
     result = wallet("keys", "add", "dev", "--recover", "-o", "json", input=DEV_MNEMONIC + "\n", password=None)
-    assert as_json(result)["backend"] == "test" and (home / "keyring-test" / "dev.key.json").exists()
+    assert ok_json(result)["backend"] == "test" and (home / "keyring-test" / "dev.key.json").exists()
     listed = wallet("keys", "list")
     assert "UNENCRYPTED" in listed.stderr and "dev" in listed.stdout
 
 
 def test_names_resolve_across_keyrings_for_recipients_but_not_for_signers(wallet, fake_node):
     add_dev_key(wallet, backend="test")
-    alice = as_json(wallet("keys", "add", "alice", "-o", "json"))["address"]  # file keyring
-    sent = as_json(wallet("tx", "send", "alice", "2utrl", "--from", "dev", "--keyring-backend", "test", "--yes",
+    alice = ok_json(wallet("keys", "add", "alice", "-o", "json"))["address"]  # file keyring
+    sent = ok_json(wallet("tx", "send", "alice", "2utrl", "--from", "dev", "--keyring-backend", "test", "--yes",
                           "-o", "json", node=fake_node))
     assert sent["tx"]["messages"][0]["fields"]["to"] == alice
-    assert as_json(wallet("query", "account", "alice", "--keyring-backend", "test", "-o", "json",
+    assert ok_json(wallet("query", "account", "alice", "--keyring-backend", "test", "-o", "json",
                           node=fake_node))["balance"] == 2
     fails_with(wallet("tx", "send", "alice", "1utrl", "--from", "dev", "--yes", node=fake_node), 5,
                "it is in the test keyring: add --keyring-backend test")

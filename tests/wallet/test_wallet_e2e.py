@@ -16,12 +16,11 @@ import time
 import pytest
 from dev_node import dev_node
 from net_helpers import free_port
-from click.testing import CliRunner
+from wallet_cli_helpers import fails_with, hermetic, invoke_wallet, ok_json
 
 from trolly.abci_app.home_genesis import DEV_UNBONDING_BLOCKS
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
-from trolly.wallet.cli import cli
 from trolly.wallet.rpc import RpcClient
 
 pytestmark = pytest.mark.slow
@@ -40,29 +39,17 @@ def node(tmp_path_factory):
 
 @pytest.fixture
 def wallet(tmp_path, node, monkeypatch):
-    for name in ("TROLLY_WALLET_PASSWORD", "TROLLY_NODE", "TROLLY_WALLET_HOME"):
-        monkeypatch.delenv(name, raising=False)
+    hermetic(monkeypatch)
     home = tmp_path / "wallet"
 
     def run(*args, input=None, password=PASSWORD):
         env = {"TROLLY_WALLET_HOME": str(home), "TROLLY_NODE": node}
         if password is not None:
             env["TROLLY_WALLET_PASSWORD"] = password
-        return CliRunner().invoke(cli, [str(a) for a in args], input=input, env=env, catch_exceptions=False)
+        return invoke_wallet(args, env, input)
 
     run.home = home
     return run
-
-
-def ok_json(result):
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
-def fails_with(result, exit_code, text):
-    assert result.exit_code == exit_code, result.output
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("Error: ") and text in last, result.stderr
 
 
 def balance_of(wallet, who):
