@@ -9,7 +9,7 @@ nothing. The autouse invariants fixture checks escrow and supply after every tes
 from __future__ import annotations
 
 from market_helpers import REWARD, SLOT_COLLATERAL, SLOT_PENALTY, Market, assert_fails, commit_message, event_actions
-from market_helpers import final_message, market_snapshot, settle_round, slot_market, two_worker_task
+from market_helpers import final_message, market_snapshot, settle_round, slot_market, slot_task
 from trolly.chain.crypto import encode_address
 from trolly.chain.errors import InvalidRequest
 from trolly.chain.market.errors import LeavePending, NotMember, RoundClosed, TaskEnded, TaskNotFound, TaskNotOpen
@@ -21,9 +21,7 @@ def leave(market: Market, worker, task_id: int):
 
 
 def test_leaving_before_committing_burns_the_penalty_and_the_round_stops_waiting(make_chain):
-    market = slot_market(make_chain)
-    chain = market.chain
-    task_id = two_worker_task(market)
+    market, chain, task_id = slot_task(make_chain)
     first, leaver, replacement = market.workers[:3]
     market.commit(task_id, 0, [first])
     assert market.task(task_id)["phase"] == "commit"  # still waiting for `leaver`
@@ -51,9 +49,7 @@ def test_leaving_before_committing_burns_the_penalty_and_the_round_stops_waiting
 
 
 def test_leaving_after_committing_takes_effect_at_settlement_paid_and_collateral_back(make_chain):
-    market = slot_market(make_chain)
-    chain = market.chain
-    task_id = two_worker_task(market)
+    market, chain, task_id = slot_task(make_chain)
     first, leaver, replacement = market.workers[:3]
     market.commit(task_id, 0, [leaver])
     balance = chain.balance(leaver)
@@ -85,9 +81,7 @@ def test_leaving_after_committing_takes_effect_at_settlement_paid_and_collateral
 
 
 def test_a_leaver_whose_round_fails_verification_is_slashed_all_the_same(make_chain):
-    market = slot_market(make_chain)
-    chain = market.chain
-    task_id = two_worker_task(market)
+    market, chain, task_id = slot_task(make_chain)
     first, cheat = market.workers[:2]
     market.commit(task_id, 0, [first, cheat])
     balance = chain.balance(cheat)
@@ -101,9 +95,7 @@ def test_a_leaver_whose_round_fails_verification_is_slashed_all_the_same(make_ch
 
 
 def test_the_last_member_leaving_abandons_the_task(make_chain):
-    market = slot_market(make_chain)
-    chain = market.chain
-    task_id = two_worker_task(market)
+    market, chain, task_id = slot_task(make_chain)
     first, second = market.workers[:2]
     requester = chain.balance(market.requester)
     assert leave(market, first, task_id).ok
@@ -137,9 +129,7 @@ def test_leaving_an_open_task_returns_the_collateral_in_full_and_reopens_the_pla
 
 
 def test_leaving_is_refused_to_non_members_and_ended_tasks_and_changes_nothing(make_chain):
-    market = slot_market(make_chain)
-    chain = market.chain
-    task_id = two_worker_task(market, rounds=1)
+    market, chain, task_id = slot_task(make_chain, rounds=1)
     first, second, outsider = market.workers[:3]
     before = market_snapshot(chain)
     assert_fails(leave(market, outsider, task_id), NotMember)
@@ -165,9 +155,7 @@ def test_leaving_is_refused_to_non_members_and_ended_tasks_and_changes_nothing(m
 
 
 def test_a_replacement_leaving_before_its_first_round_pays_the_penalty_and_its_slot_opens_again(make_chain):
-    market = slot_market(make_chain)
-    chain = market.chain
-    task_id = two_worker_task(market)
+    market, chain, task_id = slot_task(make_chain)
     first, leaver, replacement = market.workers[:3]
     market.commit(task_id, 0, [first])
     assert leave(market, leaver, task_id).ok
@@ -186,9 +174,7 @@ def test_a_replacement_leaving_before_its_first_round_pays_the_penalty_and_its_s
 
 
 def test_a_leaver_in_the_final_report_finishes_with_the_others_when_the_task_completes(make_chain):
-    market = slot_market(make_chain)
-    chain = market.chain
-    task_id = two_worker_task(market, rounds=1)
+    market, chain, task_id = slot_task(make_chain, rounds=1)
     first, second = market.workers[:2]
     market.commit(task_id, 0, [first, second])
     settle_round(market, task_id)
@@ -207,9 +193,7 @@ def test_a_leaver_in_the_final_report_finishes_with_the_others_when_the_task_com
 
 
 def test_a_leaver_in_a_cancelled_round_is_paid_and_released_as_the_task_ends(make_chain):
-    market = slot_market(make_chain)
-    chain = market.chain
-    task_id = two_worker_task(market)
+    market, chain, task_id = slot_task(make_chain)
     first, second = market.workers[:2]
     market.commit(task_id, 0, [first])
     balance = chain.balance(first)

@@ -4,9 +4,9 @@ index and trains from the round after the one in which it joined; everyone is pa
 
 from __future__ import annotations
 
-from market_helpers import MARKET_PARAMS, REWARD, Market, assert_fails, commit_message, event_actions
+from market_helpers import REWARD, Market, assert_fails, commit_message, event_actions
 from market_helpers import SLOT_COLLATERAL, SLOT_PENALTY, SLOT_ROUND_BLOCKS, SLOT_ROUNDS, market_snapshot
-from market_helpers import settle_round, slot_market, two_worker_task
+from market_helpers import settle_round, slot_task
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.errors import AlreadyMember, RoundClosed, TaskNotOpen
 from trolly.chain.market.records import VERDICT_FAIL
@@ -17,9 +17,7 @@ def join(market: Market, worker, task_id: int):
 
 
 def test_a_dropped_members_slot_opens_at_the_next_round_and_the_replacement_trains_from_the_round_after(make_chain):
-    market = slot_market(make_chain)
-    chain = market.chain
-    task_id = two_worker_task(market)
+    market, chain, task_id = slot_task(make_chain)
     first, leaving, replacement = market.workers[:3]
     market.commit(task_id, 0, [first])
     chain.advance(SLOT_ROUND_BLOCKS)  # round 0's deadline: `leaving` is dropped
@@ -69,9 +67,7 @@ def test_a_dropped_members_slot_opens_at_the_next_round_and_the_replacement_trai
 
 
 def test_a_slashed_members_slot_opens_when_the_next_round_starts(make_chain):
-    market = slot_market(make_chain)
-    chain = market.chain
-    task_id = two_worker_task(market)
+    market, chain, task_id = slot_task(make_chain)
     first, cheat, replacement = market.workers[:3]
     market.commit(task_id, 0, [first, cheat])
     settle_round(market, task_id, {encode_address(cheat.address): VERDICT_FAIL})
@@ -84,9 +80,7 @@ def test_a_slashed_members_slot_opens_when_the_next_round_starts(make_chain):
 
 
 def test_joining_a_running_task_without_an_open_slot_or_twice_is_refused_and_changes_nothing(make_chain):
-    market = slot_market(make_chain)
-    chain = market.chain
-    task_id = two_worker_task(market)
+    market, chain, task_id = slot_task(make_chain)
     first, leaving, replacement, other = market.workers[:4]
     before = market_snapshot(chain)
     assert_fails(join(market, replacement, task_id), TaskNotOpen)  # running and full
@@ -105,9 +99,7 @@ def test_joining_a_running_task_without_an_open_slot_or_twice_is_refused_and_cha
 
 
 def test_a_slot_open_in_the_last_training_round_takes_no_replacement(make_chain):
-    market = slot_market(make_chain)
-    chain = market.chain
-    task_id = two_worker_task(market, rounds=2)
+    market, chain, task_id = slot_task(make_chain, rounds=2)
     first, leaving, replacement = market.workers[:3]
     market.commit(task_id, 0, [first])
     chain.advance(SLOT_ROUND_BLOCKS)
@@ -120,9 +112,7 @@ def test_a_slot_open_in_the_last_training_round_takes_no_replacement(make_chain)
 
 
 def test_a_replacement_that_misses_its_first_round_is_dropped_and_its_slot_opens_again(make_chain):
-    market = slot_market(make_chain)
-    chain = market.chain
-    task_id = two_worker_task(market)
+    market, chain, task_id = slot_task(make_chain)
     first, leaving, replacement, other = market.workers[:4]
     market.commit(task_id, 0, [first])
     chain.advance(SLOT_ROUND_BLOCKS)
@@ -145,9 +135,7 @@ def test_a_replacement_that_misses_its_first_round_is_dropped_and_its_slot_opens
 def test_a_task_takes_at_most_workers_wanted_replacements(make_chain):
     """Each replacement that misses its first round opens the slot again; after `workers` (2) replacements the
     task takes no more, so its member list stays within 2 x workers."""
-    market = Market(make_chain(accounts=6, validators=1, params={"market": MARKET_PARAMS}))
-    chain = market.chain
-    task_id = two_worker_task(market, rounds=8)
+    market, chain, task_id = slot_task(make_chain, rounds=8, accounts=6)
     first, leaving, *newcomers = market.workers[:5]
     market.commit(task_id, 0, [first])
     chain.advance(SLOT_ROUND_BLOCKS)  # `leaving` misses round 0

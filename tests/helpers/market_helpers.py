@@ -256,13 +256,16 @@ SLOT_ROUNDS = 4
 SLOT_ROUND_BLOCKS = 20
 
 
-def slot_market(make_chain) -> Market:
-    return Market(make_chain(accounts=5, validators=1, params={"market": MARKET_PARAMS}))
+def slot_market(make_chain, accounts: int = 5) -> Market:
+    return Market(make_chain(accounts=accounts, validators=1, params={"market": MARKET_PARAMS}))
 
 
-def two_worker_task(market: Market, rounds: int = SLOT_ROUNDS) -> int:
-    return market.open_task(workers=2, collateral=SLOT_COLLATERAL, rounds=rounds, spec=spec_bytes(rounds=rounds),
-                            round_blocks=SLOT_ROUND_BLOCKS)
+def slot_task(make_chain, rounds: int = SLOT_ROUNDS, accounts: int = 5) -> tuple[Market, object, int]:
+    """A `slot_market` with a running task of two workers and `rounds` rounds: the market, its chain, the task id."""
+    market = slot_market(make_chain, accounts)
+    task_id = market.open_task(workers=2, collateral=SLOT_COLLATERAL, rounds=rounds, spec=spec_bytes(rounds=rounds),
+                               round_blocks=SLOT_ROUND_BLOCKS)
+    return market, market.chain, task_id
 
 
 def settle_round(market: Market, task_id: int, verdicts: dict | None = None) -> None:
