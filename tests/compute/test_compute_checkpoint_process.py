@@ -17,15 +17,14 @@ import time
 
 import pytest
 import torch
+from worker_helpers import reference_round
 
 from trolly.compute.acceleration import Acceleration, AccelerationOptions, checkpoint_process
 from trolly.compute.acceleration.state_arena import ALIGNMENT, shared_state_arena
 from trolly.compute.blobs import BlobStore
 from trolly.compute.checkpoints import checkpoint_bytes, decode_checkpoint
-from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.errors import CheckpointError
-from trolly.compute.spec import example_spec, spec_from_dict
-from trolly.compute.training import Trainer, initial_weights, run_round, train_segment
+from trolly.compute.training import Trainer, train_segment
 from trolly.compute.worker.round_training import train_round
 from trolly.compute.worker.progress import WorkerState
 from trolly.compute.worker.strategies import TrainingStrategy
@@ -37,14 +36,7 @@ needs_memfd = pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="needs 
 
 @pytest.fixture(scope="module")
 def setup():
-    blobs = build_dataset("digits")
-    spec = spec_from_dict(example_spec(
-        blobs.manifest_hash, model={"arch": "mlp", "config": {"hidden": [32]}}, codec="int8",
-        training={"rounds": 2, "inner_steps": STEPS, "batch_size": 8, "checkpoint_every": 5, "seed": 11}))
-    dataset = dataset_from_blobs(blobs)
-    start = initial_weights(spec, dataset.shape)
-    reference = run_round(Trainer(spec, dataset), start, worker_index=0, round_index=0, steps=STEPS)
-    return spec, dataset, start, reference
+    return reference_round(STEPS, hidden=32, seed=11, worker_index=0)
 
 
 def fresh_round(home: pathlib.Path):

@@ -11,6 +11,7 @@ import threading
 
 import pytest
 import torch
+from worker_helpers import reference_round
 
 from trolly.chain.market.economics import segment_count
 from trolly.chain.messages.commit_round import validate_commit_round
@@ -18,10 +19,8 @@ from trolly.compute.blobs import BlobStore
 from trolly.compute.checkpoints import checkpoint_hash, decode_checkpoint
 from trolly.compute.canonical import decode_tensors
 from trolly.compute.codecs import ErrorFeedback, get_codec
-from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.checkpoint_merkle import merkle_root
-from trolly.compute.spec import example_spec, spec_from_dict
-from trolly.compute.training import Trainer, initial_weights, run_round, train_segment
+from trolly.compute.training import Trainer, run_round, train_segment
 from trolly.compute.cheats import get_cheat
 from trolly.compute.worker.cheat_round import play_cheat_round
 from trolly.compute.worker.errors import WorkerError
@@ -36,14 +35,7 @@ STEPS = 12  # checkpoints every 5: segments [0,5) [5,10) [10,12), checkpoints 0.
 
 @pytest.fixture(scope="module")
 def setup():
-    blobs = build_dataset("digits")
-    spec = spec_from_dict(example_spec(
-        blobs.manifest_hash, model={"arch": "mlp", "config": {"hidden": [16]}}, codec="int8",
-        training={"rounds": 2, "inner_steps": STEPS, "batch_size": 8, "checkpoint_every": 5, "seed": 3}))
-    dataset = dataset_from_blobs(blobs)
-    start = initial_weights(spec, dataset.shape)
-    reference = run_round(Trainer(spec, dataset), start, worker_index=1, round_index=0, steps=STEPS)
-    return spec, dataset, start, reference
+    return reference_round(STEPS, hidden=16, seed=3, worker_index=1)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from trolly.chain.tx import decode_tx, tx_hash
 from trolly.compute.codecs import ErrorFeedback, get_codec
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.outer_step import GlobalState, WorkerUpdate, outer_step
-from trolly.compute.spec import example_spec, parse_spec
+from trolly.compute.spec import example_spec, parse_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.compute.worker.config import WorkerConfig
 from trolly.compute.worker.service import ServiceOptions, WorkerService
@@ -130,6 +130,19 @@ def spec_document(manifest_hash: str, **overrides) -> bytes:
                                       "seed": 11})
     document.update(overrides)
     return json.dumps(document).encode()
+
+
+def reference_round(steps: int, hidden: int, seed: int, worker_index: int):
+    """A digits MLP task of `steps` inner steps and a checkpoint every 5, its dataset, W_0 and round 0 trained from
+    it by `worker_index` without the worker's machinery: (spec, dataset, start, reference)."""
+    blobs = build_dataset("digits")
+    spec = spec_from_dict(example_spec(
+        blobs.manifest_hash, model={"arch": "mlp", "config": {"hidden": [hidden]}}, codec="int8",
+        training={"rounds": 2, "inner_steps": steps, "batch_size": 8, "checkpoint_every": 5, "seed": seed}))
+    dataset = dataset_from_blobs(blobs)
+    start = initial_weights(spec, dataset.shape)
+    return spec, dataset, start, run_round(Trainer(spec, dataset), start, worker_index=worker_index, round_index=0,
+                                           steps=steps)
 
 
 def new_service(home, chain, key, cheat: str = "") -> WorkerService:
