@@ -6,6 +6,7 @@ hash equal to the reference root after blocks 1..h, with exactly the state of th
 block.
 """
 
+import inspect
 import os
 import random
 import signal
@@ -18,11 +19,9 @@ import pytest
 from trolly.abci_app.store import Store
 from trolly.chain.sparse_merkle import MemoryTree
 
-CHILD = r"""
-import os, random, signal, sys
-from trolly.abci_app.store import Store
 
-def block(height):
+def block(height: int) -> dict[bytes, bytes | None]:
+    """The block at `height`, a pure function of it; the child process runs this very function."""
     rng = random.Random(height)
     changes = {}
     for _ in range(rng.randrange(1, 200)):
@@ -30,6 +29,8 @@ def block(height):
         changes[key] = None if rng.random() < 0.3 else rng.randbytes(rng.randrange(1, 40))
     return changes
 
+
+CHILD = "import os, random, signal, sys\nfrom trolly.abci_app.store import Store\n\n" + inspect.getsource(block) + r"""
 store = Store(sys.argv[1])
 stop_before_commit_of = int(sys.argv[2])
 height = store.last_height
@@ -42,16 +43,6 @@ while True:
     store.commit(pending)
     print("committed", height, flush=True)
 """
-
-
-def block(height: int) -> dict[bytes, bytes | None]:
-    """The child's block at `height` (same code, kept in step with CHILD)."""
-    rng = random.Random(height)
-    changes = {}
-    for _ in range(rng.randrange(1, 200)):
-        key = b"\x01" + rng.randrange(3000).to_bytes(4, "big")
-        changes[key] = None if rng.random() < 0.3 else rng.randbytes(rng.randrange(1, 40))
-    return changes
 
 
 def reference_after(height: int) -> MemoryTree:

@@ -35,6 +35,17 @@ def two_worker_task(make_chain):
     return market, chain, task_id, requester_balance, [chain.balance(w) for w in market.workers[:2]]
 
 
+def assert_cancelled_after_one_paid_round(market, task_id: int, requester_balance: int, worker_balances) -> None:
+    """The task ended cancelled with its one round paid: each worker its half and its collateral back, the
+    requester charged that round alone and refunded the rest."""
+    view = market.task(task_id)
+    assert view["status"] == "cancelled" and view["paid_workers"] == REWARD
+    assert view["refunded"] == 5 * REWARD - SPENT_PER_ROUND
+    assert market.chain.balance(market.requester) == requester_balance - SPENT_PER_ROUND
+    for worker, before in zip(market.workers[:2], worker_balances):
+        assert market.chain.balance(worker) == before + COLLATERAL + HALF
+
+
 def test_a_cancel_after_commitments_lets_the_round_settle_and_pays_it(make_chain):
     market, chain, task_id, requester_balance, worker_balances = two_worker_task(make_chain)
     market.commit(task_id, 0, market.workers[:1])  # one of two committed: the round is still open
@@ -48,12 +59,7 @@ def test_a_cancel_after_commitments_lets_the_round_settle_and_pays_it(make_chain
     output = market.vote(chain.operators, task_id)
     assert [a["action"] for a in event_actions(output, "cancelled")] == ["cancelled"]
     assert event_actions(output, "round_started") == []  # no further round
-    view = market.task(task_id)
-    assert view["status"] == "cancelled" and view["paid_workers"] == REWARD
-    assert view["refunded"] == 5 * REWARD - SPENT_PER_ROUND
-    assert chain.balance(market.requester) == requester_balance - SPENT_PER_ROUND
-    for worker, before in zip(market.workers[:2], worker_balances):
-        assert chain.balance(worker) == before + COLLATERAL + HALF
+    assert_cancelled_after_one_paid_round(market, task_id, requester_balance, worker_balances)
     market.reveal(task_id)  # the verifier fees stay in escrow until the reveal window closes
     chain.advance(10)
     view = market.task(task_id)
@@ -74,12 +80,7 @@ def test_a_cancel_as_soon_as_a_round_starts_lets_it_be_trained_verified_and_paid
     chain.block()  # sampled
     output = market.vote(chain.operators, task_id)
     assert len(event_actions(output, "cancelled")) == 1 and event_actions(output, "round_started") == []
-    view = market.task(task_id)
-    assert view["status"] == "cancelled" and view["paid_workers"] == REWARD
-    assert view["refunded"] == 5 * REWARD - SPENT_PER_ROUND
-    assert chain.balance(market.requester) == requester_balance - SPENT_PER_ROUND
-    for worker, before in zip(market.workers[:2], worker_balances):
-        assert chain.balance(worker) == before + COLLATERAL + HALF
+    assert_cancelled_after_one_paid_round(market, task_id, requester_balance, worker_balances)
 
 
 def test_a_cancel_during_verification_still_pays_the_round(make_chain):

@@ -78,15 +78,21 @@ def committee_votes(chain, market, task_id, verdict=VERDICT_PASS):
     return votes
 
 
-def test_a_vote_committed_to_a_guessed_digest_disagrees_with_the_true_one_and_is_penalised(make_chain):
-    """A committee of three (of four validators) votes PASS unanimously; two reveal the replay's digest, two thirds
-    of the committee's power, which makes it the true one, and the third reveals a guess: it is lazy."""
+def committees_of_three(make_chain):
+    """Four validators, a two-worker task whose round 0 is committed and sampled for committees of three:
+    (chain, market, task id, the committees' PASS votes as `committee_votes` gives them)."""
     chain = make_chain(accounts=3, validators=4, params={"market": {**PARAMS, "committee_size": 3}})
     market = Market(chain)
     task_id = market.open_task(workers=2, collateral=4 * REWARD)
     market.commit(task_id, 0, market.workers[:2])
     chain.block()
-    votes = committee_votes(chain, market, task_id)
+    return chain, market, task_id, committee_votes(chain, market, task_id)
+
+
+def test_a_vote_committed_to_a_guessed_digest_disagrees_with_the_true_one_and_is_penalised(make_chain):
+    """A committee of three (of four validators) votes PASS unanimously; two reveal the replay's digest, two thirds
+    of the committee's power, which makes it the true one, and the third reveals a guess: it is lazy."""
+    chain, market, task_id, votes = committees_of_three(make_chain)
     guess = b"g" * 32
     guesser, guessed = votes[0][0], votes[0][1]
     votes[0] = (guesser, guessed, VERDICT_PASS, guess)
@@ -280,12 +286,7 @@ def test_a_minority_cannot_define_the_true_replay_digest(make_chain):
     three (a quarter of the power) revealing a digest smaller than the honest one tied with the only honest
     revealer and won, making it look lazy. Now a digest needs two thirds of the deciding committee's power: with
     none, nobody is lazy for disagreeing, and only the missing reveal is."""
-    chain = make_chain(accounts=3, validators=4, params={"market": {**PARAMS, "committee_size": 3}})
-    market = Market(chain)
-    task_id = market.open_task(workers=2, collateral=4 * REWARD)
-    market.commit(task_id, 0, market.workers[:2])
-    chain.block()
-    votes = committee_votes(chain, market, task_id)
+    chain, market, task_id, votes = committees_of_three(make_chain)
     item = votes[0][1]
     liar, honest, silent = [op for op, i, _, _ in votes if i == item]
     forged = b"\x00" * 32  # smaller than any honest digest: it won the old tie

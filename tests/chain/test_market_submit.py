@@ -9,7 +9,7 @@ import json
 import pytest
 
 from market_helpers import MARKET_PARAMS, REWARD, SPEC, Market, assert_fails, market_snapshot, spec_bytes
-from market_helpers import submit_message
+from market_helpers import edited, submit_message
 from trolly.chain.errors import InsufficientFunds
 from trolly.chain.market.economics import minimum_collateral
 from trolly.chain.market.errors import AlreadyMember, BudgetTooLow, CollateralTooLow, InvalidSpec, InvalidTerms
@@ -60,15 +60,7 @@ def test_collateral_floor_follows_the_honesty_condition(market):
 
 
 def mutated(path: list[str], value) -> bytes:
-    spec = json.loads(json.dumps(SPEC))
-    node = spec
-    for key in path[:-1]:
-        node = node[key]
-    if value is KeyError:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
-    return json.dumps(spec).encode()
+    return json.dumps(edited(SPEC, path, value)).encode()
 
 
 @pytest.mark.parametrize("spec", [

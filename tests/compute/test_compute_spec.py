@@ -1,10 +1,10 @@
 """Parsing the task spec of docs/protocol.md into frozen dataclasses, with clear errors."""
 
-import copy
 import dataclasses
 import json
 
 import pytest
+from market_helpers import edited
 
 from trolly.compute.errors import SpecError
 from trolly.compute.models import DataShape, build_model, count_parameters, make_config
@@ -30,15 +30,7 @@ def test_the_protocol_example_parses_with_its_values():
 
 
 def edit(path, value):
-    document = copy.deepcopy(example_spec(HASH))
-    target = document
-    for key in path[:-1]:
-        target = target[key]
-    if value is KeyError:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
-    return document
+    return edited(example_spec(HASH), path, value)
 
 
 @pytest.mark.parametrize("path, value, message", [

@@ -56,6 +56,19 @@ def spec_bytes(**training) -> bytes:
     return json.dumps(spec).encode()
 
 
+def edited(document: dict, path: list[str], value) -> dict:
+    """A deep copy of a spec `document` with the value at `path` set to `value`, or removed when it is KeyError."""
+    document = json.loads(json.dumps(document))
+    target = document
+    for key in path[:-1]:
+        target = target[key]
+    if value is KeyError:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return document
+
+
 def digest(label: str) -> bytes:
     return hashlib.sha256(label.encode()).digest()
 
