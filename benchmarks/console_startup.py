@@ -2,7 +2,7 @@
 
 Each start runs `trolly-console --port 0 --home <empty> --node http://127.0.0.1:1` (no node is needed to start),
 times it until it prints its address, and reads its resident memory (`VmRSS` in `/proc/<pid>/status`) at that
-moment; then stops it. The console loads no torch when it starts (`tests/test_console_light.py`), so its figures
+moment; then stops it. The console loads no torch when it starts (`tests/console/test_console_light.py`), so its figures
 are those of its web server, the wallet and the chain's codecs; a console that imported torch at start paid
 the import's seconds and memory on every start.
 

@@ -9,7 +9,7 @@ joining, commitments, verdicts) instead of failing at the first check.
 
 Every transaction is signed by a funded genesis account with its next nonce (`Signers` tracks nonces from the
 results' `tx` events), so it passes the ante handler and exercises the messages themselves. Used by
-tests/test_chain_fuzz.py and by `python -m benchmarks.fuzz_chain`.
+tests/chain/test_chain_fuzz.py and by `python -m benchmarks.fuzz_chain`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ rename removes the temporary file and leaves the old file untouched. Directories
 
 This module imports nothing from the project, and nothing but the standard library, so that every package
 may use it: `abci_app` imports this one leaf module of `wallet` (the single exception to the import direction,
-tested in tests/test_import_direction.py), `compute` and `verifier` import it as they import the wallet.
+tested in tests/project/test_import_direction.py), `compute` and `verifier` import it as they import the wallet.
 """
 
 from __future__ import annotations

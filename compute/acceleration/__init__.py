@@ -12,7 +12,7 @@ subpackage only speeds a worker's rounds up, behind the core's own interfaces (`
     checkpoint_process       a helper process copies, hashes and stores checkpoints from that arena
     checkpoint_process_main  that process's own code (standard library and the blob store only)
 
-Nothing of the verifier imports it (tests/test_module_graph.py). This file imports its two names on first
+Nothing of the verifier imports it (tests/project/test_module_graph.py). This file imports its two names on first
 use only, so that starting the checkpoint process (`python -m trolly.compute.acceleration.checkpoint_process_main`)
 loads no torch.
 """

@@ -2,5 +2,5 @@
 
 The `trolly-wallet data` group and the `task fetch` / `task eval` commands (and `task submit --data`) live here
 because they need torch and the blob service; the wallet registers them by name and imports them on first
-use, so `trolly-wallet keys` and the other wallet commands never load them (tests/test_import_direction.py).
+use, so `trolly-wallet keys` and the other wallet commands never load them (tests/project/test_import_direction.py).
 """

@@ -4,7 +4,7 @@ A command group or command named here as "module:attribute" is imported only whe
 keys` never loads the network stack, and the requester's commands that need torch and the blob service
 (`data`, `task fetch`, `task eval`, `task submit --data`, all in `trolly.compute.requester.cli`) are loaded
 only by those commands. Those are the wallet's only references to `compute`, a package above it: they are
-strings, not imports, and tests/test_import_direction.py lists them as its one documented exception.
+strings, not imports, and tests/project/test_import_direction.py lists them as its one documented exception.
 """
 
 from __future__ import annotations
