@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from trolly.chain.market.errors import InvalidSpec
 from trolly.chain.market.spec import validate_spec
 from trolly.compute.data.dataset import sample_batch
-from trolly.compute.data.docstrings import PACKAGES, docstrings
+from trolly.compute.data.docstrings import PACKAGES
 from trolly.compute.data.lazy_dataset import lazy_dataset
 from trolly.compute.data.manifest import decode_shard, parse_manifest
 from trolly.compute.data.packing import open_packed
@@ -28,19 +28,13 @@ from trolly.compute.worker.data import check_declared_shape
 from trolly.wallet.cli import cli
 from trolly.wallet.errors import WalletError
 from trolly.wallet.requester import round_blocks_for
+from requester_helpers import write_texts
 
 URLS = ("http://127.0.0.1:9999",)
 
 
 def pack(*args):
     return CliRunner().invoke(cli, ["data", "pack", *map(str, args)], catch_exceptions=False)
-
-
-def write_texts(path, every: int = 12):
-    """A requester's JSONL: every `every`-th standard-library docstring, labelled by its package's name."""
-    lines = [json.dumps({"text": text, "label": PACKAGES[label]}) for text, label in docstrings()[::every]]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def refused(result, *words):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from localnet_helpers import free_base_port, localnet, query, wait_until
 from safetensors.numpy import load_file
-from test_requester_lora import write_texts
+from requester_helpers import write_texts
 from whole_task import whole_task
 
 from trolly.compute.blobs import AddressPolicy

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
+
+from trolly.compute.data.docstrings import PACKAGES, docstrings
 
 
 def write_csv(path, rows, header="a,b,label"):
@@ -32,3 +35,10 @@ def write_flowers_csv(path: Path, count: int = 90) -> list[list[float]]:
         lines.append(",".join(map(str, row)) + f",{name}")
     path.write_text("\n".join(lines) + "\n")
     return [firsts[name] for name in centres]
+
+
+def write_texts(path, every: int = 12):
+    """A requester's JSONL: every `every`-th standard-library docstring, labelled by its package's name."""
+    lines = [json.dumps({"text": text, "label": PACKAGES[label]}) for text, label in docstrings()[::every]]
+    path.write_text("\n".join(lines) + "\n")
+    return path

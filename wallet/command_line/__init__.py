@@ -3,5 +3,5 @@ output (`output.py`) and its one way to fail (`errors.py`).
 
 Below both `wallet/cli/` (the `trolly-wallet` groups) and the requester's commands it loads by name from
 `compute/requester/cli.py`, so the commands loaded lazily import nothing of the wallet CLI that names them
-(tests/test_import_direction.py).
+(tests/project/test_import_direction.py).
 """

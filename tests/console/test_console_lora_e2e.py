@@ -19,7 +19,7 @@ from aiohttp import FormData
 
 from console_helpers import csrf_token, own_origin, with_console
 from localnet_helpers import free_base_port, localnet
-from test_requester_lora import write_texts
+from requester_helpers import write_texts
 from trolly.chain.market.records import LIVE_STATUSES
 from trolly.console.security import CSRF_HEADER
 from trolly.console.server import CLIENT
