@@ -169,6 +169,8 @@ OTHER_DOCUMENTS = {
     "wallet/proofs.py": ({"address"}, "the /account answer"),
     "wallet/sender.py": ({"address"}, "the /account answer"),
     "wallet/tasks.py": ({"rounds"}, "a task spec's training section"),
+    "wallet/requester.py:submitted_task_id": ({"id"}, "a transaction result's `task` event attributes"),
+    "console/new_task_api.py:_submit": ({"round_blocks"}, "the New task page's own request body"),
     "wallet/cli/task.py:read_spec": ({"rounds"}, "a task spec's training section"),
     "wallet/cli/query.py": ({"address", "amount", "height", "maturity_height", "stake", "operator"},
                             "the /unbonding answer, and transactions' JSON"),
