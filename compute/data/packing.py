@@ -9,7 +9,8 @@ description added to the manifest: classification samples of features (`readers.
 of a base model's tokenizer with the manifest's `context` set, for `lora-text` (`tokenized.py`).
 
 A packed directory holds a blob store (`blobs/`, what `trolly-wallet data serve` serves), `dataset.json`,
-the summary a `task submit --data` reads, and for private data (the default) `data.key`, the data key its
+the summary a `task submit --data` reads, for a CSV `preprocessing.json` (the fitted preprocessing in clear,
+what a prediction applies to raw rows), and for private data (the default) `data.key`, the data key its
 shards are encrypted under (mode 0600, never served: the store serves `blobs/` by hash only). It is written under a temporary name and renamed into place, so a
 failed pack leaves nothing behind.
 
@@ -47,6 +48,9 @@ from .readers import LabelledSamples, features_array, read_samples
 from .tokenized import DEFAULT_CONTEXT, read_jsonl_tokens
 
 SUMMARY_FILE = "dataset.json"
+PREPROCESSING_FILE = "preprocessing.json"
+"""A packed table's fitted preprocessing in clear (`preprocessing.py`), for the requester's own use: the served
+copy is the blob the manifest names, encrypted for private data."""
 KEY_FILE = "data.key"
 """A private pack's own data key (32 raw bytes, 0600); only the requester holds it."""
 TASK_KEYS = "task-keys"
@@ -324,9 +328,10 @@ def write_packed(blobs: DatasetBlobs, labels: tuple[str, ...], source_format: st
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise DatasetError(f"{directory} already exists and is not empty: pack into a new directory")
     manifest = json.loads(blobs.manifest)
+    preprocessing = read_preprocessing(manifest, blobs.all_blobs().__getitem__, key)
     packed = PackedDataset(directory, blobs.manifest_hash, manifest["input_size"], manifest["num_classes"], labels,
                            manifest["splits"]["train"]["samples"], manifest["splits"]["test"]["samples"], source_format,
-                           manifest["context"], _column_report(manifest, blobs.all_blobs().__getitem__, key))
+                           manifest["context"], () if preprocessing is None else tuple(preprocessing.report()))
     directory.parent.mkdir(parents=True, exist_ok=True)
     temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".partial", dir=directory.parent))
     try:
@@ -335,6 +340,8 @@ def write_packed(blobs: DatasetBlobs, labels: tuple[str, ...], source_format: st
             store.put(data, expected=digest)
         if key is not None:
             write_private_file(temporary / KEY_FILE, check_data_key(key))
+        if preprocessing is not None:  # beside the key, never served: what a prediction applies to raw rows
+            write_atomically(temporary / PREPROCESSING_FILE, preprocessing.to_bytes())
         summary = {name: value for name, value in packed.summary().items() if name not in ("directory", "private")}
         write_atomically(temporary / SUMMARY_FILE, (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode())
     except BaseException:

@@ -102,11 +102,6 @@ class Preprocessing:
     def imputed(self) -> int:
         return sum(column.imputed for column in self.columns)
 
-    def feature_names(self) -> list[str]:
-        return [name for column in self.columns
-                for name in ([column.name] if column.kind == "numeric"
-                             else [f"{column.name}={category}" for category in column.categories])]
-
     def transform(self, table: Mapping[str, Sequence[str]], where: str = "rows",
                   lines: Sequence[int] | None = None, out: np.ndarray | None = None) -> np.ndarray:
         """The float32 features (rows x `width`) of `table`'s raw cells, by column name; a missing column is
