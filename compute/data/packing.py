@@ -366,7 +366,8 @@ def open_packed(directory: pathlib.Path) -> PackedDataset:
         return PackedDataset(directory, manifest_hash, int(manifest["input_size"]), int(manifest["num_classes"]),
                              tuple(manifest["labels"]), int(splits["train"]["samples"]), int(splits["test"]["samples"]),
                              str(manifest["source"]["format"]), int(manifest["context"]),
-                             _column_report(manifest, BlobStore(directory).get, read_data_key(directory, manifest_hash)))
+                             _column_report(manifest, BlobStore(directory).get,
+                                            read_data_key(directory, manifest_hash)))
     except (ComputeError, ValueError, KeyError, TypeError) as error:
         raise DatasetError(f"{directory}: the manifest {manifest_hash[:12]} is missing or malformed ({error}): "
                            f"pack the data again") from None

@@ -98,10 +98,6 @@ class Preprocessing:
     def width(self) -> int:
         return sum(column.width for column in self.columns)
 
-    @property
-    def imputed(self) -> int:
-        return sum(column.imputed for column in self.columns)
-
     def transform(self, table: Mapping[str, Sequence[str]], where: str = "rows",
                   lines: Sequence[int] | None = None, out: np.ndarray | None = None) -> np.ndarray:
         """The float32 features (rows x `width`) of `table`'s raw cells, by column name; a missing column is

@@ -87,7 +87,8 @@ def test_a_private_packs_preprocessing_is_encrypted_and_a_task_copy_reencrypts_i
     manifest = json.loads(packed.store.get(packed.manifest_hash))
     served = packed.store.get(manifest["preprocessing"]["hash"])
     assert b"Paris" not in served and b"income" not in served and b"Paris" not in packed.store.get(packed.manifest_hash)
-    assert Preprocessing.from_bytes(decrypt_shard(packed.key, served)).columns[1].categories == ("Lyon", "Nice", "Paris")
+    opened = Preprocessing.from_bytes(decrypt_shard(packed.key, served))
+    assert opened.columns[1].categories == ("Lyon", "Nice", "Paris")
     copy = for_one_task(packed)
     copied = json.loads(copy.store.get(copy.manifest_hash))
     assert copied["preprocessing"]["hash"] != manifest["preprocessing"]["hash"]

@@ -89,7 +89,8 @@ def test_the_readme_requester_path_from_a_csv_to_a_model_safetensors_loads(tmp_p
         assert "accuracy" in text and "loss" in text
 
         loaded = subprocess.run([sys.executable, "-I", "-c", SAFETENSORS_ONLY, str(tmp_path / "flowers-model"),
-                                 json.dumps(firsts), str(tmp_path / "flowers-data")], capture_output=True, text=True, timeout=60)
+                                 json.dumps(firsts), str(tmp_path / "flowers-data")],
+                                capture_output=True, text=True, timeout=60)
         assert loaded.returncode == 0, loaded.stderr
         answer = json.loads(loaded.stdout)
         assert not [name for name in answer["modules"] if name.split(".")[0] in ("trolly", "torch")]
