@@ -10,6 +10,9 @@ A shard is canonical tensor bytes (`canonical.py`): classification shards hold `
 input_size) and `targets` (int64, n); text shards hold `tokens` (uint8, n x (context + 1)); text-classification
 shards hold `tokens` (int32 token ids, n x context, 0 is padding) and `targets` (int64, n).
 
+A packed table's manifest also names its preprocessing (`"preprocessing": {"hash", "size"}`), the blob of the
+column statistics its features were made with (`preprocessing.py`); workers need only the shards.
+
 A private dataset's manifest names its cipher (`"cipher": "xsalsa20poly1305"`) and each of its shards is those
 bytes encrypted under the dataset's data key (`encryption.py`); a shard's hash and size are its encrypted
 bytes', so fetching and hash checks are the same, and only a holder of the key decodes it.
@@ -66,6 +69,16 @@ def _shard_split(split_tensors: dict[str, np.ndarray], shards: dict[str, bytes],
         shards[digest] = data
         listing.append({"hash": digest, "size": len(data), "samples": len(next(iter(piece.values())))})
     return {"samples": count, "shards": listing}
+
+
+def _blob(data: bytes, blobs: dict[str, bytes], key: bytes | None = None) -> dict:
+    """One more blob of the dataset (a packed table's preprocessing) into `blobs` by hash, encrypted under
+    `key` when given as the shards are; its manifest entry."""
+    if key is not None:
+        data = encrypt_shard(key, data)
+    digest = hashlib.sha256(data).hexdigest()
+    blobs[digest] = data
+    return {"hash": digest, "size": len(data)}
 
 
 def build_dataset(name: str, **options) -> DatasetBlobs:
@@ -145,6 +158,10 @@ def parse_manifest(data: bytes) -> dict:
     for key in ("input_size", "num_classes", "context"):
         if not isinstance(manifest.get(key), int) or manifest[key] < 0:
             raise DatasetError(f"manifest field {key} must be a non-negative integer")
+    entry = manifest.get("preprocessing", {"hash": "0" * 64, "size": 1})
+    if not (isinstance(entry, dict) and isinstance(entry.get("hash"), str) and len(entry["hash"]) == 64
+            and isinstance(entry.get("size"), int) and entry["size"] > 0):
+        raise DatasetError(f"malformed preprocessing entry: {entry!r}")
     if manifest.get("cipher", CIPHER) != CIPHER:
         raise DatasetError(f"manifest cipher {manifest['cipher']!r} is not {CIPHER}")
     return manifest
@@ -253,6 +270,9 @@ def rekey_blobs(manifest_hash: str, fetch: Callable[[str], bytes], old_key: byte
             shards[digest] = data
             listing.append({**entry, "hash": digest, "size": len(data)})
         manifest["splits"][split]["shards"] = listing
+    if "preprocessing" in manifest:
+        plain = decrypt_shard(old_key, _fetch_checked(fetch, manifest["preprocessing"]["hash"], "preprocessing"))
+        manifest["preprocessing"] = _blob(plain, shards, new_key)
     return _finish(manifest, shards)
 
 

@@ -9,7 +9,8 @@ description added to the manifest: classification samples of features (`readers.
 of a base model's tokenizer with the manifest's `context` set, for `lora-text` (`tokenized.py`).
 
 A packed directory holds a blob store (`blobs/`, what `trolly-wallet data serve` serves), `dataset.json`,
-the summary a `task submit --data` reads, and for private data (the default) `data.key`, the data key its
+the summary a `task submit --data` reads, for a CSV `preprocessing.json` (the fitted preprocessing in clear,
+what a prediction applies to raw rows), and for private data (the default) `data.key`, the data key its
 shards are encrypted under (mode 0600, never served: the store serves `blobs/` by hash only). It is written under a temporary name and renamed into place, so a
 failed pack leaves nothing behind.
 
@@ -22,6 +23,7 @@ its members and drawn validators receive, opens no other task's shards.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import pathlib
 import shutil
@@ -38,13 +40,17 @@ from ..blobs.store import BlobStore
 from ..errors import ComputeError, DatasetError
 from ..spec import LORA_TEXT_BASE
 from .dataset import Dataset
-from .encryption import CIPHER, check_data_key, new_data_key
-from .manifest import (MANIFEST_VERSION, SHARD_SAMPLES, DatasetBlobs, _finish, _shard_split, load_dataset,
-                       manifest_size, rekey_blobs)
-from .readers import LabelledSamples, read_samples
+from .encryption import CIPHER, check_data_key, decrypt_shard, new_data_key
+from .manifest import (MANIFEST_VERSION, SHARD_SAMPLES, DatasetBlobs, _blob, _finish, _shard_split, is_private,
+                       load_dataset, manifest_size, rekey_blobs)
+from .preprocessing import Preprocessing, fit
+from .readers import LabelledSamples, features_array, read_samples
 from .tokenized import DEFAULT_CONTEXT, read_jsonl_tokens
 
 SUMMARY_FILE = "dataset.json"
+PREPROCESSING_FILE = "preprocessing.json"
+"""A packed table's fitted preprocessing in clear (`preprocessing.py`), for the requester's own use: the served
+copy is the blob the manifest names, encrypted for private data."""
 KEY_FILE = "data.key"
 """A private pack's own data key (32 raw bytes, 0600); only the requester holds it."""
 TASK_KEYS = "task-keys"
@@ -89,6 +95,8 @@ class PackedDataset:
     source_format: str
     context: int = 0
     """Tokens per sample of texts packed as token ids for `lora-text` (`tokenized.py`), 0 for features."""
+    columns: tuple[dict, ...] = ()
+    """What the preprocessing did per CSV column (`Preprocessing.report`); empty for other sources."""
 
     @property
     def store(self) -> BlobStore:
@@ -102,6 +110,9 @@ class PackedDataset:
 
     def summary(self) -> dict:
         tokens = {"context": self.context} if self.context else {}
+        if self.columns:
+            tokens["columns"] = list(self.columns)
+            tokens["imputed_cells"] = sum(column["imputed"] for column in self.columns)
         return {"manifest_hash": self.manifest_hash, "input_size": self.input_size, **tokens,
                 "num_classes": self.num_classes, "labels": list(self.labels), "train_samples": self.train_samples,
                 "test_samples": self.test_samples, "format": self.source_format, "private": self.key is not None,
@@ -206,7 +217,10 @@ def check_samples(samples: LabelledSamples) -> tuple[tuple[str, ...], np.ndarray
                            f"declare: use fewer columns or smaller images")
     names, targets, counts = np.unique(np.array(samples.labels, dtype=object), return_inverse=True, return_counts=True)
     if len(names) < 2:
-        raise DatasetError(f"every sample has the label {names[0]!r}: a classifier needs at least two labels")
+        column = samples.feature_description.get("label_column")
+        where = f"the label column {column!r}" if column else "every sample"
+        raise DatasetError(f"{where} holds the one label {names[0]!r}: a classifier needs at least two labels; "
+                           f"name the column to predict with --label-column, or add samples of another label")
     if len(names) > MAX_PACKED_CLASSES:
         raise DatasetError(f"{len(names)} labels is more than the {MAX_PACKED_CLASSES} a spec may declare")
     single = [str(name) for name, n in zip(names, counts) if n < 2]
@@ -231,25 +245,33 @@ def read_for_model(path: pathlib.Path, model: str = "mlp", label_column: str | N
 
 
 def pack_file(path: pathlib.Path, model: str = "mlp", label_column: str | None = None, context: int | None = None,
-              test_fraction: float = DEFAULT_TEST_FRACTION, seed: int = 0,
-              key: bytes | None = None) -> tuple[DatasetBlobs, tuple[str, ...], str]:
+              test_fraction: float = DEFAULT_TEST_FRACTION, seed: int = 0, key: bytes | None = None,
+              keep_columns: tuple[str, ...] = ()) -> tuple[DatasetBlobs, tuple[str, ...], str]:
     """What `trolly-wallet data pack` does before writing: PATH read for `model` and packed (encrypted under
     `key` unless it is None), checked against the chain's bounds; the blobs, label names and source format."""
     samples = read_for_model(path, model, label_column, context)
-    blobs, labels = pack_samples(samples, test_fraction, seed, key)
+    if keep_columns and samples.table is None:
+        raise DatasetError("--keep-columns is for CSV files")
+    blobs, labels = pack_samples(samples, test_fraction, seed, key, keep_columns)
     check_bounds(blobs, PACK_BOUNDS)
     return blobs, labels, samples.source_format
 
 
-def pack_samples(samples: LabelledSamples, test_fraction: float = DEFAULT_TEST_FRACTION,
-                 seed: int = 0, key: bytes | None = None) -> tuple[DatasetBlobs, tuple[str, ...]]:
+def pack_samples(samples: LabelledSamples, test_fraction: float = DEFAULT_TEST_FRACTION, seed: int = 0,
+                 key: bytes | None = None, keep_columns: tuple[str, ...] = ()) -> tuple[DatasetBlobs, tuple[str, ...]]:
     """The manifest and shards of `samples`, with the held-out split drawn from `seed`; and the label names.
-    With a data `key` the shards are encrypted under it and the manifest names the cipher (`encryption.py`)."""
+    With a data `key` the shards are encrypted under it and the manifest names the cipher (`encryption.py`).
+    A CSV's table becomes features only once the split is drawn, by the preprocessing fitted on its train rows
+    (`preprocessing.py`), which the pack keeps as a blob the manifest names (encrypted like the shards)."""
     if not 0 < test_fraction < 1:
         raise DatasetError(f"the held-out fraction must be between 0 and 1, got {test_fraction}")
     labels, targets = check_samples(samples)
     test = held_out_split(targets, test_fraction, seed)
     shards: dict[str, bytes] = {}
+    extra = {}
+    if samples.table is not None:
+        samples, preprocessing = _preprocessed(samples, ~test, keep_columns)
+        extra["preprocessing"] = _blob(preprocessing.to_bytes(), shards, key)
     inputs, kind = ("tokens", "text-classification") if samples.context else ("inputs", "classification")
     splits = {split: _shard_split({inputs: samples.inputs[mask], "targets": targets[mask]}, shards, key)
               for split, mask in (("train", ~test), ("test", test))}
@@ -257,10 +279,45 @@ def pack_samples(samples: LabelledSamples, test_fraction: float = DEFAULT_TEST_F
                 "input_size": int(samples.inputs.shape[1]), "num_classes": len(labels), "context": samples.context,
                 "splits": splits, "labels": list(labels),
                 "source": {"format": samples.source_format, "seed": seed, "test_fraction": test_fraction,
-                           **samples.feature_description}}
+                           **samples.feature_description}, **extra}
     if key is not None:
         manifest["cipher"] = CIPHER
     return _finish(manifest, shards), labels
+
+
+def _preprocessed(samples: LabelledSamples, train: np.ndarray,
+                  keep_columns: tuple[str, ...]) -> tuple[LabelledSamples, Preprocessing]:
+    """A CSV's samples with their features made by the preprocessing fitted on the `train` rows alone."""
+    where = samples.origin or "the CSV"
+    preprocessing = fit(samples.table, train, samples.feature_description["label_column"], keep_columns, where,
+                        samples.lines)
+    if preprocessing.width > MAX_PACKED_INPUT_SIZE:
+        raise DatasetError(f"the columns make {preprocessing.width} features per sample, more than the "
+                           f"{MAX_PACKED_INPUT_SIZE} a spec may declare: use fewer columns or fewer distinct words")
+    out = features_array(len(samples.labels), preprocessing.width, where)
+    inputs = preprocessing.transform(samples.table, where, samples.lines, out)
+    return dataclasses.replace(samples, inputs=inputs, table=None), preprocessing
+
+
+def _column_report(manifest: dict, fetch, key: bytes | None) -> tuple[dict, ...]:
+    preprocessing = read_preprocessing(manifest, fetch, key)
+    return () if preprocessing is None else tuple(preprocessing.report())
+
+
+def read_preprocessing(manifest: dict, fetch, key: bytes | None) -> Preprocessing | None:
+    """The preprocessing a checked manifest names (None for data packed without one), hash-checked and, for a
+    private pack, opened with its data `key`."""
+    entry = manifest.get("preprocessing")
+    if entry is None:
+        return None
+    data = fetch(entry["hash"])
+    if hashlib.sha256(data).hexdigest() != entry["hash"]:
+        raise DatasetError(f"the preprocessing {entry['hash'][:12]} does not match its hash")
+    if is_private(manifest):
+        if key is None:
+            raise DatasetError("the pack's preprocessing is encrypted and its data key is not here")
+        data = decrypt_shard(key, data)
+    return Preprocessing.from_bytes(data)
 
 
 def write_packed(blobs: DatasetBlobs, labels: tuple[str, ...], source_format: str,
@@ -271,9 +328,10 @@ def write_packed(blobs: DatasetBlobs, labels: tuple[str, ...], source_format: st
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise DatasetError(f"{directory} already exists and is not empty: pack into a new directory")
     manifest = json.loads(blobs.manifest)
+    preprocessing = read_preprocessing(manifest, blobs.all_blobs().__getitem__, key)
     packed = PackedDataset(directory, blobs.manifest_hash, manifest["input_size"], manifest["num_classes"], labels,
                            manifest["splits"]["train"]["samples"], manifest["splits"]["test"]["samples"], source_format,
-                           manifest["context"])
+                           manifest["context"], () if preprocessing is None else tuple(preprocessing.report()))
     directory.parent.mkdir(parents=True, exist_ok=True)
     temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".partial", dir=directory.parent))
     try:
@@ -282,6 +340,8 @@ def write_packed(blobs: DatasetBlobs, labels: tuple[str, ...], source_format: st
             store.put(data, expected=digest)
         if key is not None:
             write_private_file(temporary / KEY_FILE, check_data_key(key))
+        if preprocessing is not None:  # beside the key, never served: what a prediction applies to raw rows
+            write_atomically(temporary / PREPROCESSING_FILE, preprocessing.to_bytes())
         summary = {name: value for name, value in packed.summary().items() if name not in ("directory", "private")}
         write_atomically(temporary / SUMMARY_FILE, (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode())
     except BaseException:
@@ -305,7 +365,9 @@ def open_packed(directory: pathlib.Path) -> PackedDataset:
         splits = manifest["splits"]
         return PackedDataset(directory, manifest_hash, int(manifest["input_size"]), int(manifest["num_classes"]),
                              tuple(manifest["labels"]), int(splits["train"]["samples"]), int(splits["test"]["samples"]),
-                             str(manifest["source"]["format"]), int(manifest["context"]))
+                             str(manifest["source"]["format"]), int(manifest["context"]),
+                             _column_report(manifest, BlobStore(directory).get,
+                                            read_data_key(directory, manifest_hash)))
     except (ComputeError, ValueError, KeyError, TypeError) as error:
         raise DatasetError(f"{directory}: the manifest {manifest_hash[:12]} is missing or malformed ({error}): "
                            f"pack the data again") from None

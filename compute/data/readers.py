@@ -2,8 +2,9 @@
 
 Three sources, each turned into float32 features (one row per sample) and one label name per sample:
 
-- a CSV file with a header row: every column but the label is a numeric feature; the label column is named
-  (`label_column`) or the last one;
+- a CSV file with a header row: the label column is named (`label_column`) or the last one; the other
+  columns' cells are kept raw (numbers, words, missing cells) and become features when packing has drawn the
+  train split, by the preprocessing it fits on the train rows alone (`preprocessing.py`);
 - a folder of images in one sub-folder per class (the folder's name is the label): every image must have the
   same size; all grayscale images stay one channel, otherwise all become RGB; pixels scaled to [0, 1] and
   flattened row by row (channel last), which is what the registry's MLP and (one channel, square) CNN read;
@@ -27,7 +28,6 @@ import csv
 import dataclasses
 import io
 import json
-import math
 import pathlib
 import re
 import zlib
@@ -61,6 +61,13 @@ class LabelledSamples:
     tokenizer."""
     context: int = 0
     """Tokens per sample when the inputs are token ids (`tokenized.py`), 0 when they are features."""
+    table: dict[str, list[str]] | None = None
+    """A CSV's raw cells by column (the label's left out), whose features packing makes once it has drawn the
+    train split (`preprocessing.py`); `inputs` is then empty (n x 0). None for other sources."""
+    lines: tuple[int, ...] = ()
+    """The CSV line of each row of `table`, for refusals that name it."""
+    origin: str = ""
+    """The file the table was read from, for refusals that name it (kept out of the manifest)."""
 
 
 def read_samples(path: pathlib.Path, label_column: str | None = None) -> LabelledSamples:
@@ -85,22 +92,13 @@ def _read_text(path: pathlib.Path) -> str:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as error:
-        raise DatasetError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start})") from None
+        raise DatasetError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start}): save it as UTF-8 "
+                           f"(in a spreadsheet: CSV UTF-8)") from None
     except OSError as error:
         raise DatasetError(f"{path} cannot be read: {error.strerror or error}") from None
     if not text.strip():
-        raise DatasetError(f"{path} is empty")
+        raise DatasetError(f"{path} is empty: give it a header row naming the columns and one row per sample")
     return text
-
-
-def _number(cell: str, where: str) -> float:
-    try:
-        value = float(cell)
-    except ValueError:
-        raise DatasetError(f"{where}: {cell!r} is not a number (every column but the label must be numeric)") from None
-    if not math.isfinite(value):
-        raise DatasetError(f"{where}: {cell!r} is not a finite number")
-    return value
 
 
 def features_array(samples: int, features: int, what: str) -> np.ndarray:
@@ -127,11 +125,17 @@ def _csv_rows(path: pathlib.Path, text: str):
 
 
 def read_csv(path: pathlib.Path, label_column: str | None = None) -> LabelledSamples:
+    """A CSV's label per row and its other columns' raw cells (`table`), which packing turns into features with
+    the preprocessing it fits on the train rows (`preprocessing.py`)."""
     text = _read_text(path)
     _, first = next(_csv_rows(path, text), (0, []))
     header = [name.strip() for name in first]
     if not header or all(_is_number(cell) for cell in header):
         raise DatasetError(f"{path} has no header row: the first row must name the columns, one of them the label")
+    if len(set(header)) != len(header):
+        repeated = sorted({name for name in header if header.count(name) > 1})
+        raise DatasetError(f"{path}: the header names column(s) {', '.join(map(repr, repeated))} more than once: "
+                           f"give each column its own name")
     if label_column is None:
         label_index = len(header) - 1
     elif label_column in header:
@@ -140,24 +144,32 @@ def read_csv(path: pathlib.Path, label_column: str | None = None) -> LabelledSam
         raise DatasetError(f"{path} has no label column {label_column!r}; its columns: {', '.join(header)}")
     if len(header) < 2:
         raise DatasetError(f"{path} has only the label column {header[label_index]!r}: add feature columns")
-    count = sum(1 for _ in _csv_rows(path, text)) - 1  # a first pass counts, so the features are allocated once
+    count = sum(1 for _ in _csv_rows(path, text)) - 1
     if count < 1:
         raise DatasetError(f"{path} has a header but no rows")
+    if count > MAX_PACKED_SAMPLES:
+        raise DatasetError(f"{path} holds {count} samples, more than the {MAX_PACKED_SAMPLES} a packed dataset may "
+                           f"hold: keep a sample of your data")
     features = [name for i, name in enumerate(header) if i != label_index]
-    inputs = features_array(count, len(features), str(path))
-    labels, names = [], {}
+    cells: list[list[str]] = [[] for _ in features]
+    labels, names, lines = [], {}, []
     rows = _csv_rows(path, text)
     next(rows)
-    for index, (number, row) in enumerate(rows):
+    for number, row in rows:
         if len(row) != len(header):
-            raise DatasetError(f"{path} line {number} has {len(row)} cells, the header has {len(header)}")
+            raise DatasetError(f"{path} line {number} has {len(row)} cells, the header has {len(header)}: give every "
+                               f"row one cell per column (quote a cell that holds a comma)")
         label = row[label_index].strip()
         if not label:
-            raise DatasetError(f"{path} line {number} has an empty label ({header[label_index]!r})")
+            raise DatasetError(f"{path} line {number} has an empty label ({header[label_index]!r}): fill it or "
+                               f"remove the row")
         labels.append(names.setdefault(label, label))  # one string per label name, however many rows
-        cells = [cell for i, cell in enumerate(row) if i != label_index]
-        inputs[index] = [_number(cell, f"{path} line {number}, column {name!r}") for cell, name in zip(cells, features)]
-    return LabelledSamples(inputs, tuple(labels), "csv", {"columns": features, "label_column": header[label_index]})
+        lines.append(number)
+        for column, cell in zip(cells, (cell for i, cell in enumerate(row) if i != label_index)):
+            column.append(cell)
+    return LabelledSamples(np.empty((count, 0), dtype=np.float32), tuple(labels), "csv",
+                           {"columns": features, "label_column": header[label_index]},
+                           table=dict(zip(features, cells)), lines=tuple(lines), origin=str(path))
 
 
 def _is_number(cell: str) -> bool:

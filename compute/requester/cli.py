@@ -24,7 +24,7 @@ from trolly.chain.market.spec import validate_spec
 from trolly.wallet.command_line.errors import WalletGroup
 from trolly.wallet.command_line.options import (PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE, node_options, output_option,
                                                 settings)
-from trolly.wallet.command_line.output import emit, print_key_values
+from trolly.wallet.command_line.output import emit, print_key_values, print_table
 from trolly.wallet.errors import WalletError
 
 from ..blobs import AddressPolicy
@@ -85,16 +85,29 @@ def data() -> None:
 @click.option("--context", type=click.IntRange(min=1), default=None,
               help=f"With --model lora-text: tokens per text, longer ones cut, shorter padded [default: "
                    f"{DEFAULT_CONTEXT}].")
+@click.option("--keep-columns", default="", help="CSV: comma-separated columns to keep even if they look like ids "
+                                                   "(unique per row), which are otherwise left out.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (-o names the directory here).")
 def pack(path: pathlib.Path, out: pathlib.Path, label_column: str | None, test_fraction: float, seed: int,
-         private: bool, model: str, context: int | None, as_json: bool) -> None:
+         private: bool, model: str, context: int | None, keep_columns: str, as_json: bool) -> None:
     """Pack PATH (a .csv with a header, a .jsonl of {"text", "label"}, or a folder with one folder of images per
     class) into content-addressed shards and a manifest in the new directory OUT, encrypted unless --public."""
     with refusals():
         key = new_data_key() if private else None
-        blobs, labels, source_format = pack_file(path, model, label_column, context, test_fraction, seed, key)
+        kept = tuple(name.strip() for name in keep_columns.split(",") if name.strip())
+        blobs, labels, source_format = pack_file(path, model, label_column, context, test_fraction, seed, key, kept)
         packed = write_packed(blobs, labels, source_format, out, key)
-    emit(packed.summary(), as_json, lambda summary: print_key_values(summary.items(), title="Packed"))
+    emit(packed.summary(), as_json, print_pack_summary)
+
+
+def print_pack_summary(summary: dict) -> None:
+    """The summary's fields, and for a CSV a table of what was done to each column."""
+    columns = summary.get("columns", [])
+    print_key_values([(name, value) for name, value in summary.items() if name != "columns"], title="Packed")
+    if columns:
+        print_table(["column", "kind", "done", "features", "imputed"],
+                    [[c["column"], c["kind"], c["done"], c["features"], c["imputed"]] for c in columns],
+                    title="Columns (statistics from the train split)")
 
 
 @data.command("serve")

@@ -106,10 +106,11 @@ def refused(result, *words):
     ("", ["is empty"]),
     ("1,2,3\n4,5,6\n", ["no header row"]),
     ("a,b,label\n", ["no rows"]),
-    ("a,b,label\n1,x,cat\n2,3,dog\n", ["line 2", "'b'", "not a number"]),
+    ("a,b,label\n1,2,cat\n2,x,dog\n3,4,cat\n4,5,dog\n", ["line 3", "'b'", "not a number", "fix the cell"]),
+    ("a,b,label\n1,2,cat\n2,3\n", ["line 3", "2 cells", "header has 3", "one cell per column"]),
     ("label\ncat\ndog\n", ["add feature columns"]),
     ("a,b,label\n1,2,cat\n1,2,cat\n3,4,dog\n", ["'dog'", "single example"]),
-    ("a,b,label\n1,2,cat\n1,2,cat\n", ["at least two labels"]),
+    ("a,b,label\n1,2,cat\n1,2,cat\n", ["label column 'label'", "at least two labels", "--label-column"]),
 ])
 def test_pack_refuses_bad_csv_and_writes_nothing(tmp_path, content, words):
     source = tmp_path / "bad.csv"

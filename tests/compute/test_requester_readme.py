@@ -29,7 +29,9 @@ from safetensors.numpy import load_file
 model = sys.argv[1]
 weights = load_file(model + "/model.safetensors")
 labels = json.load(open(model + "/labels.json"))
-rows = np.array(json.loads(sys.argv[2]), dtype=np.float32)
+columns = json.load(open(sys.argv[3] + "/preprocessing.json"))["columns"]
+raw = np.array(json.loads(sys.argv[2]))
+rows = ((raw - [c["mean"] for c in columns]) / [c["scale"] for c in columns]).astype(np.float32)
 hidden = np.maximum(rows @ weights["layers.0.weight"].T + weights["layers.0.bias"], 0)
 scores = hidden @ weights["layers.2.weight"].T + weights["layers.2.bias"]
 print(json.dumps({"modules": sorted(sys.modules), "labels": [labels[i] for i in scores.argmax(axis=1)]}))
@@ -87,7 +89,8 @@ def test_the_readme_requester_path_from_a_csv_to_a_model_safetensors_loads(tmp_p
         assert "accuracy" in text and "loss" in text
 
         loaded = subprocess.run([sys.executable, "-I", "-c", SAFETENSORS_ONLY, str(tmp_path / "flowers-model"),
-                                 json.dumps(firsts)], capture_output=True, text=True, timeout=60)
+                                 json.dumps(firsts), str(tmp_path / "flowers-data")],
+                                capture_output=True, text=True, timeout=60)
         assert loaded.returncode == 0, loaded.stderr
         answer = json.loads(loaded.stdout)
         assert not [name for name in answer["modules"] if name.split(".")[0] in ("trolly", "torch")]

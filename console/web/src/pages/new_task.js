@@ -108,7 +108,9 @@ export async function newTaskPage() {
       packBox.replaceChildren(h("p", {}, `Packed ${fileInput.files[0].name}: ${FORMATS[p.context ? "tokens" : p.format]}.`),
         facts([["labels", p.labels.join(", ")], ["training samples", String(p.train_samples)],
           ["held-out samples", String(p.test_samples)], ["features per sample", String(p.input_size)],
-          ["private", p.private ? "yes (encrypted)" : "no"], ["manifest hash", p.manifest_hash]]));
+          ["private", p.private ? "yes (encrypted)" : "no"], ["manifest hash", p.manifest_hash]]),
+        ...(p.columns ? [h("p", {}, `Columns (statistics from the training samples; ${p.imputed_cells} missing cells filled):`),
+          facts(p.columns.map((c) => [c.column, `${c.done}${c.imputed ? `; ${c.imputed} missing filled with the ${c.imputed_with}` : ""}`]))] : []));
       schedulePlan();
     } catch (error) {
       forgetPack();
