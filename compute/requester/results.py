@@ -5,8 +5,7 @@ chain names as the task's `final_weights_hash` from any member's blob URL (the c
 against that hash), checks the spec's bytes against the chain's spec hash and the weights against the model
 the spec describes (every tensor's name and shape), and fetches the dataset manifest for the label names.
 `write_result` writes `model.safetensors`, `spec.json` and `labels.json` (and the files `model_files.py`
-adds: the preprocessing, an ONNX model) under a temporary name and renames
-the directory into place; for a LoRA task the verified weights (the adapters and the head) go to
+adds: the preprocessing, an ONNX model) under a temporary name and renames the directory into place; for a LoRA task the verified weights (the adapters and the head) go to
 `adapter.safetensors` and `model.safetensors` holds the whole model with the adapters merged into the pinned
 base model's projections (`LoraTextClassifier.merged_state_dict`), which the safetensors library alone loads. `evaluate_result` runs the weights on the held-out split of the task's dataset.
 """
