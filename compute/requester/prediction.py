@@ -97,9 +97,12 @@ def _check_columns(path: pathlib.Path, header: list[str], preprocessing: Preproc
     ignored = {preprocessing.label_column, *(name for name, _ in preprocessing.dropped)}
     missing = [name for name in reads if name not in header]
     extra = [name for name in header if name not in reads and name not in ignored]
-    if missing or extra:
-        problems = ([f"lacks the column(s) {', '.join(map(repr, missing))} the model reads"] if missing else []) + \
-                   ([f"has the column(s) {', '.join(map(repr, extra))} the model was not trained on"] if extra else [])
+    problems = []
+    if missing:
+        problems.append(f"lacks the column(s) {', '.join(map(repr, missing))} the model reads")
+    if extra:
+        problems.append(f"has the column(s) {', '.join(map(repr, extra))} the model was not trained on")
+    if problems:
         raise DatasetError(f"{path} {' and '.join(problems)}: its columns must be {', '.join(map(repr, reads))} "
                            f"(the label column {preprocessing.label_column!r} may be there too, and is ignored)")
 
@@ -110,13 +113,14 @@ def predict(fetched: FetchedModel, path: pathlib.Path) -> list[dict]:
     features = fetched.preprocessing.transform(table, str(path), lines)
     with torch.no_grad():
         outputs = fetched.model(torch.from_numpy(features))
-    return answers(outputs, fetched.labels, lines)
+    return answers(outputs, fetched, lines)
 
 
-def answers(outputs: torch.Tensor, labels: tuple[str, ...], lines: list[int]) -> list[dict]:
+def answers(outputs: torch.Tensor, fetched: FetchedModel, lines: list[int]) -> list[dict]:
     """The model's outputs, one row each, as answers: the row's line, the most probable label and its
     probability (the softmax of the outputs over the classes). The one place outputs become what a requester
-    reads, so a model of another kind maps its outputs here."""
+    reads, so a model of another kind maps its outputs here (with the preprocessing at hand, for its units)."""
     probabilities = torch.softmax(outputs.double(), dim=1)
     best, index = probabilities.max(dim=1)
-    return [{"line": line, "label": labels[int(i)], "probability": float(p)} for line, i, p in zip(lines, index, best)]
+    return [{"line": line, "label": fetched.labels[int(i)], "probability": float(p)}
+            for line, i, p in zip(lines, index, best)]
