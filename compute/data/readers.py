@@ -90,10 +90,12 @@ def read_samples(path: pathlib.Path, label_column: str | None = None) -> Labelle
 
 def _read_text(path: pathlib.Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        data = path.read_bytes()
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise DatasetError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start}): save it as UTF-8 "
-                           f"(in a spreadsheet: CSV UTF-8)") from None
+        line = data.count(b"\n", 0, error.start) + 1
+        raise DatasetError(f"{path} line {line} is not UTF-8 text ({error.reason} at byte {error.start}): save it "
+                           f"as UTF-8 (in a spreadsheet: CSV UTF-8)") from None
     except OSError as error:
         raise DatasetError(f"{path} cannot be read: {error.strerror or error}") from None
     if not text.strip():

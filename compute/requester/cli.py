@@ -35,6 +35,7 @@ from ..data.packing import (DEFAULT_TEST_FRACTION, LORA_TEXT, SUMMARY_FILE, Pack
 from ..data.tokenized import DEFAULT_CONTEXT
 from ..errors import ComputeError
 from ..spec import example_spec, lora_text_spec, parse_spec
+from .model_files import result_files
 from .results import evaluate_result, fetch_dataset_of, fetch_result, write_result
 from .serving import ServingThread
 
@@ -274,17 +275,24 @@ def addresses_option(function):
 @click.command("fetch")
 @click.argument("task_id", type=click.IntRange(min=1))
 @click.option("--out", "-o", "out", type=click.Path(path_type=pathlib.Path), required=True,
-              help="New directory for model.safetensors, spec.json and labels.json.")
+              help="New directory for model.safetensors, spec.json, labels.json and a table's preprocessing.json.")
+@click.option("--data", "data_directory", type=click.Path(file_okay=False, path_type=pathlib.Path), default=None,
+              help="Your packed dataset: a private table's preprocessing is read from it (needed for private data).")
+@click.option("--onnx", is_flag=True, help="Also write model.onnx (an mlp; it reads preprocessed features).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (-o names the directory here).")
 @addresses_option
 @node_options
-def fetch(task_id: int, out: pathlib.Path, as_json: bool, allow_private_addresses: bool) -> None:
+def fetch(task_id: int, out: pathlib.Path, data_directory: pathlib.Path | None, onnx: bool, as_json: bool,
+          allow_private_addresses: bool) -> None:
     """Download TASK_ID's final weights by the chain's final weights hash, check them against the chain and the
-    spec, and write them as safetensors with the spec and the label names into OUT."""
+    spec, and write them as safetensors with the spec, the label names and a table's preprocessing (what
+    `trolly-wallet model predict` applies to raw rows) into OUT."""
     client = settings().client()
+    addresses = AddressPolicy(allow_private_addresses)
     with refusals():
-        result = client.run(fetch_result(client.async_client, task_id, AddressPolicy(allow_private_addresses)))
-        files = write_result(result, out)
+        result = client.run(fetch_result(client.async_client, task_id, addresses))
+        packed = None if data_directory is None else open_packed(data_directory)
+        files = write_result(result, out, client.run(result_files(result, addresses, packed, onnx)))
     emit({**result.summary(), "directory": str(out), "files": files}, as_json,
          lambda summary: print_key_values(summary.items(), title=f"Task {task_id}: the result"))
 

@@ -4,8 +4,8 @@
 chain names as the task's `final_weights_hash` from any member's blob URL (the client checks every byte
 against that hash), checks the spec's bytes against the chain's spec hash and the weights against the model
 the spec describes (every tensor's name and shape), and fetches the dataset manifest for the label names.
-`write_result` writes `model.safetensors`, `spec.json` and `labels.json` under a temporary name and renames
-the directory into place; for a LoRA task the verified weights (the adapters and the head) go to
+`write_result` writes `model.safetensors`, `spec.json` and `labels.json` (and the files `model_files.py`
+adds: the preprocessing, an ONNX model) under a temporary name and renames the directory into place; for a LoRA task the verified weights (the adapters and the head) go to
 `adapter.safetensors` and `model.safetensors` holds the whole model with the adapters merged into the pinned
 base model's projections (`LoraTextClassifier.merged_state_dict`), which the safetensors library alone loads. `evaluate_result` runs the weights on the held-out split of the task's dataset.
 """
@@ -148,8 +148,9 @@ def unfetched(what: str, error: Exception) -> ResultError:
     return ResultError(f"{what} could not be fetched: {error}{hint}")
 
 
-def write_result(result: TaskResult, directory: pathlib.Path) -> list[str]:
-    """Write the result's files into `directory` (new, or empty) all at once; returns their names."""
+def write_result(result: TaskResult, directory: pathlib.Path, extra: dict[str, bytes] | None = None) -> list[str]:
+    """Write the result's files, and the `extra` files by name (`model_files.py`: the preprocessing, an ONNX
+    model), into `directory` (new, or empty) all at once; returns their names."""
     from safetensors.torch import save_file
 
     directory = pathlib.Path(directory)
@@ -172,6 +173,9 @@ def write_result(result: TaskResult, directory: pathlib.Path) -> list[str]:
         write_atomically(temporary / SPEC_FILE, result.spec_bytes)
         labels = None if result.labels is None else list(result.labels)
         write_atomically(temporary / LABELS_FILE, (json.dumps(labels) + "\n").encode())
+        for name, data in (extra or {}).items():
+            write_atomically(temporary / name, data)
+            files.append(name)
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise

@@ -4,8 +4,9 @@ re-encrypts the pack under a key drawn for the task (committed on chain), follow
 sealed to the worker once the task runs and to the dev validator once drawn to check it; each opens its own box
 to the task's key (not the pack's), and a stranger fetching the served blobs gets ciphertext. Then
 trained (a synthetic worker commits the round, the dev validator passes it, the worker reports final weights it
-serves), `task fetch` writes safetensors the safetensors library alone loads, and `task eval` scores them on the
-held-out split (with the requester's packed directory, which keeps the key).
+serves), `task fetch` (refused without the packed directory, which opens the table's preprocessing) writes
+safetensors the safetensors library alone loads and the preprocessing beside them, and `task eval` scores them on
+the held-out split (with the requester's packed directory, which keeps the key).
 """
 
 from __future__ import annotations
@@ -151,8 +152,15 @@ def test_pack_serve_submit_fetch_and_eval_on_a_real_node(tmp_path):
             assert not_private.exit_code != 0 and not_private.stderr.startswith("Error: ")
             assert "loopback address" in not_private.stderr and "--allow-private-addresses" in not_private.stderr
             assert not (tmp_path / "refused").exists()
-            fetched = wallet("task", "fetch", task_id, "-o", tmp_path / "model", "--allow-private-addresses", "--json")
+            without_pack = wallet("task", "fetch", task_id, "-o", tmp_path / "model", "--allow-private-addresses")
+            assert without_pack.exit_code != 0 and "private data" in without_pack.stderr
+            assert "--data" in without_pack.stderr and not (tmp_path / "model").exists()
+            fetched = wallet("task", "fetch", task_id, "-o", tmp_path / "model", "--allow-private-addresses", "--data",
+                             packed_dir, "--json")
             assert fetched.exit_code == 0, fetched.output
+            assert json.loads(fetched.stdout)["files"][-1] == "preprocessing.json"
+            assert (tmp_path / "model" / "preprocessing.json").read_bytes() == \
+                (packed_dir / "preprocessing.json").read_bytes()
             assert json.loads(fetched.stdout)["final_weights_hash"] == final_hash
             loaded = load_file(str(tmp_path / "model" / "model.safetensors"))
             assert set(loaded) == set(weights)

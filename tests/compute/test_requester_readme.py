@@ -2,10 +2,11 @@
 
 `trolly-localnet up -d` prints the `export` line the requester pastes; with only that environment, a CSV of the
 user's is packed (`trolly-wallet data pack`: private, the default), paid for and served (`task submit --data`,
-left running as the README leaves it, delivering the data key), followed (`task status`), fetched (`task fetch`)
-and evaluated (`task eval --data`); the fetched model is then loaded by a script that imports safetensors and
-numpy and nothing of Trolly, as the README's is. The localnet's validator operator gets the task's key once drawn
-to check it, although it has signed nothing: its public key is in the localnet's genesis.
+left running as the README leaves it, delivering the data key), followed (`task status`), fetched with the
+table's preprocessing (`task fetch --data`) and evaluated (`task eval --data`); the fetched model answers raw rows
+(`model predict`) and is loaded by a script that imports safetensors and numpy and nothing of Trolly, as the
+README's is. The localnet's validator operator gets the task's key once drawn to check it, although it has signed
+nothing: its public key is in the localnet's genesis.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from safetensors.numpy import load_file
 model = sys.argv[1]
 weights = load_file(model + "/model.safetensors")
 labels = json.load(open(model + "/labels.json"))
-columns = json.load(open(sys.argv[3] + "/preprocessing.json"))["columns"]
+columns = json.load(open(model + "/preprocessing.json"))["columns"]
 raw = np.array(json.loads(sys.argv[2]))
 rows = ((raw - [c["mean"] for c in columns]) / [c["scale"] for c in columns]).astype(np.float32)
 hidden = np.maximum(rows @ weights["layers.0.weight"].T + weights["layers.0.bias"], 0)
@@ -81,7 +82,8 @@ def test_the_readme_requester_path_from_a_csv_to_a_model_safetensors_loads(tmp_p
         assert operator["pub_key"]  # from genesis: its first transactions are verdicts, after the task started
         assert f"Data key delivered to {operator['address']}" in submit.stderr.read()
 
-        fetched = json.loads(wallet("task", "fetch", "1", "-o", "flowers-model", "--json").stdout)
+        fetched = json.loads(wallet("task", "fetch", "1", "-o", "flowers-model", "--data", "flowers-data",
+                                    "--json").stdout)
         assert fetched["final_weights_hash"] == view["final_weights_hash"]
         evaluated = json.loads(wallet("task", "eval", "1", "--data", "flowers-data", "-o", "json").stdout)
         assert evaluated["test_samples"] == 18 and evaluated["accuracy"] >= 0.9, evaluated
@@ -89,12 +91,16 @@ def test_the_readme_requester_path_from_a_csv_to_a_model_safetensors_loads(tmp_p
         assert "accuracy" in text and "loss" in text
 
         loaded = subprocess.run([sys.executable, "-I", "-c", SAFETENSORS_ONLY, str(tmp_path / "flowers-model"),
-                                 json.dumps(firsts), str(tmp_path / "flowers-data")],
+                                 json.dumps(firsts)],
                                 capture_output=True, text=True, timeout=60)
         assert loaded.returncode == 0, loaded.stderr
         answer = json.loads(loaded.stdout)
         assert not [name for name in answer["modules"] if name.split(".")[0] in ("trolly", "torch")]
         assert answer["labels"] == ["small", "medium", "large"]
+        rows = tmp_path / "rows.csv"
+        rows.write_text("a,b,c,d\n" + "".join(",".join(map(str, row)) + "\n" for row in firsts))
+        predicted = json.loads(wallet("model", "predict", "flowers-model", str(rows), "-o", "json").stdout)
+        assert [entry["label"] for entry in predicted] == ["small", "medium", "large"]
     finally:
         if submit is not None and submit.poll() is None:
             submit.kill()

@@ -70,10 +70,11 @@ LAZY_COMPUTE_TARGETS = {
     "trolly.compute.requester.cli:fetch",
     "trolly.compute.requester.cli:evaluate_command",
     "trolly.compute.requester.cli:prepare_data_submission",
+    "trolly.compute.requester.model_cli:model",
 }
 """The one documented exception to `wallet imports only chain`: the requester's commands that need torch and the
-blob service (`trolly-wallet data`, `task fetch`, `task eval`, `task submit --data`) live in
-`compute.requester.cli` and the wallet's CLI names them as "module:attribute" strings, imported on first use
+blob service (`trolly-wallet data`, `task fetch`, `task eval`, `task submit --data`, `model predict`) live in
+`compute.requester.cli` (and `model_cli`) and the wallet's CLI names them as "module:attribute" strings, imported on first use
 (`wallet/cli/lazy_commands.py`), so no wallet module imports compute and `trolly-wallet keys` never loads torch."""
 
 

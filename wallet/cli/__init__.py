@@ -18,6 +18,7 @@ COMMAND_GROUPS: dict[str, str] = {
     "task": "trolly.wallet.cli.task:task",
     "worker": "trolly.wallet.cli.worker:worker",
     "data": "trolly.compute.requester.cli:data",
+    "model": "trolly.compute.requester.model_cli:model",
 }
 """name -> "module:attribute" of a click group; the market engineer adds `task` and `worker` here."""
 
