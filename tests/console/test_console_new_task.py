@@ -79,14 +79,15 @@ def test_a_csv_upload_is_packed_and_files_that_are_not_datasets_are_refused_with
         public = await upload(client, "iris.csv", csv_bytes(tmp_path), private="off")
         words = await upload(client, "plans.csv", b"size,city,label\n1,Paris,x\n2,,y\n3,Lyon,x\n4,Paris,y\n"
                                                   b"5,Lyon,x\n6,Paris,y\n")
+        kept = await upload(client, "people.csv", people_csv(tmp_path), keep_columns=" customer_id , ")
         not_data = await upload(client, "notes.txt", b"hello")
         one_label = await upload(client, "one.csv", b"a,b,label\n1,2,x\n3,4,x\n5,6,x\n")
         empty = await upload(client, "empty.csv", b"")
         no_file = await client.post("/api/new-task/upload", headers=await guard_headers(client),
                                     data=FormData({"label_column": "x"}, default_to_multipart=True))
-        return packed, public, words, not_data, one_label, empty, (no_file.status, await no_file.json())
+        return packed, public, words, kept, not_data, one_label, empty, (no_file.status, await no_file.json())
 
-    packed, public, words, not_data, one_label, empty, no_file = with_console(node, check, home=home)
+    packed, public, words, kept, not_data, one_label, empty, no_file = with_console(node, check, home=home)
     status, summary = packed
     assert status == 200 and summary["format"] == "csv" and summary["labels"] == ["setosa", "virginica"]
     assert summary["train_samples"] + summary["test_samples"] == 40 and summary["private"] is True
@@ -102,7 +103,9 @@ def test_a_csv_upload_is_packed_and_files_that_are_not_datasets_are_refused_with
     columns = {entry["column"]: entry for entry in words[1]["columns"]}  # a column of words and a missing cell
     assert columns["city"]["done"].startswith("one-hot") and columns["city"]["imputed"] == 1
     assert words[1]["imputed_cells"] == 1 and columns["size"]["done"].startswith("standardized")
-    assert len(list((home / "console" / "packs").iterdir())) == 3  # a refusal packs nothing
+    kept_columns = {entry["column"]: entry for entry in kept[1]["columns"]}  # the page's keep_columns field
+    assert kept[0] == 200 and kept_columns["customer_id"]["kind"] == "words", kept
+    assert len(list((home / "console" / "packs").iterdir())) == 4  # a refusal packs nothing
 
 
 def test_an_upload_over_the_size_bound_is_refused_before_it_is_kept(node, home, tmp_path, monkeypatch):
