@@ -36,6 +36,9 @@ BaselineFit = Callable[["Dataset"], dict]
 """A dataset in, {"metric", "baseline", "baseline_name", "seconds"} out: the contract of `fit_baseline`."""
 LIBRARY_MODULE = "trolly.compute.requester.baseline"
 ANSWER_FIELDS = {"metric": str, "baseline": float, "baseline_name": str, "seconds": float}
+UNMEASURED_KINDS = frozenset({"text"})
+"""Data no baseline is fitted on: next-token prediction (the text transformer's corpus) has no model a requester
+fits in seconds to compare with."""
 
 
 def library_fit() -> BaselineFit | None:
@@ -69,7 +72,7 @@ class Baselines:
     async def measure(self, task_id: int, dataset: Dataset) -> None:
         """Fit and score the baseline on `dataset` (the task's data, from this console's own copy), once; a
         dataset the library cannot fit a baseline on is recorded with why, for the page."""
-        if self.fit is None or self.current(task_id) is not None:
+        if self.fit is None or dataset.shape.kind in UNMEASURED_KINDS or self.current(task_id) is not None:
             return
         try:
             answer = checked_answer(await asyncio.to_thread(self.fit, dataset))
