@@ -70,7 +70,7 @@ def test_a_file_that_is_not_a_dataset_is_refused_beside_the_file_with_what_to_fi
         {"name": "notes.txt", "mimeType": "text/plain", "buffer": b"just some notes"})
     page.get_by_role("button", name="Upload and pack").click()
     error = page.locator("#file-error")
-    expect(error).to_be_visible()
+    expect(error).to_be_visible(timeout=60_000)  # the console's first upload loads the packing code (torch)
     expect(error).to_contain_text("upload a .csv file with a header row")
     file_field = page.get_by_label("Data file (.csv, .jsonl, or .zip of class folders)")
     assert file_field.get_attribute("aria-invalid") == "true"
