@@ -11,9 +11,16 @@ Reading a chart (`current`) starts nothing; `chart` starts the job, and only the
 guarded) and the console's follow loop (for the tasks it submitted) call it.
 
 The held-out split comes from the data the console itself serves (an upload it packed, a bundled dataset it
-built) when it has it, else from the spec's and the members' URLs (public data only) by the one dataset
-fetcher (`compute/data/fetch.py`): then only the manifest (at most `MAX_MANIFEST_BYTES`) and the held-out
-shards are fetched, refused beyond what the spec declared and beyond `MAX_HELD_OUT_BYTES`, fetched or decoded.
+built) when it has it: for a private task it submitted, the task's own re-encrypted copy of the pack and that
+copy's key, both kept in the pack's folder (`compute.data.packing.for_one_task`, found again by `task_copy`),
+so the key never leaves this machine. Else the split comes from the spec's and the members' URLs by the one
+dataset fetcher (`compute/data/fetch.py`), public data only (a private task whose pack is elsewhere is refused
+before anything is fetched, saying where it can be charted): then only the manifest (at most
+`MAX_MANIFEST_BYTES`) and the held-out shards are fetched, refused beyond what the spec declared and beyond
+`MAX_HELD_OUT_BYTES`, fetched or decoded.
+
+With its own copy of the data the job also measures the task's baseline once (`baselines.py`), which the
+chart's answer carries beside the points.
 
 The compute library that derives and evaluates the weights loads torch, so it is imported in the functions that
 run a job: a console loads torch when it first charts a task, not when it starts (it runs pinned, as every
@@ -38,6 +45,7 @@ from trolly.wallet.market_queries import get_spec, get_task
 from trolly.wallet.market_views import TaskView
 from trolly.wallet.rpc import AsyncRpcClient
 
+from .baselines import Baselines
 from .config import ConsoleConfig
 
 if TYPE_CHECKING:
@@ -71,17 +79,23 @@ class RoundCharts:
     """A chart per task, each computed by one background job at a time; `chart(task_id)` starts a job when
     rounds have settled since the last one."""
 
-    def __init__(self, client: AsyncRpcClient, config: ConsoleConfig, local_data) -> None:
-        """`local_data(manifest_hash)`: the console's own copy of a dataset (a `Dataset`), or None."""
+    def __init__(self, client: AsyncRpcClient, config: ConsoleConfig, local_data, baselines: Baselines) -> None:
+        """`local_data(manifest_hash)`: the console's own copy of a dataset (a `Dataset`), or None; `baselines`:
+        where a task's baseline is measured from that copy and kept."""
         self.client = client
         self.config = config
         self.local_data = local_data
+        self.baselines = baselines
         self.charts: dict[int, Chart] = {}
         self._jobs: dict[int, asyncio.Task] = {}
 
     def current(self, task_id: int) -> Chart:
         """The chart as far as it is computed (in memory, else cached on disk); starts and writes nothing."""
         return self.charts.get(task_id) or self._load(task_id)
+
+    def answer(self, chart: Chart) -> dict:
+        """What the page reads: the chart, and the task's baseline when one was measured."""
+        return {**chart.to_json(), "baseline": self.baselines.current(chart.task_id)}
 
     def chart(self, task_id: int, view: TaskView) -> Chart:
         """The chart, its job started first when rounds settled since it last ran."""
@@ -103,7 +117,10 @@ class RoundCharts:
             view = await get_task(self.client, chart.task_id)
             spec = parse_spec((await get_spec(self.client, chart.task_id)).spec_bytes)
             chart.progress = "loading the held-out split"
-            dataset = await self._dataset(spec, view)
+            dataset, own_copy = await self._dataset(spec, view)
+            if own_copy:
+                chart.progress = "fitting the baseline on the training split"
+                await self.baselines.measure(chart.task_id, dataset)
             follower = WeightsFollower(spec, dataset.shape, self.config.addresses,
                                        cache=DirectoryCache(self.config.directory("charts") / f"task-{chart.task_id}"))
             for round_index in range(len(chart.points), settled_rounds(view) + 1):
@@ -121,13 +138,18 @@ class RoundCharts:
             chart.state, chart.problem = "stopped", str(error)
             log.info("task %d: chart stopped: %s", chart.task_id, error)
 
-    async def _dataset(self, spec: TaskSpec, view: TaskView) -> Dataset:
+    async def _dataset(self, spec: TaskSpec, view: TaskView) -> tuple[Dataset, bool]:
+        """The task's dataset, and whether it is this console's own copy (else only its held-out split, fetched)."""
         from trolly.compute.data.fetch import DatasetFetcher, dataset_urls
         from trolly.compute.requester.results import spec_shape
 
         local = await asyncio.to_thread(self.local_data, spec.dataset.manifest_hash)
         if local is not None:
-            return local
+            return local, True
+        if view.private_data:
+            raise ComputeError("the task's data is private and this console does not hold its pack: its chart is "
+                               "drawn by the console that submitted it, or by `trolly-wallet task eval TASK --data "
+                               "DIR` on the requester's pack")
         try:
             fetcher = DatasetFetcher.for_task(spec, dataset_urls(spec, view), self.config.addresses,
                                               max_manifest_bytes=MAX_MANIFEST_BYTES)
@@ -136,7 +158,7 @@ class RoundCharts:
             raise ComputeError(f"the task's dataset could not be fetched for its held-out split: {error}") from None
         if dataset.shape != spec_shape(spec):
             raise ComputeError("the task's dataset does not have the shape its spec declares")
-        return dataset
+        return dataset, False
 
     def _load(self, task_id: int) -> Chart:
         path = self.config.work / "charts" / f"task-{task_id}.json"

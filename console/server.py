@@ -11,7 +11,8 @@
     GET  /api/tasks?after=N      one page of tasks
     GET  /api/tasks/<id>         a whole task
     GET  /api/search?q=...       a task id, a transaction hash or an address
-    GET  /api/tasks/<id>/chart   held-out loss and accuracy per verified round, as far as computed (reads only)
+    GET  /api/tasks/<id>/chart   held-out loss and accuracy per verified round, as far as computed, and the
+                                 task's baseline when measured (`baselines.py`; reads only)
     POST /api/tasks/<id>/chart   the same, after starting the task's chart job if rounds settled since (a
                                  background job that fetches a bounded held-out split, `round_charts`)
     POST /api/cache/refresh      forget the cached blocks (a state change: CSRF token and Origin required)
@@ -44,6 +45,7 @@ from trolly.wallet.rpc import AsyncRpcClient
 
 from . import chain_reads, compute_api, new_task_api, wallet_api
 from .access import ACCESS, Access
+from .baselines import BaselineFit, Baselines, library_fit
 from .config import CONFIG, ConsoleConfig
 from .node_watch import NodeWatch
 from .round_charts import RoundCharts
@@ -67,9 +69,12 @@ STREAMS = web.AppKey("streams", set)
 hold the shutdown until aiohttp's timeout)."""
 
 
-def make_app(config: ConsoleConfig, poll_seconds: float = 1.0, access: Access | None = None) -> web.Application:
+def make_app(config: ConsoleConfig, poll_seconds: float = 1.0, access: Access | None = None,
+             fit_baseline: BaselineFit | None = None) -> web.Application:
     """The console's app over the node at `config.node_url`, answering the sessions `access`'s token opens (a
-    random token when None); the node watch, the followed tasks and the chart jobs start and stop with it."""
+    random token when None); the node watch, the followed tasks and the chart jobs start and stop with it.
+    `fit_baseline`: what fits a task's baseline (`baselines.py`); the requester library's when None and this
+    installation has it."""
     access = access if access is not None else Access()
     app = web.Application(middlewares=[make_guard(access)])
     app.on_response_prepare.append(add_response_headers)
@@ -80,7 +85,8 @@ def make_app(config: ConsoleConfig, poll_seconds: float = 1.0, access: Access | 
     app[WATCH] = NodeWatch(client, poll_seconds)
     app[CACHE] = chain_reads.ReadCache()
     app[CHARTS] = RoundCharts(client, config, lambda manifest_hash: local_dataset(
-        config.directory("packs"), config.directory("bundled"), manifest_hash))
+        config.directory("packs"), config.directory("bundled"), manifest_hash),
+        Baselines(config, fit_baseline or library_fit()))
     app[new_task_api.FOLLOWING] = TaskFollowing(client, config, on_look=app[CHARTS].chart)
     app[compute_api.WORKER] = LocalWorker(config)
 
@@ -186,7 +192,8 @@ async def task(request: web.Request) -> web.Response:
 
 async def task_chart(request: web.Request) -> web.Response:
     """The chart as far as it is computed: a read that starts nothing (an `<img>` on another site could send it)."""
-    return web.json_response(request.app[CHARTS].current(int(request.match_info["number"])).to_json())
+    charts = request.app[CHARTS]
+    return web.json_response(charts.answer(charts.current(int(request.match_info["number"]))))
 
 
 async def start_task_chart(request: web.Request) -> web.Response:
@@ -195,7 +202,7 @@ async def start_task_chart(request: web.Request) -> web.Response:
 
     async def reading() -> dict:
         view = await get_task(request.app[CLIENT], task_id)
-        return request.app[CHARTS].chart(task_id, view).to_json()
+        return request.app[CHARTS].answer(request.app[CHARTS].chart(task_id, view))
 
     return await _read(request, reading())
 

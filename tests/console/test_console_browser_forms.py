@@ -1,7 +1,8 @@
 """The console's forms in a real browser (Playwright driving Debian's Chromium) against `trolly-node dev` and a
-password-protected keyring: a file that is not a dataset refused beside the file with what to fix, a CSV packed
-with the live cost shown, a wrong password that says so and submits nothing, a submission that the task page
-then follows, requests without the CSRF token or from another Origin refused (403) with nothing changed, and the
+password-protected keyring: a file that is not a dataset refused beside the file with what to fix, a table with
+an id, a word column and missing cells packed with what was done per column and the live cost shown, a wrong
+password that says so and submits nothing, a submission that the task page then follows, the task page's score
+beside a baseline (a console run in this process, handed a LogisticRegression to fit it), requests without the CSRF token or from another Origin refused (403) with nothing changed, and the
 wallet's preview, cancel and confirmation, the preflight on the Provide compute page, and a label on every
 control of every page. Screenshots go to `test-artifacts/console/`."""
 
@@ -11,11 +12,13 @@ import contextlib
 
 import pytest
 
-from console_helpers import (ARTIFACTS, DEV_ADDRESS, PASSWORD, browser_page, chain_query, console_process,
-                             file_keyring, page_problems, skip_without_a_browser)
+from console_helpers import (ARTIFACTS, DEV_ADDRESS, PASSWORD, PageProblems, browser_page, chain_query,
+                             console_process, console_thread, file_keyring, logistic_baseline, page_problems,
+                             skip_without_a_browser)
 from dev_node import dev_node
-from requester_helpers import iris_like, write_csv
+from requester_helpers import PEOPLE_HEADER, people_table, write_csv
 from trolly.chain.crypto import encode_address
+from trolly.console.config import ConsoleConfig
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +70,7 @@ def test_a_file_that_is_not_a_dataset_is_refused_beside_the_file_with_what_to_fi
         {"name": "notes.txt", "mimeType": "text/plain", "buffer": b"just some notes"})
     page.get_by_role("button", name="Upload and pack").click()
     error = page.locator("#file-error")
-    expect(error).to_be_visible()
+    expect(error).to_be_visible(timeout=60_000)  # the console's first upload loads the packing code (torch)
     expect(error).to_contain_text("upload a .csv file with a header row")
     file_field = page.get_by_label("Data file (.csv, .jsonl, or .zip of class folders)")
     assert file_field.get_attribute("aria-invalid") == "true"
@@ -92,14 +95,32 @@ def test_markup_in_a_file_is_shown_as_text_never_run(site, page):
     assert page.evaluate("window.pwned === undefined") and page.locator("#pack-summary img").count() == 0
 
 
-def test_a_csv_shows_the_live_cost_a_wrong_password_submits_nothing_and_the_right_one_submits(site, page):
-    url, rpc, tmp, _ = site
-    open_new_task(page, url)
+def upload_people_table(page, tmp) -> None:
+    """The New task page given a table as people have them (an id, an amount, a word column, missing cells),
+    packed for the digits MLP; its column report checked row by row."""
     page.get_by_label("Digits MLP (tables and text)").check()
     page.get_by_label("Data file (.csv, .jsonl, or .zip of class folders)").set_input_files(
-        str(write_csv(tmp / "iris.csv", iris_like())))
+        str(write_csv(tmp / "people.csv", people_table(), PEOPLE_HEADER)))
     page.get_by_role("button", name="Upload and pack").click()
-    expect(page.locator("#pack-summary")).to_contain_text("setosa, virginica")
+    expect(page.locator("#pack-summary")).to_contain_text("basic, premium", timeout=60_000)  # torch loads first
+    report = page.get_by_role("table", name="What packing did per column")
+    expect(report).to_be_visible()
+    expect(page.locator("#pack-summary")).to_contain_text("2 missing cells filled")
+    rows = {row.locator("td").first.inner_text(): row.locator("td").all_inner_texts()
+            for row in report.locator("tbody tr").all()}
+    assert rows.keys() == {"customer_id", "spend", "city"}, rows
+    assert rows["spend"][1] == "numeric" and rows["spend"][2].startswith("standardized (mean")
+    assert rows["spend"][4].startswith("1 (with the median")
+    assert rows["city"][2] == "one-hot over 3 categories seen in training" and rows["city"][3] == "3"
+    assert rows["city"][4].startswith("1 (with the most frequent")
+    assert rows["customer_id"][1] == "left out" and "unique per row, like an id" in rows["customer_id"][2]
+
+
+def test_a_table_with_words_and_gaps_shows_its_columns_the_live_cost_and_submits_with_the_right_password(site, page):
+    url, rpc, tmp, _ = site
+    open_new_task(page, url)
+    upload_people_table(page, tmp)
+    page.screenshot(path=str(ARTIFACTS / "new-task-columns.png"), full_page=True)
     cost = page.locator("#cost")
     expect(cost).to_contain_text("reward per round")
     first = cost.get_attribute("data-cost")
@@ -228,6 +249,52 @@ def test_the_private_box_says_what_stays_in_clear(site, page):
     open_new_task(page, url)
     label = page.locator('label[for="private"]')
     expect(label).to_contain_text("Not encrypted: the label names, a CSV's column names")
+
+
+def test_a_console_that_fits_baselines_shows_the_score_beside_one_on_the_task_page(site, page):
+    """Issue 34: the task page shows the model's held-out score beside a baseline fitted on the same split and
+    preprocessing. A console built with a fitting function (here scikit-learn's LogisticRegression, in this
+    process: the requester library's own is chosen by a real console) gets a private table, submits it, and its
+    task page shows the evaluated weights' accuracy beside the baseline's and their difference."""
+    url, rpc, tmp, _ = site
+    config = ConsoleConfig(rpc, tmp / "home")  # the forms console's keyring and nonces: one signer, one memory
+    with console_thread(config, fit_baseline=logistic_baseline) as own:
+        context = page.context.browser.new_context(viewport={"width": 1280, "height": 900})  # a session of its own
+        try:
+            tab = context.new_page()
+            problems = PageProblems(tab)
+            tab.goto(own.address)
+            open_new_task(tab, own.url)
+            upload_people_table(tab, tmp)
+            expect(tab.locator("#cost")).to_contain_text("reward per round")
+            tab.get_by_label("Keyring password (used once to sign, never stored)").fill(PASSWORD)
+            tab.get_by_role("button", name="Sign and submit the task").click()
+            result = tab.locator("#submit-result")
+            expect(result).to_contain_text("submitted in block", timeout=30_000)
+            task_id = int(result.get_attribute("data-task-id"))
+            tab.get_by_role("link", name=f"Follow task {task_id}").click()
+            section = tab.locator("#baseline")
+            for _ in range(60):  # the chart job evaluates W_0 and fits the baseline, then a reload shows both
+                tab.wait_for_selector(f'main[data-loaded="#/tasks/{task_id}"]', timeout=15_000)
+                if section.count() and "W_0" in section.inner_text():
+                    break
+                tab.wait_for_timeout(500)
+                tab.reload()
+            chart = tab.evaluate(f"fetch('/api/tasks/{task_id}/chart').then((r) => r.json())")
+            (initial,) = chart["points"]
+            rows = section.get_by_role("table", name="Held-out accuracy: the model and the baseline").locator(
+                "tbody tr")
+            assert rows.nth(0).locator("td").all_inner_texts()[:2] == [
+                "the latest evaluated weights (W_0)", f"{initial['accuracy']:.4f}"]
+            assert rows.nth(1).locator("td").all_inner_texts()[:2] == [
+                "baseline: logistic regression (scikit-learn)", f"{chart['baseline']['baseline']:.4f}"]
+            assert "fitted on this computer" in rows.nth(1).inner_text()
+            gap = initial["accuracy"] - chart["baseline"]["baseline"]
+            expect(tab.locator("#baseline-gap")).to_contain_text(f"Model minus baseline: {gap:+.4f}")
+            tab.screenshot(path=str(ARTIFACTS / "task-baseline.png"), full_page=True)
+            problems.check()
+        finally:
+            context.close()
 
 
 UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, button')]

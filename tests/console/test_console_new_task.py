@@ -7,6 +7,7 @@ confirmation and signed send."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 import zipfile
@@ -15,9 +16,10 @@ import nacl.signing
 import pytest
 from aiohttp import FormData
 
-from console_helpers import DEV_ADDRESS, PASSWORD, csrf_token, file_keyring, own_origin, with_console
+from console_helpers import (DEV_ADDRESS, PASSWORD, csrf_token, file_keyring, logistic_baseline, own_origin,
+                             with_console)
 from dev_node import dev_node, send_included
-from requester_helpers import iris_like, write_csv
+from requester_helpers import PEOPLE_HEADER, iris_like, people_table, write_csv
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
 from trolly.chain.market.data_keys import data_key_hash
@@ -30,7 +32,7 @@ from trolly.compute.data.fetch import DatasetBounds, DatasetFetcher
 from trolly.console import uploads
 from trolly.console.security import CSRF_HEADER
 from trolly.console.server import CLIENT
-from trolly.compute.data.packing import open_packed
+from trolly.compute.data.packing import TASK_KEYS, open_packed, task_copy
 from trolly.console.templates import TEMPLATES, build_spec, uploaded
 from trolly.wallet.market_queries import find_data_key, get_task_overview
 from trolly.wallet.tasks import plan_task
@@ -77,14 +79,15 @@ def test_a_csv_upload_is_packed_and_files_that_are_not_datasets_are_refused_with
         public = await upload(client, "iris.csv", csv_bytes(tmp_path), private="off")
         words = await upload(client, "plans.csv", b"size,city,label\n1,Paris,x\n2,,y\n3,Lyon,x\n4,Paris,y\n"
                                                   b"5,Lyon,x\n6,Paris,y\n")
+        kept = await upload(client, "people.csv", people_csv(tmp_path), keep_columns=" customer_id , ")
         not_data = await upload(client, "notes.txt", b"hello")
         one_label = await upload(client, "one.csv", b"a,b,label\n1,2,x\n3,4,x\n5,6,x\n")
         empty = await upload(client, "empty.csv", b"")
         no_file = await client.post("/api/new-task/upload", headers=await guard_headers(client),
                                     data=FormData({"label_column": "x"}, default_to_multipart=True))
-        return packed, public, words, not_data, one_label, empty, (no_file.status, await no_file.json())
+        return packed, public, words, kept, not_data, one_label, empty, (no_file.status, await no_file.json())
 
-    packed, public, words, not_data, one_label, empty, no_file = with_console(node, check, home=home)
+    packed, public, words, kept, not_data, one_label, empty, no_file = with_console(node, check, home=home)
     status, summary = packed
     assert status == 200 and summary["format"] == "csv" and summary["labels"] == ["setosa", "virginica"]
     assert summary["train_samples"] + summary["test_samples"] == 40 and summary["private"] is True
@@ -100,7 +103,9 @@ def test_a_csv_upload_is_packed_and_files_that_are_not_datasets_are_refused_with
     columns = {entry["column"]: entry for entry in words[1]["columns"]}  # a column of words and a missing cell
     assert columns["city"]["done"].startswith("one-hot") and columns["city"]["imputed"] == 1
     assert words[1]["imputed_cells"] == 1 and columns["size"]["done"].startswith("standardized")
-    assert len(list((home / "console" / "packs").iterdir())) == 3  # a refusal packs nothing
+    kept_columns = {entry["column"]: entry for entry in kept[1]["columns"]}  # the page's keep_columns field
+    assert kept[0] == 200 and kept_columns["customer_id"]["kind"] == "words", kept
+    assert len(list((home / "console" / "packs").iterdir())) == 4  # a refusal packs nothing
 
 
 def test_an_upload_over_the_size_bound_is_refused_before_it_is_kept(node, home, tmp_path, monkeypatch):
@@ -326,3 +331,95 @@ def join_as_worker(node: str, worker, task_id: int) -> None:
         stake=20 * TRL, blob_url="http://127.0.0.1:9000",
         hardware=pb.HardwareProfile(device="cpu", samples_per_second=100, memory_mb=1024, threads=1)))
     send_included(node, worker, pb.MsgJoinTask(task_id=task_id))
+
+
+def people_csv(tmp_path) -> bytes:
+    return write_csv(tmp_path / "people.csv", people_table(), PEOPLE_HEADER).read_bytes()
+
+
+async def submit_private_table(client, tmp_path) -> tuple[dict, dict]:
+    """A table with an id, a word column and missing cells, uploaded (private) and submitted with the dev key."""
+    status, summary = await upload(client, "people.csv", people_csv(tmp_path), private="on")
+    assert status == 200, summary
+    form = {"template": "digits-mlp", "pack": summary["pack"], "budget": "20trl", "workers": "1", "rounds": "1",
+            "key": "dev", "password": PASSWORD}
+    submitted = await client.post("/api/new-task/submit", json=form, headers=await guard_headers(client))
+    answer = await submitted.json()
+    assert submitted.status == 200, answer
+    return summary, answer
+
+
+async def chart_until(client, task_id: int, done) -> dict:
+    """The task page's chart: its POST (which starts the job, as the page does), then its GET until `done`."""
+    chart = await (await client.post(f"/api/tasks/{task_id}/chart", headers=await guard_headers(client))).json()
+    for _ in range(240):
+        if done(chart):
+            break
+        await asyncio.sleep(0.25)
+        chart = await (await client.get(f"/api/tasks/{task_id}/chart")).json()
+    return chart
+
+
+def test_the_console_charts_its_own_private_task_from_its_copy_beside_a_baseline_and_no_other_console_guesses(
+        node, home, tmp_path):
+    """Issue 34: a requester's console charted its own private task no better than a stranger: it fetched the
+    encrypted shards, then said the key "has not been delivered". Now it evaluates each round on the held-out
+    split of the task's own re-encrypted copy of the pack (with that copy's key, which it holds), and fits the
+    baseline on the copy's training split with the same preprocessing. A console that does not hold the pack
+    refuses before fetching anything and says where the task can be charted."""
+
+    async def own(client):
+        summary, submitted = await submit_private_table(client, tmp_path)
+        chart = await chart_until(client, submitted["task_id"], lambda c: c["points"] and c["baseline"])
+        return summary, submitted, chart
+
+    summary, submitted, chart = with_console(node, own, home=home, fit_baseline=logistic_baseline)
+    assert chart["state"] != "stopped", chart["problem"]
+    (initial,) = chart["points"]  # W_0 of an open task, evaluated on the task's own held-out split
+    assert initial["round"] == 0 and initial["loss"] > 0 and 0 <= initial["accuracy"] <= 1
+    pack = home / "console" / "packs" / summary["pack"]
+    (task_manifest,) = [path.stem for path in (pack / TASK_KEYS).iterdir()]  # the copy the task trains on
+    expected = logistic_baseline(task_copy(open_packed(pack), task_manifest).load())
+    baseline = chart["baseline"]
+    assert baseline["metric"] == "accuracy" and baseline["baseline"] == round(expected["baseline"], 6) > 0.8
+    assert baseline["baseline_name"] == "logistic regression (scikit-learn)" and baseline["seconds"] >= 0
+
+    async def stranger(client):
+        return await chart_until(client, submitted["task_id"], lambda c: c["state"] == "stopped")
+
+    refused = with_console(node, stranger, home=tmp_path / "another-home", fit_baseline=logistic_baseline)
+    assert refused["points"] == [] and refused["baseline"] is None
+    assert "private and this console does not hold its pack" in refused["problem"], refused
+
+
+def test_no_page_or_answer_of_the_console_carries_a_data_key(node, home, tmp_path):
+    """A private upload's key and its task's key stay in the pack's folder: every page, bundle and JSON answer
+    the console serves after a private table is packed, submitted and charted, in any encoding a key could take
+    (raw, hex, base64, a list of its bytes), carries neither."""
+
+    async def everything(client):
+        summary, submitted = await submit_private_table(client, tmp_path)
+        task_id = submitted["task_id"]
+        await chart_until(client, task_id, lambda c: c["points"])
+        plan = "/api/new-task/plan?" + "&".join(f"{k}={v}" for k, v in {
+            "template": "digits-mlp", "pack": summary["pack"], "budget": "20trl", "workers": "1", "rounds": "1"}.items())
+        served = [json.dumps(summary).encode(), json.dumps(submitted).encode()]
+        for path in ("/", "/assets/app.js", "/api/session", "/api/node", "/api/network", "/api/tasks",
+                     f"/api/tasks/{task_id}", f"/api/tasks/{task_id}/chart", f"/api/search?q={task_id}",
+                     "/api/new-task/templates", plan, "/api/wallet", "/api/compute"):
+            response = await client.get(path)
+            assert response.status == 200, (path, response.status)
+            served.append(await response.read())
+        started = await client.post(f"/api/tasks/{task_id}/chart", headers=await guard_headers(client))
+        served.append(await started.read())
+        return summary, b"\n".join(served)
+
+    summary, served = with_console(node, everything, home=home)
+    pack = home / "console" / "packs" / summary["pack"]
+    keys = [(pack / "data.key").read_bytes(), *[path.read_bytes() for path in (pack / TASK_KEYS).iterdir()]]
+    assert len(keys) == 2 and len(served) > 10_000
+    for key in keys:
+        for encoded in (key, key.hex().encode(), key.hex().upper().encode(), base64.b64encode(key),
+                        base64.urlsafe_b64encode(key).rstrip(b"="), ", ".join(map(str, key)).encode(),
+                        ",".join(map(str, key)).encode()):
+            assert encoded not in served

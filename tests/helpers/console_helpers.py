@@ -23,12 +23,14 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from typing import Iterator
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from click.testing import CliRunner
 
@@ -163,20 +165,34 @@ def file_keyring(home: pathlib.Path, password: str = PASSWORD, name: str = "dev"
 
 
 def with_console(node_url: str, check, poll_seconds: float = 0.2, home=None, signed_in: bool = True,
-                 access: Access | None = None, **options):
+                 access: Access | None = None, fit_baseline=None, **options):
     """Run `await check(client)` against a console app over `node_url` served by aiohttp's test server, signing
     with the keyring in `home` (a fresh empty one when None), its client signed in through the access token
-    (as a browser opening the printed address is) unless `signed_in` is False."""
+    (as a browser opening the printed address is) unless `signed_in` is False; `fit_baseline`: what fits a
+    task's baseline (`make_app`'s)."""
 
     async def run():
         with tempfile.TemporaryDirectory() as scratch:
             config = ConsoleConfig(node_url, pathlib.Path(home or scratch), **options)
-            async with TestClient(TestServer(make_app(config, poll_seconds, access), host="127.0.0.1")) as client:
+            app = make_app(config, poll_seconds, access, fit_baseline)
+            async with TestClient(TestServer(app, host="127.0.0.1")) as client:
                 if signed_in:
                     await sign_in(client)
                 return await check(client)
 
     return asyncio.run(run())
+
+
+def logistic_baseline(dataset) -> dict:
+    """A task's baseline as `compute.requester.baseline.fit_baseline` answers it (its contract), fitted here by
+    scikit-learn's LogisticRegression on the dataset's training split and scored on its held-out split."""
+    from sklearn.linear_model import LogisticRegression
+
+    started = time.perf_counter()
+    model = LogisticRegression(max_iter=2000).fit(dataset.train_inputs.numpy(), dataset.train_targets.numpy())
+    accuracy = float((model.predict(dataset.test_inputs.numpy()) == dataset.test_targets.numpy()).mean())
+    return {"metric": "accuracy", "baseline": accuracy, "baseline_name": "logistic regression (scikit-learn)",
+            "seconds": time.perf_counter() - started}
 
 
 async def sign_in(client: TestClient) -> None:
@@ -258,6 +274,44 @@ def console_process(node_url: str, log: pathlib.Path, timeout: float = 30.0, hom
         yield ConsoleSite(f"http://127.0.0.1:{port}", address, process.pid)
     finally:
         stop_process_group(process)
+
+
+@contextlib.contextmanager
+def console_thread(config: ConsoleConfig, **app_options) -> Iterator[ConsoleSite]:
+    """The console app (`make_app(config, ..., **app_options)`) served on a free port by a thread of this process
+    with its own event loop, for a browser test that hands the app a collaborator a real process chooses itself
+    (`fit_baseline`); yields its URL and the address with its access token, as `console_process` does."""
+    access = Access()
+    port = free_port()
+    started: concurrent.futures.Future = concurrent.futures.Future()
+
+    async def serve() -> None:
+        runner = web.AppRunner(make_app(config, 0.5, access, **app_options))
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, "127.0.0.1", port).start()
+            stop = asyncio.Event()
+            started.set_result((asyncio.get_running_loop(), stop))
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    def run() -> None:
+        try:
+            asyncio.run(serve())
+        except BaseException as error:  # a console that did not start: the test fails with why
+            if not started.done():
+                started.set_exception(error)
+
+    thread = threading.Thread(target=run, name="console", daemon=True)
+    thread.start()
+    loop, stop = started.result(timeout=30)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        yield ConsoleSite(url, access.address(f"{url}/"), os.getpid())
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=30)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,23 @@ def iris_like(count=40):
              ["setosa", "virginica"][i % 2]) for i in range(count)]
 
 
+PEOPLE_HEADER = "customer_id,spend,city,plan"
+
+
+def people_table(count=60):
+    """A table as people have them, rows for `write_csv` under PEOPLE_HEADER: an id unique per row, an amount at
+    its natural scale with one missing cell (row 5), a column of words with one missing cell (row 7), and the
+    label (the plan, which the amount tells apart)."""
+    generator = np.random.default_rng(3)
+    rows = []
+    for i in range(count):
+        premium = i % 2
+        spend = round(float(generator.normal(900 + 1400 * premium, 250)), 2)
+        rows.append((f"C{1000 + i}", "" if i == 5 else spend, "" if i == 7 else ["Paris", "Lyon", "Nice"][i % 3],
+                     ["basic", "premium"][premium]))
+    return rows
+
+
 def write_flowers_csv(path: Path, count: int = 90) -> list[list[float]]:
     """Three well separated classes of four features; the first row of each class is returned."""
     generator = np.random.default_rng(7)

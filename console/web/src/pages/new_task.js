@@ -2,7 +2,7 @@
 // dataset), set budget, workers and rounds with the cost and collateral computed live by the CLI's own code,
 // review, unlock a key of the local keyring with its password, sign and submit, then follow the task.
 import { getJson, postForm, postJson } from "../api.js";
-import { facts, field, h, link, notice, showFieldError, utrl } from "../dom.js";
+import { facts, field, h, link, notice, showFieldError, table, utrl } from "../dom.js";
 
 const FORMATS = { csv: "a .csv with a header row", jsonl: "a .jsonl of {\"text\", \"label\"} lines",
   images: "a .zip with one folder of images per class", tokens: "a .jsonl of {\"text\", \"label\"} lines" };
@@ -26,12 +26,15 @@ export async function newTaskPage() {
 
   const fileInput = h("input", { type: "file", name: "file", accept: ".csv,.jsonl,.ndjson,.zip" });
   const labelColumn = h("input", { type: "text", name: "label_column", autocomplete: "off" });
+  const keepColumns = h("input", { type: "text", name: "keep_columns", autocomplete: "off" });
   const privateBox = h("input", { type: "checkbox", id: "private", name: "private", checked: true });
   const uploadButton = h("button", { type: "button", onclick: () => upload() }, "Upload and pack");
   const data = h("fieldset", {}, h("legend", {}, "2. Your data"),
     field("file", "Data file (.csv, .jsonl, or .zip of class folders)", fileInput,
       `At most ${Math.round(setup.max_upload_bytes / 2 ** 20)} MiB. Without a file the template's bundled dataset is used.`),
     field("label-column", "Label column (CSV only; default: the last column)", labelColumn),
+    field("keep-columns", "Columns to keep even if they look like ids (CSV only; comma-separated)", keepColumns,
+      "A column unique per row (an id) is left out unless named here, as with data pack --keep-columns."),
     h("div", { class: "choice" }, privateBox, h("label", { for: "private" },
       "Private: encrypt the data; only the task's members and validators get its key ",
       "(the default, as with trolly-wallet data pack). Not encrypted: the label names, a CSV's column names, the ",
@@ -99,6 +102,7 @@ export async function newTaskPage() {
     body.append("template", template());
     body.append("file", fileInput.files[0]);
     if (labelColumn.value.trim()) body.append("label_column", labelColumn.value.trim());
+    if (keepColumns.value.trim()) body.append("keep_columns", keepColumns.value.trim());
     body.append("private", privateBox.checked ? "on" : "off");
     packBox.textContent = "Packing…";
     uploadButton.disabled = true;
@@ -109,8 +113,7 @@ export async function newTaskPage() {
         facts([["labels", p.labels.join(", ")], ["training samples", String(p.train_samples)],
           ["held-out samples", String(p.test_samples)], ["features per sample", String(p.input_size)],
           ["private", p.private ? "yes (encrypted)" : "no"], ["manifest hash", p.manifest_hash]]),
-        ...(p.columns ? [h("p", {}, `Columns (statistics from the training samples; ${p.imputed_cells} missing cells filled):`),
-          facts(p.columns.map((c) => [c.column, `${c.done}${c.imputed ? `; ${c.imputed} missing filled with the ${c.imputed_with}` : ""}`]))] : []));
+        ...(p.columns ? columnReport(p) : []));
       schedulePlan();
     } catch (error) {
       forgetPack();
@@ -185,4 +188,14 @@ export async function newTaskPage() {
   schedulePlan();
   return { page: [h("h1", {}, "New task, no code"), h("p", {}, "Train a model on your data: the network's workers ",
     "train it, validators check their work, and you pay only for verified rounds."), form], static: true };
+}
+
+// What packing did to each column of a CSV (`PackedDataset.summary()["columns"]`), its statistics taken from the
+// training rows alone: numbers standardized, words one-hot, missing cells filled, ids left out.
+function columnReport(p) {
+  return [h("p", {}, `Each column as packed (statistics from the training samples only; `
+    + `${p.imputed_cells} missing cell${p.imputed_cells === 1 ? "" : "s"} filled):`),
+  table("What packing did per column", ["column", "kind", "what was done", "features", "missing cells filled"],
+    p.columns.map((c) => [c.column, c.kind, c.done, String(c.features),
+      c.imputed ? `${c.imputed} (with the ${c.imputed_with})` : "none"]))];
 }

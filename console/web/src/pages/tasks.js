@@ -3,6 +3,7 @@
 // sampled segments, committees and votes, and the model's download once the task completed.
 import { getJson, postJson } from "../api.js";
 import { facts, h, link, mono, short, table, utrl } from "../dom.js";
+import { baselineSection } from "./baseline.js";
 import { drawRoundChart } from "./round_chart.js";
 
 export async function tasksPage(params) {
@@ -44,7 +45,7 @@ export async function taskPage(taskId) {
       ["reward per round", utrl(t.reward_per_round)], ["collateral", utrl(t.collateral)],
       ["paid to workers", utrl(t.paid_workers)], ["paid in verifier fees", utrl(t.paid_fees)],
       ["refunded", utrl(t.refunded)], ["final weights", mono(t.final_weights_hash || "–")]]),
-    h("h2", {}, "Model"), model,
+    h("h2", {}, "Model"), model, baselineSection(chart),
     h("section", { "aria-labelledby": "chart-title" },
       h("h2", { id: "chart-title" }, "Held-out loss and accuracy per verified round"),
       h("p", { id: "chart-progress", role: "status" }, chartStatus(chart)),
