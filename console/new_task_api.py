@@ -39,7 +39,7 @@ from .responses import (Refusal, amount_field, answer, json_body, password_field
                         whole_field)
 from .signing import sign_and_send
 from .task_following import Followed, TaskFollowing
-from .templates import TEMPLATES, SpecRefused, TaskData, Template, build_spec, bundled, packing_model, uploaded
+from .templates import TEMPLATES, SpecRefused, TaskData, Template, build_spec, bundled, local_pack, packing_model, uploaded
 
 MAX_WORKERS = 64
 MAX_ROUNDS = 50
@@ -187,8 +187,10 @@ def _archive(request: web.Request) -> pathlib.Path:
 
 async def _fetch_model(request: web.Request, client) -> web.Response:
     """Fetch the task's final model as `task fetch` writes it (model.safetensors, spec.json, labels.json; a LoRA
-    task's adapter.safetensors too) and zip it, once (kept after); where to download it."""
-    from trolly.compute.requester.results import fetch_result  # torch, loaded when a model is first fetched
+    task's adapter.safetensors too; a table's preprocessing.json, from the console's own pack for a private
+    task it submitted) and zip it, once (kept after); where to download it."""
+    from trolly.compute.requester.model_files import result_files  # torch, loaded when a model is first fetched
+    from trolly.compute.requester.results import fetch_result
 
     config = request.app[CONFIG]
     task_id = int(request.match_info["number"])
@@ -197,7 +199,9 @@ async def _fetch_model(request: web.Request, client) -> web.Response:
         config.directory("models")
         try:
             result = await fetch_result(client, task_id, config.addresses)
-            await asyncio.to_thread(_zip_result, result, archive)
+            packed = await asyncio.to_thread(local_pack, config.directory("packs"), result.spec.dataset.manifest_hash)
+            extra = await result_files(result, config.addresses, packed)
+            await asyncio.to_thread(_zip_result, result, archive, extra)
         except ComputeError as error:
             return Refusal(str(error), status=409).response()
         except NodeUnreachable as error:
@@ -216,12 +220,12 @@ async def model(request: web.Request) -> web.StreamResponse:
         "Content-Disposition": f'attachment; filename="{archive.name}"', "Content-Type": "application/zip"})
 
 
-def _zip_result(result, archive: pathlib.Path) -> None:
+def _zip_result(result, archive: pathlib.Path, extra: dict[str, bytes]) -> None:
     from trolly.compute.requester.results import write_result
 
     with tempfile.TemporaryDirectory(dir=archive.parent) as scratch:
         directory = pathlib.Path(scratch) / "model"
-        files = write_result(result, directory)
+        files = write_result(result, directory, extra)
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
             for name in files:

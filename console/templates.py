@@ -175,12 +175,20 @@ def local_dataset(packs: pathlib.Path, bundled_datasets: pathlib.Path, manifest_
     """The console's own copy of the dataset `manifest_hash` (an upload it packed, a bundled dataset it
     built), loaded and hash-checked; None when it has none."""
     from trolly.compute.data import load_dataset
-    from trolly.compute.data.packing import open_packed, task_copy
 
     for folder in sorted(bundled_datasets.glob("*")):
         marker = folder / "manifest_hash"
         if marker.exists() and marker.read_text().strip() == manifest_hash:
             return load_dataset(manifest_hash, BlobStore(folder).get)
+    copy = local_pack(packs, manifest_hash)
+    return None if copy is None else copy.load()
+
+
+def local_pack(packs: pathlib.Path, manifest_hash: str):
+    """The console's own pack of the dataset `manifest_hash` (an upload it packed, or a task's re-encrypted copy
+    of one, with its key), a `PackedDataset`; None when it has none."""
+    from trolly.compute.data.packing import open_packed, task_copy
+
     for folder in sorted(packs.glob("*")):
         try:
             packed = open_packed(folder)
@@ -188,5 +196,5 @@ def local_dataset(packs: pathlib.Path, bundled_datasets: pathlib.Path, manifest_
             continue
         copy = task_copy(packed, manifest_hash)  # the pack, or a task's re-encrypted copy of it
         if copy is not None:
-            return copy.load()
+            return copy
     return None

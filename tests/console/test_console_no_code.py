@@ -119,10 +119,14 @@ def test_a_csv_becomes_a_trained_verified_paid_model_through_the_browser(tmp_pat
         assert shown["final weights"] == chain["final_weights_hash"]
 
         with page.expect_download(timeout=120_000) as download:
-            page.get_by_role("link", name="Download the model (zip: model.safetensors, spec.json, labels.json)").click()
+            page.get_by_role("link", name="Download the model (zip: model.safetensors, spec.json, labels.json; a "
+                                           "table's preprocessing.json)").click()
         archive = zipfile.ZipFile(io.BytesIO(open(download.value.path(), "rb").read()))
         names = sorted(archive.namelist())
-        assert names == sorted(f"task-{task_id}/{name}" for name in ("model.safetensors", "spec.json", "labels.json"))
+        assert names == sorted(f"task-{task_id}/{name}" for name in ("model.safetensors", "spec.json", "labels.json",
+                                                                      "preprocessing.json"))
+        preprocessing = json.loads(archive.read(f"task-{task_id}/preprocessing.json"))  # from the console's own pack
+        assert [column["name"] for column in preprocessing["columns"]], preprocessing
         assert json.loads(archive.read(f"task-{task_id}/labels.json")) == ["large", "medium", "small"]
         from safetensors.torch import load as load_safetensors
 

@@ -75,7 +75,7 @@ function modelDownload(taskId) {
       } catch (error) {
         outcome.textContent = ` ${error.message}`;
       }
-    } }, "Download the model (zip: model.safetensors, spec.json, labels.json)");
+    } }, "Download the model (zip: model.safetensors, spec.json, labels.json; a table's preprocessing.json)");
   return h("p", {}, anchor, outcome);
 }
 
