@@ -54,9 +54,14 @@ class GovParams:
             raise InvalidRequest("gov.max_deposit_blocks and gov.voting_period_blocks must be at least one block")
         if self.min_deposit < 1:
             raise InvalidRequest("gov.min_deposit must be at least 1utrl, or any account could start a vote for free")
-        for name in ("quorum_bps", "threshold_bps", "veto_threshold_bps", "min_initial_deposit_bps"):
+        for name in ("quorum_bps", "min_initial_deposit_bps"):
             if not 0 <= getattr(self, name) <= 10_000:
                 raise InvalidRequest(f"gov.{name} must be within 0..10000 basis points")
+        if not 1 <= self.veto_threshold_bps <= 10_000:
+            raise InvalidRequest("gov.veto_threshold_bps must be within 1..10000 basis points (positive, as in the anchor)")
+        if not 1 <= self.threshold_bps <= 9_999:
+            raise InvalidRequest("gov.threshold_bps must be within 1..9999 basis points: positive, as in the anchor, "
+                                 "and below 10000, where no proposal could pass again, not even one restoring it")
         for name in ("burn_vote_quorum", "burn_proposal_deposit_prevote", "burn_vote_veto"):
             if getattr(self, name) not in (0, 1):
                 raise InvalidRequest(f"gov.{name} must be 0 or 1")

@@ -40,6 +40,13 @@ def test_a_proposal_with_a_wrong_or_out_of_range_value_is_refused(gov, value, lo
     assert_refused(gov, InvalidParamValue, log_part, proposal_message(("market", "validator_fee_bps", value)))
 
 
+def test_a_threshold_no_proposal_could_ever_pass_again_is_refused(gov):
+    """An attack on governance itself: yes can never be more than 100 % of the votes, so a threshold of 10000
+    would freeze every param for good, the threshold included."""
+    assert_refused(gov, InvalidParamValue, "no proposal could pass again",
+                   proposal_message(("gov", "threshold_bps", 10_000)))
+
+
 def test_a_param_fixed_at_genesis_cannot_be_proposed(gov):
     assert_refused(gov, ParamNotGovernable, "staking.power_reduction is fixed at genesis",
                    proposal_message(("staking", "power_reduction", 1_000)))
