@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 
 from trolly.chain.crypto import PrivateKey, encode_address
+from trolly.chain.gov.params import GovParams
 from trolly.chain.market.params import MarketParams
 from trolly.chain.params import params_to_json
-from trolly.chain.proto import bank_pb2, market_pb2, staking_pb2, tx_pb2
+from trolly.chain.proto import bank_pb2, gov_pb2, market_pb2, staking_pb2, tx_pb2
 from trolly.chain.tx import sign_bytes, type_url_of
 from trolly.chain.validators import StakingParams
 
@@ -47,12 +48,14 @@ CONSENSUS_KEYS = [fuzz_key(10_000 + i) for i in range(ACCOUNTS)]
 
 def genesis_app_state(fee_per_byte: int = 1) -> dict:
     """Funded accounts; the first VALIDATORS operate validators; localnet market and staking periods, so that
-    deadlines, unbonding and settlement happen within a fuzz run; small real fees, so the ante charges."""
+    deadlines, unbonding and settlement happen within a fuzz run, and gov periods of two blocks, so that
+    proposals are tallied and applied within one; small real fees, so the ante charges."""
     return {
         "params": {
             "auth": {"min_fee": 1, "fee_per_byte": fee_per_byte},
             "staking": params_to_json(StakingParams.localnet()),
             "market": params_to_json(MarketParams.localnet()),
+            "gov": params_to_json(GOV_PARAMS),
         },
         "accounts": [{"address": encode_address(k.address), "balance": str(BALANCE)} for k in KEYS],
         "validators": [{"operator": encode_address(KEYS[i].address),
@@ -60,6 +63,8 @@ def genesis_app_state(fee_per_byte: int = 1) -> dict:
                         "stake": str(VALIDATOR_STAKE), "moniker": f"fuzz-{i}"} for i in range(VALIDATORS)],
     }
 
+
+GOV_PARAMS = GovParams(min_deposit=1_000_000, max_deposit_blocks=2, voting_period_blocks=2)
 
 PLAUSIBLE_GPUS = ["gpu-NVIDIA-H100-80GB-HBM3+driver-550.54.15+cuda-12.4",
                   "gpu-NVIDIA-A100-SXM4-40GB+driver-535.104.05+cuda-12.2"]
@@ -166,6 +171,16 @@ def submit_task(draw) -> market_pb2.MsgSubmitTask:
                                     else draw(digest32), data_key_hash=key_hash, **terms)
 
 
+PLAUSIBLE_CHANGES = [("market", "reveal_window", "12"), ("market", "validator_fee_bps", "300"),
+                     ("market", "verification_window", "1000"), ("staking", "unbonding_blocks", "61"),
+                     ("gov", "voting_period_blocks", "1"), ("gov", "quorum_bps", "10000"), ("auth", "min_fee", "2"),
+                     ("staking", "power_reduction", "1000"), ("market", "committee_size", "0")]
+"""Changes the chain knows, some that pass every check and some that break a range, a rule or a fixed param."""
+plausible_change = st.sampled_from(PLAUSIBLE_CHANGES).map(lambda c: gov_pb2.ParamChange(section=c[0], key=c[1],
+                                                                                        value=c[2]))
+hostile_change = st.builds(gov_pb2.ParamChange, section=text, key=text, value=text | u64.map(str))
+
+
 def either(plausible, hostile):
     """Mostly plausible values (which reach deep paths: escrow, joins, commitments, votes), else hostile ones."""
     return st.one_of(plausible, plausible, hostile)
@@ -231,6 +246,15 @@ MESSAGES = {
         st.builds(market_pb2.MsgDeclareReplayGpus, gpus=st.lists(st.sampled_from(PLAUSIBLE_GPUS), max_size=2,
                                                                  unique=True)),
         st.builds(market_pb2.MsgDeclareReplayGpus, gpus=st.lists(text, max_size=10))),
+    "submit_proposal": either(
+        st.builds(gov_pb2.MsgSubmitProposal, title=st.just("a proposal"), summary=st.just(""),
+                  changes=st.lists(plausible_change, max_size=2), initial_deposit=st.sampled_from([0, 10**6, 10**7])),
+        st.builds(gov_pb2.MsgSubmitProposal, title=text, summary=text, initial_deposit=u64,
+                  changes=st.lists(plausible_change | hostile_change, max_size=40))),
+    "deposit": either(st.builds(gov_pb2.MsgDeposit, proposal_id=st.integers(1, 6), amount=st.integers(1, 10**6)),
+                      st.builds(gov_pb2.MsgDeposit, proposal_id=small_id | u64, amount=u64)),
+    "vote": either(st.builds(gov_pb2.MsgVote, proposal_id=st.integers(1, 6), option=st.integers(1, 4)),
+                   st.builds(gov_pb2.MsgVote, proposal_id=small_id | u64, option=st.integers(0, 6))),
 }
 """Every message type of the chain, each with hostile contents (and plausible ones, to reach deep paths)."""
 
@@ -284,6 +308,7 @@ MESSAGES_BY_KIND = {
     "commit_round": market_pb2.MsgCommitRound(),
     "submit_verdict": market_pb2.MsgSubmitVerdict(), "reveal_replay": market_pb2.MsgRevealReplay(),
     "declare_replay_gpus": market_pb2.MsgDeclareReplayGpus(),
+    "submit_proposal": gov_pb2.MsgSubmitProposal(), "deposit": gov_pb2.MsgDeposit(), "vote": gov_pb2.MsgVote(),
 }
 
 

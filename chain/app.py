@@ -17,22 +17,27 @@ from .checked_txs import AnswersAhead, CheckedTxs
 from .crypto import encode_address, verify_signature
 from .errors import ChainError, InvalidRequest, UnexpectedFailure, UnknownQueryPath
 from .module import MessageRoute, Module, QueryResult, QueryRoute
-from .market.params import MarketParams, check_unbonding_outlasts_reveals
 from .modules.bank import BANK
 from .modules.distribution import DISTRIBUTION
+from .modules.gov import governance_module
 from .modules.market import MARKET
 from .modules.slashing import SLASHING
 from .modules.staking import STAKING
+from .param_rules import check_param_rules, current_params
 from .params import AuthParams, get_params, params_from_json, params_to_json, set_params
 from .state import State
 from .tx import decode_tx
-from .validators import StakingParams
 
 log = logging.getLogger("trolly.chain")
 
-MODULES: tuple[Module, ...] = (BANK, MARKET, SLASHING, STAKING, DISTRIBUTION)
+_BASE_MODULES: tuple[Module, ...] = (BANK, MARKET, SLASHING, STAKING, DISTRIBUTION)
+
+_GOVERNED_PARAMS: tuple[type, ...] = tuple(p for m in _BASE_MODULES for p in m.params)
+
+MODULES: tuple[Module, ...] = _BASE_MODULES + (governance_module(_GOVERNED_PARAMS),)
 """Every module, in hook order. Begin-block hooks run in this order, end-block hooks too. The task market
-goes before SLASHING; STAKING (unbonding maturity, power updates) then DISTRIBUTION (fees) must end a block."""
+goes before SLASHING; STAKING (unbonding maturity, power updates) then DISTRIBUTION (fees) come next, and
+governance ends the block: a passed proposal's params rule from the next block on, in every module alike."""
 
 
 def _routes(modules: tuple[Module, ...]) -> dict[str, MessageRoute]:
@@ -57,6 +62,7 @@ def query_params(state: State, arg: str, data: bytes) -> QueryResult:
 
 MESSAGE_ROUTES = _routes(MODULES)
 PARAM_TYPES: tuple[type, ...] = tuple(p for m in MODULES for p in m.params)
+"""Every params section (governance's own last); a proposal may change any of them."""
 QUERY_ROUTES: tuple[QueryRoute, ...] = (QueryRoute("/params", query_params, "chain parameters"),) + tuple(
     q for m in MODULES for q in m.queries
 )
@@ -74,7 +80,7 @@ def init_chain(state: State, env: BlockEnv, app_state: dict) -> list[ValidatorUp
         raise InvalidRequest(f"unknown params sections in genesis: {', '.join(unknown)}")
     for params_type in PARAM_TYPES:
         set_params(state, params_from_json(params_type, params_json.get(params_type.SECTION)))
-    check_unbonding_outlasts_reveals(get_params(state, MarketParams), get_params(state, StakingParams).unbonding_blocks)
+    check_param_rules(current_params(state, PARAM_TYPES))
     ctx = BlockContext(env)
     for module in MODULES:
         if module.init_genesis is not None:
@@ -125,7 +131,7 @@ def apply_tx(state: State, ctx: BlockContext, raw: bytes, checks: CheckedTxs | N
     so every node records the same result and no transaction can stop a node. `checks`, `ahead` and
     `remember` only change how fast the stateless checks answer (`check_stateless`), never what they answer."""
     params = ctx.auth_params
-    if params is None:  # no message changes params, so one read serves the whole block
+    if params is None:  # no message changes params (governance does, in end-block): one read serves the block
         params = ctx.auth_params = get_params(state, AuthParams)
     before_ante = state.snapshot()
     try:

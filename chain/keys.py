@@ -37,6 +37,13 @@ MARKET_REPLAY_GPUS = b"\x2c"  # + operator address(20) -> the GPU profile parts 
 MARKET_DATA_KEY_HASH = b"\x30"  # + data key hash(32) -> the id (u64) of the private task that committed to it
 MARKET_KEY_DRAWN = b"\x31"  # + task id(8) + operator address(20) -> height (u64) it was first drawn for the task
 
+# governance: 0x40..0x4f
+GOV_NEXT_PROPOSAL_ID = b"\x40"  # -> next proposal id (u64)
+GOV_PROPOSAL = b"\x41"  # + proposal id(8) -> Proposal (canonical JSON)
+GOV_DEPOSIT = b"\x42"  # + proposal id(8) + depositor(20) -> utrl deposited (u64), while the proposal is live
+GOV_VOTE = b"\x43"  # + proposal id(8) + voter(20) -> the vote option (1 byte), until its voting period ends
+GOV_QUEUE = b"\x44"  # + end height(8) + proposal id(8) -> b"": the end of a live proposal's current period
+
 
 def account_key(address: bytes) -> bytes:
     return ACCOUNT + address
@@ -139,3 +146,21 @@ def market_data_key_hash_key(data_key_hash: bytes) -> bytes:
 
 def market_key_drawn_key(task_id: int, operator: bytes) -> bytes:
     return MARKET_KEY_DRAWN + u64(task_id) + operator
+
+
+# -- governance ----------------------------------------------------------------------------------------------
+def gov_proposal_key(proposal_id: int) -> bytes:
+    return GOV_PROPOSAL + u64(proposal_id)
+
+
+def gov_deposit_key(proposal_id: int, depositor: bytes) -> bytes:
+    return GOV_DEPOSIT + u64(proposal_id) + depositor
+
+
+def gov_vote_key(proposal_id: int, voter: bytes) -> bytes:
+    return GOV_VOTE + u64(proposal_id) + voter
+
+
+def gov_queue_key(end_height: int, proposal_id: int) -> bytes:
+    """Ordered by height first, so end-block reads only the periods ending at its height."""
+    return GOV_QUEUE + u64(end_height) + u64(proposal_id)

@@ -32,6 +32,7 @@ from trolly.abci_app.home import (
 )
 from trolly.abci_app.listen_address import unix_socket_fits
 from trolly.chain.crypto import encode_address
+from trolly.chain.gov.params import GovParams
 from trolly.chain.market.params import MarketParams, longest_reveal_wait
 from trolly.chain.params import params_to_json
 from trolly.chain.validators import StakingParams
@@ -59,8 +60,10 @@ LOCALNET_PARAMS = {
     "staking": params_to_json(dataclasses.replace(StakingParams.localnet(),
                                                   unbonding_blocks=longest_reveal_wait(LOCALNET_MARKET) + 1)),
     "market": params_to_json(LOCALNET_MARKET),
+    "gov": params_to_json(GovParams.localnet()),
 }
-"""The modules' localnet presets: short periods so a developer sees deadlines within seconds. Unbonding takes
+"""The modules' localnet presets: short periods so a developer sees deadlines (and a proposal's vote) within
+seconds. Unbonding takes
 the fewest blocks that outlast a vote's wait for its reveal deadline under the longer verification window
 (init_chain refuses fewer: a lazy verifier's penalty is taken from what it unbonded since its vote)."""
 

@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError, Message
 
 from trolly.chain.crypto import PUBKEY_LENGTH, PrivateKey, address_from_pubkey, decode_address, encode_address
 from trolly.chain.errors import ChainError, InvalidAddress
-from trolly.chain.proto import bank_pb2, market_pb2, staking_pb2
+from trolly.chain.proto import bank_pb2, gov_pb2, market_pb2, staking_pb2
 from trolly.chain.tx import build_tx, decode_tx, tx_hash, type_url_of
 
 from .amounts import U64_MAX
@@ -70,11 +70,14 @@ def generic_fields(message: Message) -> dict:
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
 
 
-# Market messages that take tokens from the signer's balance, so the funds check before signing covers them.
+# Market and gov messages that take tokens from the signer's balance, so the funds check before signing covers
+# them.
 register_message_kind(market_pb2.MsgSubmitTask, lambda m: {**generic_fields(m), "spec": f"<{len(m.spec)} bytes>"},
                       lambda m: m.budget)
 register_message_kind(market_pb2.MsgRegisterWorker, generic_fields, lambda m: m.stake)
 register_message_kind(market_pb2.MsgUpdateWorker, generic_fields, lambda m: m.add_stake)
+register_message_kind(gov_pb2.MsgSubmitProposal, generic_fields, lambda m: m.initial_deposit)
+register_message_kind(gov_pb2.MsgDeposit, generic_fields, lambda m: m.amount)
 
 
 # ---- addresses and messages -------------------------------------------------------------------------------

@@ -3,9 +3,9 @@
 Each active validator's operator account receives `fees * power // total_power`. The few utrl that integer
 division leaves over (fewer than the number of validators) go one each to the validators in order of
 descending power, then ascending operator address, so the payout is exact and independent of the proposer.
-With no active validator the fees stay in the collector until there is one. This runs last among the
-end-block hooks, after staking has applied the block's power changes, so it pays by the powers in force
-from the next block on, the same powers CometBFT is told about.
+With no active validator the fees stay in the collector until there is one. This runs after staking's
+end-block hook (only governance's comes later), once staking has applied the block's power changes, so it pays
+by the powers in force from the next block on, the same powers CometBFT is told about.
 """
 
 from __future__ import annotations

@@ -17,9 +17,11 @@ from trolly.abci_app.proto.tendermint.abci import types_pb2 as abci
 from trolly.chain import app as chain_app
 from trolly.chain.codec import MAX_JSON_DEPTH, JsonRejected, json_depth, load_untrusted_json
 from trolly.chain.errors import UnexpectedFailure
+from trolly.chain.gov.errors import InvalidParamValue
 from trolly.chain.market.errors import InvalidSpec
 from trolly.chain.module import MessageRoute
-from trolly.chain.proto import bank_pb2
+from trolly.chain.proto import bank_pb2, gov_pb2
+from trolly.chain.state import State
 from trolly.chain.tx import build_tx
 
 ALICE = key_for(1)
@@ -186,3 +188,30 @@ def test_an_unexpected_error_in_check_tx_leaves_the_mempool_overlay_unchanged(mo
 def test_a_task_query_with_non_ascii_or_huge_digits_is_an_invalid_or_missing_request(path):
     response = started_app().query(abci.RequestQuery(path=path))
     assert response.code != UnexpectedFailure.code and response.code != 0, response.log
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, "[" * 5000 + "]" * 5000, '"\\ud800"', "1e400", "NaN", "\u0661",
+                                   "18446744073709551616", '{"a": 1, "a": 2}'])
+def test_a_hostile_param_value_in_a_proposal_fails_with_invalid_param_value_never_raising(make_chain, value):
+    """A proposal's value is JSON from a stranger: huge integers, deep nesting, lone surrogates, non-ASCII digits
+    and duplicate keys all end as a failed transaction in the gov codespace, in CheckTx and in a block alike."""
+    chain = make_chain()
+    message = gov_pb2.MsgSubmitProposal(title="t", changes=[gov_pb2.ParamChange(section="market",
+                                                                                 key="reveal_window", value=value)])
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)
+    try:
+        check = chain_app.check_tx(State(chain.kv), chain.env(1), chain.tx(chain.accounts[0], message))
+        block = chain.block(chain.tx(chain.accounts[0], message, nonce=0)).tx_results[0]
+    finally:
+        sys.setrecursionlimit(limit)
+    for result in (check, block):
+        assert (result.codespace, result.code) == ("gov", InvalidParamValue.code), result.log
+    assert chain.query("/gov/proposals")["proposals"] == []
+
+
+@pytest.mark.parametrize("path", ["/gov/proposal/\u00b2", "/gov/proposal/" + "9" * 5000, "/gov/tally/-1",
+                                  "/gov/votes/", "/gov/proposals/1"])
+def test_a_hostile_gov_query_is_an_invalid_or_missing_request(path):
+    response = started_app().query(abci.RequestQuery(path=path))
+    assert response.code not in (0, UnexpectedFailure.code), response.log

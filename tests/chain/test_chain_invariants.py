@@ -106,6 +106,6 @@ def test_every_module_account_is_listed_and_refused_as_a_recipient_whatever_was_
              "print(all(is_module_address(_derive_module_address(name)) for name in MODULE_ACCOUNTS))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "True", result.stderr
-    assert set(MODULE_ACCOUNTS) == {"fee_collector", "bonded_pool", "unbonding_pool", "market_escrow"}
+    assert set(MODULE_ACCOUNTS) == {"fee_collector", "bonded_pool", "unbonding_pool", "market_escrow", "gov_deposits"}
     with pytest.raises(ValueError, match="not a module account"):
         module_address("treasury")

@@ -13,12 +13,17 @@ from ..txbuilder import describe_tx
 from ..command_line.errors import WalletGroup
 from ..command_line.options import keyring_options, node_options, output_option, settings
 from ..command_line.output import amount_text, emit, print_key_values, print_table
+from .gov import QUERY_COMMANDS as GOV_QUERY_COMMANDS
 from .transactions import lookup_address
 
 
 @click.group(cls=WalletGroup)
 def query() -> None:
     """Read chain state through the node."""
+
+
+for _command in GOV_QUERY_COMMANDS:
+    query.add_command(_command)
 
 
 def address_of(text: str) -> str:

@@ -14,6 +14,7 @@ from ..sender import TxSender
 from ..txbuilder import describe_tx, parse_address, send_message
 from ..command_line.errors import WalletGroup
 from ..command_line.options import keyring_options, node_options, output_option, settings
+from .gov import gov
 from .stake import stake
 from .transactions import TransactionFlags, lookup_address, render_plan, report_outcome, run_transaction
 from .transactions import transaction_options, DEFAULT_INCLUSION_TIMEOUT
@@ -25,6 +26,7 @@ def tx() -> None:
 
 
 tx.add_command(stake)
+tx.add_command(gov)
 
 
 def recipient_address(text: str) -> bytes:

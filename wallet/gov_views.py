@@ -1,0 +1,95 @@
+"""What governance answers at `/gov/...`, as typed views (read like the market's, `market_answers.py`).
+
+The CLI and, later, the console read proposals and tallies through these, once."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .market_answers import Address, one_of, parse_answer, plain
+from .rpc import AsyncRpcClient
+
+STATUSES = ("deposit_period", "voting_period", "passed", "rejected", "failed")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangeView:
+    section: str
+    key: str
+    value: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TallyView:
+    """Bonded utrl behind each option, and the whole bonded stake the quorum is measured against."""
+
+    yes: int
+    abstain: int
+    no: int
+    no_with_veto: int
+    total_bonded: int
+    voted: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ProposalView:
+    id: int
+    proposer: Address
+    title: str
+    summary: str
+    changes: tuple[ChangeView, ...]
+    status: str = one_of(*STATUSES)
+    submit_height: int
+    deposit_end_height: int
+    total_deposit: int
+    voting_start_height: int
+    voting_end_height: int
+    final_tally: TallyView | None
+    outcome: str
+
+    def to_answer(self) -> dict:
+        return plain(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class DepositView:
+    depositor: Address
+    amount: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TallyAnswer:
+    """A proposal's tally: live (what it would decide if its vote ended now) or final."""
+
+    proposal_id: int
+    status: str = one_of(*STATUSES)
+    final: bool
+    tally: TallyView
+    outcome: str
+
+    def to_answer(self) -> dict:
+        return plain(self)
+
+
+def read_proposals(answer: Any) -> tuple[ProposalView, ...]:
+    items = answer.get("proposals") if isinstance(answer, dict) else answer
+    if not isinstance(items, list):
+        items = [items]  # parse_answer names what is wrong
+    return tuple(parse_answer(ProposalView, item, f"/gov/proposals[{i}]") for i, item in enumerate(items))
+
+
+async def get_proposals(client: AsyncRpcClient) -> tuple[ProposalView, ...]:
+    return read_proposals(await client.query_json("/gov/proposals"))
+
+
+async def get_proposal(client: AsyncRpcClient, proposal_id: int) -> tuple[ProposalView, tuple[DepositView, ...]]:
+    """The proposal and, while it is live, who deposited what."""
+    answer = await client.query_json(f"/gov/proposal/{proposal_id}")
+    proposal = parse_answer(ProposalView, answer, "/gov/proposal")
+    deposits = answer.get("deposits", []) if isinstance(answer, dict) else []
+    return proposal, tuple(parse_answer(DepositView, d, f"/gov/proposal.deposits[{i}]") for i, d in enumerate(deposits))
+
+
+async def get_tally(client: AsyncRpcClient, proposal_id: int) -> TallyAnswer:
+    return parse_answer(TallyAnswer, await client.query_json(f"/gov/tally/{proposal_id}"), "/gov/tally")
