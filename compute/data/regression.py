@@ -54,6 +54,7 @@ def standardized_targets(labels: Sequence[str], train: np.ndarray, column: str, 
 
 
 def check_rows(count: int, where: str) -> None:
+    """Refuse a regression table too small to hold out a row and still train on one."""
     if count < MIN_REGRESSION_ROWS:
         raise DatasetError(f"{where} has {count} row(s): regression needs at least {MIN_REGRESSION_ROWS}, one to "
                            f"train on and one held out")

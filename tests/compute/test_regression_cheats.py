@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ import torch
 from requester_helpers import write_csv
 from trolly.compute.blobs import BlobStore
 from trolly.compute.checkpoints import weights_hash
-from trolly.compute.cheats import CHEATS, get_cheat
+from trolly.compute.cheats import CHEATS, get_cheat, honest_round, register_cheat
 from trolly.compute.data.manifest import dataset_from_blobs
 from trolly.compute.data.packing import pack_file
 from trolly.compute.spec import example_spec, parse_spec
@@ -37,8 +38,6 @@ FINAL_CHEATS = sorted(name for name, cheat in CHEATS.items() if cheat.final is n
 @functools.lru_cache(maxsize=1)
 def regression_data(directory: str):
     """A public regression pack of a seeded table (three number columns, a word column, a number to predict)."""
-    import pathlib
-
     generator = np.random.default_rng(5)
     rows = []
     for i in range(200):
@@ -111,8 +110,6 @@ def test_an_honest_regression_round_passes_every_segment(tmp_path, regression):
     trainer = Trainer(spec, dataset)
     state, store = WorkerState.load(tmp_path), BlobStore(tmp_path / "blobs")
     state.add_task(7, "00" * 32, worker_index=1)
-    from trolly.compute.cheats import register_cheat, honest_round
-
     register_cheat("test_honest_regression", "an honest round, through the cheat path")(honest_round)
     try:
         play_worker_round("test_honest_regression", spec, dataset, trainer, state, store, 0)

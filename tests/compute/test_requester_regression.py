@@ -5,6 +5,7 @@ in the column's own units; the hint to pack as regression; and every refusal, wi
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from torch.nn import functional
 from requester_helpers import write_csv
 from trolly.chain.market.spec import validate_spec
 from trolly.compute.data.packing import held_out_split, open_packed, read_preprocessing
-from trolly.compute.data.preprocessing import Preprocessing, fit
+from trolly.compute.data.preprocessing import Preprocessing, fit, fit_target, target_values
 from trolly.compute.errors import DatasetError
 from trolly.compute.requester.metrics import evaluate_regression, regression_scores
 from trolly.compute.spec import example_spec, parse_spec
@@ -79,8 +80,6 @@ def test_a_classification_preprocessing_keeps_its_bytes_and_a_regression_one_rou
     preprocessing = fit({"n": ["1", "2", "3", "4"]}, np.ones(4, dtype=bool), "y")
     assert b"target" not in preprocessing.to_bytes()  # classification packs hash as before
     rows = houses(12)
-    from trolly.compute.data.preprocessing import fit_target, target_values
-
     target = fit_target(target_values([str(r[2]) for r in rows], "price"), np.ones(12, dtype=bool), "price")
     regression = Preprocessing(preprocessing.columns, (), "price", target)
     assert Preprocessing.from_bytes(regression.to_bytes()) == regression
@@ -99,7 +98,7 @@ def test_a_bad_target_cell_is_refused_naming_the_line_and_nothing_is_written(tmp
     result = pack(write_houses(tmp_path / "houses.csv", rows), "-o", tmp_path / "packed", "--task", "regression")
     assert result.exit_code != 0 and not (tmp_path / "packed").exists()
     assert "houses.csv" in result.output
-    assert __import__("re").search(words, result.output), result.output
+    assert re.search(words, result.output), result.output
 
 
 def test_a_constant_target_and_a_word_label_column_are_refused_naming_the_column(tmp_path):
