@@ -26,7 +26,7 @@ from trolly.chain.market.spec import (CODECS, DATASET_FIELDS, DATASETS, DECAYING
                                       SPEC_FIELDS, SPEC_VERSION, TRAINING_FIELDS, Fields, field_problem)
 
 from trolly.chain.market.base_models import BASE_MODELS
-from trolly.chain.market.datasets import PACKED, dataset_shape
+from trolly.chain.market.datasets import CLASSIFICATION, PACKED, dataset_shape, dataset_task
 from trolly.chain.market.errors import InvalidSpec
 
 from .determinism import DeterminismProfile
@@ -60,6 +60,9 @@ class DatasetSpec:
     """A packed dataset's declared labels (0 for a bundled one)."""
     context: int = 0
     """A packed dataset's declared tokens per sample: 0 for features, else token ids for `lora-text`."""
+    task: str = CLASSIFICATION
+    """What the labels are (`chain.market.datasets.TASKS`): classes, or for a packed dataset declaring
+    `"task": "regression"` one number per sample (`num_classes` 1, trained with mean squared error)."""
 
     @property
     def packed(self) -> bool:
@@ -230,9 +233,10 @@ def spec_from_dict(document: Any) -> TaskSpec:
     _string(dataset["name"], "dataset.name", DATASET_NAMES)
     try:
         input_size, num_classes, context = dataset_shape(dataset)
+        task = dataset_task(dataset)
     except InvalidSpec as error:
         raise SpecError(str(error)) from None
-    declared = ({"input_size": input_size, "num_classes": num_classes, "context": context}
+    declared = ({"input_size": input_size, "num_classes": num_classes, "context": context, "task": task}
                 if dataset["name"] == PACKED else {})
     determinism = _object(fields.get("determinism", {"threads": DEFAULT_THREADS}), "determinism", DETERMINISM_FIELDS)
     instruction_set = determinism.get("instruction_set")

@@ -317,8 +317,8 @@ class Trainer:
         return (*prepare_capture(self.step, weights, optimizer, self.buffers), weights)
 
     def loss(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        logits = self.model(inputs)
-        return functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        """The batch's training loss (`batch_loss`): what the worker steps on and the verifier replays."""
+        return batch_loss(self.dataset.shape.kind, self.model(inputs), targets)
 
     def train_step(self, worker_index: int, round_index: int) -> float:
         """One inner AdamW step on the batch of (seed, worker, round, self.step), with the spec's lr for that
@@ -488,21 +488,34 @@ def run_round(trainer: Trainer, start_weights: Mapping[str, torch.Tensor], *, wo
     )
 
 
+def batch_loss(kind: str, outputs: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """The loss of a model's `outputs` against `targets` for data of `kind` (`DataShape.kind`): cross-entropy
+    over the classes (per token for text), or for regression the squared error of the one output against the
+    standardized target (a float32 target: the `.float()` calls change no honest byte, and keep a cheat's
+    lower-precision output comparable)."""
+    if kind == "regression":
+        return functional.mse_loss(outputs.reshape(-1).float(), targets.reshape(-1).float(), reduction=reduction)
+    return functional.cross_entropy(outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1), reduction=reduction)
+
+
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, dataset: Dataset, batch_size: int = 512) -> tuple[float, float]:
-    """Mean test loss and accuracy (per token for text) of `model` on the dataset's test split."""
+def evaluate(model: torch.nn.Module, dataset: Dataset, batch_size: int = 512) -> tuple[float, float | None]:
+    """Mean test loss and accuracy (per token for text) of `model` on the dataset's test split; for regression
+    the loss is the mean squared error on the standardized target and there is no accuracy (None: the
+    requester's metrics in the original units are `compute.requester.metrics`)."""
     was_training = model.training
     model.eval()
+    kind = dataset.shape.kind
     total_loss = 0.0
     correct = 0
     count = 0
     for begin in range(0, len(dataset.test_inputs), batch_size):
         inputs = dataset.test_inputs[begin:begin + batch_size]
         targets = dataset.test_targets[begin:begin + batch_size].reshape(-1)
-        logits = model(inputs)
-        logits = logits.reshape(-1, logits.shape[-1])
-        total_loss += float(functional.cross_entropy(logits, targets, reduction="sum"))
-        correct += int((logits.argmax(dim=1) == targets).sum())
+        outputs = model(inputs)
+        total_loss += float(batch_loss(kind, outputs, targets, reduction="sum"))
+        if kind != "regression":
+            correct += int((outputs.reshape(-1, outputs.shape[-1]).argmax(dim=1) == targets).sum())
         count += int(targets.numel())
     model.train(was_training)
-    return total_loss / count, correct / count
+    return total_loss / count, None if kind == "regression" else correct / count

@@ -127,7 +127,7 @@ class RoundCharts:
                 chart.progress = f"deriving and evaluating W_{round_index} (of {view.rounds})"
                 state = await follower.state(round_index, view)
                 loss, accuracy = await asyncio.to_thread(_evaluate, spec, dataset, state.weights)
-                chart.points.append({"round": round_index, "loss": round(loss, 6), "accuracy": round(accuracy, 6),
+                chart.points.append({"round": round_index, "loss": round(loss, 6), "accuracy": None if accuracy is None else round(accuracy, 6),
                                      "weights_hash": state.weights_hash().hex(), "chain_hash": "",
                                      "matches_chain": None})
                 record_chain_hashes(chart.points, view)

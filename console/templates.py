@@ -134,7 +134,8 @@ def uploaded(packed: PackedDataset, template: Template) -> TaskData:
     section = {key: value for key, value in packed.spec_dataset([]).items() if key != "urls"}
     return TaskData(packed.directory, packed.manifest_hash, section, packed.key,
                     f"your {packed.source_format} upload: {packed.train_samples} training and {packed.test_samples} "
-                    f"held-out samples, {packed.num_classes} labels")
+                    f"held-out samples, " + (f"predicting {packed.target.column}" if packed.target is not None
+                                             else f"{packed.num_classes} labels"))
 
 
 def bundled(template: Template, directory: pathlib.Path) -> TaskData:

@@ -37,7 +37,7 @@ MAX_FORM_EXTRA_BYTES = 64 << 10
 """What the form may carry beside the file: its few short fields and the multipart framing."""
 MAX_FIELD_BYTES = 256
 """The longest text field (a template's key, a column name or a few, on or off)."""
-FIELDS = ("template", "label_column", "keep_columns", "private")
+FIELDS = ("template", "label_column", "keep_columns", "private", "task")
 MAX_UNZIPPED_BYTES = 256 << 20
 MAX_ZIP_MEMBERS = 50_000
 SUFFIXES = (".csv", ".jsonl", ".ndjson", ".zip")
@@ -52,8 +52,8 @@ class UploadRefused(Exception):
 async def receive(request: web.Request, uploads: pathlib.Path, packs: pathlib.Path,
                   model_of: Callable[[str], str]) -> PackedDataset:
     """Read the multipart form (`file`, optional `template`, `label_column`, `keep_columns` (comma-separated, as
-    `data pack --keep-columns`), `private` on or off, on when not given, as `trolly-wallet data pack` packs
-    privately unless told `--public`), pack the file for the
+    `data pack --keep-columns`), `task` (classification when not given, or regression), `private` on or off, on
+    when not given, as `trolly-wallet data pack` packs privately unless told `--public`), pack the file for the
     model `model_of(template)` reads into a new folder under `packs`, and return it; the raw upload is deleted
     either way."""
     from trolly.compute.data.encryption import new_data_key
@@ -74,7 +74,8 @@ async def receive(request: web.Request, uploads: pathlib.Path, packs: pathlib.Pa
         def pack() -> PackedDataset:
             data = unzip(source, folder / "unpacked") if source.suffix.lower() == ".zip" else source
             blobs, labels, source_format = pack_file(data, model_of(fields.get("template", "")), label_column,
-                                                     key=key, keep_columns=keep_columns)
+                                                     key=key, keep_columns=keep_columns,
+                                                     task=fields.get("task", "").strip() or "classification")
             return write_packed(blobs, labels, source_format, packs / secrets.token_urlsafe(12), key)
 
         try:

@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from ..codec import JsonRejected, load_untrusted_json
-from .datasets import DATASETS, PACKED_CONTEXT_FIELD, PACKED_SHAPE_FIELDS, dataset_shape
+from .datasets import DATASETS, PACKED_CONTEXT_FIELD, PACKED_SHAPE_FIELDS, PACKED_TASK_FIELD, dataset_shape
 from .errors import InvalidBlobUrl, InvalidSpec
 from .urls import check_blob_url
 from .footprint import Footprint, model_footprint
@@ -69,7 +69,7 @@ SPEC_FIELDS = Fields(frozenset({"version", "model", "dataset", "training", "code
 MODEL_FIELDS = Fields(frozenset({"arch"}), frozenset({"config", "base"}))
 DATASET_FIELDS = Fields(frozenset({"name", "manifest_hash"}),
                         frozenset({"urls", "max_shards", "max_bytes", "cipher", *PACKED_SHAPE_FIELDS,
-                                   PACKED_CONTEXT_FIELD}))
+                                   PACKED_CONTEXT_FIELD, PACKED_TASK_FIELD}))
 TRAINING_FIELDS = Fields(frozenset({"rounds", "inner_steps", "batch_size", "checkpoint_every", "seed"}),
                          frozenset({"inner_optimizer", "outer_optimizer"}))
 INNER_OPTIMIZER_FIELDS = Fields(frozenset({"name"}), frozenset(INNER_OPTIMIZER) | {"schedule"})

@@ -155,6 +155,16 @@ class DatasetFetcher:
             store.put(data, expected=self.manifest_hash)
         return data
 
+    async def preprocessing_blob(self) -> tuple[dict, bytes | None]:
+        """The checked manifest and the preprocessing blob it names beside its shards (a packed table's,
+        `preprocessing.py`; hash-checked, still encrypted for private data), None when it names none."""
+        manifest = await self.manifest()
+        entry = manifest.get("preprocessing")
+        if entry is None:
+            return manifest, None
+        async with self._client(entry["size"]) as client:
+            return manifest, await client.fetch(entry["hash"])
+
     async def _fetch_shards(self, entries: Sequence[dict], keep: Callable[[dict, bytes], object]) -> None:
         """Fetch each shard of `entries` and hand it to `keep(entry, data)` as it arrives."""
         if not entries:

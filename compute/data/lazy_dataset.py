@@ -22,7 +22,7 @@ import torch
 
 from ..errors import DatasetError
 from .dataset import Dataset
-from .manifest import SPLITS, manifest_shape, split_tensors
+from .manifest import FEATURE_KINDS, SPLITS, manifest_shape, split_tensors
 
 DEFAULT_CACHE_BYTES = 256 * 2**20
 """Decoded shards a lazy split keeps for later batches, most recently used first."""
@@ -43,7 +43,7 @@ class LazySplit:
         if self.samples != manifest["splits"][split]["samples"]:
             raise DatasetError(f"split {split}'s shards hold {self.samples} samples, manifest says "
                                f"{manifest['splits'][split]['samples']}")
-        width = manifest["input_size"] if self.kind == "classification" else manifest["context"]
+        width = manifest["input_size"] if self.kind in FEATURE_KINDS else manifest["context"]
         self.row_shapes = {"inputs": (width,), "targets": (width,) if self.kind == "text" else ()}  # one label each
         self.load_shard = load_shard
         self.cache_bytes = cache_bytes
@@ -90,7 +90,8 @@ class LazyRows:
     def __init__(self, split: LazySplit, field: str) -> None:
         self.split = split
         self.field = field
-        self.dtype = torch.float32 if field == "inputs" and split.kind == "classification" else torch.long
+        floats = split.kind == "regression" or (field == "inputs" and split.kind == "classification")
+        self.dtype = torch.float32 if floats else torch.long
 
     @property
     def shape(self) -> torch.Size:

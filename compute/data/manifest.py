@@ -7,7 +7,9 @@ Manifest (canonical JSON: sorted keys, no spaces, UTF-8), its sha256 is the spec
      "samples": 512}, ...]}, "test": {...}}}
 
 A shard is canonical tensor bytes (`canonical.py`): classification shards hold `inputs` (float32, n x
-input_size) and `targets` (int64, n); text shards hold `tokens` (uint8, n x (context + 1)); text-classification
+input_size) and `targets` (int64, n); regression shards (a packed table's number column to predict,
+`num_classes` 1) hold `inputs` the same and `targets` (float32, n: the target standardized with the train
+split's mean and scale, which the preprocessing keeps to report in the original units); text shards hold `tokens` (uint8, n x (context + 1)); text-classification
 shards hold `tokens` (int32 token ids, n x context, 0 is padding) and `targets` (int64, n).
 
 A packed table's manifest also names its preprocessing (`"preprocessing": {"hash", "size"}`), the blob of the
@@ -38,6 +40,9 @@ from .encryption import CIPHER, DataKeyError, decrypt_shard, encrypt_shard
 MANIFEST_VERSION = 1
 SHARD_SAMPLES = 512
 SPLITS = ("train", "test")
+KINDS = ("classification", "regression", "text", "text-classification")
+FEATURE_KINDS = ("classification", "regression")
+"""The kinds whose samples are float32 features (`inputs`, n x input_size)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +145,7 @@ def parse_manifest(data: bytes) -> dict:
         raise DatasetError(f"manifest is not JSON: {error}") from None
     if not isinstance(manifest, dict) or manifest.get("version") != MANIFEST_VERSION:
         raise DatasetError("manifest has no supported version")
-    if manifest.get("kind") not in ("classification", "text", "text-classification"):
+    if manifest.get("kind") not in KINDS:
         raise DatasetError(f"unknown dataset kind {manifest.get('kind')!r}")
     splits = manifest.get("splits")
     if not isinstance(splits, dict) or set(splits) != set(SPLITS):
@@ -200,9 +205,9 @@ def check_manifest_bounds(manifest: dict, max_shards: int, max_bytes: int) -> No
 
 def loaded_bytes(manifest: dict) -> int:
     """The memory a checked manifest's dataset takes once loaded (`load_dataset`): float32 features and int64
-    labels per classification sample; int64 inputs and targets of `context` tokens per text sample."""
-    per_sample = {"classification": 4 * manifest["input_size"] + 8, "text-classification": 8 * manifest["context"] + 8}.get(
-        manifest["kind"], 2 * 8 * manifest["context"])
+    labels per classification sample (a float32 target per regression sample); int64 inputs and targets of `context` tokens per text sample."""
+    per_sample = {"classification": 4 * manifest["input_size"] + 8, "regression": 4 * manifest["input_size"] + 4,
+                  "text-classification": 8 * manifest["context"] + 8}.get(manifest["kind"], 2 * 8 * manifest["context"])
     return sum(manifest["splits"][split]["samples"] for split in SPLITS) * per_sample
 
 
@@ -229,6 +234,8 @@ def split_tensors(kind: str, pieces: list[dict[str, torch.Tensor]]) -> tuple[tor
     """(inputs, targets) of consecutive shards' tensors, as a model reads them."""
     if kind == "classification":
         return torch.cat([p["inputs"] for p in pieces]).float(), torch.cat([p["targets"] for p in pieces]).long()
+    if kind == "regression":
+        return torch.cat([p["inputs"] for p in pieces]).float(), torch.cat([p["targets"] for p in pieces]).float()
     if kind == "text-classification":
         return torch.cat([p["tokens"] for p in pieces]).long(), torch.cat([p["targets"] for p in pieces]).long()
     tokens = torch.cat([p["tokens"] for p in pieces]).long()

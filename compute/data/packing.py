@@ -6,7 +6,9 @@ refuses a label with a single example (it could not be both trained on and held 
 split from an explicit seed (per label, so every label is in both splits), and builds the same manifest and
 content-addressed shards as the bundled datasets (`manifest.py`), with the label names and the source's
 description added to the manifest: classification samples of features (`readers.py`), or texts as token ids
-of a base model's tokenizer with the manifest's `context` set, for `lora-text` (`tokenized.py`).
+of a base model's tokenizer with the manifest's `context` set, for `lora-text` (`tokenized.py`). A CSV packed
+with `task="regression"` predicts its label column as a number (`regression.py`): the split is drawn over all
+rows, and the shards hold the target standardized by the preprocessing's `target`.
 
 A packed directory holds a blob store (`blobs/`, what `trolly-wallet data serve` serves), `dataset.json`,
 the summary a `task submit --data` reads, for a CSV `preprocessing.json` (the fitted preprocessing in clear,
@@ -32,7 +34,8 @@ import tempfile
 import numpy as np
 
 from trolly.chain.market.base_models import BASE_MODELS
-from trolly.chain.market.datasets import MAX_PACKED_CLASSES, MAX_PACKED_INPUT_SIZE, MAX_PACKED_SAMPLES, PACKED
+from trolly.chain.market.datasets import (CLASSIFICATION, MAX_PACKED_CLASSES, MAX_PACKED_INPUT_SIZE,
+                                          MAX_PACKED_SAMPLES, PACKED, REGRESSION, TASKS)
 from trolly.chain.market.params import MarketParams
 from trolly.wallet.files import install_directory, write_atomically, write_private_file
 
@@ -43,8 +46,10 @@ from .dataset import Dataset
 from .encryption import CIPHER, check_data_key, decrypt_shard, new_data_key
 from .manifest import (MANIFEST_VERSION, SHARD_SAMPLES, DatasetBlobs, _blob, _finish, _shard_split, is_private,
                        load_dataset, manifest_size, rekey_blobs)
-from .preprocessing import Preprocessing, fit
+from .preprocessing import Preprocessing, Target, fit
 from .readers import LabelledSamples, features_array, read_samples
+from .regression import (MAX_NUMERIC_CLASSES, REGRESSION_ADVICE, check_rows, regression_hint,
+                         standardized_targets)
 from .tokenized import DEFAULT_CONTEXT, read_jsonl_tokens
 
 SUMMARY_FILE = "dataset.json"
@@ -97,6 +102,10 @@ class PackedDataset:
     """Tokens per sample of texts packed as token ids for `lora-text` (`tokenized.py`), 0 for features."""
     columns: tuple[dict, ...] = ()
     """What the preprocessing did per CSV column (`Preprocessing.report`); empty for other sources."""
+    task: str = CLASSIFICATION
+    """What the labels are (`chain.market.datasets.TASKS`): classes, or a number to predict (regression)."""
+    target: Target | None = None
+    """A regression pack's target column and the mean and scale it was standardized with."""
 
     @property
     def store(self) -> BlobStore:
@@ -113,7 +122,12 @@ class PackedDataset:
         if self.columns:
             tokens["columns"] = list(self.columns)
             tokens["imputed_cells"] = sum(column["imputed"] for column in self.columns)
-        return {"manifest_hash": self.manifest_hash, "input_size": self.input_size, **tokens,
+        if self.target is not None:
+            tokens["target"] = {"column": self.target.column, "mean": self.target.mean, "scale": self.target.scale}
+        hint = regression_hint(self.labels) if self.task == CLASSIFICATION and self.source_format == "csv" else ""
+        if hint:
+            tokens["hint"] = hint
+        return {"manifest_hash": self.manifest_hash, "task": self.task, "input_size": self.input_size, **tokens,
                 "num_classes": self.num_classes, "labels": list(self.labels), "train_samples": self.train_samples,
                 "test_samples": self.test_samples, "format": self.source_format, "private": self.key is not None,
                 "directory": str(self.directory)}
@@ -128,6 +142,8 @@ class PackedDataset:
                    "num_classes": self.num_classes, "max_shards": shards, "max_bytes": size}
         if self.context:  # token ids, which only lora-text reads
             section["context"] = self.context
+        if self.task == REGRESSION:  # absent means classification
+            section["task"] = REGRESSION
         if "cipher" in manifest:
             section["cipher"] = manifest["cipher"]
         return section
@@ -206,8 +222,8 @@ def check_bounds(blobs: DatasetBlobs, bounds: DatasetBounds) -> None:
                            f"or smaller images")
 
 
-def check_samples(samples: LabelledSamples) -> tuple[tuple[str, ...], np.ndarray]:
-    """The sorted label names and each sample's label index; refuses data no task could be trained on."""
+def check_size(samples: LabelledSamples) -> None:
+    """Refuse more samples, or more features per sample, than a packed dataset may hold."""
     count, features = samples.inputs.shape
     if count > MAX_PACKED_SAMPLES:
         raise DatasetError(f"{count} samples is more than the {MAX_PACKED_SAMPLES} a packed dataset may hold: "
@@ -215,7 +231,18 @@ def check_samples(samples: LabelledSamples) -> tuple[tuple[str, ...], np.ndarray
     if features > MAX_PACKED_INPUT_SIZE:
         raise DatasetError(f"{features} features per sample is more than the {MAX_PACKED_INPUT_SIZE} a spec may "
                            f"declare: use fewer columns or smaller images")
+
+
+def check_samples(samples: LabelledSamples) -> tuple[tuple[str, ...], np.ndarray]:
+    """The sorted label names and each sample's label index; refuses data no task could be trained on (labels
+    that are many numbers with the hint to pack them as regression)."""
+    check_size(samples)
     names, targets, counts = np.unique(np.array(samples.labels, dtype=object), return_inverse=True, return_counts=True)
+    hint = regression_hint(names) if samples.source_format == "csv" else ""
+    if hint and len(names) > MAX_NUMERIC_CLASSES:
+        raise DatasetError(f"the label column holds {len(names)} distinct numbers, more than the "
+                           f"{MAX_NUMERIC_CLASSES} classes numbers may be packed as: {REGRESSION_ADVICE} (or "
+                           f"write category codes as words)")
     if len(names) < 2:
         column = samples.feature_description.get("label_column")
         where = f"the label column {column!r}" if column else "every sample"
@@ -226,7 +253,8 @@ def check_samples(samples: LabelledSamples) -> tuple[tuple[str, ...], np.ndarray
     single = [str(name) for name, n in zip(names, counts) if n < 2]
     if single:
         raise DatasetError(f"label(s) {', '.join(map(repr, single[:5]))} have a single example: each label needs at "
-                           f"least two (one to train on, one held out); add examples or drop the label")
+                           f"least two (one to train on, one held out); add examples or drop the label"
+                           + (f"; {hint}" if hint else ""))
     return tuple(str(name) for name in names), targets.astype(np.int64)
 
 
@@ -246,37 +274,60 @@ def read_for_model(path: pathlib.Path, model: str = "mlp", label_column: str | N
 
 def pack_file(path: pathlib.Path, model: str = "mlp", label_column: str | None = None, context: int | None = None,
               test_fraction: float = DEFAULT_TEST_FRACTION, seed: int = 0, key: bytes | None = None,
-              keep_columns: tuple[str, ...] = ()) -> tuple[DatasetBlobs, tuple[str, ...], str]:
+              keep_columns: tuple[str, ...] = (),
+              task: str = CLASSIFICATION) -> tuple[DatasetBlobs, tuple[str, ...], str]:
     """What `trolly-wallet data pack` does before writing: PATH read for `model` and packed (encrypted under
-    `key` unless it is None), checked against the chain's bounds; the blobs, label names and source format."""
+    `key` unless it is None) for `task`, checked against the chain's bounds; the blobs, label names and source
+    format."""
+    if task not in TASKS:
+        raise DatasetError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
+    if task == REGRESSION and model == LORA_TEXT:
+        raise DatasetError(f"--task regression predicts a number from a table's columns; --model {LORA_TEXT} "
+                           f"classifies texts")
     samples = read_for_model(path, model, label_column, context)
     if keep_columns and samples.table is None:
         raise DatasetError("--keep-columns is for CSV files")
-    blobs, labels = pack_samples(samples, test_fraction, seed, key, keep_columns)
+    if task == REGRESSION and samples.table is None:
+        raise DatasetError(f"--task regression is for a CSV file, whose label column is the number to predict; "
+                           f"{path} is {samples.source_format}")
+    blobs, labels = pack_samples(samples, test_fraction, seed, key, keep_columns, task)
     check_bounds(blobs, PACK_BOUNDS)
     return blobs, labels, samples.source_format
 
 
 def pack_samples(samples: LabelledSamples, test_fraction: float = DEFAULT_TEST_FRACTION, seed: int = 0,
-                 key: bytes | None = None, keep_columns: tuple[str, ...] = ()) -> tuple[DatasetBlobs, tuple[str, ...]]:
+                 key: bytes | None = None, keep_columns: tuple[str, ...] = (),
+                 task: str = CLASSIFICATION) -> tuple[DatasetBlobs, tuple[str, ...]]:
     """The manifest and shards of `samples`, with the held-out split drawn from `seed`; and the label names.
     With a data `key` the shards are encrypted under it and the manifest names the cipher (`encryption.py`).
     A CSV's table becomes features only once the split is drawn, by the preprocessing fitted on its train rows
-    (`preprocessing.py`), which the pack keeps as a blob the manifest names (encrypted like the shards)."""
+    (`preprocessing.py`), which the pack keeps as a blob the manifest names (encrypted like the shards).
+    For `task` regression (a CSV's), the targets are its label column standardized (`regression.py`) and there
+    are no label names."""
     if not 0 < test_fraction < 1:
         raise DatasetError(f"the held-out fraction must be between 0 and 1, got {test_fraction}")
-    labels, targets = check_samples(samples)
-    test = held_out_split(targets, test_fraction, seed)
+    target = None
+    if task == REGRESSION:
+        check_size(samples)
+        check_rows(len(samples.labels), samples.origin or "the CSV")
+        labels, test = (), held_out_split(np.zeros(len(samples.labels), dtype=np.int64), test_fraction, seed)
+        target, targets = standardized_targets(samples.labels, ~test, samples.feature_description["label_column"],
+                                               samples.origin or "the CSV", samples.lines)
+    else:
+        labels, targets = check_samples(samples)
+        test = held_out_split(targets, test_fraction, seed)
     shards: dict[str, bytes] = {}
     extra = {}
     if samples.table is not None:
         samples, preprocessing = _preprocessed(samples, ~test, keep_columns)
+        preprocessing = dataclasses.replace(preprocessing, target=target)
         extra["preprocessing"] = _blob(preprocessing.to_bytes(), shards, key)
-    inputs, kind = ("tokens", "text-classification") if samples.context else ("inputs", "classification")
+    inputs, kind = (("tokens", "text-classification") if samples.context
+                    else ("inputs", REGRESSION) if task == REGRESSION else ("inputs", "classification"))
     splits = {split: _shard_split({inputs: samples.inputs[mask], "targets": targets[mask]}, shards, key)
               for split, mask in (("train", ~test), ("test", test))}
-    manifest = {"version": MANIFEST_VERSION, "name": PACKED, "kind": kind,
-                "input_size": int(samples.inputs.shape[1]), "num_classes": len(labels), "context": samples.context,
+    manifest = {"version": MANIFEST_VERSION, "name": PACKED, "kind": kind, "input_size": int(samples.inputs.shape[1]),
+                "num_classes": 1 if task == REGRESSION else len(labels), "context": samples.context,
                 "splits": splits, "labels": list(labels),
                 "source": {"format": samples.source_format, "seed": seed, "test_fraction": test_fraction,
                            **samples.feature_description}, **extra}
@@ -299,9 +350,13 @@ def _preprocessed(samples: LabelledSamples, train: np.ndarray,
     return dataclasses.replace(samples, inputs=inputs, table=None), preprocessing
 
 
-def _column_report(manifest: dict, fetch, key: bytes | None) -> tuple[dict, ...]:
-    preprocessing = read_preprocessing(manifest, fetch, key)
-    return () if preprocessing is None else tuple(preprocessing.report())
+def _task_of(manifest: dict, preprocessing: Preprocessing | None) -> tuple[str, Target | None]:
+    """A checked manifest's task, and for regression the target its preprocessing standardized."""
+    if manifest["kind"] != REGRESSION:
+        return CLASSIFICATION, None
+    if preprocessing is None or preprocessing.target is None:
+        raise DatasetError("a regression pack's preprocessing names no target: pack the data again")
+    return REGRESSION, preprocessing.target
 
 
 def read_preprocessing(manifest: dict, fetch, key: bytes | None) -> Preprocessing | None:
@@ -331,7 +386,8 @@ def write_packed(blobs: DatasetBlobs, labels: tuple[str, ...], source_format: st
     preprocessing = read_preprocessing(manifest, blobs.all_blobs().__getitem__, key)
     packed = PackedDataset(directory, blobs.manifest_hash, manifest["input_size"], manifest["num_classes"], labels,
                            manifest["splits"]["train"]["samples"], manifest["splits"]["test"]["samples"], source_format,
-                           manifest["context"], () if preprocessing is None else tuple(preprocessing.report()))
+                           manifest["context"], () if preprocessing is None else tuple(preprocessing.report()),
+                           *_task_of(manifest, preprocessing))
     directory.parent.mkdir(parents=True, exist_ok=True)
     temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".partial", dir=directory.parent))
     try:
@@ -363,11 +419,12 @@ def open_packed(directory: pathlib.Path) -> PackedDataset:
     try:
         manifest = json.loads(BlobStore(directory).get(manifest_hash))
         splits = manifest["splits"]
+        preprocessing = read_preprocessing(manifest, BlobStore(directory).get, read_data_key(directory, manifest_hash))
         return PackedDataset(directory, manifest_hash, int(manifest["input_size"]), int(manifest["num_classes"]),
                              tuple(manifest["labels"]), int(splits["train"]["samples"]), int(splits["test"]["samples"]),
                              str(manifest["source"]["format"]), int(manifest["context"]),
-                             _column_report(manifest, BlobStore(directory).get,
-                                            read_data_key(directory, manifest_hash)))
+                             () if preprocessing is None else tuple(preprocessing.report()),
+                             *_task_of(manifest, preprocessing))
     except (ComputeError, ValueError, KeyError, TypeError) as error:
         raise DatasetError(f"{directory}: the manifest {manifest_hash[:12]} is missing or malformed ({error}): "
                            f"pack the data again") from None

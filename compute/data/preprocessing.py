@@ -13,6 +13,11 @@
   sit in a column named like an id) is left out and named, unless the requester keeps it; a column with no
   value in the train rows is left out too.
 
+A table packed for regression (`--task regression`) predicts a number column: its `target` is standardized the
+same way, with the train rows' mean and scale (a constant target, a word or a missing cell in it is refused
+naming the line: a target is never imputed), the shards hold the standardized values, and `Target.restore`
+gives a prediction back in the column's own units.
+
 The fitted `Preprocessing` is a content-addressed blob of the pack (canonical JSON, encrypted like the shards
 for private data: its means, medians and categories are facts about the data), and its `transform` is the one
 implementation every reader of the pack relies on: the shards hold its output, so workers, verifiers, `task
@@ -86,13 +91,32 @@ class Column:
 
 
 @dataclasses.dataclass(frozen=True)
+class Target:
+    """The number column a regression table predicts, standardized like a feature: the model is trained on
+    (value - mean) / scale, the train rows' mean and population standard deviation."""
+
+    column: str
+    mean: float
+    scale: float
+    kind: str = "regression"
+
+    def standardize(self, values: np.ndarray) -> np.ndarray:
+        return ((np.asarray(values, dtype=np.float64) - self.mean) / self.scale).astype(np.float32)
+
+    def restore(self, standardized: np.ndarray) -> np.ndarray:
+        """Standardized values (the model's outputs) back in the column's own units, as float64."""
+        return np.asarray(standardized, dtype=np.float64) * self.scale + self.mean
+
+
+@dataclasses.dataclass(frozen=True)
 class Preprocessing:
     """The fitted preprocessing of a table: its kept columns in order (their features side by side) and the
-    columns left out, each with why."""
+    columns left out, each with why; for a regression table, its standardized `target`."""
 
     columns: tuple[Column, ...]
     dropped: tuple[tuple[str, str], ...]
     label_column: str
+    target: Target | None = None
 
     @property
     def width(self) -> int:
@@ -120,9 +144,12 @@ class Preprocessing:
                        for name, reason in self.dropped]
 
     def to_bytes(self) -> bytes:
+        """Canonical JSON (sorted keys, no spaces), versioned; a classification table's has no `target` entry."""
         body = {"version": PREPROCESSING_VERSION, "label_column": self.label_column,
                 "columns": [dataclasses.asdict(column) for column in self.columns],
                 "dropped": [list(pair) for pair in self.dropped]}
+        if self.target is not None:
+            body["target"] = dataclasses.asdict(self.target)
         return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     @classmethod
@@ -132,8 +159,11 @@ class Preprocessing:
             if body["version"] != PREPROCESSING_VERSION:
                 raise ValueError(f"version {body['version']!r}")
             columns = tuple(Column(**{**entry, "categories": tuple(entry["categories"])}) for entry in body["columns"])
+            target = None if "target" not in body else Target(**body["target"])
+            if target is not None and (target.kind != "regression" or not target.scale > 0):
+                raise ValueError(f"target {body['target']!r}")
             return cls(columns, tuple((str(name), str(reason)) for name, reason in body["dropped"]),
-                       str(body["label_column"]))
+                       str(body["label_column"]), target)
         except (ValueError, KeyError, TypeError) as error:
             raise DatasetError(f"the pack's preprocessing does not decode ({error}): pack the data again") from None
 
@@ -164,6 +194,38 @@ def fit(table: Mapping[str, Sequence[str]], train: np.ndarray, label_column: str
         left = ", ".join(f"{name!r} ({reason})" for name, reason in dropped)
         raise DatasetError(f"{where} has no feature column left: {left}; keep one with --keep-columns")
     return Preprocessing(tuple(columns), tuple(dropped), label_column)
+
+
+def target_values(cells: Sequence[str], column: str, where: str = "the table",
+                  lines: Sequence[int] | None = None) -> np.ndarray:
+    """The float64 values of a regression table's target column; a missing cell (never imputed: the model would
+    learn the filler), a word or a value that is not finite is refused naming its line."""
+    values = np.empty(len(cells), dtype=np.float64)
+    for row, cell in enumerate(cells):
+        if _is_missing(cell):
+            raise DatasetError(f"{_at(where, lines, row)} has no value in the target column {column!r} "
+                               f"({cell.strip()!r}): a target is never imputed; fill it or remove the row")
+        try:
+            value = float(cell)
+        except ValueError:
+            raise DatasetError(f"{_at(where, lines, row)}, column {column!r}: {cell.strip()!r} is not a number: "
+                               f"--task regression predicts a column of numbers (pack without it to classify "
+                               f"the column's values)") from None
+        if not math.isfinite(value):
+            raise DatasetError(f"{_at(where, lines, row)}, column {column!r}: {cell.strip()!r} is not a finite number")
+        values[row] = value
+    return values
+
+
+def fit_target(values: np.ndarray, train: np.ndarray, column: str, where: str = "the table") -> Target:
+    """The standardization of a regression target from the rows where `train` is true; a target constant over
+    them is refused (there is nothing to learn, and no scale to divide by)."""
+    chosen = values[train]
+    mean, scale = float(chosen.mean()), float(chosen.std())
+    if not scale > 0 or not math.isfinite(scale):
+        raise DatasetError(f"{where}: the target column {column!r} is constant over the training rows (every value "
+                           f"{chosen[0]:.6g}): there is nothing to predict; name another column with --label-column")
+    return Target(column, mean, scale)
 
 
 def _fit_column(name: str, cells: Sequence[str], train: np.ndarray, where: str,

@@ -3,7 +3,8 @@ fields.
 
 No requester code runs on workers: a spec picks an entry here and sets the fields of its frozen config
 dataclass (everything optional, defaults in the dataclass). The dataset supplies what the data fixes
-(input size, classes, vocabulary, context), see `DataShape`. Initial weights are a pure function of the task
+(input size, classes, vocabulary, context), see `DataShape`; on regression data mlp and cnn have one output,
+the value predicted (`num_classes` 1). Initial weights are a pure function of the task
 seed (`build_model`). `lora-text` fine-tunes a pinned pretrained model (`lora_text.py`); its module imports
 `transformers` and `peft`, so it is loaded only when a task asks for it.
 """
@@ -33,8 +34,8 @@ class Architecture:
 
 
 MODEL_REGISTRY: dict[str, Architecture] = {
-    "mlp": Architecture("mlp", MLPConfig, MLP, ("classification",)),
-    "cnn": Architecture("cnn", CNNConfig, CNN, ("classification",)),
+    "mlp": Architecture("mlp", MLPConfig, MLP, ("classification", "regression")),
+    "cnn": Architecture("cnn", CNNConfig, CNN, ("classification", "regression")),
     "transformer": Architecture("transformer", TransformerConfig, Transformer, ("text",)),
     "lora-text": Architecture("lora-text", LoraTextConfig, LoraTextClassifier, ("text-classification",)),
 }

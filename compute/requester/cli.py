@@ -20,6 +20,7 @@ import click
 
 from trolly.chain.errors import ChainError
 from trolly.chain.market.data_keys import data_key_hash
+from trolly.chain.market.datasets import CLASSIFICATION, REGRESSION, TASKS
 from trolly.chain.market.spec import validate_spec
 from trolly.wallet.command_line.errors import WalletGroup
 from trolly.wallet.command_line.options import (PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE, node_options, output_option,
@@ -36,6 +37,7 @@ from ..data.tokenized import DEFAULT_CONTEXT
 from ..errors import ComputeError
 from ..spec import example_spec, lora_text_spec, parse_spec
 from .model_files import result_files
+from .metrics import fetch_target
 from .results import evaluate_result, fetch_dataset_of, fetch_result, write_result
 from .serving import ServingThread
 
@@ -63,6 +65,13 @@ def refusals():
         raise WalletError(str(error)) from None
 
 
+def task_option(function):
+    return click.option("--task", type=click.Choice(TASKS), default=CLASSIFICATION, show_default=True,
+                        help="CSV: classification picks one of the label column's values; regression predicts the "
+                             "label column as a number (trained on it standardized, reported in its own "
+                             "units).")(function)
+
+
 @click.group(cls=WalletGroup)
 def data() -> None:
     """Pack your own data (CSV, JSONL, image folders) into a dataset, and serve it to a task's workers."""
@@ -88,15 +97,17 @@ def data() -> None:
                    f"{DEFAULT_CONTEXT}].")
 @click.option("--keep-columns", default="", help="CSV: comma-separated columns to keep even if they look like ids "
                                                    "(unique per row), which are otherwise left out.")
+@task_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (-o names the directory here).")
 def pack(path: pathlib.Path, out: pathlib.Path, label_column: str | None, test_fraction: float, seed: int,
-         private: bool, model: str, context: int | None, keep_columns: str, as_json: bool) -> None:
+         private: bool, model: str, context: int | None, keep_columns: str, task: str, as_json: bool) -> None:
     """Pack PATH (a .csv with a header, a .jsonl of {"text", "label"}, or a folder with one folder of images per
     class) into content-addressed shards and a manifest in the new directory OUT, encrypted unless --public."""
     with refusals():
         key = new_data_key() if private else None
         kept = tuple(name.strip() for name in keep_columns.split(",") if name.strip())
-        blobs, labels, source_format = pack_file(path, model, label_column, context, test_fraction, seed, key, kept)
+        blobs, labels, source_format = pack_file(path, model, label_column, context, test_fraction, seed, key, kept,
+                                                 task)
         packed = write_packed(blobs, labels, source_format, out, key)
     emit(packed.summary(), as_json, print_pack_summary)
 
@@ -104,11 +115,16 @@ def pack(path: pathlib.Path, out: pathlib.Path, label_column: str | None, test_f
 def print_pack_summary(summary: dict) -> None:
     """The summary's fields, and for a CSV a table of what was done to each column."""
     columns = summary.get("columns", [])
-    print_key_values([(name, value) for name, value in summary.items() if name != "columns"], title="Packed")
+    shown = {**summary, **({"target": "{column} (standardized: mean {mean:.6g}, scale {scale:.6g})".format(
+        **summary["target"])} if "target" in summary else {})}
+    print_key_values([(name, value) for name, value in shown.items() if name not in ("columns", "hint")],
+                     title="Packed")
     if columns:
         print_table(["column", "kind", "done", "features", "imputed"],
                     [[c["column"], c["kind"], c["done"], c["features"], c["imputed"]] for c in columns],
                     title="Columns (statistics from the train split)")
+    if summary.get("hint"):
+        click.echo(f"Hint: {summary['hint']}", err=True)
 
 
 @data.command("serve")
@@ -177,20 +193,25 @@ class DataSubmission:
             self.server.stop()
 
 
-def packed_for(path: pathlib.Path, label_column: str | None, model: str, private: bool = True) -> PackedDataset:
+def packed_for(path: pathlib.Path, label_column: str | None, model: str, private: bool = True,
+               task: str | None = None) -> PackedDataset:
     """PATH if it is a packed directory (private or not as it was packed), else PATH packed for `model`,
     encrypted under a new data key unless not `private`, into `<PATH>.packed` (reused when it holds the same
     data: packed again under the data key it keeps, if any, the manifest hash is the same; refused when it holds
-    other data, or is public where private was asked or the other way round)."""
+    other data, or is public where private was asked or the other way round). `task` (classification when None)
+    is what a file is packed for; a packed directory keeps its own, and is refused when `task` names another."""
     if (path / SUMMARY_FILE).exists():
-        return open_packed(path)
+        packed = open_packed(path)
+        if task is not None and task != packed.task:
+            raise WalletError(f"{path} is packed for {packed.task}, not {task}: pack the file again with --task {task}")
+        return packed
     target = path.with_name(path.name + ".packed")
     existing = open_packed(target) if target.exists() else None
     if existing is not None and (existing.key is not None) != private:
         held, other = ("private", "--private") if existing.key is not None else ("public", "--public")
         raise WalletError(f"{target} holds a {held} pack of this data: remove it to pack it again, or pass {other}")
     key = existing.key if existing is not None else new_data_key() if private else None
-    blobs, labels, source_format = pack_file(path, model, label_column, key=key)
+    blobs, labels, source_format = pack_file(path, model, label_column, key=key, task=task or CLASSIFICATION)
     if existing is not None:
         if existing.manifest_hash != blobs.manifest_hash:
             raise WalletError(f"{target} holds other data: remove it or pass a packed directory with --data")
@@ -223,12 +244,12 @@ def default_spec(packed: PackedDataset, model: str) -> dict:
 
 def prepare_data_submission(path: str, spec_file: str | None, model: str | None, rounds: int | None,
                             urls: tuple[str, ...], listen: str, label_column: str | None,
-                            private: bool = True) -> DataSubmission:
+                            private: bool = True, task: str | None = None) -> DataSubmission:
     """Pack (if needed, for `model`, encrypted unless not `private`), start serving (unless `urls` say where the
     data is served), and build the spec: the spec file's with its dataset replaced, or `model` (by default the
-    one the data is packed for) sized to the data."""
+    one the data is packed for) sized to the data; a CSV is packed for `task` (classification when None)."""
     with refusals():
-        packed = packed_for(pathlib.Path(path), label_column, model or "mlp", private)
+        packed = packed_for(pathlib.Path(path), label_column, model or "mlp", private, task)
         packed = for_one_task(packed)  # a private pack: this task's own copy, under a key drawn for it
         if spec_file is not None:
             try:
@@ -305,16 +326,22 @@ def fetch(task_id: int, out: pathlib.Path, data_directory: pathlib.Path | None, 
 @node_options
 @output_option
 def evaluate_command(task_id: int, data_directory: pathlib.Path | None, allow_private_addresses: bool) -> None:
-    """Evaluate TASK_ID's final weights on its dataset's held-out split: accuracy and loss."""
+    """Evaluate TASK_ID's final weights on its dataset's held-out split: accuracy and loss, or for regression
+    the loss beside R^2, MAE and RMSE in the target's own units."""
     client = settings().client()
     addresses = AddressPolicy(allow_private_addresses)
     with refusals():
         result = client.run(fetch_result(client.async_client, task_id, addresses))
+        packed = open_packed(data_directory) if data_directory is not None else None
         try:
-            dataset = (packed_dataset_of(open_packed(data_directory), result.spec.dataset.manifest_hash)
-                       if data_directory is not None else client.run(fetch_dataset_of(result, addresses)))
+            dataset = (packed_dataset_of(packed, result.spec.dataset.manifest_hash)
+                       if packed is not None else client.run(fetch_dataset_of(result, addresses)))
         except DataKeyError:
             raise WalletError("the task's dataset is private: pass your packed directory (which keeps its data "
                               "key) with --data") from None
-        answer = evaluate_result(result, dataset)
+        target = None  # a regression's target statistics, to report in its own units (`metrics.py`)
+        if result.shape.kind == REGRESSION:
+            target = packed.target if packed is not None else client.run(
+                fetch_target(result.spec, [*result.spec.dataset.urls, *result.urls], addresses))
+        answer = evaluate_result(result, dataset, target)
     emit(answer, settings().json, lambda a: print_key_values(a.items(), title=f"Task {task_id} on its held-out split"))

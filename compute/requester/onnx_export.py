@@ -5,7 +5,8 @@ of Linear layers with ReLU between them, each Linear one `Gemm` (inputs times th
 bias), so the graph is the model's own weights in the model's own order and nothing else, and exporting needs
 no tracer. It reads `features` (float32, rows x input size: a raw row made into features by the task's
 `preprocessing.json` first, as the README shows) and answers `scores` (the model's outputs) and `probabilities`
-(their softmax over the classes). Opset and IR version are pinned to ones onnxruntime has long read.
+(their softmax over the classes). A regression MLP's one score is its standardized prediction: the target's mean
+and scale in `preprocessing.json` bring it back to the column's units (its `probabilities` are a constant 1). Opset and IR version are pinned to ones onnxruntime has long read.
 """
 
 from __future__ import annotations

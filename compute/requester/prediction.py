@@ -118,8 +118,13 @@ def predict(fetched: FetchedModel, path: pathlib.Path) -> list[dict]:
 
 def answers(outputs: torch.Tensor, fetched: FetchedModel, lines: list[int]) -> list[dict]:
     """The model's outputs, one row each, as answers: the row's line, the most probable label and its
-    probability (the softmax of the outputs over the classes). The one place outputs become what a requester
-    reads, so a model of another kind maps its outputs here (with the preprocessing at hand, for its units)."""
+    probability (the softmax of the outputs over the classes); for a regression table the predicted value, its
+    one output (standardized, as it was trained) brought back to the target column's own units. The one place
+    outputs become what a requester reads."""
+    target = fetched.preprocessing.target
+    if target is not None:
+        values = target.restore(outputs.double().numpy()[:, 0])
+        return [{"line": line, "value": float(value)} for line, value in zip(lines, values)]
     probabilities = torch.softmax(outputs.double(), dim=1)
     best, index = probabilities.max(dim=1)
     return [{"line": line, "label": fetched.labels[int(i)], "probability": float(p)}

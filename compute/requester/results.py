@@ -21,7 +21,7 @@ import tempfile
 
 import torch
 
-from trolly.chain.market.datasets import dataset_shape, is_text_classification
+from trolly.chain.market.datasets import REGRESSION, dataset_shape, is_text_classification
 from trolly.chain.market.records import FINISHED
 from trolly.wallet.market_queries import get_spec, get_task
 from trolly.wallet.market_views import TaskView
@@ -32,10 +32,12 @@ from ..blobs import AddressPolicy, BlobAddressRefused, BlobClient, BlobError
 from ..checkpoints import decode_weights
 from ..data import Dataset
 from ..data.fetch import DatasetFetcher
+from ..data.preprocessing import Target
 from ..errors import ComputeError
 from ..models import DataShape, build_model
 from ..spec import TaskSpec, parse_spec
 from ..training import evaluate
+from .metrics import evaluate_regression
 
 MODEL_FILE = "model.safetensors"
 ADAPTER_FILE = "adapter.safetensors"
@@ -80,9 +82,10 @@ def spec_shape(spec: TaskSpec) -> DataShape:
         dataset.update(input_size=spec.dataset.input_size, num_classes=spec.dataset.num_classes)
         if spec.dataset.context:
             dataset.update(context=spec.dataset.context)
+        dataset.update(task=spec.dataset.task)
     input_size, num_classes, context = dataset_shape(dataset)
     kind = ("text-classification" if is_text_classification(spec.dataset.name, context)
-            else "text" if context else "classification")
+            else "text" if context else REGRESSION if spec.dataset.task == REGRESSION else "classification")
     return DataShape(kind, input_size, num_classes, context)
 
 
@@ -183,11 +186,15 @@ def write_result(result: TaskResult, directory: pathlib.Path, extra: dict[str, b
     return files
 
 
-def evaluate_result(result: TaskResult, dataset: Dataset) -> dict:
-    """Held-out loss and accuracy of the result's weights on `dataset`, which must be the spec's."""
+def evaluate_result(result: TaskResult, dataset: Dataset, target: Target | None = None) -> dict:
+    """Held-out loss and accuracy of the result's weights on `dataset`, which must be the spec's; for regression
+    the loss (mean squared error on the standardized target) beside R^2, MAE and RMSE in the units of `target`
+    (`metrics.py`)."""
     if dataset.manifest_hash != result.spec.dataset.manifest_hash:
         raise ResultError(f"the dataset {dataset.manifest_hash[:16]} is not the task's "
                           f"({result.spec.dataset.manifest_hash[:16]})")
-    loss, accuracy = evaluate(result.model(), dataset)
-    return {"task_id": result.task_id, "final_weights_hash": result.final_weights_hash, "loss": loss,
-            "accuracy": accuracy, "test_samples": int(dataset.test_inputs.shape[0])}
+    model = result.model()
+    loss, accuracy = evaluate(model, dataset)
+    scores = {"accuracy": accuracy} if accuracy is not None else evaluate_regression(model, dataset, target)
+    return {"task_id": result.task_id, "final_weights_hash": result.final_weights_hash, "loss": loss, **scores,
+            "test_samples": int(dataset.test_inputs.shape[0])}

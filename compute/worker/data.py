@@ -8,7 +8,9 @@ Tried in order, the first that works wins:
    (`compute/data/fetch.py`: every blob hash-checked, only the shards the store lacks, so a fetch resumes).
 
 A packed dataset (a requester's own) is never built locally, and its manifest's shape must be the one its spec
-declares: the chain bounded the model by the declared shape (`trolly.chain.market.datasets`).
+declares, its kind (classification or regression) included: the chain bounded the model by the declared shape
+(`trolly.chain.market.datasets`), and a regression pack under a classification spec (or the reverse) would
+train a model on labels it does not read.
 
 Whatever way it came, the blobs end up in the worker's store, so the worker serves the dataset too.
 
@@ -93,7 +95,7 @@ def check_declared_shape(spec: TaskSpec, dataset: Dataset) -> None:
     if not spec.dataset.packed:
         return
     declared = spec.dataset
-    kind = "text-classification" if declared.context else "classification"
+    kind = "text-classification" if declared.context else declared.task  # classification or regression
     if ((dataset.shape.kind, dataset.shape.input_size, dataset.shape.num_classes, dataset.shape.context)
             != (kind, declared.input_size, declared.num_classes, declared.context)):
         raise DatasetError(f"dataset {declared.manifest_hash[:12]} is {dataset.shape.kind} with "

@@ -469,13 +469,13 @@ class WorkerService:
         training, so evaluating with it changes nothing)."""
         trainer = context.trainer
 
-        def evaluate_weights() -> tuple[float, float]:
+        def evaluate_weights() -> tuple[float, float | None]:
             trainer.load(TrainingState.fresh(state.weights))
             return evaluate(trainer.model, context.dataset)
 
         loss, accuracy = await asyncio.to_thread(evaluate_weights)
-        log.info("task %d: W_%d test loss %.4f, accuracy %.2f%%", context.progress.task_id, state.round, loss,
-                 100 * accuracy)
+        shown = "" if accuracy is None else f", accuracy {100 * accuracy:.2f}%"  # regression: the loss alone
+        log.info("task %d: W_%d test loss %.4f%s", context.progress.task_id, state.round, loss, shown)
 
     def _seconds_left(self, view: TaskView) -> float | None:
         per_block = self.clock.seconds_per_block()

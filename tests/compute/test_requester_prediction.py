@@ -201,3 +201,31 @@ def test_the_onnx_model_gives_the_projects_answers_under_onnxruntime(fetched):
 def test_onnx_export_refuses_a_model_that_is_not_an_mlp():
     with pytest.raises(ResultError, match="--onnx exports an mlp"):
         mlp_onnx(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+
+
+def test_a_regression_model_predicts_values_in_the_target_columns_own_units(tmp_path):
+    """A table packed with --task regression: `model predict` answers each raw row with a value, the model's
+    standardized output brought back by the target's train mean and scale, close to the price the row's area and
+    district make (a fit far better than the mean price)."""
+    generator = np.random.default_rng(5)
+    lines, prices = ["area,district,price"], []
+    for row in range(80):
+        area, district = float(generator.uniform(30, 200)), ("north", "south")[row % 2]
+        prices.append(3_000 * area + (50_000 if district == "north" else 0) + float(generator.normal(0, 2_000)))
+        lines.append(f"{area:.1f},{district},{prices[-1]:.0f}")
+    source = tmp_path / "houses.csv"
+    source.write_text("\n".join(lines) + "\n")
+    packed = pack(source, tmp_path / "houses-data", "--task", "regression")
+    result, _ = finished_task(packed, steps=300)
+    files = asyncio.run(result_files(result, LOCAL, open_packed(packed)))
+    write_result(result, tmp_path / "houses-model", files)
+
+    answered = wallet("model", "predict", tmp_path / "houses-model", source, "-o", "json")
+    assert answered.exit_code == 0, answered.output
+    values = np.array([row["value"] for row in json.loads(answered.stdout)])
+    assert [row["line"] for row in json.loads(answered.stdout)] == list(range(2, 82))
+    errors = np.abs(values - np.array(prices))
+    assert errors.mean() < 0.25 * np.abs(np.array(prices) - np.mean(prices)).mean(), errors.mean()
+    as_csv = wallet("model", "predict", tmp_path / "houses-model", source, "-o", "csv")
+    assert as_csv.stdout.splitlines()[0] == "line,value"
+    assert np.allclose([float(line.split(",")[1]) for line in as_csv.stdout.splitlines()[1:]], values)

@@ -423,3 +423,25 @@ def test_no_page_or_answer_of_the_console_carries_a_data_key(node, home, tmp_pat
                         base64.urlsafe_b64encode(key).rstrip(b"="), ", ".join(map(str, key)).encode(),
                         ",".join(map(str, key)).encode()):
             assert encoded not in served
+def test_a_csv_uploaded_for_regression_is_packed_so_and_planned_and_a_word_target_is_refused(node, home, tmp_path):
+    """The page's task select (issue 34 item 3): `task=regression` packs the label column as a number to predict,
+    the plan's spec declares it, and a column of words is refused beside the file, naming the column."""
+    rows = [(i, round(0.5 * i, 2), ["north", "south"][i % 2], round(3.0 * i + 1.5, 2)) for i in range(30)]
+    table = write_csv(tmp_path / "prices.csv", rows, header="n,area,city,price").read_bytes()
+
+    async def check(client):
+        status, summary = await upload(client, "prices.csv", table, task="regression")
+        query = {"template": "digits-mlp", "pack": summary.get("pack", ""), "budget": "50trl", "workers": "1",
+                 "rounds": "2"}
+        plan = await client.get("/api/new-task/plan", params=query)
+        words = await upload(client, "prices.csv", table, task="regression", label_column="city")
+        return (status, summary), (plan.status, await plan.json()), words
+
+    (status, summary), (plan_status, plan), words = with_console(node, check, home=home)
+    assert status == 200 and summary["task"] == "regression" and summary["target"]["column"] == "price"
+    assert plan_status == 200 and "predicting price" in plan["data"], plan
+    data = uploaded(open_packed(home / "console" / "packs" / summary["pack"]), TEMPLATES["digits-mlp"])
+    assert json.loads(build_spec(TEMPLATES["digits-mlp"], data, 2, ["http://127.0.0.1:8600"]))["dataset"]["task"] \
+        == "regression"
+    assert words[0] == 400 and words[1]["field"] == "file" and "column 'city': 'north' is not a number" in \
+        words[1]["error"]

@@ -1,5 +1,6 @@
 """A requester's finished task on a packed table, made in process: the spec `task submit --data` builds, weights
-trained on the task's own copy of the data (a short full-batch loop: enough to tell the classes apart), as the
+trained on the task's own copy of the data (a short full-batch loop: enough to tell the classes apart, or to fit a
+regression table's standardized target), as the
 `TaskResult` `task fetch` would read from the chain. For the tests of what a fetched model answers."""
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ def finished_task(packed_directory, urls=("http://127.0.0.1:9999",), steps: int 
     shape = spec_shape(spec)
     model = build_model(spec.model.arch, spec.model.config, shape, spec.training.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    loss = (torch.nn.functional.cross_entropy if shape.kind != "regression"
+            else lambda outputs, targets: torch.nn.functional.mse_loss(outputs.reshape(-1), targets))
     for _ in range(steps):
         optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(model(dataset.train_inputs), dataset.train_targets).backward()
+        loss(model(dataset.train_inputs), dataset.train_targets).backward()
         optimizer.step()
     weights = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
     result = TaskResult(1, "00" * 32, prepared.spec, spec, shape, weights, prepared.packed.labels, tuple(urls))

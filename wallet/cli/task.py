@@ -18,6 +18,7 @@ import pathlib
 import click
 
 from trolly.chain.errors import ChainError
+from trolly.chain.market.datasets import TASKS
 from trolly.chain.market.records import OPEN, RUNNING
 from trolly.chain.market.spec import validate_spec
 from trolly.chain.proto import market_pb2
@@ -94,6 +95,9 @@ def read_spec(path: str) -> bytes:
                    "for it (`data pack --model lora-text`), else mlp].")
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="With --data: the task's rounds.")
 @click.option("--label-column", default=None, help="With --data on a CSV: the label column (default: the last).")
+@click.option("--task", "data_task", type=click.Choice(TASKS), default=None,
+              help="With --data on a CSV: classify the label column's values, or predict it as a number "
+                   "(regression) [default: classification; a packed directory keeps what it was packed for].")
 @click.option("--private/--public", default=True, show_default=True,
               help="With --data on a file or folder packed here: encrypt it under a data key that only the task's "
                    "members and validators receive (--private), or pack it in clear (--public). A packed directory "
@@ -113,7 +117,8 @@ def read_spec(path: str) -> bytes:
                    f"{', '.join(f'{arch} {blocks}' for arch, blocks in ROUND_BLOCKS_BY_ARCH.items())}].")
 @transaction_options
 def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, ...], listen: str, model: str | None,
-           rounds: int | None, label_column: str | None, private: bool, budget: str, reward_per_round: str | None,
+           rounds: int | None, label_column: str | None, data_task: str | None, private: bool, budget: str,
+           reward_per_round: str | None,
            workers: int, collateral: str | None, samples_per_worker: int, join_blocks: int, round_blocks: int | None,
            **flags) -> None:
     """Pay for the training task described by SPEC_FILE (JSON, docs/protocol.md section 1), or for training
@@ -128,10 +133,12 @@ def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, .
     if data_path is None:
         if spec_file is None:
             raise WalletError("name a SPEC_FILE, or your data with --data")
+        if data_task is not None:
+            raise WalletError("--task is what --data is packed for; a SPEC_FILE's dataset section declares its own")
         submit_order(order(read_spec(spec_file)), spec_file, TransactionFlags(**flags))
         return
     prepared = load_target(DATA_SUBMISSION)(data_path, spec_file, model, rounds, data_urls, listen, label_column,
-                                            private)
+                                            private, data_task)
     try:
         submitted = submit_order(order(prepared.spec, prepared.data_key_hash), f"built for {data_path}",
                                  TransactionFlags(**flags))

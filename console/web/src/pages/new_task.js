@@ -27,6 +27,8 @@ export async function newTaskPage() {
   const fileInput = h("input", { type: "file", name: "file", accept: ".csv,.jsonl,.ndjson,.zip" });
   const labelColumn = h("input", { type: "text", name: "label_column", autocomplete: "off" });
   const keepColumns = h("input", { type: "text", name: "keep_columns", autocomplete: "off" });
+  const taskKind = h("select", { name: "task" }, h("option", { value: "classification" }, "Classification: pick one of its values"),
+    h("option", { value: "regression" }, "Regression: predict it as a number"));
   const privateBox = h("input", { type: "checkbox", id: "private", name: "private", checked: true });
   const uploadButton = h("button", { type: "button", onclick: () => upload() }, "Upload and pack");
   const data = h("fieldset", {}, h("legend", {}, "2. Your data"),
@@ -35,6 +37,7 @@ export async function newTaskPage() {
     field("label-column", "Label column (CSV only; default: the last column)", labelColumn),
     field("keep-columns", "Columns to keep even if they look like ids (CSV only; comma-separated)", keepColumns,
       "A column unique per row (an id) is left out unless named here, as with data pack --keep-columns."),
+    field("task-kind", "What to learn of the label column (CSV only)", taskKind),
     h("div", { class: "choice" }, privateBox, h("label", { for: "private" },
       "Private: encrypt the data; only the task's members and validators get its key ",
       "(the default, as with trolly-wallet data pack). Not encrypted: the label names, a CSV's column names, the ",
@@ -103,6 +106,7 @@ export async function newTaskPage() {
     body.append("file", fileInput.files[0]);
     if (labelColumn.value.trim()) body.append("label_column", labelColumn.value.trim());
     if (keepColumns.value.trim()) body.append("keep_columns", keepColumns.value.trim());
+    body.append("task", taskKind.value);
     body.append("private", privateBox.checked ? "on" : "off");
     packBox.textContent = "Packing…";
     uploadButton.disabled = true;
@@ -110,7 +114,7 @@ export async function newTaskPage() {
       state.pack = await postForm("/api/new-task/upload", body);
       const p = state.pack;
       packBox.replaceChildren(h("p", {}, `Packed ${fileInput.files[0].name}: ${FORMATS[p.context ? "tokens" : p.format]}.`),
-        facts([["labels", p.labels.join(", ")], ["training samples", String(p.train_samples)],
+        facts([p.target ? ["predicts", `${p.target.column} (a number)`] : ["labels", p.labels.join(", ")], ["training samples", String(p.train_samples)],
           ["held-out samples", String(p.test_samples)], ["features per sample", String(p.input_size)],
           ["private", p.private ? "yes (encrypted)" : "no"], ["manifest hash", p.manifest_hash]]),
         ...(p.columns ? columnReport(p) : []));

@@ -4,6 +4,7 @@ import uPlot from "uplot";
 
 export function drawRoundChart(target, points) {
   if (points.length < 1) return;
+  const regression = points[0].accuracy === null; // a number predicted: its loss alone (no accuracy)
   const options = {
     width: Math.min(640, target.clientWidth || 640), height: 220, legend: { live: false },
     scales: { x: { time: false }, loss: {}, accuracy: { range: [0, 1] } },
@@ -14,5 +15,7 @@ export function drawRoundChart(target, points) {
       { label: "held-out accuracy", scale: "accuracy", stroke: "#0b57d0", width: 2, dash: [6, 4],
         points: { show: true } }],
   };
-  new uPlot(options, [points.map((p) => p.round), points.map((p) => p.loss), points.map((p) => p.accuracy)], target);
+  if (regression) { options.axes.pop(); options.series.pop(); }
+  const series = [points.map((p) => p.round), points.map((p) => p.loss)];
+  new uPlot(options, regression ? series : [...series, points.map((p) => p.accuracy)], target);
 }

@@ -52,7 +52,7 @@ export async function taskPage(taskId) {
       chartBox,
       table("Held-out evaluation per round", ["weights", "loss", "accuracy", "matches the chain"],
         chart.points.map((p) => [`W_${p.round}${p.round === 0 ? " (initial)" : ` (after round ${p.round - 1})`}`,
-          p.loss.toFixed(4), p.accuracy.toFixed(4),
+          p.loss.toFixed(4), p.accuracy === null ? "– (regression)" : p.accuracy.toFixed(4),
           p.matches_chain === null ? "not recorded" : p.matches_chain ? "yes" : "NO"]),
         "nothing evaluated yet.")),
     h("h2", {}, "Members, payments and slashes"), members,

@@ -1,0 +1,90 @@
+"""Regression end to end (issue 34 item 3) through the console scripts against a real localnet (solo engine, its
+validator's verifier and a worker, all real processes): scikit-learn's bundled diabetes table written as a CSV a
+user would have (raw scales, a column of words added), paid for with `task submit --data diabetes.csv --task
+regression` (packed private, its target standardized with the train split's mean and scale, served, its key
+delivered), trained, replayed and voted on by the verifier, settled, fetched (`task fetch`) and evaluated
+(`task eval --data`): R^2, MAE and RMSE in the target's own units on the held-out split.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from localnet_helpers import free_base_port, localnet, query, wait_until
+from safetensors.numpy import load_file
+from whole_task import whole_task
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+
+
+def write_diabetes(path: Path) -> Path:
+    """The diabetes table at its natural scales, a seeded `clinic` column of words beside its ten measurements,
+    and the disease progression a year later, the number to predict, last."""
+    from sklearn.datasets import load_diabetes
+
+    table = load_diabetes(scaled=False)
+    clinics = np.random.default_rng(0).choice(["north", "south", "east"], size=len(table.target))
+    lines = [",".join([*table.feature_names, "clinic", "progression"])]
+    lines += [",".join([*(f"{value:g}" for value in row), clinic, f"{target:g}"])
+              for row, clinic, target in zip(table.data, clinics, table.target)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_regression_table_is_trained_verified_settled_fetched_and_scored_in_its_own_units(tmp_path):
+    home = tmp_path / "localnet-home"
+    up = localnet("up", "-d", "--engine", "solo", "--workers", "1", "--home", str(home), "--base-port",
+                  str(free_base_port(workers=1)), timeout=180.0)
+    submit = None
+    try:
+        exported = [line for line in (up.stdout + up.stderr).splitlines() if line.startswith("export ")]
+        env = {**os.environ, **dict(pair.split("=", 1) for pair in exported[0].split()[1:])}
+
+        def wallet(*args: str) -> subprocess.CompletedProcess:
+            done = subprocess.run([str(BIN / "trolly-wallet"), *args], capture_output=True, text=True, env=env,
+                                  cwd=tmp_path, timeout=180)
+            assert done.returncode == 0, f"trolly-wallet {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+            return done
+
+        write_diabetes(tmp_path / "diabetes.csv")
+        submit = subprocess.Popen([str(BIN / "trolly-wallet"), "task", "submit", "--data", "diabetes.csv", "--task",
+                                   "regression", "--workers", "1", "--budget", "50trl", "--from", "requester",
+                                   "--yes", "--listen", "127.0.0.1:0"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+                                  start_new_session=True)
+        rpc = env["TROLLY_NODE"]
+
+        def ended() -> dict | None:
+            view = whole_task(lambda path: query(rpc, path), 1)
+            return view if view["status"] not in ("open", "running") else None
+
+        task = wait_until(ended, timeout=900, what="task 1 to end")
+        assert task["status"] == "completed", task
+        assert submit.wait(timeout=60) == 0, submit.stderr.read()
+        trained = [r for r in task["round_details"] if not r["final_report"]]
+        verdicts = [v["verdict"] for r in trained for c in r["commitments"] for v in c["verdicts"]]
+        assert verdicts and set(verdicts) == {"pass"}  # the verifier replayed the regression segments, and passed
+
+        fetched = json.loads(wallet("task", "fetch", "1", "-o", "diabetes-model", "--json").stdout)
+        assert fetched["final_weights_hash"] == task["final_weights_hash"] and fetched["num_classes"] == 1
+        spec = json.loads((tmp_path / "diabetes-model" / "spec.json").read_text())
+        assert spec["dataset"]["task"] == "regression" and spec["dataset"]["num_classes"] == 1
+        weights = load_file(tmp_path / "diabetes-model" / "model.safetensors")
+        assert weights["layers.2.bias"].shape == (1,)  # the MLP's one output: the value predicted
+
+        evaluated = json.loads(wallet("task", "eval", "1", "--data", "diabetes.csv.packed", "-o", "json").stdout)
+        assert "accuracy" not in evaluated and evaluated["units"] == "progression"
+        assert 0.2 < evaluated["r2"] < 0.8, evaluated  # a linear fit scores about 0.5 on this table
+        assert 30 < evaluated["mae"] < evaluated["rmse"] < 80, evaluated  # the target runs 25..346
+        assert evaluated["test_samples"] == 88
+    finally:
+        if submit is not None and submit.poll() is None:
+            submit.kill()
+        localnet("down", "--home", str(home), check=False)
