@@ -20,6 +20,7 @@ from .module import MessageRoute, Module, QueryResult, QueryRoute
 from .market.params import MarketParams, check_unbonding_outlasts_reveals
 from .modules.bank import BANK
 from .modules.distribution import DISTRIBUTION
+from .modules.downtime import DOWNTIME
 from .modules.market import MARKET
 from .modules.slashing import SLASHING
 from .modules.staking import STAKING
@@ -30,9 +31,11 @@ from .validators import StakingParams
 
 log = logging.getLogger("trolly.chain")
 
-MODULES: tuple[Module, ...] = (BANK, MARKET, SLASHING, STAKING, DISTRIBUTION)
+MODULES: tuple[Module, ...] = (BANK, MARKET, SLASHING, DOWNTIME, STAKING, DISTRIBUTION)
 """Every module, in hook order. Begin-block hooks run in this order, end-block hooks too. The task market
-goes before SLASHING; STAKING (unbonding maturity, power updates) then DISTRIBUTION (fees) must end a block."""
+goes before SLASHING; SLASHING (evidence) before DOWNTIME, so a double sign tombstones a validator before its
+missed blocks could jail it for less; STAKING (unbonding maturity, power updates) then DISTRIBUTION (fees) must
+end a block."""
 
 
 def _routes(modules: tuple[Module, ...]) -> dict[str, MessageRoute]:
