@@ -7,7 +7,9 @@ from chain_helpers import VALIDATOR_STAKE
 from trolly.chain import keys
 from trolly.chain.block import ValidatorUpdate
 from trolly.chain.crypto import encode_address
-from trolly.chain.signing_info import CHUNK_BITS, get_signing_info
+from trolly.chain.params import set_params
+from trolly.chain.signing_info import CHUNK_BITS, SlashingParams, get_signing_info
+from trolly.chain.state import State
 from trolly.chain.validators import get_validator
 
 WINDOW = 10
@@ -126,6 +128,20 @@ def test_without_a_halt_the_same_misses_jail(make_chain):
     chain.advance(2, last_commit=chain.commit_of([0, 1]))
     assert jailed(chain, 2) and jailed(chain, 3)
     assert not jailed(chain, 0) and not jailed(chain, 1)
+
+
+def test_a_change_of_window_starts_every_window_again(make_chain):
+    """The ring's bits mean the last N commits only under the window they were counted with: a new window
+    (a parameter change) starts afresh rather than reading old bits at new positions."""
+    chain = four_validators(make_chain)
+    chain.advance(4, last_commit=chain.commit_of([0, 1, 2]))
+    state = State(chain.kv)
+    set_params(state, SlashingParams(**{**LIVENESS, "signed_blocks_window": 2 * WINDOW}))
+    chain.kv.apply(state.changes())
+    output = chain.block(last_commit=chain.commit_of([0, 1, 2, 3]))
+    assert [e["reason"] for e in events(output, "liveness_reset")] == ["signed_blocks_window changed"]
+    record = info(chain, 3)
+    assert (record.start_height, record.index_offset, record.missed_blocks_counter) == (chain.height, 1, 0)
 
 
 def test_signing_info_query_reports_missed_blocks_jail_and_tombstone(make_chain):

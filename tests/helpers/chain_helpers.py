@@ -150,15 +150,13 @@ class Chain:
         return get_account(self.state, address_of(who)).nonce
 
     # -- building transactions and blocks ---------------------------------------------------------------------
-    def env(self, height: int, misbehavior: tuple[Misbehavior, ...] = (), proposer: bytes = b"",
-            last_commit: tuple[VoteInfo, ...] = ()) -> BlockEnv:
+    def env(self, height: int, misbehavior: tuple[Misbehavior, ...] = (), proposer: bytes = b"") -> BlockEnv:
         return BlockEnv(
             chain_id=self.chain_id,
             height=height,
             time_ns=height * BLOCK_SECONDS * 10**9 + self.halted_ns,
             proposer_address=proposer,
             block_hash=hashlib.sha256(b"block" + height.to_bytes(8, "big")).digest(),
-            last_commit=last_commit,
             misbehavior=misbehavior,
         )
 
@@ -185,7 +183,10 @@ class Chain:
         """Execute and commit the next block; checks invariants afterwards unless disabled."""
         self.height += 1
         state = State(self.kv)
-        output = apply_block(state, self.env(self.height, misbehavior, proposer, last_commit), list(txs))
+        env = self.env(self.height, misbehavior, proposer)
+        if last_commit:  # subclasses override `env` without it
+            env = dataclasses.replace(env, last_commit=last_commit)
+        output = apply_block(state, env, list(txs))
         self.kv.apply(state.changes())
         self._pending_nonces.clear()
         self.outputs.append(output)
