@@ -201,7 +201,8 @@ def clear_missed_blocks(state: State, consensus_address: bytes) -> None:
 
 def count_missed_blocks(state: State, consensus_address: bytes) -> int:
     """Set bits over every stored chunk of the validator's array."""
-    return sum(int.from_bytes(raw, "big").bit_count() for _, raw in state.iterate(keys.MISSED_BLOCKS + consensus_address))
+    chunks = state.iterate(keys.MISSED_BLOCKS + consensus_address)
+    return sum(int.from_bytes(raw, "big").bit_count() for _, raw in chunks)
 
 
 # -- the clock that detects halts ----------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from trolly.chain.module import MessageRoute
 from trolly.chain.errors import TxDecodeError
 from trolly.chain.proto import bank_pb2, slashing_pb2, tx_pb2
 from trolly.chain.signing_info import ValidatorNotJailed
+from trolly.chain.validators import ValidatorNotFound
 from trolly.chain.tx import build_tx, sign_bytes, type_url_of
 
 ALICE = key_for(1)
@@ -216,5 +217,6 @@ def test_an_unjail_from_an_account_with_no_validator_or_no_jail_fails_with_a_cod
     chain = make_chain(validators=2)
     stranger = chain.deliver(chain.accounts[0], slashing_pb2.MsgUnjail())
     free = chain.deliver(chain.operators[0], slashing_pb2.MsgUnjail())
-    assert (stranger.codespace, stranger.code) == ("staking", 2) and "operates no validator" in stranger.log
+    assert (stranger.codespace, stranger.code) == ("staking", ValidatorNotFound.code)
+    assert "operates no validator" in stranger.log
     assert (free.codespace, free.code) == ("slashing", ValidatorNotJailed.code) and "not jailed" in free.log

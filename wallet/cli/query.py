@@ -163,10 +163,12 @@ def signing_info(address_or_name: str) -> None:
             jail = "for good (tombstoned: double-signed)"
         elif data["jailed"]:
             jail = f"yes, unjail from height {data['jailed_until']}" if data["jailed_until"] else "yes"
+        window = data["signed_blocks_window"]
+        counted = min(data["index_offset"], window)
         print_key_values([
             ("operator", data["operator"]), ("consensus address", data["consensus_address"]),
-            ("missed blocks", f"{data['missed_blocks_counter']} of the last {min(data['index_offset'], data['signed_blocks_window'])}"
-                              f" counted (jailed past {data['max_missed_blocks']} of {data['signed_blocks_window']})"),
+            ("missed blocks", f"{data['missed_blocks_counter']} of the last {counted} counted "
+                              f"(jailed past {data['max_missed_blocks']} of {window})"),
             ("window started at height", data["start_height"]), ("jailed", jail)])
 
     emit(result, options.json, render)
