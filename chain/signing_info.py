@@ -35,7 +35,7 @@ MAX_SIGNED_BLOCKS_WINDOW = 1_000_000
 @dataclass(frozen=True)
 class SlashingParams:
     """Liveness: how much of the recent blocks a validator must sign, and what missing more costs (genesis
-    section "slashing", after the anchor's x/slashing). Durations are counted in blocks, as the unbonding period
+    section "slashing", after Cosmos SDK's x/slashing). Durations are counted in blocks, as the unbonding period
     is, except the one that detects a halt: a halt is time without blocks, so only block time can see it."""
 
     SECTION = "slashing"
@@ -45,16 +45,16 @@ class SlashingParams:
     judged only once it has been counted in a whole window (after joining the set, unjailing, or a restart)."""
 
     min_signed_per_window_bps: int = 5_000
-    """Share of the window a validator must have signed, in basis points (the anchor's default, a half). With
+    """Share of the window a validator must have signed, in basis points (Cosmos SDK's default, a half). With
     the default window a validator is jailed after missing 5,000 of its last 10,000 commits: hours of downtime at
     one-second blocks, time to restart or move a node, while a dead validator stops holding power the same day."""
 
     downtime_jail_blocks: int = 600
-    """Blocks a validator jailed for downtime stays jailed before its operator may send MsgUnjail (the anchor's
+    """Blocks a validator jailed for downtime stays jailed before its operator may send MsgUnjail (Cosmos SDK's
     ten minutes, at one-second blocks)."""
 
     slash_fraction_downtime_bps: int = 100
-    """Share of stake burned when a validator is jailed for downtime, in basis points (100 = 1%, the anchor's
+    """Share of stake burned when a validator is jailed for downtime, in basis points (100 = 1%, Cosmos SDK's
     default): far less than for double-signing, since an offline validator endangers liveness, not safety."""
 
     halt_reset_seconds: int = 300

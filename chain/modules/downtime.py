@@ -9,12 +9,12 @@ window, missing more than `max_missed_blocks` of it jails it for `downtime_jail_
 tombstoned validator is not counted (its power is 0; CometBFT still lists it for the block or two before the
 update reaches it). Nobody is jailed if that would leave no active validator.
 
-Halts. A halted chain makes no blocks, so nobody misses any while it is halted; what bit the anchor's
-operators is the restart. Validators that were missing blocks before the halt (often the very ones whose
+Halts. A halted chain makes no blocks, so nobody misses any while it is halted; what bit Cosmos SDK
+chains' operators is the restart. Validators that were missing blocks before the halt (often the very ones whose
 absence halted it) are frozen close to the limit, and the first blocks after a restart carry commits that
 only the validators already back have signed (the others are still starting, catching up, or reconnecting);
 a few more misses and everyone slow to return is jailed at once. So a block more than `halt_reset_seconds` after
-the previous one (block time, which a third of the power cannot move) starts every validator's window again
+the previous one (block time, which less than a third of the power cannot move) starts every validator's window again
 at that block: no one is judged until a whole window after the restart. A change of `signed_blocks_window`
 starts every window again in the same way, since the bits of the old ring no longer mean the same commits.
 

@@ -99,7 +99,7 @@ def test_the_missed_blocks_are_stored_in_chunks_and_none_for_a_validator_that_si
 
 
 def test_a_halt_and_restart_jails_nobody_who_signs_again_within_the_window(make_chain):
-    """The case the anchor's operators hit. Validators 2 and 3 were missing blocks before the chain halted
+    """The case Cosmos SDK chains' operators hit. Validators 2 and 3 were missing blocks before the chain halted
     (4 of their last 10, one short of the limit: their absence is what halted it). The chain stops for an
     hour: no blocks, so no misses. At the restart, the first commits carry only the signatures of the
     validators already back (0 and 1); 2 and 3 are still starting and catching up, and sign again from the
