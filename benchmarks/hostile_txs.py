@@ -25,7 +25,7 @@ from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.gov.params import GovParams
 from trolly.chain.market.params import MarketParams
 from trolly.chain.params import params_to_json
-from trolly.chain.proto import bank_pb2, gov_pb2, market_pb2, staking_pb2, tx_pb2
+from trolly.chain.proto import bank_pb2, gov_pb2, market_pb2, slashing_pb2, staking_pb2, tx_pb2
 from trolly.chain.tx import sign_bytes, type_url_of
 from trolly.chain.validators import StakingParams
 
@@ -200,6 +200,7 @@ MESSAGES = {
     "bond": either(st.builds(staking_pb2.MsgBond, amount=st.integers(1, 10**7)), st.builds(staking_pb2.MsgBond, amount=u64)),
     "unbond": either(st.builds(staking_pb2.MsgUnbond, amount=st.integers(1, 10**7)),
                      st.builds(staking_pb2.MsgUnbond, amount=u64)),
+    "unjail": st.builds(slashing_pb2.MsgUnjail),
     "register_worker": either(
         st.builds(market_pb2.MsgRegisterWorker, stake=st.just(10**8), hardware=sane_hardware, blob_url=plausible_url),
         st.builds(market_pb2.MsgRegisterWorker, stake=u64, hardware=hardware | st.none(), blob_url=text)),
@@ -300,7 +301,7 @@ class Signers:
 
 MESSAGES_BY_KIND = {
     "send": bank_pb2.MsgSend(), "create_validator": staking_pb2.MsgCreateValidator(), "bond": staking_pb2.MsgBond(),
-    "unbond": staking_pb2.MsgUnbond(), "register_worker": market_pb2.MsgRegisterWorker(),
+    "unbond": staking_pb2.MsgUnbond(), "unjail": slashing_pb2.MsgUnjail(), "register_worker": market_pb2.MsgRegisterWorker(),
     "update_worker": market_pb2.MsgUpdateWorker(), "unregister_worker": market_pb2.MsgUnregisterWorker(),
     "submit_task": market_pb2.MsgSubmitTask(), "cancel_task": market_pb2.MsgCancelTask(),
     "join_task": market_pb2.MsgJoinTask(), "leave_task": market_pb2.MsgLeaveTask(),

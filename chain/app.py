@@ -19,6 +19,7 @@ from .errors import ChainError, InvalidRequest, UnexpectedFailure, UnknownQueryP
 from .module import MessageRoute, Module, QueryResult, QueryRoute
 from .modules.bank import BANK
 from .modules.distribution import DISTRIBUTION
+from .modules.downtime import DOWNTIME
 from .modules.gov import governance_module
 from .modules.market import MARKET
 from .modules.slashing import SLASHING
@@ -30,14 +31,15 @@ from .tx import decode_tx
 
 log = logging.getLogger("trolly.chain")
 
-_BASE_MODULES: tuple[Module, ...] = (BANK, MARKET, SLASHING, STAKING, DISTRIBUTION)
+_BASE_MODULES: tuple[Module, ...] = (BANK, MARKET, SLASHING, DOWNTIME, STAKING, DISTRIBUTION)
 
 _GOVERNED_PARAMS: tuple[type, ...] = tuple(p for m in _BASE_MODULES for p in m.params)
 
 MODULES: tuple[Module, ...] = _BASE_MODULES + (governance_module(_GOVERNED_PARAMS),)
 """Every module, in hook order. Begin-block hooks run in this order, end-block hooks too. The task market
-goes before SLASHING; STAKING (unbonding maturity, power updates) then DISTRIBUTION (fees) come next, and
-governance ends the block: a passed proposal's params rule from the next block on, in every module alike."""
+goes before SLASHING; SLASHING (evidence) before DOWNTIME, so a double sign tombstones a validator before its
+missed blocks could jail it for less; STAKING (unbonding maturity, power updates) then DISTRIBUTION (fees) come
+next, and governance ends the block: a passed proposal's params rule from the next block on, in every module alike."""
 
 
 def _routes(modules: tuple[Module, ...]) -> dict[str, MessageRoute]:

@@ -19,6 +19,9 @@ UNBONDING_BY_OPERATOR = b"\x15"  # + operator(20) + maturity height(8) + seq(8) 
 ACTIVE_VALIDATOR = b"\x16"  # + operator(20) -> b"\x01" while the validator's power is > 0
 SLASHED_EVIDENCE = b"\x17"  # + infraction height(8) + consensus address(20) -> b"\x01"; pruned past max age
 UNBONDING_SEQUENCE = b"\x18"  # -> next unbonding entry sequence number (u64)
+LIVENESS_CLOCK = b"\x1d"  # -> previous block's time (u64 ns) + signed_blocks_window it was counted under (u64)
+MISSED_BLOCKS = b"\x1e"  # + consensus address(20) + chunk index(8) -> 128 bytes: 1024 bits, 1 = missed; no zero chunk
+SIGNING_INFO = b"\x1f"  # + consensus address(20) -> ValidatorSigningInfo (protobuf)
 
 # task market: 0x20..0x3f (reserved for the market module)
 MARKET_WORKER = b"\x20"  # + worker address(20) -> Worker (canonical JSON)
@@ -87,6 +90,16 @@ def active_validator_key(operator: bytes) -> bytes:
 def slashed_evidence_key(infraction_height: int, consensus_address: bytes) -> bytes:
     """Ordered by infraction height first, so records older than the evidence age are pruned cheaply."""
     return SLASHED_EVIDENCE + u64(infraction_height) + consensus_address
+
+
+def signing_info_key(consensus_address: bytes) -> bytes:
+    return SIGNING_INFO + consensus_address
+
+
+def missed_blocks_key(consensus_address: bytes, chunk: int) -> bytes:
+    """One validator's missed-blocks bit array, 1024 bits to a key: a block costs at most one chunk's write,
+    and a validator that signs keeps no chunk at all (all-zero chunks are deleted)."""
+    return MISSED_BLOCKS + consensus_address + u64(chunk)
 
 
 # -- task market ---------------------------------------------------------------------------------------------

@@ -136,7 +136,7 @@ class BelowMinSelfStake(StakingError):
 
 
 class ValidatorJailed(StakingError):
-    """The validator is jailed (it was slashed) and cannot bond."""
+    """The validator is tombstoned (jailed for good for double-signing) and cannot bond."""
 
     code = 8
 

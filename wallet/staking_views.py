@@ -1,7 +1,9 @@
-"""What the staking module answers at `/validators`, as a typed view (read like the market's, `market_answers.py`).
+"""What the staking module answers at `/validators`, and the downtime module at `/signing_info/<operator>`, as
+typed views (read like the market's, `market_answers.py`).
 
 The console's network page shows each validator's stake, power and whether it is jailed: CometBFT's own
-`validators` RPC knows only consensus keys and power, so the staking answer is read here, once.
+`validators` RPC knows only consensus keys and power, so the staking answer is read here, once. A validator's
+liveness (missed blocks of its window, jailed until, tombstoned) is read here too.
 """
 
 from __future__ import annotations
@@ -41,3 +43,32 @@ def read_validators(answer: Any) -> tuple[ValidatorView, ...]:
 async def get_validators(client: AsyncRpcClient) -> tuple[ValidatorView, ...]:
     """Every validator the staking module knows, jailed ones included."""
     return read_validators(await client.query_json("/validators") or [])
+
+
+@dataclasses.dataclass(frozen=True)
+class SigningInfoView:
+    """One validator's liveness as the downtime module answers it."""
+
+    operator: Address
+    consensus_address: str
+    start_height: int
+    """Height its current window started: it is judged only once a whole window has been counted since."""
+    index_offset: int
+    """Commits counted since `start_height`."""
+    missed_blocks_counter: int
+    """Commits of its window it was absent from; more than `max_missed_blocks` jails it."""
+    max_missed_blocks: int
+    signed_blocks_window: int
+    jailed: bool
+    jailed_until: int
+    """First height at which MsgUnjail is accepted (0: never jailed for downtime)."""
+    tombstoned: bool
+    """Double-signed: jailed for good."""
+
+    def to_answer(self) -> dict:
+        return plain(self)
+
+
+async def get_signing_info(client: AsyncRpcClient, operator: str) -> SigningInfoView:
+    """The liveness of `operator`'s validator (a chain error if it operates none)."""
+    return parse_answer(SigningInfoView, await client.query_json(f"/signing_info/{operator}"), "/signing_info")

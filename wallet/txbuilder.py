@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError, Message
 
 from trolly.chain.crypto import PUBKEY_LENGTH, PrivateKey, address_from_pubkey, decode_address, encode_address
 from trolly.chain.errors import ChainError, InvalidAddress
-from trolly.chain.proto import bank_pb2, gov_pb2, market_pb2, staking_pb2
+from trolly.chain.proto import bank_pb2, gov_pb2, market_pb2, slashing_pb2, staking_pb2
 from trolly.chain.tx import build_tx, decode_tx, tx_hash, type_url_of
 
 from .amounts import U64_MAX
@@ -63,6 +63,7 @@ register_message_kind(
 )
 register_message_kind(staking_pb2.MsgBond, lambda m: {"amount": m.amount}, lambda m: m.amount)
 register_message_kind(staking_pb2.MsgUnbond, lambda m: {"amount": m.amount}, lambda m: 0)
+register_message_kind(slashing_pb2.MsgUnjail, lambda m: {}, lambda m: 0)
 
 
 def generic_fields(message: Message) -> dict:
@@ -117,6 +118,11 @@ def bond_message(amount: int) -> staking_pb2.MsgBond:
 
 def unbond_message(amount: int) -> staking_pb2.MsgUnbond:
     return staking_pb2.MsgUnbond(amount=_check_amount(amount, "amount"))
+
+
+def unjail_message() -> slashing_pb2.MsgUnjail:
+    """Takes the signer's own validator out of jail: the message names nothing, the signer is the operator."""
+    return slashing_pb2.MsgUnjail()
 
 
 # ---- plans, signing, description ----------------------------------------------------------------------------

@@ -1,4 +1,8 @@
-"""staking `MsgBond`: add tokens from the signer's balance to the signer's own validator."""
+"""staking `MsgBond`: add tokens from the signer's balance to the signer's own validator.
+
+A validator jailed for downtime may bond (its power stays 0 until MsgUnjail): that is how an operator whose
+slashed stake fell below the minimum self-stake gets back to it. A tombstoned one (double-signed) may not.
+"""
 
 import dataclasses
 
@@ -8,6 +12,7 @@ from ..codec import U64_MAX
 from ..crypto import encode_address
 from ..errors import InvalidAmount
 from ..proto.staking_pb2 import MsgBond
+from ..signing_info import get_signing_info
 from ..state import State
 from ..validators import BONDED_POOL, ValidatorJailed, ValidatorNotFound, get_validator, save_validator
 
@@ -20,8 +25,9 @@ def process_bond(state: State, ctx: BlockContext, signer: bytes, msg: MsgBond) -
     validator = get_validator(state, signer)
     if validator is None:
         raise ValidatorNotFound(f"{encode_address(signer)} operates no validator; send MsgCreateValidator first")
-    if validator.jailed:
-        raise ValidatorJailed(f"validator {validator.moniker!r} is jailed; it can only unbond")
+    info = get_signing_info(state, validator.consensus_address)
+    if validator.jailed and info is not None and info.tombstoned:
+        raise ValidatorJailed(f"validator {validator.moniker!r} is tombstoned for double-signing; it can only unbond")
     if validator.stake + msg.amount > U64_MAX:
         raise InvalidAmount("stake would exceed 64 bits")
     move_funds(state, signer, BONDED_POOL, msg.amount)

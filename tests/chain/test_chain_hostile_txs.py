@@ -20,9 +20,12 @@ from trolly.chain.errors import UnexpectedFailure
 from trolly.chain.gov.errors import InvalidParamValue
 from trolly.chain.market.errors import InvalidSpec
 from trolly.chain.module import MessageRoute
-from trolly.chain.proto import bank_pb2, gov_pb2
+from trolly.chain.errors import TxDecodeError
+from trolly.chain.proto import bank_pb2, gov_pb2, slashing_pb2, tx_pb2
+from trolly.chain.signing_info import ValidatorNotJailed
 from trolly.chain.state import State
-from trolly.chain.tx import build_tx
+from trolly.chain.tx import build_tx, sign_bytes, type_url_of
+from trolly.chain.validators import ValidatorNotFound
 
 ALICE = key_for(1)
 SEND_URL = "/" + bank_pb2.MsgSend.DESCRIPTOR.full_name
@@ -162,7 +165,8 @@ def test_the_adapter_answers_check_tx_finalize_and_process_proposal_for_the_host
 
 
 @pytest.mark.parametrize("path", ["/market/task/\u00b2", "/market/task/" + "9" * 5000, "/market/task/1/round/\u0661",
-                                  "/market/worker/\udcff", "/account/" + "q" * 10_000, "\x00", ""])
+                                  "/market/worker/\udcff", "/account/" + "q" * 10_000, "\x00", "",
+                                  "/signing_info/" + "q" * 10_000, "/signing_info/\udcff", "/signing_infos/x"])
 def test_a_hostile_query_path_is_answered_with_an_error_code_never_an_exception(path):
     response = started_app().query(abci.RequestQuery(path=path.encode("utf-8", "surrogatepass").decode("utf-8", "replace")))
     assert response.code != 0 and response.log
@@ -215,3 +219,33 @@ def test_a_hostile_param_value_in_a_proposal_fails_with_invalid_param_value_neve
 def test_a_hostile_gov_query_is_an_invalid_or_missing_request(path):
     response = started_app().query(abci.RequestQuery(path=path))
     assert response.code not in (0, UnexpectedFailure.code), response.log
+
+
+def _unjail_with_value(key, value: bytes, nonce: int = 0) -> bytes:
+    """A signed tx whose one message claims to be MsgUnjail and carries `value` as its bytes."""
+    body = tx_pb2.TxBody(chain_id=CHAIN_ID, nonce=nonce)
+    body.messages.add(type_url=type_url_of(slashing_pb2.MsgUnjail()), value=value)
+    body_bytes = body.SerializeToString(deterministic=True)
+    return tx_pb2.Tx(body_bytes=body_bytes, pubkey=key.pubkey,
+                     signature=key.sign(sign_bytes(body_bytes))).SerializeToString(deterministic=True)
+
+
+@pytest.mark.parametrize("value", [b"\x08\x01", b"\x12\x14" + b"\x00" * 20, b"\xff" * 9, b"\x0a"])
+def test_an_unjail_carrying_fields_it_does_not_have_is_refused_before_it_runs(value):
+    """MsgUnjail has no fields: bytes smuggled into it (an operator address, say, to unjail someone else's
+    validator) are refused as not canonical, or as undecodable, in CheckTx and in the block, never raised."""
+    app = started_app()
+    tx = _unjail_with_value(ALICE, value)
+    check = app.check_tx(abci.RequestCheckTx(tx=tx))
+    assert check.code == TxDecodeError.code and check.codespace == "trolly", check.log
+    block = app.finalize_block(abci.RequestFinalizeBlock(height=1, txs=[tx], time=Timestamp(seconds=1)))
+    assert block.tx_results[0].code == TxDecodeError.code
+
+
+def test_an_unjail_from_an_account_with_no_validator_or_no_jail_fails_with_a_code(make_chain):
+    chain = make_chain(validators=2)
+    stranger = chain.deliver(chain.accounts[0], slashing_pb2.MsgUnjail())
+    free = chain.deliver(chain.operators[0], slashing_pb2.MsgUnjail())
+    assert (stranger.codespace, stranger.code) == ("staking", ValidatorNotFound.code)
+    assert "operates no validator" in stranger.log
+    assert (free.codespace, free.code) == ("slashing", ValidatorNotJailed.code) and "not jailed" in free.log

@@ -53,14 +53,14 @@ def test_same_evidence_is_not_slashed_twice(make_chain):
     assert [s["reason"] for s in event_values(chain.outputs[-2], "slash_skipped")] == ["evidence already punished"]
 
 
-def test_new_evidence_against_a_jailed_validator_is_ignored(make_chain):
+def test_new_evidence_against_a_tombstoned_validator_is_ignored(make_chain):
     chain = two_validators(make_chain)
     chain.advance(2)
     chain.block(misbehavior=(evidence_against(chain.consensus_keys[1], 1),))
     stake = get_validator(chain.state, chain.operators[1].address).stake
     output = chain.block(misbehavior=(evidence_against(chain.consensus_keys[1], 2),))
     assert get_validator(chain.state, chain.operators[1].address).stake == stake
-    assert [s["reason"] for s in event_values(output, "slash_skipped")] == ["validator already jailed"]
+    assert [s["reason"] for s in event_values(output, "slash_skipped")] == ["validator already tombstoned"]
 
 
 def test_evidence_older_than_max_age_is_ignored(make_chain):

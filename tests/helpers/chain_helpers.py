@@ -29,7 +29,7 @@ from google.protobuf.message import Message
 
 from trolly.chain.accounts import get_account
 from trolly.chain.app import apply_block, check_invariants, init_chain, query
-from trolly.chain.block import BlockEnv, BlockOutput, Misbehavior, TxResult, ValidatorUpdate
+from trolly.chain.block import BlockEnv, BlockOutput, Misbehavior, TxResult, ValidatorUpdate, VoteInfo
 from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.market.params import MarketParams, longest_reveal_wait
 from trolly.chain.state import MemoryKV, State
@@ -123,6 +123,7 @@ class Chain:
                  enumerate(zip(self.operators, self.consensus_keys, stakes))],
                 params,
             )
+        self.halted_ns = 0  # added to every later block's time by `halt`
         self.kv = MemoryKV()
         genesis = State(self.kv)
         self.genesis_validator_updates: list[ValidatorUpdate] = init_chain(genesis, self.env(1), app_state)
@@ -153,11 +154,21 @@ class Chain:
         return BlockEnv(
             chain_id=self.chain_id,
             height=height,
-            time_ns=height * BLOCK_SECONDS * 10**9,
+            time_ns=height * BLOCK_SECONDS * 10**9 + self.halted_ns,
             proposer_address=proposer,
             block_hash=hashlib.sha256(b"block" + height.to_bytes(8, "big")).digest(),
             misbehavior=misbehavior,
         )
+
+    def commit_of(self, signed: Iterable[int], listed: Iterable[int] | None = None) -> tuple[VoteInfo, ...]:
+        """A last commit listing genesis validators `listed` (default: all), of which those in `signed` signed."""
+        signed = set(signed)
+        listed = range(len(self.consensus_keys)) if listed is None else listed
+        return tuple(VoteInfo(self.consensus_keys[i].address, 10, i in signed) for i in listed)
+
+    def halt(self, seconds: int) -> None:
+        """The chain stops for `seconds`: the next block's time is that much later than it would have been."""
+        self.halted_ns += seconds * 10**9
 
     def tx(self, key: PrivateKey, *messages: Message, fee: int = 0, nonce: int | None = None,
            chain_id: str | None = None, memo: str = "") -> bytes:
@@ -167,11 +178,15 @@ class Chain:
             self._pending_nonces[key.address] = nonce + 1
         return build_tx(key, chain_id or self.chain_id, nonce, fee, list(messages), memo)
 
-    def block(self, *txs: bytes, misbehavior: tuple[Misbehavior, ...] = (), proposer: bytes = b"") -> BlockOutput:
+    def block(self, *txs: bytes, misbehavior: tuple[Misbehavior, ...] = (), proposer: bytes = b"",
+              last_commit: tuple[VoteInfo, ...] = ()) -> BlockOutput:
         """Execute and commit the next block; checks invariants afterwards unless disabled."""
         self.height += 1
         state = State(self.kv)
-        output = apply_block(state, self.env(self.height, misbehavior, proposer), list(txs))
+        env = self.env(self.height, misbehavior, proposer)
+        if last_commit:  # subclasses override `env` without it
+            env = dataclasses.replace(env, last_commit=last_commit)
+        output = apply_block(state, env, list(txs))
         self.kv.apply(state.changes())
         self._pending_nonces.clear()
         self.outputs.append(output)
@@ -183,6 +198,6 @@ class Chain:
         """One tx alone in the next block; returns its result."""
         return self.block(self.tx(key, *messages, fee=fee)).tx_results[0]
 
-    def advance(self, blocks: int) -> list[BlockOutput]:
-        """Produce `blocks` empty blocks."""
-        return [self.block() for _ in range(blocks)]
+    def advance(self, blocks: int, last_commit: tuple[VoteInfo, ...] = ()) -> list[BlockOutput]:
+        """Produce `blocks` empty blocks (each carrying `last_commit`, if given)."""
+        return [self.block(last_commit=last_commit) for _ in range(blocks)]

@@ -176,6 +176,7 @@ OTHER_DOCUMENTS = {
                             "the /unbonding answer, and transactions' JSON"),
     "wallet/cli/query.py:account.render": (None, "the command's own JSON output (`AccountState.to_json`)"),
     "wallet/cli/query.py:validators": (None, "the command's own JSON output (`ValidatorView.to_answer`)"),
+    "wallet/cli/query.py:signing_info.render": (None, "the command's own JSON output (`SigningInfoView.to_answer`)"),
     "wallet/cli/query.py:transaction.render": (None, "the command's own JSON output (a transaction described)"),
     "wallet/cli/stake.py:parse_consensus_pubkey": ({"pub_key"}, "CometBFT's priv_validator_key.json"),
     "wallet/cli/transactions.py:render_plan": ({"nonce"}, "the command's own JSON output (a planned transaction)"),
@@ -198,13 +199,14 @@ keys each may read (None: any), and what it reads them from."""
 
 
 def market_keys() -> set[str]:
-    """The keys of every answer with a typed view: the market's, `/account`'s and `/validators`'."""
+    """The keys of every answer with a typed view: the market's, `/account`'s, `/validators`' and `/signing_info`'s."""
     from trolly.wallet import market_views
     from trolly.wallet.sender import AccountState
-    from trolly.wallet.staking_views import ValidatorView
+    from trolly.wallet.staking_views import SigningInfoView, ValidatorView
 
     views = [v for v in vars(market_views).values() if isinstance(v, type) and issubclass(v, market_views.MarketView)]
-    return {f.name for view in views + [MarketParams, AccountState, ValidatorView] for f in dataclasses.fields(view)}
+    return {f.name for view in views + [MarketParams, AccountState, ValidatorView, SigningInfoView]
+            for f in dataclasses.fields(view)}
 
 
 def key_reads(tree: ast.AST) -> list[tuple[str, int, str]]:
@@ -251,11 +253,12 @@ def test_the_scan_finds_a_raw_read_where_there_is_one():
 
 # ---- /account and /validators: read through their typed views too -------------------------------------------
 
-VIEWED_PATHS = ("/account", "/validators")
-"""Query paths whose answers have a typed view beside the market's: `AccountState` (wallet/sender.py) and
-`ValidatorView` (wallet/staking_views.py)."""
+VIEWED_PATHS = ("/account", "/validators", "/signing_info")
+"""Query paths whose answers have a typed view beside the market's: `AccountState` (wallet/sender.py),
+`ValidatorView` and `SigningInfoView` (wallet/staking_views.py)."""
 PATH_READERS = {"wallet/sender.py": "AccountState, the one reading of /account",
-                "wallet/staking_views.py": "ValidatorView, the one reading of /validators",
+                "wallet/staking_views.py": "ValidatorView and SigningInfoView, the one reading of /validators and "
+                                           "/signing_info",
                 "wallet/proofs.py": "a proved /account read: the proof needs the raw answer; its value is read by "
                                     "AccountState"}
 

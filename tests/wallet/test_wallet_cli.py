@@ -73,8 +73,8 @@ def test_every_command_has_help_text(wallet):
     commands = list(all_commands(cli, click.Context(cli)))
     names = {" ".join(path) for path, _ in commands}
     assert {"keys add", "keys list", "keys show", "keys export", "keys import", "keys delete", "tx send",
-            "tx broadcast", "tx stake create-validator", "tx stake bond", "tx stake unbond", "query account",
-            "query validators", "query tx", "query status"} <= names
+            "tx broadcast", "tx stake create-validator", "tx stake bond", "tx stake unbond", "tx stake unjail",
+            "query account", "query validators", "query tx", "query status", "query signing-info"} <= names
     for path, command in [((), cli)] + commands:
         assert command.help and len(command.help.strip()) > 10, f"{path} has no help text"
         result = wallet(*path, "--help")
@@ -311,6 +311,25 @@ def test_stake_create_bond_unbond_changes_power(wallet, fake_node):
     assert sorted(v["voting_power"] for v in consensus_set) == [10, 10]
     text = wallet("query", "validators", node=fake_node)
     assert "second" in text.stdout and "dev" in text.stdout
+
+
+def test_unjail_of_a_validator_that_is_not_jailed_is_refused_with_the_reason_and_signing_info_reads(wallet,
+                                                                                                      fake_node):
+    """The fake node passes no last commit, so nobody is jailed here; the real path (a localnet validator
+    stopped until it is jailed, then unjailed with this command) is tests/localnet/test_cometbft_downtime.py."""
+    add_dev_key(wallet)
+    info = ok_json(wallet("query", "signing-info", "dev", "-o", "json", node=fake_node))
+    assert (info["operator"], info["jailed"], info["tombstoned"], info["missed_blocks_counter"]) == (
+        DEV_ADDRESS, False, False, 0)
+    assert "missed blocks" in wallet("query", "signing-info", DEV_ADDRESS, node=fake_node).stdout
+    generated = ok_json(wallet("tx", "stake", "unjail", "--from", "dev", "--generate-only", "--yes", "-o", "json",
+                               node=fake_node))
+    assert [m["type"] for m in generated["body"]["messages"]] == ["/trolly.slashing.v1.MsgUnjail"]
+    assert fake_node.broadcasts == 0
+    refused = wallet("tx", "stake", "unjail", "--from", "dev", "--yes", node=fake_node)
+    fails_with(refused, 9, "not jailed")
+    fails_with(wallet("query", "signing-info", encode_address(dev_key(3).address), node=fake_node), 12,
+               "operates no validator")
 
 
 def test_query_account_prove_and_status(wallet, fake_node):

@@ -8,7 +8,7 @@ from ..errors import WalletError
 from ..proofs import prove_account
 from ..rpc import hash_hex
 from ..sender import fetch_account
-from ..staking_views import get_validators
+from ..staking_views import get_signing_info, get_validators
 from ..txbuilder import describe_tx
 from ..command_line.errors import WalletGroup
 from ..command_line.options import keyring_options, node_options, output_option, settings
@@ -148,3 +148,32 @@ def unbonding(address_or_name: str) -> None:
         ["amount", "unbonded at height", "returns at height"],
         [[amount_text(e["amount"]), e["creation_height"], e["maturity_height"]] for e in data["entries"]],
         empty=f"Nothing unbonding for {data['operator']}."))
+
+
+@query.command("signing-info")
+@click.argument("address_or_name")
+@keyring_options
+@node_options
+@output_option
+def signing_info(address_or_name: str) -> None:
+    """Liveness of the validator operated by ADDRESS_OR_NAME: commits missed in its window, whether it is jailed
+    and until which height, whether it is tombstoned for double-signing."""
+    options = settings()
+    client = options.client()
+    result = client.run(get_signing_info(client.async_client, address_of(address_or_name))).to_answer()
+
+    def render(data: dict) -> None:
+        jail = "no"
+        if data["tombstoned"]:
+            jail = "for good (tombstoned: double-signed)"
+        elif data["jailed"]:
+            jail = f"yes, unjail from height {data['jailed_until']}" if data["jailed_until"] else "yes"
+        window = data["signed_blocks_window"]
+        counted = min(data["index_offset"], window)
+        print_key_values([
+            ("operator", data["operator"]), ("consensus address", data["consensus_address"]),
+            ("missed blocks", f"{data['missed_blocks_counter']} of the last {counted} counted "
+                              f"(jailed past {data['max_missed_blocks']} of {window})"),
+            ("window started at height", data["start_height"]), ("jailed", jail)])
+
+    emit(result, options.json, render)

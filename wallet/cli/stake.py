@@ -1,8 +1,9 @@
-"""`trolly-wallet tx stake ...`: become a validator, add stake, take stake out.
+"""`trolly-wallet tx stake ...`: become a validator, add stake, take stake out, leave jail.
 
 Staking is self-bond only: the signer's own validator. `create-validator` registers it with a consensus key
 (the ed25519 key CometBFT signs blocks with) and a first stake; `bond` adds to it; `unbond` takes stake out
-(power drops at once, the tokens come back after the unbonding period).
+(power drops at once, the tokens come back after the unbonding period); `unjail` brings a validator jailed for
+downtime back into the set once its jail time has passed (`query signing-info` says until when).
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import click
 
 from ..amounts import parse_amount
 from ..errors import WalletError
-from ..txbuilder import bond_message, create_validator_message, unbond_message
+from ..txbuilder import bond_message, create_validator_message, unbond_message, unjail_message
 from ..command_line.errors import WalletGroup
 from .transactions import TransactionFlags, run_transaction, transaction_options
 
 
 @click.group(cls=WalletGroup)
 def stake() -> None:
-    """Create a validator, bond stake to it, unbond stake from it."""
+    """Create a validator, bond stake to it, unbond stake from it, unjail it."""
 
 
 def parse_consensus_pubkey(text: str | None, key_file: str | None) -> bytes:
@@ -83,3 +84,12 @@ def bond(amount: str, **flags) -> None:
 def unbond(amount: str, **flags) -> None:
     """Take AMOUNT out of the --from account's validator stake (returned after the unbonding period)."""
     run_transaction(TransactionFlags(**flags), [unbond_message(parse_amount(amount))])
+
+
+@stake.command("unjail")
+@transaction_options
+def unjail(**flags) -> None:
+    """Take the --from account's validator out of jail (after a downtime jail has run its course): it signs and
+    earns again. Refused while jail time remains, for a validator tombstoned for double-signing, below the
+    minimum self-stake (bond first), or when it is not jailed."""
+    run_transaction(TransactionFlags(**flags), [unjail_message()])
