@@ -90,8 +90,9 @@ def test_a_param_change_is_previewed_funded_voted_on_and_applied_and_the_page_sh
         return preview, unconfirmed, wrong, overview
 
     (status, preview), unconfirmed, wrong, (_, overview) = console(site, before)
-    assert status == 200 and preview["tx"]["signer"] == DEV_ADDRESS and preview["tx"]["total_spend"] == 1_000_000 + preview["tx"]["fee"]
-    (message,) = preview["tx"]["messages"]
+    tx = preview["tx"]
+    assert status == 200 and tx["signer"] == DEV_ADDRESS and tx["total_spend"] == 1_000_000 + tx["fee"]
+    (message,) = tx["messages"]
     assert message["type"].endswith("MsgSubmitProposal") and message["fields"]["changes"] == [
         {"section": "market", "key": "validator_fee_bps", "value": "300"}]
     assert unconfirmed == (400, {"error": unconfirmed[1]["error"], "field": "confirm"})
