@@ -1,4 +1,4 @@
-// The CLI's confirmation step for a page's transactions (the Governance pages'): "Review" asks the console for the
+// The CLI's confirmation step for a page's transactions (the Wallet's and the Governance pages'): "Review" asks the console for the
 // transaction as it would be signed (signer, nonce, fee, what each message does, total spend) and shows it; then
 // the keyring password and "Sign and broadcast", or Cancel. A refusal is shown beside the form field it concerns;
 // one that concerns no field (the chain's own, with its code and log) in the outcome.
@@ -7,10 +7,10 @@ import { facts, field, h, mono, notice, showFieldError, utrl } from "./dom.js";
 
 // `api`: the path the preview and sign routes hang off; `review`, `outcome`: the page's places for the preview and
 // for what happened (each with an id); `fields`: the API's field names -> the ids of the form's controls;
-// `describe(message)`: a message in words; `sent(result)`: what to show and refresh once it is in a block.
+// `describe(message)`: a message in words; `sent(result)`: what to show and refresh once it is in a block;
+// `passwordId`: the id of the password field (the review's id and "-password" when not given).
 // Returns `start(request)`, which shows the preview of `request`.
-export function signingFlow({ api, review, outcome, fields, describe, sent }) {
-  const passwordId = `${review.id}-password`;
+export function signingFlow({ api, review, outcome, fields, describe, sent, passwordId = `${review.id}-password` }) {
   const clear = () => { for (const id of [...Object.values(fields), passwordId]) showFieldError(id, ""); };
   const refuse = (error) => {
     const name = error.body && error.body.field;
