@@ -9,7 +9,7 @@ watches the node for the pages' live updates (`node_watch.py`), answers only ses
 (`access.py`), guards every request and every state change (`security.py`) and
 serves the front end that `make setup` builds from `console/web/` with npm. Each page that acts has its API in
 a module of its own: `new_task_api.py` (uploads packed by `uploads.py`, templates in `templates.py`, the data
-served by `task_following.py`), `wallet_api.py`, `compute_api.py` (a local worker, `worker_process.py`); the
-task page's chart is `round_charts.py`'s background job; signing is `signing.py`'s, with the keys of the wallet
-home in `config.py`.
+served by `task_following.py`), `wallet_api.py`, `compute_api.py` (a local worker, `worker_process.py`),
+`gov_api.py` (proposals, tallies, votes and deposits); the task page's chart is `round_charts.py`'s background
+job; signing is `signing.py`'s, with the keys of the wallet home in `config.py`.
 """

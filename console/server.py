@@ -20,7 +20,7 @@
 Every request passes `security.py`'s guard first: no session opened by the access token, no answer.
 
 The New task page's API is `new_task_api.py`'s, the Wallet page's `wallet_api.py`'s, the Provide compute
-page's `compute_api.py`'s; this module registers them.
+page's `compute_api.py`'s, the Governance page's `gov_api.py`'s; this module registers them.
 
 The page, its icon and the bundle are the package's data (`setup.py`), found through the installed package
 (`importlib.resources`), so an installed console (`pip install .`, not only an editable checkout) serves them.
@@ -43,7 +43,7 @@ from trolly.wallet.errors import MarketAnswerError, NodeUnreachable, QueryFailed
 from trolly.wallet.market_queries import get_task
 from trolly.wallet.rpc import AsyncRpcClient
 
-from . import chain_reads, compute_api, new_task_api, wallet_api
+from . import chain_reads, compute_api, gov_api, new_task_api, wallet_api
 from .access import ACCESS, Access
 from .baselines import BaselineFit, Baselines, library_fit
 from .config import CONFIG, ConsoleConfig
@@ -123,6 +123,7 @@ def make_app(config: ConsoleConfig, poll_seconds: float = 1.0, access: Access | 
     new_task_api.add_routes(app, CLIENT)
     wallet_api.add_routes(app, CLIENT)
     compute_api.add_routes(app, CLIENT)
+    gov_api.add_routes(app, CLIENT, _read)
     if DIST.is_dir():
         app.router.add_static("/assets/", DIST)
     return app

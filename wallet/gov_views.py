@@ -1,16 +1,19 @@
 """What governance answers at `/gov/...`, as typed views (read like the market's, `market_answers.py`).
 
-The CLI and, later, the console read proposals and tallies through these, once."""
+The CLI and the console's Governance page read proposals, tallies and votes through these, once."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
+from trolly.chain.gov.store import OPTION_NAMES
+
 from .market_answers import Address, one_of, parse_answer, plain
 from .rpc import AsyncRpcClient
 
 STATUSES = ("deposit_period", "voting_period", "passed", "rejected", "failed")
+OPTIONS = tuple(OPTION_NAMES.values())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +75,12 @@ class TallyAnswer:
         return plain(self)
 
 
+@dataclasses.dataclass(frozen=True)
+class VoteView:
+    voter: Address
+    option: str = one_of(*OPTIONS)
+
+
 def read_proposals(answer: Any) -> tuple[ProposalView, ...]:
     items = answer.get("proposals") if isinstance(answer, dict) else answer
     if not isinstance(items, list):
@@ -93,3 +102,12 @@ async def get_proposal(client: AsyncRpcClient, proposal_id: int) -> tuple[Propos
 
 async def get_tally(client: AsyncRpcClient, proposal_id: int) -> TallyAnswer:
     return parse_answer(TallyAnswer, await client.query_json(f"/gov/tally/{proposal_id}"), "/gov/tally")
+
+
+async def get_votes(client: AsyncRpcClient, proposal_id: int) -> tuple[VoteView, ...]:
+    """The votes cast so far on a proposal in its voting period (the chain keeps none once it is decided)."""
+    answer = await client.query_json(f"/gov/votes/{proposal_id}")
+    votes = answer.get("votes") if isinstance(answer, dict) else None
+    if not isinstance(votes, list):
+        votes = [votes]  # parse_answer names what is wrong
+    return tuple(parse_answer(VoteView, v, f"/gov/votes[{i}]") for i, v in enumerate(votes))

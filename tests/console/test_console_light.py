@@ -1,6 +1,6 @@
 """The console starts light (issue 33): `trolly-console` loads no torch when it starts, nor to serve its page and
-the reads that compute nothing (the network, the tasks, the wallet, the Provide compute page), nor for the
-preflight, which runs as `trolly-worker preflight` in a pinned child. torch loads only where a page first
+the reads that compute nothing (the network, the tasks, the wallet, the Provide compute page, governance), nor
+for the preflight, which runs as `trolly-worker preflight` in a pinned child. torch loads only where a page first
 uses it, in a process its entry point pinned (`console/entry.py`; the pin itself is checked with every entry
 point's in `test_instruction_set_pin.py`).
 
@@ -62,7 +62,8 @@ def test_a_started_console_serves_its_pages_and_reads_and_runs_the_preflight_wit
         assert page.status == 200 and '<script type="module" src="/assets/app.js">' in page.text
         for path in ("/assets/app.js", "/assets/app.css", "/favicon.ico", "/api/session", "/api/node",
                      "/api/network", "/api/tasks", f"/api/tasks/{node.task_id}", f"/api/search?q={node.task_id}",
-                     f"/api/tasks/{node.task_id}/chart", "/api/new-task/templates", "/api/wallet", "/api/compute"):
+                     f"/api/tasks/{node.task_id}/chart", "/api/new-task/templates", "/api/wallet", "/api/compute",
+                     "/api/gov"):
             answer = browser.get(path)
             assert answer.status == 200, (path, answer.status, answer.text[:300])
         assert not loaded_torch(site.pid)

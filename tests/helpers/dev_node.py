@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pathlib
 import signal
@@ -79,6 +80,20 @@ def dev_node(home: pathlib.Path, block_time: str = "200ms", timeout: float = 60.
         yield url
     finally:
         stop_process_group(process)
+
+
+def dev_home_with_params(home: pathlib.Path, params: dict[str, dict]) -> pathlib.Path:
+    """A dev home (`trolly-node init --dev`, as `trolly-node dev` writes one) whose genesis sets `params` (by
+    section, over the dev genesis's own), written before the chain's first start as an operator edits genesis;
+    `dev_node(home)` then runs it."""
+    subprocess.run([str(NODE_SCRIPT), "init", "--home", str(home), "--chain-id", "trolly-dev", "--moniker",
+                    "dev-validator", "--dev"], check=True, capture_output=True)
+    genesis_path = home / "config" / "genesis.json"
+    genesis = json.loads(genesis_path.read_text())
+    for section, values in params.items():
+        genesis["app_state"].setdefault("params", {}).setdefault(section, {}).update(values)
+    genesis_path.write_text(json.dumps(genesis, indent=2))
+    return home
 
 
 def send_included(url: str, key, *messages):

@@ -4,8 +4,10 @@
 import { postJson, startSession } from "./api.js";
 import { h, notice } from "./dom.js";
 import { computePage } from "./pages/compute.js";
+import { governancePage } from "./pages/governance.js";
 import { networkPage } from "./pages/network.js";
 import { newTaskPage } from "./pages/new_task.js";
+import { proposalPage } from "./pages/proposal.js";
 import { searchPage } from "./pages/search.js";
 import { taskPage, tasksPage } from "./pages/tasks.js";
 import { walletPage } from "./pages/wallet.js";
@@ -46,6 +48,9 @@ function route() {
   if (path === "/new-task") return () => newTaskPage();
   if (path === "/wallet") return () => walletPage();
   if (path === "/compute") return () => computePage();
+  const proposal = path.match(/^\/governance\/(\d+)$/);
+  if (proposal) return () => proposalPage(proposal[1]);
+  if (path === "/governance") return () => governancePage();
   if (path === "/search") return () => searchPage(params);
   return () => networkPage();
 }

@@ -1,8 +1,9 @@
 // The Wallet page: the keyring's keys with their balances (updated live), and send, stake or unbond with the
 // CLI's confirmation: a preview of the transaction (fee and total spend included), then the password and
 // "Sign and broadcast", or Cancel.
-import { getJson, postJson } from "../api.js";
-import { facts, field, h, mono, notice, showFieldError, table, utrl } from "../dom.js";
+import { getJson } from "../api.js";
+import { signingFlow } from "../confirm.js";
+import { field, h, mono, table, utrl } from "../dom.js";
 
 export async function walletPage() {
   const data = await getJson("/api/wallet");
@@ -18,53 +19,12 @@ export async function walletPage() {
   action.addEventListener("change", () => { toField.hidden = action.value !== "send"; review.replaceChildren(); });
 
   const request = () => ({ action: action.value, key: key.value, to: to.value, amount: amount.value });
-  const clear = () => { for (const id of ["to", "amount", "key", "action", "wallet-password"]) showFieldError(id, ""); };
-  const refusal = (error, fallback) => {
-    const id = { to: "to", amount: "amount", key: "key", action: "action", password: "wallet-password" }[
-      error.body && error.body.field] || fallback;
-    if (!showFieldError(id, error.message)) outcome.replaceChildren(notice(error.message, "error"));
-  };
-
-  async function preview(event) {
-    event.preventDefault();
-    clear();
-    outcome.replaceChildren();
-    try {
-      const answer = await postJson("/api/wallet/preview", request());
-      showReview(answer.tx, request());
-    } catch (error) {
-      review.replaceChildren();
-      refusal(error, "amount");
-    }
-  }
-
-  function showReview(tx, asked) {
-    const password = h("input", { type: "password", autocomplete: "current-password" });
-    const sign = h("button", { type: "button", onclick: () => confirm(asked, password) }, "Sign and broadcast");
-    const cancel = h("button", { type: "button", onclick: () => { review.replaceChildren(); outcome.replaceChildren(
-      notice("Cancelled: nothing was signed.")); } }, "Cancel");
-    review.replaceChildren(h("section", { "aria-labelledby": "review-title", class: "review" },
-      h("h2", { id: "review-title" }, "Confirm this transaction"),
-      facts([["signer", mono(tx.signer)], ["chain", tx.chain_id], ["nonce", String(tx.nonce)], ["fee", utrl(tx.fee)],
-        ...tx.messages.map((m, i) => [`message ${i + 1}`, `${m.type.split(".").pop()} ${Object.entries(m.fields)
-          .map(([name, value]) => `${name}=${["amount", "stake"].includes(name) ? utrl(value) : value}`).join(", ")}`]),
-        ["total spend", utrl(tx.total_spend)]]),
-      field("wallet-password", "Keyring password (used once to sign, never stored)", password), sign, " ", cancel));
-    password.focus();
-  }
-
-  async function confirm(asked, password) {
-    clear();
-    try {
-      const sent = await postJson("/api/wallet/sign", { ...asked, password: password.value, confirmed: true });
-      review.replaceChildren();
-      outcome.replaceChildren(notice(`Included in block ${sent.height} (transaction ${sent.hash}).`));
-      balances.replaceChildren(balanceTable((await getJson("/api/wallet")).keys));
-    } catch (error) {
-      password.value = "";
-      refusal(error, "wallet-password");
-    }
-  }
+  const describe = (m) => `${m.type.split(".").pop()} ${Object.entries(m.fields)
+    .map(([name, value]) => `${name}=${["amount", "stake"].includes(name) ? utrl(value) : value}`).join(", ")}`;
+  const start = signingFlow({ api: "/api/wallet", review, outcome, describe, passwordId: "wallet-password",
+    fields: { to: "to", amount: "amount", key: "key", action: "action" },
+    sent: async () => balances.replaceChildren(balanceTable((await getJson("/api/wallet")).keys)) });
+  const preview = (event) => { event.preventDefault(); start(request()); };
 
   const form = h("form", { id: "wallet-form", novalidate: true, onsubmit: preview },
     h("fieldset", {}, h("legend", {}, "Send, stake or unbond"),
