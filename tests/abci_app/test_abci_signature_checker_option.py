@@ -53,7 +53,7 @@ def served_with(monkeypatch) -> list[bool]:
     """Stands in for the server (a unit-test fake): records the checker option `start` hands it."""
     seen: list[bool] = []
 
-    async def fake_serve(root, address, exit_height, signature_checker):
+    async def fake_serve(root, address, exit_height, signature_checker, *metrics_settings):
         seen.append(signature_checker)
 
     monkeypatch.setattr(cli, "_serve_app", fake_serve)
