@@ -4,7 +4,7 @@ Where the solo engine runs instead of CometBFT, a dashboard made for CometBFT (d
 finds the chain's height, its block sizes and the mempool at the address config.toml names
 (`[instrumentation] prometheus_listen_addr`). The names and meanings are CometBFT v0.38's (`consensus_height`
 is the height being decided, one above the last committed block); what only a network of validators has
-(peers, rounds, missed votes) is not faked.
+(peers, rounds, missed votes) is not faked. Each carries the `chain_id` label, as CometBFT's do.
 """
 
 from __future__ import annotations
@@ -18,19 +18,18 @@ NAMESPACE = "cometbft"
 class EngineMetrics:
     """The engine's metrics and the registry they are served from."""
 
-    def __init__(self) -> None:
+    def __init__(self, chain_id: str = "") -> None:
         self.registry = CollectorRegistry()
-        registry = self.registry
-        self.height = Gauge("height", "Height of the chain (the one being decided)", namespace=NAMESPACE,
-                            subsystem="consensus", registry=registry)
-        self.latest_block_height = Gauge("latest_block_height", "The latest block height", namespace=NAMESPACE,
-                                         subsystem="consensus", registry=registry)
-        self.num_txs = Gauge("num_txs", "Number of transactions in the latest block", namespace=NAMESPACE,
-                             subsystem="consensus", registry=registry)
-        self.total_txs = Gauge("total_txs", "Transactions in blocks since the engine started (a gauge, as CometBFT's)",
-                                 namespace=NAMESPACE, subsystem="consensus", registry=registry)
-        self.mempool_size = Gauge("size", "Transactions waiting in the mempool", namespace=NAMESPACE,
-                                  subsystem="mempool", registry=registry)
+
+        def gauge(subsystem: str, name: str, documentation: str) -> Gauge:
+            return Gauge(name, documentation, ["chain_id"], namespace=NAMESPACE, subsystem=subsystem,
+                         registry=self.registry).labels(chain_id)
+
+        self.height = gauge("consensus", "height", "Height of the chain (the one being decided)")
+        self.latest_block_height = gauge("consensus", "latest_block_height", "The latest block height")
+        self.num_txs = gauge("consensus", "num_txs", "Number of transactions in the latest block")
+        self.total_txs = gauge("consensus", "total_txs", "Transactions in blocks since the engine started")
+        self.mempool_size = gauge("mempool", "size", "Transactions waiting in the mempool")
 
     def at_height(self, last_committed: int) -> None:
         """The chain's last committed height (after the handshake, and after every block)."""

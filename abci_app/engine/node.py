@@ -73,7 +73,7 @@ class SoloNode:
         self.limits = config.rpc_limits or RpcLimits.from_config(home.config.get("rpc", {}))
         self.events = EventBus(self.limits.max_subscription_clients, self.limits.max_subscriptions_per_client)
         self.producer: Producer | None = None
-        self.metrics = EngineMetrics()
+        self.metrics = EngineMetrics(home.chain_id)
         self.metrics_endpoint: MetricsEndpoint | None = None
         self.rpc: RpcServer | None = None
         self.closing = threading.Event()
