@@ -346,7 +346,7 @@ class TrollyApplication(BaseApplication):
         if self._pending is None:
             raise ProtocolViolation("Commit without a FinalizeBlock before it")
         self.store.commit(self._pending)
-        self.metrics.block_committed(self._pending.height, State(self.store.reader()))
+        self.metrics.block_committed(self.store.last_height, State(self.store.reader()))
         self._pending = None
         self.checks.forget(self._pending_txs)  # decided and applied: never checked again (a replay fails its nonce)
         self.checks.drop_provisional()  # what undecided proposals left
