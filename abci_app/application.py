@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import logging
+import time
 from typing import Any
 
 from trolly.chain import app as chain_app
@@ -41,6 +42,7 @@ from .codes import error_code
 from .conversions import add_events, decode_misbehavior, decode_votes, encode_validator_updates, fill_tx_result
 from .conversions import timestamp_ns
 from .errors import AbciAppError
+from .metrics import AppMetrics
 from .proto.tendermint.abci import types_pb2 as abci
 from .signature_checker import SignatureChecker, execute_block
 
@@ -93,14 +95,16 @@ class TrollyApplication(BaseApplication):
     Its helpers are handed in by whoever starts it (`trolly-node start`): `checks`, the memo of transactions
     whose stateless checks passed (a fresh one if none is given), and `signature_checker`, the helper
     process FinalizeBlock may check a block's signatures in (none: every check on the spot). Neither changes
-    any answer, only where and how often the work is done."""
+    any answer, only where and how often the work is done. `metrics` (`abci_app/metrics.py`; a fresh one if none
+    is given) counts what each committed block did; whoever starts the app serves its registry."""
 
     def __init__(self, store: Any, chain_id_hint: str | None = None, checks: CheckedTxs | None = None,
-                 signature_checker: SignatureChecker | None = None) -> None:
+                 signature_checker: SignatureChecker | None = None, metrics: AppMetrics | None = None) -> None:
         self.store = store
         self.chain_id_hint = chain_id_hint
         self.checks = checks if checks is not None else CheckedTxs()
         self.signature_checker = signature_checker
+        self.metrics = metrics if metrics is not None else AppMetrics()
         self._genesis_changes: dict[bytes, bytes | None] | None = None  # until block 1 is committed
         self._initial_height = 1
         self._pending: Any = None  # the PendingCommit of the last FinalizeBlock
@@ -110,6 +114,7 @@ class TrollyApplication(BaseApplication):
         self._check_env: BlockEnv | None = None  # the last env CheckTx ran under (see `_next_env`)
         self._last_block_time_ns = 0  # for CheckTx's env only; never used by consensus paths
         self._chain_id = self._read_chain_id(State(store.reader()))
+        self.metrics.recount_tasks(State(store.reader()))
 
     # -- which state a call sees ---------------------------------------------------------------------------
     def _execution_base(self) -> State:
@@ -298,6 +303,7 @@ class TrollyApplication(BaseApplication):
 
     def finalize_block(self, request: abci.RequestFinalizeBlock) -> abci.ResponseFinalizeBlock:
         """Execute the block against the execution base and hash the result; NOTHING is written here."""
+        started = time.perf_counter()
         expected = self.store.last_height + 1 if self.store.last_height > 0 else self._initial_height
         if self.store.last_height == 0 and self._genesis_changes is None:
             raise ProtocolViolation("FinalizeBlock before InitChain")
@@ -332,6 +338,7 @@ class TrollyApplication(BaseApplication):
             fill_tx_result(response.tx_results.add(), seed_result)
         for result in output.tx_results:
             fill_tx_result(response.tx_results.add(), result)
+        self.metrics.block_finalized(txs, output.tx_results, output.events, started)
         return response
 
     def commit(self, request: abci.RequestCommit) -> abci.ResponseCommit:
@@ -339,6 +346,7 @@ class TrollyApplication(BaseApplication):
         if self._pending is None:
             raise ProtocolViolation("Commit without a FinalizeBlock before it")
         self.store.commit(self._pending)
+        self.metrics.block_committed(self.store.last_height, State(self.store.reader()))
         self._pending = None
         self.checks.forget(self._pending_txs)  # decided and applied: never checked again (a replay fails its nonce)
         self.checks.drop_provisional()  # what undecided proposals left

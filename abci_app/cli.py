@@ -2,8 +2,10 @@
 
     trolly-node init   --home H --chain-id C [--moniker M] [--dev] [--force]   write a CometBFT v0.38 home
     trolly-node start  --home H [--abci unix://PATH | tcp://HOST:PORT] [--signature-checker on|off]
+                       [--metrics-laddr HOST:PORT] [--metrics-port-in-use continue|refuse]
                                                                               the app alone, for CometBFT
-    trolly-node engine --home H [--proxy-app ADDR] [--block-time 1s]          the solo engine alone
+    trolly-node engine --home H [--proxy-app ADDR] [--block-time 1s] [--prometheus-laddr HOST:PORT]
+                                                                              the solo engine alone
     trolly-node dev    [--home H] [--block-time 1s] [--reset]                 app + solo engine, dev chain
     trolly-node version                                                       app version, CometBFT binary found
 
@@ -15,6 +17,11 @@ exactly as CometBFT would talk to the app; stopping `dev` (Ctrl-C) stops both.
 The app's ABCI socket is a unix socket with mode 0600 unless an address asks for TCP: `start` and `engine`
 use `--abci`/`--proxy-app`, else config.toml `proxy_app`, else `unix://H/data/app.sock`; `init` writes that
 unix address as `proxy_app` unless `--proxy-app` gives another (`tcp://...` where CometBFT needs TCP).
+
+Metrics (docs/operations.md): `init` turns CometBFT's Prometheus endpoint on (`--prometheus-laddr`) and writes the
+app's own (`--metrics-laddr`) into `[trolly]`; `start` serves the app's, `engine` the solo engine's. A taken
+metrics address is logged and the node goes on without it, unless `metrics_port_in_use = "refuse"` (or
+`--metrics-port-in-use refuse`), which stops it with the address named.
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ from . import home as homelib
 from .listen_address import AddressError, default_unix_address
 from .errors import AbciAppError
 from .gc_tuning import tune_garbage_collection
+from trolly.wallet.metrics_endpoint import CONTINUE, PORT_IN_USE_CHOICES, MetricsEndpointError, start_metrics_endpoint
+
+from .home_config import DEFAULT_APP_METRICS_ADDRESS, DEFAULT_PROMETHEUS_ADDRESS
 
 log = logging.getLogger("trolly.node")
 
@@ -97,12 +107,18 @@ def main(log_level: str) -> None:
 @click.option("--proxy-app", default=None, help="ABCI address CometBFT dials (default: unix://HOME/data/app.sock).")
 @click.option("--rpc-laddr", default="tcp://127.0.0.1:26657", show_default=True, help="JSON-RPC listen address.")
 @click.option("--p2p-laddr", default="tcp://0.0.0.0:26656", show_default=True, help="P2P listen address.")
-def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, p2p_laddr) -> None:
+@click.option("--prometheus-laddr", default=DEFAULT_PROMETHEUS_ADDRESS, show_default=True,
+              help="Where CometBFT serves its Prometheus metrics (0 or empty: off).")
+@click.option("--metrics-laddr", default=DEFAULT_APP_METRICS_ADDRESS, show_default=True,
+              help="Where the app serves its own Prometheus metrics (0 or empty: off).")
+def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, p2p_laddr, prometheus_laddr, metrics_laddr) -> None:
     """Write a CometBFT v0.38 home: genesis.json, config.toml, priv_validator_key.json, node_key.json."""
     root = _home(home)
     try:
         proxy_app = proxy_app or _default_app_address(root)
-        config = homelib.NodeConfig(moniker=moniker, proxy_app=proxy_app, rpc_laddr=rpc_laddr, p2p_laddr=p2p_laddr)
+        config = homelib.NodeConfig(moniker=moniker, proxy_app=proxy_app, rpc_laddr=rpc_laddr, p2p_laddr=p2p_laddr,
+                                    prometheus_listen_addr="" if prometheus_laddr == "0" else prometheus_laddr,
+                                    metrics_listen_addr=metrics_laddr)
         paths = homelib.init_home(root, chain_id, moniker=moniker, dev=dev, config=config, force=force)
     except AbciAppError as exc:
         _fail(exc)
@@ -125,21 +141,26 @@ def _app_address(root: pathlib.Path, given: str | None, config: dict) -> str:
 
 
 async def _serve_app(root: pathlib.Path, address: str, exit_before_commit_height: int | None = None,
-                     signature_checker: bool = True) -> None:
-    """Build the app and the helpers it is handed (its memo of checked transactions, its signature checker),
-    serve it until a signal, then close them."""
+                     signature_checker: bool = True, metrics_address: str = "",
+                     metrics_port_in_use: str = CONTINUE) -> None:
+    """Build the app and the helpers it is handed (its memo of checked transactions, its signature checker, its
+    metrics, served at `metrics_address`), serve it until a signal, then close them. A taken metrics address
+    stops it here, before anything else starts, when `metrics_port_in_use` is `refuse`."""
     from trolly.chain.checked_txs import CheckedTxs
 
     from .application import TrollyApplication
+    from .metrics import AppMetrics
     from .crash_switch import ExitBeforeCommit
     from .server import run_until_signalled
     from .signature_checker import SignatureChecker
     from .store import Store
 
     home = homelib.load_home(root)
+    metrics = AppMetrics()
+    endpoint = start_metrics_endpoint(metrics_address, metrics.registry, f"the app of {root}", metrics_port_in_use)
     store = Store(home.paths.application_db)
     checker = SignatureChecker(enabled=signature_checker)
-    helpers = {"checks": CheckedTxs(), "signature_checker": checker}
+    helpers = {"checks": CheckedTxs(), "signature_checker": checker, "metrics": metrics}
     if exit_before_commit_height is None:
         app = TrollyApplication(store, home.chain_id, **helpers)
     else:
@@ -150,6 +171,8 @@ async def _serve_app(root: pathlib.Path, address: str, exit_before_commit_height
         await run_until_signalled(app, address)
     finally:
         checker.close()
+        if endpoint is not None:
+            endpoint.close()
         store.close()
 
 
@@ -161,7 +184,13 @@ async def _serve_app(root: pathlib.Path, address: str, exit_before_commit_height
 @click.option("--signature-checker", type=click.Choice(["on", "off"]), default=None,
               help="Check large unchecked blocks' signatures in a helper process on another core (default: "
                    "config.toml [trolly] signature_checker, else on).")
-def start(home, address, signature_checker) -> None:
+@click.option("--metrics-laddr", default=None,
+              help="Where the app serves its Prometheus metrics, HOST:PORT; 0 turns them off (default: config.toml "
+                   f"[trolly] metrics_listen_addr, else {DEFAULT_APP_METRICS_ADDRESS}).")
+@click.option("--metrics-port-in-use", type=click.Choice(PORT_IN_USE_CHOICES), default=None,
+              help="That address taken: go on without metrics, or refuse to start (default: config.toml [trolly] "
+                   "metrics_port_in_use, else continue).")
+def start(home, address, signature_checker, metrics_laddr, metrics_port_in_use) -> None:
     """Run the application alone, its state under HOME/data/, waiting for CometBFT or the solo engine.
 
     For crash tests only, TROLLY_TEST_EXIT_BEFORE_COMMIT_HEIGHT=<height> makes the app exit after that
@@ -179,8 +208,11 @@ def start(home, address, signature_checker) -> None:
         loaded = homelib.load_home(root)
         checker_on = (signature_checker == "on" if signature_checker is not None
                       else homelib.signature_checker_enabled(loaded.config))
-        uvloop.run(_serve_app(root, _app_address(root, address, loaded.config), exit_height, checker_on))
-    except AbciAppError as exc:
+        configured_address, configured_choice = homelib.app_metrics_settings(loaded.config)
+        uvloop.run(_serve_app(root, _app_address(root, address, loaded.config), exit_height, checker_on,
+                              metrics_laddr if metrics_laddr is not None else configured_address,
+                              metrics_port_in_use or configured_choice))
+    except (AbciAppError, MetricsEndpointError) as exc:
         _fail(exc)
 
 
@@ -188,8 +220,9 @@ def start(home, address, signature_checker) -> None:
 
 
 async def _run_engine(root: pathlib.Path, proxy_app: str, rpc_laddr: str, block_time: float, on_ready=None, child=None,
-                      step_observer=None) -> None:
-    """The solo engine until SIGINT or SIGTERM; `step_observer` is told of each block's steps (crash tests)."""
+                      step_observer=None, prometheus_laddr: str | None = None) -> None:
+    """The solo engine until SIGINT or SIGTERM; `step_observer` is told of each block's steps (crash tests). It
+    serves its metrics at `prometheus_laddr`, else where config.toml `[instrumentation]` says."""
     from .engine.node import SoloNode, SoloNodeConfig
     from .engine.producer import EngineConfig
 
@@ -202,6 +235,9 @@ async def _run_engine(root: pathlib.Path, proxy_app: str, rpc_laddr: str, block_
             rpc_laddr=rpc_laddr,
             broadcast_tx_commit_timeout=commit_timeout,
             step_observer=step_observer,
+            prometheus_laddr=(prometheus_laddr if prometheus_laddr is not None
+                              else homelib.prometheus_address(home.config)),
+            metrics_port_in_use=homelib.app_metrics_settings(home.config)[1],
         ),
     )
     stop = asyncio.Event()
@@ -242,7 +278,10 @@ async def _watch_child(child: subprocess.Popen, stop: asyncio.Event) -> None:
               help="The app's ABCI address (default: config.toml proxy_app, else unix://HOME/data/app.sock).")
 @click.option("--rpc-laddr", default=None, help="JSON-RPC listen address (default: config.toml [rpc] laddr).")
 @click.option("--block-time", default="1s", show_default=True, help="Interval between blocks (e.g. 1s, 200ms).")
-def engine(home, proxy_app, rpc_laddr, block_time) -> None:
+@click.option("--prometheus-laddr", default=None,
+              help="Where the engine serves CometBFT's metrics it keeps, HOST:PORT; 0 turns them off (default: "
+                   "config.toml [instrumentation] prometheus_listen_addr when prometheus = true).")
+def engine(home, proxy_app, rpc_laddr, block_time, prometheus_laddr) -> None:
     """Run the solo engine alone, driving an app started separately (`trolly-node start`).
 
     If the app dies, the engine waits for it and its handshake replays what the app missed.
@@ -255,8 +294,8 @@ def engine(home, proxy_app, rpc_laddr, block_time) -> None:
         loaded = homelib.load_home(root)
         proxy_app = _app_address(root, proxy_app, loaded.config)
         rpc_laddr = rpc_laddr or loaded.config.get("rpc", {}).get("laddr") or "tcp://127.0.0.1:26657"
-        uvloop.run(_run_engine(root, proxy_app, rpc_laddr, interval))
-    except AbciAppError as exc:
+        uvloop.run(_run_engine(root, proxy_app, rpc_laddr, interval, prometheus_laddr=prometheus_laddr))
+    except (AbciAppError, MetricsEndpointError) as exc:
         _fail(exc)
 
 
@@ -339,7 +378,7 @@ def dev(home, chain_id, block_time, rpc_laddr, reset) -> None:
     child_failed = False
     try:
         uvloop.run(_run_engine(root, address, rpc_laddr, interval, lambda node: _banner(node, loaded.chain_id), child))
-    except AbciAppError as exc:
+    except (AbciAppError, MetricsEndpointError) as exc:
         _fail(exc)
     finally:
         child_failed = child.poll() not in (None, 0)  # it died on its own, before we stopped it

@@ -34,6 +34,7 @@ from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.wallet.files import write_atomically  # the one leaf of wallet abci_app may import
 
 from .home_config import NodeConfig, config_toml, signature_checker_enabled  # noqa: F401 (re-exported)
+from .home_config import app_metrics_settings, prometheus_address  # noqa: F401 (re-exported)
 from .home_genesis import (  # noqa: F401  (re-exported: the public face of home generation)
     COMETBFT_VERSION,
     DEFAULT_DEV_BALANCE,
@@ -249,7 +250,8 @@ def write_localnet_homes(
 ) -> list[HomePaths]:
     """N validator homes `directory/node<i>` sharing one genesis, for real CometBFT on one machine.
 
-    Node i listens on base_port + 10*i (p2p), + 1 (RPC), + 2 (ABCI, the app's `proxy_app`), + 3 (metrics),
+    Node i listens on base_port + 10*i (p2p), + 1 (RPC), + 2 (ABCI, the app's `proxy_app`), + 3 (CometBFT's
+    metrics), + 4 (the app's metrics),
     and lists every other node in `persistent_peers`; `addr_book_strict = false` and
     `allow_duplicate_ip = true` let them peer over one loopback address.
     """
@@ -272,6 +274,7 @@ def write_localnet_homes(
             allow_duplicate_ip=True,
             timeout_commit=timeout_commit,
             prometheus_listen_addr=f"{host}:{ports[index] + 3}",
+            metrics_listen_addr=f"{host}:{ports[index] + 4}",
         )
         root = pathlib.Path(directory) / f"node{index}"
         written.append(write_home(root, genesis, validator_keys[index], node_keys[index], config, force=force))

@@ -6,6 +6,12 @@ own: `[trolly]`, read by `trolly-node start` (CometBFT ignores sections it does 
 
     [trolly]
     signature_checker = true   # check large unchecked blocks' signatures in a helper process
+    metrics_listen_addr = "127.0.0.1:26661"   # the app's own Prometheus endpoint ("" or "0": off)
+    metrics_port_in_use = "continue"          # that address taken: "continue" without metrics, or "refuse"
+
+CometBFT's own Prometheus endpoint is on (`[instrumentation] prometheus = true`) at `prometheus_listen_addr`,
+loopback by default; the solo engine serves the same address with the CometBFT metrics it can stand in for
+(`abci_app/engine/metrics.py`). docs/operations.md lists every metric.
 
 Re-exported by `trolly.abci_app.home`.
 """
@@ -19,6 +25,13 @@ from .home_genesis import COMETBFT_VERSION, HomeError
 
 APP_SECTION = "trolly"
 """The config.toml section that holds the app's own options (`trolly-node start` reads it)."""
+
+DEFAULT_PROMETHEUS_ADDRESS = "127.0.0.1:26660"
+"""CometBFT's Prometheus endpoint (its own default port, on loopback: metrics are for the operator)."""
+DEFAULT_APP_METRICS_ADDRESS = "127.0.0.1:26661"
+"""The app's own endpoint: the port after CometBFT's (the worker's default is 26662, the verifier's 26663)."""
+DEFAULT_METRICS_PORT_IN_USE = "continue"
+"""A taken metrics address does not stop a validator: it says which and signs blocks without metrics."""
 
 
 @dataclass(frozen=True)
@@ -35,8 +48,10 @@ class NodeConfig:
     timeout_commit: str = "1s"
     timeout_propose: str = "3s"
     create_empty_blocks: bool = True
-    prometheus_listen_addr: str = ":26660"
+    prometheus_listen_addr: str = DEFAULT_PROMETHEUS_ADDRESS
     signature_checker: bool = True
+    metrics_listen_addr: str = DEFAULT_APP_METRICS_ADDRESS
+    metrics_port_in_use: str = DEFAULT_METRICS_PORT_IN_USE
     extra: dict[str, Any] = field(default_factory=dict)  # {"section": {"key": value}} overrides
 
 
@@ -54,7 +69,8 @@ def config_toml(config: NodeConfig) -> dict:
         "storage": {"discard_abci_responses": False},
         "tx_index": {"indexer": "kv", "psql-conn": ""},
         "instrumentation": _instrumentation_section(config),
-        APP_SECTION: {"signature_checker": config.signature_checker},
+        APP_SECTION: {"signature_checker": config.signature_checker, "metrics_listen_addr": config.metrics_listen_addr,
+                      "metrics_port_in_use": config.metrics_port_in_use},
     }
     for section, values in config.extra.items():
         if isinstance(document.get(section), dict):
@@ -73,6 +89,29 @@ def signature_checker_enabled(document: dict) -> bool:
     if not isinstance(value, bool):
         raise HomeError(f"config.toml [{APP_SECTION}] signature_checker must be true or false, got {value!r}")
     return value
+
+
+def app_metrics_settings(document: dict) -> tuple[str, str]:
+    """`[trolly] metrics_listen_addr` and `metrics_port_in_use` of a loaded config.toml (defaults when absent, as in
+    a home written before metrics); HomeError unless both are strings."""
+    section = document.get(APP_SECTION, {})
+    if not isinstance(section, dict):
+        raise HomeError(f"config.toml [{APP_SECTION}] must be a table, got {section!r}")
+    address = section.get("metrics_listen_addr", DEFAULT_APP_METRICS_ADDRESS)
+    choice = section.get("metrics_port_in_use", DEFAULT_METRICS_PORT_IN_USE)
+    for name, value in (("metrics_listen_addr", address), ("metrics_port_in_use", choice)):
+        if not isinstance(value, str):
+            raise HomeError(f"config.toml [{APP_SECTION}] {name} must be a string, got {value!r}")
+    return address, choice
+
+
+def prometheus_address(document: dict) -> str:
+    """Where a loaded config.toml has CometBFT (or the solo engine) serve Prometheus metrics; "" when off."""
+    section = document.get("instrumentation", {})
+    if not isinstance(section, dict) or section.get("prometheus") is not True:
+        return ""
+    address = section.get("prometheus_listen_addr", "")
+    return address if isinstance(address, str) else ""
 
 
 def _base_section(config: NodeConfig) -> dict[str, Any]:
@@ -198,7 +237,7 @@ def _consensus_section(config: NodeConfig) -> dict[str, Any]:
 
 def _instrumentation_section(config: NodeConfig) -> dict[str, Any]:
     return {
-        "prometheus": False,
+        "prometheus": bool(config.prometheus_listen_addr),
         "prometheus_listen_addr": config.prometheus_listen_addr,
         "max_open_connections": 3,
         "namespace": "cometbft",

@@ -191,7 +191,7 @@ def down(home) -> None:
 @home_option
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status(home, output) -> None:
-    """Show the localnet's services and each node's height and app hash."""
+    """Show the localnet's services, each node's height and app hash, and every Prometheus metrics endpoint."""
     import json
 
     net = Localnet(home)
@@ -208,7 +208,8 @@ def status(home, output) -> None:
     if output == "json":
         click.echo(json.dumps({"home": str(net.layout.home), "chain_id": config.chain_id, "engine": config.engine,
                                "height": height, "rpc": config.rpc_url(0), "services": services,
-                               "nodes": [node.to_json() for node in nodes]}, sort_keys=True))
+                               "nodes": [node.to_json() for node in nodes], "metrics": config.metrics_endpoints()},
+                              sort_keys=True))
         return
     table = Table(title=f"localnet {config.chain_id} at {net.layout.home} ({config.engine})")
     for column in ("service", "pid", "state"):
@@ -223,6 +224,12 @@ def status(home, output) -> None:
         nodes_table.add_row(node.name, node.rpc, str(node.height) if node.height is not None else "not answering",
                             (node.app_hash or "")[:16])
     Console().print(nodes_table)
+    metrics_table = Table(title="metrics (Prometheus)")
+    for column in ("service", "endpoint"):
+        metrics_table.add_column(column)
+    for name, url in config.metrics_endpoints().items():
+        metrics_table.add_row(name, url)
+    Console().print(metrics_table)
     click.echo(f"chain height: {height if height is not None else 'node not answering'}")
 
 

@@ -1,8 +1,9 @@
 """Verifier, worker and console processes of a localnet.
 
 Validator i's operator key (`validator-i`) signs verifier i's verdicts; verifier i also serves a blob relay on
-`config.relay_port(i)` (a worker started with `--relay` pushes its blobs there). Worker i uses key `worker-i` and
-serves its blobs on `config.blob_port(i)`; the last `slow_workers` of them declare themselves slower (fewer
+`config.relay_port(i)` (a worker started with `--relay` pushes its blobs there) and its metrics on
+`config.verifier_metrics_port(i)`. Worker i uses key `worker-i`, serves its blobs on `config.blob_port(i)` and its
+metrics on `config.worker_metrics_port(i)`; the last `slow_workers` of them declare themselves slower (fewer
 inner steps per round), which shows the samples-weighted blending of heterogeneous hardware. With `cheat`
 set, the first worker trains dishonestly with that strategy (a test switch) so the network can be seen
 catching and slashing it. The web console signs with the localnet's test keyring (its `requester` key).
@@ -76,6 +77,7 @@ def verifier_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpe
             "--poll-interval", "0.5", "--retry-delay", "1", "--unavailable-attempts", "3",
             "--allow-private-blob-hosts",  # the workers' blob services listen on 127.0.0.1
             "--relay-port", str(config.relay_port(i)),  # a blob relay beside it, for workers nothing reaches
+            "--metrics-laddr", f"127.0.0.1:{config.verifier_metrics_port(i)}",
         ))
         for i in range(config.validators)
     ]
@@ -87,7 +89,8 @@ def worker_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpec]
     specs = []
     for i in range(config.workers):
         argv = [worker, "start", "--home", str(layout.worker_home(i)), "--no-progress", "--poll-interval", "0.3",
-                "--allow-private-blob-hosts"]  # peers' blob services listen on 127.0.0.1 (also for older homes)
+                "--allow-private-blob-hosts",  # peers' blob services listen on 127.0.0.1 (also for older homes)
+                "--metrics-laddr", f"127.0.0.1:{config.worker_metrics_port(i)}"]
         if is_slow(config, i):
             argv += ["--declare-slowdown", str(SLOWDOWN)]
         if config.cheat and i == 0:

@@ -85,8 +85,10 @@ class LocalnetConfig:
     `full_nodes` more (added later by `Localnet.add_node`) start from the same genesis as non-validators.
 
     Ports, all on 127.0.0.1, are offsets from `base_port`: node i uses base + 10i (RPC), + 1 (ABCI, only when
-    the home is too deep for the app's unix socket: `Layout.app_address`), + 2 (CometBFT p2p), + 3 (validator i's blob relay); the demo serves its dataset on base + 90; worker i serves its
-    blobs on base + 100 + i. Two localnets with base ports 200 apart never collide.
+    the home is too deep for the app's unix socket: `Layout.app_address`), + 2 (CometBFT p2p), + 3 (validator i's
+    blob relay), + 4 (CometBFT's Prometheus metrics, or the solo engine's), + 5 (the app's metrics), + 6 (verifier
+    i's metrics); the demo serves its dataset on base + 90; worker i serves its blobs on base + 100 + i and its
+    metrics on base + 120 + i. Two localnets with base ports 200 apart never collide.
     """
 
     engine: str = "cometbft"
@@ -134,6 +136,33 @@ class LocalnetConfig:
     def relay_url(self, index: int = 0) -> str:
         return f"http://127.0.0.1:{self.relay_port(index)}"
 
+    def prometheus_port(self, index: int) -> int:
+        """Where node `index`'s CometBFT (or the solo engine) serves its Prometheus metrics."""
+        return self.base_port + 10 * index + 4
+
+    def app_metrics_port(self, index: int) -> int:
+        """Where node `index`'s app serves its own metrics."""
+        return self.base_port + 10 * index + 5
+
+    def verifier_metrics_port(self, index: int) -> int:
+        return self.base_port + 10 * index + 6
+
+    def worker_metrics_port(self, worker: int) -> int:
+        return self.base_port + 120 + worker
+
+    def metrics_endpoints(self) -> dict[str, str]:
+        """Every Prometheus endpoint of this localnet by what serves it (`trolly-localnet status` names them)."""
+        engine = "cometbft" if self.engine == "cometbft" else "engine"
+        endpoints = {}
+        for i in range(self.nodes):
+            endpoints[f"{engine}-{i}"] = f"http://127.0.0.1:{self.prometheus_port(i)}/metrics"
+            endpoints[f"app-{i}"] = f"http://127.0.0.1:{self.app_metrics_port(i)}/metrics"
+        for i in range(self.validators):
+            endpoints[f"verifier-{i}"] = f"http://127.0.0.1:{self.verifier_metrics_port(i)}/metrics"
+        for i in range(self.workers):
+            endpoints[f"worker-{i}"] = f"http://127.0.0.1:{self.worker_metrics_port(i)}/metrics"
+        return endpoints
+
     def data_port(self) -> int:
         """Where `demo` serves the task's dataset."""
         return self.base_port + 90
@@ -156,7 +185,11 @@ class LocalnetConfig:
             roles[self.rpc_port(i)] = f"RPC of {self.node_name(i)}"
             roles[self.abci_port(i)] = f"ABCI of {self.node_name(i)}"
             roles[self.p2p_port(i)] = f"p2p of {self.node_name(i)}"
+            roles[self.prometheus_port(i)] = f"consensus metrics of {self.node_name(i)}"
+            roles[self.app_metrics_port(i)] = f"app metrics of {self.node_name(i)}"
         roles.update({self.relay_port(i): f"blob relay of {self.node_name(i)}" for i in range(self.validators)})
+        roles.update({self.verifier_metrics_port(i): f"metrics of verifier-{i}" for i in range(self.validators)})
+        roles.update({self.worker_metrics_port(i): f"metrics of worker-{i}" for i in range(self.workers)})
         roles[self.data_port()] = "the demo's dataset server"
         roles[self.console_port()] = "the web console"
         roles.update({self.blob_port(i): f"blobs of worker-{i}" for i in range(self.workers)})
@@ -271,7 +304,7 @@ def localnet_genesis(config: LocalnetConfig, validator_keys: list[ValidatorKey])
 
 
 MAX_VALIDATORS = 8
-"""At most this many nodes (validators and full nodes): node i's ports are base + 10i .. base + 10i + 2; the
+"""At most this many nodes (validators and full nodes): node i's ports are base + 10i .. base + 10i + 6; the
 ninth node would reach the demo's data port (base + 90)."""
 MAX_WORKERS = 16
 
@@ -325,7 +358,8 @@ def write_node_home(layout: Layout, config: LocalnetConfig, index: int, genesis:
         allow_duplicate_ip=True,
         timeout_commit=config.block_time,
         timeout_propose=LOCALNET_TIMEOUT_PROPOSE,
-        prometheus_listen_addr="",
+        prometheus_listen_addr=f"127.0.0.1:{config.prometheus_port(index)}",
+        metrics_listen_addr=f"127.0.0.1:{config.app_metrics_port(index)}",
     )
     write_home(layout.node_home(index), genesis, validator_key, node_key=node_key, config=node_config)
 

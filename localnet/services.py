@@ -51,7 +51,8 @@ def app_service(layout: Layout, config: LocalnetConfig, index: int) -> ServiceSp
     (`ready_address`). The solo engine dials again until its app answers, so it need not wait."""
     node = console_script("trolly-node")
     address = layout.app_address(config, index)
-    argv = (node, "start", "--home", str(layout.node_home(index)), "--abci", address)
+    argv = (node, "start", "--home", str(layout.node_home(index)), "--abci", address,
+            "--metrics-laddr", f"127.0.0.1:{config.app_metrics_port(index)}")
     ready = address if config.engine == "cometbft" else ""
     return ServiceSpec(f"app-{index}", argv, env={"PYTHONHASHSEED": app_hash_seed(index)}, ready_address=ready)
 
@@ -63,7 +64,8 @@ def engine_service(layout: Layout, config: LocalnetConfig, index: int, cometbft:
         node = console_script("trolly-node")
         return ServiceSpec("engine-0", (node, "engine", "--home", home, "--proxy-app", layout.app_address(config, 0),
                                         "--rpc-laddr", f"tcp://127.0.0.1:{config.rpc_port(0)}",
-                                        "--block-time", config.block_time))
+                                        "--block-time", config.block_time,
+                                        "--prometheus-laddr", f"127.0.0.1:{config.prometheus_port(0)}"))
     if cometbft is None:
         raise LocalnetError("internal: a CometBFT localnet's engine needs the cometbft binary's path")
     # The app's address on the command line too (it overrides config.toml's `proxy_app`, which says the same), so

@@ -2,6 +2,7 @@
 
     trolly-verifier start --key validator [--node URL] [--home DIR] [--wallet-home DIR] [--concurrency N]
                           [--relay-port P]                                  (a blob relay beside it)
+                          [--metrics-laddr HOST:PORT] [--metrics-port-in-use continue|refuse]
     trolly-verifier replay --task 3 --round 1 --worker trolly1... --segment 4 [--node URL]
     trolly-verifier replay --claim claim.json --spec spec.json --checkpoints DIR      (offline, for disputes)
     trolly-verifier cheats                                                              (the registered cheats)
@@ -30,11 +31,13 @@ from trolly.compute.spec import parse_spec
 from trolly.wallet.errors import WalletError
 from trolly.wallet.keyring import BACKENDS, Keyring
 from trolly.wallet.market_queries import get_spec, get_task
+from trolly.wallet.metrics_endpoint import CONTINUE, PORT_IN_USE_CHOICES, MetricsEndpointError
 from trolly.wallet.passwords import PasswordSource
 from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
 
 from .dataset_fetch import TaskDatasets
 from .errors import VerifierError
+from .metrics import DEFAULT_METRICS_ADDRESS
 from .segment_check import PASSED, Replayer, SegmentClaim, SegmentReport, verify_segment
 from .service import ServiceConfig, VerifierService
 from .checkpoint_sources import DirectorySource
@@ -93,10 +96,14 @@ def main_group() -> None:
 @click.option("--test-switch-never-vote", "never_vote", is_flag=True,
               help="TEST SWITCH, never on a real validator: follow the chain but never vote (to show the others "
                    "deciding without this validator).")
+@click.option("--metrics-laddr", default=DEFAULT_METRICS_ADDRESS, show_default=True,
+              help="Where to serve this verifier's Prometheus metrics, HOST:PORT (0: nowhere).")
+@click.option("--metrics-port-in-use", type=click.Choice(PORT_IN_USE_CHOICES), default=CONTINUE, show_default=True,
+              help="That address taken: go on without metrics, or refuse to start.")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def start(home, node, key_name, wallet_home, keyring_backend, password_file, concurrency, poll_interval,
           unavailable_attempts, retry_delay, fee, no_websocket, allow_private_blob_hosts, once, relay_port, relay_host,
-          relay_public_urls, lazy, vote_fail, never_vote, verbose) -> None:
+          relay_public_urls, lazy, vote_fail, never_vote, metrics_laddr, metrics_port_in_use, verbose) -> None:
     """Follow the chain and verify every segment this validator is asked to check."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
@@ -107,7 +114,8 @@ def start(home, node, key_name, wallet_home, keyring_backend, password_file, con
     config = ServiceConfig(home=_home(home), node=node, concurrency=concurrency, poll_interval=poll_interval,
                            unavailable_attempts=unavailable_attempts, retry_delay=retry_delay, fee=fee,
                            websocket=not no_websocket, allow_private_blob_hosts=allow_private_blob_hosts,
-                           lazy_pass_without_replay=lazy, fail_without_replay=vote_fail, never_vote=never_vote)
+                           lazy_pass_without_replay=lazy, fail_without_replay=vote_fail, never_vote=never_vote,
+                           metrics_address=metrics_laddr, metrics_port_in_use=metrics_port_in_use)
     for switch, what in ((vote_fail, "--test-switch-vote-fail: voting FAIL on every segment without replaying"),
                          (never_vote, "--test-switch-never-vote: never voting")):
         if switch:
@@ -115,7 +123,10 @@ def start(home, node, key_name, wallet_home, keyring_backend, password_file, con
     if lazy:
         logging.getLogger("trolly.verifier").warning("TEST SWITCH --test-switch-lazy-pass: voting PASS without "
                                                      "replaying; this validator will be penalised")
-    asyncio.run(_run_service(config, signer, once, relay_host, relay_port, relay_public_urls))
+    try:
+        asyncio.run(_run_service(config, signer, once, relay_host, relay_port, relay_public_urls))
+    except MetricsEndpointError as error:
+        raise click.ClickException(str(error)) from None
 
 
 async def _run_service(config: ServiceConfig, signer, once: bool, relay_host: str, relay_port: int | None,

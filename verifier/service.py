@@ -58,6 +58,7 @@ from trolly.compute.weights_follower import DirectoryCache, StartUnavailable, We
 from trolly.wallet.errors import WalletError
 from trolly.wallet.files import write_atomically
 from trolly.wallet.market_queries import get_round, get_spec, get_task, get_task_overview, get_verify_work, list_tasks
+from trolly.wallet.metrics_endpoint import CONTINUE, MetricsEndpoint, start_metrics_endpoint
 from trolly.wallet.nonces import NonceCache
 from trolly.wallet.rpc import DEFAULT_NODE, AsyncRpcClient
 from trolly.wallet.sender import CHAIN_CODESPACE, INVALID_NONCE_CODE, TxSender
@@ -66,6 +67,7 @@ from . import evidence
 from .dataset_fetch import TaskDatasets
 from .errors import VerifierError, WorkUnavailable
 from .final_report import verify_final_report
+from .metrics import VerifierMetrics
 from .replay_profile import ProfileNotHere
 from .segment_check import FAILED, PASSED, TAMPERED, UNAVAILABLE, Replayer, SegmentClaim, SegmentReport, verify_segment
 from .votes import BROADCAST, INCLUDED, REJECTED, RESERVED, VoteRecord
@@ -107,6 +109,10 @@ class ServiceConfig:
     allow_private_blob_hosts: bool = False
     """Fetch checkpoints and datasets from loopback, private and link-local addresses too. Off by default: blob
     URLs come from strangers (compute/blobs/connect_policy.py); a localnet turns it on. Metadata stays refused."""
+    metrics_address: str = ""
+    """Where `run` serves this verifier's Prometheus metrics (HOST:PORT; '' or '0': nowhere)."""
+    metrics_port_in_use: str = CONTINUE
+    """That address taken: `continue` without metrics, or `refuse` to start (`wallet/metrics_endpoint.py`)."""
 
 
 @dataclasses.dataclass
@@ -137,6 +143,8 @@ class VerifierService:
         self.sender = TxSender(self.client, NonceCache(config.home))
         self.replayer = Replayer()
         self.progress = Progress()
+        self.metrics = VerifierMetrics()
+        """What this verifier did (`metrics.py`), served at `config.metrics_address` while `run` runs."""
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay")
         self._tasks: dict[int, TaskContext] = {}
         self.datasets = TaskDatasets()
@@ -159,6 +167,7 @@ class VerifierService:
         """Pass after pass until `stop` is set; a failing pass is logged and the next one tries again."""
         stop = stop or asyncio.Event()
         wake = asyncio.Event()
+        endpoint = self.serve_metrics()
         follower = asyncio.create_task(self._follow_blocks(wake, stop), name="follow-blocks")
         log.info("verifier %s following %s (home %s)", self.address, self.client.url, self.config.home)
         try:
@@ -175,7 +184,15 @@ class VerifierService:
         finally:
             follower.cancel()
             await asyncio.gather(follower, return_exceptions=True)
+            if endpoint is not None:
+                endpoint.close()
             await self.close()
+
+    def serve_metrics(self) -> MetricsEndpoint | None:
+        """Serve this verifier's metrics at `config.metrics_address` (None: nowhere, or taken and `continue`);
+        raises `MetricsPortInUse` when it is taken and the configuration says `refuse`."""
+        return start_metrics_endpoint(self.config.metrics_address, self.metrics.registry, f"verifier {self.address}",
+                                      self.config.metrics_port_in_use)
 
     async def close(self) -> None:
         self._executor.shutdown(wait=True)
@@ -298,6 +315,7 @@ class VerifierService:
             self.progress.verified += 1
             return verify_final_report(claim, expected)
         loop = asyncio.get_running_loop()
+        began = time.perf_counter()
         try:
             async with BlobClient([claim.blob_url], retry=self.config.blob_retry,
                                   address_policy=self.addresses) as blobs:
@@ -314,6 +332,8 @@ class VerifierService:
             self._retry_at[claim.key] = time.monotonic() + self.config.retry_delay
             return None
         self.progress.verified += 1
+        self.metrics.replay_seconds.observe(time.perf_counter() - began)
+        self.metrics.segments_replayed.labels(report.outcome).inc()
         return report
 
     # ---- what a segment needs ------------------------------------------------------------------------------
@@ -437,6 +457,7 @@ class VerifierService:
                 self._retry_at.pop(key, None)
         for report in reports:
             log.info("%s: voted %s (%s)", _name(report.claim), report.verdict_name.upper(), report.reason)
+            self.metrics.votes.labels(report.verdict_name).inc()
         return reports
 
     async def _reveal_due(self) -> None:
@@ -469,6 +490,7 @@ class VerifierService:
                 self.record.mark_revealed(late, "late")
             if missed:
                 self.record.mark_revealed(missed, "missed")
+                self.metrics.missed_reveals.inc(len(missed))
                 log.warning("task %d round %d: the reveal window closed before %d reveals", task_id, round_, len(missed))
             if ready:
                 await self._send_reveals(task_id, round_, ready)

@@ -59,6 +59,7 @@ from .chainstate import (
 )
 from .event_bus import EventBus
 from .mempool import Mempool
+from .metrics import EngineMetrics
 
 log = logging.getLogger("trolly.engine")
 
@@ -90,8 +91,10 @@ class Producer:
     """Owns the ABCI client while connected; the RPC reads `client` (None while the app is away)."""
 
     def __init__(self, home: Home, config: EngineConfig, blockstore: BlockStore, mempool: Mempool, events: EventBus,
-                 observer: StepObserver | None = None) -> None:
+                 observer: StepObserver | None = None, metrics: EngineMetrics | None = None) -> None:
         self.home = home
+        self.metrics = metrics if metrics is not None else EngineMetrics()
+        """CometBFT's metrics that the engine stands in for (`engine/metrics.py`), kept at every Commit."""
         self.config = config
         self.blockstore = blockstore
         self.mempool = mempool
@@ -197,6 +200,7 @@ class Producer:
         if store_height >= first:
             log.info("replayed blocks %d..%d into the app", first, store_height)
         self.visible_height = store_height
+        self.metrics.at_height(store_height)
         async with self.mempool.lock:
             dropped = await self._recheck_mempool(client)
         if dropped:
@@ -294,6 +298,7 @@ class Producer:
         await self._extend_vote(client, frame, proposal)
         block, response = await self._finalize_and_store(client, frame, proposal)
         dropped = await self._commit(client, frame.height, proposal.txs)
+        self.metrics.block_committed(frame.height, len(proposal.txs), len(self.mempool))
         await self._reached("after_commit", frame.height, _has_client_txs(proposal.txs))
         _log_block(block, response, dropped)
         blocks.publish(self.events, block, response)

@@ -6,6 +6,7 @@
     trolly-worker start  --home H [--max-tasks N [--linger S]] [--task ID] [--declare-slowdown X]
                          [--step-delay S] [--keep-blobs] [--[no-]checkpoint-process] [--[no-]training-core]
                          [--device D] [--memory-mb M] [--cheat NAME (TEST SWITCH)]
+                         [--metrics-laddr HOST:PORT] [--metrics-port-in-use continue|refuse]
     trolly-worker status --home H [-o json]
     trolly-worker earnings --home H [-o json]
     trolly-worker why TASK_ID --home H [-o json]
@@ -34,6 +35,7 @@ from trolly.wallet.errors import WalletError
 from trolly.wallet.keyring import BACKENDS, Keyring
 from trolly.wallet.passwords import PasswordSource
 from trolly.wallet.market_queries import get_replay_gpus, get_spec
+from trolly.wallet.metrics_endpoint import CONTINUE, PORT_IN_USE_CHOICES
 from trolly.wallet.rpc import DEFAULT_NODE, RpcClient, normalize_node_url
 
 from ..cheats import CHEATS
@@ -43,6 +45,7 @@ from .config import wallet_home
 from .display import configure_logging
 from .errors import TaskUnfit
 from .leave_command import leave
+from .metrics import DEFAULT_METRICS_ADDRESS
 from .preflight import check_reachability, measure, unfit_reasons
 from .preflight_record import PREFLIGHT_FILE, save_preflight
 from .progress import WorkerState
@@ -184,9 +187,13 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
                    "(default: worker.json's training_core, true unless set). Same bytes either way.")
 @device_option
 @memory_option
+@click.option("--metrics-laddr", default=DEFAULT_METRICS_ADDRESS, show_default=True,
+              help="Where to serve this worker's Prometheus metrics, HOST:PORT (0: nowhere).")
+@click.option("--metrics-port-in-use", type=click.Choice(PORT_IN_USE_CHOICES), default=CONTINUE, show_default=True,
+              help="That address taken: go on without metrics, or refuse to start.")
 def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_delay, cheat, node, relay,
           allow_private_blob_hosts, password_file, poll_interval, log_level, progress, checkpoint_process,
-          training_core, device, memory_mb) -> None:
+          training_core, device, memory_mb, metrics_laddr, metrics_port_in_use) -> None:
     """Run the worker: serve blobs, register, join tasks, train and commit rounds, until stopped."""
     import uvloop
 
@@ -207,7 +214,8 @@ def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_d
                              declare_slowdown=declare_slowdown,
                              step_delay=step_delay, cheat=cheat or "", poll_interval=poll_interval,
                              rich_output=use_rich, device=config.device or None,
-                             memory_limit_mb=config.memory_limit_mb)
+                             memory_limit_mb=config.memory_limit_mb, metrics_address=metrics_laddr,
+                             metrics_port_in_use=metrics_port_in_use)
 
     async def serve() -> None:
         service = WorkerService(root, config, key, options)

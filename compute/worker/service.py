@@ -27,6 +27,7 @@ from trolly.chain.market.records import LIVE_STATUSES, PASSED
 from trolly.wallet.errors import (InclusionTimeout, InsufficientBalance, NodeUnreachable, QueryFailed, RpcError,
                                   TxRejected)
 from trolly.wallet.market_views import TaskSummary, TaskView
+from trolly.wallet.metrics_endpoint import CONTINUE, MetricsEndpoint, MetricsEndpointError, start_metrics_endpoint
 from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import AddressPolicy, BlobError, BlobServer, BlobStore
@@ -54,6 +55,7 @@ from .fit import check_disk, check_memory, on_device
 from .housekeeping import prune_task
 from .commits import Committer
 from .market import MarketClient
+from .metrics import WorkerMetrics
 from .round_training import (ResidualStore, RoundInterrupted, TrainedRound, commitment, encode_update, final_report,
                              previous_residual, train_round)
 from .progress import TaskProgress, WorkerState
@@ -92,6 +94,10 @@ class ServiceOptions:
     """Where the trainer runs: cpu, cuda or cuda:N (None: CUDA where present, `devices.training_device`)."""
     memory_limit_mb: int = 0
     """Declare at most this much memory (0: what `preflight.measure` found); it can only lower the measurement."""
+    metrics_address: str = ""
+    """Where `start` serves this worker's Prometheus metrics (HOST:PORT; '' or '0': nowhere)."""
+    metrics_port_in_use: str = CONTINUE
+    """That address taken: `continue` without metrics, or `refuse` to start (`wallet/metrics_endpoint.py`)."""
 
     def __post_init__(self) -> None:
         if self.declare_slowdown < 1.0:
@@ -119,6 +125,9 @@ class WorkerService:
                  market: MarketClient | None = None) -> None:
         """`market` defaults to a `MarketClient` on `config.node`; tests pass one over an in-process chain."""
         self.home = home
+        self.metrics = WorkerMetrics()
+        """What this worker did (`metrics.py`), served at `options.metrics_address` from `start` on."""
+        self.metrics_endpoint: MetricsEndpoint | None = None
         self.config = config
         self.options = options
         self.strategy = TrainingStrategy(options.step_delay)
@@ -161,6 +170,11 @@ class WorkerService:
 
     async def start(self) -> None:
         require_replayable_process()  # before anything is served, registered or staked
+        try:
+            self.metrics_endpoint = start_metrics_endpoint(self.options.metrics_address, self.metrics.registry,
+                                                           "the worker", self.options.metrics_port_in_use)
+        except MetricsEndpointError as error:
+            raise WorkerError(str(error)) from None
         if self.relay is not None:
             log.info("worker %s publishing its blobs through the relay %s (no blob service of its own)",
                      self.address, self.config.relay)
@@ -192,6 +206,9 @@ class WorkerService:
     async def stop(self) -> None:
         self._stopping.set()
         self._stop_training.set()
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.close()
+            self.metrics_endpoint = None
         await self.server.stop()
         if self.relay is not None:
             await self.relay.close()
@@ -238,6 +255,8 @@ class WorkerService:
                      describe_hardware(hardware))
         else:
             log.info("already registered (stake %s utrl, earned %s utrl)", record.stake, record.earned)
+        if record is not None:
+            self.metrics.earned.set(record.earned)
 
     # ---- the main loop ------------------------------------------------------------------------------------
 
@@ -430,6 +449,7 @@ class WorkerService:
         if view.final_weights_hash:
             log.info("task %d: final weights %s", progress.task_id, view.final_weights_hash)
         self.state.finish_task(progress.task_id, reason)
+        self.metrics.earnings.inc(paid)
         self.finished_this_run += 1
         if not self.options.keep_blobs:
             deleted, freed = prune_task(self.store, self.state, progress.task_id, self.residuals)
@@ -559,8 +579,10 @@ class WorkerService:
                 stop=self._stop_training, on_segment=display.advance, while_storing=encode_beside_storing)
         finally:
             display.end()
+        seconds = time.perf_counter() - began
         if context.trainer.samples:  # the next round plans with this one's pace, checkpoints and encoding included
-            context.samples_per_second = context.trainer.samples / (time.perf_counter() - began)
+            context.samples_per_second = context.trainer.samples / seconds
+        self.metrics.round_trained(seconds, context.trainer.samples)
         return trained
 
     async def _commit_round(self, context: TaskContext, round_index: int, state: GlobalState,
@@ -585,6 +607,7 @@ class WorkerService:
         message = commitment(task_id, round_progress, context.spec.training.batch_size, context.trainer.profile_id,
                              trained.claimed_samples)
         await self.committer.commit(task_id, round_index, message)
+        self._count_published([*trained.checkpoints, round_progress.update_hash, round_progress.residual_hash])
 
     async def report_final(self, context: TaskContext, view: TaskView) -> None:
         progress = context.progress
@@ -606,3 +629,9 @@ class WorkerService:
             reported = self.cheat.final(bytes.fromhex(digest)).hex()
             log.warning("task %d: reporting forged final weights %s (TEST SWITCH)", progress.task_id, reported)
         await self.committer.commit(progress.task_id, rounds, final_report(progress.task_id, rounds, reported))
+        self._count_published([digest])
+
+    def _count_published(self, digests: list[str]) -> None:
+        """Add the bytes of the blobs a commitment just made public to `trolly_worker_published_bytes`."""
+        self.metrics.bytes_published.inc(sum(self.store.path(digest).stat().st_size for digest in digests
+                                              if self.store.has(digest)))

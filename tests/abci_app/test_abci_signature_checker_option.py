@@ -29,7 +29,7 @@ def test_a_new_home_turns_the_checker_on_and_a_config_can_turn_it_off(tmp_path):
     assert homelib.signature_checker_enabled({})  # a config.toml written by `cometbft init`: no [trolly]
     written = tmp_path / "config.toml"
     written.write_text(tomli_w.dumps(off))
-    assert tomllib.loads(written.read_text())["trolly"] == {"signature_checker": False}
+    assert tomllib.loads(written.read_text())["trolly"]["signature_checker"] is False
 
 
 @pytest.mark.parametrize("document, complaint", [
@@ -53,7 +53,7 @@ def served_with(monkeypatch) -> list[bool]:
     """Stands in for the server (a unit-test fake): records the checker option `start` hands it."""
     seen: list[bool] = []
 
-    async def fake_serve(root, address, exit_height, signature_checker):
+    async def fake_serve(root, address, exit_height, signature_checker, *metrics_settings):
         seen.append(signature_checker)
 
     monkeypatch.setattr(cli, "_serve_app", fake_serve)

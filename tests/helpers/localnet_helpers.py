@@ -1,7 +1,7 @@
 """Shared by the localnet tests: a free block of ports per localnet, the processes a localnet leaves, and
 the `trolly-localnet` command run as a user runs it.
 
-Ports: a localnet uses `LocalnetConfig.ports()` (offsets from its base port, all within base .. base + 115).
+Ports: a localnet uses `LocalnetConfig.ports()` (offsets from its base port, all within base .. base + 135).
 Tests pick base ports from 20000..32000, below the kernel's ephemeral range (32768+), where other tests' port-0
 listeners cannot land, in blocks of 200, starting at a block chosen by the pytest-xdist worker so that two
 workers do not race for the same block; every port of the block is checked by binding it.

@@ -54,8 +54,9 @@ from market_view_helpers import address, commitment_answer, member_answer, round
 def test_ports_are_distinct_within_the_largest_localnet():
     config = LocalnetConfig(engine="cometbft", validators=8, workers=16, base_port=20_000)
     ports = config.ports()
-    assert len(ports) == len(set(ports)) == 8 * 4 + 2 + 16  # + the demo's data server and the console
-    assert min(ports) == 20_000 and max(ports) == 20_115
+    # per node: RPC, ABCI, p2p, relay and three metrics endpoints; per worker: blobs and metrics
+    assert len(ports) == len(set(ports)) == 8 * 7 + 2 + 16 * 2  # + the demo's data server and the console
+    assert min(ports) == 20_000 and max(ports) == 20_135
 
 
 def test_localnets_200_ports_apart_never_share_a_port():
@@ -220,8 +221,11 @@ def test_config_toml_gives_each_node_distinct_loopback_ports_and_names_its_peers
         assert set(peers) == expected and len(peers) == VALIDATORS - 1
         assert document["consensus"]["timeout_commit"] == "700ms"
         assert isinstance(document["mempool"]["size"], int) and isinstance(document["rpc"]["max_body_bytes"], int)
-        assert document["instrumentation"]["prometheus"] is False
-        seen_ports += [config.abci_port(i), config.rpc_port(i), config.p2p_port(i)]
+        assert document["instrumentation"]["prometheus"] is True  # CometBFT's metrics, on loopback
+        assert document["instrumentation"]["prometheus_listen_addr"] == f"127.0.0.1:{config.prometheus_port(i)}"
+        assert document["trolly"]["metrics_listen_addr"] == f"127.0.0.1:{config.app_metrics_port(i)}"
+        seen_ports += [config.abci_port(i), config.rpc_port(i), config.p2p_port(i), config.prometheus_port(i),
+                       config.app_metrics_port(i)]
     assert len(seen_ports) == len(set(seen_ports))
 
 
