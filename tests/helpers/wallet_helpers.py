@@ -286,7 +286,6 @@ def fake_node():
         node.stop()
 
 
-
 def account_proof_holds(items: dict[bytes, bytes], root: bytes, address: str, balance: int, nonce: int,
                         pub_key: bytes | None = None) -> bool:
     """Whether the wallet accepts an answer showing (balance, nonce, pub_key) for `address`, sent with the proof
