@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
 CONSOLE_WEB := console/web
+ICS23_NODE := tests/ics23_node
 
 .PHONY: setup demo dev test test-fast proto bench clean browser
 
@@ -18,13 +19,17 @@ $(STAMP): pyproject.toml setup.py
 # CometBFT (the consensus engine of every network of several validators) into the venv's bin: the release is
 # pinned once, in trolly.abci_app.cometbft. Skipped when that release is already there or a v0.38 `cometbft` is on
 # PATH; without Go it says how to get CometBFT and succeeds (the built-in solo engine serves one validator).
-setup: $(STAMP) $(CONSOLE_WEB)/dist/app.js
+setup: $(STAMP) $(CONSOLE_WEB)/dist/app.js $(ICS23_NODE)/node_modules/.package-lock.json
 	$(PY) -m trolly.abci_app.cometbft install --gobin $(VENV)/bin
 
 # The console's front end (trolly-console serves it): npm packages exactly as the lockfile pins them, then the
 # esbuild bundle in console/web/dist. Rebuilt when the lockfile or a source file changes.
 $(CONSOLE_WEB)/dist/app.js: $(CONSOLE_WEB)/package-lock.json $(CONSOLE_WEB)/index.html $(wildcard $(CONSOLE_WEB)/src/*.* $(CONSOLE_WEB)/src/pages/*)
 	cd $(CONSOLE_WEB) && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+
+# @confio/ics23 exactly as the lockfile pins it: the test that checks Trolly's query proofs with no Trolly code.
+$(ICS23_NODE)/node_modules/.package-lock.json: $(ICS23_NODE)/package-lock.json
+	cd $(ICS23_NODE) && npm ci --no-audit --no-fund --loglevel=error
 
 # Debian's Chromium for the console's browser tests: installed with apt when missing and this is root; otherwise
 # the browser tests skip and say why.

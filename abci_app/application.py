@@ -32,7 +32,6 @@ from trolly.chain.block import BlockEnv, TxResult
 from trolly.chain.checked_txs import CheckedTxs
 from trolly.chain.codec import canonical_json
 from trolly.chain.errors import ChainError, InvalidRequest, UnexpectedFailure
-from trolly.chain.sparse_merkle import PROOF_OP_TYPE
 from trolly.chain.params import AuthParams, get_params
 from trolly.chain.state import State
 
@@ -189,9 +188,9 @@ class TrollyApplication(BaseApplication):
                                       height=height)
         response = abci.ResponseQuery(value=value, height=height)
         if request.prove and result.proof_key is not None:
-            _, proof = self.store.prove(result.proof_key)
+            proven = self.store.prove(result.proof_key)
             response.key = result.proof_key
-            response.proof_ops.ops.add(type=PROOF_OP_TYPE, key=result.proof_key, data=proof)
+            response.proof_ops.ops.add(type=proven.proof_type, key=result.proof_key, data=proven.proof)
         elif request.prove:
             response.info = f"no Merkle proof is available for {request.path}"
         return response

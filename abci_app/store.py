@@ -44,8 +44,9 @@ from typing import Iterator
 
 import plyvel
 
-from trolly.chain.sparse_merkle import EMPTY_ROOT, key_hash
-from trolly.chain.sparse_merkle_nodes import TreeUpdate, check_record, node_hash, prove_from_nodes, update_tree
+from trolly.chain.ics23_proofs import ProofUnavailable, prove_key
+from trolly.chain.sparse_merkle import EMPTY_ROOT
+from trolly.chain.sparse_merkle_nodes import TreeUpdate, check_record, node_hash, update_tree
 
 from .errors import AbciAppError
 
@@ -144,11 +145,14 @@ class PendingCommit:
 
 @dataclass(frozen=True)
 class ProvenValue:
-    """A committed value (None when absent) with its proof against `app_hash`, the root after `height`."""
+    """A committed value (None when absent) with its ICS23 proof against `app_hash`, the root after `height`:
+    `proof_type` is the ABCI ProofOp type that names the proof's spec (`trolly.chain.ics23_proofs`), `proof`
+    the CommitmentProof bytes."""
 
     height: int
     app_hash: bytes
     value: bytes | None
+    proof_type: str
     proof: bytes
 
 
@@ -216,7 +220,7 @@ class _ValueCache:
 
 
 class _NodeReader:
-    """The committed tree for `update_tree`/`prove_from_nodes`: LevelDB reads behind the node cache."""
+    """The committed tree for `update_tree`/`prove_key`: LevelDB reads behind the node cache."""
 
     def __init__(self, source: "plyvel.DB | plyvel.Snapshot", cache: _NodeCache) -> None:
         self._source_get = source.get
@@ -304,19 +308,18 @@ class Store:
             self._check_open()
             return StoreSnapshot(self._db.snapshot(), self.last_height, self.last_app_hash)
 
-    def prove(self, key: bytes) -> tuple[bytes | None, bytes]:
-        """(value at the last commit, proof bytes): membership if present, non-membership if absent."""
-        proven = self.prove_committed(key)
-        return proven.value, proven.proof
-
-    def prove_committed(self, key: bytes) -> ProvenValue:
-        """Like `prove`, also naming the height and app hash the proof is against (taken atomically)."""
+    def prove(self, key: bytes) -> ProvenValue:
+        """The value at the last commit with its ICS23 proof, membership if present, non-membership if absent,
+        and the height and app hash the proof is against (taken atomically)."""
         _check_key(key)
         with self._lock:
             self._check_open()
             value = self._db.get(STATE_PREFIX + key)
-            proof = prove_from_nodes(self._nodes(), key_hash(key))
-            return ProvenValue(self.last_height, self.last_app_hash, value, proof)
+            try:
+                proof_type, proof = prove_key(self._nodes(), key, value)
+            except ProofUnavailable as exc:
+                raise StoreError(f"cannot prove {key!r}: {exc}; the database is corrupt") from None
+            return ProvenValue(self.last_height, self.last_app_hash, value, proof_type, proof)
 
     # -- writing -------------------------------------------------------------------------------------------
     def prepare(self, changes: dict[bytes, bytes | None], height: int) -> PendingCommit:

@@ -1,11 +1,11 @@
-"""The incremental form of the Merkle tree in `sparse_merkle.py`: stored nodes, batched updates, proofs from nodes.
+"""The incremental form of the Merkle tree in `sparse_merkle.py`: stored nodes and batched updates.
 
 `sparse_merkle.MemoryTree` rebuilds everything from the key set; a node cannot. This module keeps the tree as nodes
 addressed by their *path*: the nibbles from the root to the node written as lower-case hex digits (the root
 is "", the child in slot 10 of the root is "a"), which is also a prefix of `sha256(key).hex()` for every key
 below it. Only the latest version exists, and a node's storage key never depends on history. The hashing
-rules are those of `sparse_merkle.py`, so roots and proof bytes are identical to the reference's (tests compare
-them on random histories).
+rules are those of `sparse_merkle.py`, so roots are identical to the reference's (tests compare
+them on random histories; `ics23_proofs.py` makes query proofs from these nodes).
 
 A node *is* its hash preimage, kept as bytes:
 
@@ -31,7 +31,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
-from .sparse_merkle import EMPTY_HASH, EMPTY_ROOT, HASH_LENGTH, INTERNAL_PREFIX, LEAF_PREFIX, Proof, encode_proof
+from .sparse_merkle import EMPTY_HASH, EMPTY_ROOT, HASH_LENGTH, INTERNAL_PREFIX, LEAF_PREFIX
 
 _sha256 = hashlib.sha256
 _HEX_DIGITS = "0123456789abcdef"
@@ -204,26 +204,6 @@ def update_tree(source: NodeSource, changes: Iterable[tuple[bytes, bytes | None]
 def root_hash(source: NodeSource) -> bytes:
     root = source.get_node("")
     return EMPTY_ROOT if root is None else node_hash(root)
-
-
-def prove_from_nodes(source: NodeSource, key_hash: bytes) -> bytes:
-    """Proof bytes (membership or non-membership, format of `sparse_merkle.py`) for the key with this hash."""
-    digits = key_hash.hex()
-    levels = []
-    path = ""
-    record = source.get_node(path)
-    while record is not None and record[0] == 1:
-        own_slot = _SLOT_OF[digits[len(path)]]
-        siblings = [child_hash(record, slot) for slot in range(16)]
-        levels.append(tuple(None if slot == own_slot or h == EMPTY_HASH else h for slot, h in enumerate(siblings)))
-        if siblings[own_slot] == EMPTY_HASH:
-            return encode_proof(Proof(tuple(levels), None))
-        path += digits[len(path)]
-        record = source.get_node(path)
-        if record is None:
-            raise ValueError(f"tree is missing the node at path {path!r}")
-    terminal = None if record is None else (record[1:33], record[33:65])
-    return encode_proof(Proof(tuple(levels), terminal))
 
 
 class DictNodeSource:

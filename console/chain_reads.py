@@ -3,6 +3,10 @@
 Every function takes the asynchronous RPC client and answers plain JSON for the front end: the views' own
 `to_answer` documents, and the RPC's typed answers' `to_json`, so the console says exactly what the CLI's
 `-o json` says. Blocks are immutable once committed, so their headers are kept in a `ReadCache`.
+
+What comes from the store is proven as the wallet proves it (`trolly.wallet.proven_views`): each validator, a
+task's overview, an account and a worker carry `proof` (`proved at height H`, the app hash and block it was
+checked against); a proof that does not hold fails the read with the wallet's ProofInvalid, shown as an error.
 """
 
 from __future__ import annotations
@@ -10,10 +14,11 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from trolly.wallet.errors import QueryFailed, WalletError
-from trolly.wallet.market_queries import get_task, get_worker, task_page
+from trolly.wallet.errors import ProofInvalid, QueryFailed, WalletError
+from trolly.wallet.market_queries import get_task, task_page
+from trolly.wallet.proofs import prove_answer
+from trolly.wallet.proven_views import prove_task, prove_validators, prove_worker
 from trolly.wallet.rpc import AsyncRpcClient, BlockHeader, TxResult, hash_hex
-from trolly.wallet.sender import fetch_account
 from trolly.wallet.staking_views import get_validators
 from trolly.wallet.txbuilder import describe_tx
 
@@ -46,7 +51,7 @@ async def network_overview(client: AsyncRpcClient, cache: ReadCache) -> dict:
     """Height, block time, validators (stake, power, jailed), the recent blocks, and users' recent transactions."""
     status = await client.status()
     height = status.latest_block_height
-    validators = await get_validators(client)
+    validators = await prove_validators(client)
     blocks = []
     for block_height in range(height, max(0, height - RECENT_BLOCKS), -1):
         if block_height not in cache.blocks:
@@ -56,7 +61,7 @@ async def network_overview(client: AsyncRpcClient, cache: ReadCache) -> dict:
     return {
         "status": status.to_json(),
         "block_time_seconds": _seconds_between(blocks),
-        "validators": [v.to_answer() for v in validators],
+        "validators": [{**v.to_answer(), "proof": proven.proof_json()} for v, proven in validators],
         "blocks": [_block_json(header) for header in blocks],
         "txs": [_tx_json(tx) for tx in txs],
     }
@@ -70,7 +75,8 @@ async def tasks_page(client: AsyncRpcClient, after: int) -> dict:
 async def task_detail(client: AsyncRpcClient, task_id: int) -> dict:
     """The whole task: terms, members with pay and slashes, every round's commitments, segments, committees and
     votes (`market_queries.get_task`)."""
-    return (await get_task(client, task_id)).to_answer()
+    view, proven = await prove_task(client, task_id)
+    return {**view.to_answer(), "proof": proven.proof_json()}
 
 
 async def search(client: AsyncRpcClient, text: str) -> dict:
@@ -89,16 +95,21 @@ async def search(client: AsyncRpcClient, text: str) -> dict:
             return {"kind": "none", "query": text, "reason": "no transaction with this hash in a block"}
         return {"kind": "tx", "query": text, "tx": _tx_json(found)}
     try:
-        account = await fetch_account(client, text)
+        account = await prove_answer(client, f"/account/{text}")
+    except ProofInvalid:
+        raise  # a node whose answer does not hold is an error, never "not found"
     except WalletError as error:  # an invalid address included
         return {"kind": "none", "query": text, "reason": str(error) or "not a task id, transaction hash or address"}
-    result = {"kind": "address", "query": text, "account": account.to_json(), "worker": None, "validator": None}
+    result = {"kind": "address", "query": text, "account": {**account.answer, "proof": account.proof_json()},
+              "worker": None, "validator": None}
     try:
-        result["worker"] = (await get_worker(client, text)).to_answer()
+        worker, proven = await prove_worker(client, text)
+        result["worker"] = {**worker.to_answer(), "proof": proven.proof_json()}
     except QueryFailed:
         pass  # not a worker: the account alone
-    validator = next((v for v in await get_validators(client) if v.operator == text), None)
-    result["validator"] = validator.to_answer() if validator else None
+    if any(v.operator == text for v in await get_validators(client)):
+        proven = await prove_answer(client, f"/validator/{text}")
+        result["validator"] = {**proven.answer, "proof": proven.proof_json()}
     return result
 
 

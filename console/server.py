@@ -39,7 +39,7 @@ import pathlib
 
 from aiohttp import web
 
-from trolly.wallet.errors import MarketAnswerError, NodeUnreachable, QueryFailed, RpcError
+from trolly.wallet.errors import MarketAnswerError, NodeUnreachable, ProofInvalid, QueryFailed, RpcError
 from trolly.wallet.market_queries import get_task
 from trolly.wallet.rpc import AsyncRpcClient
 
@@ -228,7 +228,7 @@ async def _read(request: web.Request, reading) -> web.Response:
         return web.json_response({"error": str(error), "node": state.to_json()}, status=503)
     except QueryFailed as error:
         return web.json_response({"error": str(error), "node": watch.state.to_json()}, status=404)
-    except (RpcError, MarketAnswerError) as error:
+    except (RpcError, MarketAnswerError, ProofInvalid) as error:  # a node whose answers do not hold: its fault
         return web.json_response({"error": str(error), "node": watch.state.to_json()}, status=502)
     return web.json_response(answer)
 

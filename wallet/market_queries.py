@@ -55,9 +55,10 @@ async def get_task_overview(client: AsyncRpcClient, task_id: int) -> TaskOvervie
     return TaskOverview.from_answer(await client.query_json(path), path)
 
 
-async def get_task(client: AsyncRpcClient, task_id: int) -> TaskView:
-    """The whole task: its overview, then every round it shows (`get_round`)."""
-    overview = await get_task_overview(client, task_id)
+async def get_task(client: AsyncRpcClient, task_id: int, overview: TaskOverview | None = None) -> TaskView:
+    """The whole task: its overview (read here unless given, e.g. a proven one), then every round it shows
+    (`get_round`)."""
+    overview = overview or await get_task_overview(client, task_id)
     rounds = [await get_round(client, task_id, r) for r in range(overview.recorded_rounds)]
     fields = {f.name: getattr(overview, f.name) for f in dataclasses.fields(TaskDetail)}
     return TaskView(**fields, round_details=tuple(rounds))

@@ -26,7 +26,7 @@ from trolly.chain import errors
 from trolly.chain.accounts import Account, encode_account
 from trolly.chain.crypto import encode_address
 from trolly.chain.keys import account_key
-from trolly.chain.sparse_merkle import PROOF_OP_TYPE
+from trolly.chain.ics23_proofs import EXIST_OP_TYPE
 from trolly.chain.proto import tx_pb2
 from trolly.chain.state import State
 from trolly.chain.tx import sign_bytes
@@ -350,8 +350,8 @@ def test_query_returns_canonical_json_and_a_proof_of_the_raw_value():
     assert response.value == json.dumps({"address": encode_address(ALICE.address), "balance": START, "nonce": 0,
                                          "pub_key": None}, sort_keys=True, separators=(",", ":")).encode()
     (op,) = response.proof_ops.ops
-    assert (op.type, op.key, response.key) == (PROOF_OP_TYPE, account_key(ALICE.address), account_key(ALICE.address))
-    assert op.data == store.prove(account_key(ALICE.address))[1]
+    assert (op.type, op.key, response.key) == (EXIST_OP_TYPE, account_key(ALICE.address), account_key(ALICE.address))
+    assert op.data == store.prove(account_key(ALICE.address)).proof
     assert store.items[op.key] == encode_account(Account(START, 0))
 
 

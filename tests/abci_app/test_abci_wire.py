@@ -15,7 +15,8 @@ from trolly.chain.accounts import Account, encode_account
 from trolly.chain.crypto import encode_address
 from trolly.chain.errors import InvalidNonce, TxDecodeError, UnknownQueryPath, WrongChainId
 from trolly.chain.keys import account_key
-from trolly.chain.sparse_merkle import PROOF_OP_TYPE, verify_proof
+from trolly.chain.ics23_proofs import EXIST_OP_TYPE, NONEXIST_OP_TYPE
+from trolly.wallet.proofs import proof_holds
 
 pytestmark = pytest.mark.slow
 
@@ -90,18 +91,21 @@ def test_independent_client_drives_a_real_server_process(launch, tmp_path):
         assert json.loads(answer.bytes(7)) == {"address": encode_address(BOB.address), "balance": expected_balance,
                                                "nonce": 0, "pub_key": None}
         (op,) = answer.message(8).messages(1)  # ProofOps{ops=1}, ProofOp{type=1, key=2, data=3}
-        assert (op.text(1), op.bytes(2)) == (PROOF_OP_TYPE, account_key(BOB.address))
-        assert verify_proof(hashes[-1], op.bytes(2), encode_account(Account(expected_balance, 0)), op.bytes(3))
-        assert not verify_proof(hashes[-1], op.bytes(2), encode_account(Account(expected_balance + 1, 0)),
-                                op.bytes(3))
+        assert (op.text(1), op.bytes(2)) == (EXIST_OP_TYPE, account_key(BOB.address))
+        assert proof_holds(hashes[-1], op.bytes(2), encode_account(Account(expected_balance, 0)), op.text(1),
+                           op.bytes(3))
+        assert not proof_holds(hashes[-1], op.bytes(2), encode_account(Account(expected_balance + 1, 0)),
+                               op.text(1), op.bytes(3))
 
         # An account that does not exist: a non-membership proof against the same app hash.
         nobody = key_for(77)
         absent = client.query_path(f"/account/{encode_address(nobody.address)}", prove=True)
         (op,) = absent.message(8).messages(1)
         assert json.loads(absent.bytes(7))["balance"] == 0
-        assert verify_proof(hashes[-1], account_key(nobody.address), None, op.bytes(3))
-        assert not verify_proof(hashes[-1], account_key(nobody.address), encode_account(Account(1, 0)), op.bytes(3))
+        assert op.text(1) == NONEXIST_OP_TYPE
+        assert proof_holds(hashes[-1], account_key(nobody.address), None, op.text(1), op.bytes(3))
+        assert not proof_holds(hashes[-1], account_key(nobody.address), encode_account(Account(1, 0)), op.text(1),
+                               op.bytes(3))
 
         unknown = client.query_path("/no/such/path")
         assert unknown.int(1) == UnknownQueryPath.code and "unknown query path" in unknown.text(3)

@@ -18,7 +18,8 @@ from trolly.abci_app.engine import hashing
 from trolly.chain.accounts import Account, encode_account
 from trolly.chain.crypto import encode_address, verify_signature
 from trolly.chain.hd import dev_key
-from trolly.chain.sparse_merkle import PROOF_OP_TYPE, verify_proof
+from trolly.chain.ics23_proofs import EXIST_OP_TYPE
+from trolly.wallet.proofs import proof_holds
 
 HEX_HASH = re.compile(r"^[0-9A-F]{64}$")
 HEX_ADDRESS = re.compile(r"^[0-9A-F]{40}$")
@@ -329,15 +330,16 @@ def test_abci_query_with_proof_verifies_against_next_header(chain):
     assert set(response) == {"code", "log", "info", "index", "key", "value", "proofOps", "height", "codespace"}
     assert response["code"] == 0 and isinstance(response["height"], str) and response["index"] == "0"
     [op] = response["proofOps"]["ops"]
-    assert op["type"] == PROOF_OP_TYPE
+    assert op["type"] == EXIST_OP_TYPE
     height = int(response["height"])
     chain.wait_for_height(height + 1)
     app_hash = bytes.fromhex(result(chain.url, "block", {"height": str(height + 1)})["block"]["header"]["app_hash"])
     value = json.loads(base64.b64decode(response["value"]))
     assert value["pub_key"] == base64.b64encode(DEV.pubkey).decode()  # the dev genesis records the operator's key
     raw = encode_account(Account(value["balance"], value["nonce"], DEV.pubkey))
-    assert verify_proof(app_hash, base64.b64decode(op["key"]), raw, base64.b64decode(op["data"]))
-    assert not verify_proof(app_hash, base64.b64decode(op["key"]), encode_account(Account(1, 0)), base64.b64decode(op["data"]))
+    key, data = base64.b64decode(op["key"]), base64.b64decode(op["data"])
+    assert proof_holds(app_hash, key, raw, op["type"], data)
+    assert not proof_holds(app_hash, key, encode_account(Account(1, 0)), op["type"], data)
 
 
 def test_abci_query_over_get_with_quoted_path_and_unknown_path(chain):

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trolly.abci_app.store import Store, StoreError, StoreLocked
-from trolly.chain.sparse_merkle import EMPTY_ROOT, MemoryTree, verify_proof
+from trolly.chain.sparse_merkle import EMPTY_ROOT, MemoryTree
+from trolly.wallet.proofs import proof_holds
 from trolly.chain.sparse_merkle_nodes import DictNodeSource, update_tree
 from trolly.chain.sparse_merkle import key_hash, value_hash
 from trolly.chain.state import State
@@ -136,11 +137,10 @@ def test_proofs_verify_against_the_committed_app_hash(tmp_path):
             reference.apply(changes)
         for index in range(300):
             key = b"\x01" + index.to_bytes(4, "big")
-            value, proof = store.prove(key)
-            assert value == reference.items.get(key)
-            assert (value, proof) == reference.prove(key)
-            assert verify_proof(store.last_app_hash, key, value, proof)
-        proven = store.prove_committed(b"\x01" + bytes(4))
+            proven = store.prove(key)
+            assert proven.value == reference.items.get(key)
+            assert proof_holds(reference.root(), key, proven.value, proven.proof_type, proven.proof)
+        proven = store.prove(b"\x01" + bytes(4))
         assert (proven.height, proven.app_hash) == (5, store.last_app_hash)
 
 
@@ -299,7 +299,8 @@ def test_any_mix_of_commits_abandoned_prepares_and_reopens_matches_the_model(tmp
             assert (store.last_height, store.last_app_hash) == (height, model.root())
             assert dict(store.reader().iterate(b"")) == model.items
         for key in list(model.items)[:5] + [b"absent"]:
-            value, proof = store.prove(key)
-            assert value == model.items.get(key) and verify_proof(store.last_app_hash, key, value, proof)
+            proven = store.prove(key)
+            assert proven.value == model.items.get(key)
+            assert proof_holds(store.last_app_hash, key, proven.value, proven.proof_type, proven.proof)
     finally:
         store.close()

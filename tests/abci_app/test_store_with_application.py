@@ -13,7 +13,9 @@ from trolly.abci_app.store import Store
 from trolly.chain.accounts import get_account, encode_account
 from trolly.chain.crypto import encode_address
 from trolly.chain.keys import account_key
-from trolly.chain.sparse_merkle import PROOF_OP_TYPE, MemoryTree, verify_proof
+from trolly.chain.ics23_proofs import EXIST_OP_TYPE, NONEXIST_OP_TYPE
+from trolly.chain.sparse_merkle import MemoryTree
+from trolly.wallet.proofs import proof_holds
 from trolly.chain.state import State
 
 ALICE, BOB, CAROL = key_for(1), key_for(2), key_for(3)
@@ -54,11 +56,11 @@ def test_query_proofs_verify_against_the_app_hash_for_present_and_absent_account
             response = app.query(abci.RequestQuery(path=f"/account/{encode_address(key.address)}", prove=True))
             assert response.code == 0, response.log
             (op,) = response.proof_ops.ops
-            assert op.type == PROOF_OP_TYPE and op.key == account_key(key.address)
+            assert op.type == (EXIST_OP_TYPE if present else NONEXIST_OP_TYPE) and op.key == account_key(key.address)
             account = get_account(State(store.reader()), key.address)
             value = encode_account(account) if present else None
-            assert verify_proof(store.last_app_hash, op.key, value, op.data)
-            assert not verify_proof(store.last_app_hash, op.key, None if present else b"\x00" * 16, op.data)
+            assert proof_holds(store.last_app_hash, op.key, value, op.type, op.data)
+            assert not proof_holds(store.last_app_hash, op.key, None if present else b"\x00" * 16, op.type, op.data)
     finally:
         store.close()
 
@@ -85,15 +87,15 @@ def test_a_crash_between_finalize_and_commit_replays_to_the_same_hash(tmp_path):
 
 
 def test_proofs_taken_while_another_thread_commits_always_verify(tmp_path):
-    """prove_committed is atomic against commit: the proof always matches the hash it names."""
+    """prove is atomic against commit: the proof always matches the hash it names."""
     store = Store(tmp_path / "db")
     stop = threading.Event()
     errors: list[str] = []
 
     def prover():
         while not stop.is_set():
-            proven = store.prove_committed(b"\x01hot")
-            if not verify_proof(proven.app_hash, b"\x01hot", proven.value, proven.proof):
+            proven = store.prove(b"\x01hot")
+            if not proof_holds(proven.app_hash, b"\x01hot", proven.value, proven.proof_type, proven.proof):
                 errors.append(f"proof at height {proven.height} does not verify")
 
     thread = threading.Thread(target=prover)

@@ -1,7 +1,7 @@
 """The incremental node tree (`trolly.chain.sparse_merkle_nodes`) against the from-scratch reference (`MemoryTree`).
 
 The reference rebuilds from the key set; the batched, path-addressed version must give the same
-root and byte-identical proofs after any history, and its stored nodes must be exactly those of a tree
+root after any history, with ICS23 proofs that verify against it, and its stored nodes must be exactly those of a tree
 built from scratch (so no stale node survives and storage is history-independent too).
 """
 
@@ -10,7 +10,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trolly.chain.sparse_merkle import EMPTY_ROOT, MemoryTree, key_hash, value_hash, verify_proof
+from trolly.chain.ics23_proofs import prove_key
+from trolly.chain.sparse_merkle import EMPTY_ROOT, MemoryTree, key_hash, value_hash
 from trolly.chain.sparse_merkle_nodes import (
     DictNodeSource,
     check_record,
@@ -18,10 +19,10 @@ from trolly.chain.sparse_merkle_nodes import (
     is_leaf,
     leaf_record,
     node_hash,
-    prove_from_nodes,
     root_hash,
     update_tree,
 )
+from trolly.wallet.proofs import proof_holds
 
 
 def hashed(changes: dict[bytes, bytes | None]) -> list[tuple[bytes, bytes | None]]:
@@ -55,11 +56,10 @@ def test_incremental_tree_matches_the_reference_after_every_block(history, probe
         reference.apply(changes)
         assert root == reference.root()
         assert source.nodes == built_from_scratch(reference.items)
-        for key in list(reference.items)[:6] + probes:
-            expected_value, expected_proof = reference.prove(key)
-            proof = prove_from_nodes(source, key_hash(key))
-            assert proof == expected_proof
-            assert verify_proof(root, key, expected_value, proof)
+        for key in list(reference.items)[:6] + probes if root != EMPTY_ROOT else []:
+            value = reference.items.get(key)
+            proof_type, proof = prove_key(source, key, value)
+            assert proof_holds(root, key, value, proof_type, proof)
 
 
 @settings(max_examples=40, deadline=None)

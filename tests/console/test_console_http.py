@@ -33,6 +33,7 @@ def test_the_network_page_shows_height_validators_blocks_and_transactions(node):
     assert network["status"]["latest_block_height"] >= 1 and network["status"]["chain_id"]
     (validator,) = network["validators"]
     assert validator["power"] > 0 and validator["jailed"] is False and validator["moniker"]
+    assert validator["proof"]["verified"] and validator["proof"]["note"].startswith("proved at height ")
     assert network["blocks"][0]["height"] == network["status"]["latest_block_height"]
     assert [b["height"] for b in network["blocks"]] == sorted((b["height"] for b in network["blocks"]), reverse=True)
     assert network["block_time_seconds"] is not None and network["block_time_seconds"] > 0
@@ -67,6 +68,7 @@ def test_the_tasks_page_lists_the_task_and_its_page_shows_members_and_rounds(nod
     assert detail["id"] == node.task_id and detail["members"][0]["worker"] == DEV_ADDRESS
     assert detail["members"][0]["paid"] == 0 and detail["members"][0]["slashed"] == 0
     assert detail["round_details"][0]["round"] == 0
+    assert detail["proof"]["verified"] and detail["proof"]["header_height"] == detail["proof"]["query_height"] + 1
     assert (missing, bad_page) == (404, 400)
 
 
@@ -85,6 +87,7 @@ def test_search_finds_a_task_a_transaction_and_an_address_and_says_when_nothing_
     assert address["kind"] == "address" and address["account"]["balance"] > 0
     assert address["worker"]["registered"] and node.task_id in address["worker"]["tasks"]
     assert address["validator"] is not None  # the dev key operates the dev validator
+    assert all(part["proof"]["verified"] for part in (address["account"], address["worker"], address["validator"]))
     assert nonsense["kind"] == "none" and no_task == {"kind": "none", "query": "999", "reason": "no task 999"}
 
 

@@ -12,9 +12,11 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Iterator
 
 from trolly.chain.crypto import PrivateKey, encode_address
+from trolly.chain.ics23_proofs import EXIST_OP_TYPE, NONEXIST_OP_TYPE
 from trolly.chain.proto.bank_pb2 import MsgSend
 from trolly.chain.tx import build_tx
 
@@ -80,8 +82,10 @@ class FakeStore:
         self.last_app_hash = pending.app_hash
         self.commits += 1
 
-    def prove(self, key: bytes) -> tuple[bytes | None, bytes]:
-        return self.items.get(key), b"fake-proof:" + hashlib.sha256(key).digest()
+    def prove(self, key: bytes) -> SimpleNamespace:
+        return SimpleNamespace(height=self.last_height, app_hash=self.last_app_hash, value=self.items.get(key),
+                               proof_type=EXIST_OP_TYPE if key in self.items else NONEXIST_OP_TYPE,
+                               proof=b"fake-proof:" + hashlib.sha256(key).digest())
 
     def close(self) -> None:
         pass

@@ -1,11 +1,11 @@
 """A fake CometBFT node for the wallet's tests: the real chain state machine behind a JSON-RPC server.
 
 `FakeNode` runs `trolly.chain.app` (genesis, CheckTx against a mempool overlay, blocks) over a `MemoryKV`, keeps
-the app hash with the reference Merkle tree (`MemoryTree`), and answers the JSON-RPC calls the wallet makes
+the app hash with the node tree of `trolly.chain.sparse_merkle_nodes` (ICS23 proofs from it), and answers the JSON-RPC calls the wallet makes
 with CometBFT v0.38's shapes (int64 as strings, bytes base64, hashes upper-case hex). Blocks are produced every
 `block_interval` seconds on the server's own event loop, in a background thread, so synchronous CLI tests can
 talk to it over 127.0.0.1. `pause_blocks()` stops block production (to test inclusion timeouts), and
-`tamper_app_hash` makes headers lie (to test proof checking).
+`tamper_app_hash` makes headers lie and `tamper_answer` rewrites query answers (to test proof checking).
 
 Used only by tests; the end-to-end tests talk to a real `trolly-node dev` instead.
 """
@@ -17,7 +17,7 @@ import base64
 import hashlib
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from aiohttp import web
 from chain_helpers import ONE_BLOCK_WINDOWS
@@ -28,7 +28,9 @@ from trolly.chain.block import BlockEnv
 from trolly.chain.codec import canonical_json
 from trolly.chain.crypto import encode_address
 from trolly.chain.errors import ChainError
-from trolly.chain.sparse_merkle import PROOF_OP_TYPE, MemoryTree
+from trolly.chain.ics23_proofs import prove_key
+from trolly.chain.sparse_merkle import key_hash, value_hash
+from trolly.chain.sparse_merkle_nodes import DictNodeSource, root_hash, update_tree
 from trolly.chain.state import MemoryKV, State
 from trolly.chain.tx import tx_hash
 
@@ -43,18 +45,20 @@ class FakeNode:
     def __init__(self, app_state: dict, block_interval: float = 0.05) -> None:
         self.block_interval = block_interval
         self.store = MemoryKV()
-        self.tree = MemoryTree()
+        self.tree = DictNodeSource()
         genesis = State(self.store)
         self.genesis_validators = init_chain(genesis, BlockEnv(CHAIN_ID, 0, 0), app_state)
         self._commit(genesis.changes())
         self.height = 0
-        self.app_hashes = {0: self.tree.root()}  # app hash after block h
+        self.app_hashes = {0: root_hash(self.tree)}  # app hash after block h
         self.headers: dict[int, dict] = {}
         self.tx_index: dict[str, dict] = {}
         self.mempool: list[bytes] = []
         self.check_state = State(self.store)
         self.producing = True
         self.tamper_app_hash = False
+        self.tamper_answer: Callable[[str, Any], Any] | None = None
+        """(path, answer) -> the answer to send instead, a lying node's; None answers the truth."""
         self.skip_check_tx = False  # accept into the mempool unchecked, so a failure shows up only in the block
         self.broadcasts = 0
         self.port = 0
@@ -71,7 +75,8 @@ class FakeNode:
                 self.store.items.pop(key, None)
             else:
                 self.store.items[key] = value
-        self.tree.apply(changes)
+        self.tree.apply(update_tree(self.tree, [(key_hash(k), None if v is None else value_hash(v))
+                                                for k, v in changes.items()]))
 
     def produce_block(self) -> None:
         height = self.height + 1
@@ -82,7 +87,7 @@ class FakeNode:
         header_app_hash = self.app_hashes[height - 1]
         self._commit(state.changes())
         self.height = height
-        self.app_hashes[height] = self.tree.root()
+        self.app_hashes[height] = root_hash(self.tree)
         self.headers[height] = {"height": height, "app_hash": header_app_hash, "txs": txs}
         for index, (raw, result) in enumerate(zip(txs, output.tx_results)):
             self.tx_index[tx_hash(raw).hex().upper()] = {
@@ -131,11 +136,12 @@ class FakeNode:
         except ChainError as error:
             response.update(code=error.code, codespace=error.codespace, log=error.log)
             return {"response": response}
-        response["value"] = base64.b64encode(canonical_json(result.value)).decode()
+        value = result.value if self.tamper_answer is None else self.tamper_answer(path, result.value)
+        response["value"] = base64.b64encode(canonical_json(value)).decode()
         if params.get("prove") and result.proof_key is not None:
-            _, proof = self.tree.prove(result.proof_key)
+            proof_type, proof = prove_key(self.tree, result.proof_key, self.store.items.get(result.proof_key))
             response["key"] = base64.b64encode(result.proof_key).decode()
-            response["proofOps"] = {"ops": [{"type": PROOF_OP_TYPE, "key": response["key"],
+            response["proofOps"] = {"ops": [{"type": proof_type, "key": response["key"],
                                              "data": base64.b64encode(proof).decode()}]}
         return {"response": response}
 
@@ -278,3 +284,25 @@ def fake_node():
         yield node
     finally:
         node.stop()
+
+
+def account_proof_holds(items: dict[bytes, bytes], root: bytes, address: str, balance: int, nonce: int,
+                        pub_key: bytes | None = None) -> bool:
+    """Whether the wallet accepts an answer showing (balance, nonce, pub_key) for `address`, sent with the proof
+    of its account from a node holding `items`, against `root`: the proof and the answer's fields are checked."""
+    from trolly.wallet.errors import ProofInvalid
+    from trolly.wallet.proofs import check_proof
+    from trolly.wallet.proven_records import expectation_for
+
+    source = DictNodeSource()
+    source.apply(update_tree(source, [(key_hash(k), value_hash(v)) for k, v in items.items()]))
+    expectation = expectation_for(f"/account/{address}")
+    record = items.get(expectation.key)
+    proof_type, proof = prove_key(source, expectation.key, record)
+    answer = {"balance": balance, "nonce": nonce, "pub_key": base64.b64encode(pub_key).decode() if pub_key else None}
+    try:
+        check_proof(root, expectation.key, record, proof_type, proof)
+        expectation.check(record, answer)
+    except ProofInvalid:
+        return False
+    return True

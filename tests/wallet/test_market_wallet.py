@@ -79,6 +79,7 @@ def test_task_and_worker_lifecycle(wallet, fake_node, spec_file):
                     "--samples-per-second", "120", "--from", "dev", "--yes", "-o", "json", node=fake_node))
     worker = ok_json(wallet("worker", "status", "dev", "-o", "json", node=fake_node))
     assert worker["stake"] == 10 * TRL and worker["hardware"]["samples_per_second"] == 120
+    assert worker["proof"]["verified"] and "stake" in worker["proof"]["fields"]
 
     balance_before = fake_node.account(dev_key(0).address).balance
     submitted = wallet("task", "submit", spec_file, "--budget", "50trl", "--workers", "1", "--from", "dev", "--yes",
@@ -91,8 +92,10 @@ def test_task_and_worker_lifecycle(wallet, fake_node, spec_file):
     included(wallet("worker", "join", "1", "--from", "dev", "--yes", "-o", "json", node=fake_node))
     view = ok_json(wallet("task", "status", "1", "-o", "json", node=fake_node))
     assert view["status"] == "running" and view["members"][0]["worker"] == DEV_ADDRESS
+    assert view["proof"]["verified"] and "status" in view["proof"]["fields"]
     text = wallet("task", "status", "1", node=fake_node)
     assert text.exit_code == 0 and "round 1 of 2" in text.stdout and "escrow remaining" in text.stdout
+    assert "proved at height" in text.stdout
 
     busy = wallet("worker", "unregister", "--from", "dev", "--yes", node=fake_node)
     assert busy.exit_code != 0 and "still belongs to tasks 1" in busy.stderr

@@ -310,7 +310,7 @@ def test_stake_create_bond_unbond_changes_power(wallet, fake_node):
     consensus_set = ok_json(wallet("query", "validators", "--consensus", "-o", "json", node=fake_node))
     assert sorted(v["voting_power"] for v in consensus_set) == [10, 10]
     text = wallet("query", "validators", node=fake_node)
-    assert "second" in text.stdout and "dev" in text.stdout
+    assert "second" in text.stdout and "dev" in text.stdout and "proved at height" in text.stdout
 
 
 def test_unjail_of_a_validator_that_is_not_jailed_is_refused_with_the_reason_and_signing_info_reads(wallet,
@@ -334,15 +334,37 @@ def test_unjail_of_a_validator_that_is_not_jailed_is_refused_with_the_reason_and
 
 def test_query_account_prove_and_status(wallet, fake_node):
     add_dev_key(wallet)
-    proven = ok_json(wallet("query", "account", "dev", "--prove", "-o", "json", node=fake_node))
+    proven = ok_json(wallet("query", "account", "dev", "-o", "json", node=fake_node))
     assert proven["balance"] == DEV_BALANCE and proven["proof"]["verified"]
-    text = wallet("query", "account", DEV_ADDRESS, "--prove", node=fake_node)
-    assert "verified against the app hash" in text.stdout
+    assert proven["proof"]["note"] == f"proved at height {proven['proof']['query_height']}"
+    assert ok_json(wallet("query", "account", "dev", "--prove", "-o", "json", node=fake_node))["proof"]["verified"]
+    text = wallet("query", "account", DEV_ADDRESS, node=fake_node)
+    assert "proved at height" in text.stdout
     assert proven["pub_key"] is None and "public key" in text.stdout  # this genesis names no key, none signed yet
     status = ok_json(wallet("query", "status", "-o", "json", node=fake_node))
     assert status["chain_id"] == "trolly-fake" and status["latest_block_height"] >= 1
     fake_node.tamper_app_hash = True
-    fails_with(wallet("query", "account", "dev", "--prove", node=fake_node), 11, "does NOT match")
+    fails_with(wallet("query", "account", "dev", node=fake_node), 11, "does NOT match")
+
+
+def test_a_node_answering_a_tampered_value_is_refused(wallet, fake_node):
+    """Attack: a node answers a balance, a stake or a validator's power that its state does not hold, with a
+    valid proof of the true record. The wallet refuses the answer, says which fields differ, and exits 11."""
+    add_dev_key(wallet)
+
+    def inflate(path, answer):
+        if path.startswith(("/account/", "/validator/")) and isinstance(answer, dict):
+            return {**answer, "balance": answer.get("balance", 0) + 1} if "balance" in answer else \
+                {**answer, "power": answer["power"] + 1}
+        return answer
+
+    fake_node.tamper_answer = inflate
+    refused = wallet("query", "account", "dev", node=fake_node)
+    fails_with(refused, 11, "balance differ from the proven record")
+    assert refused.stdout == ""  # nothing of the lying answer is shown
+    fails_with(wallet("query", "validators", node=fake_node), 11, "power differ from the proven record")
+    fake_node.tamper_answer = None
+    assert ok_json(wallet("query", "account", "dev", "-o", "json", node=fake_node))["balance"] == DEV_BALANCE
 
 
 def test_addresses_of_other_chains_and_garbage_files_fail_cleanly(wallet, fake_node, tmp_path):

@@ -13,7 +13,7 @@ from trolly.chain.hd import dev_key
 from trolly.chain.keys import account_key
 from trolly.chain.proto.bank_pb2 import MsgSend
 from trolly.wallet.errors import WalletError
-from trolly.wallet.proofs import prove_account
+from trolly.wallet.proofs import prove_answer
 from trolly.wallet.public_keys import find_public_key
 from trolly.wallet.rpc import RpcClient
 from trolly.wallet.sender import AccountState, TxSender, fetch_account
@@ -55,9 +55,8 @@ def test_an_account_has_a_key_from_its_first_signature_and_none_before(keyed_nod
 
         client.run(send())
         assert client.run(find_public_key(client.async_client, bob)) == BOB.pubkey
-        proven = client.run(prove_account(client.async_client, bob))  # the app hash commits to the key
-        assert proven.account.pub_key == BOB.pubkey
-        assert proven.to_json()["pub_key"] == base64.b64encode(BOB.pubkey).decode()
+        proven = client.run(prove_answer(client.async_client, f"/account/{bob}"))  # the app hash commits to the key
+        assert proven.answer["pub_key"] == base64.b64encode(BOB.pubkey).decode() and "pub_key" in proven.fields
         assert client.run(find_public_key(client.async_client, encode_address(CAROL.address))) is None
 
 

@@ -15,7 +15,7 @@ from trolly.wallet.errors import (
     InclusionTimeout, InsufficientBalance, NodeUnreachable, ProofInvalid, QueryFailed, RpcError, TxRejected,
 )
 from trolly.wallet.nonces import NonceCache
-from trolly.wallet.proofs import prove_account
+from trolly.wallet.proofs import prove_answer
 from trolly.wallet.rpc import AsyncRpcClient, RpcClient, normalize_node_url
 from trolly.wallet.sender import TxSender, fetch_account
 from trolly.wallet.txbuilder import send_message
@@ -164,17 +164,17 @@ def test_message_failing_in_the_block_raises_with_height_and_charges_the_fee(fak
 
 def test_account_proof_verifies_against_the_next_header(fake_node):
     with RpcClient(fake_node.url) as client:
-        proven = client.run(prove_account(client.async_client, DEV_ADDRESS))
-        assert proven.account.balance == DEV_BALANCE and proven.header_height == proven.height + 1
-        assert proven.app_hash == fake_node.app_hashes[proven.height]
-        absent = client.run(prove_account(client.async_client, BOB_ADDRESS))  # never funded: proven absent
-        assert absent.account.balance == 0
+        proven = client.run(prove_answer(client.async_client, f"/account/{DEV_ADDRESS}"))
+        assert proven.answer["balance"] == DEV_BALANCE and proven.header_height == proven.height + 1
+        assert proven.app_hash == fake_node.app_hashes[proven.height] and proven.present
+        absent = client.run(prove_answer(client.async_client, f"/account/{BOB_ADDRESS}"))  # never funded
+        assert absent.answer["balance"] == 0 and not absent.present
 
 
 def test_account_proof_fails_when_the_header_disagrees(fake_node):
     fake_node.tamper_app_hash = True
     with RpcClient(fake_node.url) as client, pytest.raises(ProofInvalid, match="does NOT match"):
-        client.run(prove_account(client.async_client, DEV_ADDRESS))
+        client.run(prove_answer(client.async_client, f"/account/{DEV_ADDRESS}"))
 
 
 def test_fetch_account_refuses_a_bad_address_before_the_network():
@@ -219,18 +219,17 @@ def test_describe_tx_shows_every_message_kind_and_survives_garbage():
 def test_account_proof_holds_only_for_the_exact_balance_and_nonce():
     from trolly.chain.accounts import Account, encode_account
     from trolly.chain.keys import account_key
+    from wallet_helpers import account_proof_holds
     from trolly.chain.sparse_merkle import MemoryTree
-    from trolly.wallet.proofs import account_proof_holds
 
-    tree = MemoryTree({account_key(DEV.address): encode_account(Account(500, 2)), b"\x03": b"supply"})
-    _, proof = tree.prove(account_key(DEV.address))
-    assert account_proof_holds(tree.root(), DEV_ADDRESS, 500, 2, proof)
-    assert not account_proof_holds(tree.root(), DEV_ADDRESS, 501, 2, proof)  # a node lying about the balance
-    assert not account_proof_holds(tree.root(), DEV_ADDRESS, 500, 1, proof)
-    assert not account_proof_holds(bytes(32), DEV_ADDRESS, 500, 2, proof)
-    _, absent = tree.prove(account_key(BOB.address))
-    assert account_proof_holds(tree.root(), BOB_ADDRESS, 0, 0, absent)
-    assert not account_proof_holds(tree.root(), BOB_ADDRESS, 1, 0, absent)
+    items = {account_key(DEV.address): encode_account(Account(500, 2)), b"\x03": b"supply"}
+    root = MemoryTree(items).root()
+    assert account_proof_holds(items, root, DEV_ADDRESS, 500, 2)
+    assert not account_proof_holds(items, root, DEV_ADDRESS, 501, 2)  # a node lying about the balance
+    assert not account_proof_holds(items, root, DEV_ADDRESS, 500, 1)
+    assert not account_proof_holds(items, bytes(32), DEV_ADDRESS, 500, 2)
+    assert account_proof_holds(items, root, BOB_ADDRESS, 0, 0)  # never funded: proven absent
+    assert not account_proof_holds(items, root, BOB_ADDRESS, 1, 0)
 
 
 def test_plans_made_before_sending_get_consecutive_nonces_and_unsent_ones_are_given_back(fake_node, tmp_path):

@@ -1,18 +1,19 @@
-"""`trolly-wallet query ...`: accounts (optionally proven), validators, transactions, node status."""
+"""`trolly-wallet query ...`: accounts and validators (each answer proven against the app hash), transactions,
+node status."""
 
 from __future__ import annotations
 
 import click
 
 from ..errors import WalletError
-from ..proofs import prove_account
+from ..proofs import prove_answer
+from ..proven_views import prove_validators
 from ..rpc import hash_hex
-from ..sender import fetch_account
-from ..staking_views import get_signing_info, get_validators
+from ..staking_views import get_signing_info
 from ..txbuilder import describe_tx
 from ..command_line.errors import WalletGroup
 from ..command_line.options import keyring_options, node_options, output_option, settings
-from ..command_line.output import amount_text, emit, print_key_values, print_table
+from ..command_line.output import amount_text, emit, print_key_values, print_table, proof_text
 from .gov import QUERY_COMMANDS as GOV_QUERY_COMMANDS
 from .transactions import lookup_address
 
@@ -33,31 +34,24 @@ def address_of(text: str) -> str:
 
 @query.command("account")
 @click.argument("address_or_name")
-@click.option("--prove", is_flag=True,
-              help="Check the answer's Merkle proof against the app hash in the next block's header.")
+@click.option("--prove", is_flag=True, hidden=True, help="Kept for old scripts: every answer is proven.")
 @keyring_options
 @node_options
 @output_option
 def account(address_or_name: str, prove: bool) -> None:
     """Balance, nonce and public key of ADDRESS_OR_NAME (an address, or a key name in this keyring); the key is
-    `-` until the account signs a transaction (or genesis names it)."""
+    `-` until the account signs a transaction (or genesis names it). The answer's ICS23 proof is checked
+    against the app hash in the next block's header (exit 11 if it does not hold)."""
     options = settings()
     address = address_of(address_or_name)
     client = options.client()
-    if prove:
-        proven = client.run(prove_account(client.async_client, address))
-        result = proven.to_json()
-    else:
-        result = client.run(fetch_account(client.async_client, address)).to_json()
+    proven = client.run(prove_answer(client.async_client, f"/account/{address}"))
+    result = {**proven.answer, "proof": proven.proof_json()}
 
     def render(data: dict) -> None:
-        rows = [("address", data["address"]), ("balance", amount_text(data["balance"])), ("nonce", data["nonce"]),
-                ("public key", data["pub_key"] or "-")]
-        if "proof" in data:
-            proof = data["proof"]
-            rows.append(("proof", f"verified against the app hash {proof['app_hash']} of block {proof['header_height']}"
-                                  f" (state at height {proof['query_height']})"))
-        print_key_values(rows)
+        print_key_values([("address", data["address"]), ("balance", amount_text(data["balance"])),
+                          ("nonce", data["nonce"]), ("public key", data["pub_key"] or "-"),
+                          ("proof", proof_text(data["proof"]))])
 
     emit(result, options.json, render)
 
@@ -77,10 +71,13 @@ def validators(consensus: bool) -> None:
             [[v["address"], v["pubkey"], v["voting_power"]] for v in data],
             empty="No validators."))
         return
-    found = [validator.to_answer() for validator in client.run(get_validators(client.async_client))]
+    found = []
+    for validator, proven in client.run(prove_validators(client.async_client)):
+        found.append({**validator.to_answer(), "proof": proven.proof_json()})
     emit(found, options.json, lambda data: print_table(
-        ["moniker", "operator", "stake", "power", "jailed"],
-        [[v["moniker"], v["operator"], amount_text(v["stake"]), v["power"], "yes" if v["jailed"] else "no"] for v in data],
+        ["moniker", "operator", "stake", "power", "jailed", "proof"],
+        [[v["moniker"], v["operator"], amount_text(v["stake"]), v["power"], "yes" if v["jailed"] else "no",
+          v["proof"]["note"]] for v in data],
         empty="No validators."))
 
 

@@ -25,16 +25,17 @@ from trolly.chain.proto import market_pb2
 
 from ..amounts import parse_amount
 from ..errors import WalletError
-from ..market_queries import get_task
 from ..market_queries import list_tasks as fetch_task_listing
 from ..market_views import TaskSummary, TaskView
+from ..proven_views import prove_task
 from ..requester import (DEFAULT_ROUND_BLOCKS, JOIN_BLOCKS, ROUND_BLOCKS_BY_ARCH, SAMPLES_PER_WORKER, SubmittedTask,
                          TaskOrder, plan_order, submit_message, submit_task)
 from ..task_fit import explain_no_join
 from ..tasks import TaskPlan
 from ..command_line.errors import WalletGroup
 from ..command_line.options import node_options, output_option, settings
-from ..command_line.output import amount_text, console, emit, key_value_table, print_key_values, print_table
+from ..command_line.output import (amount_text, console, emit, key_value_table, print_key_values, print_table,
+                                   proof_text)
 from .lazy_commands import load_target
 from .following import follow_in_terminal
 from .transactions import TransactionFlags, run_transaction, transact, transaction_options
@@ -225,11 +226,11 @@ def status(task_id: str) -> None:
     """Round r of R, workers, commitments, verdicts, what was paid and what escrow remains for TASK_ID."""
     options = settings()
     client = options.client()
-    view = client.run(get_task(client.async_client, task_id_argument(task_id)))
-    emit(view.to_answer(), options.json, lambda _: render_task(view))
+    view, proven = client.run(prove_task(client.async_client, task_id_argument(task_id)))
+    emit({**view.to_answer(), "proof": proven.proof_json()}, options.json, lambda data: render_task(view, data["proof"]))
 
 
-def render_task(view: TaskView) -> None:
+def render_task(view: TaskView, proof: dict) -> None:
     print_key_values([
         ("task", view.id), ("status", view.status), ("progress", progress(view)),
         ("requester", view.requester), ("spec hash", view.spec_hash),
@@ -237,7 +238,7 @@ def render_task(view: TaskView) -> None:
         ("paid to workers", amount_text(view.paid_workers)), ("fees paid", amount_text(view.paid_fees)),
         ("escrow remaining", amount_text(view.escrow_remaining)), ("refunded", amount_text(view.refunded)),
         ("collateral per worker", amount_text(view.collateral)),
-        ("final weights hash", view.final_weights_hash or "-"),
+        ("final weights hash", view.final_weights_hash or "-"), ("proof", proof_text(proof)),
     ])
     print_table(["#", "worker", "status", "collateral", "paid", "rounds passed"],
                 [[m.index, m.worker, m.status + (f" ({m.reason})" if m.reason else ""), amount_text(m.collateral),

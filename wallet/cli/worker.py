@@ -12,11 +12,11 @@ import click
 from trolly.chain.proto import market_pb2
 
 from ..amounts import parse_amount
-from ..market_queries import get_worker
 from ..market_views import WorkerView
+from ..proven_views import prove_worker
 from ..command_line.errors import WalletGroup
 from ..command_line.options import keyring_options, node_options, output_option, settings
-from ..command_line.output import amount_text, emit, print_key_values
+from ..command_line.output import amount_text, emit, print_key_values, proof_text
 from .query import address_of
 from .task import task_id_argument
 from .transactions import TransactionFlags, run_transaction, transaction_options
@@ -73,11 +73,12 @@ def status(address_or_name: str) -> None:
     """Stake, hardware, blob URL, tasks and earnings of the worker ADDRESS_OR_NAME (address or key name)."""
     options = settings()
     client = options.client()
-    view = client.run(get_worker(client.async_client, address_of(address_or_name)))
-    emit(view.to_answer(), options.json, lambda _: render_worker(view))
+    view, proven = client.run(prove_worker(client.async_client, address_of(address_or_name)))
+    emit({**view.to_answer(), "proof": proven.proof_json()}, options.json,
+         lambda data: render_worker(view, data["proof"]))
 
 
-def render_worker(view: WorkerView) -> None:
+def render_worker(view: WorkerView, proof: dict) -> None:
     rows = [("address", view.address), ("registered", "yes" if view.registered else "no")]
     record = view.record
     if record is not None:
@@ -88,4 +89,5 @@ def render_worker(view: WorkerView) -> None:
                  ("slashed", amount_text(record.slashed)), ("penalties", amount_text(record.penalized))]
     for entry in view.unbonding:
         rows.append(("unbonding", f"{amount_text(entry.amount)} at height {entry.maturity_height}"))
+    rows.append(("proof", proof_text(proof)))
     print_key_values(rows)

@@ -57,3 +57,9 @@ def print_table(columns: list[str], rows: list[list[Any]], title: str | None = N
 
 def amount_text(utrl: int) -> str:
     return format_amount_both(utrl)
+
+
+def proof_text(proof: dict) -> str:
+    """`proved at height H` and against what, for the text output."""
+    return (f"{proof['note']} (app hash {proof['app_hash']} of block {proof['header_height']}"
+            f"{'' if proof['present'] else ', proven absent'})")

@@ -1,6 +1,6 @@
 // Search: a task id goes to its page; a transaction hash or an address is shown here.
 import { getJson } from "../api.js";
-import { facts, h, link, mono, utrl, yesNo } from "../dom.js";
+import { facts, h, link, mono, short, utrl, yesNo } from "../dom.js";
 import { txKinds } from "./network.js";
 
 export async function searchPage(params) {
@@ -22,7 +22,9 @@ export async function searchPage(params) {
     page.push(h("h2", {}, "Account"), facts([["address", mono(found.account.address)],
       ["balance", utrl(found.account.balance)], ["nonce", String(found.account.nonce)],
       ["validator", v ? `${v.moniker}, power ${v.power}, jailed ${yesNo(v.jailed)}` : "no"],
-      ["worker", found.worker ? (found.worker.registered ? `registered, stake ${utrl(found.worker.stake)}` : "unbonding") : "no"]]));
+      ["worker", found.worker ? (found.worker.registered ? `registered, stake ${utrl(found.worker.stake)}` : "unbonding") : "no"],
+      ["proof", `${found.account.proof.note} (app hash ${short(found.account.proof.app_hash, 16)} of block `
+        + `${found.account.proof.header_height})`]]));
     if (found.worker && found.worker.registered) {
       page.push(h("p", {}, "Tasks: ", found.worker.tasks.length
         ? found.worker.tasks.flatMap((id, i) => [i ? ", " : "", link(`#/tasks/${id}`, `Task ${id}`)]) : "none"));
