@@ -50,10 +50,10 @@ def vector_spec_document(manifest_hash: str) -> dict:
     from trolly.compute.spec import example_spec
 
     document = example_spec(manifest_hash, model={"arch": "mlp", "config": {"hidden": [24, 16]}})
-    document["training"].update(rounds=3, inner_steps=8, batch_size=16, checkpoint_every=4, seed=2**62 + 12345)
+    document["training"].update(rounds=3, inner_steps=20, batch_size=16, checkpoint_every=8, seed=2**62 + 12345)
     document["training"]["inner_optimizer"].update(
         lr=0.01, weight_decay=0.05, beta1=0.85, beta2=0.99, eps=1e-6,
-        schedule={"name": "cosine", "warmup_steps": 10, "final_lr": 0.0005})
+        schedule={"name": "cosine", "warmup_steps": 32, "final_lr": 0.0005})
     return document
 
 
@@ -108,8 +108,8 @@ def vector_start(vector: dict, trainer):
 
 
 def make_vector() -> dict:
-    """Build the vector: digits' first 128 samples, the spec's initial weights trained 3 steps by the kernel
-    (so the start has AdamW state), then the segment of steps 3..11 of worker 2's round 1."""
+    """Build the vector: digits' first 128 samples; segment 1 (steps 8..16) of worker 2's round 1, from the
+    checkpoint the kernel reaches from the spec's initial weights (so the start has AdamW state)."""
     from trolly.compute.checkpoints import TrainingState, checkpoint_hash
     from trolly.compute.data import build_dataset, dataset_from_blobs
     from trolly.compute.spec import spec_from_dict
@@ -121,17 +121,17 @@ def make_vector() -> dict:
     dataset = small_dataset(digits, 128)
     trainer = WasmTrainer(spec, dataset)
     fresh = TrainingState.fresh(initial_weights(spec, dataset.shape))
-    start = train_segment_wasm(trainer, fresh, worker_index=2, round_index=1, end_step=3)
+    start = train_segment_wasm(trainer, fresh, worker_index=2, round_index=1, end_step=8)
     vector = {
         "about": "a wasm32 kernel segment: every party must reach expected.hash (tests/helpers/wasm_helpers.py)",
         "spec": vector_spec_document(digits.manifest_hash),
         "sizes": list(trainer.sizes), "batchSize": spec.training.batch_size, "training": segment_training(spec),
         "data": {"inputs": floats_b64(dataset.train_inputs.numpy()),
                  "targets": base64.b64encode(dataset.train_targets.numpy().astype("<u4").tobytes()).decode()},
-        "start": flat_state(trainer, start), "workerIndex": 2, "roundIndex": 1, "endStep": 11, "final": False,
+        "start": flat_state(trainer, start), "workerIndex": 2, "roundIndex": 1, "endStep": 16, "final": False,
     }
     losses: list[float] = []
-    end = train_segment_wasm(trainer, start, worker_index=2, round_index=1, end_step=11, losses=losses)
+    end = train_segment_wasm(trainer, start, worker_index=2, round_index=1, end_step=16, losses=losses)
     vector["expected"] = {"startHash": checkpoint_hash(start).hex(), "hash": checkpoint_hash(end).hex(),
                           "losses": losses}
     return vector
