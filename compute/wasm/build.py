@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import WasmKernelError
-from .profile import KERNEL_SOURCE, KERNEL_WASM
+from .profile import KERNEL_SOURCE, KERNEL_WASM, kernel_sha256
 
 PINNED_CLANG = "Debian clang version 14.0.6"
 """The compiler the committed .wasm was built with: Debian bookworm's `clang` and `lld` packages."""
@@ -60,7 +60,8 @@ def check_committed(clang: str = "clang") -> str:
         build_kernel(built, clang)
         same = built.read_bytes() == KERNEL_WASM.read_bytes()
     if same:
-        return f"{KERNEL_WASM.name}: the committed bytes are what {KERNEL_SOURCE.name} builds to ({version})"
+        return (f"{KERNEL_WASM.name}: the committed bytes (sha256 {kernel_sha256()}) are what {KERNEL_SOURCE.name} "
+                f"builds to ({version})")
     if version != PINNED_CLANG:
         return (f"{KERNEL_WASM.name}: built with {version}, not the pinned {PINNED_CLANG}, so its bytes differ from "
                 f"the committed ones; the committed .wasm is used")

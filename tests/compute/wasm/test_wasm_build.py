@@ -6,7 +6,7 @@ import pytest
 import wasmtime
 
 from trolly.compute.wasm.build import PINNED_CLANG, build_kernel, check_committed, clang_version, toolchain_missing
-from trolly.compute.wasm.profile import KERNEL_WASM
+from trolly.compute.wasm.profile import KERNEL_WASM, kernel_sha256
 
 needs_toolchain = pytest.mark.skipif(toolchain_missing() is not None,
                                      reason=f"{toolchain_missing()}: make setup installs them as root")
@@ -25,7 +25,7 @@ def test_the_committed_wasm_is_what_the_pinned_compiler_builds(tmp_path):
         pytest.skip(f"{clang_version('clang')} is not the pinned {PINNED_CLANG}: its bytes may differ")
     build_kernel(tmp_path / "kernel.wasm")
     assert (tmp_path / "kernel.wasm").read_bytes() == KERNEL_WASM.read_bytes()
-    assert "the committed bytes are what kernel.c builds to" in check_committed()
+    assert f"the committed bytes (sha256 {kernel_sha256()}) are what kernel.c builds to" in check_committed()
 
 
 def test_the_kernel_imports_nothing_and_uses_no_simd():
