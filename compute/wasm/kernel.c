@@ -292,7 +292,11 @@ static u32 layer_offset(u32 layer) {
     return offset;
 }
 
-/* out[b][o] = (sum over i ascending of W[o][i] x[b][i]) + bias[o], then ReLU unless it is the last layer. */
+/* out[b][o] = (sum over i ascending of W[o][i] x[b][i]) + bias[o], then ReLU unless it is the last layer.
+ * Four outputs are summed side by side (independent sums, so the loop is not bound by one addition's latency);
+ * each output's own sequence of operations is the one above. */
+static float activate(float value, int relu) { return relu ? (value > 0.0f ? value : 0.0f) : value; }
+
 static void forward_layer(u32 layer) {
     u32 in = model.sizes[layer], out = model.sizes[layer + 1];
     const float *w = model.weights + layer_offset(layer), *bias = w + out * in;
@@ -301,12 +305,28 @@ static void forward_layer(u32 layer) {
     int relu = layer + 1 < model.layers;
     for (u32 b = 0; b < model.batch; b++) {
         const float *xb = x + b * in;
-        for (u32 o = 0; o < out; o++) {
+        float *yb = y + b * out;
+        u32 o = 0;
+        for (; o + 4 <= out; o += 4) {
+            const float *w0 = w + o * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            for (u32 i = 0; i < in; i++) {
+                float xi = xb[i];
+                a0 = a0 + w0[i] * xi;
+                a1 = a1 + w1[i] * xi;
+                a2 = a2 + w2[i] * xi;
+                a3 = a3 + w3[i] * xi;
+            }
+            yb[o] = activate(a0 + bias[o], relu);
+            yb[o + 1] = activate(a1 + bias[o + 1], relu);
+            yb[o + 2] = activate(a2 + bias[o + 2], relu);
+            yb[o + 3] = activate(a3 + bias[o + 3], relu);
+        }
+        for (; o < out; o++) {
             const float *wo = w + o * in;
             float acc = 0.0f;
             for (u32 i = 0; i < in; i++) acc = acc + wo[i] * xb[i];
-            acc = acc + bias[o];
-            y[b * out + o] = relu ? (acc > 0.0f ? acc : 0.0f) : acc;
+            yb[o] = activate(acc + bias[o], relu);
         }
     }
 }
@@ -340,15 +360,29 @@ static float softmax_cross_entropy(void) {
 
 /* Gradients of one layer from delta (its output's gradient): dW[o][i] = sum over b ascending of
  * delta[b][o] x[b][i], dbias[o] = sum over b of delta[b][o]; then, below the first layer, delta_next[b][i] =
- * (sum over o ascending of W[o][i] delta[b][o]) where the input's ReLU passed (x > 0), else 0. */
-static void backward_layer(u32 layer) {
-    u32 in = model.sizes[layer], out = model.sizes[layer + 1];
-    u32 offset = layer_offset(layer);
-    const float *w = model.weights + offset;
-    float *gw = model.grads + offset, *gbias = gw + out * in;
-    const float *x = model.activations[layer];
+ * (sum over o ascending of W[o][i] delta[b][o]) where the input's ReLU passed (x > 0), else 0. Each sum takes
+ * four terms per pass over its row, kept in a register in between: the same sequence for every element. */
+static void weight_gradients(u32 in, u32 out, float *gw, float *gbias, const float *x) {
     for (u32 k = 0; k < out * (in + 1); k++) gw[k] = 0.0f;
-    for (u32 b = 0; b < model.batch; b++) {
+    u32 b = 0;
+    for (; b + 4 <= model.batch; b += 4) {
+        const float *x0 = x + b * in, *x1 = x0 + in, *x2 = x1 + in, *x3 = x2 + in;
+        const float *d = model.delta + b * out;
+        for (u32 o = 0; o < out; o++) {
+            float d0 = d[o], d1 = d[out + o], d2 = d[2 * out + o], d3 = d[3 * out + o];
+            float *go = gw + o * in;
+            for (u32 i = 0; i < in; i++) {
+                float g = go[i];
+                g = g + d0 * x0[i];
+                g = g + d1 * x1[i];
+                g = g + d2 * x2[i];
+                g = g + d3 * x3[i];
+                go[i] = g;
+            }
+            gbias[o] = gbias[o] + d0 + d1 + d2 + d3; /* left to right: ((g + d0) + d1) + ... */
+        }
+    }
+    for (; b < model.batch; b++) {
         const float *xb = x + b * in, *db = model.delta + b * out;
         for (u32 o = 0; o < out; o++) {
             float d = db[o];
@@ -357,18 +391,42 @@ static void backward_layer(u32 layer) {
             gbias[o] = gbias[o] + d;
         }
     }
-    if (layer == 0) return;
+}
+
+static void input_gradients(u32 in, u32 out, const float *w, const float *x) {
     for (u32 b = 0; b < model.batch; b++) {
         const float *xb = x + b * in, *db = model.delta + b * out;
         float *nb = model.delta_next + b * in;
         for (u32 i = 0; i < in; i++) nb[i] = 0.0f;
-        for (u32 o = 0; o < out; o++) {
+        u32 o = 0;
+        for (; o + 4 <= out; o += 4) {
+            float d0 = db[o], d1 = db[o + 1], d2 = db[o + 2], d3 = db[o + 3];
+            const float *w0 = w + o * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
+            for (u32 i = 0; i < in; i++) {
+                float n = nb[i];
+                n = n + w0[i] * d0;
+                n = n + w1[i] * d1;
+                n = n + w2[i] * d2;
+                n = n + w3[i] * d3;
+                nb[i] = n;
+            }
+        }
+        for (; o < out; o++) {
             float d = db[o];
             const float *wo = w + o * in;
             for (u32 i = 0; i < in; i++) nb[i] = nb[i] + wo[i] * d;
         }
         for (u32 i = 0; i < in; i++) if (!(xb[i] > 0.0f)) nb[i] = 0.0f;
     }
+}
+
+static void backward_layer(u32 layer) {
+    u32 in = model.sizes[layer], out = model.sizes[layer + 1];
+    u32 offset = layer_offset(layer);
+    float *gw = model.grads + offset;
+    weight_gradients(in, out, gw, gw + out * in, model.activations[layer]);
+    if (layer == 0) return;
+    input_gradients(in, out, model.weights + offset, model.activations[layer]);
     float *swap = model.delta;
     model.delta = model.delta_next;
     model.delta_next = swap;
