@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 CONSOLE_WEB := console/web
 ICS23_NODE := tests/ics23_node
 
-.PHONY: setup demo dev test test-fast proto bench clean browser
+.PHONY: setup demo dev test test-fast proto bench clean browser wasm
 
 # Create the virtual environment and install the project with its pinned dependencies.
 $(STAMP): pyproject.toml setup.py
@@ -19,8 +19,18 @@ $(STAMP): pyproject.toml setup.py
 # CometBFT (the consensus engine of every network of several validators) into the venv's bin: the release is
 # pinned once, in trolly.abci_app.cometbft. Skipped when that release is already there or a v0.38 `cometbft` is on
 # PATH; without Go it says how to get CometBFT and succeeds (the built-in solo engine serves one validator).
-setup: $(STAMP) $(CONSOLE_WEB)/dist/app.js $(ICS23_NODE)/node_modules/.package-lock.json
+setup: $(STAMP) $(CONSOLE_WEB)/dist/app.js $(ICS23_NODE)/node_modules/.package-lock.json wasm
 	$(PY) -m trolly.abci_app.cometbft install --gobin $(VENV)/bin
+
+# The wasm32 training kernel (compute/wasm/kernel.c, committed built as kernel.wasm): Debian's clang and lld are
+# installed with apt when missing and this is root; then the source is built and checked to be byte for byte the
+# committed .wasm (under the pinned clang; fails if not). Without a compiler the committed .wasm is used as it is.
+wasm: $(STAMP)
+	@{ command -v clang >/dev/null && command -v wasm-ld >/dev/null; } || [ "$$(id -u)" != 0 ] || \
+		! command -v apt-get >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang lld >/dev/null; } || \
+		echo "clang and lld could not be installed: the committed kernel.wasm is used without a rebuild"
+	$(PY) -m trolly.compute.wasm.build
 
 # The console's front end (trolly-console serves it): npm packages exactly as the lockfile pins them, then the
 # esbuild bundle in console/web/dist. Rebuilt when the lockfile or a source file changes.

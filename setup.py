@@ -18,5 +18,8 @@ for top in TOP_LEVEL:
 CONSOLE_FRONT_END = ["web/index.html", "web/favicon.svg", "web/dist/*"]
 """The console's page, icon and the bundle `make setup` builds (console/server.py serves them from the package)."""
 
+WASM_KERNEL = ["kernel.c", "kernel.wasm", "*.mjs"]
+"""The wasm32 kernel's source, its committed build and its JavaScript (compute/wasm: what a browser loads)."""
+
 setup(packages=packages, package_dir=package_dir,
-      package_data={"": ["*.proto", "*.json"], "trolly.console": CONSOLE_FRONT_END})
+      package_data={"": ["*.proto", "*.json"], "trolly.console": CONSOLE_FRONT_END, "trolly.compute.wasm": WASM_KERNEL})

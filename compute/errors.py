@@ -22,6 +22,11 @@ class DeterminismError(ComputeError):
     """The running process cannot honour the requested determinism profile."""
 
 
+class WasmKernelError(ComputeError):
+    """The wasm32 kernel cannot train what it is given (a model other than an MLP classifier, a state of
+    another shape), cannot be loaded, or its source does not build to the committed .wasm."""
+
+
 class EncodingError(ComputeError):
     """Canonical tensor bytes (weights, checkpoints, shards) are malformed."""
 

@@ -35,6 +35,11 @@ MAX_PROFILE_THREADS = 64
 MODE = "deterministic-ftz"
 """The last part of every profile id (as `compute.determinism.MODE`)."""
 
+WASM32_PROFILE = "wasm32/kernel-1"
+"""The browser kernel's profile (as `compute.wasm.profile.PROFILE_ID`, docs/browser-worker.md), whose bytes depend
+on no machine. Declared, not yet accepted: `check_profile_form` refuses it until verifiers replay `wasm32`
+segments with the kernel, since a profile nobody can judge must never be paid for."""
+
 _TORCH = re.compile(r"torch-[A-Za-z0-9.+]{1,40}")
 _THREADS = re.compile(r"threads-([1-9][0-9]{0,2})")
 

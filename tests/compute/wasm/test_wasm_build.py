@@ -1,0 +1,39 @@
+"""The committed kernel.wasm is what kernel.c builds to, byte for byte, and holds nothing machine-dependent."""
+
+from __future__ import annotations
+
+import pytest
+import wasmtime
+
+from trolly.compute.wasm.build import PINNED_CLANG, build_kernel, check_committed, clang_version, toolchain_missing
+from trolly.compute.wasm.profile import KERNEL_WASM, kernel_sha256
+
+needs_toolchain = pytest.mark.skipif(toolchain_missing() is not None,
+                                     reason=f"{toolchain_missing()}: make setup installs them as root")
+
+
+@needs_toolchain
+def test_the_source_builds_to_the_same_bytes_twice(tmp_path):
+    build_kernel(tmp_path / "first.wasm")
+    build_kernel(tmp_path / "second.wasm")
+    assert (tmp_path / "first.wasm").read_bytes() == (tmp_path / "second.wasm").read_bytes()
+
+
+@needs_toolchain
+def test_the_committed_wasm_is_what_the_pinned_compiler_builds(tmp_path):
+    if clang_version("clang") != PINNED_CLANG:
+        pytest.skip(f"{clang_version('clang')} is not the pinned {PINNED_CLANG}: its bytes may differ")
+    build_kernel(tmp_path / "kernel.wasm")
+    assert (tmp_path / "kernel.wasm").read_bytes() == KERNEL_WASM.read_bytes()
+    assert f"the committed bytes (sha256 {kernel_sha256()}) are what kernel.c builds to" in check_committed()
+
+
+def test_the_kernel_imports_nothing_and_uses_no_simd():
+    """No import: nothing outside the kernel's own code (no libc, no host function) can change a result; no
+    SIMD at all: it loads in an engine with SIMD switched off."""
+    config = wasmtime.Config()
+    config.wasm_simd = False
+    config.wasm_relaxed_simd = False
+    module = wasmtime.Module(wasmtime.Engine(config), KERNEL_WASM.read_bytes())
+    assert list(module.imports) == []
+    assert {"memory", "configure", "train_step", "kernel_version"} <= {export.name for export in module.exports}
