@@ -132,14 +132,21 @@ async def _serve_app(root: pathlib.Path, address: str, exit_before_commit_height
 
     from .application import TrollyApplication
     from .crash_switch import ExitBeforeCommit
+    from .retention import Retention
     from .server import run_until_signalled
     from .signature_checker import SignatureChecker
+    from .snapshot_restore import StateSync
+    from .snapshot_store import SnapshotStore
     from .store import Store
 
     home = homelib.load_home(root)
-    store = Store(home.paths.application_db)
+    options = homelib.read_node_options(home.config)
+    store = Store(home.paths.application_db, keep_recent=options.state_keep_recent)
+    snapshots = SnapshotStore(home.paths.snapshots_dir, options.snapshot_interval, options.snapshot_keep_recent)
     checker = SignatureChecker(enabled=signature_checker)
-    helpers = {"checks": CheckedTxs(), "signature_checker": checker}
+    helpers = {"checks": CheckedTxs(), "signature_checker": checker,
+               "state_sync": StateSync(snapshots, home.paths.application_db),
+               "retention": Retention.from_options(options, home.genesis)}
     if exit_before_commit_height is None:
         app = TrollyApplication(store, home.chain_id, **helpers)
     else:
@@ -150,7 +157,8 @@ async def _serve_app(root: pathlib.Path, address: str, exit_before_commit_height
         await run_until_signalled(app, address)
     finally:
         checker.close()
-        store.close()
+        snapshots.close()  # waits for a snapshot being written: it reads the store
+        app.store.close()  # the store state sync swapped in, if it did
 
 
 @main.command()

@@ -6,6 +6,7 @@ own: `[trolly]`, read by `trolly-node start` (CometBFT ignores sections it does 
 
     [trolly]
     signature_checker = true   # check large unchecked blocks' signatures in a helper process
+    snapshot_interval = 1000   # and the other snapshot and history options of `node_options`
 
 Re-exported by `trolly.abci_app.home`.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .home_genesis import COMETBFT_VERSION, HomeError
+from .node_options import NodeOptions, read_node_options as _read_section
 
 APP_SECTION = "trolly"
 """The config.toml section that holds the app's own options (`trolly-node start` reads it)."""
@@ -37,6 +39,8 @@ class NodeConfig:
     create_empty_blocks: bool = True
     prometheus_listen_addr: str = ":26660"
     signature_checker: bool = True
+    options: NodeOptions = NodeOptions()  # snapshots and history kept: the rest of `[trolly]`
+    statesync: dict[str, Any] = field(default_factory=dict)  # [statesync] values over CometBFT's defaults
     extra: dict[str, Any] = field(default_factory=dict)  # {"section": {"key": value}} overrides
 
 
@@ -48,13 +52,13 @@ def config_toml(config: NodeConfig) -> dict:
         "rpc": _rpc_section(config),
         "p2p": _p2p_section(config),
         "mempool": _mempool_section(),
-        "statesync": _statesync_section(),
+        "statesync": {**_statesync_section(), **config.statesync},
         "blocksync": {"version": "v0"},
         "consensus": _consensus_section(config),
         "storage": {"discard_abci_responses": False},
         "tx_index": {"indexer": "kv", "psql-conn": ""},
         "instrumentation": _instrumentation_section(config),
-        APP_SECTION: {"signature_checker": config.signature_checker},
+        APP_SECTION: {"signature_checker": config.signature_checker, **config.options.to_toml()},
     }
     for section, values in config.extra.items():
         if isinstance(document.get(section), dict):
@@ -73,6 +77,14 @@ def signature_checker_enabled(document: dict) -> bool:
     if not isinstance(value, bool):
         raise HomeError(f"config.toml [{APP_SECTION}] signature_checker must be true or false, got {value!r}")
     return value
+
+
+def read_node_options(document: dict) -> NodeOptions:
+    """The snapshot and history options of a loaded config.toml's `[trolly]` (defaults when absent)."""
+    section = document.get(APP_SECTION, {})
+    if not isinstance(section, dict):
+        raise HomeError(f"config.toml [{APP_SECTION}] must be a table, got {section!r}")
+    return _read_section(section)
 
 
 def _base_section(config: NodeConfig) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterator
 
+from trolly.abci_app.store import HeightPruned
 from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.proto.bank_pb2 import MsgSend
 from trolly.chain.tx import build_tx
@@ -59,6 +60,12 @@ class FakeStore:
 
     def reader(self) -> FakeReader:
         return FakeReader(self.items)
+
+    def reader_at(self, height: int) -> FakeReader:
+        """Keeps the latest height only, like a `Store` with keep_recent=1."""
+        if height != self.last_height:
+            raise HeightPruned(f"height {height} is pruned: the oldest height kept is {self.last_height}")
+        return self.reader()
 
     def _apply(self, changes: dict) -> dict[bytes, bytes]:
         items = dict(self.items)
