@@ -14,7 +14,7 @@ persisted together with block 1, so a crash before that commit leaves height 0 a
 InitChain. FinalizeBlock is a pure function of (committed state, block): a block re-sent after a crash, or
 twice in a row, gives the same answer.
 
-Store interface used (see abci_app/store.py): `last_height`, `last_app_hash`, `reader()`,
+Store interface used (see abci_app/store.py): `last_height`, `last_app_hash`, `reader()`, `reader_at(height)`,
 `prepare(changes, height) -> PendingCommit(.app_hash)`, `commit(pending)`, `prove(key)`.
 """
 
