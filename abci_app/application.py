@@ -14,7 +14,7 @@ persisted together with block 1, so a crash before that commit leaves height 0 a
 InitChain. FinalizeBlock is a pure function of (committed state, block): a block re-sent after a crash, or
 twice in a row, gives the same answer.
 
-Store interface used (see abci_app/store.py): `last_height`, `last_app_hash`, `reader()`,
+Store interface used (see abci_app/store.py): `last_height`, `last_app_hash`, `reader()`, `reader_at(height)`,
 `prepare(changes, height) -> PendingCommit(.app_hash)`, `commit(pending)`, `prove(key)`.
 """
 
@@ -32,6 +32,7 @@ from trolly.chain.block import BlockEnv, TxResult
 from trolly.chain.checked_txs import CheckedTxs
 from trolly.chain.codec import canonical_json
 from trolly.chain.errors import ChainError, InvalidRequest, UnexpectedFailure
+from trolly.chain.market.params import MarketParams, longest_reveal_wait
 from trolly.chain.params import AuthParams, get_params
 from trolly.chain.state import State
 
@@ -43,7 +44,10 @@ from .conversions import timestamp_ns
 from .errors import AbciAppError
 from .metrics import AppMetrics
 from .proto.tendermint.abci import types_pb2 as abci
+from .retention import Retention
 from .signature_checker import SignatureChecker, execute_block
+from .snapshot_restore import StateSync
+from .store import HeightPruned
 
 log = logging.getLogger("trolly.abci.app")
 
@@ -57,8 +61,8 @@ CHAIN_ID_KEY = keys.CHAIN_META + b"chain_id"
 """Where genesis records the chain id, so every later block (and a restarted node) knows it."""
 
 RETAIN_HEIGHT = 0
-"""ResponseCommit.retain_height: 0 asks CometBFT to keep every block (no pruning): the solo engine and
-clients look up old blocks and results, and the state machine keeps no history it could rebuild from."""
+"""ResponseCommit.retain_height without a retention policy: 0 asks CometBFT to keep every block (no pruning).
+`trolly-node start` hands the app a `Retention` from the node's options, which prunes (`retention`)."""
 
 
 class InvalidGenesis(AbciAppError):
@@ -88,18 +92,23 @@ def _software_version() -> str:
 
 
 class TrollyApplication(BaseApplication):
-    """The ABCI methods, one per `Request` oneof case (the server dispatches on the case name); Echo and the
-    snapshot calls (state sync is not offered) are `BaseApplication`'s defaults.
+    """The ABCI methods, one per `Request` oneof case (the server dispatches on the case name); Echo is
+    `BaseApplication`'s default, and so are the snapshot calls when no `state_sync` is given.
 
     Its helpers are handed in by whoever starts it (`trolly-node start`): `checks`, the memo of transactions
     whose stateless checks passed (a fresh one if none is given), and `signature_checker`, the helper
     process FinalizeBlock may check a block's signatures in (none: every check on the spot). Neither changes
     any answer, only where and how often the work is done. `metrics` (`abci_app/metrics.py`; a fresh one if none
-    is given) counts what each committed block did; whoever starts the app serves its registry."""
+    is given) counts what each committed block did; whoever starts the app serves its registry. `state_sync`
+    serves and restores snapshots (`snapshot_restore`), `retention` decides the `retain_height` Commit answers
+    (none: keep every block)."""
 
     def __init__(self, store: Any, chain_id_hint: str | None = None, checks: CheckedTxs | None = None,
-                 signature_checker: SignatureChecker | None = None, metrics: AppMetrics | None = None) -> None:
+                 signature_checker: SignatureChecker | None = None, metrics: AppMetrics | None = None,
+                 state_sync: StateSync | None = None, retention: Retention | None = None) -> None:
         self.store = store
+        self.state_sync = state_sync
+        self.retention = retention
         self.chain_id_hint = chain_id_hint
         self.checks = checks if checks is not None else CheckedTxs()
         self.signature_checker = signature_checker
@@ -114,6 +123,14 @@ class TrollyApplication(BaseApplication):
         self._last_block_time_ns = 0  # for CheckTx's env only; never used by consensus paths
         self._chain_id = self._read_chain_id(State(store.reader()))
         self.metrics.recount_tasks(State(store.reader()))
+        self._observe_store(store)
+        if state_sync is not None and state_sync.snapshots is not None:
+            state_sync.snapshots.on_written = self.metrics.snapshot_seconds.observe
+
+    def _observe_store(self, store: Any) -> None:
+        """Point the store's prune timings at the metrics (a store without pruning has no hook)."""
+        if hasattr(store, "on_pruned"):
+            store.on_pruned = self.metrics.prune_seconds.observe
 
     # -- which state a call sees ---------------------------------------------------------------------------
     def _execution_base(self) -> State:
@@ -175,17 +192,21 @@ class TrollyApplication(BaseApplication):
                              app_version=APP_VERSION)
 
     def query(self, request: abci.RequestQuery) -> abci.ResponseQuery:
+        """At the last committed height (height 0 asks for it), or an older one the store still keeps, with no
+        proof then (the tree holds the latest version only); a pruned height is a clear error."""
         height = self.store.last_height
+        past = request.height not in (0, height)
         try:
-            if request.height not in (0, height):
-                raise InvalidRequest(f"only the latest committed height {height} can be queried, "
-                                     f"not {request.height}")
-            result = chain_app.query(State(self.store.reader()), request.path, request.data)
+            reader = self._reader_at(request.height) if past else self.store.reader()
+            result = chain_app.query(State(reader), request.path, request.data)
             value = canonical_json(result.value)
         except Exception as exc:  # noqa: BLE001 - an exception answer would stop CometBFT (see below)
             failure = error_code(_as_chain_error(exc, f"query {request.path[:64]!r}"))
             return abci.ResponseQuery(code=failure.code, codespace=failure.codespace, log=failure.log,
                                       height=height)
+        if past:
+            info = "no Merkle proof at a past height: the tree keeps the latest version only" if request.prove else ""
+            return abci.ResponseQuery(value=value, height=request.height, info=info)
         response = abci.ResponseQuery(value=value, height=height)
         if request.prove and result.proof_key is not None:
             proven = self.store.prove(result.proof_key)
@@ -193,6 +214,42 @@ class TrollyApplication(BaseApplication):
             response.proof_ops.ops.add(type=proven.proof_type, key=result.proof_key, data=proven.proof)
         elif request.prove:
             response.info = f"no Merkle proof is available for {request.path}"
+        return response
+
+    def _reader_at(self, height: int):
+        try:
+            return self.store.reader_at(height)
+        except HeightPruned as exc:
+            raise InvalidRequest(str(exc)) from None
+
+    # -- connection: snapshot (state sync) --------------------------------------------------------------------
+    def list_snapshots(self, request: abci.RequestListSnapshots) -> abci.ResponseListSnapshots:
+        if self.state_sync is None:
+            return super().list_snapshots(request)
+        return self.state_sync.list_snapshots()
+
+    def load_snapshot_chunk(self, request: abci.RequestLoadSnapshotChunk) -> abci.ResponseLoadSnapshotChunk:
+        if self.state_sync is None:
+            return super().load_snapshot_chunk(request)
+        return self.state_sync.load_snapshot_chunk(request)
+
+    def offer_snapshot(self, request: abci.RequestOfferSnapshot) -> abci.ResponseOfferSnapshot:
+        if self.state_sync is None:
+            return super().offer_snapshot(request)
+        return self.state_sync.offer_snapshot(request, self.store.last_height)
+
+    def apply_snapshot_chunk(self, request: abci.RequestApplySnapshotChunk) -> abci.ResponseApplySnapshotChunk:
+        """Apply one chunk; after the last, verified one, the restored store replaces this node's (empty) one
+        and Info answers the snapshot's height and app hash."""
+        if self.state_sync is None:
+            return super().apply_snapshot_chunk(request)
+        response, restored = self.state_sync.apply_snapshot_chunk(request)
+        if restored:
+            self.store = self.state_sync.swap_in(self.store)
+            self._observe_store(self.store)
+            self.metrics.recount_tasks(State(self.store.reader()))
+            self._chain_id = self._read_chain_id(State(self.store.reader()))
+            self._genesis_changes = self._pending = self._mempool = self._check_env = None
         return response
 
     # -- connection: mempool ----------------------------------------------------------------------------------
@@ -346,10 +403,19 @@ class TrollyApplication(BaseApplication):
             raise ProtocolViolation("Commit without a FinalizeBlock before it")
         self.store.commit(self._pending)
         self.metrics.block_committed(self.store.last_height, State(self.store.reader()))
+        height = self._pending.height
         self._pending = None
         self.checks.forget(self._pending_txs)  # decided and applied: never checked again (a replay fails its nonce)
         self.checks.drop_provisional()  # what undecided proposals left
         self._pending_txs = []
         self._genesis_changes = None
         self._mempool = None  # CometBFT re-checks its remaining mempool txs next, rebuilding the overlay
-        return abci.ResponseCommit(retain_height=RETAIN_HEIGHT)
+        if self.state_sync is not None and self.state_sync.snapshots is not None:
+            self.state_sync.snapshots.after_commit(self.store, height)  # written on a background thread
+        return abci.ResponseCommit(retain_height=self._retain_height(height))
+
+    def _retain_height(self, height: int) -> int:
+        if self.retention is None:
+            return RETAIN_HEIGHT
+        market = get_params(State(self.store.reader()), MarketParams)
+        return self.retention.retain_height(height, longest_reveal_wait(market))

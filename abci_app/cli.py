@@ -1,6 +1,8 @@
 """`trolly-node`: the validator's command line, a thin layer over `home`, the ABCI server and the solo engine.
 
     trolly-node init   --home H --chain-id C [--moniker M] [--dev] [--force]   write a CometBFT v0.38 home
+    trolly-node init   --home H --state-sync RPC1,RPC2 [--trust-height N --trust-hash X]
+                                                                              join a running chain by state sync
     trolly-node start  --home H [--abci unix://PATH | tcp://HOST:PORT] [--signature-checker on|off]
                        [--metrics-laddr HOST:PORT] [--metrics-port-in-use continue|refuse]
                                                                               the app alone, for CometBFT
@@ -42,6 +44,7 @@ from trolly.chain.crypto import encode_address
 from trolly.chain.hd import DEV_MNEMONIC, dev_key
 
 from . import home as homelib
+from .state_sync_trust import DEFAULT_TRUST_PERIOD
 from .listen_address import AddressError, default_unix_address
 from .errors import AbciAppError
 from .gc_tuning import tune_garbage_collection
@@ -100,7 +103,8 @@ def main(log_level: str) -> None:
 
 @main.command()
 @home_option
-@click.option("--chain-id", required=True, help="Chain id written into genesis.json (1-50 characters).")
+@click.option("--chain-id", default=None,
+              help="Chain id written into genesis.json (1-50 characters); required unless --state-sync.")
 @click.option("--moniker", default="trolly-node", show_default=True, help="Human-readable node name.")
 @click.option("--dev", is_flag=True, help="Dev genesis: the public dev key funded and operating this validator.")
 @click.option("--force", is_flag=True, help="Overwrite an existing home (wipes its data/).")
@@ -111,7 +115,18 @@ def main(log_level: str) -> None:
               help="Where CometBFT serves its Prometheus metrics (0 or empty: off).")
 @click.option("--metrics-laddr", default=DEFAULT_APP_METRICS_ADDRESS, show_default=True,
               help="Where the app serves its own Prometheus metrics (0 or empty: off).")
-def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, p2p_laddr, prometheus_laddr, metrics_laddr) -> None:
+@click.option("--state-sync", "state_sync", default=None, metavar="RPC1,RPC2",
+              help="Join a running chain by state sync: its genesis, peers and trusted block from these RPC "
+                   "servers (two at least, cross-checked). On an existing home of that chain, only its "
+                   "[statesync] section is rewritten.")
+@click.option("--trust-height", type=click.IntRange(min=1), default=None,
+              help="With --state-sync: the block to trust (default: the newest every server has).")
+@click.option("--trust-hash", default=None, help="With --state-sync: that block's hash, known out of band; "
+                                                 "refused unless every server has it.")
+@click.option("--trust-period", default=DEFAULT_TRUST_PERIOD, show_default=True,
+              help="With --state-sync: how old the trusted block may be when the node starts.")
+def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, p2p_laddr, prometheus_laddr, metrics_laddr,
+         state_sync, trust_height, trust_hash, trust_period) -> None:
     """Write a CometBFT v0.38 home: genesis.json, config.toml, priv_validator_key.json, node_key.json."""
     root = _home(home)
     try:
@@ -119,12 +134,36 @@ def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, p2p_laddr, p
         config = homelib.NodeConfig(moniker=moniker, proxy_app=proxy_app, rpc_laddr=rpc_laddr, p2p_laddr=p2p_laddr,
                                     prometheus_listen_addr="" if prometheus_laddr == "0" else prometheus_laddr,
                                     metrics_listen_addr=metrics_laddr)
+        if state_sync is not None:
+            _init_state_sync(root, config, chain_id, state_sync, trust_height, trust_hash, trust_period, force)
+            return
+        if trust_height is not None or trust_hash is not None:
+            raise click.UsageError("--trust-height and --trust-hash go with --state-sync")
+        if chain_id is None:
+            raise click.UsageError("--chain-id is required (unless --state-sync takes it from the chain)")
         paths = homelib.init_home(root, chain_id, moniker=moniker, dev=dev, config=config, force=force)
     except AbciAppError as exc:
         _fail(exc)
     written = homelib.load_home(root)
     click.echo(f"Initialized node home {paths.root} for chain {chain_id}")
     click.echo(f"  validator address {written.validator_key.address.hex().upper()}, node id {written.node_key.node_id}")
+
+
+def _init_state_sync(root, config, chain_id, servers, trust_height, trust_hash, trust_period, force) -> None:
+    """`init --state-sync`: the cross-checked trusted block, into a new home or an existing one's [statesync]."""
+    from .home_join import enable_state_sync, join_home
+    from .state_sync_trust import parse_rpc_servers, trusted_block
+
+    trusted = trusted_block(parse_rpc_servers(servers), trust_height, trust_hash)
+    if chain_id is not None and chain_id != trusted.chain_id:
+        raise homelib.HomeError(f"--chain-id {chain_id!r} is not the RPC servers' chain {trusted.chain_id!r}")
+    if homelib.HomePaths(root).exists() and not force:
+        enable_state_sync(root, trusted, trust_period)
+        click.echo(f"State sync enabled in {root} for chain {trusted.chain_id}")
+    else:
+        join_home(root, trusted, config, trust_period, force=force)
+        click.echo(f"Initialized node home {root} to join chain {trusted.chain_id} by state sync")
+    click.echo(f"  trusting block {trusted.height} {trusted.hash}, from {', '.join(trusted.rpc_servers)}")
 
 
 # ----------------------------------------------------------------------------------------------- start
@@ -151,16 +190,23 @@ async def _serve_app(root: pathlib.Path, address: str, exit_before_commit_height
     from .application import TrollyApplication
     from .metrics import AppMetrics
     from .crash_switch import ExitBeforeCommit
+    from .retention import Retention
     from .server import run_until_signalled
     from .signature_checker import SignatureChecker
+    from .snapshot_restore import StateSync
+    from .snapshot_store import SnapshotStore
     from .store import Store
 
     home = homelib.load_home(root)
     metrics = AppMetrics()
     endpoint = start_metrics_endpoint(metrics_address, metrics.registry, f"the app of {root}", metrics_port_in_use)
-    store = Store(home.paths.application_db)
+    options = homelib.read_node_options(home.config)
+    store = Store(home.paths.application_db, keep_recent=options.state_keep_recent)
+    snapshots = SnapshotStore(home.paths.snapshots_dir, options.snapshot_interval, options.snapshot_keep_recent)
     checker = SignatureChecker(enabled=signature_checker)
-    helpers = {"checks": CheckedTxs(), "signature_checker": checker, "metrics": metrics}
+    helpers = {"checks": CheckedTxs(), "signature_checker": checker, "metrics": metrics,
+               "state_sync": StateSync(snapshots, home.paths.application_db),
+               "retention": Retention.from_options(options, home.genesis)}
     if exit_before_commit_height is None:
         app = TrollyApplication(store, home.chain_id, **helpers)
     else:
@@ -173,7 +219,8 @@ async def _serve_app(root: pathlib.Path, address: str, exit_before_commit_height
         checker.close()
         if endpoint is not None:
             endpoint.close()
-        store.close()
+        snapshots.close()  # waits for a snapshot being written: it reads the store
+        app.store.close()  # the store state sync swapped in, if it did
 
 
 @main.command()

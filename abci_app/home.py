@@ -9,8 +9,8 @@
     H/config/node_key.json             the p2p node key (secret, 0600)
     H/data/priv_validator_state.json   last signed height/round/step (double-sign protection)
 
-The application keeps its own LevelDB under `H/data/application.db`, the solo engine its block store under
-`H/data/solo_engine.db`; neither collides with CometBFT's `blockstore.db`/`state.db`.
+The application keeps its own LevelDB under `H/data/application.db` and its state-sync snapshots under
+`H/data/snapshots/`, the solo engine its block store under `H/data/solo_engine.db`; none collides with CometBFT's `blockstore.db`/`state.db`.
 
 Every function here is a library call (the CLI is a thin layer over them); the localnet calls
 `write_localnet_homes` (or `write_home` once per validator with a shared genesis and each node's persistent
@@ -33,7 +33,7 @@ import tomli_w
 from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.wallet.files import write_atomically  # the one leaf of wallet abci_app may import
 
-from .home_config import NodeConfig, config_toml, signature_checker_enabled  # noqa: F401 (re-exported)
+from .home_config import NodeConfig, config_toml, read_node_options, signature_checker_enabled  # noqa: F401
 from .home_config import app_metrics_settings, prometheus_address  # noqa: F401 (re-exported)
 from .home_genesis import (  # noqa: F401  (re-exported: the public face of home generation)
     COMETBFT_VERSION,
@@ -56,6 +56,7 @@ from .home_genesis import (  # noqa: F401  (re-exported: the public face of home
 
 APPLICATION_DB = "application.db"
 ENGINE_DB = "solo_engine.db"
+SNAPSHOTS_DIR = "snapshots"
 
 
 # ------------------------------------------------------------------------------------------------ keys
@@ -164,6 +165,11 @@ class HomePaths:
     @property
     def engine_db(self) -> pathlib.Path:
         return self.data_dir / ENGINE_DB
+
+    @property
+    def snapshots_dir(self) -> pathlib.Path:
+        """The app's state-sync snapshots (`snapshot_store`)."""
+        return self.data_dir / SNAPSHOTS_DIR
 
     def exists(self) -> bool:
         return self.genesis.exists() or self.priv_validator_key.exists() or self.config.exists()

@@ -8,6 +8,7 @@ own: `[trolly]`, read by `trolly-node start` (CometBFT ignores sections it does 
     signature_checker = true   # check large unchecked blocks' signatures in a helper process
     metrics_listen_addr = "127.0.0.1:26661"   # the app's own Prometheus endpoint ("" or "0": off)
     metrics_port_in_use = "continue"          # that address taken: "continue" without metrics, or "refuse"
+    snapshot_interval = 1000                  # and the other snapshot and history options of `node_options`
 
 CometBFT's own Prometheus endpoint is on (`[instrumentation] prometheus = true`) at `prometheus_listen_addr`,
 loopback by default; the solo engine serves the same address with the CometBFT metrics it can stand in for
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .home_genesis import COMETBFT_VERSION, HomeError
+from .node_options import NodeOptions, read_node_options as _read_section
 
 APP_SECTION = "trolly"
 """The config.toml section that holds the app's own options (`trolly-node start` reads it)."""
@@ -52,6 +54,8 @@ class NodeConfig:
     signature_checker: bool = True
     metrics_listen_addr: str = DEFAULT_APP_METRICS_ADDRESS
     metrics_port_in_use: str = DEFAULT_METRICS_PORT_IN_USE
+    options: NodeOptions = NodeOptions()  # snapshots and history kept: the rest of `[trolly]`
+    statesync: dict[str, Any] = field(default_factory=dict)  # [statesync] values over CometBFT's defaults
     extra: dict[str, Any] = field(default_factory=dict)  # {"section": {"key": value}} overrides
 
 
@@ -63,14 +67,14 @@ def config_toml(config: NodeConfig) -> dict:
         "rpc": _rpc_section(config),
         "p2p": _p2p_section(config),
         "mempool": _mempool_section(),
-        "statesync": _statesync_section(),
+        "statesync": {**_statesync_section(), **config.statesync},
         "blocksync": {"version": "v0"},
         "consensus": _consensus_section(config),
         "storage": {"discard_abci_responses": False},
         "tx_index": {"indexer": "kv", "psql-conn": ""},
         "instrumentation": _instrumentation_section(config),
         APP_SECTION: {"signature_checker": config.signature_checker, "metrics_listen_addr": config.metrics_listen_addr,
-                      "metrics_port_in_use": config.metrics_port_in_use},
+                      "metrics_port_in_use": config.metrics_port_in_use, **config.options.to_toml()},
     }
     for section, values in config.extra.items():
         if isinstance(document.get(section), dict):
@@ -112,6 +116,14 @@ def prometheus_address(document: dict) -> str:
         return ""
     address = section.get("prometheus_listen_addr", "")
     return address if isinstance(address, str) else ""
+
+
+def read_node_options(document: dict) -> NodeOptions:
+    """The snapshot and history options of a loaded config.toml's `[trolly]` (defaults when absent)."""
+    section = document.get(APP_SECTION, {})
+    if not isinstance(section, dict):
+        raise HomeError(f"config.toml [{APP_SECTION}] must be a table, got {section!r}")
+    return _read_section(section)
 
 
 def _base_section(config: NodeConfig) -> dict[str, Any]:

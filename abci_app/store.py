@@ -1,8 +1,10 @@
 """The node's state store: LevelDB (plyvel) holding state values, the Merkle tree's nodes and commit metadata.
 
 The app hash is the root of the sparse Merkle tree of `trolly.chain.sparse_merkle` over every state (key, value).
-Only the latest version is kept: tree nodes are stored by path (`trolly.chain.sparse_merkle_nodes`), and nodes made
-stale by a block are deleted in the same write batch that adds the new ones.
+Only the latest version of the tree is kept: tree nodes are stored by path (`trolly.chain.sparse_merkle_nodes`), and
+nodes made stale by a block are deleted in the same write batch that adds the new ones. Older heights of the state
+values stay readable for `keep_recent` heights through an undo log (`trolly.abci_app.store_history`), pruned in
+the same batch as each commit; `reader_at(height)` reads them.
 
 Layout (one-byte prefixes, so the three kinds never mix and each iterates on its own):
 
@@ -39,6 +41,8 @@ import hashlib
 import itertools
 import os
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -48,6 +52,7 @@ from trolly.chain.ics23_proofs import ProofUnavailable, prove_key
 from trolly.chain.sparse_merkle import EMPTY_ROOT
 from trolly.chain.sparse_merkle_nodes import TreeUpdate, check_record, node_hash, update_tree
 
+from . import store_history as history
 from .errors import AbciAppError
 
 STATE_PREFIX = b"s"
@@ -80,6 +85,10 @@ class StoreError(AbciAppError):
 
 class StoreLocked(StoreError):
     """Another process holds the database (LevelDB allows one process per directory)."""
+
+
+class HeightPruned(StoreError):
+    """A read at a height the store no longer keeps (or has not reached); the message names what it keeps."""
 
 
 class StoreReader:
@@ -249,7 +258,14 @@ class Store:
     """LevelDB via plyvel, committed with a history-independent 16-ary sparse Merkle tree (see module doc)."""
 
     def __init__(self, path: str | os.PathLike, *, sync: bool = True, cache_nodes: int = DEFAULT_CACHE_NODES,
-                 cache_values: int = DEFAULT_CACHE_VALUES) -> None:
+                 cache_values: int = DEFAULT_CACHE_VALUES, keep_recent: int = 1) -> None:
+        """`keep_recent`: how many recent heights stay readable (`reader_at`); 1 keeps only the latest and
+        writes no undo log (`trolly.abci_app.store_history`)."""
+        if not isinstance(keep_recent, int) or keep_recent < 1:
+            raise StoreError(f"keep_recent must be a positive integer, got {keep_recent!r}")
+        self.keep_recent = keep_recent
+        self.on_pruned: Callable[[float], None] | None = None
+        """Told the seconds each commit spent finding the undo records it deletes (the app's prune metric)."""
         self.path = os.path.realpath(os.fspath(path))
         with _OPEN_PATHS_LOCK:
             # Checked before LevelDB sees the path: a second in-process open makes LevelDB open and close its
@@ -289,6 +305,9 @@ class Store:
         height_raw = self._db.get(HEIGHT_KEY)
         self.last_height: int = 0 if height_raw is None else int.from_bytes(height_raw, "big")
         self.last_app_hash: bytes = self._db.get(APP_HASH_KEY) or EMPTY_ROOT
+        oldest_raw = self._db.get(history.OLDEST_KEY)
+        self.oldest_height: int = self.last_height if oldest_raw is None else int.from_bytes(oldest_raw, "big")
+        """The oldest height `reader_at` can read (the last height when no undo log is kept)."""
         root = self._nodes().get_node("")
         tree_root = EMPTY_ROOT if root is None else node_hash(root)
         if tree_root != self.last_app_hash:
@@ -307,6 +326,24 @@ class Store:
         with self._lock:
             self._check_open()
             return StoreSnapshot(self._db.snapshot(), self.last_height, self.last_app_hash)
+
+    def reader_at(self, height: int) -> StoreReader | history.HistoricReader:
+        """Committed state as block `height` left it: the live reader for the last height, the undo log for
+        an older one the store still keeps; `HeightPruned`, naming the heights kept, for any other."""
+        with self._lock:
+            self._check_open()
+            if height == self.last_height:
+                return self.reader()
+            if not self.oldest_height <= height < self.last_height:
+                raise HeightPruned(self.describe_unreadable(height))
+            return history.HistoricReader(self._db.snapshot(), STATE_PREFIX, height)
+
+    def describe_unreadable(self, height: int) -> str:
+        """Why `height` cannot be read: not committed yet, or pruned (naming the oldest height kept)."""
+        if height > self.last_height:
+            return f"height {height} is not committed yet (the last committed height is {self.last_height})"
+        return (f"height {height} is pruned: this node keeps heights {self.oldest_height} to {self.last_height} "
+                f"(the oldest height kept is {self.oldest_height})")
 
     def prove(self, key: bytes) -> ProvenValue:
         """The value at the last commit with its ICS23 proof, membership if present, non-membership if absent,
@@ -358,6 +395,7 @@ class Store:
                     f"({self.last_app_hash.hex()[:16]}) is committed now"
                 )
             with self._db.write_batch(sync=self.sync) as batch:
+                oldest = self._write_history(batch, pending)
                 for key, value in pending.changes.items():
                     if value is None:
                         batch.delete(STATE_PREFIX + key)
@@ -372,8 +410,30 @@ class Store:
                 batch.put(APP_HASH_KEY, pending.app_hash)
             self.last_height = pending.height
             self.last_app_hash = pending.app_hash
+            self.oldest_height = oldest
             self._cache.committed(pending.tree)
             self._values.committed(pending.changes)
+
+    def _write_history(self, batch, pending: PendingCommit) -> int:
+        """Add the block's undo records and delete those of heights that fall out of `keep_recent` (one batch
+        with the commit); returns the oldest readable height after it. Genesis and block 1 are committed
+        together, so block 1 records nothing: no older height is readable."""
+        keeping = self.keep_recent > 1 and self.last_height > 0
+        if keeping:
+            read = self._values.values.get
+            history.record_changes(batch.put, lambda key: _cached_or(read, self._db, key), pending.changes,
+                                   pending.height)
+            oldest = max(self.oldest_height, pending.height - self.keep_recent + 1)
+        else:
+            oldest = pending.height
+        if self.oldest_height < min(oldest, self.last_height):  # records of heights no longer readable
+            started = time.monotonic()
+            history.prune_heights(self._db, batch.delete, self.oldest_height + 1, min(oldest, self.last_height))
+            if self.on_pruned is not None:
+                self.on_pruned(time.monotonic() - started)
+        if keeping or self.oldest_height < self.last_height:
+            batch.put(history.OLDEST_KEY, history.height_bytes(oldest))
+        return oldest
 
     def close(self) -> None:
         with self._lock:
@@ -398,6 +458,12 @@ class Store:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"{self.path}: the store is closed")
+
+
+def _cached_or(read_cache, db: "plyvel.DB", key: bytes) -> bytes | None:
+    """A committed value, from the value cache when it holds the key, else from LevelDB."""
+    value = read_cache(key, _UNCACHED)
+    return db.get(STATE_PREFIX + key) if value is _UNCACHED else value
 
 
 def _check_key(key: object) -> None:

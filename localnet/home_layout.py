@@ -31,6 +31,7 @@ from trolly.abci_app.home import (
     write_home,
 )
 from trolly.abci_app.listen_address import unix_socket_fits
+from trolly.abci_app.node_options import NodeOptions
 from trolly.chain.crypto import encode_address
 from trolly.chain.gov.params import GovParams
 from trolly.chain.market.params import MarketParams, longest_reveal_wait
@@ -360,9 +361,14 @@ def write_node_home(layout: Layout, config: LocalnetConfig, index: int, genesis:
         timeout_propose=LOCALNET_TIMEOUT_PROPOSE,
         prometheus_listen_addr=f"127.0.0.1:{config.prometheus_port(index)}",
         metrics_listen_addr=f"127.0.0.1:{config.app_metrics_port(index)}",
+        options=NodeOptions(snapshot_interval=LOCALNET_SNAPSHOT_INTERVAL),
     )
     write_home(layout.node_home(index), genesis, validator_key, node_key=node_key, config=node_config)
 
+
+LOCALNET_SNAPSHOT_INTERVAL = 20
+"""Blocks between a localnet node's state-sync snapshots: a node added later (`add_node`, then `trolly-node init
+--state-sync`) finds one within seconds; a localnet's state is small, so each costs little."""
 
 LOCALNET_TIMEOUT_PROPOSE = "2s"
 """How long CometBFT validators wait for a proposal before moving to the next round (default 3s): shorter, so

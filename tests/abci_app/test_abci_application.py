@@ -367,12 +367,13 @@ def test_bad_queries_get_codes(path, error):
     assert response.height == 1 and store.items == before
 
 
-def test_query_at_a_past_height_is_refused():
+def test_query_at_a_past_height_the_store_does_not_keep_is_refused_naming_the_oldest_kept():
     app, _ = started()
     commit_block(app, 1, [])
     commit_block(app, 2, [])
     assert app.query(abci.RequestQuery(path="/params", height=2)).code == 0
-    assert app.query(abci.RequestQuery(path="/params", height=1)).code == errors.InvalidRequest.code
+    refused = app.query(abci.RequestQuery(path="/params", height=1))
+    assert refused.code == errors.InvalidRequest.code and "oldest height kept is 2" in refused.log
 
 
 # -- proposals, vote extensions, snapshots ----------------------------------------------------------------------

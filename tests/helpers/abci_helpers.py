@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Iterator
 
+from trolly.abci_app.store import HeightPruned
 from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.ics23_proofs import EXIST_OP_TYPE, NONEXIST_OP_TYPE
 from trolly.chain.proto.bank_pb2 import MsgSend
@@ -61,6 +62,12 @@ class FakeStore:
 
     def reader(self) -> FakeReader:
         return FakeReader(self.items)
+
+    def reader_at(self, height: int) -> FakeReader:
+        """Keeps the latest height only, like a `Store` with keep_recent=1."""
+        if height != self.last_height:
+            raise HeightPruned(f"height {height} is pruned: the oldest height kept is {self.last_height}")
+        return self.reader()
 
     def _apply(self, changes: dict) -> dict[bytes, bytes]:
         items = dict(self.items)
