@@ -1,0 +1,108 @@
+"""The model a requester could fit alone in seconds, on the same split and features as the task: what a network's
+model is scored beside (`task eval`, the console's task page, `benchmarks.quality`).
+
+    fit_baseline(dataset) -> {"metric", "baseline", "baseline_name", "seconds"}
+
+- features (a packed table, already preprocessed as the pack fixed it from its train split; images; hashed word
+  counts): a logistic regression on the train split;
+- texts packed for lora-text (token ids of the base model's tokenizer): the ids as a bag of words, weighted by
+  TF-IDF (the TF-IDF of the tokenized text), then a logistic regression;
+- a corpus of next-token windows has none (None).
+
+The score is accuracy on the held-out split, or balanced accuracy (the mean of the per-label recalls) where the
+train split's labels are imbalanced, one holding under `IMBALANCE` times the examples of another: there,
+predicting the common label is right most of the time and learns nothing. `held_out_score` scores a network's
+model with the same metric. A train split of more than `MAX_ROWS` rows is fitted on a fixed sample of them, so
+the baseline stays a matter of seconds on a million rows.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from ..data import Dataset
+
+IMBALANCE = 0.5
+"""Labels are imbalanced when the rarest holds under this share of the most common one's train examples."""
+MAX_ROWS = 200_000
+"""The most train rows the baseline is fitted on (a fixed sample beyond)."""
+MAX_ITERATIONS = 1_000
+PAD_TOKEN = 0
+
+
+def metric_of(dataset: Dataset) -> str:
+    """"balanced_accuracy" for imbalanced train labels, else "accuracy"."""
+    counts = np.bincount(dataset.train_targets.reshape(-1).numpy(), minlength=dataset.shape.num_classes)
+    present = counts[counts > 0]
+    return "balanced_accuracy" if present.min() < IMBALANCE * present.max() else "accuracy"
+
+
+def score(predicted: np.ndarray, targets: np.ndarray, metric: str) -> float:
+    """`metric` ("accuracy" or "balanced_accuracy") of `predicted` labels against `targets`."""
+    predicted, targets = np.asarray(predicted).reshape(-1), np.asarray(targets).reshape(-1)
+    if metric == "accuracy":
+        return float(np.mean(predicted == targets))
+    if metric == "balanced_accuracy":
+        return float(np.mean([np.mean(predicted[targets == label] == label) for label in np.unique(targets)]))
+    raise ValueError(f"unknown metric {metric!r}")
+
+
+@torch.no_grad()
+def held_out_score(model: torch.nn.Module, dataset: Dataset, metric: str, batch_size: int = 512) -> float:
+    """`metric` of `model`'s predictions on the dataset's held-out split."""
+    was_training = model.training
+    model.eval()
+    predicted = torch.cat([model(dataset.test_inputs[begin:begin + batch_size]).argmax(dim=-1)
+                           for begin in range(0, len(dataset.test_inputs), batch_size)])
+    model.train(was_training)
+    return score(predicted.numpy(), dataset.test_targets.numpy(), metric)
+
+
+def fit_baseline(dataset: Dataset) -> dict | None:
+    """The baseline's held-out score: {"metric", "baseline", "baseline_name", "seconds"}; None for a corpus of
+    next-token windows, which no classifier scores."""
+    if dataset.shape.kind == "text":
+        return None
+    from sklearn.linear_model import LogisticRegression
+
+    began = time.perf_counter()
+    metric = metric_of(dataset)
+    rows = _sample(dataset.train_size)
+    if dataset.shape.kind == "text-classification":
+        name, (train, test) = "TF-IDF + logistic regression", _tf_idf(dataset, rows)
+    else:
+        name = "logistic regression"
+        train = dataset.train_inputs[rows].reshape(len(rows), -1).numpy()
+        test = dataset.test_inputs.reshape(len(dataset.test_inputs), -1).numpy()
+    fitted = LogisticRegression(max_iter=MAX_ITERATIONS).fit(train, dataset.train_targets[rows].numpy())
+    value = score(fitted.predict(test), dataset.test_targets.numpy(), metric)
+    return {"metric": metric, "baseline": value, "baseline_name": name,
+            "seconds": round(time.perf_counter() - began, 3)}
+
+
+def _sample(train_size: int) -> np.ndarray:
+    """Every train row, or a fixed sample of `MAX_ROWS` of them."""
+    if train_size <= MAX_ROWS:
+        return np.arange(train_size)
+    return np.sort(np.random.Generator(np.random.PCG64(0)).choice(train_size, MAX_ROWS, replace=False))
+
+
+def _tf_idf(dataset: Dataset, rows: np.ndarray):
+    """The train rows' and the held-out split's token ids as TF-IDF weighted bags of words (pads left out)."""
+    from scipy.sparse import csr_matrix
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    vocabulary = int(max(dataset.train_inputs.max(), dataset.test_inputs.max())) + 1
+
+    def counts(tokens: torch.Tensor):
+        ids = tokens.numpy().astype(np.int64)
+        row_of = np.repeat(np.arange(len(ids)), ids.shape[1])
+        kept = ids.reshape(-1) != PAD_TOKEN
+        return csr_matrix((np.ones(int(kept.sum())), (row_of[kept], ids.reshape(-1)[kept])),
+                          shape=(len(ids), vocabulary))
+
+    weighting = TfidfTransformer().fit(counts(dataset.train_inputs[rows]))
+    return weighting.transform(counts(dataset.train_inputs[rows])), weighting.transform(counts(dataset.test_inputs))
