@@ -106,3 +106,21 @@ def _tf_idf(dataset: Dataset, rows: np.ndarray):
 
     weighting = TfidfTransformer().fit(counts(dataset.train_inputs[rows]))
     return weighting.transform(counts(dataset.train_inputs[rows])), weighting.transform(counts(dataset.test_inputs))
+
+
+def beside_baseline(model: torch.nn.Module, dataset: Dataset, accuracy: float | None = None) -> dict:
+    """`model`'s held-out score beside the baseline's, and whether it beat it: {"metric", "score", "baseline",
+    "baseline_name", "baseline_seconds", "beats_baseline", "verdict"}; {} where there is no baseline. `accuracy`,
+    the model's held-out accuracy where the caller has it, saves running the model again."""
+    baseline = fit_baseline(dataset)
+    if baseline is None:
+        return {}
+    metric = baseline["metric"]
+    ours = accuracy if metric == "accuracy" and accuracy is not None else held_out_score(model, dataset, metric)
+    difference = ours - baseline["baseline"]
+    verdict = (f"the network's model beats the {baseline['baseline_name']} by {difference:.4f}" if difference > 0
+               else f"the network's model ties the {baseline['baseline_name']}" if difference == 0
+               else f"the network's model is {-difference:.4f} below the {baseline['baseline_name']}")
+    return {"metric": metric, "score": ours, "baseline": baseline["baseline"],
+            "baseline_name": baseline["baseline_name"], "baseline_seconds": baseline["seconds"],
+            "beats_baseline": difference > 0, "verdict": verdict}

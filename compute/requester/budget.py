@@ -54,6 +54,9 @@ class TableTraining:
 
 TABLE_TRAINING = TableTraining()
 """The defaults, measured by `benchmarks.quality` (docs/performance.md, "Model quality")."""
+IMAGE_TRAINING = dataclasses.replace(TABLE_TRAINING, hidden=(), lr=0.001, weight_decay=0.0, schedule="constant")
+"""A CNN's on images: the optimizer of the example spec (`compute.spec.example_spec`), which `benchmarks.quality`'s
+tables do not measure, for the same budget of epochs."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,6 +36,7 @@ from ..errors import ComputeError
 from ..models import DataShape, build_model
 from ..spec import TaskSpec, parse_spec
 from ..training import evaluate
+from .baseline import beside_baseline
 
 MODEL_FILE = "model.safetensors"
 ADAPTER_FILE = "adapter.safetensors"
@@ -180,10 +181,13 @@ def write_result(result: TaskResult, directory: pathlib.Path) -> list[str]:
 
 
 def evaluate_result(result: TaskResult, dataset: Dataset) -> dict:
-    """Held-out loss and accuracy of the result's weights on `dataset`, which must be the spec's."""
+    """Held-out loss and accuracy of the result's weights on `dataset`, which must be the spec's, and their score
+    beside the baseline fitted here on the same split (`baseline.beside_baseline`)."""
     if dataset.manifest_hash != result.spec.dataset.manifest_hash:
         raise ResultError(f"the dataset {dataset.manifest_hash[:16]} is not the task's "
                           f"({result.spec.dataset.manifest_hash[:16]})")
-    loss, accuracy = evaluate(result.model(), dataset)
+    model = result.model()
+    loss, accuracy = evaluate(model, dataset)
     return {"task_id": result.task_id, "final_weights_hash": result.final_weights_hash, "loss": loss,
-            "accuracy": accuracy, "test_samples": int(dataset.test_inputs.shape[0])}
+            "accuracy": accuracy, "test_samples": int(dataset.test_inputs.shape[0]),
+            **beside_baseline(model, dataset, accuracy)}
