@@ -42,13 +42,13 @@ class TableTraining:
     `weight_decay`."""
 
     hidden: tuple[int, ...] = (128,)
-    lr: float = 0.003
+    lr: float = 0.001
     batch_size: int = 32
-    epochs: float = 10.0
+    epochs: float = 20.0
     min_steps: int = 600
     round_steps: int = 100
     min_rounds: int = 4
-    schedule: str = "constant"
+    schedule: str = "cosine"
     weight_decay: float = 0.0
 
 
