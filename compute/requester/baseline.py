@@ -7,11 +7,12 @@ model is scored beside (`task eval`, the console's task page, `benchmarks.qualit
   counts): a logistic regression on the train split;
 - texts packed for lora-text (token ids of the base model's tokenizer): the ids as a bag of words, weighted by
   TF-IDF (the TF-IDF of the tokenized text), then a logistic regression;
+- a regression target (a dataset of kind "regression"): a ridge regression, scored by R^2;
 - a corpus of next-token windows has none (None).
 
-The score is accuracy on the held-out split, or balanced accuracy (the mean of the per-label recalls) where the
-train split's labels are imbalanced, one holding under `IMBALANCE` times the examples of another: there,
-predicting the common label is right most of the time and learns nothing. `held_out_score` scores a network's
+A classifier's score is accuracy on the held-out split, or balanced accuracy (the mean of the per-label recalls)
+where the train split's labels are imbalanced, one holding under `IMBALANCE` times the examples of another:
+there, predicting the common label is right most of the time and learns nothing. `held_out_score` scores a network's
 model with the same metric. A train split of more than `MAX_ROWS` rows is fitted on a fixed sample of them, so
 the baseline stays a matter of seconds on a million rows.
 """
@@ -31,18 +32,25 @@ MAX_ROWS = 200_000
 """The most train rows the baseline is fitted on (a fixed sample beyond)."""
 MAX_ITERATIONS = 1_000
 PAD_TOKEN = 0
+REGRESSION = "regression"
 
 
 def metric_of(dataset: Dataset) -> str:
-    """"balanced_accuracy" for imbalanced train labels, else "accuracy"."""
+    """"r2" for a regression target, "balanced_accuracy" for imbalanced train labels, else "accuracy"."""
+    if dataset.shape.kind == REGRESSION:
+        return "r2"
     counts = np.bincount(dataset.train_targets.reshape(-1).numpy(), minlength=dataset.shape.num_classes)
     present = counts[counts > 0]
     return "balanced_accuracy" if present.min() < IMBALANCE * present.max() else "accuracy"
 
 
 def score(predicted: np.ndarray, targets: np.ndarray, metric: str) -> float:
-    """`metric` ("accuracy" or "balanced_accuracy") of `predicted` labels against `targets`."""
+    """`metric` ("accuracy" or "balanced_accuracy") of `predicted` labels against `targets`, or "r2" (the share of
+    the targets' variance the predicted values explain)."""
     predicted, targets = np.asarray(predicted).reshape(-1), np.asarray(targets).reshape(-1)
+    if metric == "r2":
+        residual = np.sum((targets - predicted) ** 2)
+        return float(1.0 - residual / np.sum((targets - targets.mean()) ** 2))
     if metric == "accuracy":
         return float(np.mean(predicted == targets))
     if metric == "balanced_accuracy":
@@ -55,8 +63,9 @@ def held_out_score(model: torch.nn.Module, dataset: Dataset, metric: str, batch_
     """`metric` of `model`'s predictions on the dataset's held-out split."""
     was_training = model.training
     model.eval()
-    predicted = torch.cat([model(dataset.test_inputs[begin:begin + batch_size]).argmax(dim=-1)
-                           for begin in range(0, len(dataset.test_inputs), batch_size)])
+    outputs = torch.cat([model(dataset.test_inputs[begin:begin + batch_size])
+                         for begin in range(0, len(dataset.test_inputs), batch_size)])
+    predicted = outputs.reshape(-1) if metric == "r2" else outputs.argmax(dim=-1)
     model.train(was_training)
     return score(predicted.numpy(), dataset.test_targets.numpy(), metric)
 
@@ -66,7 +75,7 @@ def fit_baseline(dataset: Dataset) -> dict | None:
     next-token windows, which no classifier scores."""
     if dataset.shape.kind == "text":
         return None
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.linear_model import LogisticRegression, Ridge
 
     began = time.perf_counter()
     metric = metric_of(dataset)
@@ -74,10 +83,11 @@ def fit_baseline(dataset: Dataset) -> dict | None:
     if dataset.shape.kind == "text-classification":
         name, (train, test) = "TF-IDF + logistic regression", _tf_idf(dataset, rows)
     else:
-        name = "logistic regression"
+        name = "ridge regression" if metric == "r2" else "logistic regression"
         train = dataset.train_inputs[rows].reshape(len(rows), -1).numpy()
         test = dataset.test_inputs.reshape(len(dataset.test_inputs), -1).numpy()
-    fitted = LogisticRegression(max_iter=MAX_ITERATIONS).fit(train, dataset.train_targets[rows].numpy())
+    model = Ridge() if metric == "r2" else LogisticRegression(max_iter=MAX_ITERATIONS)
+    fitted = model.fit(train, dataset.train_targets[rows].numpy())
     value = score(fitted.predict(test), dataset.test_targets.numpy(), metric)
     return {"metric": metric, "baseline": value, "baseline_name": name,
             "seconds": round(time.perf_counter() - began, 3)}

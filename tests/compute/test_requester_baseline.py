@@ -140,3 +140,20 @@ def test_task_eval_prints_the_baseline_as_json_and_as_a_table(tmp_path, monkeypa
     assert answer["baseline"] > 0.9 and answer["test_samples"] == prepared.packed.test_samples
     table = CliRunner().invoke(cli, ["task", "eval", "1", "--data", directory], catch_exceptions=False)
     assert "baseline_name" in table.output and "logistic regression" in table.output and "verdict" in table.output
+
+
+def test_a_regression_target_gets_a_ridge_regression_scored_by_r2():
+    """The hook for regression (issue 34 item 3): a dataset of kind "regression" is scored by R^2 beside a ridge."""
+    generator = np.random.default_rng(3)
+    inputs = torch.tensor(generator.normal(0, 1, (300, 2)), dtype=torch.float32)
+    targets = (2 * inputs[:, 0] + torch.tensor(generator.normal(0, 0.1, 300), dtype=torch.float32))
+    dataset = Dataset("packed", "0" * 64, DataShape("regression", 2, 1), inputs[:240], targets[:240], inputs[240:],
+                      targets[240:])
+    answer = fit_baseline(dataset)
+    assert (answer["metric"], answer["baseline_name"]) == ("r2", "ridge regression") and answer["baseline"] > 0.99
+    assert score(np.zeros(4), np.array([1.0, 2.0, 3.0, 4.0]), "r2") < 0  # worse than the mean
+    line = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        line.weight.copy_(torch.tensor([[2.0, 0.0]]))
+        line.bias.zero_()
+    assert beside_baseline(line, dataset)["score"] > 0.99
