@@ -115,9 +115,10 @@ def budget_for(train_samples: int, batch_size: int, epochs: float | None = None,
         limit = rounds * most * batch_size / train_samples
         asked = f"{epochs:g} epochs" if epochs is not None else "the default budget"
         raise SpecError(f"{asked} of {train_samples} train rows at batch {batch_size} is {steps} steps per worker, "
-                        f"more than the chain allows over {rounds} rounds ({most} steps a round: max_segments_per_round "
-                        f"{CHAIN_BOUNDS.max_segments_per_round} x checkpoint_every {checkpoint_every}): ask for at "
-                        f"most {limit:.4g} epochs" + ("" if rounds == CHAIN_BOUNDS.max_rounds else " or more rounds"))
+                        f"more than the chain allows over {rounds} rounds ({most} steps a round: "
+                        f"max_segments_per_round {CHAIN_BOUNDS.max_segments_per_round} x checkpoint_every "
+                        f"{checkpoint_every}): ask for at most {limit:.4g} epochs"
+                        + ("" if rounds == CHAIN_BOUNDS.max_rounds else " or more rounds"))
     return Budget(train_samples, batch_size, rounds, inner_steps)
 
 
