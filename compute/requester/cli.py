@@ -25,7 +25,7 @@ from trolly.chain.market.spec import validate_spec
 from trolly.wallet.command_line.errors import WalletGroup
 from trolly.wallet.command_line.options import (PRIVATE_ADDRESSES_ENVIRONMENT_VARIABLE, node_options, output_option,
                                                 settings)
-from trolly.wallet.command_line.output import emit, print_key_values, print_table
+from trolly.wallet.command_line.output import amount_text, emit, print_key_values, print_table
 from trolly.wallet.errors import WalletError
 
 from ..blobs import AddressPolicy
@@ -35,15 +35,18 @@ from ..data.packing import (DEFAULT_TEST_FRACTION, LORA_TEXT, SUMMARY_FILE, Pack
                             pack_file, task_copy, write_packed)
 from ..data.tokenized import DEFAULT_CONTEXT
 from ..errors import ComputeError
-from ..spec import example_spec, lora_text_spec, parse_spec
-from .model_files import result_files
+from ..spec import lora_text_spec, parse_spec
+from .budget import IMAGE_TRAINING, TABLE_TRAINING, Budget, budget_for, budget_of, table_spec
 from .metrics import fetch_target
+from .model_files import result_files
 from .results import evaluate_result, fetch_dataset_of, fetch_result, write_result
 from .serving import ServingThread
 
 DEFAULT_LISTEN = "127.0.0.1:8600"
-MODEL_CONFIGS = {"mlp": {"hidden": [128]}, "cnn": {}}
+MODEL_CONFIGS = {"mlp": {"hidden": list(TABLE_TRAINING.hidden)}, "cnn": {}}
 """The model `task submit --data` trains when no spec file is given, by architecture (lora-text's: below)."""
+MODEL_TRAINING = {"mlp": TABLE_TRAINING, "cnn": IMAGE_TRAINING}
+"""How each of them is trained and for how long by default (`budget.py`)."""
 MODELS = (*MODEL_CONFIGS, LORA_TEXT)
 """What `data pack --model` packs for and `task submit --data --model` trains: mlp and cnn read features,
 lora-text a JSONL's texts as token ids of its base model's tokenizer (`compute.data.tokenized`)."""
@@ -175,6 +178,8 @@ class DataSubmission:
     packed: PackedDataset
     urls: list[str]
     server: ServingThread | None
+    budget: Budget | None = None
+    """The task's length in epochs over the packed train split."""
 
     @property
     def data_key(self) -> bytes | None:
@@ -187,6 +192,15 @@ class DataSubmission:
         public data."""
         key = self.packed.key
         return b"" if key is None else data_key_hash(key)
+
+    def plan_rows(self, plan) -> list[tuple[str, object]]:
+        """What the plan adds for data (`wallet.cli.task.submit_order`): the epochs, and the cost of one (the
+        wallet's `TaskPlan.cost` over the epochs, in whole utrl)."""
+        budget = self.budget
+        if budget is None:
+            return []
+        per_epoch = plan.cost * budget.train_samples // (budget.steps * budget.batch_size)
+        return [("epochs", budget.describe()), ("cost per epoch", amount_text(per_epoch))]
 
     def close(self) -> None:
         if self.server is not None:
@@ -234,33 +248,50 @@ def model_for(packed: PackedDataset, model: str | None) -> str:
     return model
 
 
-def default_spec(packed: PackedDataset, model: str) -> dict:
-    """The spec `task submit --data` builds without a spec file: `model` sized to the data (its dataset
-    section is set by the caller)."""
+def default_spec(packed: PackedDataset, model: str, epochs: float | None = None, rounds: int | None = None) -> dict:
+    """The spec `task submit --data` builds without a spec file: `model` sized to the data, trained for `epochs`
+    (by default as many as `budget.budget_for` gives the data) over `rounds` (by default the budget's); its
+    dataset section is set by the caller."""
     if model == LORA_TEXT:
-        return lora_text_spec(packed.manifest_hash, **LORA_TEXT_SIZE)
-    return example_spec(packed.manifest_hash, model={"arch": model, "config": MODEL_CONFIGS[model]}, codec=DATA_CODEC)
+        return sized(lora_text_spec(packed.manifest_hash, **LORA_TEXT_SIZE), packed.train_samples, epochs, rounds)
+    training = MODEL_TRAINING[model]
+    budget = budget_for(packed.train_samples, training.batch_size, epochs, rounds, training)
+    return table_spec(packed.manifest_hash, model, MODEL_CONFIGS[model], budget, DATA_CODEC, training)
+
+
+def sized(document: dict, train_samples: int, epochs: float | None, rounds: int | None) -> dict:
+    """A spec document (a file's, or lora-text's) with its rounds and inner steps set to train `epochs` at its
+    batch size over `rounds` rounds (the budget's without it); without `epochs`, only its rounds set."""
+    training = document["training"]
+    if epochs is not None:
+        budget = budget_for(train_samples, training["batch_size"], epochs, rounds,
+                            checkpoint_every=training["checkpoint_every"])
+        training.update(rounds=budget.rounds, inner_steps=budget.inner_steps)
+    elif rounds is not None:
+        training.update(rounds=rounds)
+    return document
 
 
 def prepare_data_submission(path: str, spec_file: str | None, model: str | None, rounds: int | None,
                             urls: tuple[str, ...], listen: str, label_column: str | None,
-                            private: bool = True, task: str | None = None) -> DataSubmission:
-    """Pack (if needed, for `model`, encrypted unless not `private`), start serving (unless `urls` say where the
-    data is served), and build the spec: the spec file's with its dataset replaced, or `model` (by default the
-    one the data is packed for) sized to the data; a CSV is packed for `task` (classification when None)."""
+                            private: bool = True, task: str | None = None,
+                            epochs: float | None = None) -> DataSubmission:
+    """Pack (if needed, for `model`, encrypted unless not `private`; a CSV for `task`, classification when None),
+    build the spec: the spec file's with its dataset replaced, or `model` (by default the one the data is packed
+    for) sized to the data, either trained for `epochs` (`sized`, `default_spec`), and start serving (unless
+    `urls` say where the data is served)."""
     with refusals():
         packed = packed_for(pathlib.Path(path), label_column, model or "mlp", private, task)
-        packed = for_one_task(packed)  # a private pack: this task's own copy, under a key drawn for it
         if spec_file is not None:
             try:
-                document = json.loads(pathlib.Path(spec_file).read_bytes())
-                document["training"]  # noqa: B018 - a spec must at least have its training section
+                document = sized(json.loads(pathlib.Path(spec_file).read_bytes()), packed.train_samples, epochs,
+                                 rounds)
             except (OSError, ValueError, KeyError, TypeError) as error:
-                raise WalletError(f"cannot read the spec {spec_file}: {error}") from None
+                raise WalletError(f"cannot read the spec {spec_file}: {error!r} (it needs a training section with "
+                                  f"rounds, batch_size and checkpoint_every)") from None
         else:
-            document = default_spec(packed, model_for(packed, model))
-        if rounds is not None:
-            document["training"].update(rounds=rounds)
+            document = default_spec(packed, model_for(packed, model), epochs, rounds)
+        packed = for_one_task(packed)  # a private pack: this task's own copy, under a key drawn for it
         server = None
         if not urls:
             host, port = parse_listen(listen)
@@ -277,7 +308,7 @@ def prepare_data_submission(path: str, spec_file: str | None, model: str | None,
             if server is not None:
                 server.stop()
             raise WalletError(f"the spec for this data is not valid: {error}") from None
-        return DataSubmission(spec, packed, list(urls), server)
+        return DataSubmission(spec, packed, list(urls), server, budget_of(document["training"], packed.train_samples))
 
 
 def packed_dataset_of(packed: PackedDataset, manifest_hash: str) -> Dataset:

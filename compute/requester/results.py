@@ -37,6 +37,7 @@ from ..errors import ComputeError
 from ..models import DataShape, build_model
 from ..spec import TaskSpec, parse_spec
 from ..training import evaluate
+from .baseline import beside_baseline
 from .metrics import evaluate_regression
 
 MODEL_FILE = "model.safetensors"
@@ -189,7 +190,8 @@ def write_result(result: TaskResult, directory: pathlib.Path, extra: dict[str, b
 def evaluate_result(result: TaskResult, dataset: Dataset, target: Target | None = None) -> dict:
     """Held-out loss and accuracy of the result's weights on `dataset`, which must be the spec's; for regression
     the loss (mean squared error on the standardized target) beside R^2, MAE and RMSE in the units of `target`
-    (`metrics.py`)."""
+    (`metrics.py`); and the score beside the baseline fitted here on the same split (`baseline.beside_baseline`:
+    R^2 of a ridge regression for regression)."""
     if dataset.manifest_hash != result.spec.dataset.manifest_hash:
         raise ResultError(f"the dataset {dataset.manifest_hash[:16]} is not the task's "
                           f"({result.spec.dataset.manifest_hash[:16]})")
@@ -197,4 +199,4 @@ def evaluate_result(result: TaskResult, dataset: Dataset, target: Target | None 
     loss, accuracy = evaluate(model, dataset)
     scores = {"accuracy": accuracy} if accuracy is not None else evaluate_regression(model, dataset, target)
     return {"task_id": result.task_id, "final_weights_hash": result.final_weights_hash, "loss": loss, **scores,
-            "test_samples": int(dataset.test_inputs.shape[0])}
+            "test_samples": int(dataset.test_inputs.shape[0]), **beside_baseline(model, dataset, accuracy)}

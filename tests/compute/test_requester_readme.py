@@ -87,8 +87,9 @@ def test_the_readme_requester_path_from_a_csv_to_a_model_safetensors_loads(tmp_p
         assert fetched["final_weights_hash"] == view["final_weights_hash"]
         evaluated = json.loads(wallet("task", "eval", "1", "--data", "flowers-data", "-o", "json").stdout)
         assert evaluated["test_samples"] == 18 and evaluated["accuracy"] >= 0.9, evaluated
+        assert evaluated["baseline_name"] == "logistic regression" and evaluated["score"] >= evaluated["baseline"] - 0.1
         text = wallet("task", "eval", "1", "--data", "flowers-data").stdout
-        assert "accuracy" in text and "loss" in text
+        assert "accuracy" in text and "loss" in text and "baseline" in text and "verdict" in text
 
         loaded = subprocess.run([sys.executable, "-I", "-c", SAFETENSORS_ONLY, str(tmp_path / "flowers-model"),
                                  json.dumps(firsts)],

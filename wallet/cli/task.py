@@ -95,6 +95,9 @@ def read_spec(path: str) -> bytes:
               help="With --data and no SPEC_FILE: the architecture to train [default: lora-text for texts packed "
                    "for it (`data pack --model lora-text`), else mlp].")
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="With --data: the task's rounds.")
+@click.option("--epochs", type=float, default=None,
+              help="With --data: each worker's passes over the train split, which set the rounds and inner steps "
+                   "[default: sized to the data, shown in the plan with the cost per epoch].")
 @click.option("--label-column", default=None, help="With --data on a CSV: the label column (default: the last).")
 @click.option("--task", "data_task", type=click.Choice(TASKS), default=None,
               help="With --data on a CSV: classify the label column's values, or predict it as a number "
@@ -118,10 +121,9 @@ def read_spec(path: str) -> bytes:
                    f"{', '.join(f'{arch} {blocks}' for arch, blocks in ROUND_BLOCKS_BY_ARCH.items())}].")
 @transaction_options
 def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, ...], listen: str, model: str | None,
-           rounds: int | None, label_column: str | None, data_task: str | None, private: bool, budget: str,
-           reward_per_round: str | None,
-           workers: int, collateral: str | None, samples_per_worker: int, join_blocks: int, round_blocks: int | None,
-           **flags) -> None:
+           rounds: int | None, epochs: float | None, label_column: str | None, data_task: str | None, private: bool,
+           budget: str, reward_per_round: str | None, workers: int, collateral: str | None, samples_per_worker: int,
+           join_blocks: int, round_blocks: int | None, **flags) -> None:
     """Pay for the training task described by SPEC_FILE (JSON, docs/protocol.md section 1), or for training
     on your own data (--data): packed if needed, served while the task runs, checked before anything is paid."""
     def order(spec: bytes, data_key_hash: bytes = b"") -> TaskOrder:
@@ -139,24 +141,27 @@ def submit(spec_file: str | None, data_path: str | None, data_urls: tuple[str, .
         submit_order(order(read_spec(spec_file)), spec_file, TransactionFlags(**flags))
         return
     prepared = load_target(DATA_SUBMISSION)(data_path, spec_file, model, rounds, data_urls, listen, label_column,
-                                            private, data_task)
+                                            private, data_task, epochs=epochs)
     try:
         submitted = submit_order(order(prepared.spec, prepared.data_key_hash), f"built for {data_path}",
-                                 TransactionFlags(**flags))
+                                 TransactionFlags(**flags), prepared.plan_rows)
         if submitted is not None:
             follow_in_terminal(submitted, prepared.server, prepared.data_key)
     finally:
         prepared.close()
 
 
-def submit_order(order: TaskOrder, spec_label: str, transaction: TransactionFlags) -> SubmittedTask | None:
-    """Plan and show the task, then sign and send it (`requester.submit_task`, through the command's confirmation
-    and key); the task once it is included, None when the transaction was only checked, printed or broadcast."""
+def submit_order(order: TaskOrder, spec_label: str, transaction: TransactionFlags,
+                 data_rows=lambda plan: []) -> SubmittedTask | None:
+    """Plan and show the task (with `data_rows(plan)`: what `--data` adds), then sign and send it
+    (`requester.submit_task`, through the command's confirmation and key); the task once it is included, None when
+    the transaction was only checked, printed or broadcast."""
     options = settings()
     client = options.client()
     plan = client.run(plan_order(client.async_client, order))
     if not options.json:
-        console(err=True).print(key_value_table(plan_rows(order, plan, spec_label), title="Task"))
+        rows = plan_rows(order, plan, spec_label) + data_rows(plan)
+        console(err=True).print(key_value_table(rows, title="Task"))
     if transaction.dry_run or transaction.generate_only or transaction.no_wait:
         run_transaction(transaction, [submit_message(order, plan)])
         return None
