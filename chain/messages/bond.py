@@ -1,15 +1,12 @@
-"""staking `MsgBond`: add tokens from the signer's balance to the signer's own validator."""
+"""staking `MsgBond`: add tokens from the signer's balance to the signer's own validator (a self-delegation)."""
 
-import dataclasses
-
-from ..accounts import check_amount, move_funds
+from ..accounts import check_amount
 from ..block import BlockContext, Event
-from ..codec import U64_MAX
 from ..crypto import encode_address
-from ..errors import InvalidAmount
+from ..delegating import delegate
 from ..proto.staking_pb2 import MsgBond
 from ..state import State
-from ..validators import BONDED_POOL, ValidatorJailed, ValidatorNotFound, get_validator, save_validator
+from ..validators import ValidatorNotFound, get_validator
 
 
 def validate_bond(msg: MsgBond) -> None:
@@ -17,14 +14,8 @@ def validate_bond(msg: MsgBond) -> None:
 
 
 def process_bond(state: State, ctx: BlockContext, signer: bytes, msg: MsgBond) -> None:
-    validator = get_validator(state, signer)
-    if validator is None:
+    if get_validator(state, signer) is None:
         raise ValidatorNotFound(f"{encode_address(signer)} operates no validator; send MsgCreateValidator first")
-    if validator.jailed:
-        raise ValidatorJailed(f"validator {validator.moniker!r} is jailed; it can only unbond")
-    if validator.stake + msg.amount > U64_MAX:
-        raise InvalidAmount("stake would exceed 64 bits")
-    move_funds(state, signer, BONDED_POOL, msg.amount)
-    validator = save_validator(state, dataclasses.replace(validator, stake=validator.stake + msg.amount))
+    validator = delegate(state, ctx, signer, signer, msg.amount)
     operator = encode_address(signer)
     ctx.emit(Event.of("bond", operator=operator, amount=msg.amount, stake=validator.stake, power=validator.power))

@@ -7,7 +7,7 @@ from trolly.chain import keys
 from trolly.chain.crypto import encode_address
 from trolly.chain.block import Misbehavior, ValidatorUpdate
 from trolly.chain.proto.staking_pb2 import MsgBond, MsgUnbond
-from trolly.chain.validators import UNBONDING_POOL, ValidatorJailed, active_validators, get_validator
+from trolly.chain.validators import UNBONDING_POOL, active_validators, get_validator
 
 TRL = 10**6
 
@@ -107,12 +107,16 @@ def test_unbonding_after_the_infraction_is_slashed_too(make_chain):
     assert [e["amount"] for e in entries] == [2 * TRL, 4 * TRL - from_unbonding]
 
 
-def test_jailed_validator_cannot_bond_but_can_unbond_the_rest(make_chain):
+def test_jailed_validator_may_bond_without_power_and_can_unbond_the_rest(make_chain):
+    """As in the anchor, stake may still be bonded to a jailed validator (its operator tops its self-bond up before
+    an unjail); it gives no power while the validator is jailed."""
     chain = two_validators(make_chain, unbonding_blocks=4)
     operator = chain.operators[1]
     chain.block(misbehavior=(evidence_against(chain.consensus_keys[1], 1),))
     result = chain.deliver(operator, MsgBond(amount=TRL))
-    assert (result.code, result.codespace) == (ValidatorJailed.code, "staking")
+    assert result.ok, result.log
+    assert get_validator(chain.state, operator.address).power == 0
+    assert chain.outputs[-1].validator_updates == []
     left = get_validator(chain.state, operator.address).stake
     balance = chain.balance(operator)
     assert chain.deliver(operator, MsgUnbond(amount=left)).ok

@@ -136,10 +136,11 @@ def params() -> None:
 @node_options
 @output_option
 def unbonding(address_or_name: str) -> None:
-    """Stake of ADDRESS_OR_NAME's validator that is unbonding, and the height each part comes back."""
+    """Stake ADDRESS_OR_NAME undelegated (its own validator's included), and the height each part comes back."""
     options = settings()
     result = options.client().query_json(f"/unbonding/{address_of(address_or_name)}")
     emit(result, options.json, lambda data: print_table(
-        ["amount", "unbonded at height", "returns at height"],
-        [[amount_text(e["amount"]), e["creation_height"], e["maturity_height"]] for e in data["entries"]],
-        empty=f"Nothing unbonding for {data['operator']}."))
+        ["validator", "amount", "unbonded at height", "returns at height"],
+        [[e["validator"], amount_text(e["amount"]), e["creation_height"], e["maturity_height"]]
+         for e in data["entries"]],
+        empty=f"Nothing unbonding for {data['delegator']}."))
