@@ -1,7 +1,8 @@
 """The verbs that change delegations: delegate, undelegate, redelegate, withdraw rewards.
 
 Every change of a delegation's shares first pays it the rewards it earned (ending the validator's rewards period
-with the shares that earned them, `rewards.py`), then stores the new shares and the period they count from, then
+with the shares that earned them, `rewards.py`; a new delegation ends the period too, so that it never shares in
+rewards earned before it), then stores the new shares and the period they count from, then
 the validator (whose power reads the operator's delegation). The operator's self-bond goes through the same
 verbs: MsgCreateValidator, MsgBond and MsgUnbond are a delegation, a delegation and an undelegation to the
 signer's own validator.
@@ -20,7 +21,7 @@ from .crypto import encode_address
 from .delegations import Delegation, get_delegation, set_delegation, shares_for_deposit, shares_for_withdrawal
 from .delegations import tokens_of
 from .errors import InvalidAmount
-from .rewards import start_period, sweep_dust, withdraw_rewards
+from .rewards import end_period, start_period, sweep_dust, withdraw_rewards
 from .state import State
 from .unbonding import RedelegationEntry, UnbondingEntry, next_unbonding_sequence, redelegations_into
 from .unbonding import set_redelegation_entry, set_unbonding_entry, unbonding_entries_of_delegator
@@ -64,6 +65,8 @@ def set_shares(state: State, ctx: BlockContext, delegator: bytes, validator: Val
     if delegation is not None:
         settle_rewards(state, ctx, delegation, validator)
         held = delegation.shares
+    else:  # the rewards so far belong to the shares there before this one: end their period first
+        end_period(state, validator.operator, validator.delegator_shares)
     shares = held + shares_change
     period = start_period(state, validator.operator) if shares else 0
     set_delegation(state, Delegation(delegator, validator.operator, shares, period))
