@@ -24,7 +24,9 @@ def process_unbond(state: State, ctx: BlockContext, signer: bytes, msg: MsgUnbon
         raise ValidatorNotFound(f"{encode_address(signer)} operates no validator")
     own = validator_self_bond(state, validator)
     if msg.amount > own:
-        raise InsufficientStake(f"cannot unbond {msg.amount}utrl, the operator's self-bond is {own}utrl")
+        raise InsufficientStake(
+            f"cannot unbond {msg.amount}utrl, the operator's own stake (its self-bond) is {own}utrl"
+        )
     entry = undelegate(state, ctx, signer, signer, msg.amount)
     validator = get_validator(state, signer)
     ctx.emit(

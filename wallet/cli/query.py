@@ -144,3 +144,51 @@ def unbonding(address_or_name: str) -> None:
         [[e["validator"], amount_text(e["amount"]), e["creation_height"], e["maturity_height"]]
          for e in data["entries"]],
         empty=f"Nothing unbonding for {data['delegator']}."))
+
+
+@query.command("validator")
+@click.argument("address_or_name")
+@keyring_options
+@node_options
+@output_option
+def validator(address_or_name: str) -> None:
+    """One validator: stake, power, self-bond, delegators, commission terms, jail state."""
+    options = settings()
+    result = options.client().query_json(f"/validator/{address_of(address_or_name)}")
+    emit(result, options.json, lambda data: print_key_values([
+        ("moniker", data["moniker"]), ("operator", data["operator"]), ("stake", amount_text(data["stake"])),
+        ("self-bond", amount_text(data["self_bond"])), ("delegators", data["delegators"]), ("power", data["power"]),
+        ("jailed", "yes" if data["jailed"] else "no"),
+        ("commission", f"{data['commission_rate'] / 100:g}% (max {data['max_rate'] / 100:g}%, "
+                       f"changes by at most {data['max_change_rate'] / 100:g}% at a time)"),
+        ("details", data["details"] or "-")]))
+
+
+@query.command("delegations")
+@click.argument("address_or_name")
+@keyring_options
+@node_options
+@output_option
+def delegations(address_or_name: str) -> None:
+    """ADDRESS_OR_NAME's delegations: each validator and what the delegation is worth now."""
+    options = settings()
+    result = options.client().query_json(f"/delegations/{address_of(address_or_name)}")
+    emit(result, options.json, lambda data: print_table(
+        ["validator", "amount", "shares"],
+        [[row["validator"], amount_text(row["amount"]), row["shares"]] for row in data["delegations"]],
+        empty=f"No delegations of {data['delegator']}."))
+
+
+@query.command("rewards")
+@click.argument("address_or_name")
+@keyring_options
+@node_options
+@output_option
+def rewards(address_or_name: str) -> None:
+    """Fee rewards ADDRESS_OR_NAME's delegations earned and has not withdrawn, per validator."""
+    options = settings()
+    result = options.client().query_json(f"/rewards/{address_of(address_or_name)}")
+    emit(result, options.json, lambda data: print_table(
+        ["validator", "rewards"],
+        [[row["validator"], amount_text(row["amount"])] for row in data["rewards"]],
+        empty=f"No delegations of {data['delegator']}."))
