@@ -168,7 +168,8 @@ class BelowMinSelfStake(StakingError):
 
 
 class ValidatorJailed(StakingError):
-    """The validator is jailed (it was slashed) and cannot bond."""
+    """The validator is jailed (it was slashed). No message refuses with it since delegation came (a jailed
+    validator takes delegations, as in the anchor); kept so the code stays reserved for jail refusals."""
 
     code = 8
 
