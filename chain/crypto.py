@@ -57,8 +57,9 @@ def decode_address(text: str) -> bytes:
 
 MODULE_ACCOUNTS = ("fee_collector", "bonded_pool", "unbonding_pool", "market_escrow", "distribution")
 """Every module account, by name: the fee collector (ante.py), the staking pools (validators.py), the
-market's escrow (market/store.py) and the delegators' rewards not yet withdrawn (rewards.py). Listed here, not collected as modules are imported, so that which
-addresses users cannot send to never depends on what happened to be imported first."""
+market's escrow (market/store.py) and the delegators' rewards not yet withdrawn (rewards.py). Listed here, not
+collected as modules are imported, so that which addresses users cannot send to never depends on what happened
+to be imported first."""
 
 
 def _derive_module_address(name: str) -> bytes:

@@ -11,9 +11,9 @@ commission (basis points of its fee share, paid to the operator before its deleg
 This file is the API other modules use (the fee distribution, slashing, and the task market's verdict
 tallies): `get_validator`, `validator_power`, `total_power`, `active_validators`,
 `operator_by_consensus_address`, plus the named verbs the staking module changes state through
-(`save_validator`, ...); unbonding and redelegation entries are in `unbonding.py`. Every power change goes through `save_validator`, which
-recomputes the power, keeps the active-set index and marks the validator so that the end-block sends
-CometBFT exactly the powers that changed.
+(`save_validator`, ...); unbonding and redelegation entries are in `unbonding.py`. Every power change goes
+through `save_validator`, which recomputes the power, keeps the active-set index and marks the validator so
+that the end-block sends CometBFT exactly the powers that changed.
 """
 
 from __future__ import annotations

@@ -133,7 +133,8 @@ class Model:
 
     def tokens(self, person, index: int) -> int:
         query = self.chain.query(f"/delegations/{self.bech32(person.address)}")
-        return next((row["amount"] for row in query["delegations"] if row["validator"] == self.bech32(self.operator(index))), 0)
+        validator_text = self.bech32(self.operator(index))
+        return next((row["amount"] for row in query["delegations"] if row["validator"] == validator_text), 0)
 
     def run(self, op) -> None:
         chain, kind = self.chain, op[0]

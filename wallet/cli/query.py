@@ -8,7 +8,7 @@ from ..errors import WalletError
 from ..proofs import prove_account
 from ..rpc import hash_hex
 from ..sender import fetch_account
-from ..staking_views import get_validators
+from ..staking_views import get_delegations, get_rewards, get_unbonding, get_validator, get_validators
 from ..txbuilder import describe_tx
 from ..command_line.errors import WalletGroup
 from ..command_line.options import keyring_options, node_options, output_option, settings
@@ -138,7 +138,8 @@ def params() -> None:
 def unbonding(address_or_name: str) -> None:
     """Stake ADDRESS_OR_NAME undelegated (its own validator's included), and the height each part comes back."""
     options = settings()
-    result = options.client().query_json(f"/unbonding/{address_of(address_or_name)}")
+    client = options.client()
+    result = client.run(get_unbonding(client.async_client, address_of(address_or_name))).to_answer()
     emit(result, options.json, lambda data: print_table(
         ["validator", "amount", "unbonded at height", "returns at height"],
         [[e["validator"], amount_text(e["amount"]), e["creation_height"], e["maturity_height"]]
@@ -154,7 +155,8 @@ def unbonding(address_or_name: str) -> None:
 def validator(address_or_name: str) -> None:
     """One validator: stake, power, self-bond, delegators, commission terms, jail state."""
     options = settings()
-    result = options.client().query_json(f"/validator/{address_of(address_or_name)}")
+    client = options.client()
+    result = client.run(get_validator(client.async_client, address_of(address_or_name))).to_answer()
     emit(result, options.json, lambda data: print_key_values([
         ("moniker", data["moniker"]), ("operator", data["operator"]), ("stake", amount_text(data["stake"])),
         ("self-bond", amount_text(data["self_bond"])), ("delegators", data["delegators"]), ("power", data["power"]),
@@ -172,7 +174,8 @@ def validator(address_or_name: str) -> None:
 def delegations(address_or_name: str) -> None:
     """ADDRESS_OR_NAME's delegations: each validator and what the delegation is worth now."""
     options = settings()
-    result = options.client().query_json(f"/delegations/{address_of(address_or_name)}")
+    client = options.client()
+    result = client.run(get_delegations(client.async_client, address_of(address_or_name))).to_answer()
     emit(result, options.json, lambda data: print_table(
         ["validator", "amount", "shares"],
         [[row["validator"], amount_text(row["amount"]), row["shares"]] for row in data["delegations"]],
@@ -187,7 +190,8 @@ def delegations(address_or_name: str) -> None:
 def rewards(address_or_name: str) -> None:
     """Fee rewards ADDRESS_OR_NAME's delegations earned and has not withdrawn, per validator."""
     options = settings()
-    result = options.client().query_json(f"/rewards/{address_of(address_or_name)}")
+    client = options.client()
+    result = client.run(get_rewards(client.async_client, address_of(address_or_name))).to_answer()
     emit(result, options.json, lambda data: print_table(
         ["validator", "rewards"],
         [[row["validator"], amount_text(row["amount"])] for row in data["rewards"]],
