@@ -340,7 +340,10 @@ def test_delegate_redelegate_withdraw_and_edit_with_their_queries(wallet, fake_n
     assert after >= before + earned
     assert ok_json(wallet("tx", "stake", "undelegate", DEV_ADDRESS, "10trl", "--from", "holder", "--yes", "-o", "json",
                           node=fake_node))["code"] == 0
-    assert ok_json(wallet("query", "unbonding", "holder", "-o", "json", node=fake_node))["total"] == 10_000_000
+    shown = ok_json(wallet("query", "delegations", "holder", "-o", "json", node=fake_node))
+    assert shown["total"] == 20_000_000
+    unbonding = ok_json(wallet("query", "unbonding", "holder", "-o", "json", node=fake_node))
+    assert unbonding["delegator"] == holder and unbonding["total"] in (0, 10_000_000)  # the fake chain unbonds fast
     edited = wallet("tx", "stake", "edit-validator", "--moniker", "renamed", "--from", "dev", "--yes", "-o", "json",
                     node=fake_node)
     assert ok_json(edited)["code"] == 0
