@@ -126,8 +126,9 @@ async def get_unbonding(client: AsyncRpcClient, delegator: str) -> Unbondings:
     return parse_answer(Unbondings, await client.query_json(f"/unbonding/{delegator}"), "/unbonding")
 
 
-async def get_rewards(client: AsyncRpcClient, delegator: str) -> Rewards:
-    return parse_answer(Rewards, await client.query_json(f"/rewards/{delegator}"), "/rewards")
+async def get_rewards(client: AsyncRpcClient, delegator: str, height: int = 0) -> Rewards:
+    """`delegator`'s pending rewards, at `height` (0: the latest)."""
+    return parse_answer(Rewards, await client.query_json(f"/rewards/{delegator}", height=height), "/rewards")
 
 
 @dataclasses.dataclass(frozen=True)
