@@ -25,7 +25,7 @@ from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.gov.params import GovParams
 from trolly.chain.market.params import MarketParams
 from trolly.chain.params import params_to_json
-from trolly.chain.proto import bank_pb2, gov_pb2, market_pb2, slashing_pb2, staking_pb2, tx_pb2
+from trolly.chain.proto import bank_pb2, distribution_pb2, gov_pb2, market_pb2, slashing_pb2, staking_pb2, tx_pb2
 from trolly.chain.tx import sign_bytes, type_url_of
 from trolly.chain.validators import StakingParams
 
@@ -187,6 +187,9 @@ def either(plausible, hostile):
 
 
 known_address = st.sampled_from([k.address for k in KEYS])
+validator_address = st.sampled_from([k.address for k in KEYS[:VALIDATORS + 1]])
+"""The genesis validators' operators, and one account that is not one."""
+bps = st.sampled_from([0, 1, 100, 999, 1000, 2000, 10_000, 10_001]) | u32
 sane_hardware = st.builds(market_pb2.HardwareProfile, device=st.just("cpu"), samples_per_second=st.just(100),
                           memory_mb=st.just(1024), threads=st.just(1))
 
@@ -196,11 +199,29 @@ MESSAGES = {
     "create_validator": either(
         st.builds(staking_pb2.MsgCreateValidator, consensus_pubkey=st.sampled_from([k.pubkey for k in CONSENSUS_KEYS]),
                   stake=st.just(VALIDATOR_STAKE), moniker=st.just("joiner")),
-        st.builds(staking_pb2.MsgCreateValidator, consensus_pubkey=pubkey, stake=u64, moniker=text)),
+        st.builds(staking_pb2.MsgCreateValidator, consensus_pubkey=pubkey, stake=u64, moniker=text,
+                  commission_rate=bps | st.none(), max_rate=bps | st.none(), max_change_rate=bps | st.none(),
+                  details=text)),
     "bond": either(st.builds(staking_pb2.MsgBond, amount=st.integers(1, 10**7)), st.builds(staking_pb2.MsgBond, amount=u64)),
     "unbond": either(st.builds(staking_pb2.MsgUnbond, amount=st.integers(1, 10**7)),
                      st.builds(staking_pb2.MsgUnbond, amount=u64)),
     "unjail": st.builds(slashing_pb2.MsgUnjail),
+    "delegate": either(st.builds(staking_pb2.MsgDelegate, validator=validator_address, amount=st.integers(1, 10**7)),
+                       st.builds(staking_pb2.MsgDelegate, validator=address, amount=u64)),
+    "undelegate": either(
+        st.builds(staking_pb2.MsgUndelegate, validator=validator_address, amount=st.integers(1, 10**7)),
+        st.builds(staking_pb2.MsgUndelegate, validator=address, amount=u64)),
+    "redelegate": either(
+        st.builds(staking_pb2.MsgRedelegate, src_validator=validator_address, dst_validator=validator_address,
+                  amount=st.integers(1, 10**7)),
+        st.builds(staking_pb2.MsgRedelegate, src_validator=address, dst_validator=address, amount=u64)),
+    "edit_validator": either(
+        st.builds(staking_pb2.MsgEditValidator, commission_rate=st.integers(900, 1100) | st.none(),
+                  moniker=st.just("renamed") | st.just(""), details=st.just("about") | st.none()),
+        st.builds(staking_pb2.MsgEditValidator, commission_rate=bps | st.none(), moniker=text,
+                  details=text | st.none())),
+    "withdraw_rewards": either(st.builds(distribution_pb2.MsgWithdrawRewards, validator=validator_address),
+                               st.builds(distribution_pb2.MsgWithdrawRewards, validator=address)),
     "register_worker": either(
         st.builds(market_pb2.MsgRegisterWorker, stake=st.just(10**8), hardware=sane_hardware, blob_url=plausible_url),
         st.builds(market_pb2.MsgRegisterWorker, stake=u64, hardware=hardware | st.none(), blob_url=text)),
@@ -301,7 +322,10 @@ class Signers:
 
 MESSAGES_BY_KIND = {
     "send": bank_pb2.MsgSend(), "create_validator": staking_pb2.MsgCreateValidator(), "bond": staking_pb2.MsgBond(),
-    "unbond": staking_pb2.MsgUnbond(), "unjail": slashing_pb2.MsgUnjail(), "register_worker": market_pb2.MsgRegisterWorker(),
+    "unbond": staking_pb2.MsgUnbond(), "unjail": slashing_pb2.MsgUnjail(), "delegate": staking_pb2.MsgDelegate(),
+    "undelegate": staking_pb2.MsgUndelegate(), "redelegate": staking_pb2.MsgRedelegate(),
+    "edit_validator": staking_pb2.MsgEditValidator(), "withdraw_rewards": distribution_pb2.MsgWithdrawRewards(),
+    "register_worker": market_pb2.MsgRegisterWorker(),
     "update_worker": market_pb2.MsgUpdateWorker(), "unregister_worker": market_pb2.MsgUnregisterWorker(),
     "submit_task": market_pb2.MsgSubmitTask(), "cancel_task": market_pb2.MsgCancelTask(),
     "join_task": market_pb2.MsgJoinTask(), "leave_task": market_pb2.MsgLeaveTask(),

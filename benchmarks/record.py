@@ -40,6 +40,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
                    "honest_tx_per_s", "transfer_check_tx_ms", "worst_check_tx_ms", "worst_block_seconds"),
     "localnet_demo": ("seconds", "command_wall_seconds", "engine", "validators", "baseline_cold_start_seconds"),
     "app_tx_cpu": ("per_tx_us", "txs", "block_size", "gc"),
+    "delegation": ("block_seconds_10", "block_seconds_10000", "ratio", "distribution_ratio"),
     "compression": ("bytes_ratio", "loss_gap_rel", "loss_gap_rel_vs_best_dense", "accuracy_ours", "accuracy_dense",
                     "ours_beats_powersgd_at_equal_or_fewer_bytes"),
     "finetune": ("accuracy_ours", "accuracy_alone", "accuracy_base", "bytes_ratio", "parameters_total",

@@ -55,10 +55,11 @@ def decode_address(text: str) -> bytes:
     return bytes(raw)
 
 
-MODULE_ACCOUNTS = ("fee_collector", "bonded_pool", "unbonding_pool", "market_escrow", "gov_deposits")
+MODULE_ACCOUNTS = ("fee_collector", "bonded_pool", "unbonding_pool", "market_escrow", "gov_deposits", "distribution")
 """Every module account, by name: the fee collector (ante.py), the staking pools (validators.py), the
-market's escrow (market/store.py) and the proposals' deposits (gov/store.py). Listed here, not collected as modules are imported, so that which
-addresses users cannot send to never depends on what happened to be imported first."""
+market's escrow (market/store.py), the proposals' deposits (gov/store.py) and the delegators' rewards not yet
+withdrawn (rewards.py). Listed here, not collected as modules are imported, so that which addresses users cannot
+send to never depends on what happened to be imported first."""
 
 
 def _derive_module_address(name: str) -> bytes:

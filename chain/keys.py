@@ -12,10 +12,10 @@ CHAIN_META = b"\x04"  # + name -> chain metadata (chain id, ...)
 # staking, distribution, slashing: 0x10..0x1f
 VALIDATOR = b"\x10"  # + operator address(20) -> Validator (protobuf)
 VALIDATOR_BY_CONS = b"\x11"  # + consensus address(20) -> operator address; kept forever, so a key is never reused
-UNBONDING = b"\x12"  # + maturity height(8) + operator(20) + seq(8) -> UnbondingEntry (protobuf)
+UNBONDING = b"\x12"  # + maturity height(8) + validator(20) + seq(8) -> UnbondingEntry (protobuf)
 VALIDATOR_POWER_LAST = b"\x13"  # + operator address(20) -> last power sent to CometBFT (u64); absent = 0
 VALIDATOR_POWER_CHANGED = b"\x14"  # + operator(20) -> b"\x01"; within a block only, cleared at end-block
-UNBONDING_BY_OPERATOR = b"\x15"  # + operator(20) + maturity height(8) + seq(8) -> b"\x01" (index of UNBONDING)
+UNBONDING_BY_OPERATOR = b"\x15"  # + validator(20) + maturity height(8) + seq(8) -> b"\x01" (index of UNBONDING)
 ACTIVE_VALIDATOR = b"\x16"  # + operator(20) -> b"\x01" while the validator's power is > 0
 SLASHED_EVIDENCE = b"\x17"  # + infraction height(8) + consensus address(20) -> b"\x01"; pruned past max age
 UNBONDING_SEQUENCE = b"\x18"  # -> next unbonding entry sequence number (u64)
@@ -46,6 +46,18 @@ GOV_PROPOSAL = b"\x41"  # + proposal id(8) -> Proposal (canonical JSON)
 GOV_DEPOSIT = b"\x42"  # + proposal id(8) + depositor(20) -> utrl deposited (u64), while the proposal is live
 GOV_VOTE = b"\x43"  # + proposal id(8) + voter(20) -> the vote option (1 byte), until its voting period ends
 GOV_QUEUE = b"\x44"  # + end height(8) + proposal id(8) -> b"": the end of a live proposal's current period
+
+# delegation and its rewards: 0x50..0x5f
+DELEGATION = b"\x50"  # + delegator(20) + validator(20) -> Delegation (protobuf)
+DELEGATION_BY_VALIDATOR = b"\x51"  # + validator(20) + delegator(20) -> b"\x01" (index of DELEGATION)
+UNBONDING_BY_DELEGATOR = b"\x52"  # + delegator(20) + validator(20) + maturity(8) + seq(8) -> b"\x01"
+REDELEGATION = b"\x53"  # + maturity height(8) + seq(8) -> RedelegationEntry (protobuf)
+REDELEGATION_BY_SOURCE = b"\x54"  # + src validator(20) + maturity(8) + seq(8) -> b"\x01"
+REDELEGATION_BY_DELEGATOR = b"\x55"  # + delegator(20) + dst validator(20) + maturity(8) + seq(8) -> b"\x01"
+REWARDS_CURRENT = b"\x56"  # + validator(20) -> CurrentRewards (protobuf)
+REWARDS_HISTORICAL = b"\x57"  # + validator(20) + period(8) -> HistoricalRewards (protobuf)
+REWARDS_OUTSTANDING = b"\x58"  # + validator(20) -> utrl credited to its delegators, not yet withdrawn (u64)
+COMMUNITY_POOL = b"\x59"  # -> utrl of rewards no delegation can claim: rounding dust, rewards of no shares (u64)
 
 
 def account_key(address: bytes) -> bytes:
@@ -100,6 +112,44 @@ def missed_blocks_key(consensus_address: bytes, chunk: int) -> bytes:
     """One validator's missed-blocks bit array, 1024 bits to a key: a block costs at most one chunk's write,
     and a validator that signs keeps no chunk at all (all-zero chunks are deleted)."""
     return MISSED_BLOCKS + consensus_address + u64(chunk)
+
+
+# -- delegation and its rewards ---------------------------------------------------------------------------
+def delegation_key(delegator: bytes, validator: bytes) -> bytes:
+    return DELEGATION + delegator + validator
+
+
+def delegation_by_validator_key(validator: bytes, delegator: bytes) -> bytes:
+    return DELEGATION_BY_VALIDATOR + validator + delegator
+
+
+def unbonding_by_delegator_key(delegator: bytes, validator: bytes, maturity_height: int, sequence: int) -> bytes:
+    return UNBONDING_BY_DELEGATOR + delegator + validator + u64(maturity_height) + u64(sequence)
+
+
+def redelegation_key(maturity_height: int, sequence: int) -> bytes:
+    """Ordered by maturity first, so end-block reads only the redelegations due at its height."""
+    return REDELEGATION + u64(maturity_height) + u64(sequence)
+
+
+def redelegation_by_source_key(src: bytes, maturity_height: int, sequence: int) -> bytes:
+    return REDELEGATION_BY_SOURCE + src + u64(maturity_height) + u64(sequence)
+
+
+def redelegation_by_delegator_key(delegator: bytes, dst: bytes, maturity_height: int, sequence: int) -> bytes:
+    return REDELEGATION_BY_DELEGATOR + delegator + dst + u64(maturity_height) + u64(sequence)
+
+
+def rewards_current_key(validator: bytes) -> bytes:
+    return REWARDS_CURRENT + validator
+
+
+def rewards_historical_key(validator: bytes, period: int) -> bytes:
+    return REWARDS_HISTORICAL + validator + u64(period)
+
+
+def rewards_outstanding_key(validator: bytes) -> bytes:
+    return REWARDS_OUTSTANDING + validator
 
 
 # -- task market ---------------------------------------------------------------------------------------------

@@ -1,17 +1,19 @@
 """Validators: who secures the chain, with how much stake, and the power CometBFT gives them.
 
-A validator is an operator account that has bonded its own tokens (self-bond only: delegation by other
-accounts is out of scope for now). Its consensus power is `stake // power_reduction`, or 0 while it is jailed
-or its stake is below `min_self_stake`; a validator with power 0 is out of the active set. Bonded tokens sit
-in the `BONDED_POOL` module account and unbonding ones in `UNBONDING_POOL`, so total supply stays the sum of
-all balances and the staking invariants can compare pools with records.
+A validator is an operator account with a consensus key; its stake is the tokens of every delegation to it, the
+operator's own self-bond included (`delegations.py`). Its consensus power is `stake // power_reduction`, or 0
+while it is jailed or its operator's self-bond is below `min_self_stake`; a validator with power 0 is out of the
+active set. Bonded tokens sit in the `BONDED_POOL` module account and unbonding ones in `UNBONDING_POOL`, so
+total supply stays the sum of all balances and the staking invariants can compare pools with records. Its
+commission (basis points of its fee share, paid to the operator before its delegators) is bounded by
+`max_rate`, fixed at creation, and changes by at most `max_change_rate` once per `commission_change_blocks`.
 
 This file is the API other modules use (the fee distribution, slashing, and the task market's verdict
 tallies): `get_validator`, `validator_power`, `total_power`, `active_validators`,
 `operator_by_consensus_address`, plus the named verbs the staking module changes state through
-(`save_validator`, `add_unbonding_entry`, ...). Every power change goes through `save_validator`, which
-recomputes the power, keeps the active-set index and marks the validator so that the end-block sends
-CometBFT exactly the powers that changed.
+(`save_validator`, ...); unbonding and redelegation entries are in `unbonding.py`. Every power change goes
+through `save_validator`, which recomputes the power, keeps the active-set index and marks the validator so
+that the end-block sends CometBFT exactly the powers that changed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Iterator
 from . import keys
 from .codec import decode_u64, encode_u64
 from .crypto import ADDRESS_LENGTH, module_address
+from .delegations import self_bond
 from .errors import ChainError, InvalidRequest
 from .params import get_params
 from .proto import staking_pb2
@@ -33,9 +36,26 @@ BONDED_POOL = module_address("bonded_pool")
 """Module account holding every validator's bonded stake."""
 
 UNBONDING_POOL = module_address("unbonding_pool")
-"""Module account holding tokens that are unbonding, until they mature back to their operator."""
+"""Module account holding tokens that are unbonding, until they mature back to their delegator."""
 
 MAX_MONIKER_BYTES = 64
+MAX_DETAILS_BYTES = 280
+BPS = 10_000
+"""Commission rates are in basis points of a validator's fee share: 10000 is all of it."""
+
+
+@dataclass(frozen=True)
+class Commission:
+    """A validator's commission terms, in basis points."""
+
+    rate: int
+    max_rate: int
+    max_change_rate: int
+
+
+DEFAULT_COMMISSION = Commission(rate=1_000, max_rate=2_000, max_change_rate=100)
+"""Terms of a MsgCreateValidator (or genesis validator) that sets none: 10%, at most 20%, moving by at most 1
+point a day, the values CometBFT chains' operators commonly start from."""
 
 MIN_POWER_REDUCTION = 16
 """With at most 2**64 - 1 utrl in existence, power_reduction >= 16 keeps the total power within CometBFT's
@@ -69,6 +89,14 @@ class StakingParams:
     max_evidence_age_blocks: int = 100_000
     """Evidence of an infraction more than this many blocks old is ignored."""
 
+    commission_change_blocks: int = 86_400
+    """A validator's commission rate changes at most once per this many blocks (a day of 1-second blocks), and
+    by at most its `max_change_rate` each time: delegators see a change coming and have time to leave."""
+
+    max_entries: int = 7
+    """Most unbonding entries per (delegator, validator) and redelegation entries per (delegator, source,
+    destination) at a time: bounds the work of a slash and of a delegator's queries."""
+
     def __post_init__(self) -> None:
         if self.power_reduction < MIN_POWER_REDUCTION:
             raise InvalidRequest(f"staking.power_reduction must be at least {MIN_POWER_REDUCTION}")
@@ -82,6 +110,10 @@ class StakingParams:
             raise InvalidRequest("staking.slash_fraction_bps must be in 0..10000")
         if self.max_evidence_age_blocks < 0:
             raise InvalidRequest("staking.max_evidence_age_blocks must not be negative")
+        if self.commission_change_blocks < 0:
+            raise InvalidRequest("staking.commission_change_blocks must not be negative")
+        if self.max_entries < 1:
+            raise InvalidRequest("staking.max_entries must be at least 1")
 
     @classmethod
     def localnet(cls) -> "StakingParams":
@@ -136,7 +168,8 @@ class BelowMinSelfStake(StakingError):
 
 
 class ValidatorJailed(StakingError):
-    """The validator is tombstoned (jailed for good for double-signing) and cannot bond."""
+    """The validator is tombstoned (jailed for good for double-signing): its operator cannot self-bond to it
+    (MsgBond), as it can never unjail. Others may still delegate to it (MsgDelegate), as in the anchor."""
 
     code = 8
 
@@ -159,15 +192,95 @@ class LastValidator(StakingError):
     code = 11
 
 
+# Codes 20 and up are delegation's and commission's (12..19 are left for downtime jailing).
+class InsufficientDelegation(StakingError):
+    """The delegation holds fewer tokens than the amount to undelegate or redelegate."""
+
+    code = 20
+
+
+class DelegationNotFound(StakingError):
+    """The signer has no delegation to this validator."""
+
+    code = 21
+
+
+class InvalidCommission(StakingError):
+    """The commission terms are out of range: rate <= max_rate <= 10000 and max_change_rate <= max_rate."""
+
+    code = 22
+
+
+class CommissionAboveMax(StakingError):
+    """The new commission rate exceeds the validator's max_rate."""
+
+    code = 23
+
+
+class CommissionChangeTooLarge(StakingError):
+    """The commission rate would change by more than the validator's max_change_rate."""
+
+    code = 24
+
+
+class CommissionChangeTooSoon(StakingError):
+    """The commission rate changed less than commission_change_blocks ago."""
+
+    code = 25
+
+
+class InvalidDetails(StakingError):
+    """The details text is too long or contains control characters."""
+
+    code = 26
+
+
+class SelfRedelegation(StakingError):
+    """A redelegation must move stake to a different validator."""
+
+    code = 27
+
+
+class TransitiveRedelegation(StakingError):
+    """Stake that arrived at this validator by a redelegation not yet matured cannot be redelegated again."""
+
+    code = 28
+
+
+class TooManyEntries(StakingError):
+    """Too many unbonding (or redelegation) entries are in flight for this pair; wait for one to mature."""
+
+    code = 29
+
+
+class ValidatorHasNoTokens(StakingError):
+    """The validator's stake was slashed to nothing while it still has delegations: new shares would be
+    worthless."""
+
+    code = 30
+
+
+class InvalidValidatorAddress(StakingError):
+    """The validator address is not a 20-byte account address."""
+
+    code = 31
+
+
 # -- the record -----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Validator:
     operator: bytes
     consensus_pubkey: bytes
     stake: int
+    """Bonded utrl of every delegation to it."""
     power: int
     moniker: str
     jailed: bool = False
+    delegator_shares: int = 0
+    """The shares of all its delegations together (`delegations.py`)."""
+    commission: Commission = DEFAULT_COMMISSION
+    commission_update_height: int = 0
+    details: str = ""
 
     @property
     def consensus_address(self) -> bytes:
@@ -179,11 +292,17 @@ def consensus_address_of(pubkey: bytes) -> bytes:
     return hashlib.sha256(pubkey).digest()[:ADDRESS_LENGTH]
 
 
-def compute_power(stake: int, jailed: bool, params: StakingParams) -> int:
-    """Consensus power a validator is entitled to: 0 when jailed or below the minimum self-stake."""
-    if jailed or stake < params.min_self_stake:
+def compute_power(stake: int, own_bond: int, jailed: bool, params: StakingParams) -> int:
+    """Consensus power a validator is entitled to: 0 when jailed or its operator's self-bond (`own_bond`) is
+    below the minimum self-stake."""
+    if jailed or own_bond < params.min_self_stake:
         return 0
     return stake // params.power_reduction
+
+
+def validator_self_bond(state: State, validator: Validator) -> int:
+    """Tokens of the operator's own delegation to `validator`."""
+    return self_bond(state, validator.operator, validator.stake, validator.delegator_shares)
 
 
 def encode_validator(validator: Validator) -> bytes:
@@ -194,6 +313,12 @@ def encode_validator(validator: Validator) -> bytes:
         power=validator.power,
         moniker=validator.moniker,
         jailed=validator.jailed,
+        delegator_shares=str(validator.delegator_shares),
+        commission_rate=validator.commission.rate,
+        max_rate=validator.commission.max_rate,
+        max_change_rate=validator.commission.max_change_rate,
+        commission_update_height=validator.commission_update_height,
+        details=validator.details,
     ).SerializeToString(deterministic=True)
 
 
@@ -206,6 +331,10 @@ def decode_validator(raw: bytes) -> Validator:
         power=record.power,
         moniker=record.moniker,
         jailed=record.jailed,
+        delegator_shares=int(record.delegator_shares or "0"),
+        commission=Commission(record.commission_rate, record.max_rate, record.max_change_rate),
+        commission_update_height=record.commission_update_height,
+        details=record.details,
     )
 
 
@@ -261,7 +390,8 @@ def register_consensus_key(state: State, operator: bytes, consensus_pubkey: byte
 
 
 def save_validator(state: State, validator: Validator) -> Validator:
-    """Store `validator` with its power recomputed from stake and jail status; returns what was stored.
+    """Store `validator` with its power recomputed from stake, self-bond and jail status; returns what was stored.
+    Call it after the operator's delegation is written, as the power reads it.
 
     Keeps the active-set index in step, refuses to grow a full active set, and marks a power change so that
     the end-block reports it to CometBFT.
@@ -269,7 +399,7 @@ def save_validator(state: State, validator: Validator) -> Validator:
     params = staking_params(state)
     previous = get_validator(state, validator.operator)
     previous_power = 0 if previous is None else previous.power
-    power = compute_power(validator.stake, validator.jailed, params)
+    power = compute_power(validator.stake, validator_self_bond(state, validator), validator.jailed, params)
     validator = dataclasses.replace(validator, power=power)
     if power > 0 and previous_power == 0:
         active_count = sum(1 for _ in state.iterate(keys.ACTIVE_VALIDATOR))
@@ -282,6 +412,13 @@ def save_validator(state: State, validator: Validator) -> Validator:
         state.set(keys.power_changed_key(validator.operator), b"\x01")
     state.set(keys.validator_key(validator.operator), encode_validator(validator))
     return validator
+
+
+def jail_validator(state: State, operator: bytes) -> Validator:
+    """Jail `operator`'s validator: power 0, out of the active set until it unjails (if it may)."""
+    validator = get_validator(state, operator)
+    assert validator is not None, "jailing an unknown validator"
+    return save_validator(state, dataclasses.replace(validator, jailed=True))
 
 
 def get_last_power(state: State, operator: bytes) -> int:
@@ -304,77 +441,3 @@ def changed_operators(state: State) -> list[bytes]:
 
 def clear_power_changed(state: State, operator: bytes) -> None:
     state.delete(keys.power_changed_key(operator))
-
-
-# -- unbonding entries ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class UnbondingEntry:
-    operator: bytes
-    amount: int
-    creation_height: int
-    maturity_height: int
-    sequence: int
-
-
-def encode_unbonding(entry: UnbondingEntry) -> bytes:
-    return staking_pb2.UnbondingEntry(
-        operator=entry.operator,
-        amount=entry.amount,
-        creation_height=entry.creation_height,
-        maturity_height=entry.maturity_height,
-        sequence=entry.sequence,
-    ).SerializeToString(deterministic=True)
-
-
-def decode_unbonding(raw: bytes) -> UnbondingEntry:
-    record = staking_pb2.UnbondingEntry.FromString(raw)
-    return UnbondingEntry(
-        record.operator, record.amount, record.creation_height, record.maturity_height, record.sequence
-    )
-
-
-def next_unbonding_sequence(state: State) -> int:
-    raw = state.get(keys.UNBONDING_SEQUENCE)
-    sequence = 0 if raw is None else decode_u64(raw)
-    state.set(keys.UNBONDING_SEQUENCE, encode_u64(sequence + 1))
-    return sequence
-
-
-def set_unbonding_entry(state: State, entry: UnbondingEntry) -> None:
-    """Store (or, with amount 0, delete) an entry and its per-operator index."""
-    key = keys.unbonding_key(entry.maturity_height, entry.operator, entry.sequence)
-    index = keys.unbonding_by_operator_key(entry.operator, entry.maturity_height, entry.sequence)
-    if entry.amount == 0:
-        state.delete(key)
-        state.delete(index)
-    else:
-        state.set(key, encode_unbonding(entry))
-        state.set(index, b"\x01")
-
-
-def unbonding_entries_due(state: State, height: int) -> list[UnbondingEntry]:
-    """Entries maturing at or before `height`, oldest first; reads only those (keys sort by maturity)."""
-    due = []
-    for _, raw in state.iterate(keys.UNBONDING):
-        entry = decode_unbonding(raw)
-        if entry.maturity_height > height:
-            break
-        due.append(entry)
-    return due
-
-
-def unbonding_entries_of(state: State, operator: bytes) -> list[UnbondingEntry]:
-    """One operator's entries, by maturity then sequence."""
-    entries = []
-    prefix = keys.UNBONDING_BY_OPERATOR + operator
-    for key, _ in state.iterate(prefix):
-        rest = key[len(prefix):]
-        raw = state.get(keys.unbonding_key(decode_u64(rest[:8]), operator, decode_u64(rest[8:16])))
-        assert raw is not None, "unbonding index out of sync"
-        entries.append(decode_unbonding(raw))
-    return entries
-
-
-def iterate_unbonding_entries(state: State) -> Iterator[UnbondingEntry]:
-    for _, raw in state.iterate(keys.UNBONDING):
-        yield decode_unbonding(raw)

@@ -51,6 +51,7 @@ from trolly.wallet.requester import (FollowEvent, KeylessRecipient, KeysDelivere
                                      follow_task, sending_with, submit_task)
 from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.sender import fetch_account_at
+from trolly.wallet.staking_views import get_rewards
 
 from .churn import Churn
 from .demo_tasks import DEMO_TASKS, DemoTask
@@ -122,7 +123,9 @@ class Demo:
         return [REQUESTER] + [f"worker-{i}" for i in range(self.config.workers)] + self.validator_names()
 
     async def balances(self, client: AsyncRpcClient) -> tuple[int, dict[str, int]]:
-        """Every account's balance, all read at one height (read again if a block came in between)."""
+        """Every account's holdings, all read at one height (read again if a block came in between): its balance,
+        plus, for a validator's operator, the fee rewards credited to its self-bond and not yet withdrawn (the
+        operator's commission reaches its balance at once, the rest of its fee share its rewards)."""
         while True:
             heights, out = set(), {}
             for name in self.names():
@@ -133,7 +136,11 @@ class Demo:
                 heights.add(height)
                 out[name] = account.balance
             if len(heights) == 1:
-                return heights.pop(), out
+                height = heights.pop()
+                for name in self.validator_names():
+                    rewards = await get_rewards(client, self.keyring.get(name).address, height=height)
+                    out[name] += rewards.total
+                return height, out
 
     async def tx_fees(self, client: AsyncRpcClient, after: int, until: int) -> dict[str, int]:
         """The fees each account's transactions paid in blocks after..until (their `tx` events)."""
@@ -291,9 +298,9 @@ class Demo:
         }
 
     def validator_shares(self, change: dict[str, int], tx_fees: dict[str, int]) -> dict[str, dict]:
-        """Per validator: its power share and what it received while the task ran (its balance change plus the
-        tx fees its verifier paid): the task's validator fee by power, the verifier fee for its votes, and its
-        share of every tx fee of the period."""
+        """Per validator: its power share and what it received while the task ran (the change of its balance and
+        pending rewards, plus the tx fees its verifier paid): the task's validator fee by power, the verifier fee
+        for its votes, and its share of every tx fee of the period (commission and its self-bond's rewards)."""
         total = sum(self.config.validator_stake(i) for i in range(self.config.validators))
         return {
             name: {"power_percent": round(100 * self.config.validator_stake(i) / total, 1),

@@ -1,9 +1,11 @@
-"""What the staking module answers at `/validators`, and the downtime module at `/signing_info/<operator>`, as
-typed views (read like the market's, `market_answers.py`).
+"""What the staking and distribution modules answer, as typed views (read like the market's, `market_answers.py`).
 
-The console's network page shows each validator's stake, power and whether it is jailed: CometBFT's own
-`validators` RPC knows only consensus keys and power, so the staking answer is read here, once. A validator's
-liveness (missed blocks of its window, jailed until, tombstoned) is read here too.
+`/validators` and `/validator/<operator>`: each validator's stake, power, commission and whether it is jailed
+(CometBFT's own `validators` RPC knows only consensus keys and power, so the staking answer is read here, once);
+`/delegations/<delegator>`, `/unbonding/<delegator>` and `/rewards/<delegator>`: what an account delegated, has
+on its way back and has earned; the downtime module's `/signing_info/<operator>`: a validator's liveness
+(missed blocks of its window, jailed until, tombstoned). The CLI and the console read these views, never the raw
+answers.
 """
 
 from __future__ import annotations
@@ -29,6 +31,73 @@ class ValidatorView:
     """Consensus power: 0 while jailed or below the minimum self-stake."""
     moniker: str
     jailed: bool
+    commission_rate: int
+    """Basis points of the validator's fee share paid to its operator before its delegators."""
+    max_rate: int
+    max_change_rate: int
+    details: str
+
+    def to_answer(self) -> dict:
+        return plain(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidatorDetail(ValidatorView):
+    """One validator as `/validator/<operator>` answers it: with its operator's self-bond and delegation count."""
+
+    self_bond: int
+    delegators: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DelegationView:
+    validator: Address
+    shares: str
+    """Decimal integer: shares outgrow 64 bits after heavy slashing."""
+    amount: int
+    """What the shares are worth now, in utrl."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Delegations:
+    delegator: Address
+    delegations: tuple[DelegationView, ...]
+    total: int
+
+    def to_answer(self) -> dict:
+        return plain(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class UnbondingView:
+    validator: Address
+    amount: int
+    initial_balance: int
+    creation_height: int
+    maturity_height: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Unbondings:
+    delegator: Address
+    entries: tuple[UnbondingView, ...]
+    total: int
+
+    def to_answer(self) -> dict:
+        return plain(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardView:
+    validator: Address
+    amount: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Rewards:
+    delegator: Address
+    rewards: tuple[RewardView, ...]
+    total: int
 
     def to_answer(self) -> dict:
         return plain(self)
@@ -43,6 +112,23 @@ def read_validators(answer: Any) -> tuple[ValidatorView, ...]:
 async def get_validators(client: AsyncRpcClient) -> tuple[ValidatorView, ...]:
     """Every validator the staking module knows, jailed ones included."""
     return read_validators(await client.query_json("/validators") or [])
+
+
+async def get_validator(client: AsyncRpcClient, operator: str) -> ValidatorDetail:
+    return parse_answer(ValidatorDetail, await client.query_json(f"/validator/{operator}"), "/validator")
+
+
+async def get_delegations(client: AsyncRpcClient, delegator: str) -> Delegations:
+    return parse_answer(Delegations, await client.query_json(f"/delegations/{delegator}"), "/delegations")
+
+
+async def get_unbonding(client: AsyncRpcClient, delegator: str) -> Unbondings:
+    return parse_answer(Unbondings, await client.query_json(f"/unbonding/{delegator}"), "/unbonding")
+
+
+async def get_rewards(client: AsyncRpcClient, delegator: str, height: int = 0) -> Rewards:
+    """`delegator`'s pending rewards, at `height` (0: the latest)."""
+    return parse_answer(Rewards, await client.query_json(f"/rewards/{delegator}", height=height), "/rewards")
 
 
 @dataclasses.dataclass(frozen=True)

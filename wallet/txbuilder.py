@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError, Message
 
 from trolly.chain.crypto import PUBKEY_LENGTH, PrivateKey, address_from_pubkey, decode_address, encode_address
 from trolly.chain.errors import ChainError, InvalidAddress
-from trolly.chain.proto import bank_pb2, gov_pb2, market_pb2, slashing_pb2, staking_pb2
+from trolly.chain.proto import bank_pb2, distribution_pb2, gov_pb2, market_pb2, slashing_pb2, staking_pb2
 from trolly.chain.tx import build_tx, decode_tx, tx_hash, type_url_of
 
 from .amounts import U64_MAX
@@ -58,12 +58,22 @@ register_message_kind(
         "consensus_pubkey": base64.b64encode(m.consensus_pubkey).decode(),
         "stake": m.stake,
         "moniker": m.moniker,
+        **{name: getattr(m, name) for name in ("commission_rate", "max_rate", "max_change_rate") if m.HasField(name)},
     },
     lambda m: m.stake,
 )
 register_message_kind(staking_pb2.MsgBond, lambda m: {"amount": m.amount}, lambda m: m.amount)
 register_message_kind(staking_pb2.MsgUnbond, lambda m: {"amount": m.amount}, lambda m: 0)
 register_message_kind(slashing_pb2.MsgUnjail, lambda m: {}, lambda m: 0)
+register_message_kind(staking_pb2.MsgDelegate, lambda m: {"validator": address_text(m.validator), "amount": m.amount},
+                      lambda m: m.amount)
+register_message_kind(staking_pb2.MsgUndelegate,
+                      lambda m: {"validator": address_text(m.validator), "amount": m.amount}, lambda m: 0)
+register_message_kind(staking_pb2.MsgRedelegate,
+                      lambda m: {"src_validator": address_text(m.src_validator),
+                                 "dst_validator": address_text(m.dst_validator), "amount": m.amount}, lambda m: 0)
+register_message_kind(distribution_pb2.MsgWithdrawRewards, lambda m: {"validator": address_text(m.validator)},
+                      lambda m: 0)
 
 
 def generic_fields(message: Message) -> dict:
@@ -102,14 +112,52 @@ def send_message(to: bytes, amount: int) -> bank_pb2.MsgSend:
     return bank_pb2.MsgSend(to=to, amount=_check_amount(amount, "amount"))
 
 
-def create_validator_message(consensus_pubkey: bytes, stake: int, moniker: str) -> staking_pb2.MsgCreateValidator:
+def create_validator_message(consensus_pubkey: bytes, stake: int, moniker: str, commission_rate: int | None = None,
+                             max_rate: int | None = None,
+                             max_change_rate: int | None = None) -> staking_pb2.MsgCreateValidator:
+    """Commission terms in basis points; each left out takes the chain's default."""
     if len(consensus_pubkey) != PUBKEY_LENGTH:
         raise WalletError(f"the consensus public key must be {PUBKEY_LENGTH} bytes (ed25519), got {len(consensus_pubkey)}")
     if not 1 <= len(moniker.encode()) <= 64:
         raise WalletError("the moniker must be 1 to 64 bytes of UTF-8")
+    for name, value in (("commission rate", commission_rate), ("max rate", max_rate),
+                        ("max change rate", max_change_rate)):
+        if value is not None and not 0 <= value <= 10_000:
+            raise WalletError(f"the {name} is in basis points, 0..10000, got {value}")
     return staking_pb2.MsgCreateValidator(
-        consensus_pubkey=consensus_pubkey, stake=_check_amount(stake, "stake"), moniker=moniker
+        consensus_pubkey=consensus_pubkey, stake=_check_amount(stake, "stake"), moniker=moniker,
+        commission_rate=commission_rate, max_rate=max_rate, max_change_rate=max_change_rate,
     )
+
+
+def delegate_message(validator: bytes, amount: int) -> staking_pb2.MsgDelegate:
+    return staking_pb2.MsgDelegate(validator=validator, amount=_check_amount(amount, "amount"))
+
+
+def undelegate_message(validator: bytes, amount: int) -> staking_pb2.MsgUndelegate:
+    return staking_pb2.MsgUndelegate(validator=validator, amount=_check_amount(amount, "amount"))
+
+
+def redelegate_message(src: bytes, dst: bytes, amount: int) -> staking_pb2.MsgRedelegate:
+    if src == dst:
+        raise WalletError("the source and destination validators are the same")
+    return staking_pb2.MsgRedelegate(src_validator=src, dst_validator=dst, amount=_check_amount(amount, "amount"))
+
+
+def withdraw_rewards_message(validator: bytes) -> distribution_pb2.MsgWithdrawRewards:
+    return distribution_pb2.MsgWithdrawRewards(validator=validator)
+
+
+def edit_validator_message(commission_rate: int | None, moniker: str | None,
+                           details: str | None) -> staking_pb2.MsgEditValidator:
+    """Only the fields given change; a rate is in basis points (0..10000)."""
+    if commission_rate is None and moniker is None and details is None:
+        raise WalletError("give at least one of --commission-rate, --moniker, --details")
+    if commission_rate is not None and not 0 <= commission_rate <= 10_000:
+        raise WalletError(f"the commission rate is in basis points, 0..10000, got {commission_rate}")
+    if moniker is not None and not 1 <= len(moniker.encode()) <= 64:
+        raise WalletError("the moniker must be 1 to 64 bytes of UTF-8")
+    return staking_pb2.MsgEditValidator(commission_rate=commission_rate, moniker=moniker or "", details=details)
 
 
 def bond_message(amount: int) -> staking_pb2.MsgBond:

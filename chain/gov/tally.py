@@ -4,7 +4,8 @@ Who votes with what follows the anchor (Cosmos SDK x/gov v1): every account vote
 through each validator it is bonded to; a validator's operator votes, in addition, for the stake of every
 delegator to that validator who did not vote; a delegator that votes overrides its validator's vote for its own
 stake, whenever either voted. Only stake bonded to an active validator counts, as it is at the end of the
-voting period. All of it is exact integer arithmetic in utrl.
+voting period, each delegation's shares valued in tokens then (`delegations.py`). All of it is exact integer
+arithmetic in utrl.
 
 The decision, in the anchor's order (ratios in basis points, compared without division):
 1. no bonded stake: rejected, deposits refunded;
@@ -20,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from ..delegations import delegations_to, tokens_of
 from ..state import State
 from ..validators import active_validators
 from .params import GovParams
@@ -38,13 +40,20 @@ class VotingStake:
 
 
 def voting_stakes(state: State) -> list[VotingStake]:
-    """Every bonded stake that votes: one entry per (account, active validator) bond.
-
-    Today a validator's bonded stake is its operator's own, so this is one entry per active validator, its
-    operator voting with the whole stake. When delegation lands (branch `delegate`) only this function changes:
-    one entry per delegation to an active validator (the operator's self-delegation among them) with the tokens
-    it holds; `tally_votes` already applies the anchor's override rule to such a list."""
-    return [VotingStake(v.operator, v.operator, v.stake) for v in active_validators(state)]
+    """Every bonded stake that votes: one entry per delegation to an active validator (the operator's self-bond
+    among them) with the tokens its shares are worth now. Those round down, so the few utrl of each validator's
+    stake no delegation's tokens reach are its operator's to vote with: the entries add up to exactly the stake
+    bonded to active validators."""
+    stakes = []
+    for validator in active_validators(state):
+        counted = 0
+        for delegation in delegations_to(state, validator.operator):
+            tokens = tokens_of(delegation.shares, validator.stake, validator.delegator_shares)
+            counted += tokens
+            stakes.append(VotingStake(delegation.delegator, validator.operator, tokens))
+        if validator.stake > counted:
+            stakes.append(VotingStake(validator.operator, validator.operator, validator.stake - counted))
+    return stakes
 
 
 def tally_votes(stakes: Iterable[VotingStake], votes: dict[bytes, int]) -> Tally:

@@ -1,15 +1,14 @@
 """Validator voting power, as the market sees it: an operator account's power and the total.
 
 The staking module (`trolly.chain.validators`) owns validators; the market only asks it these questions.
-A jailed validator, or one that unbonded below one unit of power, has power 0 and so no vote.
+A jailed validator, or one that unbonded below one unit of power, has power 0 and so no vote. Penalties
+take stake through `slash.slash_validator`, which reaches the validator's delegators in proportion.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 from .. import validators
-from ..accounts import burn
+from ..slash import slashable_stake
 from ..state import State
 
 
@@ -31,40 +30,6 @@ def powered_operators(state: State) -> list[tuple[bytes, int]]:
 
 
 def stake_share(state: State, operator: bytes, bps: int, since_height: int) -> int:
-    """`bps` basis points of what `burn_validator_stake` could take from the validator for a fault at
-    `since_height`: its bonded stake and what it unbonded at or after that height."""
-    validator = validators.get_validator(state, operator)
-    bonded = validator.stake if validator is not None else 0
-    unbonding = sum(entry.amount for entry in validators.unbonding_entries_of(state, operator)
-                    if entry.creation_height >= since_height)
-    return (bonded + unbonding) * bps // 10_000
-
-
-def burn_validator_stake(state: State, operator: bytes, amount: int, since_height: int) -> int:
-    """Burn up to `amount` of a validator's stake for a fault committed at `since_height`; returns what was
-    burned. Bonded stake goes first, then the unbonding entries created at or after that height, oldest
-    first: those tokens were bonded when the fault was committed, so unbonding before the penalty falls
-    cannot dodge it (as slashing treats them, `modules.slashing`). The only validator with power keeps its
-    bonded stake, since an empty validator set would halt the chain."""
-    if amount <= 0:
-        return 0
-    taken = 0
-    validator = validators.get_validator(state, operator)
-    if validator is not None and [v.operator for v in validators.active_validators(state)] != [operator]:
-        taken = min(amount, validator.stake)
-        if taken:
-            burn(state, validators.BONDED_POOL, taken)
-            validators.save_validator(state, dataclasses.replace(validator, stake=validator.stake - taken))
-    from_unbonding = 0
-    entries = sorted(validators.unbonding_entries_of(state, operator), key=lambda e: (e.creation_height, e.sequence))
-    for entry in entries:
-        if taken + from_unbonding == amount:
-            break
-        if entry.creation_height < since_height:
-            continue
-        cut = min(entry.amount, amount - taken - from_unbonding)
-        validators.set_unbonding_entry(state, dataclasses.replace(entry, amount=entry.amount - cut))
-        from_unbonding += cut
-    if from_unbonding:
-        burn(state, validators.UNBONDING_POOL, from_unbonding)
-    return taken + from_unbonding
+    """`bps` basis points of what a slash for a fault at `since_height` could take from the validator: its bonded
+    stake and what was undelegated or redelegated from it at or after that height (`slash.slashable_stake`)."""
+    return slashable_stake(state, operator, since_height) * bps // 10_000

@@ -33,10 +33,11 @@ import hashlib
 from ..ante import FEE_COLLECTOR
 from ..block import BlockContext
 from ..crypto import encode_address
+from ..slash import slash_validator
 from ..state import State
 from .economics import split_evenly
 from .events import task_event
-from .power import burn_validator_stake, operator_power, stake_share
+from .power import operator_power, stake_share
 from .records import FAILED, UNDECIDED, VERDICT_NAMES, VERDICT_UNAVAILABLE, Commitment, Task, Vote
 from .replay_gpus import gpu_part_of
 from .store import escrow_burn, escrow_out, put_commitment, round_commitments, segment_votes
@@ -114,18 +115,18 @@ def penalize_segment(state: State, ctx: BlockContext, task: Task, commitment: Co
     lazy: set[bytes] = set()
     for validator, vote in lazy_voters(state, commitment, segment):
         lazy.add(validator)
-        burned = burn_validator_stake(state, validator, penalty, since_height=vote.height)
+        burned = slash_validator(state, ctx, validator, vote.height, "lazy_verifier", amount=penalty).total
         task_event(ctx, task.id, "lazy_verifier", round=commitment.round, worker=worker, segment=segment,
                    validator=encode_address(validator), penalty=burned)
     for validator in absent_replayers(state, commitment, segment):
         lazy.add(validator)
-        burned = burn_validator_stake(state, validator, penalty, since_height=commitment.height)
+        burned = slash_validator(state, ctx, validator, commitment.height, "absent_verifier", amount=penalty).total
         task_event(ctx, task.id, "absent_verifier", round=commitment.round, worker=worker, segment=segment,
                    validator=encode_address(validator), penalty=burned)
     bps = task.terms.get("losing_verdict_penalty_bps", 0)
     for validator, vote in losing_voters(state, commitment, segment):
         owed = max(penalty, stake_share(state, validator, bps, vote.height))
-        burned = burn_validator_stake(state, validator, owed, since_height=vote.height)
+        burned = slash_validator(state, ctx, validator, vote.height, "losing_verdict", amount=owed).total
         task_event(ctx, task.id, "losing_verdict", round=commitment.round, worker=worker, segment=segment,
                    validator=encode_address(validator), verdict=VERDICT_NAMES[vote.verdict], penalty=burned)
     return lazy

@@ -1,21 +1,17 @@
-"""staking `MsgUnbond`: take stake out of the signer's validator.
+"""staking `MsgUnbond`: take stake out of the signer's self-delegation (MsgUndelegate to its own validator).
 
 Power drops in the same block; the tokens move from the bonded pool to the unbonding pool and come back to
 the operator in the end-block of height `current + unbonding_blocks`. Until then they can still be slashed for
-misbehavior committed while they were bonded. A jailed validator may unbond (that is how its operator
-recovers what slashing left).
+misbehavior committed while they were bonded. A jailed validator may unbond.
 """
 
-import dataclasses
-
-from ..accounts import check_amount, move_funds
+from ..accounts import check_amount
 from ..block import BlockContext, Event
 from ..crypto import encode_address
+from ..delegating import undelegate
 from ..proto.staking_pb2 import MsgUnbond
 from ..state import State
-from ..validators import BONDED_POOL, UNBONDING_POOL, InsufficientStake, LastValidator, UnbondingEntry
-from ..validators import ValidatorNotFound, active_validators, compute_power, get_validator, next_unbonding_sequence
-from ..validators import save_validator, set_unbonding_entry, staking_params
+from ..validators import InsufficientStake, ValidatorNotFound, get_validator, validator_self_bond
 
 
 def validate_unbond(msg: MsgUnbond) -> None:
@@ -26,26 +22,20 @@ def process_unbond(state: State, ctx: BlockContext, signer: bytes, msg: MsgUnbon
     validator = get_validator(state, signer)
     if validator is None:
         raise ValidatorNotFound(f"{encode_address(signer)} operates no validator")
-    if msg.amount > validator.stake:
-        raise InsufficientStake(f"cannot unbond {msg.amount}utrl, the validator's stake is {validator.stake}utrl")
-    params = staking_params(state)
-    remaining = validator.stake - msg.amount
-    if validator.power > 0 and compute_power(remaining, validator.jailed, params) == 0:
-        # CometBFT stops the chain when a block's updates empty the validator set: refuse the last exit.
-        if [v.operator for v in active_validators(state)] == [signer]:
-            raise LastValidator("this is the last active validator; its power cannot drop to zero")
-    move_funds(state, BONDED_POOL, UNBONDING_POOL, msg.amount)
-    validator = save_validator(state, dataclasses.replace(validator, stake=remaining))
-    maturity = ctx.env.height + params.unbonding_blocks
-    entry = UnbondingEntry(signer, msg.amount, ctx.env.height, maturity, next_unbonding_sequence(state))
-    set_unbonding_entry(state, entry)
+    own = validator_self_bond(state, validator)
+    if msg.amount > own:
+        raise InsufficientStake(
+            f"cannot unbond {msg.amount}utrl, the operator's own stake (its self-bond) is {own}utrl"
+        )
+    entry = undelegate(state, ctx, signer, signer, msg.amount)
+    validator = get_validator(state, signer)
     ctx.emit(
         Event.of(
             "unbond",
             operator=encode_address(signer),
-            amount=msg.amount,
+            amount=entry.amount,
             stake=validator.stake,
             power=validator.power,
-            maturity_height=maturity,
+            maturity_height=entry.maturity_height,
         )
     )

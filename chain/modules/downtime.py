@@ -5,7 +5,7 @@ and whether its vote was there (a nil vote counts as signed: it proves the valid
 begin-block, each validator's vote is counted into its signing info (`signing_info.py`): one bit per commit, a
 ring of `signed_blocks_window` bits, and a counter of the bits set. Once a validator has been counted in a whole
 window, missing more than `max_missed_blocks` of it jails it for `downtime_jail_blocks` and burns
-`slash_fraction_downtime_bps` of its stake (`slash_for_downtime`); its window starts again, empty. A jailed or
+`slash_fraction_downtime_bps` of the stake it had then, its delegators' with it (`slash_for_downtime`); its window starts again, empty. A jailed or
 tombstoned validator is not counted (its power is 0; CometBFT still lists it for the block or two before the
 update reaches it). Nobody is jailed if that would leave no active validator.
 
@@ -36,15 +36,19 @@ from ..proto.slashing_pb2 import MsgUnjail
 from ..signing_info import LivenessClock, SigningInfo, SlashingParams, count_missed_blocks, fresh_window
 from ..signing_info import get_liveness_clock, get_signing_info, iterate_signing_infos, missed_block
 from ..signing_info import save_signing_info, set_liveness_clock, set_missed_block, slashing_params
+from ..slash import Slash, slash_validator
 from ..state import State
-from ..validators import Validator, active_validators, get_validator, operator_by_consensus_address
-from .slashing import slash_and_jail
+from ..validators import Validator, active_validators, get_validator, jail_validator, operator_by_consensus_address
 
 
-def slash_for_downtime(state: State, validator: Validator, infraction_height: int, bps: int) -> tuple[int, int]:
-    """Burn `bps` of what the validator has at stake for an infraction at `infraction_height`, and jail it;
-    returns (burned from stake, burned from unbonding). The one place downtime reaches stake."""
-    return slash_and_jail(state, validator, infraction_height, bps)
+def slash_for_downtime(state: State, ctx: BlockContext, validator: Validator, infraction_height: int,
+                       bps: int) -> Slash:
+    """Burn `bps` of what the validator had at stake at `infraction_height` (`slash.slash_validator`: its
+    delegators, unbonding and redelegated stake in proportion), then jail it; returns what was burned. The one
+    place downtime reaches stake."""
+    burned = slash_validator(state, ctx, validator.operator, infraction_height, "downtime", fraction_bps=bps)
+    jail_validator(state, validator.operator)
+    return burned
 
 
 # -- halts -------------------------------------------------------------------------------------------------------
@@ -103,8 +107,7 @@ def jail_for_downtime(state: State, ctx: BlockContext, params: SlashingParams, v
                           reason="last active validator"))
         return info
     height = ctx.env.height
-    burned_stake, burned_unbonding = slash_for_downtime(state, validator, height - 1,
-                                                        params.slash_fraction_downtime_bps)
+    burned = slash_for_downtime(state, ctx, validator, height - 1, params.slash_fraction_downtime_bps)
     jailed_until = height + params.downtime_jail_blocks
     ctx.emit(
         Event.of(
@@ -114,8 +117,9 @@ def jail_for_downtime(state: State, ctx: BlockContext, params: SlashingParams, v
             infraction_height=height - 1,
             reason="downtime",
             missed_blocks=info.missed_blocks_counter,
-            burned_stake=burned_stake,
-            burned_unbonding=burned_unbonding,
+            burned_stake=burned.bonded,
+            burned_unbonding=burned.unbonding,
+            burned_redelegated=burned.redelegated,
             jailed="true",
             jailed_until=jailed_until,
         )

@@ -24,21 +24,33 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rstaking.proto\x12\x11trolly.staking.v1\"N\n\x12MsgCreateValidator\x12\x18\n\x10\x63onsensus_pubkey\x18\x01 \x01(\x0c\x12\r\n\x05stake\x18\x02 \x01(\x04\x12\x0f\n\x07moniker\x18\x03 \x01(\t\"\x19\n\x07MsgBond\x12\x0e\n\x06\x61mount\x18\x01 \x01(\x04\"\x1b\n\tMsgUnbond\x12\x0e\n\x06\x61mount\x18\x01 \x01(\x04\"v\n\tValidator\x12\x10\n\x08operator\x18\x01 \x01(\x0c\x12\x18\n\x10\x63onsensus_pubkey\x18\x02 \x01(\x0c\x12\r\n\x05stake\x18\x03 \x01(\x04\x12\r\n\x05power\x18\x04 \x01(\x04\x12\x0f\n\x07moniker\x18\x05 \x01(\t\x12\x0e\n\x06jailed\x18\x06 \x01(\x08\"v\n\x0eUnbondingEntry\x12\x10\n\x08operator\x18\x01 \x01(\x0c\x12\x0e\n\x06\x61mount\x18\x02 \x01(\x04\x12\x17\n\x0f\x63reation_height\x18\x03 \x01(\x04\x12\x17\n\x0fmaturity_height\x18\x04 \x01(\x04\x12\x10\n\x08sequence\x18\x05 \x01(\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rstaking.proto\x12\x11trolly.staking.v1\"\xe7\x01\n\x12MsgCreateValidator\x12\x18\n\x10\x63onsensus_pubkey\x18\x01 \x01(\x0c\x12\r\n\x05stake\x18\x02 \x01(\x04\x12\x0f\n\x07moniker\x18\x03 \x01(\t\x12\x1c\n\x0f\x63ommission_rate\x18\x04 \x01(\rH\x00\x88\x01\x01\x12\x15\n\x08max_rate\x18\x05 \x01(\rH\x01\x88\x01\x01\x12\x1c\n\x0fmax_change_rate\x18\x06 \x01(\rH\x02\x88\x01\x01\x12\x0f\n\x07\x64\x65tails\x18\x07 \x01(\tB\x12\n\x10_commission_rateB\x0b\n\t_max_rateB\x12\n\x10_max_change_rate\"\x19\n\x07MsgBond\x12\x0e\n\x06\x61mount\x18\x01 \x01(\x04\"\x1b\n\tMsgUnbond\x12\x0e\n\x06\x61mount\x18\x01 \x01(\x04\"0\n\x0bMsgDelegate\x12\x11\n\tvalidator\x18\x01 \x01(\x0c\x12\x0e\n\x06\x61mount\x18\x02 \x01(\x04\"2\n\rMsgUndelegate\x12\x11\n\tvalidator\x18\x01 \x01(\x0c\x12\x0e\n\x06\x61mount\x18\x02 \x01(\x04\"M\n\rMsgRedelegate\x12\x15\n\rsrc_validator\x18\x01 \x01(\x0c\x12\x15\n\rdst_validator\x18\x02 \x01(\x0c\x12\x0e\n\x06\x61mount\x18\x03 \x01(\x04\"w\n\x10MsgEditValidator\x12\x1c\n\x0f\x63ommission_rate\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x0f\n\x07moniker\x18\x02 \x01(\t\x12\x14\n\x07\x64\x65tails\x18\x03 \x01(\tH\x01\x88\x01\x01\x42\x12\n\x10_commission_rateB\n\n\x08_details\"\x87\x02\n\tValidator\x12\x10\n\x08operator\x18\x01 \x01(\x0c\x12\x18\n\x10\x63onsensus_pubkey\x18\x02 \x01(\x0c\x12\r\n\x05stake\x18\x03 \x01(\x04\x12\r\n\x05power\x18\x04 \x01(\x04\x12\x0f\n\x07moniker\x18\x05 \x01(\t\x12\x0e\n\x06jailed\x18\x06 \x01(\x08\x12\x18\n\x10\x64\x65legator_shares\x18\x07 \x01(\t\x12\x17\n\x0f\x63ommission_rate\x18\x08 \x01(\r\x12\x10\n\x08max_rate\x18\t \x01(\r\x12\x17\n\x0fmax_change_rate\x18\n \x01(\r\x12 \n\x18\x63ommission_update_height\x18\x0b \x01(\x04\x12\x0f\n\x07\x64\x65tails\x18\x0c \x01(\t\"R\n\nDelegation\x12\x11\n\tdelegator\x18\x01 \x01(\x0c\x12\x11\n\tvalidator\x18\x02 \x01(\x0c\x12\x0e\n\x06shares\x18\x03 \x01(\t\x12\x0e\n\x06period\x18\x04 \x01(\x04\"\xa2\x01\n\x0eUnbondingEntry\x12\x10\n\x08operator\x18\x01 \x01(\x0c\x12\x0e\n\x06\x61mount\x18\x02 \x01(\x04\x12\x17\n\x0f\x63reation_height\x18\x03 \x01(\x04\x12\x17\n\x0fmaturity_height\x18\x04 \x01(\x04\x12\x10\n\x08sequence\x18\x05 \x01(\x04\x12\x11\n\tdelegator\x18\x06 \x01(\x0c\x12\x17\n\x0finitial_balance\x18\x07 \x01(\x04\"\xc2\x01\n\x11RedelegationEntry\x12\x11\n\tdelegator\x18\x01 \x01(\x0c\x12\x15\n\rsrc_validator\x18\x02 \x01(\x0c\x12\x15\n\rdst_validator\x18\x03 \x01(\x0c\x12\x0f\n\x07\x62\x61lance\x18\x04 \x01(\x04\x12\x17\n\x0finitial_balance\x18\x05 \x01(\x04\x12\x17\n\x0f\x63reation_height\x18\x06 \x01(\x04\x12\x17\n\x0fmaturity_height\x18\x07 \x01(\x04\x12\x10\n\x08sequence\x18\x08 \x01(\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'staking_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MSGCREATEVALIDATOR']._serialized_start=36
-  _globals['_MSGCREATEVALIDATOR']._serialized_end=114
-  _globals['_MSGBOND']._serialized_start=116
-  _globals['_MSGBOND']._serialized_end=141
-  _globals['_MSGUNBOND']._serialized_start=143
-  _globals['_MSGUNBOND']._serialized_end=170
-  _globals['_VALIDATOR']._serialized_start=172
-  _globals['_VALIDATOR']._serialized_end=290
-  _globals['_UNBONDINGENTRY']._serialized_start=292
-  _globals['_UNBONDINGENTRY']._serialized_end=410
+  _globals['_MSGCREATEVALIDATOR']._serialized_start=37
+  _globals['_MSGCREATEVALIDATOR']._serialized_end=268
+  _globals['_MSGBOND']._serialized_start=270
+  _globals['_MSGBOND']._serialized_end=295
+  _globals['_MSGUNBOND']._serialized_start=297
+  _globals['_MSGUNBOND']._serialized_end=324
+  _globals['_MSGDELEGATE']._serialized_start=326
+  _globals['_MSGDELEGATE']._serialized_end=374
+  _globals['_MSGUNDELEGATE']._serialized_start=376
+  _globals['_MSGUNDELEGATE']._serialized_end=426
+  _globals['_MSGREDELEGATE']._serialized_start=428
+  _globals['_MSGREDELEGATE']._serialized_end=505
+  _globals['_MSGEDITVALIDATOR']._serialized_start=507
+  _globals['_MSGEDITVALIDATOR']._serialized_end=626
+  _globals['_VALIDATOR']._serialized_start=629
+  _globals['_VALIDATOR']._serialized_end=892
+  _globals['_DELEGATION']._serialized_start=894
+  _globals['_DELEGATION']._serialized_end=976
+  _globals['_UNBONDINGENTRY']._serialized_start=979
+  _globals['_UNBONDINGENTRY']._serialized_end=1141
+  _globals['_REDELEGATIONENTRY']._serialized_start=1144
+  _globals['_REDELEGATIONENTRY']._serialized_end=1338
 # @@protoc_insertion_point(module_scope)

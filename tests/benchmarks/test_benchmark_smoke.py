@@ -25,6 +25,15 @@ def test_market_end_block_submits_tasks_paying_the_minimum_fee_and_reports_its_r
     assert result["ratio"] > 0 and result["expire_ms_per_task"] > 0
 
 
+def test_delegation_benchmark_times_blocks_with_10_and_10000_delegators_in_one_run():
+    """F1 credits one record per validator: a block with 10,000 delegators must not cost many times one with 10
+    (a payout visiting every delegation would cost about a thousand times as much)."""
+    result = last_json("benchmarks.delegation", "--quick")
+    assert (result["delegators_small"], result["delegators_large"]) == (10, 10_000)
+    assert result["block_seconds_10"] > 0 and result["block_seconds_10000"] > 0
+    assert result["ratio"] < 10 and result["distribution_ratio"] < 10
+
+
 @pytest.mark.slow
 def test_engine_throughput_commits_every_send_paying_the_minimum_fee_end_to_end_and_over_abci():
     result = last_json("benchmarks.engine_throughput", "--quick")

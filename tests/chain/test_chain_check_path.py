@@ -60,7 +60,8 @@ def test_check_tx_builds_no_events_yet_answers_and_writes_what_a_block_does():
         assert checked_state.changes() == block_state.changes()
         outcomes.append((executed.ok, {event.type for event in executed.events}))
     assert outcomes == [(True, {"tx", "message", "transfer"}), (False, {"tx"}), (False, set()),
-                        (True, {"tx", "message", "bond"}), (True, {"tx", "message", "unbond", "transfer"}),
+                        (True, {"tx", "message", "bond", "delegate"}),
+                        (True, {"tx", "message", "unbond", "undelegate", "transfer"}),
                         (True, {"tx", "message", "transfer"})]
 
 

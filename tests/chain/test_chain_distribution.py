@@ -1,4 +1,5 @@
-"""Fee distribution: the whole fee collector paid to active validators by power, exact to the utrl."""
+"""Fee distribution: the whole fee collector paid to active validators by power, exact to the utrl; of each
+validator's share, the commission to its operator at once and the rest to its delegators' pending rewards."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from chain_helpers import GENESIS_BALANCE, genesis_app_state, test_key
 from trolly.chain.ante import FEE_COLLECTOR
 from trolly.chain.block import Misbehavior
 from trolly.chain.codec import U64_MAX
+from trolly.chain.crypto import encode_address
 from trolly.chain.modules.distribution import split_by_power
 from trolly.chain.proto.bank_pb2 import MsgSend
+from trolly.chain.rewards import outstanding
 from trolly.chain.validators import Validator
 
 TRL = 10**6
@@ -43,6 +46,15 @@ def test_split_by_power_vectors(amount, powers, expected):
     assert sum(shares) == amount
 
 
+def pending(chain, who) -> int:
+    return chain.query(f"/rewards/{encode_address(who.address)}")["total"]
+
+
+def earned(chain, who, balance_before: int) -> int:
+    """What a sole-delegator operator got from fees: commission in its balance plus its pending rewards."""
+    return chain.balance(who) - balance_before + pending(chain, who)
+
+
 def test_fees_of_a_block_go_to_validators_by_power_exactly(make_chain):
     chain = make_chain(validators=3, stakes=[1 * TRL, 2 * TRL, 3 * TRL])
     before = [chain.balance(o) for o in chain.operators]
@@ -51,8 +63,12 @@ def test_fees_of_a_block_go_to_validators_by_power_exactly(make_chain):
         chain.tx(alice, MsgSend(to=bob.address, amount=1), fee=60),
         chain.tx(bob, MsgSend(to=alice.address, amount=1), fee=40),
     )
-    gained = [chain.balance(o) - b for o, b in zip(chain.operators, before)]
-    assert gained == [16, 33, 51]  # 100 * (1,2,3) // 6 = (16,33,50), the remainder 1 to the largest power
+    commission = [chain.balance(o) - b for o, b in zip(chain.operators, before)]
+    assert commission == [1, 3, 5]  # the default 10% commission of each share, rounded down
+    credited = [outstanding(chain.state, o.address) for o in chain.operators]
+    assert [c + r for c, r in zip(commission, credited)] == [16, 33, 51]
+    # A withdrawal rounds down by less than 1 utrl: 46 utrl over 3,000,000 shares claims 45.99.. -> 45.
+    assert [pending(chain, o) for o in chain.operators] == [15, 30, 45]  # 100 * (1,2,3) // 6 = (16,33,50), the remainder 1 to the largest power
     assert chain.balance(FEE_COLLECTOR) == 0
     rewards = {dict(e.attributes)["operator"]: int(dict(e.attributes)["amount"]) for e in output.events if e.type == "reward"}
     assert sorted(rewards.values()) == [16, 33, 51]
@@ -64,7 +80,7 @@ def test_fee_of_a_failed_message_is_distributed_too(chain):
     operator_before = chain.balance(chain.operators[0])
     result = chain.deliver(alice, MsgSend(to=bob.address, amount=GENESIS_BALANCE * 2), fee=9)
     assert not result.ok
-    assert chain.balance(chain.operators[0]) == operator_before + 9
+    assert chain.balance(chain.operators[0]) - operator_before + outstanding(chain.state, chain.operators[0].address) == 9
 
 
 def test_block_without_fees_distributes_nothing(chain):
@@ -79,7 +95,8 @@ def test_jailed_validator_gets_no_fees(make_chain):
     chain.block(misbehavior=(evidence,))
     before = (chain.balance(jailed), chain.balance(honest))
     chain.deliver(chain.accounts[0], MsgSend(to=chain.accounts[1].address, amount=1), fee=11)
-    assert (chain.balance(jailed), chain.balance(honest)) == (before[0], before[1] + 11)
+    assert earned(chain, jailed, before[0]) == 0
+    assert chain.balance(honest) - before[1] + outstanding(chain.state, honest.address) == 11
 
 
 def test_fees_wait_in_the_collector_without_validators(make_chain):

@@ -7,10 +7,12 @@ from chain_helpers import VALIDATOR_STAKE
 from trolly.chain import keys
 from trolly.chain.block import ValidatorUpdate
 from trolly.chain.crypto import encode_address
+from trolly.chain.delegations import get_delegation, tokens_of
 from trolly.chain.params import set_params
+from trolly.chain.proto.staking_pb2 import MsgDelegate, MsgUndelegate
 from trolly.chain.signing_info import CHUNK_BITS, SlashingParams, get_signing_info
 from trolly.chain.state import State
-from trolly.chain.validators import get_validator
+from trolly.chain.validators import get_validator, validator_self_bond
 
 WINDOW = 10
 LIVENESS = {"signed_blocks_window": WINDOW, "min_signed_per_window_bps": 5_000, "downtime_jail_blocks": 20,
@@ -154,3 +156,29 @@ def test_signing_info_query_reports_missed_blocks_jail_and_tombstone(make_chain)
         "missed_blocks_counter": 3, "index_offset": 3, "start_height": 1, "jailed": False, "tombstoned": False,
         "max_missed_blocks": 5, "signed_blocks_window": WINDOW}
     assert len(chain.query("/signing_infos")) == 4
+
+
+def test_a_downtime_slash_reaches_the_validators_delegators_exactly(make_chain):
+    """The downtime slash goes through `slash_validator`: a delegation to the jailed validator loses exactly the
+    fraction of the stake burned (its shares are untouched, their tokens fall), while stake that had already
+    unbonded before the missed block the jailing names (the infraction height) is out of reach."""
+    chain = four_validators(make_chain)
+    operator, delegator, leaver = chain.operators[3], chain.accounts[0], chain.accounts[1]
+    assert chain.deliver(delegator, MsgDelegate(validator=operator.address, amount=3_333_333)).ok
+    assert chain.deliver(leaver, MsgDelegate(validator=operator.address, amount=2_000_000)).ok
+    assert chain.deliver(leaver, MsgUndelegate(validator=operator.address, amount=2_000_000)).ok
+    stake = VALIDATOR_STAKE + 3_333_333
+    outputs = chain.advance(WINDOW, last_commit=chain.commit_of([0, 1, 2]))
+    assert jailed(chain, 3)
+    burned = stake * 100 // 10_000
+    [reached] = events(outputs[-1], "validator_slash")
+    assert (reached["reason"], reached["burned_bonded"], reached["burned_unbonding"],
+            reached["infraction_height"]) == ("downtime", str(burned), "0", str(chain.height - 1))
+    validator = get_validator(chain.state, operator.address)
+    assert validator.stake == stake - burned
+    delegation = get_delegation(chain.state, delegator.address, operator.address)
+    assert tokens_of(delegation.shares, validator.stake, validator.delegator_shares) == (
+        3_333_333 * (stake - burned) // stake)
+    assert validator_self_bond(chain.state, validator) == VALIDATOR_STAKE * (stake - burned) // stake
+    [entry] = chain.query(f"/unbonding/{encode_address(leaver.address)}")["entries"]
+    assert entry["amount"] == 2_000_000

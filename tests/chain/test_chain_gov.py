@@ -11,6 +11,8 @@ from trolly.chain.gov.store import DEPOSITS
 from trolly.chain.market.errors import BudgetTooLow
 from trolly.chain.market.store import find_task
 from trolly.chain.proto import gov_pb2
+from trolly.chain.proto.staking_pb2 import MsgDelegate, MsgUndelegate
+from trolly.chain.validators import TooManyEntries
 
 
 def gov_chain(make_chain, stakes: list[int] | None = None, **gov):
@@ -176,3 +178,56 @@ def test_an_initial_deposit_at_the_minimum_starts_the_vote_at_once(make_chain):
     chain = gov_chain(make_chain)
     result = chain.deliver(chain.accounts[0], proposal_message(("market", "reveal_window", 12)))
     assert kinds(result.events)[-2:] == ["proposal_submitted", "proposal_voting_started"]
+
+
+def test_a_delegators_vote_overrides_its_validators_for_its_own_stake(make_chain):
+    """Delegations vote as in the anchor: validator 0's 10 TRL self-bond plus a 20 TRL delegation vote yes with
+    its operator until the delegator votes no itself, whichever voted first; then its 20 TRL count as no, and a
+    proposal its validator alone would have passed is rejected."""
+    chain = gov_chain(make_chain, stakes=[10_000_000, 10_000_000, 10_000_000])
+    gov = Gov(chain)
+    delegator, operator = chain.accounts[1], chain.operators[0]
+    assert chain.deliver(delegator, MsgDelegate(validator=operator.address, amount=20_000_000)).ok
+    proposal_id = gov.submit(("market", "reveal_window", 12))
+    gov.vote_all(proposal_id, NO, voters=chain.operators[1:])
+    gov.vote_all(proposal_id, YES, voters=chain.operators[:1])
+    live = chain.query(f"/gov/tally/{proposal_id}")["tally"]
+    assert (live["yes"], live["no"], live["total_bonded"]) == (30_000_000, 20_000_000, 50_000_000)
+    assert gov.vote(proposal_id, delegator, NO).ok
+    gov.finish(proposal_id)
+    proposal = gov.proposal(proposal_id)
+    assert (proposal["status"], proposal["final_tally"]["yes"], proposal["final_tally"]["no"]) == (
+        "rejected", 10_000_000, 40_000_000)
+    assert chain.query("/params/market")["reveal_window"] == MARKET_PARAMS.get("reveal_window", 10)
+
+
+def test_a_delegator_that_votes_first_keeps_its_vote_when_its_validator_votes_later(make_chain):
+    """The override does not depend on the order: the delegator's yes stands against its validator's later no."""
+    chain = gov_chain(make_chain, stakes=[10_000_000, 10_000_000, 10_000_000])
+    gov = Gov(chain)
+    delegator, operator = chain.accounts[2], chain.operators[2]
+    assert chain.deliver(delegator, MsgDelegate(validator=operator.address, amount=5_000_000)).ok
+    proposal_id = gov.submit(title="text only")
+    assert gov.vote(proposal_id, delegator, YES).ok
+    gov.vote_all(proposal_id, NO, voters=chain.operators[2:])
+    gov.vote_all(proposal_id, YES, voters=chain.operators[:2])
+    gov.finish(proposal_id)
+    final = gov.proposal(proposal_id)["final_tally"]
+    assert (final["yes"], final["no"], final["total_bonded"]) == (25_000_000, 10_000_000, 35_000_000)
+
+
+def test_delegations_staking_params_are_governed_and_the_next_message_obeys_them(make_chain):
+    """Delegation's params (`max_entries`, `commission_change_blocks`) change by proposal like any other: once
+    `max_entries` is 1, a second undelegation in flight from the same validator is refused."""
+    chain = gov_chain(make_chain)
+    gov = Gov(chain)
+    delegator, operator = chain.accounts[1], chain.operators[0]
+    assert chain.deliver(delegator, MsgDelegate(validator=operator.address, amount=4_000_000)).ok
+    proposal_id = gov.submit(("staking", "max_entries", 1), ("staking", "commission_change_blocks", 10))
+    gov.vote_all(proposal_id, YES)
+    gov.finish(proposal_id)
+    staking = chain.query("/params/staking")
+    assert (staking["max_entries"], staking["commission_change_blocks"]) == (1, 10)
+    assert chain.deliver(delegator, MsgUndelegate(validator=operator.address, amount=1_000_000)).ok
+    refused = chain.deliver(delegator, MsgUndelegate(validator=operator.address, amount=1_000_000))
+    assert refused.code == TooManyEntries.code and "1 unbonding entries" in refused.log

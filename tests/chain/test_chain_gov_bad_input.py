@@ -40,6 +40,15 @@ def test_a_proposal_with_a_wrong_or_out_of_range_value_is_refused(gov, value, lo
     assert_refused(gov, InvalidParamValue, log_part, proposal_message(("market", "validator_fee_bps", value)))
 
 
+@pytest.mark.parametrize("section, key, value, log_part", [
+    ("staking", "max_entries", 0, "staking.max_entries must be at least 1"),
+    ("slashing", "signed_blocks_window", 0, "signed_blocks_window"),
+])
+def test_delegation_and_downtime_params_out_of_range_are_refused(gov, section, key, value, log_part):
+    """The sections the delegation and downtime branches added are checked by their own ranges too."""
+    assert_refused(gov, InvalidParamValue, log_part, proposal_message((section, key, value)))
+
+
 def test_a_threshold_no_proposal_could_ever_pass_again_is_refused(gov):
     """An attack on governance itself: yes can never be more than 100 % of the votes, so a threshold of 10000
     would freeze every param for good, the threshold included."""

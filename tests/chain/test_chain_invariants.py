@@ -18,7 +18,7 @@ from trolly.chain.module import InvariantBroken
 from trolly.chain.proto.staking_pb2 import MsgUnbond
 from trolly.chain.state import State
 from trolly.chain.validators import BONDED_POOL, UNBONDING_POOL, encode_validator, get_validator
-from trolly.chain.validators import unbonding_entries_of
+from trolly.chain.unbonding import unbonding_entries_of
 
 
 def healthy_chain() -> Chain:
@@ -106,6 +106,7 @@ def test_every_module_account_is_listed_and_refused_as_a_recipient_whatever_was_
              "print(all(is_module_address(_derive_module_address(name)) for name in MODULE_ACCOUNTS))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "True", result.stderr
-    assert set(MODULE_ACCOUNTS) == {"fee_collector", "bonded_pool", "unbonding_pool", "market_escrow", "gov_deposits"}
+    assert set(MODULE_ACCOUNTS) == {"fee_collector", "bonded_pool", "unbonding_pool", "market_escrow",
+                                    "gov_deposits", "distribution"}
     with pytest.raises(ValueError, match="not a module account"):
         module_address("treasury")

@@ -6,7 +6,7 @@ from chain_helpers import ONE_BLOCK_WINDOWS, VALIDATOR_STAKE, test_key
 from trolly.chain import keys
 from trolly.chain.crypto import encode_address
 from trolly.chain.block import Misbehavior, ValidatorUpdate
-from trolly.chain.proto.staking_pb2 import MsgBond, MsgUnbond
+from trolly.chain.proto.staking_pb2 import MsgBond, MsgDelegate, MsgUnbond
 from trolly.chain.validators import UNBONDING_POOL, ValidatorJailed, active_validators, get_validator
 
 TRL = 10**6
@@ -107,13 +107,19 @@ def test_unbonding_after_the_infraction_is_slashed_too(make_chain):
     assert [e["amount"] for e in entries] == [2 * TRL, 4 * TRL - from_unbonding]
 
 
-def test_jailed_validator_cannot_bond_but_can_unbond_the_rest(make_chain):
+def test_a_tombstoned_validator_takes_delegations_but_not_its_operators_self_bond(make_chain):
+    """As in the anchor, stake may still be delegated to a jailed validator, even a tombstoned one, and gives no
+    power. Its operator's MsgBond is refused: it can never unjail, so a self-bond would only lock its tokens (a
+    validator jailed for downtime may bond: tests/chain/test_chain_unjail.py). What is left unbonds."""
     chain = two_validators(make_chain, unbonding_blocks=4)
-    operator = chain.operators[1]
+    operator, delegator = chain.operators[1], chain.accounts[0]
     chain.block(misbehavior=(evidence_against(chain.consensus_keys[1], 1),))
     result = chain.deliver(operator, MsgBond(amount=TRL))
-    assert (result.code, result.codespace) == (ValidatorJailed.code, "staking")
-    left = get_validator(chain.state, operator.address).stake
+    assert (result.code, result.codespace) == (ValidatorJailed.code, "staking") and "tombstoned" in result.log
+    assert chain.deliver(delegator, MsgDelegate(validator=operator.address, amount=TRL)).ok
+    assert get_validator(chain.state, operator.address).power == 0
+    assert chain.outputs[-1].validator_updates == []
+    left = get_validator(chain.state, operator.address).stake - TRL
     balance = chain.balance(operator)
     assert chain.deliver(operator, MsgUnbond(amount=left)).ok
     assert chain.outputs[-1].validator_updates == []  # already out of the set

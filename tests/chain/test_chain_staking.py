@@ -48,6 +48,14 @@ def test_create_validator_bonds_stake_and_reports_power(chain):
         "power": 5,
         "moniker": "new-validator",
         "jailed": False,
+        "delegator_shares": str(5 * TRL + 123),
+        "commission_rate": 1000,
+        "max_rate": 2000,
+        "max_change_rate": 100,
+        "commission_update_height": 1,
+        "details": "",
+        "self_bond": 5 * TRL + 123,
+        "delegators": 1,
     }
     listed = chain.query("/validators")
     assert [decode_address(v["operator"]) for v in listed] == sorted(decode_address(v["operator"]) for v in listed)
@@ -157,8 +165,9 @@ def test_unbond_drops_power_at_once_and_returns_tokens_after_exactly_unbonding_b
     assert chain.balance(UNBONDING_POOL) == 4 * TRL
     operator_name = encode_address(operator.address)
     assert chain.query(f"/unbonding/{operator_name}") == {
-        "operator": operator_name,
-        "entries": [{"amount": 4 * TRL, "creation_height": unbond_height, "maturity_height": unbond_height + 5}],
+        "delegator": operator_name,
+        "entries": [{"validator": operator_name, "amount": 4 * TRL, "initial_balance": 4 * TRL,
+                     "creation_height": unbond_height, "maturity_height": unbond_height + 5}],
         "total": 4 * TRL,
     }
     chain.advance(4)
@@ -168,7 +177,8 @@ def test_unbond_drops_power_at_once_and_returns_tokens_after_exactly_unbonding_b
     assert chain.balance(operator) == balance + 4 * TRL
     assert chain.balance(UNBONDING_POOL) == 0
     assert chain.query(f"/unbonding/{operator_name}")["entries"] == []
-    assert ("unbonding_complete", (("operator", operator_name), ("amount", str(4 * TRL)))) in [
+    assert ("unbonding_complete", (("delegator", operator_name), ("validator", operator_name),
+                                   ("amount", str(4 * TRL)))) in [
         (e.type, e.attributes) for e in chain.outputs[-1].events
     ]
     assert chain.outputs[-1].validator_updates == []

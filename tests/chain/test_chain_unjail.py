@@ -7,11 +7,11 @@ from chain_helpers import VALIDATOR_STAKE
 from trolly.chain.app import check_tx
 from trolly.chain.block import Misbehavior, ValidatorUpdate
 from trolly.chain.proto.slashing_pb2 import MsgUnjail
-from trolly.chain.proto.staking_pb2 import MsgBond
+from trolly.chain.proto.staking_pb2 import MsgBond, MsgDelegate
 from trolly.chain.signing_info import JailTimeRemains, SelfStakeTooLowToUnjail, ValidatorNotJailed
 from trolly.chain.signing_info import ValidatorTombstoned, get_signing_info
 from trolly.chain.state import State
-from trolly.chain.validators import ValidatorNotFound, get_validator
+from trolly.chain.validators import ValidatorNotFound, get_validator, validator_self_bond
 
 JAIL = 20
 LIVENESS = {"signed_blocks_window": 10, "min_signed_per_window_bps": 5_000, "downtime_jail_blocks": JAIL,
@@ -110,3 +110,21 @@ def test_unjailing_below_the_minimum_self_stake_is_refused_until_the_operator_bo
     assert get_validator(chain.state, chain.operators[3].address).power == 0  # still jailed
     assert chain.deliver(chain.operators[3], MsgUnjail()).ok
     assert get_validator(chain.state, chain.operators[3].address).power == VALIDATOR_STAKE // 10**6
+
+
+def test_delegations_do_not_count_towards_the_minimum_self_stake_to_unjail(make_chain):
+    """The check reads the operator's own delegation (`validator_self_bond`), not the validator's whole stake:
+    delegators who bring the stake far above the minimum do not let an operator with too little of its own back
+    into the set (it would have no power anyway), until it bonds back up itself."""
+    chain = jailed_for_downtime(make_chain, min_self_stake=VALIDATOR_STAKE)
+    operator = chain.operators[3]
+    assert chain.deliver(chain.accounts[0], MsgDelegate(validator=operator.address, amount=50 * VALIDATOR_STAKE)).ok
+    chain.advance(JAIL, last_commit=chain.commit_of([0, 1, 2]))
+    validator = get_validator(chain.state, operator.address)
+    assert validator.stake > VALIDATOR_STAKE > validator_self_bond(chain.state, validator)
+    refused(chain, operator, SelfStakeTooLowToUnjail)
+    short = VALIDATOR_STAKE - validator_self_bond(chain.state, get_validator(chain.state, operator.address))
+    assert chain.deliver(operator, MsgBond(amount=short + 1)).ok
+    assert chain.deliver(operator, MsgUnjail()).ok
+    unjailed = get_validator(chain.state, operator.address)
+    assert unjailed.power == unjailed.stake // 10**6 > 50

@@ -7,7 +7,12 @@ import dataclasses
 
 from trolly.chain.gov.params import GovParams
 from trolly.chain.gov.store import ABSTAIN, NO, NO_WITH_VETO, YES, Tally
+from trolly.chain.block import BlockContext
 from trolly.chain.gov.tally import VotingStake, decide, tally_votes, voting_stakes
+from trolly.chain.proto.staking_pb2 import MsgDelegate
+from trolly.chain.slash import slash_validator
+from trolly.chain.state import State
+from trolly.chain.validators import active_validators, get_validator, jail_validator
 
 VAL_A, VAL_B = b"A" * 20, b"B" * 20
 DEL_1, DEL_2, DEL_3 = b"1" * 20, b"2" * 20, b"3" * 20
@@ -81,9 +86,35 @@ def test_all_abstaining_or_no_bonded_stake_rejects_without_burning():
         assert (decision.passed, decision.burn_deposits) == (False, False)
 
 
-def test_today_each_active_validators_operator_votes_with_its_whole_stake(make_chain):
+def test_each_active_validators_operator_votes_with_its_whole_self_bond(make_chain):
     chain = make_chain(validators=3, stakes=[10_000_000, 20_000_000, 30_000_000])
     stakes = voting_stakes(chain.state)
     assert sorted((s.stake, s.voter == s.validator) for s in stakes) == [(10_000_000, True), (20_000_000, True),
                                                                          (30_000_000, True)]
     assert {s.voter for s in stakes} == {o.address for o in chain.operators}
+
+
+def test_every_delegation_votes_with_its_tokens_and_the_rounding_dust_with_the_operator(make_chain):
+    """After a slash that leaves shares worth fractions of a utrl, the delegations' tokens (rounded down) plus the
+    operator's dust add up to exactly the stake bonded to active validators: no bonded utrl is left out of the
+    quorum's denominator, none counted twice. A jailed validator's delegations do not vote."""
+    chain = make_chain(accounts=3, validators=3, stakes=[10_000_000, 10_000_000, 10_000_000])
+    first, second = chain.operators[0], chain.operators[1]
+    for account, amount in ((chain.accounts[0], 3_333_333), (chain.accounts[1], 1_000_001)):
+        assert chain.deliver(account, MsgDelegate(validator=first.address, amount=amount)).ok
+    assert chain.deliver(chain.accounts[2], MsgDelegate(validator=second.address, amount=7)).ok
+    state = State(chain.kv)
+    slash_validator(state, BlockContext(chain.env(chain.height)), first.address, chain.height, "test",
+                    amount=1_234_567)
+    jail_validator(state, chain.operators[2].address)
+    chain.kv.apply(state.changes())
+    assert get_validator(chain.state, first.address).stake == 14_333_334 - 1_234_567
+    stakes = voting_stakes(chain.state)
+    by_validator = {}
+    for entry in stakes:
+        by_validator[entry.validator] = by_validator.get(entry.validator, 0) + entry.stake
+    assert by_validator == {v.operator: v.stake for v in active_validators(chain.state)}
+    assert {s.voter for s in stakes if s.validator == first.address} == {
+        first.address, chain.accounts[0].address, chain.accounts[1].address}
+    assert chain.operators[2].address not in by_validator
+    assert [s.stake for s in stakes if s.validator == first.address and s.voter == first.address][-1] == 1  # dust

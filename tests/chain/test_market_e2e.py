@@ -26,6 +26,7 @@ from trolly.chain.market.economics import minimum_collateral, task_cost
 from trolly.chain.market.params import MarketParams
 from trolly.chain.market.records import VERDICT_PASS
 from trolly.chain.market.sampling import sample_segments
+from trolly.chain.rewards import DISTRIBUTION_POOL
 from trolly.chain.proto import bank_pb2, market_pb2 as pb
 from trolly.wallet.cli import cli
 
@@ -58,6 +59,13 @@ def extension_seed(url: str, height: int) -> bytes:
     return hashlib.sha256(SEED_TAG + first[len(SEED_TX_PREFIX):]).digest()
 
 
+def sole_validator_holdings(client, operator) -> int:
+    """The operator's balance plus the fee rewards credited to its validator and not yet withdrawn: with a sole
+    validator, everything the distribution account holds outside the community pool."""
+    rewards = client.query(f"/account/{encode_address(DISTRIBUTION_POOL)}")["balance"]
+    return client.balance(operator) + int(rewards) - client.query("/community_pool")["amount"]
+
+
 def test_a_whole_task_settles_on_a_real_node(node, client):
     requester, workers = dev_key(0), [dev_key(31), dev_key(32)]
     for worker in workers:
@@ -77,7 +85,7 @@ def test_a_whole_task_settles_on_a_real_node(node, client):
         reward_per_round=reward, collateral=collateral, join_blocks=100, round_blocks=100, samples_per_worker=2))
     task_id = int(next(e for e in result.events if e.type == "task").get("id"))
     before = {w.address: client.balance(w) for w in workers}
-    requester_before = client.balance(requester)
+    requester_before = sole_validator_holdings(client, requester)
     client.fees_paid.clear()  # tx fees from here on
     for worker in workers:
         client.send(worker, pb.MsgJoinTask(task_id=task_id))
@@ -117,9 +125,10 @@ def test_a_whole_task_settles_on_a_real_node(node, client):
         assert client.balance(worker) == before[worker.address] + pay - client.fees_paid[worker.address]
     fees = sum(p * params.validator_fee_bps // 10_000 + p * params.verifier_fee_bps // 10_000 for p in pays)
     # The requester is also the sole validator: it gets the task's fees back as validator and verifier, and
-    # every transaction's fee (its own included) as the block's only validator.
+    # every transaction's fee (its own included) as the block's only validator, as commission in its balance
+    # and the rest as rewards credited to its self-bond (its holdings).
     tx_fees = sum(client.fees_paid.values())
-    assert client.balance(requester) == (requester_before + (cost + 7) - sum(pays) - fees + fees
+    assert sole_validator_holdings(client, requester) == (requester_before + (cost + 7) - sum(pays) - fees + fees
                                          - client.fees_paid[requester.address] + tx_fees)
 
     found, count = client.rpc.tx_search(f"task.id='{task_id}'", per_page=100)

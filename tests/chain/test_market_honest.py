@@ -23,7 +23,7 @@ def test_honest_task_pays_exact_shares_fees_and_refund(make_chain):
     market = Market(chain)
     requester, workers, operator = market.requester, market.workers[:3], chain.operators[0]
     supply = get_supply(chain.state)
-    before = {k.address: chain.balance(k) for k in [requester, operator, *workers]}
+    before = {k.address: chain.holdings(k) for k in [requester, operator, *workers]}
     budget = 10 * REWARD
 
     task_id = market.open_task(workers=3, budget=budget)
@@ -54,7 +54,7 @@ def test_honest_task_pays_exact_shares_fees_and_refund(make_chain):
     chain.advance(10)  # the last round's reveal window closes: its held verifier fee is paid
     for worker, pay in zip(workers, paid):
         assert chain.balance(worker) == before[worker.address] - STAKE + pay  # stake still bonded
-    assert chain.balance(operator) == before[operator.address] + fees  # sole validator and verifier
+    assert chain.holdings(operator) == before[operator.address] + fees  # sole validator and verifier
     assert get_supply(chain.state) == supply
     assert chain.balance(ESCROW) == 3 * STAKE
     members = {m["worker"]: m for m in view["members"]}

@@ -164,7 +164,8 @@ def test_fees_held_when_a_task_ends_are_paid_when_the_reveal_window_closes(make_
 def test_a_lazy_verifier_that_unbonds_before_its_reveal_deadline_is_penalised_from_its_unbonding_stake(make_chain):
     from trolly.chain.accounts import get_supply
     from trolly.chain.proto.staking_pb2 import MsgUnbond
-    from trolly.chain.validators import UNBONDING_POOL, unbonding_entries_of
+    from trolly.chain.unbonding import unbonding_entries_of
+    from trolly.chain.validators import UNBONDING_POOL
 
     chain, market, task_id, items = setup(make_chain)
     honest, lazy = chain.operators[:2]
@@ -187,7 +188,7 @@ def test_a_lazy_verifier_that_unbonds_before_its_reveal_deadline_is_penalised_fr
 
 def test_an_unbonding_entry_from_before_the_vote_is_not_penalised(make_chain):
     from trolly.chain.proto.staking_pb2 import MsgUnbond
-    from trolly.chain.validators import unbonding_entries_of
+    from trolly.chain.unbonding import unbonding_entries_of
 
     chain = make_chain(accounts=3, validators=3, params={"market": PARAMS})
     market = Market(chain)
@@ -276,9 +277,10 @@ def test_slash_shares_held_when_a_final_report_ends_the_task_are_paid_when_the_r
     outputs = chain.advance(10)
     assert [(a["validator"], a["amount"]) for o in outputs for a in event_actions(o, "slash_share_paid")] == \
         [(encode_address(voter.address), str(held))]
-    # Besides its share it gets only fee-collector rewards (round 0's verifier fees, its round-0 votes unrevealed).
-    rewards = sum(int(dict(e.attributes)["amount"]) for o in outputs for e in o.events if e.type == "reward")
-    assert chain.balance(voter) == balance + held + rewards
+    # Besides its share it gets only fee-collector rewards (round 0's verifier fees, its round-0 votes unrevealed):
+    # its commission at once, the rest credited to its delegation.
+    commission = sum(int(dict(e.attributes)["commission"]) for o in outputs for e in o.events if e.type == "reward")
+    assert chain.balance(voter) == balance + held + commission
 
 
 def test_a_minority_cannot_define_the_true_replay_digest(make_chain):

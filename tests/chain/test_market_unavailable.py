@@ -21,7 +21,7 @@ def test_a_slash_decided_by_unavailable_votes_alone_pays_no_validator_and_burns_
     withheld, honest = [encode_address(w.address) for w in market.workers[:2]]
     ops = chain.operators
     supply = get_supply(chain.state)
-    balances = [chain.balance(op) for op in ops]
+    balances = [chain.holdings(op) for op in ops]
 
     votes = [(op, items[withheld][0], VERDICT_UNAVAILABLE) for op in ops[:2]]
     votes += [(op, item, VERDICT_PASS) for item in items[honest] for op in ops[:2]]
@@ -31,7 +31,7 @@ def test_a_slash_decided_by_unavailable_votes_alone_pays_no_validator_and_burns_
     assert [(s["worker"], s["amount"], s["held_for_verifiers"], s["burned"]) for s in slash] == \
         [(withheld, str(COLLATERAL), "0", str(COLLATERAL))]
     assert get_supply(chain.state) == supply - COLLATERAL
-    gains = [chain.balance(op) - b for op, b in zip(ops, balances)]
+    gains = [chain.holdings(op) - b for op, b in zip(ops, balances)]
     assert sum(gains) == VALIDATOR_FEE  # the honest worker's validator fee, nothing of the slash
 
 
@@ -40,7 +40,7 @@ def test_an_unavailable_voter_s_share_of_a_slash_is_burned_and_a_fail_voter_keep
     cheater, honest = [encode_address(w.address) for w in market.workers[:2]]
     ops = chain.operators
     supply = get_supply(chain.state)
-    balances = [chain.balance(op) for op in ops]
+    balances = [chain.holdings(op) for op in ops]
 
     votes = [(ops[0], items[cheater][0], VERDICT_FAIL), (ops[1], items[cheater][0], VERDICT_UNAVAILABLE)]
     votes += [(op, item, VERDICT_PASS) for item in items[honest] for op in ops[:2]]
@@ -54,7 +54,7 @@ def test_an_unavailable_voter_s_share_of_a_slash_is_burned_and_a_fail_voter_keep
     # The FAIL voter's share is held until its reveal checks out (test_market_reveals), then paid.
     reveal_all(chain, task_id, votes)
     chain.advance(10)
-    gains = [chain.balance(op) - b for op, b in zip(ops, balances)]
+    gains = [chain.holdings(op) - b for op, b in zip(ops, balances)]
     assert sum(gains) == replayed_share + VALIDATOR_FEE + VERIFIER_FEE
     assert gains[0] - gains[1] == replayed_share  # the same fee parts each (equal powers, both PASS voters)
 

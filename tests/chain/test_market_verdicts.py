@@ -54,7 +54,7 @@ def test_two_thirds_fail_slashes_drops_and_withholds_pay_while_the_task_goes_on(
     ops = chain.operators
     supply = get_supply(chain.state)
     cheater_balance = chain.balance(market.workers[0])
-    voter_balances = [chain.balance(op) for op in ops]
+    voter_balances = [chain.holdings(op) for op in ops]
 
     bad = items[cheater][0]
     votes = [(ops[0], bad, VERDICT_FAIL), (ops[1], bad, VERDICT_FAIL)]
@@ -73,7 +73,7 @@ def test_two_thirds_fail_slashes_drops_and_withholds_pay_while_the_task_goes_on(
     assert view["active_members"] == 1 and view["round"] == 1 and view["phase"] == "commit"
     # The two FAIL voters' shares of the slash (equal power: half each) are held until their reveals, like the
     # verifier fee; only the validator fee is paid at once.
-    gains = [chain.balance(op) - b for op, b in zip(ops, voter_balances)]
+    gains = [chain.holdings(op) - b for op, b in zip(ops, voter_balances)]
     pay = REWARD // 2
     validator_fee, verifier_fee = pay * 200 // 10_000, pay * 300 // 10_000
     # Distribution splits the validator fee by power (equal here; remainder by address order in staking).
@@ -88,7 +88,7 @@ def test_two_thirds_fail_slashes_drops_and_withholds_pay_while_the_task_goes_on(
     # and each FAIL voter is paid its share of the slash.
     reveal_all(chain, task_id, votes)
     outputs = chain.advance(10)
-    gains = [chain.balance(op) - b for op, b in zip(ops, voter_balances)]
+    gains = [chain.holdings(op) - b for op, b in zip(ops, voter_balances)]
     assert gains[0] + gains[1] + gains[2] == to_verifiers + validator_fee + verifier_fee
     paid = [(a["validator"], a["amount"]) for o in outputs for a in event_actions(o, "slash_share_paid")]
     assert sorted(paid) == sorted((encode_address(op.address), str(to_verifiers // 2)) for op in ops[:2])

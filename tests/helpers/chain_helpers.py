@@ -32,6 +32,7 @@ from trolly.chain.app import apply_block, check_invariants, init_chain, query
 from trolly.chain.block import BlockEnv, BlockOutput, Misbehavior, TxResult, ValidatorUpdate, VoteInfo
 from trolly.chain.crypto import PrivateKey, encode_address
 from trolly.chain.market.params import MarketParams, longest_reveal_wait
+from trolly.chain.rewards import outstanding
 from trolly.chain.state import MemoryKV, State
 from trolly.chain.tx import build_tx
 
@@ -145,6 +146,11 @@ class Chain:
 
     def balance(self, who: PrivateKey | bytes) -> int:
         return get_account(self.state, address_of(who)).balance
+
+    def holdings(self, who: PrivateKey | bytes) -> int:
+        """Balance plus the fee rewards credited to `who`'s validator and not yet withdrawn: what an operator that
+        is its validator's only delegator has earned, commission and rewards together."""
+        return self.balance(who) + outstanding(self.state, address_of(who))
 
     def nonce(self, who: PrivateKey | bytes) -> int:
         return get_account(self.state, address_of(who)).nonce

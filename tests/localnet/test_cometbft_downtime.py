@@ -1,9 +1,10 @@
 """Downtime on a localnet of 4 validators on real CometBFT v0.38 processes (issue 35, test a).
 
-Validator-3 (10 TRL, 10 % of the power) has its CometBFT stopped while its app and verifier go on: the three
-others keep making blocks, and the last commit of each block lists validator-3 as absent. With a window of 20
-commits of which half must be signed, its 11th miss jails it: its power goes to 0 (and CometBFT drops it from
-the set), 1 % of its stake is burned, exactly. An unjail before its jail time has passed is refused with the
+Validator-3 (10 TRL of its operator's and 5 TRL the requester delegated to it: 15 of 105 TRL of the power)
+has its CometBFT stopped while its app and verifier go on: the three others keep making blocks, and the last
+commit of each block lists validator-3 as absent. With a window of 20 commits of which half must be signed, its
+11th miss jails it: its power goes to 0 (and CometBFT drops it from the set), 1 % of its stake is burned,
+exactly, and its delegator loses exactly its share of that (its shares unchanged, worth 1 % less). An unjail before its jail time has passed is refused with the
 blocks left. Its CometBFT comes back and catches up as a full node; once the jail time has passed, its operator
 unjails it with the wallet's CLI, it rejoins CometBFT's set with the power of what is left of its stake, signs
 commits again, and its missed-blocks counter stops growing.
@@ -20,10 +21,12 @@ import pytest
 
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
-from trolly.localnet.home_layout import LocalnetConfig
+from trolly.chain.proto.staking_pb2 import MsgDelegate
+from trolly.localnet.home_layout import REQUESTER_INDEX, LocalnetConfig
 from trolly.localnet.network import Localnet
 from trolly.wallet.rpc import RpcClient
 
+from dev_node import send_included
 from localnet_helpers import cometbft_missing, free_base_port, query, wait_until
 
 pytestmark = pytest.mark.slow
@@ -33,8 +36,11 @@ if cometbft_missing():
                 allow_module_level=True)
 
 WALLET = str(Path(sys.executable).parent / "trolly-wallet")
-STAKE = 10_000_000
+SELF_BOND = 10_000_000
 """validator-3's genesis stake (the last of 4 bonds 1 x LocalnetConfig's 10 TRL)."""
+DELEGATED = 5_000_000
+"""The requester's delegation to validator-3, made before it goes down."""
+STAKE = SELF_BOND + DELEGATED
 DOWNTIME = {"signed_blocks_window": 20, "min_signed_per_window_bps": 5_000, "downtime_jail_blocks": 60,
             "slash_fraction_downtime_bps": 100, "halt_reset_seconds": 300}
 """Small enough to jail within seconds of blocks, long enough a jail to try an early unjail while it lasts."""
@@ -83,10 +89,12 @@ def signed_a_recent_commit(net: Localnet, address: str) -> bool:
 def test_a_validator_whose_cometbft_stops_is_jailed_and_slashed_then_unjailed_by_its_operator_signs_again(net):
     rpc = net.config.rpc_url(0)
     operator = encode_address(dev_key(3).address)
+    delegator = encode_address(dev_key(REQUESTER_INDEX).address)
     address = json.loads((net.layout.node_home(3) / "config" / "priv_validator_key.json").read_text())["address"]
     address = address.upper()
+    send_included(rpc, dev_key(REQUESTER_INDEX), MsgDelegate(validator=dev_key(3).address, amount=DELEGATED))
     before = query(rpc, f"/validator/{operator}")
-    assert (before["stake"], before["power"], before["jailed"]) == (STAKE, 10, False)
+    assert (before["stake"], before["self_bond"], before["power"], before["jailed"]) == (STAKE, SELF_BOND, 15, False)
     supply = query(rpc, "/supply")["supply"]
 
     # Its CometBFT stops (its app and verifier run on): absent from every commit until jailed.
@@ -96,6 +104,11 @@ def test_a_validator_whose_cometbft_stops_is_jailed_and_slashed_then_unjailed_by
     after = query(rpc, f"/validator/{operator}")
     assert (after["stake"], after["power"]) == (STAKE - burned, 0)
     assert query(rpc, "/supply")["supply"] == supply - burned  # burned exactly, nothing else moved
+    # Each delegation loses its share of the burn exactly: its tokens are shares x stake // shares (1:1 before).
+    assert after["self_bond"] == SELF_BOND * (STAKE - burned) // STAKE
+    [delegation] = query(rpc, f"/delegations/{delegator}")["delegations"]
+    assert (delegation["validator"], delegation["amount"]) == (operator, DELEGATED * (STAKE - burned) // STAKE)
+    assert delegation["amount"] == DELEGATED - DELEGATED // 100  # 1 % of it, to the utrl
     info = query(rpc, f"/signing_info/{operator}")
     assert info["jailed"] and not info["tombstoned"] and info["missed_blocks_counter"] == 0  # its window restarts
     wait_until(lambda: address not in cometbft_validators(net), 60, "CometBFT to drop validator-3 from its set")

@@ -161,7 +161,7 @@ CLIENTS = ("compute", "verifier", "wallet", "localnet", "console")
 """The packages that ask the market (`chain` answers it; `abci_app` serves the answers, never reads them)."""
 THE_READING = {"wallet/market_views.py", "wallet/market_answers.py", "wallet/sender.py", "wallet/staking_views.py"}
 OTHER_DOCUMENTS = {
-    "wallet/rpc.py": ({"address", "height", "id", "pub_key"},
+    "wallet/rpc.py": ({"address", "height", "id", "pub_key", "total"},
                       "CometBFT's JSON-RPC results (node info, headers, validators)"),
     "wallet/rpc_types.py": ({"height", "index"}, "CometBFT's JSON-RPC results"),
     "wallet/keyring.py": ({"address", "seed"}, "the keyring's own key files"),
@@ -173,10 +173,14 @@ OTHER_DOCUMENTS = {
     "console/new_task_api.py:_submit": ({"round_blocks"}, "the New task page's own request body"),
     "wallet/cli/task.py:read_spec": ({"rounds"}, "a task spec's training section"),
     "wallet/cli/query.py": ({"address", "amount", "height", "maturity_height", "stake", "operator"},
-                            "the /unbonding answer, and transactions' JSON"),
+                            "transactions' JSON"),
     "wallet/cli/query.py:account.render": (None, "the command's own JSON output (`AccountState.to_json`)"),
     "wallet/cli/query.py:validators": (None, "the command's own JSON output (`ValidatorView.to_answer`)"),
     "wallet/cli/query.py:signing_info.render": (None, "the command's own JSON output (`SigningInfoView.to_answer`)"),
+    "wallet/cli/query.py:unbonding": (None, "the command's own JSON output (`Unbondings.to_answer`)"),
+    "wallet/cli/query.py:validator": (None, "the command's own JSON output (`ValidatorDetail.to_answer`)"),
+    "wallet/cli/query.py:delegations": (None, "the command's own JSON output (`Delegations.to_answer`)"),
+    "wallet/cli/query.py:rewards": (None, "the command's own JSON output (`Rewards.to_answer`)"),
     "wallet/cli/query.py:transaction.render": (None, "the command's own JSON output (a transaction described)"),
     "wallet/cli/stake.py:parse_consensus_pubkey": ({"pub_key"}, "CometBFT's priv_validator_key.json"),
     "wallet/cli/transactions.py:render_plan": ({"nonce"}, "the command's own JSON output (a planned transaction)"),
@@ -189,6 +193,7 @@ OTHER_DOCUMENTS = {
     "wallet/task_fit.py:registered_workers": ({"address"}, "the attributes of `worker` events (tx_search)"),
     "compute/worker/progress.py": ({"rounds", "tasks"}, "the worker's own state file"),
     "compute/blobs/server.py": ({"round", "task_id"}, "aiohttp's route match"),
+    "verifier/segment_check.py:SegmentReport.evidence": ({"details"}, "the verifier's own evidence record"),
     "verifier/isa_child_replay.py": ({"spec", "threads", "worker_index"}, "requests to the replay child process"),
     "verifier/segment_check.py:SegmentClaim.from_json": (None, "the verifier's own claim files (SegmentClaim.to_json)"),
     "console/compute_api.py:_overview": ({"address"}, "the keyring entries it lists a few lines above"),
@@ -199,14 +204,14 @@ keys each may read (None: any), and what it reads them from."""
 
 
 def market_keys() -> set[str]:
-    """The keys of every answer with a typed view: the market's, `/account`'s, `/validators`' and `/signing_info`'s."""
+    """The keys of every answer with a typed view: the market's, `/account`'s, the staking answers' and `/signing_info`'s."""
     from trolly.wallet import market_views
     from trolly.wallet.sender import AccountState
-    from trolly.wallet.staking_views import SigningInfoView, ValidatorView
+    from trolly.wallet import staking_views
 
     views = [v for v in vars(market_views).values() if isinstance(v, type) and issubclass(v, market_views.MarketView)]
-    return {f.name for view in views + [MarketParams, AccountState, ValidatorView, SigningInfoView]
-            for f in dataclasses.fields(view)}
+    views += [v for v in vars(staking_views).values() if dataclasses.is_dataclass(v)]
+    return {f.name for view in views + [MarketParams, AccountState] for f in dataclasses.fields(view)}
 
 
 def key_reads(tree: ast.AST) -> list[tuple[str, int, str]]:
@@ -253,12 +258,12 @@ def test_the_scan_finds_a_raw_read_where_there_is_one():
 
 # ---- /account and /validators: read through their typed views too -------------------------------------------
 
-VIEWED_PATHS = ("/account", "/validators", "/signing_info")
-"""Query paths whose answers have a typed view beside the market's: `AccountState` (wallet/sender.py),
-`ValidatorView` and `SigningInfoView` (wallet/staking_views.py)."""
+VIEWED_PATHS = ("/account", "/validators", "/delegations", "/unbonding", "/rewards", "/signing_info")
+"""Query paths whose answers have a typed view beside the market's: `AccountState` (wallet/sender.py) and
+the staking and liveness views (wallet/staking_views.py)."""
 PATH_READERS = {"wallet/sender.py": "AccountState, the one reading of /account",
-                "wallet/staking_views.py": "ValidatorView and SigningInfoView, the one reading of /validators and "
-                                           "/signing_info",
+                "wallet/staking_views.py": "the one reading of /validators, /validator, /delegations, /unbonding, "
+                                           "/rewards and /signing_info",
                 "wallet/proofs.py": "a proved /account read: the proof needs the raw answer; its value is read by "
                                     "AccountState"}
 

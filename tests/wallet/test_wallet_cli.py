@@ -74,7 +74,9 @@ def test_every_command_has_help_text(wallet):
     names = {" ".join(path) for path, _ in commands}
     assert {"keys add", "keys list", "keys show", "keys export", "keys import", "keys delete", "tx send",
             "tx broadcast", "tx stake create-validator", "tx stake bond", "tx stake unbond", "tx stake unjail",
-            "query account", "query validators", "query tx", "query status", "query signing-info"} <= names
+            "query account", "query validators", "query tx", "query status", "query signing-info",
+            "tx stake delegate", "tx stake undelegate", "tx stake redelegate", "tx stake withdraw-rewards",
+            "tx stake edit-validator", "query delegations", "query rewards", "query validator"} <= names
     for path, command in [((), cli)] + commands:
         assert command.help and len(command.help.strip()) > 10, f"{path} has no help text"
         result = wallet(*path, "--help")
@@ -305,7 +307,7 @@ def test_stake_create_bond_unbond_changes_power(wallet, fake_node):
     assert power() == 10
     fake_node.wait_blocks(5)  # the fake chain unbonds in 4 blocks: the 15trl are back with the operator
     pending = ok_json(wallet("query", "unbonding", "val", "-o", "json", node=fake_node))
-    assert pending == {"operator": operator, "entries": [], "total": 0}
+    assert pending == {"delegator": operator, "entries": [], "total": 0}
     assert ok_json(wallet("query", "account", "val", "-o", "json", node=fake_node))["balance"] == 90_000_000
     consensus_set = ok_json(wallet("query", "validators", "--consensus", "-o", "json", node=fake_node))
     assert sorted(v["voting_power"] for v in consensus_set) == [10, 10]
@@ -330,6 +332,59 @@ def test_unjail_of_a_validator_that_is_not_jailed_is_refused_with_the_reason_and
     fails_with(refused, 9, "not jailed")
     fails_with(wallet("query", "signing-info", encode_address(dev_key(3).address), node=fake_node), 12,
                "operates no validator")
+
+
+def test_delegate_redelegate_withdraw_and_edit_with_their_queries(wallet, fake_node):
+    add_dev_key(wallet)
+    holder = ok_json(wallet("keys", "add", "holder", "-o", "json"))["address"]
+    assert wallet("tx", "send", "holder", "100trl", "--from", "dev", "--yes", node=fake_node).exit_code == 0
+    delegated = wallet("tx", "stake", "delegate", DEV_ADDRESS, "30trl", "--from", "holder", "--yes", "-o", "json",
+                       node=fake_node)
+    assert ok_json(delegated)["code"] == 0
+    shown = ok_json(wallet("query", "delegations", "holder", "-o", "json", node=fake_node))
+    assert shown["delegator"] == holder and [(r["validator"], r["amount"]) for r in shown["delegations"]] == [
+        (DEV_ADDRESS, 30_000_000)]
+    validator = ok_json(wallet("query", "validator", DEV_ADDRESS, "-o", "json", node=fake_node))
+    assert validator["delegators"] == 2 and validator["commission_rate"] == 1000
+    assert "commission" in wallet("query", "validator", DEV_ADDRESS, node=fake_node).stdout
+    # fees of the sends above reached the validator: the holder's rewards are counted, then withdrawn
+    wallet("tx", "send", "holder", "1utrl", "--from", "dev", "--yes", "--fees", "1trl", node=fake_node)
+    earned = ok_json(wallet("query", "rewards", "holder", "-o", "json", node=fake_node))["total"]
+    assert earned > 0
+    before = ok_json(wallet("query", "account", "holder", "-o", "json", node=fake_node))["balance"]
+    withdrawn = wallet("tx", "stake", "withdraw-rewards", DEV_ADDRESS, "--from", "holder", "--yes", "--fees", "0",
+                       "-o", "json", node=fake_node)
+    assert ok_json(withdrawn)["code"] == 0
+    after = ok_json(wallet("query", "account", "holder", "-o", "json", node=fake_node))["balance"]
+    assert after >= before + earned
+    assert ok_json(wallet("tx", "stake", "undelegate", DEV_ADDRESS, "10trl", "--from", "holder", "--yes", "-o", "json",
+                          node=fake_node))["code"] == 0
+    shown = ok_json(wallet("query", "delegations", "holder", "-o", "json", node=fake_node))
+    assert shown["total"] == 20_000_000
+    unbonding = ok_json(wallet("query", "unbonding", "holder", "-o", "json", node=fake_node))
+    assert unbonding["delegator"] == holder and unbonding["total"] in (0, 10_000_000)  # the fake chain unbonds fast
+    edited = wallet("tx", "stake", "edit-validator", "--moniker", "renamed", "--from", "dev", "--yes", "-o", "json",
+                    node=fake_node)
+    assert ok_json(edited)["code"] == 0
+    assert ok_json(wallet("query", "validator", "dev", "-o", "json", node=fake_node))["moniker"] == "renamed"
+
+
+def test_stake_commands_generate_only_and_refuse_bad_input(wallet, fake_node):
+    add_dev_key(wallet)
+    generated = ok_json(wallet("tx", "stake", "delegate", DEV_ADDRESS, "2trl", "--from", "dev", "--generate-only",
+                               "--yes", "-o", "json", node=fake_node))
+    [message] = generated["body"]["messages"]
+    assert message["fields"] == {"validator": DEV_ADDRESS, "amount": 2_000_000}
+    stranger = ok_json(wallet("keys", "add", "stranger", "-o", "json"))["address"]
+    refused = wallet("tx", "stake", "delegate", stranger, "1trl", "--from", "dev", "--yes", node=fake_node)
+    fails_with(refused, 9, "operates no validator")
+    fails_with(wallet("tx", "stake", "redelegate", DEV_ADDRESS, DEV_ADDRESS, "1trl", "--from", "dev", "--yes",
+                      node=fake_node), 1, "same")
+    fails_with(wallet("tx", "stake", "edit-validator", "--commission-rate", "20000", "--from", "dev", "--yes",
+                      node=fake_node), 1, "basis points")
+    too_fast = wallet("tx", "stake", "edit-validator", "--commission-rate", "1900", "--from", "dev", "--yes",
+                      node=fake_node)
+    fails_with(too_fast, 9, "at most")
 
 
 def test_query_account_prove_and_status(wallet, fake_node):

@@ -9,7 +9,7 @@ from ..errors import WalletError
 from ..proofs import prove_answer
 from ..proven_views import prove_validators
 from ..rpc import hash_hex
-from ..staking_views import get_signing_info
+from ..staking_views import get_delegations, get_rewards, get_signing_info, get_unbonding, get_validator
 from ..txbuilder import describe_tx
 from ..command_line.errors import WalletGroup
 from ..command_line.options import keyring_options, node_options, output_option, settings
@@ -138,13 +138,66 @@ def params() -> None:
 @node_options
 @output_option
 def unbonding(address_or_name: str) -> None:
-    """Stake of ADDRESS_OR_NAME's validator that is unbonding, and the height each part comes back."""
+    """Stake ADDRESS_OR_NAME undelegated (its own validator's included), and the height each part comes back."""
     options = settings()
-    result = options.client().query_json(f"/unbonding/{address_of(address_or_name)}")
+    client = options.client()
+    result = client.run(get_unbonding(client.async_client, address_of(address_or_name))).to_answer()
     emit(result, options.json, lambda data: print_table(
-        ["amount", "unbonded at height", "returns at height"],
-        [[amount_text(e["amount"]), e["creation_height"], e["maturity_height"]] for e in data["entries"]],
-        empty=f"Nothing unbonding for {data['operator']}."))
+        ["validator", "amount", "unbonded at height", "returns at height"],
+        [[e["validator"], amount_text(e["amount"]), e["creation_height"], e["maturity_height"]]
+         for e in data["entries"]],
+        empty=f"Nothing unbonding for {data['delegator']}."))
+
+
+@query.command("validator")
+@click.argument("address_or_name")
+@keyring_options
+@node_options
+@output_option
+def validator(address_or_name: str) -> None:
+    """One validator: stake, power, self-bond, delegators, commission terms, jail state."""
+    options = settings()
+    client = options.client()
+    result = client.run(get_validator(client.async_client, address_of(address_or_name))).to_answer()
+    emit(result, options.json, lambda data: print_key_values([
+        ("moniker", data["moniker"]), ("operator", data["operator"]), ("stake", amount_text(data["stake"])),
+        ("self-bond", amount_text(data["self_bond"])), ("delegators", data["delegators"]), ("power", data["power"]),
+        ("jailed", "yes" if data["jailed"] else "no"),
+        ("commission", f"{data['commission_rate'] / 100:g}% (max {data['max_rate'] / 100:g}%, "
+                       f"changes by at most {data['max_change_rate'] / 100:g}% at a time)"),
+        ("details", data["details"] or "-")]))
+
+
+@query.command("delegations")
+@click.argument("address_or_name")
+@keyring_options
+@node_options
+@output_option
+def delegations(address_or_name: str) -> None:
+    """ADDRESS_OR_NAME's delegations: each validator and what the delegation is worth now."""
+    options = settings()
+    client = options.client()
+    result = client.run(get_delegations(client.async_client, address_of(address_or_name))).to_answer()
+    emit(result, options.json, lambda data: print_table(
+        ["validator", "amount", "shares"],
+        [[row["validator"], amount_text(row["amount"]), row["shares"]] for row in data["delegations"]],
+        empty=f"No delegations of {data['delegator']}."))
+
+
+@query.command("rewards")
+@click.argument("address_or_name")
+@keyring_options
+@node_options
+@output_option
+def rewards(address_or_name: str) -> None:
+    """Fee rewards ADDRESS_OR_NAME's delegations earned and has not withdrawn, per validator."""
+    options = settings()
+    client = options.client()
+    result = client.run(get_rewards(client.async_client, address_of(address_or_name))).to_answer()
+    emit(result, options.json, lambda data: print_table(
+        ["validator", "rewards"],
+        [[row["validator"], amount_text(row["amount"])] for row in data["rewards"]],
+        empty=f"No delegations of {data['delegator']}."))
 
 
 @query.command("signing-info")

@@ -1,9 +1,12 @@
-"""`trolly-wallet tx stake ...`: become a validator, add stake, take stake out, leave jail.
+"""`trolly-wallet tx stake ...`: become a validator, delegate to validators, take stake out, collect rewards.
 
-Staking is self-bond only: the signer's own validator. `create-validator` registers it with a consensus key
-(the ed25519 key CometBFT signs blocks with) and a first stake; `bond` adds to it; `unbond` takes stake out
-(power drops at once, the tokens come back after the unbonding period); `unjail` brings a validator jailed for
-downtime back into the set once its jail time has passed (`query signing-info` says until when).
+`create-validator` registers the signer as a validator with a consensus key (the ed25519 key CometBFT signs
+blocks with), a first self-bond and commission terms; `bond`/`unbond` add to and take from that self-bond;
+`edit-validator` changes its commission rate, moniker or details. Any account `delegate`s to a validator,
+`undelegate`s (the tokens come back after the unbonding period), `redelegate`s to another validator at once, and
+`withdraw-rewards` collects what its delegation earned of the fees. `unjail` brings a validator jailed for
+downtime back into the set once its jail time has passed (`query signing-info` says until when). Amounts like
+`5trl` or `5000000utrl`; commission in basis points (1000 = 10%).
 """
 
 from __future__ import annotations
@@ -17,14 +20,16 @@ import click
 
 from ..amounts import parse_amount
 from ..errors import WalletError
-from ..txbuilder import bond_message, create_validator_message, unbond_message, unjail_message
+from ..txbuilder import bond_message, create_validator_message, delegate_message, edit_validator_message
+from ..txbuilder import parse_address, redelegate_message, unbond_message, undelegate_message
+from ..txbuilder import unjail_message, withdraw_rewards_message
 from ..command_line.errors import WalletGroup
 from .transactions import TransactionFlags, run_transaction, transaction_options
 
 
 @click.group(cls=WalletGroup)
 def stake() -> None:
-    """Create a validator, bond stake to it, unbond stake from it, unjail it."""
+    """Create a validator, bond to it, delegate, undelegate, redelegate, collect rewards, unjail."""
 
 
 def parse_consensus_pubkey(text: str | None, key_file: str | None) -> bytes:
@@ -60,12 +65,18 @@ def parse_consensus_pubkey(text: str | None, key_file: str | None) -> bytes:
 @click.option("--consensus-pubkey", default=None, help="The validator's consensus (CometBFT) ed25519 public key, base64 or hex.")
 @click.option("--consensus-key-file", type=click.Path(dir_okay=False), default=None,
               help="Read the consensus public key from a CometBFT priv_validator_key.json.")
+@click.option("--commission-rate", type=int, default=None, help="Commission in basis points (default 1000 = 10%).")
+@click.option("--max-rate", type=int, default=None, help="Highest commission ever allowed, fixed (default 2000).")
+@click.option("--max-change-rate", type=int, default=None,
+              help="Largest change of the rate per commission period, basis points (default 100).")
 @transaction_options
 def create_validator(stake_amount: str, moniker: str, consensus_pubkey: str | None, consensus_key_file: str | None,
+                     commission_rate: int | None, max_rate: int | None, max_change_rate: int | None,
                      **flags) -> None:
     """Register the --from account as a validator operator with a first stake."""
     message = create_validator_message(
-        parse_consensus_pubkey(consensus_pubkey, consensus_key_file), parse_amount(stake_amount, what="stake"), moniker
+        parse_consensus_pubkey(consensus_pubkey, consensus_key_file), parse_amount(stake_amount, what="stake"), moniker,
+        commission_rate, max_rate, max_change_rate,
     )
     run_transaction(TransactionFlags(**flags), [message])
 
@@ -93,3 +104,50 @@ def unjail(**flags) -> None:
     earns again. Refused while jail time remains, for a validator tombstoned for double-signing, below the
     minimum self-stake (bond first), or when it is not jailed."""
     run_transaction(TransactionFlags(**flags), [unjail_message()])
+
+
+@stake.command("delegate")
+@click.argument("validator")
+@click.argument("amount")
+@transaction_options
+def delegate(validator: str, amount: str, **flags) -> None:
+    """Delegate AMOUNT of the --from account's balance to VALIDATOR (its operator address)."""
+    run_transaction(TransactionFlags(**flags), [delegate_message(parse_address(validator), parse_amount(amount))])
+
+
+@stake.command("undelegate")
+@click.argument("validator")
+@click.argument("amount")
+@transaction_options
+def undelegate(validator: str, amount: str, **flags) -> None:
+    """Take AMOUNT of the --from account's delegation out of VALIDATOR (returned after the unbonding period)."""
+    run_transaction(TransactionFlags(**flags), [undelegate_message(parse_address(validator), parse_amount(amount))])
+
+
+@stake.command("redelegate")
+@click.argument("src_validator")
+@click.argument("dst_validator")
+@click.argument("amount")
+@transaction_options
+def redelegate(src_validator: str, dst_validator: str, amount: str, **flags) -> None:
+    """Move AMOUNT of the --from account's delegation from SRC_VALIDATOR to DST_VALIDATOR at once."""
+    message = redelegate_message(parse_address(src_validator), parse_address(dst_validator), parse_amount(amount))
+    run_transaction(TransactionFlags(**flags), [message])
+
+
+@stake.command("withdraw-rewards")
+@click.argument("validator")
+@transaction_options
+def withdraw_rewards(validator: str, **flags) -> None:
+    """Collect the fee rewards the --from account's delegation to VALIDATOR earned."""
+    run_transaction(TransactionFlags(**flags), [withdraw_rewards_message(parse_address(validator))])
+
+
+@stake.command("edit-validator")
+@click.option("--commission-rate", type=int, default=None, help="New commission in basis points.")
+@click.option("--moniker", default=None, help="New public name (1-64 bytes).")
+@click.option("--details", default=None, help="New free text about the validator (up to 280 bytes).")
+@transaction_options
+def edit_validator(commission_rate: int | None, moniker: str | None, details: str | None, **flags) -> None:
+    """Change the --from account's validator: its commission rate (within its bounds), moniker or details."""
+    run_transaction(TransactionFlags(**flags), [edit_validator_message(commission_rate, moniker, details)])
