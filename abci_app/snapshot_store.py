@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from trolly.wallet.files import install_directory, write_atomically
+
 from .snapshot_format import CHUNK_BYTES, FORMAT, SnapshotError, SnapshotMetadata, chunk_payload, parse_metadata
 from .store import Store, StoreSnapshot
 
@@ -91,14 +93,14 @@ class SnapshotStore:
         hashes = []
         entries = payload = 0
         for index, (chunk, entries) in enumerate(chunk_payload(frozen.iterate(b""), self.chunk_bytes)):
-            (partial / f"chunk-{index}").write_bytes(chunk)
+            write_atomically(partial / f"chunk-{index}", chunk)
             hashes.append(_sha256(chunk))
             payload += len(chunk)
         metadata = SnapshotMetadata(frozen.height, frozen.app_hash, tuple(hashes), entries, payload)
-        (partial / "metadata").write_bytes(metadata.to_bytes())
+        write_atomically(partial / "metadata", metadata.to_bytes())
         final = self._path(frozen.height, FORMAT)
         shutil.rmtree(final, ignore_errors=True)
-        os.rename(partial, final)
+        install_directory(partial, final)
         self.prune()
         return metadata
 

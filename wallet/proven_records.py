@@ -17,7 +17,7 @@ from trolly.chain.accounts import decode_account
 from trolly.chain.codec import decode_u64
 from trolly.chain.market.queries import task_summary
 from trolly.chain.market.records import Task, Worker, decode_record
-from trolly.chain.modules.staking import validator_json
+from trolly.chain.modules.staking_queries import validator_json
 from trolly.chain.validators import decode_validator
 
 from .errors import ProofInvalid
@@ -76,7 +76,9 @@ def _supply(record: bytes | None) -> dict:
 
 
 _ACCOUNT_FIELDS = ("balance", "nonce", "pub_key")
-_VALIDATOR_FIELDS = ("operator", "consensus_pubkey", "consensus_address", "stake", "power", "moniker", "jailed")
+_VALIDATOR_FIELDS = ("operator", "consensus_pubkey", "consensus_address", "stake", "power", "moniker", "jailed",
+                     "delegator_shares", "commission_rate", "max_rate", "max_change_rate", "commission_update_height",
+                     "details")
 _TASK_FIELDS = (
     "id", "requester", "spec_hash", "status", "phase", "round", "rounds", "workers_wanted", "workers_joined",
     "active_members", "reward_per_round", "collateral", "budget", "escrow_remaining", "paid_workers", "paid_fees",

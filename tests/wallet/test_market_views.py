@@ -187,6 +187,8 @@ OTHER_DOCUMENTS = {
     "compute/spec.py": ({"batch_size", "checkpoint_every", "inner_steps", "rounds", "seed", "threads"},
                         "a task spec's training section"),
     "compute/worker/fit.py": ({"batch_size"}, "a task spec's training section"),
+    "compute/requester/budget.py:budget_of": ({"batch_size", "inner_steps", "rounds"}, "a task spec's training section"),
+    "compute/requester/cli.py:sized": ({"batch_size", "checkpoint_every"}, "a task spec's training section"),
     "compute/worker/preflight.py:unfit_reasons": ({"batch_size", "threads"},
                                                   "a task spec's training and determinism sections"),
     "wallet/task_fit.py:requirements": ({"batch_size", "threads"}, "a task spec's training and determinism sections"),

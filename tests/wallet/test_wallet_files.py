@@ -123,10 +123,11 @@ def test_a_private_file_lives_in_a_0700_directory(tmp_path):
 PACKAGES = ("chain", "abci_app", "compute", "verifier", "wallet", "localnet")
 WRITERS = {"write_text", "write_bytes", "rename", "mkstemp", "NamedTemporaryFile"}
 NOT_DURABLE_STATE = {("localnet/supervisor.py", "write_text"), ("abci_app/engine/producer.py", "write_text"),
-                     ("abci_app/server.py", "replace")}
+                     ("abci_app/server.py", "replace"), ("abci_app/store_import.py", "rename")}
 """A service's pid file (rewritten at every start, never renamed into place), the engine's test-hook pause
-marker, and the ABCI unix socket (bound under a staging name, made 0600, renamed into place): no file's bytes,
-nothing to recover after a crash."""
+marker, the ABCI unix socket (bound under a staging name, made 0600, renamed into place), and a state-synced
+LevelDB directory swapped for the node's empty one (LevelDB syncs its own files; a crash mid-swap leaves no
+state, and the node syncs again): no file's bytes, nothing to recover after a crash."""
 
 
 def direct_writes(path: pathlib.Path) -> set[str]:
