@@ -32,6 +32,11 @@
    batch 32), scaled to a reference task: 20 rounds of 500 inner steps (DiLoCo's H), k = 5, 3 segments
    sampled per worker-round, i.e. 60 segments and 20 update checks per worker per task.
 
+4. The `wasm32` profile (the browser worker's kernel, docs/browser-worker.md): the cheat matrix again on the MLP
+   models with rounds trained and committed by the kernel (`compute.wasm.trainer`), judged bitwise by the same
+   verifier, and the cost measurement on the reference MLP with the kernel training and replaying; its verifier
+   cost fraction is reported beside the CPU profile's (`wasm32` in the JSON line).
+
 Last line, JSON: detection (per class), false_positive_rate, honest_segments, task_detection_at_f_0_1,
 verifier_compute_fraction, replay_step_cost_ratio (seconds per verified segment over seconds per k trained
 steps), tolerance_fallback, and calibration numbers (largest honest error, smallest cheat
@@ -58,6 +63,7 @@ import time
 import torch
 
 from trolly.chain.market.records import FINAL_REPORT_SEGMENT
+from trolly.chain.market.spec import TORCH_KERNEL, WASM32_KERNEL
 from trolly.compute.blobs.store import BlobStore
 from trolly.compute.canonical import encode_tensors
 from trolly.compute.checkpoints import decode_checkpoint, weights_hash
@@ -67,6 +73,8 @@ from trolly.compute.determinism import DeterminismProfile, child_environment, cu
 from trolly.compute.outer_step import GlobalState, WorkerUpdate, aggregate_round, outer_step
 from trolly.compute.spec import LORA_TEXT_BASE, example_spec, spec_from_dict
 from trolly.compute.training import Trainer, initial_weights, run_round
+from trolly.compute.wasm.profile import PROFILE_ID as WASM32_PROFILE
+from trolly.compute.wasm.trainer import trainer_for
 from trolly.verifier import sampling
 from trolly.verifier.aggregation import check_aggregation
 from trolly.verifier.final_report import verify_final_report
@@ -114,10 +122,10 @@ FULL_MODELS = (
 )
 
 
-def make_spec(model: Model, manifest_hash: str, threads: int = 1):
+def make_spec(model: Model, manifest_hash: str, threads: int = 1, kernels: tuple[str, ...] = (TORCH_KERNEL,)):
     document = example_spec(manifest_hash, model={"arch": model.arch, "config": model.config,
                                                   **({"base": model.base} if model.base else {})},
-                            determinism={"threads": threads})
+                            determinism={"threads": threads, "kernels": list(kernels)})
     document["dataset"]["name"] = model.dataset
     document["training"].update(inner_steps=model.inner_steps, checkpoint_every=model.checkpoint_every,
                                 batch_size=model.batch_size)
@@ -309,15 +317,18 @@ def cheat_names() -> list[str]:
     return list(CHEATS)
 
 
-def verify_cheats(models, names, trials: int, exact: Replayer, tolerant: Replayer) -> dict:
+def verify_cheats(models, names, trials: int, exact: Replayer, tolerant: Replayer | None,
+                  kernel: str = TORCH_KERNEL) -> dict:
     """Each faked segment judged by the real verifier under the profile the round was made with (bitwise) and,
-    separately, within the tolerance (claiming an instruction set the tolerant verifier cannot run)."""
-    own = DeterminismProfile(threads=1).id
+    separately, within the tolerance (claiming an instruction set the tolerant verifier cannot run). Under the
+    `wasm32` kernel (`tolerant` None): the rounds trained and committed as a browser worker's, judged bitwise
+    only, since every verifier replays the kernel (no tolerance exists for it)."""
     detection: dict[str, dict] = {}
     for model in models:
         dataset = dataset_for(model.dataset)
-        spec = make_spec(model, dataset.manifest_hash)
-        trainer = Trainer(spec, dataset)
+        spec = make_spec(model, dataset.manifest_hash, kernels=(kernel,))
+        trainer = trainer_for(spec, dataset, kernel)
+        own = trainer.profile_id
         round0 = initial_weights(spec, dataset.shape)
         noise = torch.Generator().manual_seed(99)
         round1 = {n: t + 1e-3 * torch.randn(t.shape, generator=noise) for n, t in round0.items()}
@@ -351,7 +362,8 @@ def verify_cheats(models, names, trials: int, exact: Replayer, tolerant: Replaye
                 source.add_round(1, 1, published.listing, published.blobs)
                 for segment in sorted(cheated.faked_segments):
                     verdicts = []
-                    for profile, replayer in ((own, exact), (foreign_profile(), tolerant)):
+                    judges = ((own, exact),) if tolerant is None else ((own, exact), (foreign_profile(), tolerant))
+                    for profile, replayer in judges:
                         claim = SegmentClaim(
                             task_id=1, round=1, worker=f"worker-{worker}", worker_index=worker, segment=segment,
                             checkpoint_root=published.checkpoint_root, num_checkpoints=len(published.listing),
@@ -366,7 +378,7 @@ def verify_cheats(models, names, trials: int, exact: Replayer, tolerant: Replaye
                             tally["min_moment_error"] = min(tally["min_moment_error"], report.comparison.moment_error)
                     tally["faked_segments"] += 1
                     tally["caught"] += int(verdicts[0])
-                    tally["caught_under_tolerance"] += int(verdicts[1])
+                    tally["caught_under_tolerance"] += int(verdicts[-1])
     return detection
 
 
@@ -390,6 +402,8 @@ class CostRound:
     published: object
     honest: object
     source: MemorySource
+    profile: str
+    """The determinism profile the round was trained and is committed under."""
 
     @property
     def segments(self) -> int:
@@ -399,16 +413,17 @@ class CostRound:
         honest, published = self.honest, self.published
         return SegmentClaim(1, 0, "worker-0", 0, segment, published.checkpoint_root, len(published.listing),
                             honest.steps, honest.samples_processed, honest.start_weights_hash,
-                            DeterminismProfile(threads=1).id, update_hash=published.update_hash,
+                            self.profile, update_hash=published.update_hash,
                             residual_hash=published.residual_hash)
 
 
-def prepare_cost_round(model: Model, inner_steps: int = 100) -> CostRound:
-    """`model` at the reference task's k, trained once for warm-up, and one honest round of it published."""
+def prepare_cost_round(model: Model, inner_steps: int = 100, kernel: str = TORCH_KERNEL) -> CostRound:
+    """`model` at the reference task's k, trained once for warm-up under `kernel`, and one honest round of it
+    published."""
     model = dataclasses.replace(model, checkpoint_every=REFERENCE_TASK["checkpoint_every"], inner_steps=inner_steps)
     dataset = dataset_for(model.dataset)
-    spec = make_spec(model, dataset.manifest_hash)
-    trainer = Trainer(spec, dataset)
+    spec = make_spec(model, dataset.manifest_hash, kernels=(kernel,))
+    trainer = trainer_for(spec, dataset, kernel)
     start = initial_weights(spec, dataset.shape)
     run_round(trainer, start, worker_index=0, round_index=0, steps=10)  # warm-up
     context = CheatContext(trainer, start, 0, 0, spec.training.inner_steps, frozenset(), torch.Generator())
@@ -416,7 +431,7 @@ def prepare_cost_round(model: Model, inner_steps: int = 100) -> CostRound:
     published = honest.publish()
     source = MemorySource()
     source.add_round(1, 0, published.listing, published.blobs)
-    return CostRound(model, spec, dataset, trainer, start, published, honest, source)
+    return CostRound(model, spec, dataset, trainer, start, published, honest, source, trainer.profile_id)
 
 
 async def verify_cost_round(setup: CostRound, replayer: Replayer, off_loop) -> None:
@@ -479,13 +494,14 @@ def cost_figures(setup: CostRound, clocks: dict, steps: int, repeats: int) -> di
     }
 
 
-def measure_cost(model: Model, replayer: Replayer, repeats: int, inner_steps: int = 100) -> dict:
+def measure_cost(model: Model, replayer: Replayer, repeats: int, inner_steps: int = 100,
+                 kernel: str = TORCH_KERNEL) -> dict:
     """Seconds per trained step, per verified segment and per update check for `model` (k = REFERENCE_TASK's).
 
     Training a round, verifying its segments and the update checks take turns, `repeats` times, so that other
     work on the machine weighs on the three alike (timed one phase after the other, a load that came or went in
     between moved the ratios from run to run)."""
-    setup = prepare_cost_round(model, inner_steps)
+    setup = prepare_cost_round(model, inner_steps, kernel)
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)  # replays off the event loop, as in the service
 
     def off_loop(function):
@@ -536,9 +552,10 @@ def honest_profiles(quick: bool) -> list[tuple[int, str]]:
     return list(dict.fromkeys(profiles))
 
 
-def run_matrices(quick: bool, models, profiles: list[tuple[int, str]]) -> tuple[dict, dict, dict]:
+def run_matrices(quick: bool, models, profiles: list[tuple[int, str]]) -> tuple[dict, dict, dict, dict]:
     """The honest matrix, the cheat matrix and the cost measurement, with one exact and one tolerance-measuring
-    verifier shared by all three."""
+    verifier shared by all three; then the cheat matrix and the cost under the `wasm32` profile (its MLP models:
+    the kernel trains nothing else)."""
     workers, rounds = (3, 2) if quick else (3, 3)
     exact, tolerant = Replayer(), Replayer(children=False, tolerance_fallback=True)
     began = time.perf_counter()
@@ -553,10 +570,32 @@ def run_matrices(quick: bool, models, profiles: list[tuple[int, str]]) -> tuple[
         cheats = verify_cheats(models, cheat_names(), 3 if quick else 6, exact, tolerant)
         print(f"cheats: {json.dumps(cheats, default=str)}", file=sys.stderr)
         cost = measure_cost(COST_MODEL, exact, 3 if quick else 6)
+        wasm32 = {"cheats": verify_cheats([m for m in models if m.arch == "mlp"], cheat_names(), 3 if quick else 6,
+                                          exact, None, WASM32_KERNEL),
+                  "cost": measure_cost(COST_MODEL, exact, 2 if quick else 3, 50 if quick else 100, WASM32_KERNEL)}
+        print(f"wasm32 cheats: {json.dumps(wasm32['cheats'], default=str)}", file=sys.stderr)
     finally:
         exact.close()
         tolerant.close()
-    return honest, cheats, cost
+    return honest, cheats, cost, wasm32
+
+
+def wasm32_summary(wasm32: dict, cpu_cost: dict) -> dict:
+    """The `wasm32` profile's column: its detection per cheat and its verifier cost fraction, beside the CPU
+    profile's (the kernel's training and its replay are both slower than torch's, so the fraction is what
+    matters: the share of a wasm32 worker's own training that verifying it costs)."""
+    cheats, cost = wasm32["cheats"], wasm32["cost"]
+    return {
+        "profile": WASM32_PROFILE,
+        "detection": {name: t["caught"] / t["faked_segments"] for name, t in cheats.items() if t["faked_segments"]},
+        "faked_segments": {name: t["faked_segments"] for name, t in cheats.items()},
+        "verifier_compute_fraction": cost["fraction"],
+        "cpu_profile_verifier_compute_fraction": cpu_cost["fraction"],
+        "replay_step_cost_ratio": cost["replay_step_cost_ratio"],
+        "seconds_per_trained_step": cost["seconds_per_trained_step"],
+        "cpu_profile_seconds_per_trained_step": cpu_cost["seconds_per_trained_step"],
+        "cost": cost,
+    }
 
 
 def summarize(honest: dict, cheats: dict, cost: dict) -> dict:
@@ -607,9 +646,10 @@ def main(argv: list[str] | None = None) -> None:
     models = QUICK_MODELS if options.quick else FULL_MODELS
     profiles = honest_profiles(options.quick)
     began = time.perf_counter()
-    honest, cheats, cost = run_matrices(options.quick, models, profiles)
+    honest, cheats, cost, wasm32 = run_matrices(options.quick, models, profiles)
     result = summarize(honest, cheats, cost)
     result.update({
+        "wasm32": wasm32_summary(wasm32, cost),
         "profiles": [f"threads-{t}/isa-{i}" for t, i in profiles],
         "models": [m.name for m in models],
         "seconds": round(time.perf_counter() - began, 1),

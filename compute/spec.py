@@ -18,12 +18,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from trolly.chain.market.spec import (CODECS, DATASET_FIELDS, DATASETS, DECAYING_SCHEDULES,
-                                      DEFAULT_DATASET_MAX_BYTES, DEFAULT_DATASET_MAX_SHARDS, DEFAULT_INNER_LR,
+                                      DEFAULT_DATASET_MAX_BYTES, DEFAULT_DATASET_MAX_SHARDS, DEFAULT_INNER_LR, DEFAULT_KERNELS,
                                       DEFAULT_THREADS, DETERMINISM_FIELDS, FINAL_LR, INNER_OPTIMIZER,
                                       INNER_OPTIMIZER_FIELDS, INNER_OPTIMIZER_NAME, INSTRUCTION_SETS,
                                       MAX_CHECKPOINT_EVERY, MAX_INTEGER, MODEL_ARCHS, MODEL_FIELDS, OUTER_OPTIMIZER,
                                       OUTER_OPTIMIZER_FIELDS, OUTER_OPTIMIZER_NAME, SCHEDULE_FIELDS, SCHEDULES,
-                                      SPEC_FIELDS, SPEC_VERSION, TRAINING_FIELDS, Fields, field_problem)
+                                      SPEC_FIELDS, SPEC_VERSION, TRAINING_FIELDS, Fields, field_problem,
+                                      kernels_problem)
 
 from trolly.chain.market.base_models import BASE_MODELS
 from trolly.chain.market.datasets import CLASSIFICATION, PACKED, dataset_shape, dataset_task
@@ -116,6 +117,10 @@ class TaskSpec:
     training: TrainingSpec
     codec: str
     determinism: DeterminismProfile
+    kernels: tuple[str, ...] = DEFAULT_KERNELS
+    """The training kernels a worker may train the task with (`determinism.kernels`): `torch` (the CPU and GPU
+    profiles, `compute.determinism`), `wasm32` (the browser kernel, `compute.wasm`, an MLP on classification
+    features only)."""
 
     def num_checkpoints(self, steps: int) -> int:
         """n + 1 checkpoints (0..n) for a round of `steps` inner steps, n = ceil(steps / k)."""
@@ -242,6 +247,10 @@ def spec_from_dict(document: Any) -> TaskSpec:
     instruction_set = determinism.get("instruction_set")
     if instruction_set is not None:
         _string(instruction_set, "determinism.instruction_set", INSTRUCTION_SETS)
+    kernels = determinism.get("kernels", list(DEFAULT_KERNELS))
+    problem = kernels_problem(kernels, model["arch"], dataset)
+    if problem is not None:
+        raise SpecError(problem)
     return TaskSpec(
         version=SPEC_VERSION,
         model=ModelSpec(arch=_string(model["arch"], "model.arch", MODEL_ARCHS),
@@ -256,6 +265,7 @@ def spec_from_dict(document: Any) -> TaskSpec:
         codec=_string(fields["codec"], "codec", CODECS),
         determinism=DeterminismProfile(threads=_positive_int(determinism["threads"], "determinism.threads"),
                                        instruction_set=instruction_set),
+        kernels=tuple(kernels),
     )
 
 

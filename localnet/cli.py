@@ -64,6 +64,9 @@ def network_options(function):
         click.option("--cheat", default="", metavar="NAME", callback=_known_cheat,
                      help="TEST SWITCH: worker-0 plays its rounds with this cheat (e.g. skipped_steps; "
                           "`trolly-verifier cheats` lists them) to show it is caught."),
+        click.option("--wasm32-workers", type=click.IntRange(0, MAX_WORKERS), default=0, show_default=True,
+                     help="How many of the workers (the last ones) train with the wasm32 kernel, as a browser tab "
+                          "does (`trolly-worker start --kernel wasm32`); they join only tasks allowing it."),
     ]
     for option in reversed(options):
         function = option(function)
@@ -81,7 +84,7 @@ def _known_cheat(context, parameter, value: str) -> str:
     return value
 
 
-def config_from(home, engine, validators, workers, slow_workers, base_port, block_time, cheat,
+def config_from(home, engine, validators, workers, slow_workers, base_port, block_time, cheat, wasm32_workers=0,
                 fresh: bool = False) -> LocalnetConfig:
     """The requested settings; for a new localnet (or a `fresh` one, as the demo's), the engine is chosen here
     (CometBFT, or solo if none is found, said in one line). An existing localnet keeps its saved engine."""
@@ -89,6 +92,8 @@ def config_from(home, engine, validators, workers, slow_workers, base_port, bloc
         slow_workers = min(1, workers)
     if slow_workers > workers:
         raise click.BadParameter("cannot have more slow workers than workers", param_hint="--slow-workers")
+    if wasm32_workers > workers:
+        raise click.BadParameter("cannot have more wasm32 workers than workers", param_hint="--wasm32-workers")
     if not fresh and Layout(home).exists() and engine is None and validators is None:
         saved = Layout(home).load()
         engine, validators = saved.engine, saved.validators
@@ -96,7 +101,8 @@ def config_from(home, engine, validators, workers, slow_workers, base_port, bloc
     if choice.note:
         console.print(f"[yellow]{choice.note}[/yellow]")
     return LocalnetConfig(engine=choice.engine, validators=choice.validators, workers=workers,
-                          slow_workers=slow_workers, base_port=base_port, block_time=block_time, cheat=cheat)
+                          slow_workers=slow_workers, base_port=base_port, block_time=block_time, cheat=cheat,
+                          wasm32_workers=wasm32_workers)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -95,6 +95,8 @@ def worker_services(layout: Layout, config: LocalnetConfig) -> list[ServiceSpec]
             argv += ["--declare-slowdown", str(SLOWDOWN)]
         if config.cheat and i == 0:
             argv += ["--cheat", config.cheat]
+        if i >= config.workers - config.wasm32_workers:
+            argv += ["--kernel", "wasm32"]
         specs.append(ServiceSpec(f"worker-{i}", tuple(argv)))
     return specs
 

@@ -101,6 +101,9 @@ class LocalnetConfig:
     chain_id: str = CHAIN_ID
     cheat: str = ""
     """Test switch: worker-0 trains dishonestly with this cheat strategy (empty: everyone is honest)."""
+    wasm32_workers: int = 0
+    """The last this many workers train with the wasm32 kernel (`trolly-worker start --kernel wasm32`), standing
+    in for browser tabs; they join only tasks whose spec allows it."""
     full_nodes: int = 0
 
     @property

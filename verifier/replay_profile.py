@@ -17,6 +17,11 @@ bytes within the tolerance (`tolerance.py`), since nothing random runs in a step
 neither (its own GPU but another instruction set in process, or an instruction set it cannot start) cannot judge
 it: `ProfileNotHere`, and it votes nothing on the segment (`service.py`).
 
+The `wasm32` profile (`wasm32/kernel-<v>`, docs/browser-worker.md) is the browser worker's kernel: its bytes
+depend on no machine, so every verifier replays it in this process with the same .wasm under wasmtime
+(`compute.wasm.segment`) and compares bit for bit, as it does a CPU profile; a task whose spec does not allow the
+`wasm32` kernel never pays for one (the chain refuses the commitment), and a replay here refuses it as well.
+
 For CPU profiles the tolerance comparison stays available to measurements only (`Replayer(tolerance_fallback=True)`,
 the benchmark's calibration of what such a fallback would let through); a GPU segment judged on a CPU is its one
 use in a vote.
@@ -38,6 +43,8 @@ from trolly.compute.determinism import (INSTRUCTION_SETS, MODE, REPLAYABLE_INSTR
 from trolly.compute.instruction_sets import unpinned_libraries
 from trolly.compute.spec import TaskSpec
 from trolly.compute.training import Trainer, segment_bounds, train_segment
+from trolly.compute.wasm.profile import PROFILE_ID as WASM32_PROFILE, WASM32
+from trolly.compute.wasm.segment import WasmTrainer, train_segment_wasm
 
 from .blob_cache import VerifiedBlobs
 from .errors import VerifierError
@@ -88,7 +95,7 @@ class ReplayPlan:
     """How a segment is replayed: in this process, in a child under another instruction set, or (a profile
     this CPU cannot run) in this process and compared within the tolerance."""
 
-    where: str  # "process", "child" or "tolerance"
+    where: str  # "process", "child", "tolerance" or "wasm32" (the kernel under wasmtime, in this process)
     threads: int
     instruction_set: str
     gpu: str | None = None  # a GPU profile's GPU part: replayed on this process's own GPU (None: on the CPU)
@@ -109,7 +116,7 @@ class Replayer:
     """
 
     def __init__(self, cache_size: int = 4, *, children: bool = True, tolerance_fallback: bool = False) -> None:
-        self._trainers: dict[tuple, Trainer] = {}
+        self._trainers: dict[tuple, Trainer | WasmTrainer] = {}
         self._cache_size = cache_size
         self.instruction_set = current_instruction_set()
         self.in_process_instruction_set = (None if unpinned_libraries(self.instruction_set, os.environ)
@@ -136,6 +143,11 @@ class Replayer:
         self._pool.close()
 
     def plan(self, spec: TaskSpec, committed_profile: str) -> ReplayPlan:
+        if committed_profile == WASM32_PROFILE:
+            if WASM32 not in spec.kernels:
+                raise ProfileRefused(f"the committed profile is {WASM32_PROFILE}, a kernel the spec does not allow "
+                                     f"(determinism.kernels: {', '.join(spec.kernels)})")
+            return ReplayPlan(WASM32, 1, WASM32)
         parsed = parse_profile(committed_profile)
         if parsed is None:
             raise ProfileRefused(f"the committed determinism profile {committed_profile!r} is not a profile id")
@@ -195,6 +207,16 @@ class Replayer:
         apply_profile(trainer.spec.determinism)  # another trainer may have changed the thread count since
         return trainer
 
+    def wasm_trainer(self, spec: TaskSpec, dataset: Dataset, spec_key: str) -> WasmTrainer:
+        """The kernel set up for a task's model and data (`compute.wasm.segment`), kept beside the torch trainers."""
+        key = (spec_key, dataset.manifest_hash, WASM32)
+        trainer = self._trainers.get(key)
+        if trainer is None:
+            if len(self._trainers) >= self._cache_size:
+                self._trainers.pop(next(iter(self._trainers)))
+            trainer = self._trainers[key] = WasmTrainer(spec, dataset)
+        return trainer
+
     def replay(self, spec: TaskSpec, dataset: Dataset, claim, start: TrainingState, start_bytes: bytes,
                spec_key: str = "") -> tuple[TrainingState, bool, str]:
         """(replayed end state, whether it ran exactly the committed profile, the profile id it ran under).
@@ -205,7 +227,12 @@ class Replayer:
         _, end_step = segment_bounds(claim.segment, claim.steps, spec.training.checkpoint_every)
         began = time.perf_counter()
         self.last_losses = []  # each replayed step's loss: what a vote commits to (verifier/evidence.py)
-        if plan.where == "child":
+        if plan.where == WASM32:
+            state = train_segment_wasm(self.wasm_trainer(spec, dataset, spec_key or claim.spec_hash), start,
+                                       worker_index=claim.worker_index, round_index=claim.round, end_step=end_step,
+                                       losses=self.last_losses)
+            profile_id = WASM32_PROFILE
+        elif plan.where == "child":
             child = self._pool.child(plan.instruction_set)
             end_bytes, profile_id = child.replay(
                 spec, dataset, threads=plan.threads, worker_index=claim.worker_index, round_index=claim.round,

@@ -235,6 +235,13 @@ class TooFewReplayers(MarketError):
     code = 81
 
 
+class ProfileNotAllowed(MarketError):
+    """A commitment's determinism profile belongs to a kernel its task's spec does not allow
+    (`determinism.kernels`: a `wasm32` profile in a task that allows only `torch`, or the reverse)."""
+
+    code = 82
+
+
 # Codes 90.. belong to private tasks' data keys (issue 32 items 2, 3, 6).
 class InvalidDataKeyHash(MarketError):
     """A private task (its spec names a cipher) must commit to its data key with a 32-byte `data_key_hash`;

@@ -1,7 +1,11 @@
 """The determinism profiles the chain accepts in a commitment, and when it accepts a GPU one (docs/protocol.md 4.2).
 
 A profile names how a worker trained (docs/protocol.md 2a): `torch-<version>/threads-<n>/isa-<set>/
-deterministic-ftz` on the CPU, with one more part, `gpu-<model>+driver-<v>+cuda-<v>`, before the mode on a GPU.
+deterministic-ftz` on the CPU, with one more part, `gpu-<model>+driver-<v>+cuda-<v>`, before the mode on a GPU
+(the `torch` kernel's profiles); `wasm32/kernel-<v>` for the browser worker's kernel (docs/browser-worker.md),
+whose bytes depend on no machine, so that every verifier replays it with the same .wasm, as it replays a CPU
+profile. A task's spec says which kernels it allows (`determinism.kernels`, `spec.KERNELS`); a commitment
+under another kernel's profile is refused.
 The chain cannot import `compute`, so the form lives here, and a test holds it equal to what the worker writes
 (`compute.determinism.DeterminismProfile.id`, `compute.instruction_sets.REPLAYABLE_INSTRUCTION_SETS`).
 
@@ -21,9 +25,10 @@ from __future__ import annotations
 import re
 
 from ..state import State
-from .errors import TooFewReplayers, UnknownProfile
+from .errors import ProfileNotAllowed, TooFewReplayers, UnknownProfile
 from .power import operator_power, total_power
 from .replay_gpus import declared_replay_gpus, gpu_part_of
+from .spec import TORCH_KERNEL, WASM32_KERNEL
 
 REPLAYABLE_INSTRUCTION_SETS = ("default", "avx2")
 """The instruction sets a CPU profile may name: the ones every verifier replays bit for bit (as
@@ -37,15 +42,24 @@ MODE = "deterministic-ftz"
 
 WASM32_PROFILE = "wasm32/kernel-1"
 """The browser kernel's profile (as `compute.wasm.profile.PROFILE_ID`, docs/browser-worker.md), whose bytes depend
-on no machine. Declared, not yet accepted: `check_profile_form` refuses it until verifiers replay `wasm32`
-segments with the kernel, since a profile nobody can judge must never be paid for."""
+on no machine: every verifier replays it with the same .wasm under wasmtime, so its committees are drawn as a
+CPU profile's. Accepted in a task whose spec allows the `wasm32` kernel."""
 
 _TORCH = re.compile(r"torch-[A-Za-z0-9.+]{1,40}")
 _THREADS = re.compile(r"threads-([1-9][0-9]{0,2})")
 
 
+def profile_kernel(profile: str) -> str:
+    """The kernel a profile id belongs to (`spec.KERNELS`): `wasm32` for `WASM32_PROFILE`, else `torch` (whose
+    form `check_profile_form` checks)."""
+    return WASM32_KERNEL if profile == WASM32_PROFILE else TORCH_KERNEL
+
+
 def check_profile_form(profile: str) -> None:
-    """Raise UnknownProfile unless `profile` is a CPU or GPU profile id of the protocol's form."""
+    """Raise UnknownProfile unless `profile` is the wasm32 profile or a CPU or GPU profile id of the protocol's
+    form."""
+    if profile == WASM32_PROFILE:
+        return
     parts = profile.split("/")
     gpu = gpu_part_of(profile)
     cpu_parts = [*parts[:3], parts[4]] if gpu is not None else parts
@@ -56,7 +70,7 @@ def check_profile_form(profile: str) -> None:
         raise UnknownProfile(
             f"determinism_profile {profile[:128]!r} is not a profile the chain knows: torch-<version>/threads-<1.."
             f"{MAX_PROFILE_THREADS}>/isa-<{'|'.join(REPLAYABLE_INSTRUCTION_SETS)}>[/gpu-<model>+driver-<v>+cuda-<v>]"
-            f"/{MODE}")
+            f"/{MODE}, or {WASM32_PROFILE}")
 
 
 def gpu_replayer_power(state: State, gpu: str, worker: bytes) -> int:
@@ -65,10 +79,15 @@ def gpu_replayer_power(state: State, gpu: str, worker: bytes) -> int:
                if gpu in gpus and operator != worker)
 
 
-def check_replayable(state: State, profile: str, worker: bytes) -> None:
-    """Raise UnknownProfile or TooFewReplayers unless a commitment of determinism `profile` by `worker` can be
-    judged with no coalition under a third of the power able to decide it."""
+def check_replayable(state: State, profile: str, worker: bytes, kernels: list[str]) -> None:
+    """Raise UnknownProfile, ProfileNotAllowed or TooFewReplayers unless a commitment of determinism `profile` by
+    `worker`, in a task allowing `kernels`, can be judged with no coalition under a third of the power able to
+    decide it."""
     check_profile_form(profile)
+    kernel = profile_kernel(profile)
+    if kernel not in kernels:
+        raise ProfileNotAllowed(f"determinism_profile {profile[:128]!r} is of the {kernel} kernel; the task's spec "
+                                f"allows {', '.join(kernels)} (determinism.kernels)")
     gpu = gpu_part_of(profile)
     if gpu is None:
         return

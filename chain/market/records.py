@@ -121,6 +121,9 @@ class Task:
     """Worker indexes open to a replacement (`MsgJoinTask` on a running task), ascending."""
     replacements: int = 0
     """Members that joined the running task into an open slot (at most `workers_wanted` over its life)."""
+    kernels: list[str] = field(default_factory=lambda: ["torch"])
+    """The training kernels its spec allows (`spec.KERNELS`, `determinism.kernels`): a commitment's determinism
+    profile must belong to one of them (`profiles.check_replayable`)."""
 
 
 @dataclass

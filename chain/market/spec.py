@@ -18,7 +18,8 @@ from decimal import Decimal
 from typing import Any
 
 from ..codec import JsonRejected, load_untrusted_json
-from .datasets import DATASETS, PACKED_CONTEXT_FIELD, PACKED_SHAPE_FIELDS, PACKED_TASK_FIELD, dataset_shape
+from .datasets import (CLASSIFICATION, DATASETS, PACKED_CONTEXT_FIELD, PACKED_SHAPE_FIELDS, PACKED_TASK_FIELD,
+                       dataset_shape, dataset_task)
 from .errors import InvalidBlobUrl, InvalidSpec
 from .urls import check_blob_url
 from .footprint import Footprint, model_footprint
@@ -55,6 +56,14 @@ DEFAULT_INNER_LR = Decimal("0.001")
 """compute's AdamW lr when a spec names none (a schedule's final_lr may not exceed it)."""
 DEFAULT_THREADS = 1
 """The determinism profile's thread count when a spec names none."""
+TORCH_KERNEL = "torch"
+"""The kernel of the CPU and GPU profiles (`torch-<v>/...`, `market.profiles`): PyTorch, as `compute.training` runs it."""
+WASM32_KERNEL = "wasm32"
+"""The browser worker's kernel (`wasm32/kernel-<v>`, docs/browser-worker.md): an MLP on classification features only."""
+KERNELS = (TORCH_KERNEL, WASM32_KERNEL)
+"""The training kernels a spec's `determinism.kernels` may allow; each names a family of determinism profiles."""
+DEFAULT_KERNELS = (TORCH_KERNEL,)
+"""The kernels a spec allows when it names none: PyTorch's profiles alone."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,7 @@ TRAINING_FIELDS = Fields(frozenset({"rounds", "inner_steps", "batch_size", "chec
 INNER_OPTIMIZER_FIELDS = Fields(frozenset({"name"}), frozenset(INNER_OPTIMIZER) | {"schedule"})
 OUTER_OPTIMIZER_FIELDS = Fields(frozenset({"name"}), frozenset(OUTER_OPTIMIZER))
 SCHEDULE_FIELDS = Fields(frozenset({"name"}), frozenset({"warmup_steps", "final_lr"}))
-DETERMINISM_FIELDS = Fields(frozenset({"threads"}), frozenset({"instruction_set"}))
+DETERMINISM_FIELDS = Fields(frozenset({"threads"}), frozenset({"instruction_set", "kernels"}))
 
 
 @dataclass(frozen=True)
@@ -98,6 +107,9 @@ class SpecSummary:
     """1 when `dataset.cipher` names the cipher of a private dataset (`DATA_CIPHER`): the task commits to its
     data key (`MsgSubmitTask.data_key_hash`), delivered to its members after the start and to the validators
     drawn to check it (`MsgDeliverKey`, `market.data_keys`)."""
+    kernels: tuple[str, ...] = DEFAULT_KERNELS
+    """The training kernels the spec allows (`determinism.kernels`): a commitment's determinism profile must be
+    one of theirs (`market.profiles.check_replayable`)."""
 
 
 DATA_CIPHER = "xsalsa20poly1305"
@@ -110,6 +122,25 @@ def _private_data(dataset: dict) -> int:
     if dataset["cipher"] != DATA_CIPHER:
         raise InvalidSpec(f"dataset.cipher must be {DATA_CIPHER!r}, got {dataset['cipher']!r}"[:200])
     return 1
+
+
+def kernels_problem(kernels: Any, arch: Any, dataset: dict) -> str | None:
+    """What is wrong with `kernels` as the `determinism.kernels` of a spec training `arch` on `dataset` (None:
+    nothing). Shared with `compute/spec.py`. The wasm32 kernel trains the MLP template on classification
+    features and nothing else, so a spec allowing it for anything else could be joined by workers who cannot
+    train it."""
+    if (not isinstance(kernels, list) or not kernels
+            or not all(isinstance(kernel, str) and kernel in KERNELS for kernel in kernels)
+            or len(set(kernels)) != len(kernels)):
+        return f"determinism.kernels must be a list of distinct kernels among {', '.join(KERNELS)}, got {kernels!r}"[:300]
+    if WASM32_KERNEL in kernels:
+        _, _, context = dataset_shape(dataset)
+        task = dataset_task(dataset)
+        if arch != "mlp" or task != CLASSIFICATION or context:
+            what = f"{task} data" if not context else "token ids"
+            return (f"determinism.kernels may allow {WASM32_KERNEL} only for an mlp on classification features (the "
+                    f"kernel trains nothing else), not for a {arch} on {what}"[:300])
+    return None
 
 
 def parse_spec(raw: bytes) -> dict:
@@ -192,6 +223,17 @@ def _schedule(value: Any, lr: Decimal | int, total_steps: int) -> None:
                           f"got {fields['final_lr']}")
 
 
+def _kernels(determinism: Any, arch: str, dataset: dict) -> tuple[str, ...]:
+    """The spec's allowed kernels (DEFAULT_KERNELS when it names none); the section's other fields are checked
+    after (`validate_spec`)."""
+    if not isinstance(determinism, dict) or "kernels" not in determinism:
+        return DEFAULT_KERNELS
+    problem = kernels_problem(determinism["kernels"], arch, dataset)
+    if problem is not None:
+        raise InvalidSpec(problem)
+    return tuple(determinism["kernels"])
+
+
 def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
     """Check `raw` against the spec schema and the message's `rounds`; returns the integers the chain uses."""
     spec = _object(parse_spec(raw), "spec", SPEC_FIELDS)
@@ -229,6 +271,7 @@ def validate_spec(raw: bytes, rounds: int) -> SpecSummary:
         dataset_max_shards=_integer(dataset.get("max_shards", DEFAULT_DATASET_MAX_SHARDS), "dataset.max_shards"),
         dataset_max_bytes=_integer(dataset.get("max_bytes", DEFAULT_DATASET_MAX_BYTES), "dataset.max_bytes"),
         private_data=_private_data(dataset),
+        kernels=_kernels(spec.get("determinism", {}), model["arch"], dataset),
     )
     if summary.rounds != rounds:
         raise InvalidSpec(f"training.rounds is {summary.rounds} but the message asks for {rounds} rounds")

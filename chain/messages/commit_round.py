@@ -5,7 +5,8 @@ inner_steps, num_checkpoints = ceil(steps / checkpoint_every) + 1, samples_proce
 `residual_hash` names the worker's error-feedback residual after this round's update: with it, the update is
 a function of committed data (W_r, the round's last checkpoint and the previous round's residual), which
 verifiers recompute (docs/protocol.md 2a and 4.4a).
-The determinism profile must be one the chain knows, and a GPU one must name a GPU whose declared replayers hold
+The determinism profile must be one the chain knows, of a kernel the task's spec allows (`determinism.kernels`:
+PyTorch's CPU and GPU profiles, the browser kernel's `wasm32`), and a GPU one must name a GPU whose declared replayers hold
 more than a third of the power (`market.profiles`): else the work could be judged by a minority, and is refused.
 For the final report (round == rounds) only start_weights_hash is set: the hash of the final weights.
 The commit phase closes in the block in which the last active member commits (a replacement counts from its
@@ -83,7 +84,7 @@ def process_commit_round(state: State, ctx: BlockContext, signer: bytes, msg: Ms
         check_final_report(msg)
     else:
         check_training_commitment(msg, task, get_params(state, MarketParams))
-        check_replayable(state, msg.determinism_profile, signer)
+        check_replayable(state, msg.determinism_profile, signer, task.kernels)
 
     put_commitment(state, Commitment(
         task_id=task.id, round=msg.round, worker=signer, update_hash=msg.update_hash,

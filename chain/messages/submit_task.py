@@ -136,7 +136,7 @@ def process_submit_task(state: State, ctx: BlockContext, signer: bytes, msg: Msg
         budget=msg.budget, escrow=msg.budget, inner_steps=summary.inner_steps, batch_size=summary.batch_size,
         checkpoint_every=summary.checkpoint_every, seed=summary.seed, created_height=ctx.env.height,
         join_deadline=ctx.env.height + msg.join_blocks, terms={name: getattr(params, name) for name in TERMS},
-        private_data=summary.private_data, data_key_hash=msg.data_key_hash,
+        private_data=summary.private_data, data_key_hash=msg.data_key_hash, kernels=list(summary.kernels),
     )
     if task.private_data:
         claim_data_key_hash(state, msg.data_key_hash, task.id)

@@ -14,7 +14,8 @@ the kernel alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -109,12 +110,36 @@ class WasmTrainer:
                              optimizer=optimizer)
 
 
+_SUBNORMAL = np.array([1e-39], dtype=np.float32)
+"""A float32 subnormal: multiplied by one, it stays itself unless this thread flushes subnormals."""
+
+
+def flushing_here() -> bool:
+    """Whether this thread's floating-point unit flushes subnormals now (`determinism.flushing_subnormals`)."""
+    return float((_SUBNORMAL * np.float32(1.0))[0]) == 0.0
+
+
+@contextlib.contextmanager
+def ieee_subnormals() -> Iterator[None]:
+    """Run the block with subnormals kept, as WebAssembly requires, restoring the thread's setting after."""
+    flushing = flushing_here()
+    if flushing:
+        torch.set_flush_denormal(False)
+    try:
+        yield
+    finally:
+        if flushing:
+            torch.set_flush_denormal(True)
+
+
 def train_segment_wasm(trainer: WasmTrainer, start: TrainingState | None, *, worker_index: int, round_index: int,
                        end_step: int, final: bool = False, losses: list[float] | None = None) -> TrainingState:
     """`compute.training.train_segment` for the wasm32 profile: from `start` (or where the trainer stands) up
     to `end_step`, the state returned (`final`: in the form of a round's last checkpoint); `losses` receives
-    each step's mean batch loss."""
+    each step's mean batch loss. The kernel keeps subnormals whatever the calling thread flushes (a torch
+    round's steps run flushing them, `determinism.flushing_subnormals`), as every WebAssembly engine must."""
     if start is not None:
         trainer.load(start)
-    trainer.train_to(worker_index, round_index, end_step, losses)
+    with ieee_subnormals():
+        trainer.train_to(worker_index, round_index, end_step, losses)
     return trainer.snapshot(final)

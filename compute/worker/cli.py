@@ -5,7 +5,7 @@
                          [--allow-private-blob-hosts] [--device D] [--memory-mb M] [--probe URL]
     trolly-worker start  --home H [--max-tasks N [--linger S]] [--task ID] [--declare-slowdown X]
                          [--step-delay S] [--keep-blobs] [--[no-]checkpoint-process] [--[no-]training-core]
-                         [--device D] [--memory-mb M] [--cheat NAME (TEST SWITCH)]
+                         [--device D] [--kernel torch|wasm32] [--memory-mb M] [--cheat NAME (TEST SWITCH)]
                          [--metrics-laddr HOST:PORT] [--metrics-port-in-use continue|refuse]
     trolly-worker status --home H [-o json]
     trolly-worker earnings --home H [-o json]
@@ -30,6 +30,7 @@ import socket
 import click
 
 from trolly.chain.errors import ChainError
+from trolly.chain.market.spec import KERNELS, TORCH_KERNEL
 from trolly.wallet.amounts import parse_amount
 from trolly.wallet.errors import WalletError
 from trolly.wallet.keyring import BACKENDS, Keyring
@@ -186,6 +187,9 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
               help="Give the training thread a CPU to itself during a round, or leave threads to the scheduler "
                    "(default: worker.json's training_core, true unless set). Same bytes either way.")
 @device_option
+@click.option("--kernel", type=click.Choice(KERNELS), default=TORCH_KERNEL, show_default=True,
+              help="Train with PyTorch (its CPU or GPU profile) or with wasm32, the browser worker's kernel under "
+                   "wasmtime (an MLP on classification features; joins only tasks whose spec allows it).")
 @memory_option
 @click.option("--metrics-laddr", default=DEFAULT_METRICS_ADDRESS, show_default=True,
               help="Where to serve this worker's Prometheus metrics, HOST:PORT (0: nowhere).")
@@ -193,7 +197,7 @@ def init(home, key_name, keyring_backend, wallet_home_dir, create_key, password_
               help="That address taken: go on without metrics, or refuse to start.")
 def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_delay, cheat, node, relay,
           allow_private_blob_hosts, password_file, poll_interval, log_level, progress, checkpoint_process,
-          training_core, device, memory_mb, metrics_laddr, metrics_port_in_use) -> None:
+          training_core, device, kernel, memory_mb, metrics_laddr, metrics_port_in_use) -> None:
     """Run the worker: serve blobs, register, join tasks, train and commit rounds, until stopped."""
     import uvloop
 
@@ -212,7 +216,7 @@ def start(home, max_tasks, task_id, linger, keep_blobs, declare_slowdown, step_d
     use_rich = configure_logging(log_level, progress)
     options = ServiceOptions(max_tasks=max_tasks, task_id=task_id, linger=linger, keep_blobs=keep_blobs,
                              declare_slowdown=declare_slowdown,
-                             step_delay=step_delay, cheat=cheat or "", poll_interval=poll_interval,
+                             step_delay=step_delay, cheat=cheat or "", kernel=kernel, poll_interval=poll_interval,
                              rich_output=use_rich, device=config.device or None,
                              memory_limit_mb=config.memory_limit_mb, metrics_address=metrics_laddr,
                              metrics_port_in_use=metrics_port_in_use)

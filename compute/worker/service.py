@@ -24,6 +24,7 @@ import time
 
 from trolly.chain.crypto import PrivateKey
 from trolly.chain.market.records import LIVE_STATUSES, PASSED
+from trolly.chain.market.spec import KERNELS, TORCH_KERNEL
 from trolly.wallet.errors import (InclusionTimeout, InsufficientBalance, NodeUnreachable, QueryFailed, RpcError,
                                   TxRejected)
 from trolly.wallet.market_views import TaskSummary, TaskView
@@ -44,6 +45,7 @@ from ..outer_step import GlobalState
 from ..sealed_keys import BadDataKey, bad_key_report, received_data_key
 from ..spec import TaskSpec, parse_spec
 from ..training import Trainer, evaluate
+from ..wasm.trainer import trainer_for
 from ..weights_follower import StartUnavailable, WeightsFollower, round_updates
 from . import plan
 from .cheat_round import play_cheat_round
@@ -84,6 +86,10 @@ class ServiceOptions:
     """Seconds slept after each inner step, emulating a slower device (tests, localnet)."""
     cheat: str = ""
     """TEST SWITCH: play every round with this cheat from `compute.cheats` ('': train honestly)."""
+    kernel: str = TORCH_KERNEL
+    """What trains its rounds (`compute.wasm.trainer.trainer_for`): `torch` under its CPU or GPU profile, or
+    `wasm32`, the browser worker's kernel under wasmtime (the same bytes a tab makes); it joins only tasks whose
+    spec allows it."""
     poll_interval: float = 0.5
     linger: float = 0.0
     """Seconds to keep serving blobs (final weights...) after the last of `max_tasks` tasks ends."""
@@ -102,6 +108,8 @@ class ServiceOptions:
     def __post_init__(self) -> None:
         if self.declare_slowdown < 1.0:
             raise WorkerError(f"--declare-slowdown must be at least 1, got {self.declare_slowdown}")
+        if self.kernel not in KERNELS:
+            raise WorkerError(f"--kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
         if min(self.step_delay, self.linger, self.max_tasks, self.task_id) < 0 or self.poll_interval <= 0:
             raise WorkerError("step delay, linger, max tasks and task id must be non-negative, the poll interval positive")
 
@@ -346,6 +354,9 @@ class WorkerService:
         if hashlib.sha256(raw).hexdigest() != summary.spec_hash:
             raise TaskUnfit("the spec does not match its hash on chain")
         spec = parse_spec(raw)
+        if self.options.kernel not in spec.kernels:
+            raise TaskUnfit(f"this worker trains with the {self.options.kernel} kernel; the task's spec allows "
+                            f"{', '.join(spec.kernels)} (determinism.kernels)")
         # memory, cores, instruction set, a pinned pretrained model this machine lacks: refused before joining
         measured = await self._measured()
         replayed = await self.market.replayed_gpus() if measured.gpu_profile else None
@@ -390,7 +401,8 @@ class WorkerService:
         dataset = await obtain_dataset(self.store, spec, self.addresses, key)
         weights = WeightsFollower(spec, dataset.shape, self.addresses, store=self.store,
                                   cache=ProgressCache(self.store, self.state, progress))
-        trainer = await asyncio.to_thread(Trainer, on_device(spec, (await self._measured()).device), dataset)
+        trainer = await asyncio.to_thread(trainer_for, on_device(spec, (await self._measured()).device), dataset,
+                                          self.options.kernel)
         return TaskContext(progress, spec, dataset, trainer, weights)
 
     async def data_key(self, progress: TaskProgress) -> bytes | None:

@@ -69,3 +69,23 @@ def test_the_cost_measurement_verifies_every_segment_with_one_update_check_per_r
         cost["cpu_seconds_per_verified_segment"] / (every * cost["cpu_seconds_per_trained_step"]))
     # the warm-up's check, then one for the timed round's segments (two in flight at a time share it)
     assert replayer.update_checks.computed == 2
+
+
+def test_the_wasm32_column_catches_every_cheat_and_reports_its_cost_beside_the_cpu_profiles():
+    """The cheat matrix under the wasm32 profile: rounds trained and committed by the kernel, every registered
+    cheat caught bitwise; its cost fraction reported beside the CPU profile's."""
+    replayer = Replayer()
+    try:
+        small = verification.Model("mlp-small", "mlp", {"hidden": [16]}, "digits", 5)
+        cheats = verification.verify_cheats(verification.QUICK_MODELS, verification.cheat_names(), 1, replayer, None,
+                                            "wasm32")
+        cpu = verification.measure_cost(small, replayer, 1, 10)
+        wasm32 = verification.measure_cost(small, replayer, 1, 10, "wasm32")
+    finally:
+        replayer.close()
+    column = verification.wasm32_summary({"cheats": cheats, "cost": wasm32}, cpu)
+    assert column["profile"] == "wasm32/kernel-1"
+    assert set(column["detection"]) == set(verification.cheat_names())
+    assert all(rate == 1.0 for rate in column["detection"].values()), column["detection"]
+    assert column["verifier_compute_fraction"] == wasm32["fraction"] > 0
+    assert column["cpu_profile_verifier_compute_fraction"] == cpu["fraction"] > 0

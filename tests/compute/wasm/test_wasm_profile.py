@@ -1,5 +1,5 @@
-"""The `wasm32` profile: one id and one kernel version in every place that names them, and a chain that refuses
-commitments under it for as long as no verifier replays them."""
+"""The `wasm32` profile: one id and one kernel version in every place that names them, and a chain that accepts
+commitments under it in a task that allows the kernel, now that verifiers replay them (`verifier/replay_profile.py`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import subprocess
 
 import pytest
 
-from trolly.chain.market.errors import UnknownProfile
-from trolly.chain.market.profiles import WASM32_PROFILE, check_profile_form
+from trolly.chain.market.errors import ProfileNotAllowed
+from trolly.chain.market.profiles import WASM32_PROFILE, check_profile_form, check_replayable
+from trolly.chain.state import MemoryKV, State
 from trolly.compute.wasm.instance import KernelInstance
 from trolly.compute.wasm.profile import KERNEL_SOURCE, KERNEL_VERSION, PROFILE_ID, WASM32
 
@@ -30,8 +31,11 @@ def test_the_javascript_kernel_names_the_same_profile():
     assert done.stdout.strip() == PROFILE_ID
 
 
-def test_the_chain_refuses_a_wasm32_commitment_while_no_verifier_replays_it():
+def test_the_chain_accepts_a_wasm32_commitment_only_where_the_task_allows_the_kernel():
     """A worker committing under a profile that no verifier can replay would be paid for work nobody judges:
-    until the verifier replays wasm32 segments with the kernel, the chain refuses the profile."""
-    with pytest.raises(UnknownProfile):
-        check_profile_form(WASM32_PROFILE)
+    the chain accepts wasm32 now that every verifier replays it (`Replayer.plan`), and only in a task whose spec
+    allows the kernel (tests/chain/test_market_wasm32_profile.py drives it through blocks)."""
+    check_profile_form(WASM32_PROFILE)
+    check_replayable(State(MemoryKV()), WASM32_PROFILE, b"w" * 20, ["torch", "wasm32"])
+    with pytest.raises(ProfileNotAllowed):
+        check_replayable(State(MemoryKV()), WASM32_PROFILE, b"w" * 20, ["torch"])
