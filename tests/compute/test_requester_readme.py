@@ -1,12 +1,15 @@
 """The README's requester path, run as a user runs it: the console scripts against a localnet on the solo engine.
 
-`trolly-localnet up -d` prints the `export` line the requester pastes; with only that environment, a CSV of the
-user's is packed (`trolly-wallet data pack`: private, the default), paid for and served (`task submit --data`,
-left running as the README leaves it, delivering the data key), followed (`task status`), fetched with the
-table's preprocessing (`task fetch --data`) and evaluated (`task eval --data`); the fetched model answers raw rows
-(`model predict`) and is loaded by a script that imports safetensors and numpy and nothing of Trolly, as the
-README's is. The localnet's validator operator gets the task's key once drawn to check it, although it has signed
-nothing: its public key is in the localnet's genesis.
+`trolly-localnet up -d` prints the `export` line the requester pastes; with only that environment, the README's
+own `python -c` writes its customers table (an id, numbers at their own scales, a city and a plan in words, empty
+cells), which is packed (`trolly-wallet data pack`: private, the default), paid for and served with the README's
+`task submit --data` (left running as the README leaves it, delivering the data key), followed (`task status`),
+fetched with the table's preprocessing and as ONNX (`task fetch --data --onnx`) and evaluated beside the baseline
+the README shows (`task eval --data`: the same logistic regression on the same split, beaten as the README says);
+the fetched model answers the README's new rows (`model predict`: an empty cell, a city never seen) with the
+labels the README prints, as does the README's numpy snippet, which imports nothing of Trolly. The localnet's
+validator operator gets the task's key once drawn to check it, although it has signed nothing: its public key is
+in the localnet's genesis.
 """
 
 from __future__ import annotations
@@ -19,27 +22,21 @@ from pathlib import Path
 
 import pytest
 from localnet_helpers import free_base_port, localnet, wait_until
-from requester_helpers import write_flowers_csv
+from requester_helpers import (readme_blocks, readme_fields, readme_numpy_snippet, readme_output_of,
+                               readme_table_rows, write_readme_customers)
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
-SAFETENSORS_ONLY = """
-import json, sys
-import numpy as np
-from safetensors.numpy import load_file
-model = sys.argv[1]
-weights = load_file(model + "/model.safetensors")
-labels = json.load(open(model + "/labels.json"))
-columns = json.load(open(model + "/preprocessing.json"))["columns"]
-raw = np.array(json.loads(sys.argv[2]))
-rows = ((raw - [c["mean"] for c in columns]) / [c["scale"] for c in columns]).astype(np.float32)
-hidden = np.maximum(rows @ weights["layers.0.weight"].T + weights["layers.0.bias"], 0)
-scores = hidden @ weights["layers.2.weight"].T + weights["layers.2.bias"]
-print(json.dumps({"modules": sorted(sys.modules), "labels": [labels[i] for i in scores.argmax(axis=1)]}))
-"""
+MODULES = "\nimport sys as _sys\nprint(json.dumps(sorted(_sys.modules)))\n"
 
 
-def test_the_readme_requester_path_from_a_csv_to_a_model_safetensors_loads(tmp_path):
+def readme_command(starts: str) -> list[str]:
+    """The README's command line that starts with `starts`, as arguments (its comment and `&` left off)."""
+    line = next(line for _, body in readme_blocks("bash") for line in body.splitlines() if line.startswith(starts))
+    return line.split("#")[0].replace(" &", "").split()[1:]
+
+
+def test_the_readme_requester_path_from_its_table_to_a_model_that_answers_raw_rows(tmp_path):
     home = tmp_path / "localnet-home"
     up = localnet("up", "-d", "--engine", "solo", "--home", str(home), "--base-port", str(free_base_port()),
                   timeout=180.0)
@@ -56,14 +53,14 @@ def test_the_readme_requester_path_from_a_csv_to_a_model_safetensors_loads(tmp_p
             assert done.returncode == 0, f"trolly-wallet {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
             return done
 
-        firsts = write_flowers_csv(tmp_path / "flowers.csv")
-        packed = json.loads(wallet("data", "pack", "flowers.csv", "-o", "flowers-data", "--json").stdout)
-        assert packed["labels"] == ["large", "medium", "small"] and packed["test_samples"] == 18
-        assert packed["private"] and (tmp_path / "flowers-data" / "data.key").exists()
+        write_readme_customers(tmp_path)
+        packed = json.loads(wallet(*readme_command("trolly-wallet data pack customers.csv"), "--json").stdout)
+        shown = readme_fields(readme_output_of("trolly-wallet data pack customers.csv"))
+        assert str(packed["labels"]) == shown["labels"] and str(packed["test_samples"]) == shown["test_samples"]
+        assert packed["private"] and (tmp_path / "customers-data" / "data.key").exists()
 
-        submit = subprocess.Popen([str(BIN / "trolly-wallet"), "task", "submit", "--data", "flowers-data",
-                                   "--rounds", "5", "--workers", "2", "--budget", "50trl", "--from", "requester",
-                                   "--yes", "--listen", "127.0.0.1:0"],
+        submit = subprocess.Popen([str(BIN / "trolly-wallet"), *readme_command("trolly-wallet task submit --data"),
+                                   "--listen", "127.0.0.1:0"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
                                   start_new_session=True)
         printed = [submit.stdout.readline()]  # the transaction's table, then the task's id
@@ -82,26 +79,28 @@ def test_the_readme_requester_path_from_a_csv_to_a_model_safetensors_loads(tmp_p
         assert operator["pub_key"]  # from genesis: its first transactions are verdicts, after the task started
         assert f"Data key delivered to {operator['address']}" in submit.stderr.read()
 
-        fetched = json.loads(wallet("task", "fetch", "1", "-o", "flowers-model", "--data", "flowers-data",
-                                    "--json").stdout)
+        fetched = json.loads(wallet(*readme_command("trolly-wallet task fetch 1"), "--json").stdout)
         assert fetched["final_weights_hash"] == view["final_weights_hash"]
-        evaluated = json.loads(wallet("task", "eval", "1", "--data", "flowers-data", "-o", "json").stdout)
-        assert evaluated["test_samples"] == 18 and evaluated["accuracy"] >= 0.9, evaluated
-        assert evaluated["baseline_name"] == "logistic regression" and evaluated["score"] >= evaluated["baseline"] - 0.1
-        text = wallet("task", "eval", "1", "--data", "flowers-data").stdout
+        assert {"preprocessing.json", "model.onnx"} <= set(fetched["files"])
+        evaluated = json.loads(wallet(*readme_command("trolly-wallet task eval 1"), "-o", "json").stdout)
+        promised = readme_fields(readme_output_of("trolly-wallet task eval 1"))
+        assert evaluated["test_samples"] == int(promised["test_samples"])
+        assert evaluated["baseline_name"] == promised["baseline_name"] == "logistic regression"
+        assert evaluated["baseline"] == float(promised["baseline"])  # fitted locally: the same split, the same one
+        assert evaluated["beats_baseline"] and promised["beats_baseline"] == "True", evaluated
+        text = wallet(*readme_command("trolly-wallet task eval 1")).stdout
         assert "accuracy" in text and "loss" in text and "baseline" in text and "verdict" in text
 
-        loaded = subprocess.run([sys.executable, "-I", "-c", SAFETENSORS_ONLY, str(tmp_path / "flowers-model"),
-                                 json.dumps(firsts)],
-                                capture_output=True, text=True, timeout=60)
+        snippet, labels = readme_numpy_snippet()
+        loaded = subprocess.run([sys.executable, "-I", "-c", snippet + MODULES], cwd=tmp_path, capture_output=True,
+                                text=True, timeout=60)
         assert loaded.returncode == 0, loaded.stderr
-        answer = json.loads(loaded.stdout)
-        assert not [name for name in answer["modules"] if name.split(".")[0] in ("trolly", "torch")]
-        assert answer["labels"] == ["small", "medium", "large"]
-        rows = tmp_path / "rows.csv"
-        rows.write_text("a,b,c,d\n" + "".join(",".join(map(str, row)) + "\n" for row in firsts))
-        predicted = json.loads(wallet("model", "predict", "flowers-model", str(rows), "-o", "json").stdout)
-        assert [entry["label"] for entry in predicted] == ["small", "medium", "large"]
+        labels_line, _, modules_line = loaded.stdout.splitlines()
+        assert not [name for name in json.loads(modules_line) if name.split(".")[0] in ("trolly", "torch")]
+        assert json.loads(labels_line.replace("'", '"')) == labels
+        predicted = json.loads(wallet(*readme_command("trolly-wallet model predict"), "-o", "json").stdout)
+        assert [entry["label"] for entry in predicted] == labels
+        assert [row[1] for row in readme_table_rows(readme_output_of("trolly-wallet model predict"))] == labels
     finally:
         if submit is not None and submit.poll() is None:
             submit.kill()

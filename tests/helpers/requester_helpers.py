@@ -1,8 +1,13 @@
-"""A requester's own data files as a user writes them (CSV), for the tests that pack, submit or upload them."""
+"""A requester's own data files as a user writes them (CSV), for the tests that pack, submit or upload them, and
+the README's requester walkthrough read back (its commands that write files, its outputs, its numpy snippet), so
+that the tests running that walkthrough run the README's own text."""
 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -59,3 +64,52 @@ def write_texts(path, every: int = 12):
     lines = [json.dumps({"text": text, "label": PACKAGES[label]}) for text, label in docstrings()[::every]]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_blocks(language: str | None = None) -> list[tuple[str, str]]:
+    """The README's fenced blocks in order, as (language, body); only those in `language` when it is given."""
+    blocks = re.findall(r"```(\w*)\n(.*?)```", README.read_text(), re.DOTALL)
+    return [block for block in blocks if language is None or block[0] == language]
+
+
+def readme_output_of(command: str) -> str:
+    """The README's output block (```text) right after the bash block that runs `command`."""
+    blocks = readme_blocks()
+    at = next(i for i, (language, body) in enumerate(blocks) if language == "bash" and command in body)
+    language, body = blocks[at + 1]
+    assert language == "text", f"the README shows no output after {command!r}"
+    return body
+
+
+def readme_fields(output: str) -> dict[str, str]:
+    """The `key   value` lines of a README output block, by key."""
+    return dict(re.match(r"(\w+) +(.*\S)", line).groups() for line in output.splitlines()
+                if re.match(r"\w+ {2,}\S", line))
+
+
+def readme_table_rows(output: str) -> list[list[str]]:
+    """The body rows of a table (rich's `│ a │ b │`) in a README output block, as their cells."""
+    return [[cell.strip() for cell in line.strip("│ ").split("│")] for line in output.splitlines()
+            if line.startswith("│")]
+
+
+def write_readme_customers(directory: Path) -> None:
+    """The files the README's requester walkthrough writes, made in `directory` by its own text: its `python -c`
+    writes customers.csv (run with this interpreter, as `python`), its here-document new-customers.csv."""
+    writer = next(body for _, body in readme_blocks("bash") if 'python -c "' in body and "customers.csv" in body)
+    code = re.search(r'python -c "\n(.*?)"\n', writer, re.DOTALL).group(1)
+    subprocess.run([sys.executable, "-c", code], cwd=directory, check=True, timeout=120)
+    rows = next(body for _, body in readme_blocks("bash") if "new-customers.csv <<" in body)
+    here_document = re.search(r"^cat > new-customers\.csv <<'END'\n.*?^END\n", rows, re.DOTALL | re.MULTILINE)
+    subprocess.run(["bash", "-c", here_document.group(0)], cwd=directory, check=True, timeout=60)
+
+
+def readme_numpy_snippet() -> tuple[str, list[str]]:
+    """The README's snippet that loads the fetched model with numpy and safetensors alone, and the labels its
+    comment says it prints."""
+    snippet = next(body for _, body in readme_blocks("python") if "customers-model/preprocessing.json" in body)
+    promised = re.search(r"argmax\(axis=1\)\]\)\s+# (\[.*\])", snippet).group(1)
+    return snippet, json.loads(promised.replace("'", '"'))
