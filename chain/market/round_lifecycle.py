@@ -32,12 +32,12 @@ from .events import task_event
 from .key_faults import undecidable_for_want_of_keys
 from .lifecycle import end_task, miss_round, release_leavers, slash_member, start_round
 from .records import ABANDONED, ACTIVE, CANCELLED, COMPLETED, DISAGREED, FAILED, PASSED, PENDING, SAMPLING, UNDECIDED
-from .records import COMMIT, FINAL_REPORT_SEGMENT, UNVERIFIED, VERIFY, Commitment, Task
+from .records import COMMIT, FINAL_REPORT_SEGMENT, UNVERIFIED, VERIFY, Commitment, Member, Task
 from .power import powered_operators
 from .reveals import REVEAL
 from .replay_gpus import capable_candidates, gpu_part_of
 from .sampling import draw_committee, sample_segments
-from .store import enter_phase, escrow_out, find_commitment, find_member, get_worker, mark_pending
+from .store import enter_phase, escrow_out, find_member, get_worker, has_commitment, mark_pending
 from .store import members_in_order, put_commitment, put_member, put_worker, round_commitments, unmark_pending
 from .tally import apply_decision, slash_voters, tally_segment
 
@@ -58,27 +58,36 @@ def majority_start(state: State, task: Task, commitments: list[Commitment], *, f
     return agreed_hash(weights) if weights else b""
 
 
-def close_when_all_committed(state: State, ctx: BlockContext, task: Task) -> None:
+def close_when_all_committed(state: State, ctx: BlockContext, task: Task) -> bool:
     """In the commit phase: once every active member due this round (a replacement from its first round) has
-    committed, close the round at the end of this block instead of waiting for its deadline."""
-    if task.phase == COMMIT and all(find_commitment(state, task.id, task.round, m.worker) is not None
-                                    for m in members_in_order(state, task)
-                                    if m.status == ACTIVE and m.first_round <= task.round):
+    committed, close the round at the end of this block instead of waiting for its deadline; True when it did
+    (the task changed and must be stored). A member's commitment is looked up first and its record read only
+    when it has none: run at every commitment, the check then costs a key lookup per member, not a decoded
+    member and commitment each."""
+    if task.phase == COMMIT and all(has_commitment(state, task.id, task.round, worker)
+                                    or not due_this_round(find_member(state, task.id, worker), task.round)
+                                    for worker in task.members):
         enter_phase(state, task, COMMIT, ctx.env.height)
+        return True
+    return False
+
+
+def due_this_round(member: Member, round_: int) -> bool:
+    """Whether `member` owes a commitment in `round_`: active, and (a replacement) past its first round."""
+    return member.status == ACTIVE and member.first_round <= round_
 
 
 def close_round(state: State, ctx: BlockContext, task: Task) -> None:
-    committed: list[Commitment] = []
+    committed = 0
     for member in members_in_order(state, task):
-        if member.status != ACTIVE or member.first_round > task.round:
+        if not due_this_round(member, task.round):
             continue  # a replacement is not due before its first round
-        commitment = find_commitment(state, task.id, task.round, member.worker)
-        if commitment is None:
-            miss_round(state, ctx, task, member)  # dropped, or released when its data key came late
+        if has_commitment(state, task.id, task.round, member.worker):
+            committed += 1
         else:
-            committed.append(commitment)
+            miss_round(state, ctx, task, member)  # dropped, or released when its data key came late
 
-    task_event(ctx, task.id, "round_closed", round=task.round, committed=len(committed))
+    task_event(ctx, task.id, "round_closed", round=task.round, committed=committed)
     if task.active_members == 0:
         end_task(state, ctx, task, ABANDONED)
     else:  # a final report is sampled and verified like a training round (one check per member)

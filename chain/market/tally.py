@@ -22,11 +22,13 @@ power no longer counts, nor does its dissent. One decided `fail` fails the worke
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from ..state import State
 from .power import operator_power
 from .records import FAILED, PASSED, PENDING, SEGMENT_FAIL, SEGMENT_PASS, UNDECIDED, VERDICT_FAIL, VERDICT_PASS
 from .records import VERDICT_UNAVAILABLE, Commitment, Vote
-from .store import segment_votes, unmark_pending
+from .store import segment_votes, unmark_pending, votes_of
 
 
 def has_two_thirds(votes: int, total: int) -> bool:
@@ -50,10 +52,10 @@ def tally_segment(state: State, commitment: Commitment, segment: int, closing: b
     powers = {member: operator_power(state, member) for member in committee}
     passing = adverse = 0
     voted: set[bytes] = set()
-    for validator, vote in segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment):
+    for validator, vote in votes_of(state, commitment.task_id, commitment.round, commitment.worker, segment, committee):
         power = powers.get(validator, 0)
         if not power:
-            continue  # no longer a validator with power, or (cannot happen) not on the committee
+            continue  # no longer a validator with power
         voted.add(validator)
         if vote.verdict == VERDICT_PASS:
             passing += power
@@ -127,5 +129,7 @@ def _winning_votes(state: State, commitment: Commitment, want_pass: bool) -> lis
     return sorted((validator, power, replayed) for validator, (power, replayed) in voters.items())
 
 
-def round_undecided(commitments: list[Commitment]) -> bool:
+def round_undecided(commitments: Iterable[Commitment]) -> bool:
+    """Whether any of `commitments` is still pending; reads no further than the first that is (pass a generator,
+    `store.iter_round_commitments`, to decode no more than that)."""
     return any(c.outcome == PENDING for c in commitments)
