@@ -53,14 +53,15 @@ from dataclasses import dataclass, field
 from google.protobuf.message import Message
 
 from trolly.abci_app.gc_tuning import tune_garbage_collection
-from trolly.chain.app import apply_block, check_stateless
+from trolly.chain.app import check_stateless
 from trolly.chain.checked_txs import CheckedTxs
 from trolly.chain.crypto import PrivateKey
+from trolly.chain.market.params import MarketParams
 from trolly.chain.market.records import VERDICT_PASS, Commitment, decode_record
 from trolly.chain.market.reveals import replay_commitment
 from trolly.chain.params import AuthParams
 from trolly.chain.proto import market_pb2 as pb
-from trolly.chain.state import State
+from trolly.chain.validators import StakingParams
 
 from .market_scale_chain import ScaleChain, Scale
 
@@ -240,9 +241,16 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--tasks", type=int, default=None)
     parser.add_argument("--workers-per-task", type=int, default=10)
     parser.add_argument("--validators", type=int, default=None)
-    parser.add_argument("--rounds", type=int, default=2, help="training rounds per task (a final report follows)")
+    parser.add_argument("--rounds", type=int, default=1, help="training rounds per task (a final report follows)")
     parser.add_argument("--profile", choices=BLOCK_KINDS, default=None, help="cProfile this kind of block")
-    return parser.parse_args()
+    args = parser.parse_args()
+    limits = {"--tasks": (args.tasks, 1, None), "--rounds": (args.rounds, 1, None),
+              "--workers-per-task": (args.workers_per_task, 1, MarketParams().max_workers),
+              "--validators": (args.validators, 1, StakingParams().max_validators)}
+    for flag, (value, low, high) in limits.items():
+        if value is not None and (value < low or (high is not None and value > high)):
+            parser.error(f"{flag} must be at least {low}" + (f" and at most {high}" if high is not None else ""))
+    return args
 
 
 def main() -> None:

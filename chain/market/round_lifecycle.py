@@ -157,11 +157,12 @@ def escalate_to_whole_set(state: State, ctx: BlockContext, task: Task, commitmen
     dissent, or too few votes) to the whole validator set, the worker aside: its committee's votes stand, every
     other validator joins it, and a fresh window starts; True when any was escalated. A segment escalates once:
     the whole set still undecided at the next close leaves the worker unverified."""
-    everyone = powered_operators(state)
+    everyone = None  # read once a commitment needs it: at most settlements nothing is left to escalate
     escalated = False
     for commitment in commitments:
         if commitment.outcome != PENDING:
             continue
+        everyone = powered_operators(state) if everyone is None else everyone
         members = [operator for operator, _ in whole_set(everyone, commitment)]
         for index, segment in enumerate(commitment.segments):
             if commitment.decisions[index] != UNDECIDED or commitment.escalated[index]:
@@ -172,7 +173,7 @@ def escalate_to_whole_set(state: State, ctx: BlockContext, task: Task, commitmen
             escalated = True
             task_event(ctx, task.id, "committee_escalated", round=task.round, worker=encode_address(commitment.worker),
                        segment=segment, size=len(commitment.committees[index]))
-        put_commitment(state, commitment)
+            put_commitment(state, commitment)
     if escalated:
         enter_phase(state, task, VERIFY, ctx.env.height + task.terms["verification_window"])
     return escalated
@@ -283,10 +284,13 @@ def retally(state: State, commitment: Commitment) -> None:
     """At the verification window's close, tally the commitment's undecided segments once more with the current
     powers (a validator that left since the last vote no longer counts in the total) and the closing rule (a
     unanimous committee whose voters hold two thirds of it decides, `tally.tally_segment`)."""
+    changed = False
     for segment, decision in list(zip(commitment.segments, commitment.decisions)):
         if decision != UNDECIDED or commitment.outcome != PENDING:
             continue
         decided = tally_segment(state, commitment, segment, closing=True)
         if decided != UNDECIDED:
             apply_decision(state, commitment, segment, decided)
-    put_commitment(state, commitment)
+            changed = True
+    if changed:  # else it is stored as it is: the same bytes again would change nothing, at a busy block's cost
+        put_commitment(state, commitment)
