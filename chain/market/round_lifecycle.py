@@ -38,7 +38,7 @@ from .reveals import REVEAL
 from .replay_gpus import capable_candidates, gpu_part_of
 from .sampling import draw_committee, sample_segments
 from .store import enter_phase, escrow_out, find_member, get_worker, has_commitment, mark_pending
-from .store import members_in_order, put_commitment, put_member, put_worker, round_commitments, unmark_pending
+from .store import put_commitment, put_member, put_worker, round_commitments, unmark_pending
 from .tally import apply_decision, slash_voters, tally_segment
 
 
@@ -78,13 +78,16 @@ def due_this_round(member: Member, round_: int) -> bool:
 
 
 def close_round(state: State, ctx: BlockContext, task: Task) -> None:
+    """Drop (or release) every member due this round that did not commit, then sample the round. A member with a
+    commitment is not read: only an active member past its first round can commit (`MsgCommitRound`), and
+    nothing takes a committed member out of the task before its round settles (one asking to leave goes then)."""
     committed = 0
-    for member in members_in_order(state, task):
-        if not due_this_round(member, task.round):
-            continue  # a replacement is not due before its first round
-        if has_commitment(state, task.id, task.round, member.worker):
+    for worker in task.members:
+        if has_commitment(state, task.id, task.round, worker):
             committed += 1
-        else:
+            continue
+        member = find_member(state, task.id, worker)
+        if due_this_round(member, task.round):  # a replacement is not due before its first round
             miss_round(state, ctx, task, member)  # dropped, or released when its data key came late
 
     task_event(ctx, task.id, "round_closed", round=task.round, committed=committed)
