@@ -86,6 +86,7 @@ class RoundFigures:
     seconds: dict[str, float] = field(default_factory=dict)
     cpu_seconds: dict[str, float] = field(default_factory=dict)
     txs: dict[str, int] = field(default_factory=dict)
+    tx_bytes: dict[str, int] = field(default_factory=dict)
     keys_added: int = 0
     bytes_added: int = 0
     keys_after: int = 0
@@ -112,6 +113,7 @@ class Rounds:
         figures.seconds[kind], figures.cpu_seconds[kind] = self.chain.block(txs, self.memo, profiler)
         self.memo.forget(txs)
         figures.txs[kind] = len(txs)
+        figures.tx_bytes[kind] = sum(len(raw) for raw in txs)
         if profiler is not None:
             report = io.StringIO()
             pstats.Stats(profiler, stream=report).sort_stats("tottime").print_stats(30)
@@ -225,6 +227,9 @@ def summary(scale: Scale, rounds: list[RoundFigures], load: float) -> dict:
         "max_block_cpu_seconds": round(max(cpu.values()), 3),
         "verdict_txs_per_round": max(r.txs["verdicts"] + r.txs["settlement"] for r in rounds),
         "commit_txs_per_round": max(r.txs["commits"] for r in rounds),
+        "commits_block_bytes": max(r.tx_bytes["commits"] for r in rounds),
+        "verdict_bytes_per_round": max(r.tx_bytes["verdicts"] + r.tx_bytes["settlement"] for r in rounds),
+        "reveal_bytes_per_round": max(r.tx_bytes["reveals"] for r in rounds),
         "state_keys_per_round": round(sum(r.keys_added for r in training) / len(training)),
         "state_bytes_per_round": round(sum(r.bytes_added for r in training) / len(training)),
         "state_keys_after_last_round": rounds[-1].keys_after,
