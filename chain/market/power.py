@@ -7,6 +7,7 @@ A jailed validator, or one that unbonded below one unit of power, has power 0 an
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 from .. import validators
 from ..accounts import burn
@@ -16,6 +17,19 @@ from ..state import State
 def operator_power(state: State, operator: bytes) -> int:
     """Voting power of the validator whose operator account is `operator` (0 if none, jailed or unbonded)."""
     return validators.validator_power(state, operator)
+
+
+def power_reader(state: State) -> Callable[[bytes], int]:
+    """`operator_power` over `state`, each operator read once: for one reckoning over many votes, with no write
+    between its reads (a committee's members vote on several segments, and a settlement reckons them all)."""
+    powers: dict[bytes, int] = {}
+
+    def power(operator: bytes) -> int:
+        if operator not in powers:
+            powers[operator] = operator_power(state, operator)
+        return powers[operator]
+
+    return power
 
 
 def total_power(state: State) -> int:

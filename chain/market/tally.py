@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..state import State
-from .power import operator_power
+from .power import operator_power, power_reader
 from .records import FAILED, PASSED, PENDING, SEGMENT_FAIL, SEGMENT_PASS, UNDECIDED, VERDICT_FAIL, VERDICT_PASS
 from .records import VERDICT_UNAVAILABLE, Commitment, Vote
 from .store import segment_votes, unmark_pending, votes_of
@@ -118,6 +118,7 @@ def slash_voters(state: State, commitment: Commitment) -> list[tuple[bytes, int,
 
 def _winning_votes(state: State, commitment: Commitment, want_pass: bool) -> list[tuple[bytes, int, bool]]:
     wanted = SEGMENT_PASS if want_pass else SEGMENT_FAIL
+    power = power_reader(state)
     voters: dict[bytes, tuple[int, bool]] = {}
     for segment, decision in zip(commitment.segments, commitment.decisions):
         if decision != wanted:
@@ -125,7 +126,7 @@ def _winning_votes(state: State, commitment: Commitment, want_pass: bool) -> lis
         for validator, vote in segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment):
             if (vote.verdict == VERDICT_PASS) == want_pass:
                 replayed = vote.verdict != VERDICT_UNAVAILABLE or voters.get(validator, (0, False))[1]
-                voters[validator] = (operator_power(state, validator), replayed)
+                voters[validator] = (power(validator), replayed)
     return sorted((validator, power, replayed) for validator, (power, replayed) in voters.items())
 
 
