@@ -109,3 +109,20 @@ def test_records_encode_to_the_bytes_they_were_decoded_from(make_chain):
         stored = [raw for key, raw in items.items() if key.startswith(prefix)]
         assert stored
         assert all(encode_record(decode_record(record, raw)) == raw for raw in stored)
+
+
+def test_a_power_reader_answers_operator_power_reading_each_validator_once(make_chain):
+    """Reveal settlement reckons a segment's committee and then its voters, the same validators: each validator
+    record is now read once per reckoning, not once per mention."""
+    from trolly.chain.market.power import operator_power, power_reader
+
+    chain = make_chain(validators=3, check_each_block=False)
+    reads = counting_reads(chain.kv)
+    state = chain.state
+    power = power_reader(state)
+    operators = [key.address for key in chain.operators] + [b"\x01" * 20]  # three validators and a stranger
+    answers = [power(operator) for operator in operators + operators]
+    validator_reads = [key for key in reads["get"] if key.startswith(keys.validator_key(b"")[:1])]
+    assert answers == [operator_power(state, operator) for operator in operators + operators]
+    assert answers[:3] == [10, 10, 10] and answers[3] == 0
+    assert len(validator_reads) == len(operators)
