@@ -33,8 +33,10 @@ State growth is the store's keys and bytes (keys plus values) after a training r
 before its first. `--profile KIND` (commits, sampling, verdicts, settlement, reveals, reveal_settlement) prints
 cProfile's top entries (CPU time) for that kind of block of the first round to stderr.
 Target: the commits block, which carries one round of every task, executes in 1 s or less. The last line is
-JSON: the scale, the seconds of each kind of block (the largest over the rounds), the largest block, the state
-growth per training round, the one-minute load average and whether the target was met.
+JSON: the scale, the CPU and wall-clock seconds of each kind of block (the largest over the rounds), the largest
+block, the bytes of the commits and of a round's verdicts and reveals, the state growth per training round, the
+one-minute load average, and whether the target was met in CPU seconds (`target_met`: on a shared machine the
+wall clock also counts the other work's turns) and in wall-clock seconds (`target_met_wall_clock`).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from trolly.chain.app import check_stateless
 from trolly.chain.checked_txs import CheckedTxs
 from trolly.chain.crypto import PrivateKey
 from trolly.chain.market.params import MarketParams
-from trolly.chain.market.records import VERDICT_PASS, Commitment, decode_record
+from trolly.chain.market.records import VERDICT_PASS
 from trolly.chain.market.reveals import replay_commitment
 from trolly.chain.params import AuthParams
 from trolly.chain.proto import market_pb2 as pb
@@ -129,10 +131,11 @@ class Rounds:
         votes = self.sampled_votes(round_)
         held = {task_id: by_task[-1] for task_id, by_task in group_by_task(votes).items()}
         held_set = {id(vote) for vote in held.values()}
-        self.timed_block("verdicts", self.vote_txs([v for v in votes if id(v) not in held_set]), figures)
-        self.timed_block("settlement", self.vote_txs(list(held.values())), figures)
+        self.timed_block("verdicts", self.operator_txs([v for v in votes if id(v) not in held_set], verdict_message),
+                         figures)
+        self.timed_block("settlement", self.operator_txs(list(held.values()), verdict_message), figures)
         chain.check_settled(round_)
-        self.timed_block("reveals", self.reveal_txs(votes), figures)
+        self.timed_block("reveals", self.operator_txs(votes, reveal_message), figures)
         self.timed_block("reveal_settlement", [], figures)
         keys_after, bytes_after = chain.size()
         figures.keys_added, figures.bytes_added, figures.keys_after = (keys_after - keys_before,
@@ -144,21 +147,15 @@ class Rounds:
         operators = {key.address.hex(): key for key in self.chain.operators}
         votes = []
         for task_id, worker in self.chain.members():
-            raw = self.chain.kv.get(self.chain.commit_key(task_id, round_, worker.address))
-            commitment = decode_record(Commitment, raw)
+            commitment = self.chain.commitment(task_id, round_, worker.address)
             for segment, committee in zip(commitment.segments, commitment.committees):
                 votes.extend((operators[member], task_id, round_, worker.address, segment) for member in committee)
         return votes
 
-    def vote_txs(self, votes) -> list[bytes]:
+    def operator_txs(self, votes, message) -> list[bytes]:
+        """Each operator's `message` for each of its `votes` (`verdict_message` or `reveal_message`), signed."""
         txs = []
-        for operator, messages in group_by_operator(votes, verdict_message).items():
-            txs.extend(self.signed(operator, messages))
-        return txs
-
-    def reveal_txs(self, votes) -> list[bytes]:
-        txs = []
-        for operator, messages in group_by_operator(votes, reveal_message).items():
+        for operator, messages in group_by_operator(votes, message).items():
             txs.extend(self.signed(operator, messages))
         return txs
 

@@ -186,11 +186,8 @@ class ScaleChain:
     def task(self, task_id: int) -> Task:
         return decode_record(Task, self.kv.get(keys.market_task_key(task_id)))
 
-    def commit_key(self, task_id: int, round_: int, worker: bytes) -> bytes:
-        return keys.market_commit_key(task_id, round_, worker)
-
     def commitment(self, task_id: int, round_: int, worker: bytes) -> Commitment:
-        return decode_record(Commitment, self.kv.get(self.commit_key(task_id, round_, worker)))
+        return decode_record(Commitment, self.kv.get(keys.market_commit_key(task_id, round_, worker)))
 
     def check_settled(self, round_: int) -> None:
         """Every worker's round passed, and (a training round) every task is on to the next round."""
