@@ -41,6 +41,8 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "localnet_demo": ("seconds", "command_wall_seconds", "engine", "validators", "baseline_cold_start_seconds"),
     "app_tx_cpu": ("per_tx_us", "txs", "block_size", "gc"),
     "delegation": ("block_seconds_10", "block_seconds_10000", "ratio", "distribution_ratio"),
+    "market_scale": ("tasks", "workers", "validators", "commits_block_cpu_seconds", "max_block_cpu_seconds",
+                     "state_bytes_per_round", "target_met"),
     "compression": ("bytes_ratio", "loss_gap_rel", "loss_gap_rel_vs_best_dense", "accuracy_ours", "accuracy_dense",
                     "ours_beats_powersgd_at_equal_or_fewer_bytes"),
     "finetune": ("accuracy_ours", "accuracy_alone", "accuracy_base", "bytes_ratio", "parameters_total",

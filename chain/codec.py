@@ -163,11 +163,17 @@ def _reject_floats(value: Any) -> None:
     if isinstance(value, float):
         raise TypeError("floats are not allowed in chain state")
     if isinstance(value, dict):
-        for item in value.values():
-            _reject_floats(item)
+        items = value.values()
     elif isinstance(value, (list, tuple)):
-        for item in value:
+        items = value
+    else:
+        return
+    for item in items:
+        if type(item) not in _NOT_FLOATS:  # most items are: no call for each (a record holds hundreds)
             _reject_floats(item)
+
+
+_NOT_FLOATS = frozenset((int, str, bool, type(None)))
 
 
 def encode_u64(value: int) -> bytes:

@@ -7,6 +7,8 @@ take stake through `slash.slash_validator`, which reaches the validator's delega
 
 from __future__ import annotations
 
+from typing import Callable
+
 from .. import validators
 from ..slash import slashable_stake
 from ..state import State
@@ -17,6 +19,19 @@ def operator_power(state: State, operator: bytes) -> int:
     if validators.get_validator(state, operator) is None:
         return 0
     return validators.validator_power(state, operator)
+
+
+def power_reader(state: State) -> Callable[[bytes], int]:
+    """`operator_power` over `state`, each operator read once: for one reckoning over many votes, with no write
+    between its reads (a committee's members vote on several segments, and a settlement reckons them all)."""
+    powers: dict[bytes, int] = {}
+
+    def power(operator: bytes) -> int:
+        if operator not in powers:
+            powers[operator] = operator_power(state, operator)
+        return powers[operator]
+
+    return power
 
 
 def total_power(state: State) -> int:

@@ -37,7 +37,7 @@ from ..slash import slash_validator
 from ..state import State
 from .economics import split_evenly
 from .events import task_event
-from .power import operator_power, stake_share
+from .power import power_reader, stake_share
 from .records import FAILED, UNDECIDED, VERDICT_NAMES, VERDICT_UNAVAILABLE, Commitment, Task, Vote
 from .replay_gpus import gpu_part_of
 from .store import escrow_burn, escrow_out, put_commitment, round_commitments, segment_votes
@@ -56,12 +56,13 @@ def true_digests(state: State, commitment: Commitment, segment: int, votes: list
     """Per kind of replay (`Vote.cpu_replay`), the revealed digest backed by two thirds of the power of the
     segment's deciding body (its committee: the sampled one, or the whole set it escalated to); a kind without
     one is absent. UNAVAILABLE votes replayed nothing, so their digests do not count."""
-    total = sum(operator_power(state, member) for member in committee_of(commitment, segment))
+    power = power_reader(state)
+    total = sum(power(member) for member in committee_of(commitment, segment))
     backing: dict[tuple[int, bytes], int] = {}
     for validator, vote in votes:
         if vote.replay_digest and vote.verdict != VERDICT_UNAVAILABLE:
             key = (vote.cpu_replay, vote.replay_digest)
-            backing[key] = backing.get(key, 0) + operator_power(state, validator)
+            backing[key] = backing.get(key, 0) + power(validator)
     return {kind: digest for (kind, digest), power in sorted(backing.items()) if has_two_thirds(power, total)}
 
 

@@ -32,13 +32,13 @@ from .events import task_event
 from .key_faults import undecidable_for_want_of_keys
 from .lifecycle import end_task, miss_round, release_leavers, slash_member, start_round
 from .records import ABANDONED, ACTIVE, CANCELLED, COMPLETED, DISAGREED, FAILED, PASSED, PENDING, SAMPLING, UNDECIDED
-from .records import COMMIT, FINAL_REPORT_SEGMENT, UNVERIFIED, VERIFY, Commitment, Task
+from .records import COMMIT, FINAL_REPORT_SEGMENT, UNVERIFIED, VERIFY, Commitment, Member, Task
 from .power import powered_operators
 from .reveals import REVEAL
 from .replay_gpus import capable_candidates, gpu_part_of
 from .sampling import draw_committee, sample_segments
-from .store import enter_phase, escrow_out, find_commitment, find_member, get_worker, mark_pending
-from .store import members_in_order, put_commitment, put_member, put_worker, round_commitments, unmark_pending
+from .store import enter_phase, escrow_out, find_member, get_worker, has_commitment, mark_pending
+from .store import put_commitment, put_member, put_worker, round_commitments, unmark_pending
 from .tally import apply_decision, slash_voters, tally_segment
 
 
@@ -58,27 +58,39 @@ def majority_start(state: State, task: Task, commitments: list[Commitment], *, f
     return agreed_hash(weights) if weights else b""
 
 
-def close_when_all_committed(state: State, ctx: BlockContext, task: Task) -> None:
+def close_when_all_committed(state: State, ctx: BlockContext, task: Task) -> bool:
     """In the commit phase: once every active member due this round (a replacement from its first round) has
-    committed, close the round at the end of this block instead of waiting for its deadline."""
-    if task.phase == COMMIT and all(find_commitment(state, task.id, task.round, m.worker) is not None
-                                    for m in members_in_order(state, task)
-                                    if m.status == ACTIVE and m.first_round <= task.round):
+    committed, close the round at the end of this block instead of waiting for its deadline; True when it did
+    (the task changed and must be stored). A member's commitment is looked up first and its record read only
+    when it has none: run at every commitment, the check then costs a key lookup per member, not a decoded
+    member and commitment each."""
+    if task.phase == COMMIT and all(has_commitment(state, task.id, task.round, worker)
+                                    or not due_this_round(find_member(state, task.id, worker), task.round)
+                                    for worker in task.members):
         enter_phase(state, task, COMMIT, ctx.env.height)
+        return True
+    return False
+
+
+def due_this_round(member: Member, round_: int) -> bool:
+    """Whether `member` owes a commitment in `round_`: active, and (a replacement) past its first round."""
+    return member.status == ACTIVE and member.first_round <= round_
 
 
 def close_round(state: State, ctx: BlockContext, task: Task) -> None:
-    committed: list[Commitment] = []
-    for member in members_in_order(state, task):
-        if member.status != ACTIVE or member.first_round > task.round:
-            continue  # a replacement is not due before its first round
-        commitment = find_commitment(state, task.id, task.round, member.worker)
-        if commitment is None:
+    """Drop (or release) every member due this round that did not commit, then sample the round. A member with a
+    commitment is not read: only an active member past its first round can commit (`MsgCommitRound`), and
+    nothing takes a committed member out of the task before its round settles (one asking to leave goes then)."""
+    committed = 0
+    for worker in task.members:
+        if has_commitment(state, task.id, task.round, worker):
+            committed += 1
+            continue
+        member = find_member(state, task.id, worker)
+        if due_this_round(member, task.round):  # a replacement is not due before its first round
             miss_round(state, ctx, task, member)  # dropped, or released when its data key came late
-        else:
-            committed.append(commitment)
 
-    task_event(ctx, task.id, "round_closed", round=task.round, committed=len(committed))
+    task_event(ctx, task.id, "round_closed", round=task.round, committed=committed)
     if task.active_members == 0:
         end_task(state, ctx, task, ABANDONED)
     else:  # a final report is sampled and verified like a training round (one check per member)
@@ -148,11 +160,12 @@ def escalate_to_whole_set(state: State, ctx: BlockContext, task: Task, commitmen
     dissent, or too few votes) to the whole validator set, the worker aside: its committee's votes stand, every
     other validator joins it, and a fresh window starts; True when any was escalated. A segment escalates once:
     the whole set still undecided at the next close leaves the worker unverified."""
-    everyone = powered_operators(state)
+    everyone = None  # read once a commitment needs it: at most settlements nothing is left to escalate
     escalated = False
     for commitment in commitments:
         if commitment.outcome != PENDING:
             continue
+        everyone = powered_operators(state) if everyone is None else everyone
         members = [operator for operator, _ in whole_set(everyone, commitment)]
         for index, segment in enumerate(commitment.segments):
             if commitment.decisions[index] != UNDECIDED or commitment.escalated[index]:
@@ -163,7 +176,7 @@ def escalate_to_whole_set(state: State, ctx: BlockContext, task: Task, commitmen
             escalated = True
             task_event(ctx, task.id, "committee_escalated", round=task.round, worker=encode_address(commitment.worker),
                        segment=segment, size=len(commitment.committees[index]))
-        put_commitment(state, commitment)
+            put_commitment(state, commitment)
     if escalated:
         enter_phase(state, task, VERIFY, ctx.env.height + task.terms["verification_window"])
     return escalated
@@ -274,10 +287,13 @@ def retally(state: State, commitment: Commitment) -> None:
     """At the verification window's close, tally the commitment's undecided segments once more with the current
     powers (a validator that left since the last vote no longer counts in the total) and the closing rule (a
     unanimous committee whose voters hold two thirds of it decides, `tally.tally_segment`)."""
+    changed = False
     for segment, decision in list(zip(commitment.segments, commitment.decisions)):
         if decision != UNDECIDED or commitment.outcome != PENDING:
             continue
         decided = tally_segment(state, commitment, segment, closing=True)
         if decided != UNDECIDED:
             apply_decision(state, commitment, segment, decided)
-    put_commitment(state, commitment)
+            changed = True
+    if changed:  # else it is stored as it is: the same bytes again would change nothing, at a busy block's cost
+        put_commitment(state, commitment)

@@ -52,11 +52,11 @@ def draw_committee(seed: bytes, task_id: int, round_: int, worker: bytes, segmen
     powers = dict(candidates)
     drawn_power = sum(powers.get(member, 0) for member in committee)
     pool = [(operator, power) for operator, power in candidates if operator not in committee and power > 0]
+    total = sum(power for _, power in pool)  # the pool's power, kept as members leave it
     base = (COMMITTEE_TAG + seed + task_id.to_bytes(8, "big") + round_.to_bytes(8, "big") + worker
             + segment.to_bytes(8, "big") + level.to_bytes(8, "big"))
     counter = 0
     while pool and (len(committee) < size or 3 * drawn_power <= beyond_third_of):
-        total = sum(power for _, power in pool)
         target = _uniform(base + counter.to_bytes(8, "big"), total)
         counter += 1
         if target is None:
@@ -65,6 +65,7 @@ def draw_committee(seed: bytes, task_id: int, round_: int, worker: bytes, segmen
             if target < power:
                 committee.append(operator)
                 drawn_power += power
+                total -= power
                 del pool[index]
                 break
             target -= power

@@ -171,10 +171,22 @@ def put_commitment(state: State, commitment: Commitment) -> None:
     state.set(key, encode_record(commitment))
 
 
+def has_commitment(state: State, task_id: int, round_: int, worker: bytes) -> bool:
+    """Whether `worker` committed in the round: one key lookup, nothing decoded."""
+    return state.has(keys.market_commit_key(task_id, round_, worker))
+
+
 def round_commitments(state: State, task: Task, round_: int) -> list[Commitment]:
     """The round's commitments in worker-index order."""
-    found = (find_commitment(state, task.id, round_, worker) for worker in task.members)
-    return [c for c in found if c is not None]
+    return list(iter_round_commitments(state, task, round_))
+
+
+def iter_round_commitments(state: State, task: Task, round_: int) -> Iterator[Commitment]:
+    """The round's commitments in worker-index order, each read and decoded only when the caller asks for it."""
+    for worker in task.members:
+        commitment = find_commitment(state, task.id, round_, worker)
+        if commitment is not None:
+            yield commitment
 
 
 # -- verdicts and the segments awaiting them ------------------------------------------------------------------
@@ -185,6 +197,20 @@ def find_vote(state: State, task_id: int, round_: int, worker: bytes, segment: i
 
 def put_vote(state: State, task_id: int, round_: int, worker: bytes, segment: int, validator: bytes, vote: Vote) -> None:
     state.set(keys.market_vote_key(task_id, round_, worker, segment, validator), encode_record(vote))
+
+
+def votes_of(state: State, task_id: int, round_: int, worker: bytes, segment: int,
+             validators: list[bytes]) -> list[tuple[bytes, Vote]]:
+    """The votes on one segment of each of `validators` that voted: (validator, vote), ascending by validator.
+    Key lookups, not a scan: within a block of verdicts, a scan under a segment's prefix also walks every vote
+    the block wrote before it (`State.iterate`), so tallying each vote by a scan would cost the block the square
+    of its votes."""
+    found = []
+    for validator in sorted(validators):
+        vote = find_vote(state, task_id, round_, worker, segment, validator)
+        if vote is not None:
+            found.append((validator, vote))
+    return found
 
 
 def segment_votes(state: State, task_id: int, round_: int, worker: bytes, segment: int) -> list[tuple[bytes, Vote]]:

@@ -22,11 +22,13 @@ power no longer counts, nor does its dissent. One decided `fail` fails the worke
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from ..state import State
-from .power import operator_power
+from .power import operator_power, power_reader
 from .records import FAILED, PASSED, PENDING, SEGMENT_FAIL, SEGMENT_PASS, UNDECIDED, VERDICT_FAIL, VERDICT_PASS
 from .records import VERDICT_UNAVAILABLE, Commitment, Vote
-from .store import segment_votes, unmark_pending
+from .store import segment_votes, unmark_pending, votes_of
 
 
 def has_two_thirds(votes: int, total: int) -> bool:
@@ -50,10 +52,10 @@ def tally_segment(state: State, commitment: Commitment, segment: int, closing: b
     powers = {member: operator_power(state, member) for member in committee}
     passing = adverse = 0
     voted: set[bytes] = set()
-    for validator, vote in segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment):
+    for validator, vote in votes_of(state, commitment.task_id, commitment.round, commitment.worker, segment, committee):
         power = powers.get(validator, 0)
         if not power:
-            continue  # no longer a validator with power, or (cannot happen) not on the committee
+            continue  # no longer a validator with power
         voted.add(validator)
         if vote.verdict == VERDICT_PASS:
             passing += power
@@ -116,6 +118,7 @@ def slash_voters(state: State, commitment: Commitment) -> list[tuple[bytes, int,
 
 def _winning_votes(state: State, commitment: Commitment, want_pass: bool) -> list[tuple[bytes, int, bool]]:
     wanted = SEGMENT_PASS if want_pass else SEGMENT_FAIL
+    power = power_reader(state)
     voters: dict[bytes, tuple[int, bool]] = {}
     for segment, decision in zip(commitment.segments, commitment.decisions):
         if decision != wanted:
@@ -123,9 +126,11 @@ def _winning_votes(state: State, commitment: Commitment, want_pass: bool) -> lis
         for validator, vote in segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment):
             if (vote.verdict == VERDICT_PASS) == want_pass:
                 replayed = vote.verdict != VERDICT_UNAVAILABLE or voters.get(validator, (0, False))[1]
-                voters[validator] = (operator_power(state, validator), replayed)
+                voters[validator] = (power(validator), replayed)
     return sorted((validator, power, replayed) for validator, (power, replayed) in voters.items())
 
 
-def round_undecided(commitments: list[Commitment]) -> bool:
+def round_undecided(commitments: Iterable[Commitment]) -> bool:
+    """Whether any of `commitments` is still pending; reads no further than the first that is (pass a generator,
+    `store.iter_round_commitments`, to decode no more than that)."""
     return any(c.outcome == PENDING for c in commitments)

@@ -94,5 +94,5 @@ def process_commit_round(state: State, ctx: BlockContext, signer: bytes, msg: Ms
     ))
     task_event(ctx, task.id, "committed", round=msg.round, worker=encode_address(signer),
                update_hash=msg.update_hash.hex(), start_weights_hash=msg.start_weights_hash.hex())
-    close_when_all_committed(state, ctx, task)
-    put_task(state, task)
+    if close_when_all_committed(state, ctx, task):
+        put_task(state, task)  # else the task is as it was stored: writing it again would change nothing

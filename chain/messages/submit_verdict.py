@@ -20,9 +20,9 @@ from ..market.errors import DuplicateVerdict, InvalidVerdict, NotOnCommittee, No
 from ..market.events import task_event
 from ..market.power import operator_power
 from ..market.replay_gpus import get_replay_gpus, gpu_part_of
-from ..market.records import UNDECIDED, VERDICT_NAMES, VERIFY, Vote
-from ..market.store import enter_phase, find_commitment, find_vote, get_task, is_pending, put_commitment
-from ..market.store import put_task, put_vote, round_commitments
+from ..market.records import PENDING, UNDECIDED, VERDICT_NAMES, VERIFY, Vote
+from ..market.store import enter_phase, find_commitment, find_vote, get_task, is_pending, iter_round_commitments
+from ..market.store import put_commitment, put_task, put_vote
 from ..market.tally import apply_decision, committee_of, round_undecided, tally_segment
 from ..proto.market_pb2 import MsgSubmitVerdict
 from ..state import State
@@ -80,6 +80,7 @@ def process_submit_verdict(state: State, ctx: BlockContext, signer: bytes, msg: 
     put_commitment(state, commitment)
     task_event(ctx, task.id, "segment_decided", round=msg.round, worker=encode_address(msg.worker),
                segment=msg.segment, decision=decision, outcome=commitment.outcome)
-    if not round_undecided(round_commitments(state, task, task.round)):
+    # While this worker's round is pending, so is the task's: only a decision that ended it may end the round.
+    if commitment.outcome != PENDING and not round_undecided(iter_round_commitments(state, task, task.round)):
         enter_phase(state, task, VERIFY, ctx.env.height)  # settle at the end of this block
         put_task(state, task)
