@@ -16,8 +16,6 @@ from ..state import State
 
 def operator_power(state: State, operator: bytes) -> int:
     """Voting power of the validator whose operator account is `operator` (0 if none, jailed or unbonded)."""
-    if validators.get_validator(state, operator) is None:
-        return 0
     return validators.validator_power(state, operator)
 
 
