@@ -46,13 +46,13 @@ class TableTraining:
     lr: float = 0.001
     batch_size: int = 32
     epochs: float = 20.0
-    min_steps: int = 600
+    min_steps: int = 300
     round_steps: int = 100
     min_rounds: int = 4
     schedule: str = "cosine"
     weight_decay: float = 0.0
-    outer_lr: float = 0.7
-    outer_momentum: float = 0.9
+    outer_lr: float = 1.0
+    outer_momentum: float = 0.0
 
 
 TABLE_TRAINING = TableTraining()
