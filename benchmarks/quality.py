@@ -126,6 +126,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--round-steps", type=int, default=defaults.round_steps)
     parser.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
     parser.add_argument("--schedule", choices=("constant", "cosine"), default=defaults.schedule)
+    parser.add_argument("--outer-lr", type=float, default=defaults.outer_lr, help="the outer Nesterov step's lr")
+    parser.add_argument("--outer-momentum", type=float, default=defaults.outer_momentum)
     options = parser.parse_args(argv)
     unknown = [name for name in options.tables.split(",") if name not in TABLES]
     if unknown:
@@ -139,7 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
         TABLE_TRAINING, hidden=tuple(int(size) for size in options.hidden.split(",")), lr=options.lr,
         batch_size=options.batch_size, epochs=options.default_epochs, min_steps=options.min_steps,
         round_steps=options.round_steps, schedule=options.schedule,
-        weight_decay=options.weight_decay)
+        weight_decay=options.weight_decay, outer_lr=options.outer_lr, outer_momentum=options.outer_momentum)
     began = time.perf_counter()
     chosen = [TABLES[name] for name in options.tables.split(",")]
     skipped = [table.name for table in chosen if table.task not in SUPPORTED_TASKS]

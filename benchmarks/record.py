@@ -47,7 +47,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
                     "ours_beats_powersgd_at_equal_or_fewer_bytes"),
     "finetune": ("accuracy_ours", "accuracy_alone", "accuracy_base", "bytes_ratio", "parameters_total",
                  "verifier_compute_fraction", "seconds"),
-    "quality": ("worst_gap", "worst_gap_at_least_target", "seconds"),
+    "quality": ("worst_gap", "worst_gap_at_least_target", "worst_regression_gap", "seconds"),
 }
 """The figures a benchmark's row shows, in order (an issue's targets name them). Any other benchmark's row shows
 its first `MAX_COLUMNS` top-level numbers, strings and booleans."""

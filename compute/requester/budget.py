@@ -39,22 +39,26 @@ class TableTraining:
     """What a table's default task trains: an MLP of `hidden` layers, AdamW at `lr` on batches of `batch_size`
     (with the inner lr `schedule`: constant, or cosine down to a tenth of `lr`), for `epochs` epochs and at least
     `min_steps` steps, in rounds of at most `round_steps` inner steps and at least `min_rounds` rounds; AdamW's
-    `weight_decay`."""
+    `weight_decay`; and the outer Nesterov step over the workers' averaged updates, `outer_lr` and
+    `outer_momentum` (lr 1 and momentum 0 is plain averaging of the workers' weights)."""
 
     hidden: tuple[int, ...] = (128,)
     lr: float = 0.001
     batch_size: int = 32
     epochs: float = 20.0
-    min_steps: int = 600
+    min_steps: int = 300
     round_steps: int = 100
     min_rounds: int = 4
     schedule: str = "cosine"
     weight_decay: float = 0.0
+    outer_lr: float = 1.0
+    outer_momentum: float = 0.0
 
 
 TABLE_TRAINING = TableTraining()
 """The defaults, measured by `benchmarks.quality` (docs/performance.md, "Model quality")."""
-IMAGE_TRAINING = dataclasses.replace(TABLE_TRAINING, hidden=(), lr=0.001, weight_decay=0.0, schedule="constant")
+IMAGE_TRAINING = dataclasses.replace(TABLE_TRAINING, hidden=(), lr=0.001, weight_decay=0.0, schedule="constant",
+                                     outer_lr=0.7, outer_momentum=0.9)
 """A CNN's on images: the optimizer of the example spec (`compute.spec.example_spec`), which `benchmarks.quality`'s
 tables do not measure, for the same budget of epochs."""
 
@@ -135,7 +139,9 @@ def table_spec(manifest_hash: str, arch: str, config: dict, budget: Budget, code
     inner = {"name": "adamw", "lr": training.lr, "weight_decay": training.weight_decay}
     if training.schedule == "cosine":
         inner["schedule"] = {"name": "cosine", "final_lr": training.lr / 10}
+    outer = {"name": "nesterov", "lr": training.outer_lr, "momentum": training.outer_momentum}
     document = example_spec(manifest_hash, model={"arch": arch, "config": config}, codec=codec)
     document["training"].update(rounds=budget.rounds, inner_steps=budget.inner_steps, batch_size=budget.batch_size,
-                                checkpoint_every=min(MAX_CHECKPOINT_EVERY, budget.inner_steps), inner_optimizer=inner)
+                                checkpoint_every=min(MAX_CHECKPOINT_EVERY, budget.inner_steps), inner_optimizer=inner,
+                                outer_optimizer=outer)
     return document
