@@ -42,6 +42,9 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "app_tx_cpu": ("per_tx_us", "txs", "block_size", "gc"),
     "compression": ("bytes_ratio", "loss_gap_rel", "loss_gap_rel_vs_best_dense", "accuracy_ours", "accuracy_dense",
                     "ours_beats_powersgd_at_equal_or_fewer_bytes"),
+    "soak": ("tasks_submitted", "tasks_completed", "cheaters_slashed", "honest_workers_slashed", "invariant_failures",
+             "supply_drift", "app_hash_disagreements", "max_block_seconds", "disk_bytes_per_1000_blocks_pruned",
+             "disk_bytes_per_1000_blocks_unpruned", "state_sync_join_seconds", "ok"),
     "finetune": ("accuracy_ours", "accuracy_alone", "accuracy_base", "bytes_ratio", "parameters_total",
                  "verifier_compute_fraction", "seconds"),
 }
