@@ -19,7 +19,7 @@ from trolly.wallet.market_queries import get_task, task_page
 from trolly.wallet.proofs import prove_answer
 from trolly.wallet.proven_views import prove_task, prove_validators, prove_worker
 from trolly.wallet.rpc import AsyncRpcClient, BlockHeader, TxResult, hash_hex
-from trolly.wallet.staking_views import get_validators
+from trolly.wallet.staking_views import ValidatorView, get_signing_info, get_validator, get_validators
 from trolly.wallet.txbuilder import describe_tx
 
 RECENT_BLOCKS = 10
@@ -48,7 +48,8 @@ class ReadCache:
 
 
 async def network_overview(client: AsyncRpcClient, cache: ReadCache) -> dict:
-    """Height, block time, validators (stake, power, jailed), the recent blocks, and users' recent transactions."""
+    """Height, block time, validators (stake, power, commission, delegators, missed blocks, jail state), the recent
+    blocks, and users' recent transactions."""
     status = await client.status()
     height = status.latest_block_height
     validators = await prove_validators(client)
@@ -61,7 +62,7 @@ async def network_overview(client: AsyncRpcClient, cache: ReadCache) -> dict:
     return {
         "status": status.to_json(),
         "block_time_seconds": _seconds_between(blocks),
-        "validators": [{**v.to_answer(), "proof": proven.proof_json()} for v, proven in validators],
+        "validators": [await _validator_row(client, v, proven) for v, proven in validators],
         "blocks": [_block_json(header) for header in blocks],
         "txs": [_tx_json(tx) for tx in txs],
     }
@@ -111,6 +112,18 @@ async def search(client: AsyncRpcClient, text: str) -> dict:
         proven = await prove_answer(client, f"/validator/{text}")
         result["validator"] = {**proven.answer, "proof": proven.proof_json()}
     return result
+
+
+async def _validator_row(client: AsyncRpcClient, validator: ValidatorView, proven) -> dict:
+    """A validator as the network page lists it: the proven staking answer, with its delegator count and self-bond
+    (`/validator/<operator>`) and its liveness (`/signing_info/<operator>`: missed blocks of its window, jailed
+    until, tombstoned), read through the wallet's typed views as `trolly-wallet query validator` reads them."""
+    detail = await get_validator(client, validator.operator)
+    liveness = await get_signing_info(client, validator.operator)
+    return {**validator.to_answer(), "delegators": detail.delegators, "self_bond": detail.self_bond,
+            "missed_blocks": liveness.missed_blocks_counter, "max_missed_blocks": liveness.max_missed_blocks,
+            "signed_blocks_window": liveness.signed_blocks_window, "jailed_until": liveness.jailed_until,
+            "tombstoned": liveness.tombstoned, "proof": proven.proof_json()}
 
 
 def _block_json(header: BlockHeader) -> dict:

@@ -1,12 +1,15 @@
-"""The Wallet page's API: the keyring's keys with their balances, and send, stake (bond) and unbond with the
-CLI's confirmation step.
+"""The Wallet page's API: the keyring's keys with their balances, delegations and rewards, and send, stake (bond),
+unbond, delegate, undelegate and withdraw rewards with the CLI's confirmation step.
 
-    GET  /api/wallet              each key of the keyring: address, balance, nonce, its validator (if any)
+    GET  /api/wallet              each key of the keyring: address, balance, nonce, its validator (if any), its
+                                  delegations and pending rewards; and every validator a key may delegate to
     POST /api/wallet/preview      the transaction as `trolly-wallet tx ...` shows it before asking to sign
     POST /api/wallet/sign         the same, signed with the key unlocked by the password sent, and sent
 
 A wrong password is refused before anything is signed (and the planned nonce given back); the page must show
-the preview and have it confirmed before it offers to sign.
+the preview and have it confirmed before it offers to sign. The messages are the wallet's own builders, as
+`trolly-wallet tx send|stake ...` builds them; the chain checks them again, and its refusal (undelegating more
+than is delegated, delegating to an address that operates no validator) comes back with its code and log.
 """
 
 from __future__ import annotations
@@ -15,14 +18,17 @@ from aiohttp import web
 
 from trolly.wallet.errors import WalletError
 from trolly.wallet.sender import fetch_account
-from trolly.wallet.staking_views import get_validators
-from trolly.wallet.txbuilder import bond_message, parse_address, send_message, unbond_message
+from trolly.wallet.staking_views import get_delegations, get_rewards, get_validators
+from trolly.wallet.txbuilder import bond_message, delegate_message, parse_address, send_message, unbond_message
+from trolly.wallet.txbuilder import undelegate_message, withdraw_rewards_message
 
 from .config import CONFIG, ConsoleConfig
 from .responses import Refusal, amount_field, answer, json_body, password_field, refusal_of, text_field
 from .signing import preview, sign_and_send
 
-ACTIONS = ("send", "stake", "unbond")
+ACTIONS = ("send", "stake", "unbond", "delegate", "undelegate", "withdraw")
+DELEGATION_ACTIONS = ("delegate", "undelegate", "withdraw")
+"""The actions that name a validator (its operator address): `tx stake delegate|undelegate|withdraw-rewards`."""
 
 
 def add_routes(app: web.Application, client_key: web.AppKey) -> None:
@@ -47,18 +53,35 @@ async def _overview(client, config: ConsoleConfig) -> dict:
         account = await fetch_account(client, info.address)
         validator = validators.get(info.address)
         keys.append({"name": info.name, "address": info.address, "balance": account.balance, "nonce": account.nonce,
-                     "validator": validator.to_answer() if validator else None})
-    return {"keys": keys, "keyring_backend": config.keyring_backend}
+                     "validator": validator.to_answer() if validator else None,
+                     "delegations": (await get_delegations(client, info.address)).to_answer(),
+                     "rewards": (await get_rewards(client, info.address)).to_answer()})
+    choices = [{"operator": v.operator, "moniker": v.moniker, "jailed": v.jailed} for v in validators.values()]
+    return {"keys": keys, "validators": choices, "keyring_backend": config.keyring_backend}
 
 
 def _messages(body: dict, config: ConsoleConfig) -> list:
     action = body.get("action")
     if action not in ACTIONS:
         raise Refusal(f"choose an action: {', '.join(ACTIONS)}", "action")
+    if action in DELEGATION_ACTIONS:
+        return [_delegation_message(action, body)]
     amount = amount_field(body, "amount")
     if action == "send":
         return [send_message(_recipient(text_field(body, "to"), config), amount)]
     return [bond_message(amount) if action == "stake" else unbond_message(amount)]
+
+
+def _delegation_message(action: str, body: dict):
+    """`tx stake delegate|undelegate VALIDATOR AMOUNT` or `tx stake withdraw-rewards VALIDATOR`."""
+    try:
+        validator = parse_address(text_field(body, "validator"))
+    except WalletError as error:
+        raise Refusal(str(error), "validator") from None
+    if action == "withdraw":
+        return withdraw_rewards_message(validator)
+    amount = amount_field(body, "amount")
+    return delegate_message(validator, amount) if action == "delegate" else undelegate_message(validator, amount)
 
 
 def _recipient(text: str, config: ConsoleConfig) -> bytes:

@@ -3,11 +3,13 @@ password-protected keyring: a file that is not a dataset refused beside the file
 an id, a word column and missing cells packed with what was done per column and the live cost shown, a wrong
 password that says so and submits nothing, a submission that the task page then follows, the task page's score
 beside a baseline (a console run in this process, handed a LogisticRegression to fit it), requests without the CSRF token or from another Origin refused (403) with nothing changed, and the
-wallet's preview, cancel and confirmation, the preflight on the Provide compute page, and a label on every
+wallet's preview, cancel and confirmation, a second key's delegation (with the password) seen on the Wallet page
+and in the validator's delegator count on the Network page, the preflight on the Provide compute page, and a label on every
 control of every page. Screenshots go to `test-artifacts/console/`."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 
 import pytest
@@ -15,10 +17,14 @@ import pytest
 from console_helpers import (ARTIFACTS, DEV_ADDRESS, PASSWORD, PageProblems, browser_page, chain_query,
                              console_process, console_thread, file_keyring, logistic_baseline, page_problems,
                              skip_without_a_browser)
-from dev_node import dev_node
+from dev_node import dev_node, send_included
 from requester_helpers import PEOPLE_HEADER, people_table, write_csv
 from trolly.chain.crypto import encode_address
+from trolly.chain.hd import COIN_TYPE, DEV_MNEMONIC, dev_key
 from trolly.console.config import ConsoleConfig
+from trolly.wallet.keyring import WEAKEST_ACCEPTED, Keyring
+from trolly.wallet.passwords import PasswordSource
+from trolly.wallet.txbuilder import send_message
 
 pytestmark = pytest.mark.slow
 
@@ -209,6 +215,40 @@ def test_the_wallet_previews_cancels_and_sends_after_confirmation_with_the_passw
     expect(page.locator("#wallet-outcome")).to_contain_text("Included in block", timeout=30_000)
     assert balance(rpc, OTHER) == 2_500_000
     page.screenshot(path=str(ARTIFACTS / "wallet.png"), full_page=True)
+
+
+def test_a_second_key_delegates_with_the_password_and_the_validator_counts_it(site, page):
+    """A key added to the keyring (funded by the dev key) delegates through the Wallet page's preview and password;
+    its delegation shows on the Wallet page and the validator's delegator count goes up on the Network page."""
+    url, node, tmp, _ = site
+    Keyring(tmp / "home", "file", PasswordSource.fixed(PASSWORD), WEAKEST_ACCEPTED).recover(
+        "friend", DEV_MNEMONIC, f"m/44'/{COIN_TYPE}'/0'/0'/1'")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # Playwright's event loop runs in this thread
+        pool.submit(send_included, node, dev_key(0), send_message(dev_key(1).address, 10_000_000)).result()
+    validators = page.get_by_role("table", name="Validators")
+    page.goto(f"{url}/#/network")
+    page.wait_for_selector('main[data-loaded="#/network"]', timeout=15_000)
+    expect(validators.locator("tbody tr").first.locator("td").nth(5)).to_have_text("1")
+    expect(validators).to_contain_text("not jailed")
+
+    page.goto(f"{url}/#/wallet")
+    page.wait_for_selector('main[data-loaded="#/wallet"]', timeout=15_000)
+    page.get_by_label("Action", exact=True).select_option("delegate")
+    page.get_by_label("Key that signs").select_option("friend")
+    expect(page.get_by_label("Validator", exact=True)).to_have_value(DEV_ADDRESS)
+    page.get_by_label("Amount").fill("4trl")
+    page.get_by_role("button", name="Review").click()
+    expect(page.locator("#review")).to_contain_text("MsgDelegate")
+    page.get_by_label("Keyring password (used once to sign, never stored)").fill(PASSWORD)
+    page.get_by_role("button", name="Sign and broadcast").click()
+    expect(page.locator("#wallet-outcome")).to_contain_text("Included in block", timeout=30_000)
+    expect(page.get_by_role("table", name="Delegations")).to_contain_text("4 TRL")
+    assert chain_query(node, f"/delegations/{encode_address(dev_key(1).address)}")["total"] == 4_000_000
+
+    page.goto(f"{url}/#/network")
+    page.wait_for_selector('main[data-loaded="#/network"]', timeout=15_000)
+    expect(validators.locator("tbody tr").first.locator("td").nth(5)).to_have_text("2")
+    page.screenshot(path=str(ARTIFACTS / "network-delegators.png"), full_page=True)
 
 
 def test_the_provide_compute_page_runs_the_preflight(site, page):

@@ -1,11 +1,26 @@
-// The Network page: height, block interval, validators, recent blocks (a chart and a table), and users' recent
-// transactions (the engine's per-block seed transaction is counted in the blocks, not listed).
+// The Network page: height, block interval, validators (stake, power, commission, delegators, missed blocks of the
+// downtime window, jail state), recent blocks (a chart and a table), and users' recent transactions (the engine's
+// per-block seed transaction is counted in the blocks, not listed).
 import uPlot from "uplot";
 import { getJson } from "../api.js";
-import { facts, h, link, mono, short, table, utrl, yesNo } from "../dom.js";
+import { facts, h, link, mono, short, table, utrl } from "../dom.js";
 
 export function txKinds(tx) {
   return tx.body ? tx.body.messages.map((m) => m.type.split(".").pop()).join(", ") : "(engine)";
+}
+
+const percent = (bps) => `${(Number(bps) / 100).toFixed(2)} %`;
+
+// A validator's commission: its rate, and the bounds it set at creation (the most, the most it changes a day).
+export function commission(v) {
+  return `${percent(v.commission_rate)} (max ${percent(v.max_rate)}, changes ≤ ${percent(v.max_change_rate)} a day)`;
+}
+
+// Whether a validator signs blocks: tombstoned (double-signed, for good), jailed until a height, or not jailed.
+export function jailState(v) {
+  if (v.tombstoned) return "tombstoned (jailed for good)";
+  if (v.jailed) return v.jailed_until ? `jailed until height ${v.jailed_until}` : "jailed";
+  return "not jailed";
 }
 
 export async function networkPage() {
@@ -18,9 +33,11 @@ export async function networkPage() {
     facts([["chain", s.chain_id], ["height", String(s.latest_block_height)],
       ["latest block time", s.latest_block_time],
       ["mean block interval", data.block_time_seconds === null ? "–" : `${data.block_time_seconds} s`]]),
-    table("Validators", ["moniker", "operator", "stake", "power", "jailed", "proof"],
-      data.validators.map((v) => [v.moniker, mono(v.operator), utrl(v.stake), String(v.power), yesNo(v.jailed),
-        v.proof.note])),
+    table("Validators", ["moniker", "operator", "stake", "power", "commission", "delegators", "missed blocks",
+      "jail state", "proof"],
+    data.validators.map((v) => [v.moniker, mono(v.operator), utrl(v.stake), String(v.power), commission(v),
+      String(v.delegators), `${v.missed_blocks} of ${v.signed_blocks_window} (jailed above ${v.max_missed_blocks})`,
+      jailState(v), v.proof.note])),
     h("section", { "aria-labelledby": "blocks-title" }, h("h2", { id: "blocks-title" }, "Recent blocks"), chart,
       table("Recent blocks", ["height", "time", "transactions", "hash"],
         data.blocks.map((b) => [String(b.height), b.time, String(b.txs), mono(short(b.hash, 16))]))),
