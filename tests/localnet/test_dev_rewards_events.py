@@ -5,18 +5,18 @@ share of the `delegators` part of every `reward` event of that validator from th
 withdrawal's (that block's fees are credited after the withdrawal), read from CometBFT's `block_results`. Each
 `reward` event also splits into commission (the rate of its share, rounded down) plus delegators exactly.
 
-Not (yet) issue 35's test (b) as written: no task is settled by workers here, only transaction fees are paid."""
+The same check across a task settled by real workers is `test_localnet_task_rewards.py`."""
 
 from __future__ import annotations
 
 import pytest
 
 from dev_node import dev_node, send_included
+from reward_helpers import f1_payout, reward_events
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
 from trolly.chain.proto.distribution_pb2 import MsgWithdrawRewards
 from trolly.chain.proto.staking_pb2 import MsgDelegate
-from trolly.chain.rewards import REWARD_RATIO_SCALE
 from trolly.wallet.rpc import RpcClient
 from trolly.wallet.txbuilder import send_message
 
@@ -24,19 +24,6 @@ pytestmark = pytest.mark.slow
 
 OPERATOR, DELEGATOR = dev_key(0), dev_key(1)
 SINK = bytes(range(60, 80))
-
-
-def reward_events(url: str, first: int, last: int, operator: str) -> list[dict]:
-    """The `reward` events of `operator` in the FinalizeBlock results of heights first..last, as attribute dicts."""
-    found = []
-    with RpcClient(url, timeout=10) as client:
-        for height in range(first, last + 1):
-            results = client.call("block_results", height=str(height))
-            for event in results.get("finalize_block_events") or []:
-                attributes = {a["key"]: a["value"] for a in event["attributes"]}
-                if event["type"] == "reward" and attributes.get("operator") == operator:
-                    found.append(attributes)
-    return found
 
 
 def query(url: str, path: str):
@@ -65,7 +52,7 @@ def test_a_delegators_withdrawn_rewards_are_its_share_of_the_reward_events_to_th
         assert commission == share * validator["commission_rate"] // 10_000
         assert commission + int(event["delegators"]) == share
     credited = sum(int(event["delegators"]) for event in events)
-    expected = shares * (credited * REWARD_RATIO_SCALE // total_shares) // REWARD_RATIO_SCALE
+    expected = f1_payout(shares, total_shares, [credited])
     (paid,) = [int(e.get("amount")) for e in withdrawn.included.events if e.type == "withdraw_rewards"]
     (fee,) = [int(e.get("fee")) for e in withdrawn.included.events if e.type == "tx"]
     assert 0 < paid == expected
