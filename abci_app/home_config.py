@@ -14,6 +14,10 @@ CometBFT's own Prometheus endpoint is on (`[instrumentation] prometheus = true`)
 loopback by default; the solo engine serves the same address with the CometBFT metrics it can stand in for
 (`abci_app/engine/metrics.py`). docs/operations.md lists every metric.
 
+Disk: `[storage] discard_abci_responses` stays false and `[tx_index] indexer` "kv", because the wallet, the
+worker's earnings, the console and the localnet read results through `/block_results` and `/tx_search`; neither
+is pruned by `retain_height` in v0.38, which has no compaction options of its own (docs/operations.md "Pruning").
+
 Re-exported by `trolly.abci_app.home`.
 """
 

@@ -78,6 +78,17 @@ included. Each transaction's signer is read once by CheckTx, the re-check, Prepa
 each over a fresh overlay of committed state: with the cache only the first is a LevelDB read. Beyond the
 bound the least recently read-in or committed values are dropped first."""
 
+DEFAULT_COMPACT_EVERY = 1000
+"""Every this many commits the store asks LevelDB to compact the undo log's key range, on a thread of its own.
+LevelDB frees a deleted record's bytes only when it compacts the file holding it, and it writes every commit to
+its log file until the 32 MB memtable fills: without this, a pruned node's application.db grows on disk for
+thousands of blocks though its contents stay bounded. A compaction first flushes the memtable (a fresh log),
+then rewrites the range without the pruned records (docs/operations.md "Pruning" gives the figures)."""
+
+_COMPACT_START = history.HISTORY_PREFIX
+_COMPACT_STOP = b"q"
+"""The range compacted: the undo log's b"h" records, the b"m" metadata and the b"p" index of changed keys."""
+
 
 class StoreError(AbciAppError):
     """A store operation that cannot be done (bad arguments, stale pending commit, corrupt database)."""
@@ -258,12 +269,19 @@ class Store:
     """LevelDB via plyvel, committed with a history-independent 16-ary sparse Merkle tree (see module doc)."""
 
     def __init__(self, path: str | os.PathLike, *, sync: bool = True, cache_nodes: int = DEFAULT_CACHE_NODES,
-                 cache_values: int = DEFAULT_CACHE_VALUES, keep_recent: int = 1) -> None:
+                 cache_values: int = DEFAULT_CACHE_VALUES, keep_recent: int = 1,
+                 compact_every: int = DEFAULT_COMPACT_EVERY) -> None:
         """`keep_recent`: how many recent heights stay readable (`reader_at`); 1 keeps only the latest and
-        writes no undo log (`trolly.abci_app.store_history`)."""
+        writes no undo log (`trolly.abci_app.store_history`). `compact_every`: commits between two background
+        compactions of the pruned range (0: never, LevelDB compacts only when its own thresholds say)."""
         if not isinstance(keep_recent, int) or keep_recent < 1:
             raise StoreError(f"keep_recent must be a positive integer, got {keep_recent!r}")
+        if not isinstance(compact_every, int) or compact_every < 0:
+            raise StoreError(f"compact_every must be a non-negative integer, got {compact_every!r}")
         self.keep_recent = keep_recent
+        self.compact_every = compact_every
+        self._commits_since_compaction = 0
+        self._compaction: threading.Thread | None = None
         self.on_pruned: Callable[[float], None] | None = None
         """Told the seconds each commit spent finding the undo records it deletes (the app's prune metric)."""
         self.path = os.path.realpath(os.fspath(path))
@@ -413,6 +431,26 @@ class Store:
             self.oldest_height = oldest
             self._cache.committed(pending.tree)
             self._values.committed(pending.changes)
+            self._commits_since_compaction += 1
+            if self.compact_every and self._commits_since_compaction >= self.compact_every:
+                self._start_compaction()
+
+    def _start_compaction(self) -> None:
+        """Compact the pruned range on a background thread, off the block path; one at a time (a commit that
+        finds one still running leaves it be and tries again at the next commit)."""
+        if self._compaction is not None and self._compaction.is_alive():
+            return
+        self._commits_since_compaction = 0
+        self._compaction = threading.Thread(target=self._compact, name="store-compaction", daemon=True)
+        self._compaction.start()
+
+    def _compact(self) -> None:
+        self._db.compact_range(start=_COMPACT_START, stop=_COMPACT_STOP)
+
+    def wait_for_compaction(self) -> None:
+        """Return once no background compaction runs (close calls it; tests measure the disk after it)."""
+        if self._compaction is not None:
+            self._compaction.join()
 
     def _write_history(self, batch, pending: PendingCommit) -> int:
         """Add the block's undo records and delete those of heights that fall out of `keep_recent` (one batch
@@ -439,6 +477,7 @@ class Store:
         with self._lock:
             if not self._closed:
                 self._closed = True
+                self.wait_for_compaction()
                 self._cache.records.clear()
                 self._values.values.clear()
                 self._db.close()
