@@ -52,11 +52,13 @@ async def prove_validator(client: AsyncRpcClient, operator: str) -> tuple[Valida
     return parse_answer(ValidatorDetail, proven.answer, path), proven
 
 
-async def prove_signing_info(client: AsyncRpcClient, operator: str) -> tuple[SigningInfoView, ProvenAnswer]:
-    """`operator`'s liveness: the validator's record is proven first, for the consensus address its signing info
-    is stored under, then the signing info at the same height; when the node answers both at that height, the
-    answer's `jailed` is checked against the proven validator record too."""
-    _, validator = await prove_validator(client, operator)
+async def prove_signing_info(client: AsyncRpcClient, operator: str, validator: ProvenAnswer | None = None
+                             ) -> tuple[SigningInfoView, ProvenAnswer]:
+    """`operator`'s liveness: the validator's record is proven first (or `validator`, its answer already proven),
+    for the consensus address its signing info is stored under, then the signing info at the same height; when
+    the node answers both at that height, the answer's `jailed` is checked against the proven validator too."""
+    if validator is None:
+        _, validator = await prove_validator(client, operator)
     consensus_address = bytes.fromhex(validator.answer["consensus_address"])  # proven: a field of the record
     path = f"/signing_info/{operator}"
     proven = await prove_answer(client, path, expectation=signing_info_expectation(operator, consensus_address),
