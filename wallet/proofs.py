@@ -92,12 +92,12 @@ def proven_record(proof_type: str, proof: bytes) -> bytes | None:
 
 
 async def prove_answer(client: AsyncRpcClient, path: str, timeout: float = 30.0,
-                       expectation: Expectation | None = None, height: int = 0) -> ProvenAnswer:
+                       expectation: Expectation | None = None) -> ProvenAnswer:
     """The answer at `path`, its record checked against the next block's app hash; ProofInvalid if it fails.
-    `expectation`: for a path whose state key comes from another proven record (`signing_info_expectation`);
-    `height`: ask for the state after that block (0: the latest)."""
+    `expectation`: for a path whose state key comes from another proven record (`signing_info_expectation`).
+    Always the latest height: a node answers a past height without a proof (docs/protocol.md 4.10)."""
     expectation = expectation or expectation_for(path)
-    result = await client.abci_query(path, height=height, prove=True)
+    result = await client.abci_query(path, prove=True)
     if result.code != 0:
         raise QueryFailed(result.path, result.code, result.codespace, result.log)
     answer = result.json()
