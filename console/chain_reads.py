@@ -4,22 +4,25 @@ Every function takes the asynchronous RPC client and answers plain JSON for the 
 `to_answer` documents, and the RPC's typed answers' `to_json`, so the console says exactly what the CLI's
 `-o json` says. Blocks are immutable once committed, so their headers are kept in a `ReadCache`.
 
-What comes from the store is proven as the wallet proves it (`trolly.wallet.proven_views`): each validator, a
-task's overview, an account and a worker carry `proof` (`proved at height H`, the app hash and block it was
-checked against); a proof that does not hold fails the read with the wallet's ProofInvalid, shown as an error.
+What comes from the store is proven as the wallet proves it (`trolly.wallet.proven_views`): each validator (its
+detail record and its signing info), a task's overview, an account and a worker carry `proof` (`proved at height
+H`, the app hash and block it was checked against); a proof that does not hold fails the read with the wallet's
+ProofInvalid, shown as an error (502). Not proven: which validators and tasks there are (listings), a validator's
+self-bond and delegator count, the slashing window and threshold (params).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import datetime
 
 from trolly.wallet.errors import ProofInvalid, QueryFailed, WalletError
 from trolly.wallet.market_queries import get_task, task_page
 from trolly.wallet.proofs import prove_answer
-from trolly.wallet.proven_views import prove_task, prove_validators, prove_worker
+from trolly.wallet.proven_views import prove_signing_info, prove_task, prove_validator, prove_worker
 from trolly.wallet.rpc import AsyncRpcClient, BlockHeader, TxResult, hash_hex
-from trolly.wallet.staking_views import ValidatorView, get_signing_info, get_validator, get_validators
+from trolly.wallet.staking_views import get_validators
 from trolly.wallet.txbuilder import describe_tx
 
 RECENT_BLOCKS = 10
@@ -52,7 +55,8 @@ async def network_overview(client: AsyncRpcClient, cache: ReadCache) -> dict:
     blocks, and users' recent transactions."""
     status = await client.status()
     height = status.latest_block_height
-    validators = await prove_validators(client)
+    listed = await get_validators(client)
+    rows = await asyncio.gather(*(_validator_row(client, v.operator) for v in listed))  # one block's wait, not N
     blocks = []
     for block_height in range(height, max(0, height - RECENT_BLOCKS), -1):
         if block_height not in cache.blocks:
@@ -62,7 +66,7 @@ async def network_overview(client: AsyncRpcClient, cache: ReadCache) -> dict:
     return {
         "status": status.to_json(),
         "block_time_seconds": _seconds_between(blocks),
-        "validators": [await _validator_row(client, v, proven) for v, proven in validators],
+        "validators": list(rows),
         "blocks": [_block_json(header) for header in blocks],
         "txs": [_tx_json(tx) for tx in txs],
     }
@@ -114,16 +118,18 @@ async def search(client: AsyncRpcClient, text: str) -> dict:
     return result
 
 
-async def _validator_row(client: AsyncRpcClient, validator: ValidatorView, proven) -> dict:
-    """A validator as the network page lists it: the proven staking answer, with its delegator count and self-bond
-    (`/validator/<operator>`) and its liveness (`/signing_info/<operator>`: missed blocks of its window, jailed
-    until, tombstoned), read through the wallet's typed views as `trolly-wallet query validator` reads them."""
-    detail = await get_validator(client, validator.operator)
-    liveness = await get_signing_info(client, validator.operator)
-    return {**validator.to_answer(), "delegators": detail.delegators, "self_bond": detail.self_bond,
-            "missed_blocks": liveness.missed_blocks_counter, "max_missed_blocks": liveness.max_missed_blocks,
-            "signed_blocks_window": liveness.signed_blocks_window, "jailed_until": liveness.jailed_until,
-            "tombstoned": liveness.tombstoned, "proof": proven.proof_json()}
+async def _validator_row(client: AsyncRpcClient, operator: str) -> dict:
+    """A validator as the network page lists it: its proven `/validator/<operator>` answer (stake, power,
+    commission; with its delegator count and self-bond, not proven) and its proven liveness
+    (`/signing_info/<operator>`: missed blocks of its window, jailed until, tombstoned), as `trolly-wallet query
+    validator` and `query signing-info` prove them. `proof` is the validator record's, `liveness_proof` the
+    signing info's."""
+    detail, proven = await prove_validator(client, operator)
+    liveness, liveness_proof = await prove_signing_info(client, operator, proven)
+    return {**detail.to_answer(), "missed_blocks": liveness.missed_blocks_counter,
+            "max_missed_blocks": liveness.max_missed_blocks, "signed_blocks_window": liveness.signed_blocks_window,
+            "jailed_until": liveness.jailed_until, "tombstoned": liveness.tombstoned, "proof": proven.proof_json(),
+            "liveness_proof": liveness_proof.proof_json()}
 
 
 def _block_json(header: BlockHeader) -> dict:

@@ -2,7 +2,8 @@
 three actions (vote, deposit, submit a proposal) with the CLI's confirmation step, as the Wallet page's.
 
     GET  /api/gov                  gov params, the keyring's key names, the height, every proposal with its tally
-    GET  /api/gov/proposals/<id>   one proposal: its changes with each param's value now, deposits, tally, votes
+    GET  /api/gov/proposals/<id>   one proposal (its record proven): its changes with each param's value now,
+                                   deposits, tally, votes
     POST /api/gov/preview          the transaction as `trolly-wallet tx gov ...` shows it before asking to sign
     POST /api/gov/sign             the same, signed with the key unlocked by the password sent, and sent
 
@@ -21,8 +22,9 @@ from aiohttp import web
 from trolly.wallet.amounts import parse_amount
 from trolly.wallet.errors import InvalidAmountText, KeyNotFound, TxRejected, WalletError
 from trolly.wallet.gov_messages import deposit_message, submit_proposal_message, vote_message
-from trolly.wallet.gov_views import ProposalView, get_proposal, get_proposals, get_tally, get_votes
+from trolly.wallet.gov_views import ProposalView, get_proposals, get_tally, get_votes
 from trolly.wallet.market_answers import plain
+from trolly.wallet.proven_views import prove_proposal
 
 from .config import CONFIG, ConsoleConfig
 from .responses import Refusal, amount_field, answer, json_body, password_field, refusal_of, text_field, whole_field
@@ -68,15 +70,17 @@ async def gov_overview(client, config: ConsoleConfig) -> dict:
 
 
 async def proposal_detail(client, config: ConsoleConfig, proposal_id: int) -> dict:
-    """One proposal: each change beside its param's value now, deposits (while it takes them), tally, votes."""
-    proposal, deposits = await get_proposal(client, proposal_id)
+    """One proposal: each change beside its param's value now, deposits (while it takes them), tally, votes. The
+    proposal's record is proven (`proof`: `proved at height H`); a proof that fails is the server's 502. Its
+    deposits, tally and votes are other keys, not proven."""
+    proposal, deposits, proven = await prove_proposal(client, proposal_id)
     params = await client.query_json("/params")
     height = (await client.status()).latest_block_height
     changes = [{**plain(c), "current": params.get(c.section, {}).get(c.key)} for c in proposal.changes]
     return {**proposal.to_answer(), "changes": changes, "deposits": [plain(d) for d in deposits],
             "votes": [plain(v) for v in await get_votes(client, proposal_id)],
             "tally": await _tally(client, proposal), "params": params.get("gov", {}), "height": height,
-            "keys": _key_names(config)}
+            "keys": _key_names(config), "proof": proven.proof_json()}
 
 
 async def _tally(client, proposal: ProposalView) -> dict | None:

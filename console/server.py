@@ -121,7 +121,7 @@ def make_app(config: ConsoleConfig, poll_seconds: float = 1.0, access: Access | 
     app.router.add_get("/api/search", search)
     app.router.add_post("/api/cache/refresh", refresh_cache)
     new_task_api.add_routes(app, CLIENT)
-    wallet_api.add_routes(app, CLIENT)
+    wallet_api.add_routes(app, CLIENT, _read)
     compute_api.add_routes(app, CLIENT)
     gov_api.add_routes(app, CLIENT, _read)
     if DIST.is_dir():

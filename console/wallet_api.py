@@ -1,8 +1,9 @@
 """The Wallet page's API: the keyring's keys with their balances, delegations and rewards, and send, stake (bond),
 unbond, delegate, undelegate and withdraw rewards with the CLI's confirmation step.
 
-    GET  /api/wallet              each key of the keyring: address, balance, nonce, its validator (if any), its
-                                  delegations and pending rewards; and every validator a key may delegate to
+    GET  /api/wallet              each key of the keyring: address, balance and nonce (its account proven:
+                                  `proof`, `proved at height H`), its validator (if any), its delegations and
+                                  pending rewards (not proven); and every validator a key may delegate to
     POST /api/wallet/preview      the transaction as `trolly-wallet tx ...` shows it before asking to sign
     POST /api/wallet/sign         the same, signed with the key unlocked by the password sent, and sent
 
@@ -14,10 +15,12 @@ than is delegated, delegating to an address that operates no validator) comes ba
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
 from trolly.wallet.errors import WalletError
-from trolly.wallet.sender import fetch_account
+from trolly.wallet.proofs import prove_answer
 from trolly.wallet.staking_views import get_delegations, get_rewards, get_validators
 from trolly.wallet.txbuilder import bond_message, delegate_message, parse_address, send_message, unbond_message
 from trolly.wallet.txbuilder import undelegate_message, withdraw_rewards_message
@@ -31,9 +34,12 @@ DELEGATION_ACTIONS = ("delegate", "undelegate", "withdraw")
 """The actions that name a validator (its operator address): `tx stake delegate|undelegate|withdraw-rewards`."""
 
 
-def add_routes(app: web.Application, client_key: web.AppKey) -> None:
+def add_routes(app: web.Application, client_key: web.AppKey, read) -> None:
+    """Register the routes; `read(request, reading)` is the server's wrapper of a node reading (a proof that does
+    not hold: 502 with the reason)."""
+
     async def overview(request: web.Request) -> web.Response:
-        return await answer(_overview(request.app[client_key], request.app[CONFIG]))
+        return await read(request, _overview(request.app[client_key], request.app[CONFIG]))
 
     async def preview_route(request: web.Request) -> web.Response:
         return await answer(_preview(request, request.app[client_key]))
@@ -47,12 +53,15 @@ def add_routes(app: web.Application, client_key: web.AppKey) -> None:
 
 
 async def _overview(client, config: ConsoleConfig) -> dict:
+    """Every key's account is proven, all at once (one block's wait per refresh, however many keys)."""
     validators = {v.operator: v for v in await get_validators(client)}
+    infos = config.keyring().list()
+    accounts = await asyncio.gather(*(prove_answer(client, f"/account/{info.address}") for info in infos))
     keys = []
-    for info in config.keyring().list():
-        account = await fetch_account(client, info.address)
+    for info, account in zip(infos, accounts):
         validator = validators.get(info.address)
-        keys.append({"name": info.name, "address": info.address, "balance": account.balance, "nonce": account.nonce,
+        keys.append({"name": info.name, "address": info.address, "balance": account.answer["balance"],
+                     "nonce": account.answer["nonce"], "proof": account.proof_json(),
                      "validator": validator.to_answer() if validator else None,
                      "delegations": (await get_delegations(client, info.address)).to_answer(),
                      "rewards": (await get_rewards(client, info.address)).to_answer()})

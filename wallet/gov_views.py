@@ -92,14 +92,6 @@ async def get_proposals(client: AsyncRpcClient) -> tuple[ProposalView, ...]:
     return read_proposals(await client.query_json("/gov/proposals"))
 
 
-async def get_proposal(client: AsyncRpcClient, proposal_id: int) -> tuple[ProposalView, tuple[DepositView, ...]]:
-    """The proposal and, while it is live, who deposited what."""
-    answer = await client.query_json(f"/gov/proposal/{proposal_id}")
-    proposal = parse_answer(ProposalView, answer, "/gov/proposal")
-    deposits = answer.get("deposits", []) if isinstance(answer, dict) else []
-    return proposal, tuple(parse_answer(DepositView, d, f"/gov/proposal.deposits[{i}]") for i, d in enumerate(deposits))
-
-
 async def get_tally(client: AsyncRpcClient, proposal_id: int) -> TallyAnswer:
     return parse_answer(TallyAnswer, await client.query_json(f"/gov/tally/{proposal_id}"), "/gov/tally")
 

@@ -28,7 +28,7 @@ from trolly.chain.ics23_proofs import EXIST_OP_TYPE, NONEXIST_OP_TYPE, TROLLY_HA
 
 from .errors import ProofInvalid, QueryFailed
 from .ics23 import decode_commitment_proof, verify_membership, verify_non_membership
-from .proven_records import expectation_for
+from .proven_records import Expectation, expectation_for
 from .rpc import AsyncRpcClient
 
 
@@ -91,9 +91,12 @@ def proven_record(proof_type: str, proof: bytes) -> bytes | None:
     return commitment.exist.value
 
 
-async def prove_answer(client: AsyncRpcClient, path: str, timeout: float = 30.0) -> ProvenAnswer:
-    """The answer at `path`, its record checked against the next block's app hash; ProofInvalid if it fails."""
-    expectation = expectation_for(path)
+async def prove_answer(client: AsyncRpcClient, path: str, timeout: float = 30.0,
+                       expectation: Expectation | None = None) -> ProvenAnswer:
+    """The answer at `path`, its record checked against the next block's app hash; ProofInvalid if it fails.
+    `expectation`: for a path whose state key comes from another proven record (`signing_info_expectation`).
+    Always the latest height: a node answers a past height without a proof (docs/protocol.md 4.10)."""
+    expectation = expectation or expectation_for(path)
     result = await client.abci_query(path, prove=True)
     if result.code != 0:
         raise QueryFailed(result.path, result.code, result.codespace, result.log)

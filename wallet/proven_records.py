@@ -3,21 +3,31 @@
 Each provable query path maps to an `Expectation`: the state key the wallet derives itself from the path (never
 the node's say), and a check that the answer's fields equal those decoded from the proven record (None: the
 key is proven absent). The record layouts are the chain's own (`trolly.chain.accounts`, `validators`,
-`market.records`); docs/protocol.md writes them out for clients in other languages.
+`market.records`, `signing_info`, `gov.store`); docs/protocol.md writes them out for clients in other languages.
+
+A validator's signing info is stored under its consensus address, which the path (`/signing_info/<operator>`)
+does not name: `signing_info_expectation` takes it from the validator's own proven record
+(`proven_views.prove_signing_info`), never from the answer being checked. A consensus key never changes once
+the validator is created, so the address proven at one height holds at the next.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from trolly.chain import keys
 from trolly.chain.accounts import decode_account
 from trolly.chain.codec import decode_u64
+from trolly.chain.crypto import encode_address
+from trolly.chain.gov.queries import proposal_json
+from trolly.chain.gov.store import Proposal
 from trolly.chain.market.queries import task_summary
 from trolly.chain.market.records import Task, Worker, decode_record
 from trolly.chain.modules.staking_queries import validator_json
+from trolly.chain.signing_info import SigningInfo, decode_signing_info
 from trolly.chain.validators import decode_validator
 
 from .errors import ProofInvalid
@@ -71,6 +81,26 @@ def _worker(record: bytes | None) -> dict:
             "earned": worker.earned, "slashed": worker.slashed, "penalized": worker.penalized}
 
 
+def _proposal(record: bytes | None) -> dict:
+    try:
+        return proposal_json(Proposal.from_json(json.loads(_present(record))))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProofInvalid(f"the proven record is not a proposal ({exc})") from None
+
+
+def _signing_info(operator: bytes, consensus_address: bytes) -> Callable[[bytes | None], dict]:
+    def expected(record: bytes | None) -> dict:
+        # no record yet (never seen in a commit): the chain answers an empty one, as `signing_info_json` does
+        info = SigningInfo(consensus_address, 0) if record is None else decode_signing_info(record)
+        if info.consensus_address != consensus_address:
+            raise ProofInvalid("the proven signing info is for another consensus address")
+        return {"operator": encode_address(operator), "consensus_address": info.consensus_address.hex().upper(),
+                "start_height": info.start_height, "index_offset": info.index_offset,
+                "missed_blocks_counter": info.missed_blocks_counter, "jailed_until": info.jailed_until,
+                "tombstoned": info.tombstoned}
+    return expected
+
+
 def _supply(record: bytes | None) -> dict:
     return {"supply": 0 if record is None else decode_u64(record)}
 
@@ -83,6 +113,10 @@ _TASK_FIELDS = (
     "id", "requester", "spec_hash", "status", "phase", "round", "rounds", "workers_wanted", "workers_joined",
     "active_members", "reward_per_round", "collateral", "budget", "escrow_remaining", "paid_workers", "paid_fees",
     "refunded", "final_weights_hash", "open_slots", "replacements")
+_PROPOSAL_FIELDS = ("id", "proposer", "title", "summary", "changes", "status", "submit_height", "deposit_end_height",
+                    "total_deposit", "voting_start_height", "voting_end_height", "final_tally", "outcome")
+_SIGNING_INFO_FIELDS = ("operator", "consensus_address", "start_height", "index_offset", "missed_blocks_counter",
+                        "jailed_until", "tombstoned")
 _WORKER_FIELDS = ("registered", "stake", "blob_url", "relay", "hardware", "registered_height", "tasks", "earned",
                   "slashed", "penalized")
 
@@ -100,4 +134,17 @@ def expectation_for(path: str) -> Expectation:
         return Expectation(keys.market_task_key(int(parts[2])), _TASK_FIELDS, _task)
     if len(parts) == 3 and parts[:2] == ["market", "worker"]:
         return Expectation(keys.market_worker_key(parse_address(parts[2])), _WORKER_FIELDS, _worker)
+    if len(parts) == 3 and parts[:2] == ["gov", "proposal"] and parts[2].isdigit() and len(parts[2]) <= 20:
+        return Expectation(keys.gov_proposal_key(int(parts[2])), _PROPOSAL_FIELDS, _proposal)
+    if len(parts) == 2 and parts[0] == "signing_info":
+        raise ProofInvalid(f"{path}: the signing info's key is the validator's consensus address; prove the "
+                           "validator first (proven_views.prove_signing_info)")
     raise ProofInvalid(f"no proof covers the answer of {path}")
+
+
+def signing_info_expectation(operator: str, consensus_address: bytes) -> Expectation:
+    """`/signing_info/<operator>`'s Expectation, keyed by the consensus address read from the validator's proven
+    record. `jailed` (the validator record's) and the window and threshold (params) are not in this record."""
+    owner = parse_address(operator)
+    return Expectation(keys.signing_info_key(consensus_address), _SIGNING_INFO_FIELDS,
+                       _signing_info(owner, consensus_address))

@@ -114,10 +114,6 @@ async def get_validators(client: AsyncRpcClient) -> tuple[ValidatorView, ...]:
     return read_validators(await client.query_json("/validators") or [])
 
 
-async def get_validator(client: AsyncRpcClient, operator: str) -> ValidatorDetail:
-    return parse_answer(ValidatorDetail, await client.query_json(f"/validator/{operator}"), "/validator")
-
-
 async def get_delegations(client: AsyncRpcClient, delegator: str) -> Delegations:
     return parse_answer(Delegations, await client.query_json(f"/delegations/{delegator}"), "/delegations")
 
@@ -154,7 +150,3 @@ class SigningInfoView:
     def to_answer(self) -> dict:
         return plain(self)
 
-
-async def get_signing_info(client: AsyncRpcClient, operator: str) -> SigningInfoView:
-    """The liveness of `operator`'s validator (a chain error if it operates none)."""
-    return parse_answer(SigningInfoView, await client.query_json(f"/signing_info/{operator}"), "/signing_info")

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from console_helpers import PASSWORD, csrf_token, file_keyring, own_origin, with_console
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
 from trolly.console import chain_reads
+from trolly.console.security import CSRF_HEADER
 from trolly.wallet.errors import ProofInvalid
 from trolly.wallet.rpc import RpcClient
 from wallet_helpers import DEV_BALANCE, fake_node  # noqa: F401  (fixture)
@@ -38,3 +40,88 @@ def test_a_tampered_balance_or_validator_power_fails_the_read(fake_node):
             client.run(chain_reads.search(client.async_client, DEV_ADDRESS))
         with pytest.raises(ProofInvalid, match="power differ from the proven record"):
             client.run(chain_reads.network_overview(client.async_client, chain_reads.ReadCache()))
+
+
+def tamper(fake_node, prefix: str, field: str, value) -> None:
+    fake_node.tamper_answer = lambda path, answer: {**answer, field: value} if path.startswith(prefix) else answer
+
+
+async def get(client, path: str):
+    response = await client.get(path)
+    return response.status, await response.json()
+
+
+def test_the_network_page_proves_each_validators_detail_and_signing_info(fake_node):
+    with RpcClient(fake_node.url) as client:  # the row alone: the fake node has no tx_search for the page's txs
+        row = client.run(chain_reads._validator_row(client.async_client, DEV_ADDRESS))
+    assert row["proof"]["note"].startswith("proved at height ") and "commission_rate" in row["proof"]["fields"]
+    assert row["liveness_proof"]["verified"] and "missed_blocks_counter" in row["liveness_proof"]["fields"]
+    assert row["delegators"] >= 1 and row["missed_blocks"] == 0
+
+
+@pytest.mark.parametrize("prefix, field, value", [
+    ("/validator/", "commission_rate", 1), ("/validator/", "delegator_shares", "1"),
+    ("/signing_info/", "missed_blocks_counter", 9), ("/signing_info/", "jailed_until", 5),
+    ("/signing_info/", "tombstoned", True)])
+def test_a_tampered_commission_or_liveness_is_a_502_with_the_reason(fake_node, prefix, field, value):
+    """Attack: the node shows a validator's commission (or delegator shares) or its missed blocks, jail height or
+    tombstone other than its state holds, keeping the true proofs. Before, the Network page read those unproven."""
+    tamper(fake_node, prefix, field, value)
+
+    async def check(client):
+        return await get(client, "/api/network")
+
+    status, body = with_console(fake_node.url, check)
+    assert status == 502 and f"{field} differ from the proven record" in body["error"]
+
+
+def test_the_wallet_page_proves_each_keys_balance_and_a_tampered_one_is_a_502(fake_node, tmp_path):
+    """Attack: the node inflates a key's balance (or its nonce) on the Wallet page, keeping the true proof."""
+    home = file_keyring(tmp_path / "wallet")
+
+    async def check(client):
+        return await get(client, "/api/wallet")
+
+    status, body = with_console(fake_node.url, check, home=home)
+    assert status == 200, body
+    [key] = body["keys"]
+    assert key["balance"] == DEV_BALANCE and key["proof"]["note"].startswith("proved at height ")
+    assert key["proof"]["fields"] == ["balance", "nonce", "pub_key"]
+    tamper(fake_node, "/account/", "balance", DEV_BALANCE + 1)
+    status, body = with_console(fake_node.url, check, home=home)
+    assert status == 502 and "balance differ from the proven record" in body["error"]
+    tamper(fake_node, "/account/", "nonce", 99)
+    status, body = with_console(fake_node.url, check, home=home)
+    assert status == 502 and "nonce differ from the proven record" in body["error"]
+
+
+def test_the_governance_proposal_page_is_proven_and_a_tampered_proposal_is_a_502(fake_node, tmp_path):
+    """Attack: the node shows a proposal as passed, or with other param changes, than its state holds, keeping
+    the true proof. Before, the Governance proposal page read it unproven."""
+    home = file_keyring(tmp_path / "wallet")
+    proposal = {"action": "submit", "key": "dev", "kind": "params", "title": "cheaper validators", "summary": "",
+                "changes": "market.validator_fee_bps=300\n", "deposit": "1trl", "confirmed": True,
+                "password": PASSWORD}
+
+    async def submit(client):
+        headers = {CSRF_HEADER: await csrf_token(client), "Origin": own_origin(client)}
+        response = await client.post("/api/gov/sign", json=proposal, headers=headers)
+        return response.status, await response.json()
+
+    status, sent = with_console(fake_node.url, submit, home=home)
+    assert status == 200 and sent["code"] == 0, sent
+    fake_node.wait_blocks(1)
+
+    async def check(client):
+        return await get(client, "/api/gov/proposals/1")
+
+    status, body = with_console(fake_node.url, check, home=home)
+    assert status == 200, body
+    assert body["title"] == "cheaper validators" and body["proof"]["note"].startswith("proved at height ")
+    assert "status" in body["proof"]["fields"] and "deposits" not in body["proof"]["fields"]
+    tamper(fake_node, "/gov/proposal/", "status", "passed")
+    status, body = with_console(fake_node.url, check, home=home)
+    assert status == 502 and "status differ from the proven record" in body["error"]
+    tamper(fake_node, "/gov/proposal/", "changes", [])
+    status, body = with_console(fake_node.url, check, home=home)
+    assert status == 502 and "changes differ from the proven record" in body["error"]

@@ -422,6 +422,36 @@ def test_a_node_answering_a_tampered_value_is_refused(wallet, fake_node):
     assert ok_json(wallet("query", "account", "dev", "-o", "json", node=fake_node))["balance"] == DEV_BALANCE
 
 
+def test_a_validator_detail_and_its_signing_info_are_proven_and_a_tampered_one_refused(wallet, fake_node):
+    """Attack: the node answers a validator's stake or commission, or its signing info's missed blocks or
+    tombstone, that its state does not hold, with a valid proof of the true record. `query validator` and
+    `query signing-info` refuse with exit 11; untampered, each says `proved at height H`."""
+    add_dev_key(wallet)
+    shown = ok_json(wallet("query", "validator", "dev", "-o", "json", node=fake_node))
+    assert shown["proof"]["verified"] and "commission_rate" in shown["proof"]["fields"]
+    assert "self_bond" not in shown["proof"]["fields"]  # another key: not covered, and not claimed
+    assert "proved at height" in wallet("query", "validator", "dev", node=fake_node).stdout
+    info = ok_json(wallet("query", "signing-info", "dev", "-o", "json", node=fake_node))
+    assert info["proof"]["note"].startswith("proved at height ") and "missed_blocks_counter" in info["proof"]["fields"]
+    assert "proved at height" in wallet("query", "signing-info", "dev", node=fake_node).stdout
+
+    def tamper(field, value, prefix):
+        fake_node.tamper_answer = lambda path, answer: {**answer, field: value} if path.startswith(prefix) \
+            else answer
+
+    tamper("commission_rate", 1, "/validator/")
+    refused = wallet("query", "validator", "dev", node=fake_node)
+    fails_with(refused, 11, "commission_rate differ from the proven record")
+    assert refused.stdout == ""
+    fails_with(wallet("query", "signing-info", "dev", node=fake_node), 11, "commission_rate differ")
+    tamper("missed_blocks_counter", 7, "/signing_info/")
+    fails_with(wallet("query", "signing-info", "dev", node=fake_node), 11, "missed_blocks_counter differ")
+    tamper("tombstoned", True, "/signing_info/")
+    fails_with(wallet("query", "signing-info", "dev", node=fake_node), 11, "tombstoned differ")
+    tamper("consensus_address", "AB" * 20, "/validator/")  # another key's record cannot be passed off either
+    fails_with(wallet("query", "signing-info", "dev", node=fake_node), 11, "consensus_address differ")
+
+
 def test_addresses_of_other_chains_and_garbage_files_fail_cleanly(wallet, fake_node, tmp_path):
     add_dev_key(wallet)
     import bech32

@@ -67,6 +67,25 @@ def test_a_proposal_goes_from_deposit_to_vote_to_a_changed_param(wallet, gov_nod
     assert ok_json(wallet("query", "params", "-o", "json"))["market"]["validator_fee_bps"] == 300
     text = wallet("query", "proposal", "1")
     assert text.exit_code == 0 and "market.validator_fee_bps=300" in text.stdout and "passed" in text.stdout
+    assert "proved at height" in text.stdout
+
+
+def test_a_node_answering_a_tampered_proposal_is_refused(wallet, gov_node):
+    """Attack: the node rewrites a proposal's status (or its changes) in its answer, keeping the valid proof of the
+    true record. `query proposal` refuses it with exit 11 and shows nothing; untampered, it shows the proof."""
+    assert ok_json(wallet("tx", "gov", "submit-proposal", "--title", "t", "--change", "market.validator_fee_bps=300",
+                          "--deposit", "1trl", "--from", "dev", "--yes", "-o", "json"))["code"] == 0
+    shown = ok_json(wallet("query", "proposal", "1", "-o", "json"))
+    assert shown["proof"]["verified"] and shown["proof"]["present"] and "status" in shown["proof"]["fields"]
+    assert shown["proof"]["note"] == f"proved at height {shown['proof']['query_height']}"
+    gov_node.tamper_answer = lambda path, answer: {**answer, "status": "passed"} \
+        if path.startswith("/gov/proposal/") else answer
+    refused = wallet("query", "proposal", "1")
+    fails_with(refused, 11, "status differ from the proven record")
+    assert refused.stdout == ""
+    gov_node.tamper_answer = lambda path, answer: {**answer, "changes": []} \
+        if path.startswith("/gov/proposal/") else answer
+    fails_with(wallet("query", "proposal", "1"), 11, "changes differ from the proven record")
 
 
 def test_gov_transactions_can_be_generated_offline(wallet):

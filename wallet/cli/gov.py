@@ -11,11 +11,12 @@ import click
 
 from ..amounts import parse_amount
 from ..gov_messages import VOTE_OPTIONS, deposit_message, submit_proposal_message, vote_message
-from ..gov_views import ProposalView, get_proposal, get_proposals, get_tally
+from ..gov_views import ProposalView, get_proposals, get_tally
 from ..market_answers import plain
+from ..proven_views import prove_proposal
 from ..command_line.errors import WalletGroup
 from ..command_line.options import node_options, output_option, settings
-from ..command_line.output import amount_text, emit, print_key_values, print_table
+from ..command_line.output import amount_text, emit, print_key_values, print_table, proof_text
 from .transactions import TransactionFlags, run_transaction, transaction_options
 
 
@@ -78,11 +79,12 @@ def proposals() -> None:
 @node_options
 @output_option
 def proposal(proposal_id: int) -> None:
-    """One proposal: its changes, periods, deposits and outcome."""
+    """One proposal: its changes, periods, deposits and outcome. The proposal's record is proven against the next
+    block's app hash (exit 11 if it does not hold); the deposits are other keys, not proven."""
     options = settings()
     client = options.client()
-    view, deposits = client.run(get_proposal(client.async_client, proposal_id))
-    result = {**view.to_answer(), "deposits": [plain(d) for d in deposits]}
+    view, deposits, proven = client.run(prove_proposal(client.async_client, proposal_id))
+    result = {**view.to_answer(), "deposits": [plain(d) for d in deposits], "proof": proven.proof_json()}
 
     def render(_: dict) -> None:
         rows = [("id", view.id), ("title", view.title), ("status", view.status), ("proposer", view.proposer),
@@ -90,6 +92,7 @@ def proposal(proposal_id: int) -> None:
                 ("deposit ends at", view.deposit_end_height), ("voting ends at", view.voting_end_height or "-"),
                 ("outcome", view.outcome or "-")]
         rows += [(f"deposit by {d.depositor}", amount_text(d.amount)) for d in deposits]
+        rows.append(("proof", proof_text(result["proof"])))
         print_key_values(rows)
 
     emit(result, options.json, render)

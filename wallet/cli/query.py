@@ -1,5 +1,5 @@
-"""`trolly-wallet query ...`: accounts and validators (each answer proven against the app hash), transactions,
-node status."""
+"""`trolly-wallet query ...`: accounts, validators, one validator and its signing info (each answer proven against
+the app hash), transactions, node status."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import click
 
 from ..errors import WalletError
 from ..proofs import prove_answer
-from ..proven_views import prove_validators
+from ..proven_views import prove_signing_info, prove_validator, prove_validators
 from ..rpc import hash_hex
-from ..staking_views import get_delegations, get_rewards, get_signing_info, get_unbonding, get_validator
+from ..staking_views import get_delegations, get_rewards, get_unbonding
 from ..txbuilder import describe_tx
 from ..command_line.errors import WalletGroup
 from ..command_line.options import keyring_options, node_options, output_option, settings
@@ -155,17 +155,20 @@ def unbonding(address_or_name: str) -> None:
 @node_options
 @output_option
 def validator(address_or_name: str) -> None:
-    """One validator: stake, power, self-bond, delegators, commission terms, jail state."""
+    """One validator: stake, power, self-bond, delegators, commission terms, jail state. Its record's ICS23 proof
+    is checked against the next block's app hash (exit 11 if it does not hold); self-bond and delegators are read
+    from other keys and not proven."""
     options = settings()
     client = options.client()
-    result = client.run(get_validator(client.async_client, address_of(address_or_name))).to_answer()
+    view, proven = client.run(prove_validator(client.async_client, address_of(address_or_name)))
+    result = {**view.to_answer(), "proof": proven.proof_json()}
     emit(result, options.json, lambda data: print_key_values([
         ("moniker", data["moniker"]), ("operator", data["operator"]), ("stake", amount_text(data["stake"])),
         ("self-bond", amount_text(data["self_bond"])), ("delegators", data["delegators"]), ("power", data["power"]),
         ("jailed", "yes" if data["jailed"] else "no"),
         ("commission", f"{data['commission_rate'] / 100:g}% (max {data['max_rate'] / 100:g}%, "
                        f"changes by at most {data['max_change_rate'] / 100:g}% at a time)"),
-        ("details", data["details"] or "-")]))
+        ("details", data["details"] or "-"), ("proof", proof_text(data["proof"]))]))
 
 
 @query.command("delegations")
@@ -207,10 +210,13 @@ def rewards(address_or_name: str) -> None:
 @output_option
 def signing_info(address_or_name: str) -> None:
     """Liveness of the validator operated by ADDRESS_OR_NAME: commits missed in its window, whether it is jailed
-    and until which height, whether it is tombstoned for double-signing."""
+    and until which height, whether it is tombstoned for double-signing. The validator's record is proven first
+    (for its consensus address), then the signing info's, each against the next block's app hash (exit 11 if a
+    proof does not hold)."""
     options = settings()
     client = options.client()
-    result = client.run(get_signing_info(client.async_client, address_of(address_or_name))).to_answer()
+    view, proven = client.run(prove_signing_info(client.async_client, address_of(address_or_name)))
+    result = {**view.to_answer(), "proof": proven.proof_json()}
 
     def render(data: dict) -> None:
         jail = "no"
@@ -224,6 +230,7 @@ def signing_info(address_or_name: str) -> None:
             ("operator", data["operator"]), ("consensus address", data["consensus_address"]),
             ("missed blocks", f"{data['missed_blocks_counter']} of the last {counted} counted "
                               f"(jailed past {data['max_missed_blocks']} of {window})"),
-            ("window started at height", data["start_height"]), ("jailed", jail)])
+            ("window started at height", data["start_height"]), ("jailed", jail),
+            ("proof", proof_text(data["proof"]))])
 
     emit(result, options.json, render)

@@ -57,10 +57,10 @@ function keyTables(keys) {
   const delegations = keys.flatMap((k) => k.delegations.delegations.map((d) => [k.name, mono(d.validator),
     utrl(d.amount), utrl((k.rewards.rewards.find((r) => r.validator === d.validator) || { amount: 0 }).amount)]));
   return [
-    table("Balances", ["key", "address", "balance", "validator stake", "delegated", "pending rewards"],
+    table("Balances", ["key", "address", "balance", "validator stake", "delegated", "pending rewards", "proof"],
       keys.map((k) => [k.name, mono(k.address), utrl(k.balance),
         k.validator ? `${utrl(k.validator.stake)} (power ${k.validator.power})` : "not a validator",
-        utrl(k.delegations.total), utrl(k.rewards.total)]), "the keyring has no key yet."),
+        utrl(k.delegations.total), utrl(k.rewards.total), `balance ${k.proof.note}`]), "the keyring has no key yet."),
     table("Delegations", ["key", "validator", "delegated", "pending rewards"], delegations,
       "no key of this keyring delegates yet."),
   ];
