@@ -51,3 +51,12 @@ def make_chain(register_state):
 def chain(make_chain):
     """Four funded accounts and one genesis validator (power 10), default params."""
     return make_chain()
+
+
+@pytest.fixture
+def taken_address():
+    """An address another socket listens on throughout the test (`net_helpers.held_address`)."""
+    from net_helpers import held_address
+
+    with held_address() as address:
+        yield address

@@ -5,24 +5,19 @@ test_verifier_benchmark.py."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 import torch
 
 from trolly.compute.checkpoints import checkpoint_hash, weights_hash
 from trolly.compute.spec import spec_from_dict
 from trolly.compute.training import Trainer, run_round, train_segment
-from trolly.compute.blobs import BlobStore
 from trolly.compute.cheats import CHEATS, CheatContext, get_cheat, load_cheat_module, register_cheat
 from trolly.compute.cheats.distortions import cheat_steps
 from trolly.compute.errors import CheatError
-from trolly.compute.worker.cheat_round import play_cheat_round
-from trolly.compute.worker.round_training import commitment
-from trolly.compute.worker.progress import WorkerState
-from trolly.verifier.segment_check import PASSED, Replayer, SegmentClaim, verify_segment
-from trolly.verifier.checkpoint_sources import MemorySource
+from trolly.verifier.segment_check import PASSED, SegmentClaim
 
+import cheat_helpers
+from cheat_helpers import cheat_worker, replay_round_one
 from verifier_helpers import build_round, digits, own_profile, round_weights, tiny_spec, tiny_spec_document
 
 ISSUE_CLASSES = {"skipped_steps", "interpolated", "fewer_steps", "half_batch", "other_data", "bf16", "fp16",
@@ -139,23 +134,15 @@ def test_the_cheats_loop_undistorted_is_the_honest_loop_schedule_included():
 
 
 def play_worker_round(name, spec, trainer, state, store, round_index):
-    """Round `round_index` of task 7 (worker index 1) played by the cheat `name` as a worker with `--cheat`
-    plays it, from the stand-in start weights of that round; its commitment."""
-    task = state.task(7)
-    task.round(round_index).steps = spec.training.inner_steps
-    previous = task.rounds[round_index - 1].residual_hash if round_index else ""
-    trained = play_cheat_round(get_cheat(name), trainer, store, state, task, round_index,
-                               start_weights=round_weights(spec, round_index), previous_residual_hash=previous)
-    assert trained.checkpoints == task.round(round_index).checkpoints
-    return commitment(7, task.round(round_index), spec.training.batch_size, own_profile(), trained.claimed_samples)
+    """Round `round_index` of task 7 played by the cheat `name` on digits, committed under this machine's profile."""
+    return cheat_helpers.play_worker_round(name, spec, digits(), trainer, state, store, round_index, own_profile())
 
 
 def test_a_worker_cannot_replay_a_previous_round_in_its_first(tmp_path):
     spec = tiny_spec()
-    state = WorkerState.load(tmp_path)
-    state.add_task(7, "00" * 32, worker_index=1)
+    state, store = cheat_worker(tmp_path)
     with pytest.raises(CheatError, match="previous round"):
-        play_worker_round("replayed_round", spec, Trainer(spec, digits()), state, BlobStore(tmp_path / "blobs"), 0)
+        play_worker_round("replayed_round", spec, Trainer(spec, digits()), state, store, 0)
 
 
 ROUND_CHEATS = sorted(name for name, cheat in CHEATS.items() if cheat.final is None)
@@ -168,33 +155,10 @@ def test_every_cheat_plays_a_worker_round_that_the_verifier_catches(tmp_path, na
     another for the cheat that replays it), served from its blob store: the verifier passes none of its
     segments (`fewer_steps` trains the first half of the round honestly: only its later segments fail)."""
     spec = tiny_spec()
-    trainer = Trainer(spec, digits())
-    state, store = WorkerState.load(tmp_path), BlobStore(tmp_path / "blobs")
-    state.add_task(7, "00" * 32, worker_index=1)
+    trainer, (state, store) = Trainer(spec, digits()), cheat_worker(tmp_path)
     play_worker_round("skipped_steps" if name == "replayed_round" else name, spec, trainer, state, store, 0)
     message = play_worker_round(name, spec, trainer, state, store, 1)
-    progress = state.task(7).round(1)
-    served = {h: store.get(h) for h in progress.checkpoints if store.has(h)}
-    for digest in (progress.update_hash, progress.residual_hash, state.task(7).round(0).residual_hash):
-        served[digest] = store.get(digest)
-    source = MemorySource()
-    source.add_round(7, 1, progress.checkpoints, served)
-    replayer = Replayer()
-    try:
-        outcomes = []
-        for segment in range(len(progress.checkpoints) - 1):
-            claim = SegmentClaim(task_id=7, round=1, worker="worker-1", worker_index=1, segment=segment,
-                                 checkpoint_root=message.checkpoint_root, num_checkpoints=message.num_checkpoints,
-                                 steps=message.steps, samples_processed=message.samples_processed,
-                                 start_weights_hash=message.start_weights_hash,
-                                 determinism_profile=message.determinism_profile, update_hash=message.update_hash,
-                                 residual_hash=message.residual_hash,
-                                 previous_residual_hash=bytes.fromhex(state.task(7).round(0).residual_hash))
-            report = asyncio.run(verify_segment(claim, spec, digits(), source, replayer, spec_key="worker-path",
-                                                expected_start_hash=weights_hash(round_weights(spec, 1))))
-            outcomes.append(report.outcome)
-    finally:
-        replayer.close()
+    outcomes = [report.outcome for report in replay_round_one(spec, digits(), state, store, message, "worker-path")]
     caught = [outcome != PASSED for outcome in outcomes]
     assert caught == ([False] * (len(caught) - 1) + [True] if name == "fewer_steps" else [True] * len(caught)), outcomes
 

@@ -5,7 +5,6 @@ regression), so it needs no case of its own: this test is the proof that none is
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import pathlib
@@ -15,20 +14,17 @@ import pytest
 import torch
 
 from requester_helpers import write_csv
-from trolly.compute.blobs import BlobStore
 from trolly.compute.checkpoints import weights_hash
-from trolly.compute.cheats import CHEATS, get_cheat, honest_round, register_cheat
+from trolly.compute.cheats import CHEATS, honest_round, register_cheat
 from trolly.compute.data.manifest import dataset_from_blobs
 from trolly.compute.data.packing import pack_file
 from trolly.compute.spec import example_spec, parse_spec
-from trolly.compute.training import Trainer, initial_weights
-from trolly.compute.worker.cheat_round import play_cheat_round
-from trolly.compute.worker.progress import WorkerState
-from trolly.compute.worker.round_training import commitment
-from trolly.verifier.checkpoint_sources import MemorySource
+from trolly.compute.training import Trainer
 from trolly.verifier.final_report import verify_final_report
-from trolly.verifier.segment_check import PASSED, Replayer, SegmentClaim, verify_segment
+from trolly.verifier.segment_check import PASSED, SegmentClaim
 
+import cheat_helpers
+from cheat_helpers import cheat_worker, replay_round_one, stand_in_weights
 from verifier_helpers import own_profile
 
 ROUND_CHEATS = sorted(name for name, cheat in CHEATS.items() if cheat.final is None)
@@ -60,56 +56,20 @@ def regression(tmp_path_factory):
     return parse_spec(json.dumps(document)), dataset
 
 
-def round_weights(spec, dataset, round_index: int):
-    weights = initial_weights(spec, dataset.shape)
-    if round_index == 0:
-        return weights
-    generator = torch.Generator().manual_seed(round_index)
-    return {n: t + 1e-3 * torch.randn(t.shape, generator=generator) for n, t in weights.items()}
-
-
 def play_worker_round(name, spec, dataset, trainer, state, store, round_index):
-    task = state.task(7)
-    task.round(round_index).steps = spec.training.inner_steps
-    previous = task.rounds[round_index - 1].residual_hash if round_index else ""
-    trained = play_cheat_round(get_cheat(name), trainer, store, state, task, round_index,
-                               start_weights=round_weights(spec, dataset, round_index),
-                               previous_residual_hash=previous)
-    return commitment(7, task.round(round_index), spec.training.batch_size, own_profile(), trained.claimed_samples)
+    """Round `round_index` of task 7 played by the cheat `name`, committed under this machine's profile."""
+    return cheat_helpers.play_worker_round(name, spec, dataset, trainer, state, store, round_index, own_profile())
 
 
 def replay_outcomes(spec, dataset, state, store, message) -> list[str]:
-    """The verifier's outcome on every segment of round 1 of task 7, served from the worker's store."""
-    progress = state.task(7).round(1)
-    served = {h: store.get(h) for h in progress.checkpoints if store.has(h)}
-    for digest in (progress.update_hash, progress.residual_hash, state.task(7).round(0).residual_hash):
-        served[digest] = store.get(digest)
-    source = MemorySource()
-    source.add_round(7, 1, progress.checkpoints, served)
-    replayer = Replayer()
-    try:
-        outcomes = []
-        for segment in range(len(progress.checkpoints) - 1):
-            claim = SegmentClaim(task_id=7, round=1, worker="worker-1", worker_index=1, segment=segment,
-                                 checkpoint_root=message.checkpoint_root, num_checkpoints=message.num_checkpoints,
-                                 steps=message.steps, samples_processed=message.samples_processed,
-                                 start_weights_hash=message.start_weights_hash,
-                                 determinism_profile=message.determinism_profile, update_hash=message.update_hash,
-                                 residual_hash=message.residual_hash,
-                                 previous_residual_hash=bytes.fromhex(state.task(7).round(0).residual_hash))
-            report = asyncio.run(verify_segment(claim, spec, dataset, source, replayer, spec_key="regression",
-                                                expected_start_hash=weights_hash(round_weights(spec, dataset, 1))))
-            outcomes.append(report.outcome)
-    finally:
-        replayer.close()
-    return outcomes
+    """The verifier's outcome on every segment of round 1 of task 7."""
+    return [report.outcome for report in replay_round_one(spec, dataset, state, store, message, "regression")]
 
 
 def test_an_honest_regression_round_passes_every_segment(tmp_path, regression):
     spec, dataset = regression
     trainer = Trainer(spec, dataset)
-    state, store = WorkerState.load(tmp_path), BlobStore(tmp_path / "blobs")
-    state.add_task(7, "00" * 32, worker_index=1)
+    state, store = cheat_worker(tmp_path)
     register_cheat("test_honest_regression", "an honest round, through the cheat path")(honest_round)
     try:
         play_worker_round("test_honest_regression", spec, dataset, trainer, state, store, 0)
@@ -126,8 +86,7 @@ def test_every_cheat_on_a_regression_task_is_caught(tmp_path, regression, name):
     segments passes (`fewer_steps` trains the first half of the round honestly: only its later ones fail)."""
     spec, dataset = regression
     trainer = Trainer(spec, dataset)
-    state, store = WorkerState.load(tmp_path), BlobStore(tmp_path / "blobs")
-    state.add_task(7, "00" * 32, worker_index=1)
+    state, store = cheat_worker(tmp_path)
     play_worker_round("skipped_steps" if name == "replayed_round" else name, spec, dataset, trainer, state, store, 0)
     message = play_worker_round(name, spec, dataset, trainer, state, store, 1)
     caught = [outcome != PASSED for outcome in replay_outcomes(spec, dataset, state, store, message)]
@@ -137,7 +96,7 @@ def test_every_cheat_on_a_regression_task_is_caught(tmp_path, regression, name):
 @pytest.mark.parametrize("name", FINAL_CHEATS)
 def test_a_forged_final_report_on_a_regression_task_is_caught(regression, name):
     spec, dataset = regression
-    derived = weights_hash(round_weights(spec, dataset, 1))
+    derived = weights_hash(stand_in_weights(spec, dataset, 1))
     forged = CHEATS[name].final(derived)
     claim = SegmentClaim(task_id=7, round=2, worker="worker-1", worker_index=1, segment=0, checkpoint_root=b"",
                          num_checkpoints=0, steps=0, samples_processed=0, start_weights_hash=forged,

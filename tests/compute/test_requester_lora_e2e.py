@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from localnet_helpers import free_base_port, localnet, query, wait_until
+from localnet_helpers import exported_env, free_base_port, localnet, task_ended, wallet_in
 from safetensors.numpy import load_file
 from requester_helpers import write_texts
-from whole_task import whole_task
 
 from trolly.compute.blobs import AddressPolicy
 from trolly.compute.data.fetch import DatasetBounds, DatasetFetcher
@@ -35,14 +33,8 @@ def test_own_texts_packed_private_are_fine_tuned_with_lora_by_two_workers_verifi
                   str(free_base_port(workers=2)), timeout=180.0)
     submit = None
     try:
-        exported = [line for line in (up.stdout + up.stderr).splitlines() if line.startswith("export ")]
-        env = {**os.environ, **dict(pair.split("=", 1) for pair in exported[0].split()[1:])}
-
-        def wallet(*args: str) -> subprocess.CompletedProcess:
-            done = subprocess.run([str(BIN / "trolly-wallet"), *args], capture_output=True, text=True, env=env,
-                                  cwd=tmp_path, timeout=180)
-            assert done.returncode == 0, f"trolly-wallet {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-            return done
+        env = exported_env(up)
+        wallet = wallet_in(env, tmp_path)
 
         write_texts(tmp_path / "texts.jsonl", every=10)
         packed = json.loads(wallet("data", "pack", "texts.jsonl", "-o", "texts-data", "--model", "lora-text",
@@ -67,13 +59,7 @@ def test_own_texts_packed_private_are_fine_tuned_with_lora_by_two_workers_verifi
         with pytest.raises(DataKeyError):  # the served shards are ciphertext to anyone without a sealed key
             asyncio.run(fetch_as_a_stranger())
 
-        rpc = env["TROLLY_NODE"]
-
-        def ended() -> dict | None:
-            view = whole_task(lambda path: query(rpc, path), 1)
-            return view if view["status"] not in ("open", "running") else None
-
-        task = wait_until(ended, timeout=900, what="task 1 to end")
+        task = task_ended(env["TROLLY_NODE"])
         assert task["status"] == "completed", task
         assert submit.wait(timeout=60) == 0
         assert submit.stderr.read().count("Data key delivered to") >= 1  # the workers' boxes; the validator's before

@@ -9,16 +9,14 @@ delivered), trained, replayed and voted on by the verifier, settled, fetched (`t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from localnet_helpers import free_base_port, localnet, query, wait_until
+from localnet_helpers import exported_env, free_base_port, localnet, task_ended, wallet_in
 from safetensors.numpy import load_file
-from whole_task import whole_task
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -44,14 +42,8 @@ def test_a_regression_table_is_trained_verified_settled_fetched_and_scored_in_it
                   str(free_base_port(workers=1)), timeout=180.0)
     submit = None
     try:
-        exported = [line for line in (up.stdout + up.stderr).splitlines() if line.startswith("export ")]
-        env = {**os.environ, **dict(pair.split("=", 1) for pair in exported[0].split()[1:])}
-
-        def wallet(*args: str) -> subprocess.CompletedProcess:
-            done = subprocess.run([str(BIN / "trolly-wallet"), *args], capture_output=True, text=True, env=env,
-                                  cwd=tmp_path, timeout=180)
-            assert done.returncode == 0, f"trolly-wallet {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-            return done
+        env = exported_env(up)
+        wallet = wallet_in(env, tmp_path)
 
         write_diabetes(tmp_path / "diabetes.csv")
         submit = subprocess.Popen([str(BIN / "trolly-wallet"), "task", "submit", "--data", "diabetes.csv", "--task",
@@ -59,13 +51,7 @@ def test_a_regression_table_is_trained_verified_settled_fetched_and_scored_in_it
                                    "--yes", "--listen", "127.0.0.1:0"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
                                   start_new_session=True)
-        rpc = env["TROLLY_NODE"]
-
-        def ended() -> dict | None:
-            view = whole_task(lambda path: query(rpc, path), 1)
-            return view if view["status"] not in ("open", "running") else None
-
-        task = wait_until(ended, timeout=900, what="task 1 to end")
+        task = task_ended(env["TROLLY_NODE"])
         assert task["status"] == "completed", task
         assert submit.wait(timeout=60) == 0, submit.stderr.read()
         trained = [r for r in task["round_details"] if not r["final_report"]]

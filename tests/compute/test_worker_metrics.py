@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import socket
-import urllib.request
 
 import pytest
-from market_helpers import MARKET_PARAMS, Market
-from prometheus_client.parser import text_string_to_metric_families
-from worker_helpers import ROUNDS, new_service, spec_document
+from market_helpers import MARKET_PARAMS
+from metrics_helpers import scrape_unlabelled as scrape
+from worker_helpers import ROUNDS, joined_task, new_service
 
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.records import VERDICT_PASS
@@ -24,23 +22,8 @@ from trolly.wallet.market_views import TaskView
 from trolly.wallet.metrics_endpoint import CONTINUE, REFUSE, start_metrics_endpoint
 
 
-def scrape(url: str) -> dict[str, float]:
-    """The endpoint's unlabelled samples by name."""
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    return {sample.name: sample.value for family in text_string_to_metric_families(text)
-            for sample in family.samples if not sample.labels}
-
-
 def test_a_trained_round_moves_the_workers_counters_served_over_http(make_chain, tmp_path):
-    blobs = build_dataset("digits")
-    chain = make_chain(accounts=2, validators=1, params={"market": MARKET_PARAMS})
-    market = Market(chain)
-    market.register(market.workers[:1])
-    spec = spec_document(blobs.manifest_hash)
-    task_id = market.submit(spec=spec, spec_hash=hashlib.sha256(spec).digest(), workers=1, rounds=ROUNDS,
-                            samples_per_worker=1, round_blocks=20)
-    market.join(task_id, market.workers[:1])
+    chain, market, task_id, spec = joined_task(make_chain, build_dataset("digits"))
     home = tmp_path / "worker"
     home.mkdir()
     WorkerState.load(home).add_task(task_id, hashlib.sha256(spec).hexdigest(), 0)
@@ -74,14 +57,6 @@ def test_a_trained_round_moves_the_workers_counters_served_over_http(make_chain,
     assert 0 < published[0] < samples["trolly_worker_published_bytes_total"]  # the first round's, then more
     member = TaskView.from_answer(market.task(task_id)).member(encode_address(market.workers[0].address))
     assert member.paid > 0 and samples["trolly_worker_earnings_utrl_total"] == member.paid
-
-
-@pytest.fixture
-def taken_address():
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield f"127.0.0.1:{holder.getsockname()[1]}"
 
 
 def test_a_worker_whose_metrics_port_is_taken_goes_on_without_metrics_when_asked(taken_address, caplog):

@@ -15,8 +15,8 @@ import hashlib
 
 import pytest
 from market_helpers import MARKET_PARAMS, Market
-from worker_helpers import (ROUNDS, STEPS, SimulatedKill, expected_final_weights, new_service, new_services,
-                            register_and_join, serving, spec_document, step_until_the_first_is_done)
+from worker_helpers import (ROUNDS, STEPS, SimulatedKill, expected_final_weights, joined_task, new_service,
+                            new_services, register_and_join, serving, spec_document, step_until_the_first_is_done)
 
 from trolly.chain.crypto import encode_address
 from trolly.chain.market.records import VERDICT_PASS
@@ -34,18 +34,6 @@ from trolly.wallet.market_views import TaskView
 @pytest.fixture(scope="module")
 def dataset_blobs():
     return build_dataset("digits")
-
-
-def joined_task(make_chain, dataset_blobs):
-    """A chain with one registered worker that has joined a fresh task: (chain, market, task_id, spec)."""
-    chain = make_chain(accounts=2, validators=1, params={"market": MARKET_PARAMS})
-    market = Market(chain)
-    market.register(market.workers[:1])
-    spec = spec_document(dataset_blobs.manifest_hash)
-    task_id = market.submit(spec=spec, spec_hash=hashlib.sha256(spec).digest(), workers=1, rounds=ROUNDS,
-                            samples_per_worker=1, round_blocks=20)
-    market.join(task_id, market.workers[:1])
-    return chain, market, task_id, spec
 
 
 @pytest.fixture

@@ -20,9 +20,11 @@ from pathlib import Path
 from trolly.abci_app.cometbft import CometbftError, find_cometbft
 from trolly.localnet.home_layout import LocalnetConfig
 from trolly.wallet.rpc import RpcClient
+from whole_task import whole_task
 
 PORT_RANGE = range(20_000, 32_000, 200)
 LOCALNET = str(Path(sys.executable).parent / "trolly-localnet")
+WALLET = str(Path(sys.executable).parent / "trolly-wallet")
 
 
 def cometbft_missing() -> str:
@@ -160,6 +162,37 @@ def wait_until(condition, timeout: float, what: str, interval: float = 0.5):
             last_error = exc
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last error: {last_error})")
+
+
+def task_ended(rpc_url: str, task_id: int = 1, timeout: float = 900.0) -> dict:
+    """The whole view of task `task_id` (`whole_task.py`) once it is no longer open or running."""
+
+    def ended() -> dict | None:
+        view = whole_task(lambda path: query(rpc_url, path), task_id)
+        return view if view["status"] not in ("open", "running") else None
+
+    return wait_until(ended, timeout=timeout, what=f"task {task_id} to end")
+
+
+# ------------------------------------------------------------------------------------------------ a user's shell
+
+
+def exported_env(up: subprocess.CompletedProcess) -> dict[str, str]:
+    """This process's environment plus the variables `trolly-localnet up -d` tells its user to export."""
+    exported = [line for line in (up.stdout + up.stderr).splitlines() if line.startswith("export ")]
+    assert exported, up.stdout + up.stderr
+    return {**os.environ, **dict(pair.split("=", 1) for pair in exported[0].split()[1:])}
+
+
+def wallet_in(env: dict[str, str], cwd: Path, timeout: float = 180.0):
+    """`trolly-wallet ARGS` as that user runs it (with `env`, in `cwd`); each run must succeed."""
+
+    def wallet(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([WALLET, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+        assert done.returncode == 0, f"trolly-wallet {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+        return done
+
+    return wallet
 
 
 def listening_sockets(pids) -> set[tuple[str, int]]:

@@ -3,6 +3,7 @@ URL that must find nobody."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 
 
@@ -24,3 +25,12 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 def free_port(host: str = "127.0.0.1") -> int:
     """One TCP port the kernel had free on `host` just now (see `free_ports`)."""
     return free_ports(1, host)[0]
+
+
+@contextlib.contextmanager
+def held_address(host: str = "127.0.0.1"):
+    """`host:port` of a TCP port another socket listens on for as long as the block runs: a taken address."""
+    with socket.socket() as holder:
+        holder.bind((host, 0))
+        holder.listen()
+        yield f"{host}:{holder.getsockname()[1]}"

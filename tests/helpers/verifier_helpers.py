@@ -10,10 +10,12 @@ from trolly.compute.checkpoints import weights_hash
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.determinism import DeterminismProfile, current_instruction_set
 from trolly.compute.spec import example_spec, spec_from_dict
-from trolly.compute.training import Trainer, initial_weights
+from trolly.compute.training import Trainer
 from trolly.compute.cheats import CheatContext, get_cheat, honest_round
 from trolly.verifier.checkpoint_sources import MemorySource
 from trolly.verifier.segment_check import SegmentClaim
+
+from cheat_helpers import stand_in_weights
 
 WORKER_ADDRESS = "trolly1qypqxpq9qcrsszg2pvxq6rs0zqg3yyc5mjg9m2"  # encode_address(bytes(range(1, 21)))
 
@@ -43,12 +45,8 @@ def foreign_profile() -> str:
 
 
 def round_weights(spec, round_index: int):
-    """Start weights for round 0 (W_0) and a perturbed stand-in for later rounds."""
-    weights = initial_weights(spec, digits().shape)
-    if round_index == 0:
-        return weights
-    generator = torch.Generator().manual_seed(round_index)
-    return {n: t + 1e-3 * torch.randn(t.shape, generator=generator) for n, t in weights.items()}
+    """Start weights for round 0 (W_0) and a perturbed stand-in for later rounds, on digits."""
+    return stand_in_weights(spec, digits(), round_index)
 
 
 def play(strategy: str, context: CheatContext):

@@ -132,6 +132,18 @@ def spec_document(manifest_hash: str, **overrides) -> bytes:
     return json.dumps(document).encode()
 
 
+def joined_task(make_chain, dataset_blobs):
+    """A chain with one registered worker that has joined a fresh task: (chain, market, task_id, spec)."""
+    chain = make_chain(accounts=2, validators=1, params={"market": MARKET_PARAMS})
+    market = Market(chain)
+    market.register(market.workers[:1])
+    spec = spec_document(dataset_blobs.manifest_hash)
+    task_id = market.submit(spec=spec, spec_hash=hashlib.sha256(spec).digest(), workers=1, rounds=ROUNDS,
+                            samples_per_worker=1, round_blocks=20)
+    market.join(task_id, market.workers[:1])
+    return chain, market, task_id, spec
+
+
 def reference_round(steps: int, hidden: int, seed: int, worker_index: int):
     """A digits MLP task of `steps` inner steps and a checkpoint every 5, its dataset, W_0 and round 0 trained from
     it by `worker_index` without the worker's machinery: (spec, dataset, start, reference)."""

@@ -7,21 +7,16 @@ fetched from the workers are the ones the chain recorded."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from localnet_helpers import free_base_port, localnet, query, wait_until
+from localnet_helpers import exported_env, free_base_port, localnet, task_ended, wallet_in
 from trolly.compute.data import build_dataset
 from trolly.compute.spec import example_spec
 from trolly.compute.wasm.profile import PROFILE_ID
-from whole_task import whole_task
 
 pytestmark = pytest.mark.slow
-BIN = Path(sys.executable).parent
 
 
 def wasm32_spec(path: Path) -> Path:
@@ -38,24 +33,12 @@ def test_a_wasm32_worker_and_a_torch_worker_are_verified_paid_and_agree_on_the_f
     up = localnet("up", "-d", "--engine", "solo", "--workers", "2", "--slow-workers", "0", "--wasm32-workers", "1",
                   "--home", str(home), "--base-port", str(free_base_port(workers=2)), timeout=180.0)
     try:
-        exported = [line for line in (up.stdout + up.stderr).splitlines() if line.startswith("export ")]
-        env = {**os.environ, **dict(pair.split("=", 1) for pair in exported[0].split()[1:])}
-
-        def wallet(*args: str) -> subprocess.CompletedProcess:
-            done = subprocess.run([str(BIN / "trolly-wallet"), *args], capture_output=True, text=True, env=env,
-                                  cwd=tmp_path, timeout=180)
-            assert done.returncode == 0, f"trolly-wallet {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-            return done
+        env = exported_env(up)
+        wallet = wallet_in(env, tmp_path)
 
         wallet("task", "submit", str(wasm32_spec(tmp_path / "spec.json")), "--workers", "2", "--budget", "50trl",
                "--round-blocks", "60", "--from", "requester", "--yes")
-        rpc = env["TROLLY_NODE"]
-
-        def ended() -> dict | None:
-            view = whole_task(lambda path: query(rpc, path), 1)
-            return view if view["status"] not in ("open", "running") else None
-
-        task = wait_until(ended, timeout=900, what="task 1 to end")
+        task = task_ended(env["TROLLY_NODE"])
         assert task["status"] == "completed", task
         trained = [r for r in task["round_details"] if not r["final_report"]]
         commitments = [c for r in trained for c in r["commitments"]]

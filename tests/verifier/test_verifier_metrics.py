@@ -5,25 +5,16 @@ metrics port, both ways."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from trolly.verifier.metrics import VerifierMetrics
 from trolly.verifier.service import ServiceConfig, VerifierService
 from trolly.wallet.metrics_endpoint import CONTINUE, REFUSE, MetricsPortInUse, start_metrics_endpoint
 from trolly.wallet.rpc import AsyncRpcClient
 
+from metrics_helpers import scrape
 from verifier_scenario import VALIDATOR, WORKERS, market_node, open_and_commit
-
-
-def scrape(url: str) -> dict[tuple[str, tuple], float]:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
 @pytest.fixture
@@ -59,14 +50,6 @@ def test_replayed_segments_and_votes_move_the_verifiers_counters_served_over_htt
     assert after[("trolly_verifier_votes_total", (("verdict", "pass"),))] >= 3
     assert after[("trolly_verifier_votes_total", (("verdict", "fail"),))] >= 1
     assert after[("trolly_verifier_missed_reveals_total", ())] == 0
-
-
-@pytest.fixture
-def taken_address():
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield f"127.0.0.1:{holder.getsockname()[1]}"
 
 
 def test_a_verifier_whose_metrics_port_is_taken_goes_on_without_metrics_when_asked(taken_address, caplog):

@@ -6,17 +6,14 @@ not allow it; and the kernel keeping subnormals inside a torch round, which flus
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 
 import numpy as np
 import pytest
-import torch
 
-from trolly.compute.blobs import BlobStore
-from trolly.compute.checkpoints import TrainingState, checkpoint_hash, final_state, weights_hash
-from trolly.compute.cheats import CHEATS, get_cheat, honest_round, register_cheat
+from trolly.compute.checkpoints import TrainingState, checkpoint_hash, final_state
+from trolly.compute.cheats import CHEATS, honest_round, register_cheat
 from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.determinism import flushing_subnormals
 from trolly.compute.errors import WasmKernelError
@@ -26,12 +23,11 @@ from trolly.compute.wasm.instance import KernelInstance
 from trolly.compute.wasm.profile import PROFILE_ID
 from trolly.compute.wasm.segment import WasmTrainer, flushing_here, ieee_subnormals, train_segment_wasm
 from trolly.compute.wasm.trainer import WasmKernelTrainer, trainer_for
-from trolly.compute.worker.cheat_round import play_cheat_round
-from trolly.compute.worker.progress import WorkerState
-from trolly.compute.worker.round_training import commitment
-from trolly.verifier.checkpoint_sources import MemorySource
 from trolly.verifier.replay_profile import ProfileRefused
-from trolly.verifier.segment_check import PASSED, Replayer, SegmentClaim, verify_segment
+from trolly.verifier.segment_check import PASSED, Replayer
+
+import cheat_helpers
+from cheat_helpers import cheat_worker, replay_round_one
 
 ROUND_CHEATS = sorted(name for name, cheat in CHEATS.items() if cheat.final is None)
 
@@ -138,48 +134,15 @@ def test_the_kernel_keeps_subnormals_inside_a_torch_round_that_flushes_them():
 
 # ---- the verifier and the cheats ----------------------------------------------------------------------------
 
-def round_weights(spec, round_index: int):
-    weights = initial_weights(spec, digits().shape)
-    if round_index == 0:
-        return weights
-    generator = torch.Generator().manual_seed(round_index)
-    return {n: t + 1e-3 * torch.randn(t.shape, generator=generator) for n, t in weights.items()}
-
-
 def play_worker_round(name, spec, trainer, state, store, round_index, profile=PROFILE_ID):
-    task = state.task(7)
-    task.round(round_index).steps = spec.training.inner_steps
-    previous = task.rounds[round_index - 1].residual_hash if round_index else ""
-    trained = play_cheat_round(get_cheat(name), trainer, store, state, task, round_index,
-                               start_weights=round_weights(spec, round_index), previous_residual_hash=previous)
-    return commitment(7, task.round(round_index), spec.training.batch_size, profile, trained.claimed_samples)
+    """Round `round_index` of task 7 played by the cheat `name` on digits, committed under `profile`."""
+    return cheat_helpers.play_worker_round(name, spec, digits(), trainer, state, store, round_index, profile)
 
 
-def replay_outcomes(spec, state, store, message) -> list[str]:
-    """The verifier's outcome on every segment of round 1 of task 7, served from the worker's store."""
-    progress = state.task(7).round(1)
-    served = {h: store.get(h) for h in progress.checkpoints if store.has(h)}
-    for digest in (progress.update_hash, progress.residual_hash, state.task(7).round(0).residual_hash):
-        served[digest] = store.get(digest)
-    source = MemorySource()
-    source.add_round(7, 1, progress.checkpoints, served)
-    replayer = Replayer()
-    try:
-        outcomes = []
-        for segment in range(len(progress.checkpoints) - 1):
-            claim = SegmentClaim(task_id=7, round=1, worker="worker-1", worker_index=1, segment=segment,
-                                 checkpoint_root=message.checkpoint_root, num_checkpoints=message.num_checkpoints,
-                                 steps=message.steps, samples_processed=message.samples_processed,
-                                 start_weights_hash=message.start_weights_hash,
-                                 determinism_profile=message.determinism_profile, update_hash=message.update_hash,
-                                 residual_hash=message.residual_hash,
-                                 previous_residual_hash=bytes.fromhex(state.task(7).round(0).residual_hash))
-            report = asyncio.run(verify_segment(claim, spec, digits(), source, replayer, spec_key="wasm32",
-                                                expected_start_hash=weights_hash(round_weights(spec, 1))))
-            outcomes.append((report.outcome, report.reason))
-    finally:
-        replayer.close()
-    return outcomes
+def replay_outcomes(spec, state, store, message) -> list[tuple[str, str]]:
+    """The verifier's outcome and reason on every segment of round 1 of task 7."""
+    return [(report.outcome, report.reason)
+            for report in replay_round_one(spec, digits(), state, store, message, "wasm32")]
 
 
 @pytest.fixture
@@ -189,15 +152,9 @@ def honest_name():
     CHEATS.pop("test_honest_wasm32", None)
 
 
-def worker(tmp_path):
-    state, store = WorkerState.load(tmp_path), BlobStore(tmp_path / "blobs")
-    state.add_task(7, "00" * 32, worker_index=1)
-    return state, store
-
-
 def test_an_honest_wasm32_round_passes_every_segment_bit_for_bit(tmp_path, honest_name):
     spec = digits_spec()
-    state, store = worker(tmp_path)
+    state, store = cheat_worker(tmp_path)
     trainer = WasmKernelTrainer(spec, digits())
     play_worker_round(honest_name, spec, trainer, state, store, 0)
     message = play_worker_round(honest_name, spec, trainer, state, store, 1)
@@ -210,7 +167,7 @@ def test_a_wasm32_round_in_a_task_that_does_not_allow_the_kernel_fails_every_seg
     """Attack: a round trained with the kernel and committed in a torch-only task (the chain refuses the
     commitment; a verifier handed one anyway refuses to replay it)."""
     allowed, torch_only = digits_spec(), digits_spec(kernels=("torch",))
-    state, store = worker(tmp_path)
+    state, store = cheat_worker(tmp_path)
     trainer = WasmKernelTrainer(allowed, digits())
     play_worker_round(honest_name, allowed, trainer, state, store, 0)
     message = play_worker_round(honest_name, allowed, trainer, state, store, 1)
@@ -226,7 +183,7 @@ def test_a_wasm32_round_committed_under_a_cpu_profile_fails(tmp_path, honest_nam
     from verifier_helpers import own_profile
 
     spec = digits_spec()
-    state, store = worker(tmp_path)
+    state, store = cheat_worker(tmp_path)
     trainer = WasmKernelTrainer(spec, digits())
     play_worker_round(honest_name, spec, trainer, state, store, 0, own_profile())
     message = play_worker_round(honest_name, spec, trainer, state, store, 1, own_profile())
@@ -239,7 +196,7 @@ def test_every_cheat_on_a_wasm32_round_is_caught(tmp_path, name):
     and committing under its profile. Caught as on the CPU: none of its segments passes (`fewer_steps` trains
     the first half of the round honestly: only its later ones fail)."""
     spec = digits_spec()
-    state, store = worker(tmp_path)
+    state, store = cheat_worker(tmp_path)
     trainer = WasmKernelTrainer(spec, digits())
     play_worker_round("skipped_steps" if name == "replayed_round" else name, spec, trainer, state, store, 0)
     message = play_worker_round(name, spec, trainer, state, store, 1)
