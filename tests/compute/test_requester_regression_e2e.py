@@ -58,18 +58,25 @@ def test_a_regression_table_is_trained_verified_settled_fetched_and_scored_in_it
         verdicts = [v["verdict"] for r in trained for c in r["commitments"] for v in c["verdicts"]]
         assert verdicts and set(verdicts) == {"pass"}  # the verifier replayed the regression segments, and passed
 
-        fetched = json.loads(wallet("task", "fetch", "1", "-o", "diabetes-model", "--json").stdout)
+        fetched = json.loads(wallet("task", "fetch", "1", "-o", "diabetes-model", "--data", "diabetes.csv.packed",
+                                    "--json").stdout)  # private data: the preprocessing (and target) from the pack
         assert fetched["final_weights_hash"] == task["final_weights_hash"] and fetched["num_classes"] == 1
         spec = json.loads((tmp_path / "diabetes-model" / "spec.json").read_text())
         assert spec["dataset"]["task"] == "regression" and spec["dataset"]["num_classes"] == 1
         weights = load_file(tmp_path / "diabetes-model" / "model.safetensors")
         assert weights["layers.2.bias"].shape == (1,)  # the MLP's one output: the value predicted
+        target = json.loads((tmp_path / "diabetes-model" / "preprocessing.json").read_text())["target"]
+        assert target["column"] == "progression" and target["scale"] > 0
+        predicted = json.loads(wallet("model", "predict", "diabetes-model", "diabetes.csv", "-o", "json").stdout)
+        values = [row["value"] for row in predicted]  # every raw row answered in the target's own units
+        assert len(values) == 442 and 25 < sum(values) / len(values) < 346, values[:5]
 
         evaluated = json.loads(wallet("task", "eval", "1", "--data", "diabetes.csv.packed", "-o", "json").stdout)
         assert "accuracy" not in evaluated and evaluated["units"] == "progression"
         assert 0.2 < evaluated["r2"] < 0.8, evaluated  # a linear fit scores about 0.5 on this table
         assert 30 < evaluated["mae"] < evaluated["rmse"] < 80, evaluated  # the target runs 25..346
         assert evaluated["test_samples"] == 88
+        assert evaluated["metric"] == "r2" and evaluated["baseline_name"] == "ridge regression"  # beside a baseline
     finally:
         if submit is not None and submit.poll() is None:
             submit.kill()
