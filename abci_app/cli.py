@@ -130,6 +130,10 @@ def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, p2p_laddr, p
     """Write a CometBFT v0.38 home: genesis.json, config.toml, priv_validator_key.json, node_key.json."""
     root = _home(home)
     try:
+        if state_sync is not None and homelib.HomePaths(root).exists() and not force:
+            # an existing home of the chain: only its [statesync] section is rewritten, its config is kept
+            _init_state_sync(root, None, chain_id, state_sync, trust_height, trust_hash, trust_period, force)
+            return
         proxy_app = proxy_app or _default_app_address(root)
         config = homelib.NodeConfig(moniker=moniker, proxy_app=proxy_app, rpc_laddr=rpc_laddr, p2p_laddr=p2p_laddr,
                                     prometheus_listen_addr="" if prometheus_laddr == "0" else prometheus_laddr,

@@ -61,7 +61,9 @@ def test_every_port_has_a_role_naming_its_node(net):
     assert roles[config.p2p_port(3)] == "p2p of validator-3"
     assert roles[config.abci_port(1)] == "ABCI of validator-1" and roles[config.rpc_port(0)] == "RPC of validator-0"
     assert roles[config.relay_port(2)] == "blob relay of validator-2"
-    assert len(roles) == 4 * 4 + 2  # + the demo's data server and the console
+    assert roles[config.prometheus_port(1)] == "consensus metrics of validator-1"
+    assert roles[config.verifier_metrics_port(3)] == "metrics of verifier-3"
+    assert len(roles) == 4 * 7 + 2  # RPC, ABCI, p2p, relay and three metrics endpoints each; the data server, console
 
 
 def test_a_home_from_another_chain_id_is_refused_by_start(net):

@@ -187,6 +187,8 @@ OTHER_DOCUMENTS = {
     "compute/spec.py": ({"batch_size", "checkpoint_every", "inner_steps", "rounds", "seed", "threads"},
                         "a task spec's training section"),
     "compute/worker/fit.py": ({"batch_size"}, "a task spec's training section"),
+    "wallet/proven_views.py:prove_signing_info": ({"consensus_address"}, "the proven /validator record's own JSON"),
+    "console/wallet_api.py:_overview": ({"balance", "nonce"}, "the proven /account answer (`AccountState`'s fields)"),
     "compute/requester/budget.py:budget_of": ({"batch_size", "inner_steps", "rounds"}, "a task spec's training section"),
     "compute/requester/cli.py:sized": ({"batch_size", "checkpoint_every"}, "a task spec's training section"),
     "compute/worker/preflight.py:unfit_reasons": ({"batch_size", "threads"},
