@@ -42,7 +42,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "app_tx_cpu": ("per_tx_us", "txs", "block_size", "gc"),
     "compression": ("bytes_ratio", "loss_gap_rel", "loss_gap_rel_vs_best_dense", "accuracy_ours", "accuracy_dense",
                     "ours_beats_powersgd_at_equal_or_fewer_bytes"),
-    "finetune": ("accuracy_ours", "accuracy_baseline", "accuracy_head", "accuracy_base", "accuracy_alone",
+    "finetune": ("accuracy_ours", "accuracy_baseline", "accuracy_head", "accuracy_alone",
                  "ours_beats_baseline_and_head", "bytes_ratio", "parameters_total", "verifier_compute_fraction",
                  "seconds"),
 }
