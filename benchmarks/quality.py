@@ -19,7 +19,11 @@ accuracy on an imbalanced table). `worst_gap` is the least, over the classificat
 better of baseline and alone: the target is worst_gap >= -0.01. Diabetes is a regression table (packed with
 `--task regression`, scored by R^2): its target, `worst_regression_gap`, is R^2 within 0.02 of the best.
 
-    python -m benchmarks.quality [--quick] [--tables iris,churn] [--lr 0.003 --batch-size 32 ...]
+    python -m benchmarks.quality [--quick] [--tables iris,churn] [--text] [--lr 0.003 --batch-size 32 ...]
+
+`--text` adds the LoRA text task (pydocs): `text` holds ours, the baseline (TF-IDF + logistic regression), the
+head on the frozen encoder and alone from `benchmarks.finetune.lora_text_row`, and `text_gap` is ours minus the
+better of the baseline and the head (target >= -0.01, as `finetune` judges it).
 
 --quick writes the generated tables at `QUICK_ROWS` rows instead of `FULL_ROWS`. The training options override
 the defaults (`budget.TABLE_TRAINING`) for a sweep. Prints one JSON object last.
@@ -116,6 +120,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help=f"generated tables of {QUICK_ROWS} rows, not {FULL_ROWS}")
     parser.add_argument("--tables", default=",".join(DEFAULT_TABLES),
                         help=f"comma-separated tables of {', '.join(TABLES)} (default: all)")
+    parser.add_argument("--text", action="store_true",
+                        help="also the LoRA text task (pydocs: ours against TF-IDF and a head on the frozen encoder, "
+                             "benchmarks.finetune's row; a quarter of an hour at --quick, most of an hour in full)")
     defaults = TABLE_TRAINING
     parser.add_argument("--hidden", default=",".join(map(str, defaults.hidden)), help="hidden layer sizes")
     parser.add_argument("--lr", type=float, default=defaults.lr)
@@ -135,6 +142,14 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     return options
 
 
+def text_row(quick: bool) -> dict:
+    """The LoRA text task's row, as `benchmarks.finetune` measures it (ours, the better TF-IDF + logistic regression,
+    a head on the frozen encoder, one worker alone; accuracy on pydocs' held-out split)."""
+    from benchmarks.finetune import lora_text_row  # torch's LoRA stack and the base model: loaded only when asked
+
+    return lora_text_row(quick)
+
+
 def main(argv: list[str] | None = None) -> dict:
     options = parse_arguments(argv)
     training = dataclasses.replace(
@@ -152,6 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
                 tables[table.name] = measure_table(table, QUICK_ROWS if options.quick else FULL_ROWS, training,
                                                    options.epochs, pathlib.Path(directory))
                 print(json.dumps({table.name: tables[table.name]}), flush=True)
+    text = text_row(options.quick) if options.text else None
     gaps = [figures["gap"] for figures in tables.values() if figures["metric"] != "r2"]
     regression_gaps = [figures["gap"] for figures in tables.values() if figures["metric"] == "r2"]
     result = {"benchmark": "quality", "quick": options.quick, "workers": WORKERS, "codec": DATA_CODEC,
@@ -160,6 +176,8 @@ def main(argv: list[str] | None = None) -> dict:
               "worst_gap": min(gaps) if gaps else None,
               "worst_gap_at_least_target": bool(gaps) and min(gaps) >= TARGET_GAP,
               "worst_regression_gap": min(regression_gaps) if regression_gaps else None,
+              "text": text, "text_gap": None if text is None else round(text["ours"] - max(text["baseline"],
+                                                                                         text["head"]), 4),
               "seconds": round(time.perf_counter() - began, 1)}
     print(json.dumps(result))
     return result

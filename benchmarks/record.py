@@ -48,9 +48,10 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "soak": ("tasks_submitted", "tasks_completed", "cheaters_slashed", "honest_workers_slashed", "invariant_failures",
              "supply_drift", "app_hash_disagreements", "max_block_seconds", "disk_bytes_per_1000_blocks_pruned",
              "disk_bytes_per_1000_blocks_unpruned", "state_sync_join_seconds", "ok"),
-    "finetune": ("accuracy_ours", "accuracy_alone", "accuracy_base", "bytes_ratio", "parameters_total",
-                 "verifier_compute_fraction", "seconds"),
     "quality": ("worst_gap", "worst_gap_at_least_target", "worst_regression_gap", "seconds"),
+    "finetune": ("accuracy_ours", "accuracy_baseline", "accuracy_head", "accuracy_alone",
+                 "ours_beats_baseline_and_head", "bytes_ratio", "parameters_total", "verifier_compute_fraction",
+                 "seconds"),
 }
 """The figures a benchmark's row shows, in order (an issue's targets name them). Any other benchmark's row shows
 its first `MAX_COLUMNS` top-level numbers, strings and booleans."""

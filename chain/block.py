@@ -88,6 +88,10 @@ class BlockContext:
     validator_updates: dict[bytes, int] = field(default_factory=dict)  # consensus pubkey -> power
     tx_events: list[Event] | None = None  # events of the tx being executed, None outside a tx
     auth_params: object | None = None  # AuthParams, read once per block by the first transaction (app.apply_tx)
+    decoded: dict[bytes, tuple[bytes, object]] = field(default_factory=dict)
+    """Records decoded in this block, by state key, each with the bytes it was decoded from: a handler that
+    only reads a record many transactions read (a task for each of its members) decodes it once per block.
+    A hit needs the key's current bytes to equal those, so a write or a rollback is never missed."""
     record_events: bool = True
     """False where nothing reads the events (CheckTx, PrepareProposal's trial run: their answers carry none):
     `emit` drops them, and hot handlers skip building them. Results and state are the same either way."""

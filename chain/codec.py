@@ -54,10 +54,23 @@ class JsonRejected(ValueError):
     """A JSON document broke one of this module's limits or is not JSON; the message says which."""
 
 
-def canonical_json(value: Any) -> bytes:
-    """UTF-8 JSON with sorted keys and no whitespace; floats are refused so state stays integer-only."""
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""`json.dumps` with these arguments builds an encoder at every call; this one is built once."""
+
+
+def canonical_json(value: Any, *, floats_checked: bool = False) -> bytes:
+    """UTF-8 JSON with sorted keys and no whitespace; floats are refused so state stays integer-only.
+    `floats_checked`: the caller has already made sure `value` holds no float (`encode_record` knows which of
+    a record's fields are strings), so it is not walked again."""
+    if not floats_checked:
+        _reject_floats(value)
+    return _CANONICAL.encode(value).encode()
+
+
+def reject_floats(value: Any) -> None:
+    """Raise TypeError if `value` is or holds a float (dicts, lists and tuples are walked). A value whose type
+    is in `FLOATLESS_TYPES` needs no call."""
     _reject_floats(value)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _structure(raw: bytes) -> bytes:
@@ -169,11 +182,11 @@ def _reject_floats(value: Any) -> None:
     else:
         return
     for item in items:
-        if type(item) not in _NOT_FLOATS:  # most items are: no call for each (a record holds hundreds)
+        if type(item) not in FLOATLESS_TYPES:  # most items are: no call for each (a record holds hundreds)
             _reject_floats(item)
 
 
-_NOT_FLOATS = frozenset((int, str, bool, type(None)))
+FLOATLESS_TYPES = frozenset((int, str, bool, type(None)))
 
 
 def encode_u64(value: int) -> bytes:

@@ -179,7 +179,12 @@ def market_member_key(task_id: int, worker: bytes) -> bytes:
 
 
 def market_commit_key(task_id: int, round_: int, worker: bytes) -> bytes:
-    return MARKET_COMMIT + u64(task_id) + u64(round_) + worker
+    return market_round_commit_prefix(task_id, round_) + worker
+
+
+def market_round_commit_prefix(task_id: int, round_: int) -> bytes:
+    """The commitments of one round of a task: their keys are this followed by the worker's address."""
+    return MARKET_COMMIT + u64(task_id) + u64(round_)
 
 
 def market_vote_key(task_id: int, round_: int, worker: bytes, segment: int, validator: bytes) -> bytes:

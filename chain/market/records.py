@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..codec import canonical_json
+from ..codec import FLOATLESS_TYPES, canonical_json, reject_floats
 
 R = TypeVar("R")
 
@@ -238,16 +238,25 @@ def _field_kinds(cls: type) -> tuple[tuple[str, int], ...]:
                  for f in dataclasses.fields(cls))
 
 
+@functools.cache
+def _encoding_plan(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The names of a record class's fields stored as hex, as a list of hex, and as themselves (`_field_kinds`)."""
+    kinds = _field_kinds(cls)
+    return tuple(tuple(name for name, k in kinds if k == kind) for kind in (_HEX, _HEX_LIST, _PLAIN))
+
+
 def encode_record(record: Any) -> bytes:
-    out: dict[str, Any] = {}
-    for name, kind in _field_kinds(type(record)):
-        value = getattr(record, name)
-        if kind == _HEX:
-            value = value.hex()
-        elif kind == _HEX_LIST:
-            value = [item.hex() for item in value]
-        out[name] = value
-    return canonical_json(out)
+    """The record as canonical JSON: its bytes fields as hex. Only the fields stored as themselves are checked
+    for floats (hex is a string), each with a type test first: the commitments of a busy block are encoded here."""
+    hex_names, hex_list_names, plain_names = _encoding_plan(type(record))
+    out: dict[str, Any] = {name: getattr(record, name).hex() for name in hex_names}
+    for name in hex_list_names:
+        out[name] = [item.hex() for item in getattr(record, name)]
+    for name in plain_names:
+        value = out[name] = getattr(record, name)
+        if type(value) not in FLOATLESS_TYPES:
+            reject_floats(value)
+    return canonical_json(out, floats_checked=True)
 
 
 def decode_record(cls: type[R], raw: bytes) -> R:

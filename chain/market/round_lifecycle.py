@@ -38,7 +38,8 @@ from .reveals import REVEAL
 from .replay_gpus import capable_candidates, gpu_part_of
 from .sampling import draw_committee, sample_segments
 from .store import enter_phase, escrow_out, find_member, get_worker, has_commitment, mark_pending
-from .store import put_commitment, put_member, put_worker, round_commitments, unmark_pending
+from .store import put_commitment, put_member, put_worker, round_commitments, shared_member, uncommitted
+from .store import unmark_pending
 from .tally import apply_decision, slash_voters, tally_segment
 
 
@@ -61,15 +62,20 @@ def majority_start(state: State, task: Task, commitments: list[Commitment], *, f
 def close_when_all_committed(state: State, ctx: BlockContext, task: Task) -> bool:
     """In the commit phase: once every active member due this round (a replacement from its first round) has
     committed, close the round at the end of this block instead of waiting for its deadline; True when it did
-    (the task changed and must be stored). A member's commitment is looked up first and its record read only
-    when it has none: run at every commitment, the check then costs a key lookup per member, not a decoded
-    member and commitment each."""
-    if task.phase == COMMIT and all(has_commitment(state, task.id, task.round, worker)
-                                    or not due_this_round(find_member(state, task.id, worker), task.round)
-                                    for worker in task.members):
+    (the task changed and must be stored)."""
+    if all_due_committed(state, ctx, task):
         enter_phase(state, task, COMMIT, ctx.env.height)
         return True
     return False
+
+
+def all_due_committed(state: State, ctx: BlockContext, task: Task) -> bool:
+    """Whether the task is in its commit phase and every active member due this round has committed. A member's
+    commitment is looked up first and its record read (once per block: `shared_member`) only when it has none:
+    run at every commitment, the check then costs a key lookup per member, not a decoded member and commitment
+    each."""
+    return task.phase == COMMIT and all(not due_this_round(shared_member(state, ctx, task.id, worker), task.round)
+                                        for worker in uncommitted(state, task, task.round))
 
 
 def due_this_round(member: Member, round_: int) -> bool:

@@ -12,12 +12,13 @@ from typing import Iterator
 
 from .. import keys
 from ..accounts import burn, move_funds
+from ..block import BlockContext
 from ..codec import decode_u64, encode_u64
 from ..crypto import module_address
 from ..state import State
 from .errors import TaskNotFound, WorkerNotRegistered
 from .records import COMMIT, JOIN, LIVE_STATUSES, SAMPLING, VERIFY
-from .records import Commitment, Member, Task, Vote, Worker, decode_record, encode_record
+from .records import Commitment, Member, R, Task, Vote, Worker, decode_record, encode_record
 
 ESCROW = module_address("market_escrow")
 """The market's module account: task budgets, locked collateral and worker stakes."""
@@ -110,6 +111,34 @@ def get_task(state: State, task_id: int) -> Task:
     return task
 
 
+def shared_task(state: State, ctx: BlockContext, task_id: int) -> Task:
+    """`get_task`, decoded once per block while its bytes stay the same (`shared_record`): read only."""
+    task = shared_record(state, ctx, Task, keys.market_task_key(task_id))
+    if task is None:
+        raise TaskNotFound(f"no task {task_id}")
+    return task
+
+
+def shared_member(state: State, ctx: BlockContext, task_id: int, worker: bytes) -> Member | None:
+    """`find_member`, decoded once per block while its bytes stay the same (`shared_record`): read only."""
+    return shared_record(state, ctx, Member, keys.market_member_key(task_id, worker))
+
+
+def shared_record(state: State, ctx: BlockContext, cls: type[R], key: bytes) -> R | None:
+    """The record stored at `key` (None if none), the same object for every caller in the block while the
+    key's bytes are unchanged (`BlockContext.decoded`). The caller must not change it: a handler that goes on
+    to change and store the record copies it first."""
+    raw = state.get(key)
+    if raw is None:
+        return None
+    seen = ctx.decoded.get(key)
+    if seen is not None and (seen[0] is raw or seen[0] == raw):
+        return seen[1]
+    record = decode_record(cls, raw)
+    ctx.decoded[key] = (raw, record)
+    return record
+
+
 def put_task(state: State, task: Task) -> None:
     """Store the task, keeping the open-task index in step with its status."""
     state.set(keys.market_task_key(task.id), encode_record(task))
@@ -174,6 +203,15 @@ def put_commitment(state: State, commitment: Commitment) -> None:
 def has_commitment(state: State, task_id: int, round_: int, worker: bytes) -> bool:
     """Whether `worker` committed in the round: one key lookup, nothing decoded."""
     return state.has(keys.market_commit_key(task_id, round_, worker))
+
+
+def uncommitted(state: State, task: Task, round_: int) -> Iterator[bytes]:
+    """The task's members (in worker-index order) with no commitment in the round: a key lookup each, the
+    round's key prefix built once."""
+    prefix = keys.market_round_commit_prefix(task.id, round_)
+    for worker in task.members:
+        if state.get(prefix + worker) is None:
+            yield worker
 
 
 def round_commitments(state: State, task: Task, round_: int) -> list[Commitment]:

@@ -15,6 +15,8 @@ first round: before it, it may not commit and is not waited for).
 
 from __future__ import annotations
 
+import copy
+
 from ..block import BlockContext
 from ..crypto import encode_address
 from ..errors import InvalidRequest
@@ -24,8 +26,8 @@ from ..market.events import task_event
 from ..market.params import MarketParams
 from ..market.profiles import check_replayable
 from ..market.records import ACTIVE, COMMIT, LIVE_STATUSES, RUNNING, Commitment, Task
-from ..market.round_lifecycle import close_when_all_committed
-from ..market.store import find_commitment, find_member, get_task, put_commitment, put_task
+from ..market.round_lifecycle import all_due_committed
+from ..market.store import enter_phase, has_commitment, put_commitment, put_task, shared_member, shared_task
 from ..params import get_params
 from ..proto.market_pb2 import MsgCommitRound
 from ..state import State
@@ -67,18 +69,21 @@ def check_final_report(msg: MsgCommitRound) -> None:
 
 
 def process_commit_round(state: State, ctx: BlockContext, signer: bytes, msg: MsgCommitRound) -> None:
-    task = get_task(state, msg.task_id)
+    """Store the commitment, and close the round when it was the last one due. The task and member records are
+    read shared (`shared_task`): a block carries a commitment from each of a task's members, and only the last
+    one changes the task, on a copy."""
+    task = shared_task(state, ctx, msg.task_id)
     if task.status not in LIVE_STATUSES:
         raise TaskEnded(f"task {task.id} already ended ({task.status})")
     if task.status != RUNNING or task.phase != COMMIT or msg.round != task.round:
         raise RoundClosed(f"task {task.id} is not taking commitments for round {msg.round} "
                           f"(round {task.round}, phase {task.phase})")
-    member = find_member(state, task.id, signer)
+    member = shared_member(state, ctx, task.id, signer)
     if member is None or member.status != ACTIVE:
         raise NotMember(f"not an active member of task {task.id}")
     if msg.round < member.first_round:
         raise RoundClosed(f"a replacement in task {task.id} trains from round {member.first_round}, not {msg.round}")
-    if find_commitment(state, task.id, msg.round, signer) is not None:
+    if has_commitment(state, task.id, msg.round, signer):
         raise AlreadyCommitted(f"already committed for round {msg.round} of task {task.id}")
     if msg.round == task.rounds:
         check_final_report(msg)
@@ -94,5 +99,7 @@ def process_commit_round(state: State, ctx: BlockContext, signer: bytes, msg: Ms
     ))
     task_event(ctx, task.id, "committed", round=msg.round, worker=encode_address(signer),
                update_hash=msg.update_hash.hex(), start_weights_hash=msg.start_weights_hash.hex())
-    if close_when_all_committed(state, ctx, task):
+    if all_due_committed(state, ctx, task):  # close the round at the end of this block
+        task = copy.copy(task)  # the shared record stays as stored; a shallow copy will do: only scalars change
+        enter_phase(state, task, COMMIT, ctx.env.height)
         put_task(state, task)  # else the task is as it was stored: writing it again would change nothing

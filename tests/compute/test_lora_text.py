@@ -132,3 +132,24 @@ def test_a_fetched_lora_result_writes_the_adapters_and_the_merged_model(tmp_path
     assert not torch.equal(merged[name], base)
     assert torch.equal(merged["encoder.layer.1.attention.self.query.weight"],
                        base_model_module.base_weights(MINILM)["encoder.layer.1.attention.self.query.weight"])
+
+
+@pytest.mark.parametrize("rounds, inner_steps", [(1, 3), (2, 20), (4, 5), (4, 25)])
+def test_the_shared_lora_spec_warms_up_then_decays_to_zero_and_averages_the_workers(rounds, inner_steps):
+    """Every size the demo, `task submit --data` and the benchmark build parses, and its lr rises over the first
+    tenth of the task's steps, peaks, and ends at 0 on the last step: a LoRA task's lr is never held constant, which
+    sent one worker's adapters over 300 steps to a constant prediction (docs/performance.md)."""
+    from trolly.compute.lr_schedule import inner_lr
+    from trolly.compute.spec import LORA_TEXT_ALPHA, LORA_TEXT_LR, lora_text_spec
+
+    document = lora_text_spec("ab" * 32, rank=4, batch_size=8, rounds=rounds, inner_steps=inner_steps)
+    validate_spec(json.dumps(document).encode(), rounds)
+    spec = spec_from_dict(document)
+    training = spec.training
+    lrs = [inner_lr(training, r, s) for r in range(rounds) for s in range(inner_steps)]
+    warmup = rounds * inner_steps // 10
+    assert training.inner_optimizer.schedule.warmup_steps == warmup
+    assert max(lrs) == LORA_TEXT_LR and lrs[-1] == 0.0
+    assert lrs[:warmup] == sorted(lrs[:warmup]) and lrs[warmup:] == sorted(lrs[warmup:], reverse=True)
+    assert (training.outer_optimizer.lr, training.outer_optimizer.momentum) == (1.0, 0.0)
+    assert spec.model.config["alpha"] == LORA_TEXT_ALPHA
