@@ -44,7 +44,9 @@ def test_a_quick_soak_under_faults_slashes_only_the_cheater_and_keeps_every_node
     # Every fault happened and had its effect.
     assert all(result["faults_happened"].values()), result["faults_happened"]
     paused = result["faults"]["validator_paused"]
-    assert paused["jailed"] and paused["stake_jailed"] == paused["stake_before"] * 99 // 100
+    # The downtime slash takes 1 %; drawn into a committee while its node is paused, its verifier's votes cannot
+    # land either, and the market's absent-verifier penalty may take more (it did in one run: 7.9 of 10 TRL left).
+    assert paused["jailed"] and paused["stake_jailed"] <= paused["stake_before"] * 99 // 100
     assert result["faults"]["validator_unjailed"]["power_after"] > 0
     assert result["state_sync_join_seconds"] > 0
     assert result["faults"]["state_sync_join"]["earliest_height"] > 1
