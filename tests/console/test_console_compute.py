@@ -11,9 +11,8 @@ import time
 
 import pytest
 
-from console_helpers import DEV_ADDRESS, PASSWORD, csrf_token, file_keyring, own_origin, with_console
+from console_helpers import DEV_ADDRESS, PASSWORD, file_keyring, guarded_post as post, with_console
 from dev_node import dev_node
-from trolly.console.security import CSRF_HEADER
 
 pytestmark = pytest.mark.slow
 
@@ -23,11 +22,6 @@ def node(tmp_path_factory):
     with dev_node(tmp_path_factory.mktemp("console-compute") / "node") as url:
         yield url
 
-
-async def post(client, path: str, body: dict):
-    headers = {"Origin": own_origin(client), CSRF_HEADER: await csrf_token(client)}
-    response = await client.post(path, json=body, headers=headers)
-    return response.status, await response.json()
 
 
 def test_a_key_is_created_without_its_mnemonic_reaching_the_page(node, tmp_path):

@@ -12,9 +12,9 @@ import asyncio
 
 import pytest
 
-from console_helpers import DEV_ADDRESS, PASSWORD, csrf_token, file_keyring, own_origin, with_console
+from console_helpers import (DEV_ADDRESS, PASSWORD, file_keyring, get_json as get, guarded_post as post, own_origin,
+                             with_console)
 from dev_node import dev_home_with_params, dev_node
-from trolly.console.security import CSRF_HEADER
 
 GOV = {"min_deposit": 2_000_000, "max_deposit_blocks": 600, "voting_period_blocks": 40}
 """A vote of 40 blocks (8 s at the node's 200 ms) leaves time for two votes and the reads between them."""
@@ -36,15 +36,6 @@ def console(site, check):
     return with_console(url, check, home=home)
 
 
-async def post(client, path: str, body: dict):
-    headers = {CSRF_HEADER: await csrf_token(client), "Origin": own_origin(client)}
-    response = await client.post(path, json=body, headers=headers)
-    return response.status, await response.json()
-
-
-async def get(client, path: str):
-    response = await client.get(path)
-    return response.status, await response.json()
 
 
 def proposals(site) -> list:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from console_helpers import DEV_ADDRESS, PASSWORD, csrf_token, file_keyring, own_origin, with_console
+from console_helpers import DEV_ADDRESS, PASSWORD, file_keyring, get_json as get, guarded_post as post, with_console
 from dev_node import dev_node, send_included
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import COIN_TYPE, DEV_MNEMONIC, dev_key
-from trolly.console.security import CSRF_HEADER
 from trolly.wallet.keyring import WEAKEST_ACCEPTED, Keyring
 from trolly.wallet.passwords import PasswordSource
 from trolly.wallet.rpc import RpcClient
@@ -40,15 +39,6 @@ def console(site, check):
     return with_console(url, check, home=home)
 
 
-async def post(client, path: str, body: dict):
-    headers = {CSRF_HEADER: await csrf_token(client), "Origin": own_origin(client)}
-    response = await client.post(path, json=body, headers=headers)
-    return response.status, await response.json()
-
-
-async def get(client, path: str):
-    response = await client.get(path)
-    return response.status, await response.json()
 
 
 def read(site, path: str) -> dict:

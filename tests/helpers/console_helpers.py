@@ -213,6 +213,18 @@ def own_origin(client: TestClient) -> str:
     return f"http://127.0.0.1:{client.server.port}"
 
 
+async def guarded_post(client: TestClient, path: str, body: dict) -> tuple[int, dict]:
+    """POST `body` as the console's own page does (its CSRF token, its Origin): (status, JSON answer)."""
+    headers = {CSRF_HEADER: await csrf_token(client), "Origin": own_origin(client)}
+    response = await client.post(path, json=body, headers=headers)
+    return response.status, await response.json()
+
+
+async def get_json(client: TestClient, path: str) -> tuple[int, dict]:
+    response = await client.get(path)
+    return response.status, await response.json()
+
+
 @dataclasses.dataclass(frozen=True)
 class BusyNode:
     url: str
