@@ -128,9 +128,8 @@ class TrollyApplication(BaseApplication):
             state_sync.snapshots.on_written = self.metrics.snapshot_seconds.observe
 
     def _observe_store(self, store: Any) -> None:
-        """Point the store's prune timings at the metrics (a store without pruning has no hook)."""
-        if hasattr(store, "on_pruned"):
-            store.on_pruned = self.metrics.prune_seconds.observe
+        """Point the store's prune timings at the metrics."""
+        store.on_pruned = self.metrics.prune_seconds.observe
 
     # -- which state a call sees ---------------------------------------------------------------------------
     def _execution_base(self) -> State:

@@ -59,6 +59,7 @@ class FakeStore:
         self.last_height = 0
         self.last_app_hash = hash_items({})
         self.commits = 0
+        self.on_pruned = None  # the real store's prune-timing hook; a dict keeps no history to prune
 
     def reader(self) -> FakeReader:
         return FakeReader(self.items)

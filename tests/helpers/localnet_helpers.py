@@ -221,3 +221,17 @@ def listening_sockets(pids) -> set[tuple[str, int]]:
                 text = socket.inet_ntop(socket.AF_INET6, raw)
             found.add((text, int(port, 16)))
     return found
+
+
+def four_validators(tmp_path_factory, name: str):
+    """A module's 4-validator CometBFT localnet with no workers and 300 ms blocks (a generator for a fixture to
+    `yield from`): up on free ports, taken down after the module."""
+    from trolly.localnet.network import Localnet
+
+    home = tmp_path_factory.mktemp(name) / "net"
+    base = free_base_port(validators=5, workers=0)
+    localnet("up", "-d", "--validators", "4", "--workers", "0", "--home", str(home), "--base-port", str(base),
+             "--block-time", "300ms")
+    network = Localnet(home)
+    yield network
+    network.down()

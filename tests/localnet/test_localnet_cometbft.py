@@ -16,7 +16,7 @@ from trolly.localnet.home_layout import LocalnetConfig
 from trolly.localnet.network import Localnet
 from trolly.wallet.rpc import RpcClient
 
-from localnet_helpers import (cometbft_missing, free_base_port, localnet, process_family, recorded_pids, survivors,
+from localnet_helpers import (cometbft_missing, four_validators, localnet, process_family, recorded_pids, survivors,
                               wait_until)
 
 pytestmark = pytest.mark.slow
@@ -29,13 +29,7 @@ if cometbft_missing():
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
-    home = tmp_path_factory.mktemp("cometbft-localnet") / "net"
-    base = free_base_port(validators=5, workers=0)
-    localnet("up", "-d", "--validators", "4", "--workers", "0", "--home", str(home), "--base-port", str(base),
-             "--block-time", "300ms")
-    network = Localnet(home)
-    yield network
-    network.down()
+    yield from four_validators(tmp_path_factory, "cometbft-localnet")
 
 
 def status(net: Localnet) -> dict:

@@ -15,10 +15,9 @@ from trolly.chain.hd import dev_key
 from trolly.chain.proto import gov_pb2
 from trolly.chain.proto.staking_pb2 import MsgDelegate
 from trolly.localnet.home_layout import REQUESTER_INDEX
-from trolly.localnet.network import Localnet
 
 from dev_node import send_included
-from localnet_helpers import cometbft_missing, free_base_port, localnet, query, wait_until
+from localnet_helpers import cometbft_missing, four_validators, query, wait_until
 from market_helpers import submit_message
 
 pytestmark = pytest.mark.slow
@@ -35,13 +34,7 @@ DELEGATED = 10_000_000  # the requester's delegation to validator-3
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
-    home = tmp_path_factory.mktemp("gov-localnet") / "net"
-    base = free_base_port(validators=5, workers=0)
-    localnet("up", "-d", "--validators", "4", "--workers", "0", "--home", str(home), "--base-port", str(base),
-             "--block-time", "300ms")
-    network = Localnet(home)
-    yield network
-    network.down()
+    yield from four_validators(tmp_path_factory, "gov-localnet")
 
 
 def submit(url: str, *changes: tuple[str, str, str]) -> int:
