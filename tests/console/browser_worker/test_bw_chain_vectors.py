@@ -133,3 +133,19 @@ def test_a_field_the_chain_could_not_read_is_refused_before_signing(encoder, arg
                           cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("EncodingError: ") and message in done.stdout, done.stdout
+
+
+def test_amounts_beyond_two_to_the_53_in_the_chains_answers_are_read_exactly():
+    """Python writes every integer as a JSON number; JSON.parse would round 2^64 - 1 to 2^64 without a word."""
+    answer = json.dumps({"balance": U64_MAX, "nonce": 7, "memo": "18446744073709551615 \" 9007199254740993",
+                         "list": [2**53 + 1, -(2**60), 1.5e300, 0.25]})
+    script = ("import { parseExactJson } from './console/web/src/browser_worker/exact_json.js';"
+              "const value = parseExactJson(process.argv[1]);"
+              "console.log(JSON.stringify({value, balance: String(BigInt(value.balance) - 1n)}));")
+    done = subprocess.run([NODE, "--input-type=module", "-e", script, answer], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "value": {"balance": str(U64_MAX), "nonce": 7, "memo": "18446744073709551615 \" 9007199254740993",
+                  "list": [str(2**53 + 1), str(-(2**60)), 1.5e300, 0.25]},
+        "balance": str(U64_MAX - 1)}
