@@ -28,7 +28,8 @@ export function normalizeNodeUrl(url) {
 export class NodeClient {
   constructor(url, { fetch = globalThis.fetch, timeoutMs = 10_000 } = {}) {
     this.url = normalizeNodeUrl(url);
-    this.fetch = fetch;
+    // Called unbound: a browser's fetch throws "Illegal invocation" when called as a method of another object.
+    this.fetch = (...args) => fetch(...args);
     this.timeoutMs = timeoutMs;
     this.nextId = 1;
     this.feeParamsRead = null;
