@@ -10,7 +10,7 @@
 // checked here: the tab trusts the node it was pointed at, as a worker trusts its own.
 import { fromBase64, fromHex, toBase64, toHex } from "./bytes_text.js";
 import {
-  InclusionTimeout, NodeUnreachable, QueryFailed, RpcError, TxRejected,
+  EncodingError, InclusionTimeout, NodeUnreachable, QueryFailed, RpcError, TxRejected,
 } from "./chain_errors.js";
 import { parseExactJson } from "./exact_json.js";
 
@@ -147,7 +147,7 @@ export class NodeClient {
   async findTx(hash) {
     const hashBytes = fromHex(hash);
     if (hashBytes === null || hashBytes.length !== 32) {
-      throw new TypeError(`a transaction hash is 64 hex digits, got ${JSON.stringify(hash)}`);
+      throw new EncodingError(`a transaction hash is 64 hex digits, got ${JSON.stringify(hash)}`);
     }
     let raw;
     try {
