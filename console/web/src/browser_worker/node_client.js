@@ -105,7 +105,14 @@ export class NodeClient {
     if (result.code !== 0) {
       throw new QueryFailed(path, result.code, result.codespace, result.log);
     }
-    return result.value.length ? parseExactJson(new TextDecoder().decode(result.value)) : null;
+    if (!result.value.length) {
+      return null;
+    }
+    try {
+      return parseExactJson(new TextDecoder().decode(result.value));
+    } catch {
+      throw new RpcError(-32700, `the answer to query ${path} is not JSON (is ${this.url} a Trolly node?)`);
+    }
   }
 
   /** {address, balance, nonce, pubKey}: the account's committed record (balance and nonce as BigInt, pubKey
