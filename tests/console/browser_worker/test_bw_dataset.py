@@ -13,14 +13,16 @@ import numpy as np
 import pytest
 
 from bw_data_helpers import AVAILABLE, SKIP_REASON, ServedBlobs, run_script
+from market_view_helpers import address, member_answer, task_answer
 from trolly.compute.blobs import BlobStore
 from trolly.compute.data import build_dataset, load_dataset
-from trolly.compute.data.fetch import keep_blobs
+from trolly.compute.data.fetch import dataset_urls, keep_blobs
 from trolly.compute.data.packing import pack_file, write_packed
 from trolly.compute.requester.serving import ServingThread
 from trolly.compute.spec import example_spec, parse_spec
 from trolly.compute.wasm import instance
 from trolly.compute.wasm.trainer import trainer_for
+from trolly.wallet.market_views import TaskView
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=SKIP_REASON)
 
@@ -169,3 +171,19 @@ def test_a_manifest_beyond_the_declared_shards_is_refused_before_any_shard(digit
         loaded = run_script("load_dataset.mjs", {"spec": spec})
     assert loaded["error"] == "DatasetError"
     assert loaded["message"] == f"the manifest lists {len(shards)} shards, the spec allows {len(shards) - 1}"
+
+
+def test_the_dataset_urls_are_the_spec_s_then_the_members_as_python_orders_them(digits):
+    """Where a tab looks for data the spec's URLs do not serve (say, a bundled dataset whose spec names none, which
+    native members built and serve): the members' blob services and relays, serving members first."""
+    spec = wasm32_spec({"name": "digits", "manifest_hash": digits.manifest_hash,
+                        "urls": ["http://requester.example:8600/", "http://requester.example:8600"]})
+    members = [member_answer(index=0, worker=address(20), status="dropped", blob_url="http://a.example"),
+               member_answer(index=1, worker=address(21), status="active", blob_url="http://b.example/x",
+                             relay="http://relay.example/"),
+               member_answer(index=2, worker=address(22), status="finished", blob_url="http://c.example"),
+               member_answer(index=3, worker=address(23), status="active", blob_url="")]
+    answer = task_answer(members=members)
+    expected = dataset_urls(parse_spec(json.dumps(spec).encode()), TaskView.from_answer(answer))
+    assert run_script("dataset_urls.mjs", {"spec": spec, "task": answer}) == expected
+    assert expected[1] == f"http://relay.example/workers/{address(21)}"

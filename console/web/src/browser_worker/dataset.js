@@ -1,13 +1,14 @@
 // A task's dataset in the browser: what compute/worker/data.py's `obtain_dataset` gives a native worker, from
 // the network only, as the arrays compute/wasm/trainer.py hands the kernel.
 //
+//   const urls = datasetUrls(spec, taskAnswer);   // the spec's URLs, then the members' (chain's /market/task/<id>)
 //   const data = await loadDataset(spec, {fetch, dataKey, urls});
 //   data.trainInputs   // Float32Array (trainCount x inputSize), data.trainTargets: Int32Array (trainCount)
 //
 // `spec` is the task's spec document (its JSON parsed). A tab holds no blob store and cannot build a bundled
 // dataset (Python's `_build_locally` reads scikit-learn's files), so it always fetches: the manifest by the spec's
 // `manifest_hash`, then every shard, from the spec's `dataset.urls` and then `urls` (the task's members' blob
-// services, `compute.data.fetch.dataset_urls`: a member keeps and serves the data it trains on). Each blob is
+// services, `datasetUrls` after compute/data/fetch.py: a member keeps and serves the data it trains on). Each blob is
 // hash-checked as it arrives (`blob_fetch.js`); the manifest's structure and its shards and bytes are checked
 // against what the spec declared before a shard is fetched; each shard's size and sample count against its
 // entry; a private manifest's shards are opened with the task's data key (secretbox, as compute/data/
@@ -16,7 +17,7 @@
 // `set_data` checks its data. The wasm32 kernel trains an MLP on classification features only, so any other kind
 // of dataset is refused here.
 
-import { fetchBlob } from "./blob_fetch.js";
+import { baseUrls, fetchBlob } from "./blob_fetch.js";
 import { decodeTensors } from "./canonical.js";
 import { DataKeyError, DatasetError } from "./data_errors.js";
 import { SPLITS, checkManifestBounds, isPrivate, parseManifest } from "./manifest.js";
@@ -130,6 +131,17 @@ async function loadSplit(split, manifest, context) {
     count += entry.samples;
   }
   return { inputs, targets, count };
+}
+
+/** Where a task's dataset is served, as compute/data/fetch.py's `dataset_urls`: the spec's URLs, then each
+ * member's blob service (its relay's place for it when a relay serves it), active and finished members first.
+ * `task` is the chain's answer at /market/task/<id>; pass the result as `loadDataset`'s `urls`. */
+export function datasetUrls(spec, task) {
+  const serving = (member) => (member.status === "active" || member.status === "finished" ? 0 : 1);
+  const members = [...(task?.members ?? [])].sort((a, b) => serving(a) - serving(b));
+  const fetchUrl = (member) => (member.relay ? `${member.relay.replace(/\/+$/, "")}/workers/${member.worker}`
+    : member.blob_url);
+  return baseUrls([...(spec.dataset.urls ?? []), ...members.map(fetchUrl)]);
 }
 
 /** The task's dataset (module comment): `{trainInputs, trainTargets, trainCount, testInputs, testTargets,
