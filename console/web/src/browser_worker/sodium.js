@@ -1,12 +1,12 @@
-// libsodium for the browser worker, ready: the one place that awaits the library's `ready` promise (its
-// WebAssembly or asm.js build loads asynchronously), so each module asks for the instance rather than racing it.
-//
-//   const sodium = await sodiumReady();
-
+// libsodium (the sumo build: ed25519, argon2id, secretbox, sealed boxes, sha256), made ready in one place.
+// Every module of the browser worker that needs it awaits `sodiumReady()` instead of `sodium.ready` itself, so
+// the WebAssembly of libsodium is instantiated once per page or Node process, whoever asks first.
 import sodium from "libsodium-wrappers-sumo";
 
-/** The libsodium instance, once it has loaded. */
-export async function sodiumReady() {
-  await sodium.ready;
-  return sodium;
+let ready = null;
+
+/** The libsodium instance, once its WebAssembly is ready. */
+export function sodiumReady() {
+  ready ??= sodium.ready.then(() => sodium);
+  return ready;
 }
