@@ -215,3 +215,11 @@ def test_javascript_rounds_ties_to_even_as_numpy(codec):
     [answer] = run_node([{"op": "update_rounds", "spec": wasm_document(codec=codec),
                           "rounds": [{"start": floats(start), "end": floats(end)}]}])
     assert base64.b64decode(answer[0]["update"]) == python_rounds(codec, [(start, end)])[0]["update"]
+
+
+def test_javascript_refuses_to_invent_w0_for_a_torch_only_task():
+    """A torch-only task's W_0 is torch's initialisation, which a tab cannot compute: refused, not approximated."""
+    document = example_spec("ab" * 32, model={"arch": "mlp", "config": {"hidden": [8]}})
+    [answer] = run_node([{"op": "initial", "specText": json.dumps(document),
+                          "shape": {"inputSize": 64, "numClasses": 10}}], errors=True)
+    assert "only a task allowing wasm32 has a portable one" in answer["error"]
