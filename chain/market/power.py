@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .. import validators
+from .. import keys, validators
+from ..block import BlockContext
 from ..slash import slashable_stake
 from ..state import State
 
@@ -17,6 +18,21 @@ from ..state import State
 def operator_power(state: State, operator: bytes) -> int:
     """Voting power of the validator whose operator account is `operator` (0 if none, jailed or unbonded)."""
     return validators.validator_power(state, operator)
+
+
+def shared_power(state: State, ctx: BlockContext, operator: bytes) -> int:
+    """`operator_power`, the validator's record decoded once per block while its bytes stay the same (the rule of
+    `store.shared_record`, in the same `BlockContext.decoded`): a block of verdicts reads each committee member's
+    power at every vote on its segments, and a validator's record changes only when something stakes, unbonds or
+    slashes it."""
+    key = keys.validator_key(operator)
+    raw = state.get(key)
+    if raw is None:
+        return 0
+    seen = ctx.decoded.get(key)
+    if seen is None or not (seen[0] is raw or seen[0] == raw):
+        seen = ctx.decoded[key] = (raw, validators.decode_validator(raw))
+    return seen[1].power
 
 
 def power_reader(state: State) -> Callable[[bytes], int]:

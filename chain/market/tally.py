@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ..block import BlockContext
 from ..state import State
-from .power import operator_power, power_reader
+from .power import operator_power, power_reader, shared_power
 from .records import FAILED, PASSED, PENDING, SEGMENT_FAIL, SEGMENT_PASS, UNDECIDED, VERDICT_FAIL, VERDICT_PASS
 from .records import VERDICT_UNAVAILABLE, Commitment, Vote
 from .store import segment_votes, unmark_pending, votes_of
@@ -45,14 +46,21 @@ def is_whole_set(commitment: Commitment, segment: int) -> bool:
     return bool(commitment.escalated[commitment.segments.index(segment)])
 
 
-def tally_segment(state: State, commitment: Commitment, segment: int, closing: bool = False) -> str:
+def tally_segment(state: State, commitment: Commitment, segment: int, closing: bool = False,
+                  ctx: BlockContext | None = None) -> str:
     """`pass`, `fail` or `undecided` for one segment, from its committee's votes and current powers; `closing`
-    when the verification window closes (a unanimous committee whose voters hold two thirds then decides)."""
+    when the verification window closes (a unanimous committee whose voters hold two thirds then decides). With
+    `ctx`, the members' validator records and votes are read shared (`power.shared_power`, `store.votes_of`),
+    each decoded once per block: a block of verdicts tallies a segment at each of its votes."""
     committee = committee_of(commitment, segment)
-    powers = {member: operator_power(state, member) for member in committee}
+    if ctx is None:
+        powers = {member: operator_power(state, member) for member in committee}
+    else:
+        powers = {member: shared_power(state, ctx, member) for member in committee}
     passing = adverse = 0
     voted: set[bytes] = set()
-    for validator, vote in votes_of(state, commitment.task_id, commitment.round, commitment.worker, segment, committee):
+    for validator, vote in votes_of(state, commitment.task_id, commitment.round, commitment.worker, segment, committee,
+                                    ctx):
         power = powers.get(validator, 0)
         if not power:
             continue  # no longer a validator with power

@@ -12,7 +12,7 @@ from ..crypto import ADDRESS_LENGTH, encode_address
 from ..errors import InvalidRequest
 from ..market.errors import InvalidReveal
 from ..market.reveals import replay_commitment
-from ..market.store import find_commitment, find_vote, get_task, put_vote
+from ..market.store import find_vote, put_vote, shared_commitment, shared_task
 from ..proto.market_pb2 import MsgRevealReplay
 from ..state import State
 
@@ -27,14 +27,16 @@ def validate_reveal_replay(msg: MsgRevealReplay) -> None:
 
 
 def process_reveal_replay(state: State, ctx: BlockContext, signer: bytes, msg: MsgRevealReplay) -> None:
-    task = get_task(state, msg.task_id)
+    """The task and the commitment are only read, shared (`store.shared_record`, decoded once per block): a block
+    carries a round's reveals, every committee member's on each sampled segment of each commitment."""
+    task = shared_task(state, ctx, msg.task_id)
     where = f"segment {msg.segment} of {encode_address(msg.worker)} in round {msg.round} of task {task.id}"
     vote = find_vote(state, task.id, msg.round, msg.worker, msg.segment, signer)
     if vote is None:
         raise InvalidReveal(f"{encode_address(signer)} did not vote on {where}")
     if vote.replay_digest:
         raise InvalidReveal(f"{encode_address(signer)} already revealed its replay digest of {where}")
-    commitment = find_commitment(state, task.id, msg.round, msg.worker)
+    commitment = shared_commitment(state, ctx, task.id, msg.round, msg.worker)
     if not commitment.reveal_deadline or ctx.env.height > commitment.reveal_deadline:
         raise InvalidReveal(f"reveals of round {msg.round} of task {task.id} are accepted after it settles and "
                             f"until its reveal deadline (height {commitment.reveal_deadline or 'not yet set'})")
