@@ -29,7 +29,7 @@ from ..state import State
 from .power import operator_power, power_reader, shared_power
 from .records import FAILED, PASSED, PENDING, SEGMENT_FAIL, SEGMENT_PASS, UNDECIDED, VERDICT_FAIL, VERDICT_PASS
 from .records import VERDICT_UNAVAILABLE, Commitment, Vote
-from .store import segment_votes, unmark_pending, votes_of
+from .store import unmark_pending, votes_of
 
 
 def has_two_thirds(votes: int, total: int) -> bool:
@@ -39,6 +39,14 @@ def has_two_thirds(votes: int, total: int) -> bool:
 def committee_of(commitment: Commitment, segment: int) -> list[bytes]:
     """The operators on the committee of one of the commitment's sampled segments."""
     return [bytes.fromhex(member) for member in commitment.committees[commitment.segments.index(segment)]]
+
+
+def committee_votes(state: State, commitment: Commitment, segment: int) -> list[tuple[bytes, Vote]]:
+    """Every vote on one of the commitment's sampled segments, ascending by validator: what `store.segment_votes`
+    finds, read by key over the segment's committee (only its members vote, `MsgSubmitVerdict`) rather than by a
+    scan, which in a block that deletes votes would walk every deletion before it (`State.iterate`)."""
+    return votes_of(state, commitment.task_id, commitment.round, commitment.worker, segment,
+                    committee_of(commitment, segment))
 
 
 def is_whole_set(commitment: Commitment, segment: int) -> bool:
@@ -82,18 +90,16 @@ def tally_segment(state: State, commitment: Commitment, segment: int, closing: b
     return UNDECIDED
 
 
-def losing_voters(state: State, commitment: Commitment, segment: int) -> list[tuple[bytes, Vote]]:
-    """The PASS and FAIL voters on the losing side of a segment the whole validator set decided, ascending. An
-    UNAVAILABLE voter is not among them: a worker can serve its blobs to some verifiers and not to others, and
+def losing_voters(commitment: Commitment, segment: int, votes: list[tuple[bytes, Vote]]) -> list[tuple[bytes, Vote]]:
+    """The PASS and FAIL voters (among `votes`, every vote on the segment) on the losing side of a segment the whole
+    validator set decided, ascending. An UNAVAILABLE voter is not among them: a worker can serve its blobs to some verifiers and not to others, and
     must not be able to make an honest one pay."""
     index = commitment.segments.index(segment)
     decision = commitment.decisions[index]
     if not commitment.escalated[index] or decision == UNDECIDED:
         return []
     losing = VERDICT_FAIL if decision == SEGMENT_PASS else VERDICT_PASS
-    return [(validator, vote) for validator, vote in
-            segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment)
-            if vote.verdict == losing]
+    return [(validator, vote) for validator, vote in votes if vote.verdict == losing]
 
 
 def apply_decision(state: State, commitment: Commitment, segment: int, decision: str) -> None:
@@ -110,10 +116,12 @@ def apply_decision(state: State, commitment: Commitment, segment: int, decision:
         commitment.outcome = PASSED
 
 
-def deciding_voters(state: State, commitment: Commitment, want_pass: bool) -> list[tuple[bytes, int]]:
+def deciding_voters(state: State, commitment: Commitment, want_pass: bool,
+                    votes: dict[int, list[tuple[bytes, Vote]]] | None = None) -> list[tuple[bytes, int]]:
     """Validators (with current power) who voted on the commitment's decided segments on the winning side:
-    PASS voters of a passed round, FAIL/UNAVAILABLE voters of the failed segments of a failed one."""
-    return [(validator, power) for validator, power, _ in _winning_votes(state, commitment, want_pass)]
+    PASS voters of a passed round, FAIL/UNAVAILABLE voters of the failed segments of a failed one. `votes`: each
+    segment's votes when the caller read them already (else read here, `committee_votes`)."""
+    return [(validator, power) for validator, power, _ in _winning_votes(state, commitment, want_pass, votes)]
 
 
 def slash_voters(state: State, commitment: Commitment) -> list[tuple[bytes, int, bool]]:
@@ -124,14 +132,15 @@ def slash_voters(state: State, commitment: Commitment) -> list[tuple[bytes, int,
     return _winning_votes(state, commitment, want_pass=False)
 
 
-def _winning_votes(state: State, commitment: Commitment, want_pass: bool) -> list[tuple[bytes, int, bool]]:
+def _winning_votes(state: State, commitment: Commitment, want_pass: bool,
+                   votes: dict[int, list[tuple[bytes, Vote]]] | None = None) -> list[tuple[bytes, int, bool]]:
     wanted = SEGMENT_PASS if want_pass else SEGMENT_FAIL
     power = power_reader(state)
     voters: dict[bytes, tuple[int, bool]] = {}
     for segment, decision in zip(commitment.segments, commitment.decisions):
         if decision != wanted:
             continue
-        for validator, vote in segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment):
+        for validator, vote in committee_votes(state, commitment, segment) if votes is None else votes[segment]:
             if (vote.verdict == VERDICT_PASS) == want_pass:
                 replayed = vote.verdict != VERDICT_UNAVAILABLE or voters.get(validator, (0, False))[1]
                 voters[validator] = (power(validator), replayed)
