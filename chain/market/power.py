@@ -35,9 +35,12 @@ def shared_power(state: State, ctx: BlockContext, operator: bytes) -> int:
     return seen[1].power
 
 
-def power_reader(state: State) -> Callable[[bytes], int]:
+def power_reader(state: State, ctx: BlockContext | None = None) -> Callable[[bytes], int]:
     """`operator_power` over `state`, each operator read once: for one reckoning over many votes, with no write
-    between its reads (a committee's members vote on several segments, and a settlement reckons them all)."""
+    between its reads (a committee's members vote on several segments, and a settlement reckons them all). With
+    `ctx`, `shared_power`: each record decoded once per block, and a write between reads is seen."""
+    if ctx is not None:
+        return lambda operator: shared_power(state, ctx, operator)
     powers: dict[bytes, int] = {}
 
     def power(operator: bytes) -> int:

@@ -53,11 +53,12 @@ def replay_commitment(operator: bytes, salt: bytes, replay_digest: bytes) -> byt
     return hashlib.sha256(COMMITMENT_TAG + operator + salt + replay_digest).digest()
 
 
-def true_digests(state: State, commitment: Commitment, segment: int, votes: list[tuple[bytes, Vote]]) -> dict[int, bytes]:
+def true_digests(state: State, commitment: Commitment, segment: int, votes: list[tuple[bytes, Vote]],
+                 ctx: BlockContext | None = None) -> dict[int, bytes]:
     """Per kind of replay (`Vote.cpu_replay`), the revealed digest backed by two thirds of the power of the
     segment's deciding body (its committee: the sampled one, or the whole set it escalated to); a kind without
     one is absent. UNAVAILABLE votes replayed nothing, so their digests do not count."""
-    power = power_reader(state)
+    power = power_reader(state, ctx)
     total = sum(power(member) for member in committee_of(commitment, segment))
     backing: dict[tuple[int, bytes], int] = {}
     for validator, vote in votes:
@@ -67,11 +68,11 @@ def true_digests(state: State, commitment: Commitment, segment: int, votes: list
     return {kind: digest for (kind, digest), power in sorted(backing.items()) if has_two_thirds(power, total)}
 
 
-def lazy_voters(state: State, commitment: Commitment, segment: int,
-                votes: list[tuple[bytes, Vote]]) -> list[tuple[bytes, Vote]]:
+def lazy_voters(state: State, commitment: Commitment, segment: int, votes: list[tuple[bytes, Vote]],
+                ctx: BlockContext | None = None) -> list[tuple[bytes, Vote]]:
     """Voters on one segment (with their votes: `votes`, every vote on it) whose reveal is missing or disagrees
-    with their kind's true digest, ascending."""
-    true = true_digests(state, commitment, segment, votes)
+    with their kind's true digest, ascending. With `ctx`, powers are read shared (`power.power_reader`)."""
+    true = true_digests(state, commitment, segment, votes, ctx)
     return [(validator, vote) for validator, vote in votes
             if not vote.replay_digest or (vote.verdict != VERDICT_UNAVAILABLE and vote.cpu_replay in true
                                           and vote.replay_digest != true[vote.cpu_replay])]
@@ -117,7 +118,7 @@ def penalize_segment(state: State, ctx: BlockContext, task: Task, commitment: Co
     penalty = task.terms.get("lazy_verifier_penalty", 0)
     worker = encode_address(commitment.worker)
     lazy: set[bytes] = set()
-    for validator, vote in lazy_voters(state, commitment, segment, votes):
+    for validator, vote in lazy_voters(state, commitment, segment, votes, ctx):
         lazy.add(validator)
         burned = slash_validator(state, ctx, validator, vote.height, "lazy_verifier", amount=penalty).total
         task_event(ctx, task.id, "lazy_verifier", round=commitment.round, worker=worker, segment=segment,
@@ -147,7 +148,7 @@ def settle_reveals(state: State, ctx: BlockContext, task: Task, round_: int) -> 
             lazy |= penalize_segment(state, ctx, task, commitment, segment, votes[segment])
         fee = commitment.held_verifier_fee
         if fee:
-            earners = [v for v, _ in deciding_voters(state, commitment, want_pass=True, votes=votes) if v not in lazy]
+            earners = [v for v, _ in deciding_voters(state, commitment, want_pass=True, votes=votes, ctx=ctx) if v not in lazy]
             for verifier, share in split_evenly(fee, earners) or [(FEE_COLLECTOR, fee)]:
                 escrow_out(state, verifier, share)
             task.held_fees -= fee

@@ -117,11 +117,13 @@ def apply_decision(state: State, commitment: Commitment, segment: int, decision:
 
 
 def deciding_voters(state: State, commitment: Commitment, want_pass: bool,
-                    votes: dict[int, list[tuple[bytes, Vote]]] | None = None) -> list[tuple[bytes, int]]:
+                    votes: dict[int, list[tuple[bytes, Vote]]] | None = None,
+                    ctx: BlockContext | None = None) -> list[tuple[bytes, int]]:
     """Validators (with current power) who voted on the commitment's decided segments on the winning side:
     PASS voters of a passed round, FAIL/UNAVAILABLE voters of the failed segments of a failed one. `votes`: each
-    segment's votes when the caller read them already (else read here, `committee_votes`)."""
-    return [(validator, power) for validator, power, _ in _winning_votes(state, commitment, want_pass, votes)]
+    segment's votes when the caller read them already (else read here, `committee_votes`); with `ctx`, powers are
+    read shared (`power.power_reader`)."""
+    return [(validator, power) for validator, power, _ in _winning_votes(state, commitment, want_pass, votes, ctx)]
 
 
 def slash_voters(state: State, commitment: Commitment) -> list[tuple[bytes, int, bool]]:
@@ -133,9 +135,10 @@ def slash_voters(state: State, commitment: Commitment) -> list[tuple[bytes, int,
 
 
 def _winning_votes(state: State, commitment: Commitment, want_pass: bool,
-                   votes: dict[int, list[tuple[bytes, Vote]]] | None = None) -> list[tuple[bytes, int, bool]]:
+                   votes: dict[int, list[tuple[bytes, Vote]]] | None = None,
+                   ctx: BlockContext | None = None) -> list[tuple[bytes, int, bool]]:
     wanted = SEGMENT_PASS if want_pass else SEGMENT_FAIL
-    power = power_reader(state)
+    power = power_reader(state, ctx)
     voters: dict[bytes, tuple[int, bool]] = {}
     for segment, decision in zip(commitment.segments, commitment.decisions):
         if decision != wanted:
