@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from .. import keys
 from ..block import BlockContext
 from ..state import State
 from .power import operator_power, power_reader, shared_power
@@ -88,6 +89,25 @@ def tally_segment(state: State, commitment: Commitment, segment: int, closing: b
     if total and (everyone or (closing and has_two_thirds(passing + adverse, total))):
         return SEGMENT_PASS if passing else SEGMENT_FAIL
     return UNDECIDED
+
+
+def awaiting_votes(state: State, ctx: BlockContext, commitment: Commitment, segment: int) -> bool:
+    """Whether a sampled committee (not the whole set) still waits for the vote of a member with power: then
+    `tally_segment` answers `undecided` before the window closes, whatever the votes so far say (a dissent leaves
+    it undecided too), so a block of verdicts need not tally the segment at each of its committee's first votes.
+    Reads stop at the first such member; the vote that completes the committee reads all and is tallied."""
+    if is_whole_set(commitment, segment):
+        return False  # two thirds of the whole set may decide before everyone voted
+    prefix = keys.market_segment_votes_prefix(commitment.task_id, commitment.round, commitment.worker, segment)
+    for member in committee_of(commitment, segment):
+        if state.get(prefix + member) is None and shared_power(state, ctx, member) > 0:
+            return True
+    return False
+
+
+def on_committee(commitment: Commitment, segment: int, operator: bytes) -> bool:
+    """Whether `operator` sits on the committee of the commitment's sampled `segment` (which must be one)."""
+    return operator.hex() in commitment.committees[commitment.segments.index(segment)]
 
 
 def losing_voters(commitment: Commitment, segment: int, votes: list[tuple[bytes, Vote]]) -> list[tuple[bytes, Vote]]:

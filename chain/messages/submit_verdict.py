@@ -23,7 +23,7 @@ from ..market.replay_gpus import get_replay_gpus, gpu_part_of
 from ..market.records import PENDING, UNDECIDED, VERDICT_NAMES, VERIFY, Vote
 from ..market.store import enter_phase, find_commitment, find_vote, get_task, is_pending, iter_round_commitments
 from ..market.store import put_commitment, put_task, put_vote, shared_commitment, shared_task
-from ..market.tally import apply_decision, committee_of, round_undecided, tally_segment
+from ..market.tally import apply_decision, awaiting_votes, on_committee, round_undecided, tally_segment
 from ..proto.market_pb2 import MsgSubmitVerdict
 from ..state import State
 
@@ -58,7 +58,7 @@ def process_submit_verdict(state: State, ctx: BlockContext, signer: bytes, msg: 
             or msg.segment not in commitment.segments):
         raise NotSampled(f"segment {msg.segment} of {encode_address(msg.worker)} in round {msg.round} of task "
                          f"{task.id} is not awaiting verdicts")
-    if signer not in committee_of(commitment, msg.segment):
+    if not on_committee(commitment, msg.segment, signer):
         raise NotOnCommittee(f"{encode_address(signer)} is not on the committee of segment {msg.segment} of "
                              f"{encode_address(msg.worker)} in round {msg.round} of task {task.id}")
     if not is_pending(state, task.id, msg.round, msg.worker, msg.segment):
@@ -76,6 +76,8 @@ def process_submit_verdict(state: State, ctx: BlockContext, signer: bytes, msg: 
                   cpu_replay=int(gpu is not None and gpu not in get_replay_gpus(state, signer))), ctx)
     task_event(ctx, task.id, "verdict", round=msg.round, worker=encode_address(msg.worker), segment=msg.segment,
                validator=encode_address(signer), verdict=VERDICT_NAMES[msg.verdict])
+    if awaiting_votes(state, ctx, commitment, msg.segment):
+        return  # undecided: `tally_segment` would say so, after reading every member's vote and power
     decision = tally_segment(state, commitment, msg.segment, ctx=ctx)
     if decision == UNDECIDED:
         return
