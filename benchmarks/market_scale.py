@@ -30,7 +30,8 @@ node tunes it (`abci_app.gc_tuning`). Every transaction must succeed, and every 
 worker passed and paid, or the run fails.
 
 State growth is the store's keys and bytes (keys plus values) after a training round's last block minus
-before its first. `--profile KIND` (commits, sampling, verdicts, settlement, reveals, reveal_settlement) prints
+before its first, in all and under each key prefix (`state_bytes_per_round_by_record`, by the prefix's name in
+`chain.keys`: the round's votes are deleted when its reveal window closes, in the reveal settlement block). `--profile KIND` (commits, sampling, verdicts, settlement, reveals, reveal_settlement) prints
 cProfile's top entries (CPU time) for that kind of block of the first round to stderr.
 Target: the commits block, which carries one round of every task, executes in 1 s or less. The last line is
 JSON: the scale, the CPU and wall-clock seconds of each kind of block (the largest over the rounds), the largest
@@ -92,6 +93,8 @@ class RoundFigures:
     keys_added: int = 0
     bytes_added: int = 0
     keys_after: int = 0
+    growth_by_record: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """(keys, bytes) added over the round under each key prefix that changed, by its name in `chain.keys`."""
 
 
 class Rounds:
@@ -124,6 +127,7 @@ class Rounds:
     def run(self, round_: int) -> RoundFigures:
         chain, figures = self.chain, RoundFigures(round_)
         keys_before, bytes_before = chain.size()
+        by_record_before = chain.size_by_record()
         final = round_ == chain.scale.rounds
         self.timed_block("commits", [chain.sign(w, [commit_message(t, round_, w, final)])
                                      for t, w in chain.members()], figures)
@@ -140,6 +144,7 @@ class Rounds:
         keys_after, bytes_after = chain.size()
         figures.keys_added, figures.bytes_added, figures.keys_after = (keys_after - keys_before,
                                                                        bytes_after - bytes_before, keys_after)
+        figures.growth_by_record = growth(by_record_before, chain.size_by_record())
         return figures
 
     def sampled_votes(self, round_: int) -> list[tuple[PrivateKey, int, int, bytes, int]]:
@@ -158,6 +163,16 @@ class Rounds:
         for operator, messages in group_by_operator(votes, message).items():
             txs.extend(self.signed(operator, messages))
         return txs
+
+
+def growth(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """(keys, bytes) added under each prefix between two `ScaleChain.size_by_record` readings, changed ones only."""
+    changes = {}
+    for name in sorted(set(before) | set(after)):
+        (keys_before, bytes_before), (keys_after, bytes_after) = before.get(name, (0, 0)), after.get(name, (0, 0))
+        if (keys_before, bytes_before) != (keys_after, bytes_after):
+            changes[name] = (keys_after - keys_before, bytes_after - bytes_before)
+    return changes
 
 
 def group_by_task(votes) -> dict[int, list]:
@@ -230,6 +245,9 @@ def summary(scale: Scale, rounds: list[RoundFigures], load: float) -> dict:
         "state_keys_per_round": round(sum(r.keys_added for r in training) / len(training)),
         "state_bytes_per_round": round(sum(r.bytes_added for r in training) / len(training)),
         "state_keys_after_last_round": rounds[-1].keys_after,
+        "state_bytes_per_round_by_record": {
+            name: round(sum(r.growth_by_record.get(name, (0, 0))[1] for r in training) / len(training))
+            for name in sorted({name for r in training for name in r.growth_by_record})},
         "load_average_1m": round(load, 2),
         "target_block_seconds": TARGET_SECONDS,
         "target_met": cpu["commits"] <= TARGET_SECONDS,

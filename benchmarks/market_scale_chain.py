@@ -39,6 +39,11 @@ REVEAL_WINDOW = 2
 """Blocks of the reveal window: its deadline falls in the block after the reveals, the round's last."""
 
 
+PREFIX_NAMES = {value: name.lower() for name, value in vars(keys).items()
+                if name.isupper() and isinstance(value, bytes) and len(value) == 1}
+"""The name of each one-byte key prefix of the chain (`chain.keys`): `market_verdict`, `market_commit`, ..."""
+
+
 @dataclass(frozen=True)
 class Scale:
     tasks: int
@@ -62,33 +67,44 @@ def spec(rounds: int) -> bytes:
 
 
 class CountingKV(SortedKV):
-    """A `SortedKV` that counts its keys and bytes (keys plus values), and rebuilds its sorted index at once when
-    a block adds many keys (inserting them one by one would cost this benchmark, not the chain, minutes)."""
+    """A `SortedKV` that counts its keys and bytes (keys plus values), in all and by key prefix (`growth`), and
+    rebuilds its sorted index at once when a block adds or deletes many keys (inserting or removing them one by
+    one would cost this benchmark, not the chain, minutes)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.bytes = 0
+        self.by_prefix: dict[bytes, list[int]] = {}
+        """First byte of the key -> [keys, bytes] under it."""
+
+    def count(self, name: bytes, value: bytes, sign: int) -> None:
+        self.bytes += sign * (len(name) + len(value))
+        counts = self.by_prefix.setdefault(name[:1], [0, 0])
+        counts[0] += sign
+        counts[1] += sign * (len(name) + len(value))
 
     def apply(self, changes: dict[bytes, bytes | None]) -> None:
-        added = []
+        added, deleted = [], []
         for name, value in changes.items():
             old = self.items.get(name)
             if old is not None:
-                self.bytes -= len(name) + len(old)
+                self.count(name, old, -1)
             if value is None:
                 if old is not None:
                     del self.items[name]
-                    self.keys.pop(bisect.bisect_left(self.keys, name))
+                    deleted.append(name)
                 continue
             if old is None:
                 added.append(name)
             self.items[name] = value
-            self.bytes += len(name) + len(value)
-        if len(added) > 1_000:
+            self.count(name, value, 1)
+        if len(added) + len(deleted) > 1_000:
             self.keys = sorted(self.items)
-        else:
-            for name in added:
-                bisect.insort(self.keys, name)
+            return
+        for name in deleted:
+            self.keys.pop(bisect.bisect_left(self.keys, name))
+        for name in added:
+            bisect.insort(self.keys, name)
 
 
 class ScaleChain:
@@ -152,6 +168,11 @@ class ScaleChain:
     def size(self) -> tuple[int, int]:
         """(keys, bytes) in the committed store."""
         return len(self.kv.items), self.kv.bytes
+
+    def size_by_record(self) -> dict[str, tuple[int, int]]:
+        """(keys, bytes) in the committed store under each key prefix, by the prefix's name in `chain.keys`."""
+        return {PREFIX_NAMES.get(prefix, prefix.hex()): (count, size)
+                for prefix, (count, size) in sorted(self.kv.by_prefix.items())}
 
     # -- setting up ----------------------------------------------------------------------------------------------
     def open_tasks(self) -> None:

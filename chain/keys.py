@@ -188,7 +188,12 @@ def market_round_commit_prefix(task_id: int, round_: int) -> bytes:
 
 
 def market_vote_key(task_id: int, round_: int, worker: bytes, segment: int, validator: bytes) -> bytes:
-    return MARKET_VERDICT + u64(task_id) + u64(round_) + worker + u64(segment) + validator
+    return market_segment_votes_prefix(task_id, round_, worker, segment) + validator
+
+
+def market_segment_votes_prefix(task_id: int, round_: int, worker: bytes, segment: int) -> bytes:
+    """The prefix of every vote on one sampled segment (its keys end with the voter's operator address)."""
+    return MARKET_VERDICT + u64(task_id) + u64(round_) + worker + u64(segment)
 
 
 def market_pending_segment_key(task_id: int, round_: int, worker: bytes, segment: int) -> bytes:

@@ -464,7 +464,9 @@ class VerifierService:
         """Reveal the replay digests of included votes whose round has settled, one transaction per round;
         votes whose reveal window has closed are marked missed, and votes the chain accepted without counting
         them (the segment was decided before they arrived) late: revealing one would be refused, and with it the
-        whole transaction of the round's reveals."""
+        whole transaction of the round's reveals. Once the window closed the chain deletes the round's votes
+        (`verdicts_deleted`): an unrevealed vote of such a round is missed, whether or not it had been counted (a
+        round that never settled has no window: its votes are late)."""
         pending: dict[tuple[int, int], list[tuple]] = {}
         for key, salt, digest in self.record.unrevealed():
             pending.setdefault((key[0], key[1]), []).append((key, salt, digest))
@@ -477,10 +479,13 @@ class VerifierService:
             deadlines = {c.worker: c.reveal_deadline for c in details.commitments}
             counted = {(c.worker, v.segment) for c in details.commitments for v in c.verdicts
                        if v.validator == self.address}
+            deleted = {c.worker for c in details.commitments if c.verdicts_deleted}
             ready, missed, late = [], [], []
             for key, salt, digest in entries:
                 deadline = deadlines.get(key[2], 0)
-                if deadline and (key[2], key[3]) not in counted:
+                if key[2] in deleted:  # the window closed (or the task ended unsettled) and the chain deleted the votes
+                    (missed if deadline else late).append(key)
+                elif deadline and (key[2], key[3]) not in counted:
                     late.append(key)  # accepted after others decided it (`verdict_late`): nothing to reveal
                 elif deadline and self.progress.height > deadline:
                     missed.append(key)

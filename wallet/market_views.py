@@ -192,6 +192,9 @@ class Commitment(MarketView):
     decisions: tuple[str, ...] = one_of(UNDECIDED, SEGMENT_PASS, SEGMENT_FAIL)
     paid: int
     verdicts: tuple[Vote, ...]
+    verdicts_deleted: bool
+    """True once the round's reveal window closed (or its task ended before it settled): the chain deleted its
+    votes, so `verdicts` is empty; `decisions` and `outcome` say what they decided."""
     committees: tuple[Committee, ...]
     escalated: tuple[int, ...]
     """Per segment: 1 once the whole validator set decides it (two thirds of its power), 0 while its sampled

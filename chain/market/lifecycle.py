@@ -37,6 +37,7 @@ from .records import ACTIVE, COMMIT, DONE, DROPPED, FINISHED, LEFT, OPEN, RUNNIN
 from .store import delete_member, enter_phase, escrow_burn, escrow_in, escrow_out, find_commitment, find_member
 from .store import get_worker, members_in_order, pending_segments, put_commitment, put_member, put_worker
 from .store import unmark_pending
+from .vote_pruning import forget_unsettled_votes
 
 
 def _leave(state: State, task: Task, member: Member, status: str, reason: str) -> None:
@@ -255,6 +256,7 @@ def end_task(state: State, ctx: BlockContext, task: Task, status: str) -> None:
             member.collateral = 0
             _leave(state, task, member, FINISHED, status)
     delete_task_keys(state, task.id)  # nobody needs the data key of an ended task from the chain
+    forget_unsettled_votes(state, task)  # a round that never settles has no reveal window to delete them
     task.open_slots, task.vacated = [], []
     refund = task.escrow
     escrow_out(state, task.requester, refund)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .. import validators
+from .. import keys, validators
+from ..block import BlockContext
 from ..slash import slashable_stake
 from ..state import State
 
@@ -19,9 +20,27 @@ def operator_power(state: State, operator: bytes) -> int:
     return validators.validator_power(state, operator)
 
 
-def power_reader(state: State) -> Callable[[bytes], int]:
+def shared_power(state: State, ctx: BlockContext, operator: bytes) -> int:
+    """`operator_power`, the validator's record decoded once per block while its bytes stay the same (the rule of
+    `store.shared_record`, in the same `BlockContext.decoded`): a block of verdicts reads each committee member's
+    power at every vote on its segments, and a validator's record changes only when something stakes, unbonds or
+    slashes it."""
+    key = keys.validator_key(operator)
+    raw = state.get(key)
+    if raw is None:
+        return 0
+    seen = ctx.decoded.get(key)
+    if seen is None or not (seen[0] is raw or seen[0] == raw):
+        seen = ctx.decoded[key] = (raw, validators.decode_validator(raw))
+    return seen[1].power
+
+
+def power_reader(state: State, ctx: BlockContext | None = None) -> Callable[[bytes], int]:
     """`operator_power` over `state`, each operator read once: for one reckoning over many votes, with no write
-    between its reads (a committee's members vote on several segments, and a settlement reckons them all)."""
+    between its reads (a committee's members vote on several segments, and a settlement reckons them all). With
+    `ctx`, `shared_power`: each record decoded once per block, and a write between reads is seen."""
+    if ctx is not None:
+        return lambda operator: shared_power(state, ctx, operator)
     powers: dict[bytes, int] = {}
 
     def power(operator: bytes) -> int:

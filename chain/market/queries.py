@@ -9,6 +9,8 @@
                            members after position `after` of the member list, at most MAX_COMMITMENTS_PER_PAGE;
                            `next` is the `after` of the following page (null: done). For the opening members the
                            position is the worker index; a replacement comes after them (docs/protocol.md 4.1c)
+                           A round's verdicts are deleted when its reveal window closes (`vote_pruning`): its
+                           commitments then answer no verdicts and `verdicts_deleted` true
 /market/tasks[/open][/after/<id>][/limit/<n>]
                            every task (or only open and running ones), summarised, by ascending id, one page of
                            at most MAX_TASKS_PER_PAGE; `next` is the `after` of the following page (null: done)
@@ -50,6 +52,7 @@ from .replay_gpus import declared_replay_gpus
 from .records import ACTIVE, RUNNING, VERDICT_NAMES, Commitment, KeyBox, Member, Task
 from .store import find_commitment, find_member, find_task, find_vote, find_worker, get_spec, task_ids
 from .store import iterate_unbonding, live_task_ids, pending_segments, segment_votes
+from .vote_pruning import votes_deleted
 
 
 def _is_small_number(text: str) -> bool:
@@ -93,9 +96,12 @@ def member_view(member: Member, blob_url: str, relay: str = "", box: KeyBox | No
     }
 
 
-def commitment_view(state: State, commitment: Commitment) -> dict:
+def commitment_view(state: State, task: Task, commitment: Commitment) -> dict:
+    """The commitment and its votes; once its round's reveal window closed the votes are deleted
+    (`vote_pruning`), and `verdicts_deleted` says so rather than let an empty list read as "nobody voted"."""
     verdicts = []
-    for segment in commitment.segments:
+    deleted = votes_deleted(task, commitment)
+    for segment in [] if deleted else commitment.segments:
         for validator, vote in segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment):
             verdicts.append({"segment": segment, "validator": encode_address(validator),
                              "verdict": VERDICT_NAMES[vote.verdict], "evidence_hash": vote.evidence_hash.hex(),
@@ -109,7 +115,7 @@ def commitment_view(state: State, commitment: Commitment) -> dict:
         "determinism_profile": commitment.determinism_profile, "height": commitment.height,
         "residual_hash": commitment.residual_hash.hex(),
         "outcome": commitment.outcome, "segments": commitment.segments, "decisions": commitment.decisions,
-        "paid": commitment.paid, "verdicts": verdicts,
+        "paid": commitment.paid, "verdicts": verdicts, "verdicts_deleted": deleted,
         "committees": [[encode_address(bytes.fromhex(m)) for m in committee] for committee in commitment.committees],
         "escalated": commitment.escalated, "drawn": commitment.drawn, "held_verifier_fee": commitment.held_verifier_fee,
         "reveal_deadline": commitment.reveal_deadline,
@@ -129,7 +135,7 @@ def round_page(state: State, task: Task, round_: int, after: int | None, limit: 
         if len(commitments) == limit:
             more = True
             break
-        commitments.append(commitment_view(state, commitment))
+        commitments.append(commitment_view(state, task, commitment))
         last_index = index
     return {
         "round": round_,

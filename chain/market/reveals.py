@@ -40,8 +40,9 @@ from .events import task_event
 from .power import power_reader, stake_share
 from .records import FAILED, UNDECIDED, VERDICT_NAMES, VERDICT_UNAVAILABLE, Commitment, Task, Vote
 from .replay_gpus import gpu_part_of
-from .store import escrow_burn, escrow_out, put_commitment, round_commitments, segment_votes
-from .tally import committee_of, deciding_voters, has_two_thirds, losing_voters
+from .store import escrow_burn, escrow_out, put_commitment, round_commitments
+from .tally import committee_of, committee_votes, deciding_voters, has_two_thirds, losing_voters
+from .vote_pruning import delete_read_votes
 
 COMMITMENT_TAG = b"trolly/replay-commitment/v1"
 REVEAL = 5
@@ -52,11 +53,12 @@ def replay_commitment(operator: bytes, salt: bytes, replay_digest: bytes) -> byt
     return hashlib.sha256(COMMITMENT_TAG + operator + salt + replay_digest).digest()
 
 
-def true_digests(state: State, commitment: Commitment, segment: int, votes: list[tuple[bytes, Vote]]) -> dict[int, bytes]:
+def true_digests(state: State, commitment: Commitment, segment: int, votes: list[tuple[bytes, Vote]],
+                 ctx: BlockContext | None = None) -> dict[int, bytes]:
     """Per kind of replay (`Vote.cpu_replay`), the revealed digest backed by two thirds of the power of the
     segment's deciding body (its committee: the sampled one, or the whole set it escalated to); a kind without
     one is absent. UNAVAILABLE votes replayed nothing, so their digests do not count."""
-    power = power_reader(state)
+    power = power_reader(state, ctx)
     total = sum(power(member) for member in committee_of(commitment, segment))
     backing: dict[tuple[int, bytes], int] = {}
     for validator, vote in votes:
@@ -66,26 +68,26 @@ def true_digests(state: State, commitment: Commitment, segment: int, votes: list
     return {kind: digest for (kind, digest), power in sorted(backing.items()) if has_two_thirds(power, total)}
 
 
-def lazy_voters(state: State, commitment: Commitment, segment: int) -> list[tuple[bytes, Vote]]:
-    """Voters on one segment (with their votes) whose reveal is missing or disagrees with their kind's true
-    digest, ascending."""
-    votes = segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment)
-    true = true_digests(state, commitment, segment, votes)
+def lazy_voters(state: State, commitment: Commitment, segment: int, votes: list[tuple[bytes, Vote]],
+                ctx: BlockContext | None = None) -> list[tuple[bytes, Vote]]:
+    """Voters on one segment (with their votes: `votes`, every vote on it) whose reveal is missing or disagrees
+    with their kind's true digest, ascending. With `ctx`, powers are read shared (`power.power_reader`)."""
+    true = true_digests(state, commitment, segment, votes, ctx)
     return [(validator, vote) for validator, vote in votes
             if not vote.replay_digest or (vote.verdict != VERDICT_UNAVAILABLE and vote.cpu_replay in true
                                           and vote.replay_digest != true[vote.cpu_replay])]
 
 
-def absent_replayers(state: State, commitment: Commitment, segment: int) -> list[bytes]:
+def absent_replayers(commitment: Commitment, segment: int, votes: list[tuple[bytes, Vote]]) -> list[bytes]:
     """The drawn members of a GPU segment's sampled committee (validators that declared its GPU) that did not vote
-    on it although it needed them: it was decided, or escalated, rather than left open by another segment's fail."""
+    on it (`votes`: every vote on it) although it needed them: it was decided, or escalated, rather than left open
+    by another segment's fail."""
     index = commitment.segments.index(segment)
     if gpu_part_of(commitment.determinism_profile) is None or not commitment.drawn[index:index + 1]:
         return []
     if commitment.decisions[index] == UNDECIDED and commitment.outcome == FAILED and not commitment.escalated[index]:
         return []  # another segment failed the round first: this one no longer needed its votes
-    voted = {validator for validator, _ in segment_votes(state, commitment.task_id, commitment.round,
-                                                         commitment.worker, segment)}
+    voted = {validator for validator, _ in votes}
     drawn = commitment.committees[index][:commitment.drawn[index]]
     return [member for member in map(bytes.fromhex, drawn) if member not in voted]
 
@@ -109,23 +111,25 @@ def settle_slash_shares(state: State, ctx: BlockContext, task: Task, commitment:
     commitment.held_slash_shares = {}
 
 
-def penalize_segment(state: State, ctx: BlockContext, task: Task, commitment: Commitment, segment: int) -> set[bytes]:
-    """Burn the penalties of one segment's lazy, absent and losing voters; returns the lazy and absent ones."""
+def penalize_segment(state: State, ctx: BlockContext, task: Task, commitment: Commitment, segment: int,
+                     votes: list[tuple[bytes, Vote]]) -> set[bytes]:
+    """Burn the penalties of one segment's lazy, absent and losing voters (from `votes`, every vote on it);
+    returns the lazy and absent ones."""
     penalty = task.terms.get("lazy_verifier_penalty", 0)
     worker = encode_address(commitment.worker)
     lazy: set[bytes] = set()
-    for validator, vote in lazy_voters(state, commitment, segment):
+    for validator, vote in lazy_voters(state, commitment, segment, votes, ctx):
         lazy.add(validator)
         burned = slash_validator(state, ctx, validator, vote.height, "lazy_verifier", amount=penalty).total
         task_event(ctx, task.id, "lazy_verifier", round=commitment.round, worker=worker, segment=segment,
                    validator=encode_address(validator), penalty=burned)
-    for validator in absent_replayers(state, commitment, segment):
+    for validator in absent_replayers(commitment, segment, votes):
         lazy.add(validator)
         burned = slash_validator(state, ctx, validator, commitment.height, "absent_verifier", amount=penalty).total
         task_event(ctx, task.id, "absent_verifier", round=commitment.round, worker=worker, segment=segment,
                    validator=encode_address(validator), penalty=burned)
     bps = task.terms.get("losing_verdict_penalty_bps", 0)
-    for validator, vote in losing_voters(state, commitment, segment):
+    for validator, vote in losing_voters(commitment, segment, votes):
         owed = max(penalty, stake_share(state, validator, bps, vote.height))
         burned = slash_validator(state, ctx, validator, vote.height, "losing_verdict", amount=owed).total
         task_event(ctx, task.id, "losing_verdict", round=commitment.round, worker=worker, segment=segment,
@@ -135,14 +139,16 @@ def penalize_segment(state: State, ctx: BlockContext, task: Task, commitment: Co
 
 def settle_reveals(state: State, ctx: BlockContext, task: Task, round_: int) -> None:
     """Close round `round_`'s reveal window: penalise lazy, absent and losing voters, pay the held verifier fees
-    and slash shares to the others."""
+    and slash shares to the others, then delete the round's votes, which nothing reads after this
+    (`vote_pruning`). Each segment's votes are read once, by key (`tally.committee_votes`), for all of it."""
     for commitment in round_commitments(state, task, round_):
+        votes = {segment: committee_votes(state, commitment, segment) for segment in commitment.segments}
         lazy: set[bytes] = set()
         for segment in commitment.segments:
-            lazy |= penalize_segment(state, ctx, task, commitment, segment)
+            lazy |= penalize_segment(state, ctx, task, commitment, segment, votes[segment])
         fee = commitment.held_verifier_fee
         if fee:
-            earners = [v for v, _ in deciding_voters(state, commitment, want_pass=True) if v not in lazy]
+            earners = [v for v, _ in deciding_voters(state, commitment, want_pass=True, votes=votes, ctx=ctx) if v not in lazy]
             for verifier, share in split_evenly(fee, earners) or [(FEE_COLLECTOR, fee)]:
                 escrow_out(state, verifier, share)
             task.held_fees -= fee
@@ -152,5 +158,6 @@ def settle_reveals(state: State, ctx: BlockContext, task: Task, round_: int) -> 
             settle_slash_shares(state, ctx, task, commitment, lazy)
         if fee or shares_held:
             put_commitment(state, commitment)
+        delete_read_votes(state, commitment, votes)
     task.reveals_due = [entry for entry in task.reveals_due if entry[1] != round_]
     task_event(ctx, task.id, "reveals_closed", round=round_)

@@ -200,6 +200,12 @@ def put_commitment(state: State, commitment: Commitment) -> None:
     state.set(key, encode_record(commitment))
 
 
+def shared_commitment(state: State, ctx: BlockContext, task_id: int, round_: int, worker: bytes) -> Commitment | None:
+    """`find_commitment`, decoded once per block while its bytes stay the same (`shared_record`): read only. A
+    block of verdicts or reveals reads each commitment at every vote on its segments."""
+    return shared_record(state, ctx, Commitment, keys.market_commit_key(task_id, round_, worker))
+
+
 def has_commitment(state: State, task_id: int, round_: int, worker: bytes) -> bool:
     """Whether `worker` committed in the round: one key lookup, nothing decoded."""
     return state.has(keys.market_commit_key(task_id, round_, worker))
@@ -219,10 +225,15 @@ def round_commitments(state: State, task: Task, round_: int) -> list[Commitment]
     return list(iter_round_commitments(state, task, round_))
 
 
-def iter_round_commitments(state: State, task: Task, round_: int) -> Iterator[Commitment]:
-    """The round's commitments in worker-index order, each read and decoded only when the caller asks for it."""
+def iter_round_commitments(state: State, task: Task, round_: int,
+                           ctx: BlockContext | None = None) -> Iterator[Commitment]:
+    """The round's commitments in worker-index order, each read and decoded only when the caller asks for it;
+    with `ctx`, read shared (`shared_commitment`: read only)."""
     for worker in task.members:
-        commitment = find_commitment(state, task.id, round_, worker)
+        if ctx is None:
+            commitment = find_commitment(state, task.id, round_, worker)
+        else:
+            commitment = shared_commitment(state, ctx, task.id, round_, worker)
         if commitment is not None:
             yield commitment
 
@@ -233,19 +244,34 @@ def find_vote(state: State, task_id: int, round_: int, worker: bytes, segment: i
     return None if raw is None else decode_record(Vote, raw)
 
 
-def put_vote(state: State, task_id: int, round_: int, worker: bytes, segment: int, validator: bytes, vote: Vote) -> None:
-    state.set(keys.market_vote_key(task_id, round_, worker, segment, validator), encode_record(vote))
+def put_vote(state: State, task_id: int, round_: int, worker: bytes, segment: int, validator: bytes, vote: Vote,
+             ctx: BlockContext | None = None) -> None:
+    """Store the vote; with `ctx`, also keep it as the block's decoded record of its key (`shared_record`), so the
+    tallies of the segment's later votes in the block do not decode it again: the caller must not change it."""
+    key = keys.market_vote_key(task_id, round_, worker, segment, validator)
+    raw = encode_record(vote)
+    state.set(key, raw)
+    if ctx is not None:
+        ctx.decoded[key] = (raw, vote)
+
+
+def delete_vote(state: State, task_id: int, round_: int, worker: bytes, segment: int, validator: bytes) -> None:
+    state.delete(keys.market_vote_key(task_id, round_, worker, segment, validator))
 
 
 def votes_of(state: State, task_id: int, round_: int, worker: bytes, segment: int,
-             validators: list[bytes]) -> list[tuple[bytes, Vote]]:
+             validators: list[bytes], ctx: BlockContext | None = None) -> list[tuple[bytes, Vote]]:
     """The votes on one segment of each of `validators` that voted: (validator, vote), ascending by validator.
     Key lookups, not a scan: within a block of verdicts, a scan under a segment's prefix also walks every vote
     the block wrote before it (`State.iterate`), so tallying each vote by a scan would cost the block the square
-    of its votes."""
+    of its votes. With `ctx` the votes are read shared (`shared_record`: read only), each decoded once per block."""
     found = []
+    prefix = keys.market_segment_votes_prefix(task_id, round_, worker, segment)
     for validator in sorted(validators):
-        vote = find_vote(state, task_id, round_, worker, segment, validator)
+        if ctx is None:
+            vote = find_vote(state, task_id, round_, worker, segment, validator)
+        else:
+            vote = shared_record(state, ctx, Vote, prefix + validator)
         if vote is not None:
             found.append((validator, vote))
     return found
@@ -253,7 +279,7 @@ def votes_of(state: State, task_id: int, round_: int, worker: bytes, segment: in
 
 def segment_votes(state: State, task_id: int, round_: int, worker: bytes, segment: int) -> list[tuple[bytes, Vote]]:
     """Every vote on one segment: (validator operator address, vote), ascending by validator."""
-    prefix = keys.MARKET_VERDICT + keys.u64(task_id) + keys.u64(round_) + worker + keys.u64(segment)
+    prefix = keys.market_segment_votes_prefix(task_id, round_, worker, segment)
     return [(key[len(prefix):], decode_record(Vote, raw)) for key, raw in state.iterate(prefix)]
 
 

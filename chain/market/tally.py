@@ -24,11 +24,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from .. import keys
+from ..block import BlockContext
 from ..state import State
-from .power import operator_power, power_reader
+from .power import operator_power, power_reader, shared_power
 from .records import FAILED, PASSED, PENDING, SEGMENT_FAIL, SEGMENT_PASS, UNDECIDED, VERDICT_FAIL, VERDICT_PASS
 from .records import VERDICT_UNAVAILABLE, Commitment, Vote
-from .store import segment_votes, unmark_pending, votes_of
+from .store import unmark_pending, votes_of
 
 
 def has_two_thirds(votes: int, total: int) -> bool:
@@ -40,19 +42,34 @@ def committee_of(commitment: Commitment, segment: int) -> list[bytes]:
     return [bytes.fromhex(member) for member in commitment.committees[commitment.segments.index(segment)]]
 
 
+def committee_votes(state: State, commitment: Commitment, segment: int) -> list[tuple[bytes, Vote]]:
+    """Every vote on one of the commitment's sampled segments, ascending by validator: what `store.segment_votes`
+    finds, read by key over the segment's committee (only its members vote, `MsgSubmitVerdict`) rather than by a
+    scan, which in a block that deletes votes would walk every deletion before it (`State.iterate`)."""
+    return votes_of(state, commitment.task_id, commitment.round, commitment.worker, segment,
+                    committee_of(commitment, segment))
+
+
 def is_whole_set(commitment: Commitment, segment: int) -> bool:
     """Whether the segment is decided by the whole validator set (escalated, or drawn so)."""
     return bool(commitment.escalated[commitment.segments.index(segment)])
 
 
-def tally_segment(state: State, commitment: Commitment, segment: int, closing: bool = False) -> str:
+def tally_segment(state: State, commitment: Commitment, segment: int, closing: bool = False,
+                  ctx: BlockContext | None = None) -> str:
     """`pass`, `fail` or `undecided` for one segment, from its committee's votes and current powers; `closing`
-    when the verification window closes (a unanimous committee whose voters hold two thirds then decides)."""
+    when the verification window closes (a unanimous committee whose voters hold two thirds then decides). With
+    `ctx`, the members' validator records and votes are read shared (`power.shared_power`, `store.votes_of`),
+    each decoded once per block: a block of verdicts tallies a segment at each of its votes."""
     committee = committee_of(commitment, segment)
-    powers = {member: operator_power(state, member) for member in committee}
+    if ctx is None:
+        powers = {member: operator_power(state, member) for member in committee}
+    else:
+        powers = {member: shared_power(state, ctx, member) for member in committee}
     passing = adverse = 0
     voted: set[bytes] = set()
-    for validator, vote in votes_of(state, commitment.task_id, commitment.round, commitment.worker, segment, committee):
+    for validator, vote in votes_of(state, commitment.task_id, commitment.round, commitment.worker, segment, committee,
+                                    ctx):
         power = powers.get(validator, 0)
         if not power:
             continue  # no longer a validator with power
@@ -74,18 +91,35 @@ def tally_segment(state: State, commitment: Commitment, segment: int, closing: b
     return UNDECIDED
 
 
-def losing_voters(state: State, commitment: Commitment, segment: int) -> list[tuple[bytes, Vote]]:
-    """The PASS and FAIL voters on the losing side of a segment the whole validator set decided, ascending. An
-    UNAVAILABLE voter is not among them: a worker can serve its blobs to some verifiers and not to others, and
+def awaiting_votes(state: State, ctx: BlockContext, commitment: Commitment, segment: int) -> bool:
+    """Whether a sampled committee (not the whole set) still waits for the vote of a member with power: then
+    `tally_segment` answers `undecided` before the window closes, whatever the votes so far say (a dissent leaves
+    it undecided too), so a block of verdicts need not tally the segment at each of its committee's first votes.
+    Reads stop at the first such member; the vote that completes the committee reads all and is tallied."""
+    if is_whole_set(commitment, segment):
+        return False  # two thirds of the whole set may decide before everyone voted
+    prefix = keys.market_segment_votes_prefix(commitment.task_id, commitment.round, commitment.worker, segment)
+    for member in committee_of(commitment, segment):
+        if state.get(prefix + member) is None and shared_power(state, ctx, member) > 0:
+            return True
+    return False
+
+
+def on_committee(commitment: Commitment, segment: int, operator: bytes) -> bool:
+    """Whether `operator` sits on the committee of the commitment's sampled `segment` (which must be one)."""
+    return operator.hex() in commitment.committees[commitment.segments.index(segment)]
+
+
+def losing_voters(commitment: Commitment, segment: int, votes: list[tuple[bytes, Vote]]) -> list[tuple[bytes, Vote]]:
+    """The PASS and FAIL voters (among `votes`, every vote on the segment) on the losing side of a segment the whole
+    validator set decided, ascending. An UNAVAILABLE voter is not among them: a worker can serve its blobs to some verifiers and not to others, and
     must not be able to make an honest one pay."""
     index = commitment.segments.index(segment)
     decision = commitment.decisions[index]
     if not commitment.escalated[index] or decision == UNDECIDED:
         return []
     losing = VERDICT_FAIL if decision == SEGMENT_PASS else VERDICT_PASS
-    return [(validator, vote) for validator, vote in
-            segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment)
-            if vote.verdict == losing]
+    return [(validator, vote) for validator, vote in votes if vote.verdict == losing]
 
 
 def apply_decision(state: State, commitment: Commitment, segment: int, decision: str) -> None:
@@ -102,10 +136,14 @@ def apply_decision(state: State, commitment: Commitment, segment: int, decision:
         commitment.outcome = PASSED
 
 
-def deciding_voters(state: State, commitment: Commitment, want_pass: bool) -> list[tuple[bytes, int]]:
+def deciding_voters(state: State, commitment: Commitment, want_pass: bool,
+                    votes: dict[int, list[tuple[bytes, Vote]]] | None = None,
+                    ctx: BlockContext | None = None) -> list[tuple[bytes, int]]:
     """Validators (with current power) who voted on the commitment's decided segments on the winning side:
-    PASS voters of a passed round, FAIL/UNAVAILABLE voters of the failed segments of a failed one."""
-    return [(validator, power) for validator, power, _ in _winning_votes(state, commitment, want_pass)]
+    PASS voters of a passed round, FAIL/UNAVAILABLE voters of the failed segments of a failed one. `votes`: each
+    segment's votes when the caller read them already (else read here, `committee_votes`); with `ctx`, powers are
+    read shared (`power.power_reader`)."""
+    return [(validator, power) for validator, power, _ in _winning_votes(state, commitment, want_pass, votes, ctx)]
 
 
 def slash_voters(state: State, commitment: Commitment) -> list[tuple[bytes, int, bool]]:
@@ -116,14 +154,16 @@ def slash_voters(state: State, commitment: Commitment) -> list[tuple[bytes, int,
     return _winning_votes(state, commitment, want_pass=False)
 
 
-def _winning_votes(state: State, commitment: Commitment, want_pass: bool) -> list[tuple[bytes, int, bool]]:
+def _winning_votes(state: State, commitment: Commitment, want_pass: bool,
+                   votes: dict[int, list[tuple[bytes, Vote]]] | None = None,
+                   ctx: BlockContext | None = None) -> list[tuple[bytes, int, bool]]:
     wanted = SEGMENT_PASS if want_pass else SEGMENT_FAIL
-    power = power_reader(state)
+    power = power_reader(state, ctx)
     voters: dict[bytes, tuple[int, bool]] = {}
     for segment, decision in zip(commitment.segments, commitment.decisions):
         if decision != wanted:
             continue
-        for validator, vote in segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment):
+        for validator, vote in committee_votes(state, commitment, segment) if votes is None else votes[segment]:
             if (vote.verdict == VERDICT_PASS) == want_pass:
                 replayed = vote.verdict != VERDICT_UNAVAILABLE or voters.get(validator, (0, False))[1]
                 voters[validator] = (power(validator), replayed)

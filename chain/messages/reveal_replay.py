@@ -2,7 +2,8 @@
 
 Accepted from the validator that voted on the segment, once, after the round settled and until its reveal
 deadline, and only when sha256(tag || operator || salt || replay_digest) equals the vote's commitment. What
-happens to voters whose reveal is missing or disagrees is decided when the window closes (`market.reveals`).
+happens to voters whose reveal is missing or disagrees is decided when the window closes (`market.reveals`),
+which then deletes the round's votes (`market.vote_pruning`): a reveal after that is refused as too late.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from ..crypto import ADDRESS_LENGTH, encode_address
 from ..errors import InvalidRequest
 from ..market.errors import InvalidReveal
 from ..market.reveals import replay_commitment
-from ..market.store import find_commitment, find_vote, get_task, put_vote
+from ..market.store import find_vote, put_vote, shared_commitment, shared_task
+from ..market.vote_pruning import votes_deleted
 from ..proto.market_pb2 import MsgRevealReplay
 from ..state import State
 
@@ -27,14 +29,20 @@ def validate_reveal_replay(msg: MsgRevealReplay) -> None:
 
 
 def process_reveal_replay(state: State, ctx: BlockContext, signer: bytes, msg: MsgRevealReplay) -> None:
-    task = get_task(state, msg.task_id)
+    """The task and the commitment are only read, shared (`store.shared_record`, decoded once per block): a block
+    carries a round's reveals, every committee member's on each sampled segment of each commitment."""
+    task = shared_task(state, ctx, msg.task_id)
     where = f"segment {msg.segment} of {encode_address(msg.worker)} in round {msg.round} of task {task.id}"
     vote = find_vote(state, task.id, msg.round, msg.worker, msg.segment, signer)
+    commitment = shared_commitment(state, ctx, task.id, msg.round, msg.worker)
+    if vote is None and commitment is not None and votes_deleted(task, commitment):
+        raise InvalidReveal(f"the reveal window of round {msg.round} of task {task.id} closed"
+                            + (f" at height {commitment.reveal_deadline}" if commitment.reveal_deadline else "")
+                            + ": its votes are deleted")
     if vote is None:
         raise InvalidReveal(f"{encode_address(signer)} did not vote on {where}")
     if vote.replay_digest:
         raise InvalidReveal(f"{encode_address(signer)} already revealed its replay digest of {where}")
-    commitment = find_commitment(state, task.id, msg.round, msg.worker)
     if not commitment.reveal_deadline or ctx.env.height > commitment.reveal_deadline:
         raise InvalidReveal(f"reveals of round {msg.round} of task {task.id} are accepted after it settles and "
                             f"until its reveal deadline (height {commitment.reveal_deadline or 'not yet set'})")

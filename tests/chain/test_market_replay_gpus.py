@@ -136,12 +136,12 @@ def test_a_minimum_stake_lone_declarer_is_no_committee_and_its_dissent_loses_at_
     member = next(m for m in market.task(task_id)["members"] if m["worker"] == victim)
     assert (member["status"], member["slashed"], member["collateral"]) == ("active", 0, 4 * 10**6)
     assert member["paid"] > 0
+    votes = market.round_commitments(task_id, 0)[victim]["verdicts"]  # read before the reveal window deletes them
+    assert {v["validator"] for v in votes if v["verdict"] == "pass"} == {  # 30 of 41 decided: the last came late
+        encode_address(op.address) for op in [*replayers, cpu_replayers[0]]}
     outputs = chain.advance(20)
     losing = [(a["validator"], a["verdict"]) for o in outputs for a in event_actions(o, "losing_verdict")]
     assert losing == [(encode_address(liar.address), "fail")]
-    votes = market.round_commitments(task_id, 0)[victim]["verdicts"]
-    assert {v["validator"] for v in votes if v["verdict"] == "pass"} == {  # 30 of 41 decided: the last came late
-        encode_address(op.address) for op in [*replayers, cpu_replayers[0]]}
 
 
 def test_a_made_up_gpu_used_by_its_own_worker_is_refused_at_commit(make_chain):

@@ -130,13 +130,15 @@ def test_reveals_are_refused_before_settlement_twice_with_the_wrong_salt_after_t
     assert_fails(chain.deliver(chain.operators[2], reveal_message(task_id, item)), InvalidReveal)  # no vote
     assert_fails(chain.deliver(voter, reveal_message(task_id, item, replayed=b"x" * 32)), InvalidReveal)
     assert chain.deliver(voter, reveal_message(task_id, item)).ok
-    assert_fails(chain.deliver(voter, reveal_message(task_id, item)), InvalidReveal)  # twice
-    chain.advance(REVEAL_WINDOW)
-    assert_fails(chain.deliver(other, reveal_message(task_id, item)), InvalidReveal)  # too late
     votes = market.round_commitments(task_id, 0)[item["worker"]]["verdicts"]
     assert [v["replay_digest"] for v in votes
             if v["validator"] == encode_address(voter.address) and v["segment"] == item["segment"]] == \
         [replay_digest(item).hex()]
+    assert_fails(chain.deliver(voter, reveal_message(task_id, item)), InvalidReveal)  # twice
+    chain.advance(REVEAL_WINDOW)
+    late = chain.deliver(other, reveal_message(task_id, item))
+    assert_fails(late, InvalidReveal)  # too late
+    assert "closed at height" in late.log and "votes are deleted" in late.log
 
 
 def test_fees_held_when_a_task_ends_are_paid_when_the_reveal_window_closes(make_chain):

@@ -8,8 +8,9 @@ plain reading answers.
 
 from __future__ import annotations
 
-from market_helpers import MARKET_PARAMS, Market, commit_message, verdict_message
+from market_helpers import MARKET_PARAMS, Market, commit_message, event_actions, verdict_message
 from trolly.chain import keys
+from trolly.chain.market.params import MarketParams
 from trolly.chain.market.records import VERDICT_PASS, Commitment, Task, decode_record, encode_record
 from trolly.chain.market.store import find_commitment, get_task, iter_round_commitments, round_commitments
 from trolly.chain.market.store import segment_votes, votes_of
@@ -126,3 +127,74 @@ def test_a_power_reader_answers_operator_power_reading_each_validator_once(make_
     assert answers == [operator_power(state, operator) for operator in operators + operators]
     assert answers[:3] == [10, 10, 10] and answers[3] == 0
     assert len(validator_reads) == len(operators)
+
+
+def test_shared_reads_of_a_tally_answer_as_the_plain_reads_even_after_a_power_change(make_chain):
+    """The verdicts block reads validator records and votes shared (decoded once per block while their bytes stay
+    the same), and skips the tally while a committee member with power has not voted (`awaiting_votes`): the
+    tally must answer what the plain reads answer, and the shortcut only where the tally says undecided, also
+    after a write in the same block changed a member's power (a stale power would count a validator that just
+    lost it)."""
+    from trolly.chain.block import BlockContext, BlockEnv
+    from trolly.chain.market.power import operator_power, shared_power
+    from trolly.chain.market.records import UNDECIDED
+    from trolly.chain.market.tally import awaiting_votes, tally_segment
+    from trolly.chain.state import State
+    from trolly.chain.validators import jail_validator
+
+    chain = make_chain(accounts=3, validators=5, params={"market": {**MARKET_PARAMS, "committee_size": 3}},
+                       check_each_block=False)
+    market = Market(chain)
+    task_id = market.open_task(workers=2)
+    market.commit(task_id, 0, market.workers[:2])
+    chain.block()
+    operator = chain.operators[0]
+    items = market.to_verify(operator)
+    chain.block(*[chain.tx(operator, verdict_message(operator, task_id, item, VERDICT_PASS)) for item in items])
+    state, ctx = State(chain.kv), BlockContext(BlockEnv("trolly-test", 99, 99 * 10**9))
+
+    waited: list[int] = []
+
+    def answers() -> list:
+        found = []
+        for worker in market.workers[:2]:
+            commitment = find_commitment(state, task_id, 0, worker.address)
+            for segment in commitment.segments:
+                committee = committee_of(commitment, segment)
+                shared = votes_of(state, task_id, 0, worker.address, segment, committee, ctx)
+                assert shared == votes_of(state, task_id, 0, worker.address, segment, committee)
+                for closing in (False, True):
+                    assert tally_segment(state, commitment, segment, closing, ctx) == \
+                        tally_segment(state, commitment, segment, closing)
+                    found.append(tally_segment(state, commitment, segment, closing, ctx))
+                if awaiting_votes(state, ctx, commitment, segment):  # the shortcut answers what the tally does
+                    assert tally_segment(state, commitment, segment) == UNDECIDED
+                    waited.append(segment)
+        assert [shared_power(state, ctx, op.address) for op in chain.operators] == \
+            [operator_power(state, op.address) for op in chain.operators]
+        return found
+
+    before = answers()
+    jail_validator(state, operator.address)
+    assert shared_power(state, ctx, operator.address) == 0
+    answers()
+    assert before and waited  # the segments were tallied, and the shortcut met committees still voting
+
+
+def test_the_reveal_window_close_reads_votes_by_key_and_deletes_only_them(make_chain):
+    """The block that closes a reveal window deletes the round's votes after reading them; a scan under a vote
+    prefix would then walk every deletion written before it (`State.iterate`), the square of the votes. It reads
+    them by key, and deletes exactly the votes there were."""
+    market, task_id = running_task(make_chain, workers=2)
+    chain = market.chain
+    market.commit(task_id, 0, market.workers[:2])
+    chain.block()
+    market.vote(chain.operators[:2], task_id, VERDICT_PASS)
+    market.reveal(task_id)
+    votes = {key for key in chain.kv.items if key.startswith(keys.MARKET_VERDICT)}
+    assert votes
+    reads = counting_reads(chain.kv)
+    outputs = chain.advance(MarketParams().reveal_window)
+    assert [a["round"] for o in outputs for a in event_actions(o, "reveals_closed")] == ["0"]
+    assert not [prefix for prefix in reads["iterate"] if prefix.startswith(keys.MARKET_VERDICT)]
+    assert not [key for key in chain.kv.items if key.startswith(keys.MARKET_VERDICT)]

@@ -238,7 +238,7 @@ def test_a_worker_with_no_inbound_route_completes_a_verified_task_through_a_rela
                 assert len(detail["commitments"]) == 2
                 for commitment in detail["commitments"]:
                     assert commitment["outcome"] == "passed", commitment
-                    assert {v["verdict"] for v in commitment["verdicts"]} == {"pass"}, commitment
+                    assert set(commitment["decisions"]) == {"pass"}, commitment  # its votes may be deleted by now
 
             # Anyone fetches the result by hash from the relay's place for the worker.
             digest = task["final_weights_hash"]

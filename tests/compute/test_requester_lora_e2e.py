@@ -65,8 +65,8 @@ def test_own_texts_packed_private_are_fine_tuned_with_lora_by_two_workers_verifi
         assert submit.stderr.read().count("Data key delivered to") >= 1  # the workers' boxes; the validator's before
         (trained,) = [r for r in task["round_details"] if not r["final_report"]]
         assert len(trained["commitments"]) == 2  # both workers trained the round
-        verdicts = [v["verdict"] for c in trained["commitments"] for v in c["verdicts"]]
-        assert verdicts and set(verdicts) == {"pass"}  # the verifier replayed their segments, and passed them
+        decisions = [d for c in trained["commitments"] for d in c["decisions"]]  # the votes are deleted by now
+        assert decisions and set(decisions) == {"pass"}  # the verifier replayed their segments, and passed them
 
         fetched = json.loads(wallet("task", "fetch", "1", "-o", "texts-model", "--json").stdout)
         assert fetched["final_weights_hash"] == task["final_weights_hash"] and fetched["arch"] == "lora-text"

@@ -51,7 +51,7 @@ def commitment_answer(**changes) -> dict:
     answer = {"worker": address(2), "update_hash": "aa" * 32, "samples_processed": 1280, "steps": 40,
               "checkpoint_root": "bb" * 32, "num_checkpoints": 5, "start_weights_hash": "dd" * 32,
               "determinism_profile": "torch-2.13.0+cpu/threads-1/isa-avx2/deterministic-ftz", "height": 30, "residual_hash": "ff" * 32,
-              "outcome": "pending", "segments": [], "decisions": [], "paid": 0, "verdicts": [], "committees": [],
+              "outcome": "pending", "segments": [], "decisions": [], "paid": 0, "verdicts": [], "verdicts_deleted": False, "committees": [],
               "escalated": [], "drawn": [], "held_verifier_fee": 0, "reveal_deadline": 0}
     return answer | changes
 

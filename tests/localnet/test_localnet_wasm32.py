@@ -46,8 +46,8 @@ def test_a_wasm32_worker_and_a_torch_worker_are_verified_paid_and_agree_on_the_f
         assert len(profiles) == 2 and PROFILE_ID in profiles.values(), profiles
         assert any(profile.startswith("torch-") for profile in profiles.values()), profiles
         assert all(c["outcome"] == "passed" for c in commitments), [c["outcome"] for c in commitments]
-        verdicts = [v["verdict"] for c in commitments for v in c["verdicts"]]
-        assert verdicts and set(verdicts) == {"pass"}  # every sampled segment, wasm32's replayed by the kernel
+        decisions = [d for c in commitments for d in c["decisions"]]  # the votes are deleted after the reveal window
+        assert decisions and set(decisions) == {"pass"}  # every sampled segment, wasm32's replayed by the kernel
         assert all(member["paid"] > 0 for member in task["members"]), task["members"]
 
         fetched = json.loads(wallet("task", "fetch", "1", "-o", "model", "--json").stdout)

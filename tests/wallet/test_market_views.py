@@ -26,9 +26,10 @@ from whole_task import whole_task
 @pytest.fixture(scope="module")
 def answers():
     """Answers of every market query, over a task taken through a verified round (votes and reveals included),
-    a second round, its final report, an open task, and a worker that unregistered (only unbonding now). Built
-    once for the module: every block checks the invariants (`chain_helpers.Chain`)."""
-    chain = Chain(accounts=5, validators=1, params={"market": MARKET_PARAMS})
+    a second round, its final report, an open task, and a worker that unregistered (only unbonding now); the reveal
+    window is long enough that no round's votes are deleted yet (`test_a_round_whose_votes_were_deleted_says_so`
+    reads one that was). Built once for the module: every block checks the invariants (`chain_helpers.Chain`)."""
+    chain = Chain(accounts=5, validators=1, params={"market": {**MARKET_PARAMS, "reveal_window": 100}})
     market = Market(chain)
     operator = chain.operators[0]
     task_id = market.open_task(workers=2)
@@ -65,6 +66,22 @@ def test_every_answer_reads_into_its_view_and_writes_back_unchanged(answers, nam
     assert VIEWS[name].from_answer(answers[name]).to_answer() == answers[name]
 
 
+def test_a_round_whose_votes_were_deleted_says_so():
+    """Once a round's reveal window closed its votes are gone: the view reads the commitment with no verdicts and
+    `verdicts_deleted`, so a client does not take the empty list for a round nobody voted on."""
+    chain = Chain(accounts=3, validators=1, params={"market": {**MARKET_PARAMS, "reveal_window": 2}})
+    market = Market(chain)
+    task_id = market.open_task(workers=2)
+    market.commit(task_id, 0, market.workers[:2])
+    chain.block()
+    market.vote(chain.operators, task_id)
+    market.reveal(task_id)
+    chain.advance(2)
+    page = RoundPage.from_answer(chain.query(f"/market/task/{task_id}/round/0"))
+    assert page.commitments and all(c.verdicts_deleted and c.verdicts == () and c.outcome == "passed"
+                                    for c in page.commitments)
+
+
 def test_the_answers_cover_every_part_of_a_task(answers):
     task = TaskView.from_answer(answers["whole task"])
     worker = task.members[1].worker
@@ -73,6 +90,7 @@ def test_the_answers_cover_every_part_of_a_task(answers):
     assert task.member(task.requester) is None and task.round_detail(0).commitment_of(task.requester) is None
     assert task.status == "completed" and len(task.round_details) == 3 and task.round_details[2].final_report
     assert commitment.verdicts[0].replay_digest and commitment.committees[0] and commitment.paid > 0
+    assert not commitment.verdicts_deleted
     assert WorkerView.from_answer(answers["worker"]).record.hardware.memory_mb == 1024
     unbonding = WorkerView.from_answer(answers["unbonding worker"])
     assert (unbonding.registered, unbonding.record, len(unbonding.unbonding)) == (False, None, 1)

@@ -252,7 +252,7 @@ def render_task(view: TaskView, proof: dict) -> None:
     rows = []
     for details in view.round_details:
         for c in details.commitments:
-            votes = ", ".join(f"{v.segment}:{v.verdict}" for v in c.verdicts) or "-"
+            votes = ", ".join(f"{v.segment}:{v.verdict}" for v in c.verdicts) or ("deleted" if c.verdicts_deleted else "-")
             rows.append([details.round, c.worker, c.outcome, ",".join(map(str, c.segments)) or "-", votes,
                          amount_text(c.paid)])
     if rows:

@@ -93,7 +93,8 @@ function commitment(c) {
   const segments = c.segments.map((segment, i) => {
     const votes = c.verdicts.filter((v) => v.segment === segment);
     return [String(segment), c.decisions[i], c.committees[i].map((v) => short(v, 14)).join(", ") || "–",
-      votes.map((v) => `${short(v.validator, 14)}: ${v.verdict}${v.replay_digest ? " (revealed)" : ""}`).join("; ") || "no votes yet",
+      votes.map((v) => `${short(v.validator, 14)}: ${v.verdict}${v.replay_digest ? " (revealed)" : ""}`).join("; ")
+        || (c.verdicts_deleted ? "deleted when the reveal window closed" : "no votes yet"),
       decidedBy(c, i)];
   });
   return h("article", { class: "commitment" },
