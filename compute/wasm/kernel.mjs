@@ -296,7 +296,10 @@ export class JsKernel {
         d[zb + j] = f((j === target ? f(p - 1) : p) / batch);
       }
     }
-    return f(total / batch);
+    // A NaN loss is the one NaN (0x7fc00000 as a float32), as kernel.c returns it: the NaN that arithmetic gives
+    // is the machine's (x86 makes a negative one), and a verifier's vote digests the losses' bits.
+    const mean = f(total / batch);
+    return mean === mean ? mean : NaN;
   }
 
   backwardLayer(layer) {
