@@ -49,6 +49,8 @@ HEADLINES: dict[str, tuple[str, ...]] = {
              "supply_drift", "app_hash_disagreements", "max_block_seconds", "disk_bytes_per_1000_blocks_pruned",
              "disk_bytes_per_1000_blocks_unpruned", "state_sync_join_seconds", "ok"),
     "quality": ("worst_gap", "worst_gap_at_least_target", "worst_regression_gap", "seconds"),
+    "browser_worker": ("wasm_chromium_samples_per_s", "js_chromium_samples_per_s", "torch_samples_per_s",
+                       "wasm_ratio_to_torch", "js_ratio_to_torch", "hashes_match"),
     "finetune": ("accuracy_ours", "accuracy_baseline", "accuracy_head", "accuracy_alone",
                  "ours_beats_baseline_and_head", "bytes_ratio", "parameters_total", "verifier_compute_fraction",
                  "seconds"),

@@ -9,8 +9,9 @@ every time (no debug info, no paths, no timestamps; `--strip-all` drops the name
 Another clang version emits other (equally valid) code, so the bytes are compared only under the pinned one;
 under any other the build is still run, and the kernel's arithmetic is held by the test vectors instead.
 
-The flags are the kernel's determinism rules for the compiler: wasm32 with the MVP feature set (no SIMD, so
-no relaxed SIMD either), no fused multiply-add contraction, no fast-math, no libc and no builtins (nothing
+The flags are the kernel's determinism rules for the compiler: wasm32 with the MVP feature set plus fixed-width
+SIMD (`simd128`, whose lanes each do the scalar IEEE operation; never relaxed SIMD, whose fused multiply-add
+depends on the machine), no fused multiply-add contraction, no fast-math, no libc and no builtins (nothing
 outside the source's own code is linked in).
 """
 
@@ -29,7 +30,7 @@ from .profile import KERNEL_SOURCE, KERNEL_WASM, kernel_sha256
 PINNED_CLANG = "Debian clang version 14.0.6"
 """The compiler the committed .wasm was built with: Debian bookworm's `clang` and `lld` packages."""
 
-FLAGS = ("--target=wasm32", "-mcpu=mvp", "-O2", "-ffp-contract=off", "-fno-fast-math", "-fno-builtin",
+FLAGS = ("--target=wasm32", "-mcpu=mvp", "-msimd128", "-O2", "-ffp-contract=off", "-fno-fast-math", "-fno-builtin",
          "-nostdlib", "-Wall", "-Wextra", "-Werror", "-Wl,--no-entry", "-Wl,--strip-all")
 
 

@@ -6,9 +6,9 @@
  * the batch of each step drawn from (seed, worker, round, step) alone.
  *
  * Determinism: every float32 operation is one IEEE-754 operation rounded to nearest (WebAssembly's scalar
- * f32 instructions), in a fixed order; every sum runs over its index in ascending order from +0.0f; there is
- * no libc (exp and log are written here with + - * / only), no fused multiply-add (-ffp-contract=off), no
- * SIMD and no fast-math. Scalars of the schedule and of AdamW's bias corrections are IEEE doubles, each
+ * f32 instructions, or one lane of its fixed-width f32x4 ones, which do the same), in a fixed order; every sum
+ * runs over its index in ascending order from +0.0f; there is no libc (exp and log are written here with
+ * + - * / only), no fused multiply-add (-ffp-contract=off), no relaxed SIMD and no fast-math. Scalars of the schedule and of AdamW's bias corrections are IEEE doubles, each
  * operation rounded once, then rounded once to float32. The same source therefore gives the same bits under
  * any correct compiler and any WebAssembly engine, and kernel.mjs gives them in JavaScript (Math.fround after
  * every operation).
@@ -196,6 +196,9 @@ static struct {
     float *weights, *grads, *exp_avg, *exp_avg_sq;
     float *activations[MAX_LAYERS + 1]; /* [batch][sizes[l]]: the input, each hidden ReLU output, the logits */
     float *delta, *delta_next;          /* [batch][widest]: the loss's gradient at a layer's output */
+    u32 batch_lanes;                    /* the batch rounded up to a multiple of 4 */
+    float *transposed;                  /* [widest][batch_lanes]: a layer's input or delta, transposed */
+    float *block;                       /* [batch][16]: the columns a gradient tile sums over */
     u32 *indices, *targets;             /* the batch's sample indices and classes */
     float *data_inputs;                 /* [count][sizes[0]] */
     u32 *data_targets;
@@ -234,11 +237,15 @@ EXPORT(configure) u32 configure(u32 layers, u32 sizes_ptr, u32 batch) {
     for (u32 l = 0; l <= layers; l++) model.activations[l] = (float *)kernel_alloc(batch * sizes[l] * 4u);
     model.delta = (float *)kernel_alloc(batch * widest * 4u);
     model.delta_next = (float *)kernel_alloc(batch * widest * 4u);
+    model.batch_lanes = (batch + 3u) & ~3u;
+    model.transposed = (float *)kernel_alloc(model.batch_lanes * widest * 4u);
+    model.block = (float *)kernel_alloc(batch * 16u * 4u);
     model.indices = (u32 *)kernel_alloc(batch * 4u);
     model.targets = (u32 *)kernel_alloc(batch * 4u);
     model.losses = (float *)kernel_alloc(batch * 4u);
     if (!model.weights || !model.grads || !model.exp_avg || !model.exp_avg_sq || !model.delta ||
-        !model.delta_next || !model.indices || !model.targets || !model.losses) return NO_MEMORY;
+        !model.delta_next || !model.transposed || !model.block ||
+        !model.indices || !model.targets || !model.losses) return NO_MEMORY;
     for (u32 l = 0; l <= layers; l++) if (!model.activations[l]) return NO_MEMORY;
     return OK;
 }
@@ -292,43 +299,88 @@ static u32 layer_offset(u32 layer) {
     return offset;
 }
 
-/* out[b][o] = (sum over i ascending of W[o][i] x[b][i]) + bias[o], then ReLU unless it is the last layer.
- * Four outputs are summed side by side (independent sums, so the loop is not bound by one addition's latency);
- * each output's own sequence of operations is the one above. */
-static float activate(float value, int relu) { return relu ? (value > 0.0f ? value : 0.0f) : value; }
+/* ---- the matrix products, four lanes at a time --------------------------------------------------------
+ * WebAssembly's fixed-width SIMD (f32x4 add, mul and compare; never relaxed SIMD) does in each lane exactly the
+ * scalar f32 operation. So four independent sums may run side by side, one per lane, as long as each sum's own
+ * sequence of operations is the scalar one (docs/browser-worker.md rule 3): lanes run over batch rows (the
+ * forward pass, on a transposed copy of the layer's input) or over the inputs of a row (the gradients), never
+ * across the terms of one sum. Edges that do not fill four lanes run the same sums one element at a time. */
+
+typedef float f32x4 __attribute__((vector_size(16), aligned(4), __may_alias__));
+typedef i32 i32x4 __attribute__((vector_size(16), aligned(4), __may_alias__));
+
+static f32x4 splat(float value) { return (f32x4){value, value, value, value}; }
+static f32x4 load4(const float *at) { return *(const f32x4 *)at; }
+static void store4(float *at, f32x4 value) { *(f32x4 *)at = value; }
+/* value where keep > 0, else +0.0 (as the scalar `keep > 0.0f ? value : 0.0f`; NaN > 0 is false) */
+static f32x4 where_positive(f32x4 keep, f32x4 value) {
+    return (f32x4)((i32x4)value & (i32x4)(keep > splat(0.0f)));
+}
+
+/* rows[b][k] (a layer's input, or delta) transposed: t[k][b], each row `batch_lanes` long, the lanes past the
+ * batch 0 (their sums are never stored). One buffer: the forward pass uses it for its input, then the backward
+ * pass for delta. */
+static const float *transposed(const float *rows, u32 width) {
+    u32 lanes = model.batch_lanes;
+    float *t = model.transposed;
+    for (u32 k = 0; k < width; k++)
+        for (u32 b = 0; b < lanes; b++) t[k * lanes + b] = b < model.batch ? rows[b * width + k] : 0.0f;
+    return t;
+}
+
+/* out[b][o] = (sum over i ascending of W[o][i] x[b][i]) + bias[o], then ReLU unless it is the last layer:
+ * stores the four batch rows b0.. of `sum` (the sums from +0.0) that exist. */
+static void store_outputs(float *y, u32 out, u32 b0, u32 o, f32x4 sum, float bias, int relu) {
+    f32x4 value = sum + splat(bias);
+    if (relu) value = where_positive(value, value);
+    for (u32 lane = 0; lane < 4 && b0 + lane < model.batch; lane++) y[(b0 + lane) * out + o] = value[lane];
+}
+
+/* Four outputs (rows w of W) for eight batch rows (xt's columns b0..b0+7): eight sums side by side. */
+static void forward_tile(float *y, u32 in, u32 out, const float *w, const float *bias, const float *xt, u32 b0,
+                         u32 o, int relu) {
+    u32 lanes = model.batch_lanes;
+    const float *w0 = w + o * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in, *x = xt + b0;
+    f32x4 a0 = splat(0.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (u32 i = 0; i < in; i++) {
+        f32x4 x0 = load4(x + i * lanes), x1 = load4(x + i * lanes + 4);
+        f32x4 s0 = splat(w0[i]), s1 = splat(w1[i]), s2 = splat(w2[i]), s3 = splat(w3[i]);
+        a0 = a0 + s0 * x0;
+        a1 = a1 + s0 * x1;
+        a2 = a2 + s1 * x0;
+        a3 = a3 + s1 * x1;
+        a4 = a4 + s2 * x0;
+        a5 = a5 + s2 * x1;
+        a6 = a6 + s3 * x0;
+        a7 = a7 + s3 * x1;
+    }
+    f32x4 sums[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
+    for (u32 k = 0; k < 8; k++) store_outputs(y, out, b0 + 4 * (k & 1), o + k / 2, sums[k], bias[o + k / 2], relu);
+}
+
+/* One output for four batch rows: the edges of forward_tile's grid. */
+static void forward_single(float *y, u32 in, u32 out, const float *w, const float *bias, const float *xt, u32 b0,
+                           u32 o, int relu) {
+    u32 lanes = model.batch_lanes;
+    const float *wo = w + o * in, *x = xt + b0;
+    f32x4 acc = splat(0.0f);
+    for (u32 i = 0; i < in; i++) acc = acc + splat(wo[i]) * load4(x + i * lanes);
+    store_outputs(y, out, b0, o, acc, bias[o], relu);
+}
 
 static void forward_layer(u32 layer) {
-    u32 in = model.sizes[layer], out = model.sizes[layer + 1];
+    u32 in = model.sizes[layer], out = model.sizes[layer + 1], lanes = model.batch_lanes;
     const float *w = model.weights + layer_offset(layer), *bias = w + out * in;
-    const float *x = model.activations[layer];
+    const float *xt = transposed(model.activations[layer], in);
     float *y = model.activations[layer + 1];
     int relu = layer + 1 < model.layers;
-    for (u32 b = 0; b < model.batch; b++) {
-        const float *xb = x + b * in;
-        float *yb = y + b * out;
-        u32 o = 0;
-        for (; o + 4 <= out; o += 4) {
-            const float *w0 = w + o * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
-            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-            for (u32 i = 0; i < in; i++) {
-                float xi = xb[i];
-                a0 = a0 + w0[i] * xi;
-                a1 = a1 + w1[i] * xi;
-                a2 = a2 + w2[i] * xi;
-                a3 = a3 + w3[i] * xi;
-            }
-            yb[o] = activate(a0 + bias[o], relu);
-            yb[o + 1] = activate(a1 + bias[o + 1], relu);
-            yb[o + 2] = activate(a2 + bias[o + 2], relu);
-            yb[o + 3] = activate(a3 + bias[o + 3], relu);
-        }
-        for (; o < out; o++) {
-            const float *wo = w + o * in;
-            float acc = 0.0f;
-            for (u32 i = 0; i < in; i++) acc = acc + wo[i] * xb[i];
-            yb[o] = activate(acc + bias[o], relu);
-        }
-    }
+    u32 b0 = 0, quads = out & ~3u;
+    for (; b0 + 8 <= lanes; b0 += 8)
+        for (u32 o = 0; o < quads; o += 4) forward_tile(y, in, out, w, bias, xt, b0, o, relu);
+    for (u32 b = b0; b < lanes; b += 4)
+        for (u32 o = 0; o < quads; o++) forward_single(y, in, out, w, bias, xt, b, o, relu);
+    for (u32 b = 0; b < lanes; b += 4)
+        for (u32 o = quads; o < out; o++) forward_single(y, in, out, w, bias, xt, b, o, relu);
 }
 
 /* The batch's mean cross-entropy; delta = its gradient at the logits, (softmax - onehot) / batch. */
@@ -355,78 +407,94 @@ static float softmax_cross_entropy(void) {
             db[j] = (j == target ? p - 1.0f : p) / batch;
         }
     }
-    return total / batch;
+    /* A NaN loss is the one NaN too: a verifier's vote digests the losses' bits (verifier/evidence.py), and which
+     * NaN an engine's instructions produce is theirs to choose (the SIMD products differ from the scalar ones). */
+    float mean = total / batch;
+    return mean == mean ? mean : bits_to_float(CANONICAL_NAN);
 }
 
 /* Gradients of one layer from delta (its output's gradient): dW[o][i] = sum over b ascending of
- * delta[b][o] x[b][i], dbias[o] = sum over b of delta[b][o]; then, below the first layer, delta_next[b][i] =
- * (sum over o ascending of W[o][i] delta[b][o]) where the input's ReLU passed (x > 0), else 0. Each sum takes
- * four terms per pass over its row, kept in a register in between: the same sequence for every element. */
-static void weight_gradients(u32 in, u32 out, float *gw, float *gbias, const float *x) {
-    for (u32 k = 0; k < out * (in + 1); k++) gw[k] = 0.0f;
-    u32 b = 0;
-    for (; b + 4 <= model.batch; b += 4) {
-        const float *x0 = x + b * in, *x1 = x0 + in, *x2 = x1 + in, *x3 = x2 + in;
-        const float *d = model.delta + b * out;
-        for (u32 o = 0; o < out; o++) {
-            float d0 = d[o], d1 = d[out + o], d2 = d[2 * out + o], d3 = d[3 * out + o];
-            float *go = gw + o * in;
-            for (u32 i = 0; i < in; i++) {
-                float g = go[i];
-                g = g + d0 * x0[i];
-                g = g + d1 * x1[i];
-                g = g + d2 * x2[i];
-                g = g + d3 * x3[i];
-                go[i] = g;
-            }
-            gbias[o] = gbias[o] + d0 + d1 + d2 + d3; /* left to right: ((g + d0) + d1) + ... */
-        }
+ * delta[b][o] x[b][i], dbias[o] = sum over b ascending of delta[b][o]; then, below the first layer,
+ * delta_next[b][i] = (sum over o ascending of W[o][i] delta[b][o]) where the input's ReLU passed (x > 0), else 0.
+ * Every sum starts from +0.0. Lanes run over i, sixteen at a time (the rest one by one); delta is read
+ * transposed (dt[o][b]) and the sixteen columns of x or of delta_next being summed are kept in a contiguous
+ * block (`block`, [batch][16]): rows a layer apart would all fall in the same few cache sets. */
+static void weight_gradient_tile(float *go, const float *block, const float *dto) {
+    f32x4 g0 = splat(0.0f), g1 = g0, g2 = g0, g3 = g0;
+    for (u32 b = 0; b < model.batch; b++) {
+        const float *xb = block + 16 * b;
+        f32x4 s = splat(dto[b]);
+        g0 = g0 + s * load4(xb);
+        g1 = g1 + s * load4(xb + 4);
+        g2 = g2 + s * load4(xb + 8);
+        g3 = g3 + s * load4(xb + 12);
     }
-    for (; b < model.batch; b++) {
-        const float *xb = x + b * in, *db = model.delta + b * out;
+    store4(go, g0);
+    store4(go + 4, g1);
+    store4(go + 8, g2);
+    store4(go + 12, g3);
+}
+
+static void weight_gradients(u32 in, u32 out, float *gw, float *gbias, const float *x, const float *dt) {
+    u32 lanes = model.batch_lanes, i = 0;
+    float *block = model.block;
+    for (; i + 16 <= in; i += 16) {
+        for (u32 b = 0; b < model.batch; b++)
+            for (u32 k = 0; k < 16; k++) block[16 * b + k] = x[b * in + i + k];
+        for (u32 o = 0; o < out; o++) weight_gradient_tile(gw + o * in + i, block, dt + o * lanes);
+    }
+    for (; i < in; i++)
         for (u32 o = 0; o < out; o++) {
-            float d = db[o];
-            float *go = gw + o * in;
-            for (u32 i = 0; i < in; i++) go[i] = go[i] + d * xb[i];
-            gbias[o] = gbias[o] + d;
+            float g = 0.0f;
+            for (u32 b = 0; b < model.batch; b++) g = g + dt[o * lanes + b] * x[b * in + i];
+            gw[o * in + i] = g;
         }
+    for (u32 o = 0; o < out; o++) {
+        float g = 0.0f;
+        for (u32 b = 0; b < model.batch; b++) g = g + dt[o * lanes + b];
+        gbias[o] = g;
     }
 }
 
-static void input_gradients(u32 in, u32 out, const float *w, const float *x) {
+/* Adds W[o][i..i+15] delta[b][o] to the block's row b, for every b. */
+static void input_gradient_row(float *block, const float *wo, const float *dto) {
+    f32x4 w0 = load4(wo), w1 = load4(wo + 4), w2 = load4(wo + 8), w3 = load4(wo + 12);
     for (u32 b = 0; b < model.batch; b++) {
-        const float *xb = x + b * in, *db = model.delta + b * out;
-        float *nb = model.delta_next + b * in;
-        for (u32 i = 0; i < in; i++) nb[i] = 0.0f;
-        u32 o = 0;
-        for (; o + 4 <= out; o += 4) {
-            float d0 = db[o], d1 = db[o + 1], d2 = db[o + 2], d3 = db[o + 3];
-            const float *w0 = w + o * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
-            for (u32 i = 0; i < in; i++) {
-                float n = nb[i];
-                n = n + w0[i] * d0;
-                n = n + w1[i] * d1;
-                n = n + w2[i] * d2;
-                n = n + w3[i] * d3;
-                nb[i] = n;
-            }
-        }
-        for (; o < out; o++) {
-            float d = db[o];
-            const float *wo = w + o * in;
-            for (u32 i = 0; i < in; i++) nb[i] = nb[i] + wo[i] * d;
-        }
-        for (u32 i = 0; i < in; i++) if (!(xb[i] > 0.0f)) nb[i] = 0.0f;
+        float *nb = block + 16 * b;
+        f32x4 s = splat(dto[b]);
+        store4(nb, load4(nb) + w0 * s);
+        store4(nb + 4, load4(nb + 4) + w1 * s);
+        store4(nb + 8, load4(nb + 8) + w2 * s);
+        store4(nb + 12, load4(nb + 12) + w3 * s);
     }
+}
+
+static void input_gradients(u32 in, u32 out, const float *w, const float *x, const float *dt) {
+    u32 lanes = model.batch_lanes, i = 0;
+    float *block = model.block, *next = model.delta_next;
+    for (; i + 16 <= in; i += 16) {
+        for (u32 k = 0; k < 16 * model.batch; k++) block[k] = 0.0f;
+        for (u32 o = 0; o < out; o++) input_gradient_row(block, w + o * in + i, dt + o * lanes);
+        for (u32 b = 0; b < model.batch; b++)
+            for (u32 k = 0; k < 16; k += 4)
+                store4(next + b * in + i + k, where_positive(load4(x + b * in + i + k), load4(block + 16 * b + k)));
+    }
+    for (; i < in; i++)
+        for (u32 b = 0; b < model.batch; b++) {
+            float n = 0.0f;
+            for (u32 o = 0; o < out; o++) n = n + w[o * in + i] * dt[o * lanes + b];
+            next[b * in + i] = x[b * in + i] > 0.0f ? n : 0.0f;
+        }
 }
 
 static void backward_layer(u32 layer) {
     u32 in = model.sizes[layer], out = model.sizes[layer + 1];
     u32 offset = layer_offset(layer);
     float *gw = model.grads + offset;
-    weight_gradients(in, out, gw, gw + out * in, model.activations[layer]);
+    const float *dt = transposed(model.delta, out);
+    weight_gradients(in, out, gw, gw + out * in, model.activations[layer], dt);
     if (layer == 0) return;
-    input_gradients(in, out, model.weights + offset, model.activations[layer]);
+    input_gradients(in, out, model.weights + offset, model.activations[layer], dt);
     float *swap = model.delta;
     model.delta = model.delta_next;
     model.delta_next = swap;

@@ -252,6 +252,8 @@ export class JsKernel {
     }
   }
 
+  // The matrix products sum four independent outputs (or, for the weight gradients, four batch rows of each
+  // element's sum) per pass, as plain scalars: each sum's own sequence of operations is kernel.c's.
   forwardLayer(layer) {
     const inputs = this.sizes[layer];
     const outputs = this.sizes[layer + 1];
@@ -261,14 +263,32 @@ export class JsKernel {
     const x = this.activations[layer];
     const y = this.activations[layer + 1];
     const relu = layer + 1 < this.layers;
+    const activate = (value) => (relu ? (value > 0 ? value : 0) : value);
     for (let b = 0; b < this.batchSize; b++) {
       const xb = b * inputs;
-      for (let o = 0; o < outputs; o++) {
+      const yb = b * outputs;
+      let o = 0;
+      for (; o + 4 <= outputs; o += 4) {
+        const w0 = offset + o * inputs;
+        const [w1, w2, w3] = [w0 + inputs, w0 + 2 * inputs, w0 + 3 * inputs];
+        let [a0, a1, a2, a3] = [0, 0, 0, 0];
+        for (let i = 0; i < inputs; i++) {
+          const xi = x[xb + i];
+          a0 = f(a0 + f(w[w0 + i] * xi));
+          a1 = f(a1 + f(w[w1 + i] * xi));
+          a2 = f(a2 + f(w[w2 + i] * xi));
+          a3 = f(a3 + f(w[w3 + i] * xi));
+        }
+        y[yb + o] = activate(f(a0 + w[biasAt + o]));
+        y[yb + o + 1] = activate(f(a1 + w[biasAt + o + 1]));
+        y[yb + o + 2] = activate(f(a2 + w[biasAt + o + 2]));
+        y[yb + o + 3] = activate(f(a3 + w[biasAt + o + 3]));
+      }
+      for (; o < outputs; o++) {
         const wo = offset + o * inputs;
         let acc = 0;
         for (let i = 0; i < inputs; i++) acc = f(acc + f(w[wo + i] * x[xb + i]));
-        acc = f(acc + w[biasAt + o]);
-        y[b * outputs + o] = relu ? (acc > 0 ? acc : 0) : acc;
+        y[yb + o] = activate(f(acc + w[biasAt + o]));
       }
     }
   }
@@ -296,45 +316,86 @@ export class JsKernel {
         d[zb + j] = f((j === target ? f(p - 1) : p) / batch);
       }
     }
-    return f(total / batch);
+    // A NaN loss is the one NaN (0x7fc00000 as a float32), as kernel.c returns it: the NaN that arithmetic gives
+    // is the machine's (x86 makes a negative one), and a verifier's vote digests the losses' bits.
+    const mean = f(total / batch);
+    return mean === mean ? mean : NaN;
   }
 
   backwardLayer(layer) {
     const inputs = this.sizes[layer];
     const outputs = this.sizes[layer + 1];
     const offset = this.offsets[layer];
-    const biasAt = offset + outputs * inputs;
-    const w = this.weights;
+    this.weightGradients(inputs, outputs, offset, this.activations[layer]);
+    if (layer === 0) return;
+    this.inputGradients(inputs, outputs, offset, this.activations[layer]);
+    [this.delta, this.deltaNext] = [this.deltaNext, this.delta];
+  }
+
+  // dW[o][i] = sum over b ascending of delta[b][o] x[b][i], four rows b per pass; dbias[o] the same over delta.
+  weightGradients(inputs, outputs, offset, x) {
     const g = this.grads;
-    const x = this.activations[layer];
     const d = this.delta;
-    g.fill(0, offset, this.offsets[layer + 1]);
-    for (let b = 0; b < this.batchSize; b++) {
-      const xb = b * inputs;
-      const db = b * outputs;
+    const biasAt = offset + outputs * inputs;
+    g.fill(0, offset, offset + outputs * (inputs + 1));
+    let b = 0;
+    for (; b + 4 <= this.batchSize; b += 4) {
+      const x0 = b * inputs;
+      const [x1, x2, x3] = [x0 + inputs, x0 + 2 * inputs, x0 + 3 * inputs];
       for (let o = 0; o < outputs; o++) {
-        const dv = d[db + o];
+        const [d0, d1, d2, d3] = [d[b * outputs + o], d[(b + 1) * outputs + o], d[(b + 2) * outputs + o],
+          d[(b + 3) * outputs + o]];
+        const go = offset + o * inputs;
+        for (let i = 0; i < inputs; i++) {
+          let sum = g[go + i];
+          sum = f(sum + f(d0 * x[x0 + i]));
+          sum = f(sum + f(d1 * x[x1 + i]));
+          sum = f(sum + f(d2 * x[x2 + i]));
+          g[go + i] = f(sum + f(d3 * x[x3 + i]));
+        }
+        g[biasAt + o] = f(f(f(f(g[biasAt + o] + d0) + d1) + d2) + d3);
+      }
+    }
+    for (; b < this.batchSize; b++) {
+      const xb = b * inputs;
+      for (let o = 0; o < outputs; o++) {
+        const dv = d[b * outputs + o];
         const go = offset + o * inputs;
         for (let i = 0; i < inputs; i++) g[go + i] = f(g[go + i] + f(dv * x[xb + i]));
         g[biasAt + o] = f(g[biasAt + o] + dv);
       }
     }
-    if (layer === 0) return;
+  }
+
+  // deltaNext[b][i] = (sum over o ascending of W[o][i] delta[b][o]) where x[b][i] > 0, else 0: four o per pass.
+  inputGradients(inputs, outputs, offset, x) {
+    const w = this.weights;
+    const d = this.delta;
     const next = this.deltaNext;
     for (let b = 0; b < this.batchSize; b++) {
-      const xb = b * inputs;
       const db = b * outputs;
       const nb = b * inputs;
       next.fill(0, nb, nb + inputs);
-      for (let o = 0; o < outputs; o++) {
+      let o = 0;
+      for (; o + 4 <= outputs; o += 4) {
+        const [d0, d1, d2, d3] = [d[db + o], d[db + o + 1], d[db + o + 2], d[db + o + 3]];
+        const w0 = offset + o * inputs;
+        const [w1, w2, w3] = [w0 + inputs, w0 + 2 * inputs, w0 + 3 * inputs];
+        for (let i = 0; i < inputs; i++) {
+          let sum = next[nb + i];
+          sum = f(sum + f(w[w0 + i] * d0));
+          sum = f(sum + f(w[w1 + i] * d1));
+          sum = f(sum + f(w[w2 + i] * d2));
+          next[nb + i] = f(sum + f(w[w3 + i] * d3));
+        }
+      }
+      for (; o < outputs; o++) {
         const dv = d[db + o];
         const wo = offset + o * inputs;
         for (let i = 0; i < inputs; i++) next[nb + i] = f(next[nb + i] + f(w[wo + i] * dv));
       }
-      for (let i = 0; i < inputs; i++) if (!(x[xb + i] > 0)) next[nb + i] = 0;
+      for (let i = 0; i < inputs; i++) if (!(x[nb + i] > 0)) next[nb + i] = 0;
     }
-    this.delta = next;
-    this.deltaNext = d;
   }
 
   adamw(lr) {
