@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 from torch.nn import functional
 
+from trolly.chain.market.spec import WASM32_KERNEL
+
 from .canonical_copy import BufferPool
 from .checkpoints import (CheckpointHasher, CheckpointQueue, DeferredSnapshot, HashedCheckpoint, SnapshotCopier,
                           TrainingState, checkpoint_tensors, prepare_capture, weights_hash)
@@ -40,6 +42,7 @@ from .errors import CheckpointError, SpecError
 from .memory import retain_freed_memory
 from .checkpoint_merkle import merkle_root
 from .models import build_model
+from .portable_weights import portable_initial_weights
 from .lr_schedule import inner_lr
 from .spec import TaskSpec
 
@@ -48,7 +51,11 @@ if TYPE_CHECKING:
 
 
 def initial_weights(spec: TaskSpec, shape) -> dict[str, torch.Tensor]:
-    """W_0: the model's initial weights, a pure function of the spec (architecture, config, seed)."""
+    """W_0: the model's initial weights, a pure function of the spec (architecture, config, seed). A task that
+    allows the wasm32 kernel starts from the portable initialisation a browser computes to the same bits
+    (`portable_weights.py`); every other from torch's, drawn under the seed."""
+    if WASM32_KERNEL in spec.kernels:
+        return portable_initial_weights(spec.model.arch, spec.model.config, shape, spec.training.seed)
     model = build_model(spec.model.arch, spec.model.config, shape, spec.training.seed)
     return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
 

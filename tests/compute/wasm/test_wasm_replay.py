@@ -168,9 +168,9 @@ def test_a_wasm32_round_in_a_task_that_does_not_allow_the_kernel_fails_every_seg
     commitment; a verifier handed one anyway refuses to replay it)."""
     allowed, torch_only = digits_spec(), digits_spec(kernels=("torch",))
     state, store = cheat_worker(tmp_path)
-    trainer = WasmKernelTrainer(allowed, digits())
-    play_worker_round(honest_name, allowed, trainer, state, store, 0)
-    message = play_worker_round(honest_name, allowed, trainer, state, store, 1)
+    trainer = WasmKernelTrainer(allowed, digits())  # the kernel, from the torch-only task's own start weights
+    play_worker_round(honest_name, torch_only, trainer, state, store, 0)
+    message = play_worker_round(honest_name, torch_only, trainer, state, store, 1)
     outcomes = replay_outcomes(torch_only, state, store, message)
     assert [outcome for outcome, _ in outcomes] == ["fail"] * 3
     assert "a kernel the spec does not allow" in outcomes[0][1]
