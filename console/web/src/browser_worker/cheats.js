@@ -23,6 +23,8 @@ export function segmentFaker(name) {
   if (!(name in CHEATS)) {
     throw new RangeError(`no browser cheat named ${JSON.stringify(name)} (${Object.keys(CHEATS).join(", ")})`);
   }
-  if (name === "skipped_steps") return { steps: (begin, end) => range(begin, begin + Math.floor((end - begin) / 2)), lrScale: 1 };
+  if (name === "skipped_steps") {
+    return { steps: (begin, end) => range(begin, begin + Math.floor((end - begin) / 2)), lrScale: 1 };
+  }
   return { steps: range, lrScale: 2 };
 }
