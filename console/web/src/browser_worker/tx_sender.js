@@ -1,37 +1,18 @@
-// Signing and sending the browser worker's transactions, one at a time: the chain id and the account's next
-// nonce from the node, the chain's smallest fee for the transaction (`/params/auth`, as wallet/sender.py pays
-// it), signed with the tab's key (tx.js) and broadcast until included (the node client waits for the block).
-//
-//   const sender = new TxSender(node, key);
-//   const included = await sender.send(msgJoinTask(7));     // {height, code, log}; TxRejected with the log
+// Sending a worker's messages in one call, as wallet/sender.py's TxSender plans and sends them: the chain id
+// from the node's status, the nonce from the signer's committed account, the chain's minimum fee for the
+// transaction's size (or a fee given), signed, broadcast and waited for until a block holds it. A tab sends
+// one transaction at a time (its protocol loop waits for each), so the committed nonce is the next one.
+import { encodeTx, txHash, withMinimumFee } from "./tx.js";
 
-import { encodeTx, withMinimumFee } from "./tx.js";
-
-export class TxSender {
-  constructor(node, key) {
-    this.node = node;
-    this.key = key;
-    this.chainId = null;
-    this.feeParams = null;
-    this.queue = Promise.resolve();
+/** Sign `messages` ([{typeUrl, value}]) with `key`, send them through `node` (a NodeClient) and wait for the
+ * block: {hash, height, code, log, nonce, fee}. TxRejected with the chain's log when refused. */
+export async function sendMessages(node, key, messages, { fee, memo = "", timeoutMs = 30_000 } = {}) {
+  const [{ chainId }, account] = await Promise.all([node.status(), node.account(key.address)]);
+  let plan = { chainId, nonce: account.nonce, fee: fee ?? 0n, memo, messages };
+  if (fee === undefined) {
+    plan = withMinimumFee(plan, await node.feeParams());
   }
-
-  /** Sign `messages` with the next nonce and the minimum fee and broadcast them; one transaction at a time,
-   * so two never take the same nonce. */
-  send(...messages) {
-    const sent = this.queue.then(() => this.sendNow(messages));
-    this.queue = sent.catch(() => {});
-    return sent;
-  }
-
-  async sendNow(messages) {
-    this.chainId ??= (await this.node.status()).chainId;
-    if (this.feeParams === null) {
-      const auth = (await this.node.query("/params/auth")) ?? {};
-      this.feeParams = { minFee: BigInt(auth.min_fee ?? 0), feePerByte: BigInt(auth.fee_per_byte ?? 0) };
-    }
-    const { nonce } = await this.node.account(this.key.address);
-    const plan = withMinimumFee({ chainId: this.chainId, nonce, messages }, this.feeParams);
-    return this.node.broadcast(await encodeTx(plan, this.key));
-  }
+  const bytes = await encodeTx(plan, key);
+  const included = await node.broadcast(bytes, { timeoutMs });
+  return { ...included, hash: await txHash(bytes), nonce: plan.nonce, fee: plan.fee };
 }

@@ -1,7 +1,8 @@
 // The messages a worker sends to the chain (chain/proto/market.proto), each as {typeUrl, value}: the type URL
 // the chain dispatches on and the message's canonical bytes, ready for `encodeTx` (tx.js). Fields are given
-// in camelCase (`blobUrl`, `samplesPerSecond`) and written under the .proto's names; what a field may hold
-// is checked by proto_codec.js. The same messages compute/worker/market.py and compute/sealed_keys.py send.
+// in camelCase (`blobUrl`, `samplesPerSecond`) and written under the .proto's names; a field left out is
+// unset (its default), a name the .proto does not have is refused, and what a field may hold is checked by
+// proto_codec.js. The same messages compute/worker/market.py and compute/sealed_keys.py send.
 import { EncodingError } from "./chain_errors.js";
 import { encodeMessage, typeUrlOf } from "./proto_codec.js";
 
@@ -13,13 +14,13 @@ export function marketMessage(name, fields = {}) {
 }
 
 /** Become a worker: {stake, hardware: {device, samplesPerSecond, memoryMb, threads}, blobUrl, relay}. */
-export function msgRegisterWorker({ stake, hardware, blobUrl = "", relay = "" }) {
-  return marketMessage("MsgRegisterWorker", { stake, hardware, blobUrl, relay });
+export function msgRegisterWorker(fields) {
+  return marketMessage("MsgRegisterWorker", fields);
 }
 
 /** Change a worker: {addStake, hardware (replaces when given), blobUrl, relay, clearRelay}. */
-export function msgUpdateWorker({ addStake, hardware, blobUrl = "", relay = "", clearRelay = false }) {
-  return marketMessage("MsgUpdateWorker", { addStake, hardware, blobUrl, relay, clearRelay });
+export function msgUpdateWorker(fields) {
+  return marketMessage("MsgUpdateWorker", fields);
 }
 
 /** Stop being a worker (no open or running task): the stake unbonds. */
@@ -46,8 +47,8 @@ export function msgCommitRound(fields) {
 
 /** Report a data-key box that does not open or holds another key: {taskId, proof} (the proof's bytes as
  * compute/sealed_keys.py's bad_key_report makes them). */
-export function msgReportBadKey({ taskId, proof }) {
-  return marketMessage("MsgReportBadKey", { taskId: required(taskId, "taskId"), proof });
+export function msgReportBadKey(fields) {
+  return marketMessage("MsgReportBadKey", { ...fields, taskId: required(fields.taskId, "taskId") });
 }
 
 function required(value, name) {
