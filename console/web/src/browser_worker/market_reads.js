@@ -12,11 +12,6 @@ import { QueryFailed } from "./chain_errors.js";
 const NOT_FOUND = 11; // chain/errors.py NotFound.code
 const MAX_PAGES = 10_000;
 
-/** Where a member's blobs are fetched from: its relay's place for it, else its own blob URL. */
-export function fetchUrl(member) {
-  return member.relay ? `${member.relay.replace(/\/+$/, "")}/workers/${member.worker}` : member.blob_url;
-}
-
 /** The member of `view` at `address` (undefined when none). */
 export function memberOf(view, address) {
   return view.members.find((member) => member.worker === address);

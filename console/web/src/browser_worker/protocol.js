@@ -22,14 +22,15 @@ import { PROFILE_ID } from "../../../../compute/wasm/kernel.mjs";
 import { encodeTensors, sha256Hex } from "./canonical_encode.js";
 import { WeightsFollower } from "./aggregate.js";
 import { openDataKey } from "./data_key.js";
-import { loadDataset } from "./dataset.js";
-import { MarketReads, fetchUrl, memberOf } from "./market_reads.js";
+import { datasetUrls, loadDataset } from "./dataset.js";
+import { sign } from "./keys.js";
+import { MarketReads, memberOf } from "./market_reads.js";
 import { checkpointRoot } from "./merkle.js";
 import * as plan from "./plan.js";
 import { RelayPusher } from "./relay_push.js";
 import { TaskUnfit, WASM32, allowedKernels, checkWasm32, readTaskSpec } from "./task_spec.js";
 import { msgCommitRound, msgJoinTask, msgRegisterWorker, msgUpdateWorker } from "./tx.js";
-import { TxSender } from "./tx_sender.js";
+import { sendMessages } from "./tx_sender.js";
 import { encodeUpdate } from "./update.js";
 import { flatWeights, namedWeights } from "./weights_layout.js";
 
@@ -55,11 +56,15 @@ export class BrowserWorker {
     this.startTrainer = startTrainer; // (task, data) -> RoundTrainer
     this.report = report;
     this.reads = new MarketReads(node);
-    this.sender = new TxSender(node, key);
-    this.relay = this.relayUrl ? new RelayPusher(this.relayUrl, key, { fetch }) : null;
+    this.relay = this.relayUrl ? new RelayPusher(this.relayUrl, key, sign, { fetch }) : null;
     this.pollSeconds = pollSeconds;
     this.sleep = sleep ?? ((seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000)));
     this.stopped = false;
+  }
+
+  /** Sign and send one message, waiting for its block (TxRejected with the chain's log). */
+  send(message) {
+    return sendMessages(this.node, this.key, [message]);
   }
 
   get address() {
@@ -89,14 +94,14 @@ export class BrowserWorker {
     const { balance, record } = await this.account();
     if (record !== null) {
       if (record.relay === this.relayUrl) return { already: true, record };
-      await this.sender.send(msgUpdateWorker({ hardware: this.hardware(), relay: this.relayUrl }));
+      await this.send(msgUpdateWorker({ hardware: this.hardware(), relay: this.relayUrl }));
       return { moved: true };
     }
     const stake = BigInt((await this.reads.params()).min_worker_stake);
     if (BigInt(balance) < stake) {
       throw new WorkerRefused(`registering stakes ${stake} utrl and this key holds ${balance}: fund ${this.address} first`);
     }
-    const included = await this.sender.send(msgRegisterWorker({ stake, hardware: this.hardware(), blobUrl: "",
+    const included = await this.send(msgRegisterWorker({ stake, hardware: this.hardware(), blobUrl: "",
       relay: this.relayUrl }));
     return { stake, height: included.height };
   }
@@ -122,8 +127,9 @@ export class BrowserWorker {
     const specText = await this.reads.specText(taskId);
     const spec = checkWasm32(JSON.parse(specText), taskId); // wasm32 and an MLP, before anything is fetched
     const view = await this.reads.task(taskId);
-    const data = await loadDataset(spec, { fetch: this.fetch, dataKey, members: view.members.map(fetchUrl) });
+    const data = await loadDataset(spec, { fetch: this.fetch, dataKey, urls: datasetUrls(spec, view) });
     const task = readTaskSpec(specText, data, taskId);
+    spec.training.seed = task.training.seed; // exact: JSON.parse rounds a seed past 2^53
     return { task, spec, data, view };
   }
 
@@ -140,7 +146,7 @@ export class BrowserWorker {
         `${balance}`);
     }
     if (!(await this.reads.task(taskId)).private_data) await this.prepare(taskId); // its data, checked first
-    const included = await this.sender.send(msgJoinTask(taskId));
+    const included = await this.send(msgJoinTask(taskId));
     this.report("joined", { taskId, height: included.height, collateral: summary.collateral });
     return included;
   }
@@ -186,19 +192,16 @@ export class BrowserWorker {
     const trainer = await this.startTrainer(task, { inputs: data.trainInputs,
       targets: new Uint32Array(data.trainTargets.buffer, data.trainTargets.byteOffset, data.trainTargets.length) });
     this.report("kernel", { taskId, kernel: trainer.kernel });
-    const follower = new WeightsFollower(spec, data, { fetchUpdate: (commitment, member) => this.fetchBlob(member,
-      commitment.update_hash) });
-    return { taskId, task, spec, data, trainer, follower, residual: null, residualHash: "" };
+    const follower = new WeightsFollower(spec, data, { fetchUpdate: (digest, update) => this.fetchBlob(update.blobUrl,
+      digest) });
+    return { taskId, task, spec, data, trainer, follower, residual: null };
   }
 
-  /** A blob by its hash from the member that published it (its relay's place, or its blob service). */
-  async fetchBlob(member, digest) {
-    const url = `${fetchUrl(member)}/blobs/${digest}`;
-    const response = await this.fetch(url);
-    if (!response.ok) throw new WorkerRefused(`${url} answered HTTP ${response.status}`);
-    const bytes = new Uint8Array(await response.arrayBuffer());
-    if ((await sha256Hex(bytes)) !== digest) throw new WorkerRefused(`${url} served other bytes than ${digest}`);
-    return bytes;
+  /** A blob by its hash from where a member serves it (the follower checks the bytes against the hash). */
+  async fetchBlob(baseUrl, digest) {
+    const response = await this.fetch(`${baseUrl}/blobs/${digest}`);
+    if (!response.ok) throw new WorkerRefused(`${baseUrl}/blobs/${digest} answered HTTP ${response.status}`);
+    return new Uint8Array(await response.arrayBuffer());
   }
 
   /** Round `round`: W_r, trained, encoded, published on the relay, committed; unless the chain dropped this
@@ -212,7 +215,7 @@ export class BrowserWorker {
     const trained = await context.trainer.train(
       { startWeights: flatWeights(state.weights, task.sizes), workerIndex: member.index, roundIndex: round, steps },
       (checkpoint, segments) => this.report("segment", { taskId, round, segment: checkpoint.index, segments }));
-    const update = await encodeUpdate(context.spec, state.weights, namedWeights(trained.endWeights, task.sizes),
+    const update = encodeUpdate(context.spec, state.weights, namedWeights(trained.endWeights, task.sizes),
       context.residual);
     const after = plan.decide(await this.reads.task(taskId), this.address);
     if (after.kind === plan.FINISH) {
@@ -223,14 +226,14 @@ export class BrowserWorker {
     const blobs = new Map(trained.checkpoints.map((checkpoint) => [checkpoint.hash, checkpoint.bytes]));
     blobs.set(update.updateHash, update.update);
     blobs.set(update.residualHash, update.residual);
-    await this.relay.pushRound(taskId, round, hashes, blobs); // BlobRejected: the relay's reason, no commitment
+    await this.relay.pushRound(taskId, round, blobs, hashes); // BlobRejected: the relay's reason, no commitment
     this.report("published", { taskId, round, blobs: blobs.size, relay: this.relayUrl });
-    const included = await this.sender.send(msgCommitRound({
+    const included = await this.send(msgCommitRound({
       taskId, round, updateHash: update.updateHash, samplesProcessed: steps * task.batchSize, steps,
-      checkpointRoot: await checkpointRoot(hashes), numCheckpoints: hashes.length,
+      checkpointRoot: checkpointRoot(hashes), numCheckpoints: hashes.length,
       startWeightsHash: state.hash, determinismProfile: PROFILE_ID, residualHash: update.residualHash,
     }));
-    context.residual = update.residual;
+    context.residual = update.residualTensors; // the next round's update carries it
     this.report("committed", { taskId, round, height: included.height });
   }
 
@@ -240,9 +243,9 @@ export class BrowserWorker {
     const rounds = view.rounds;
     const state = await context.follower.state(rounds, view);
     const bytes = encodeTensors(state.weights);
-    const digest = await sha256Hex(bytes);
+    const digest = sha256Hex(bytes);
     await this.relay.pushBlobs(taskId, rounds, new Map([[digest, bytes]]));
-    const included = await this.sender.send(msgCommitRound({ taskId, round: rounds, startWeightsHash: digest }));
+    const included = await this.send(msgCommitRound({ taskId, round: rounds, startWeightsHash: digest }));
     this.report("final", { taskId, finalWeightsHash: digest, height: included.height });
   }
 
