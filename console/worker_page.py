@@ -25,7 +25,7 @@ def add_routes(app: web.Application, dist: pathlib.Path) -> None:
     files = dist / "worker"
 
     async def to_the_page(request: web.Request) -> web.Response:
-        raise web.HTTPSeeOther(request.rel_url.with_path("/worker/"))
+        raise web.HTTPSeeOther(request.rel_url.with_path("/worker/").with_query(request.query))
 
     async def page(request: web.Request) -> web.Response:
         if not (files / PAGE).exists():
