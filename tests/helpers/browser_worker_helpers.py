@@ -64,3 +64,45 @@ def create_key(tab, password: str = PASSWORD) -> str:
     tab.click("#create-form button[type=submit]")
     tab.wait_for_selector("body[data-phase=ready]", timeout=WAIT_MS)
     return tab.inner_text("#address")
+
+
+@contextlib.contextmanager
+def serving_blobs(store):
+    """`store` served by a blob service (reads answer CORS, as a tab needs) on a thread of its own; yields its URL."""
+    import asyncio
+    import concurrent.futures
+    import threading
+
+    from trolly.compute.blobs import BlobServer
+
+    started: concurrent.futures.Future = concurrent.futures.Future()
+
+    async def serve() -> None:
+        async with BlobServer(store) as server:
+            stop = asyncio.Event()
+            started.set_result((asyncio.get_running_loop(), stop, server.url))
+            await stop.wait()
+
+    thread = threading.Thread(target=lambda: asyncio.run(serve()), name="blobs", daemon=True)
+    thread.start()
+    loop, stop, url = started.result(timeout=30)
+    try:
+        yield url
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=30)
+
+
+def register(tab) -> str:
+    """Register the tab's key with its relay; the registration the page then shows."""
+    tab.click("#register")
+    tab.wait_for_function("document.querySelector('#registration').textContent.startsWith('yes')", timeout=WAIT_MS)
+    return tab.inner_text("#registration")
+
+
+def join(tab, task_id: int) -> None:
+    """Refresh the task list and press the task's Join button (the page then trains it until it is done)."""
+    tab.click("#refresh-tasks")
+    tab.wait_for_selector(f'tr[data-task="{task_id}"] button', timeout=WAIT_MS)
+    tab.click(f'tr[data-task="{task_id}"] button')
+    tab.wait_for_selector("body[data-phase=working]", timeout=WAIT_MS)
