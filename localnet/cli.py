@@ -355,7 +355,10 @@ def reset(home, yes) -> None:
 @click.option("--churn", type=click.IntRange(0, MAX_WORKERS), is_flag=False, flag_value=1, default=0,
               metavar="[KILLS]", help="Kill a member mid-task with SIGKILL (KILLS of them, two rounds apart) and "
                                       "have a spare worker, started beside the --workers the task wants, replace it.")
-def demo(home, task_name, rounds, timeout, keep, keep_console, churn, **options) -> None:
+@click.option("--browser-workers", type=click.IntRange(0, MAX_WORKERS), default=0, show_default=True,
+              help="Places of the task kept for browser tabs (the console's worker page, printed): the task waits "
+                   "for them to join. Needs --task digits-wasm32.")
+def demo(home, task_name, rounds, timeout, keep, keep_console, churn, browser_workers, **options) -> None:
     """Start a fresh localnet, pay for a real training task, follow it to settlement, fetch and evaluate the model.
 
     The last line printed (on stdout) is JSON: the task, its id, rounds, final accuracy and its floor, paid per
@@ -374,7 +377,10 @@ def demo(home, task_name, rounds, timeout, keep, keep_console, churn, **options)
         raise KeyboardInterrupt  # SIGTERM like Ctrl-C: the demo's cleanup stops every service it started
 
     signal.signal(signal.SIGTERM, interrupt)
-    demo_options = DemoOptions(task=DEMO_TASKS[task_name], rounds=rounds, timeout=timeout, churn=churn)
+    if browser_workers and task_name != "digits-wasm32":
+        _fail("--browser-workers needs a task browsers can train: --task digits-wasm32")
+    demo_options = DemoOptions(task=DEMO_TASKS[task_name], rounds=rounds, timeout=timeout, churn=churn,
+                               browser_workers=browser_workers)
     if churn:
         if not options["workers"]:
             _fail("--churn needs workers to kill and replace (--workers 0 was asked)")

@@ -119,6 +119,7 @@ async function joinAndRun(taskId) {
   const cheat = testCheat(); // refused before anything is signed
   if (cheat) showMessage(`TEST SWITCH: this tab cheats (${cheat}) and will be slashed`, true);
   await worker.join(taskId);
+  await refreshTasks();
   show("work");
   setText("work-task", `#${taskId}`);
   setPhase("working");
