@@ -149,3 +149,29 @@ def test_amounts_beyond_two_to_the_53_in_the_chains_answers_are_read_exactly():
         "value": {"balance": str(U64_MAX), "nonce": 7, "memo": "18446744073709551615 \" 9007199254740993",
                   "list": [str(2**53 + 1), str(-(2**60)), 1.5e300, 0.25]},
         "balance": str(U64_MAX - 1)}
+
+
+def test_the_modules_bundled_by_esbuild_sign_the_same_bytes(tmp_path):
+    """The page ships the modules bundled by esbuild (protobufjs's light build, libsodium's WebAssembly inlined);
+    the bundle must sign what Python signs, as the modules imported directly do."""
+    esbuild = ROOT / "console" / "web" / "node_modules" / ".bin" / "esbuild"
+    if not esbuild.exists():
+        pytest.skip("console/web's npm packages are not installed (make setup)")
+    entry = ROOT / "console" / "web" / "src" / "browser_worker" / "tx.js"
+    bundle = tmp_path / "bundle.mjs"
+    built = subprocess.run([str(esbuild), str(entry), "--bundle", "--format=esm", "--target=es2020",
+                            f"--outfile={bundle}", "--log-level=warning"], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    seed, plan = SEEDS[3], TxPlan("trolly-dev", 5, 1_234, (MESSAGES["commit a round"],))
+    script = ("import { keyFromSeed } from './console/web/src/browser_worker/keys.js';"
+              "import { fromHex, toHex } from './console/web/src/browser_worker/bytes_text.js';"
+              f"const tx = await import({json.dumps(bundle.as_uri())});"
+              f"const key = await keyFromSeed(fromHex('{seed.hex()}'));"
+              f"const fields = {json.dumps(camel_case_fields(MESSAGES['commit a round']))};"
+              "const bytes = await tx.encodeTx({chainId: 'trolly-dev', nonce: 5, fee: 1234,"
+              " messages: [tx.msgCommitRound(fields)]}, key);"
+              "console.log(toHex(bytes));")
+    done = subprocess.run([NODE, "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == plan.sign(PrivateKey(seed)).hex()

@@ -10,7 +10,7 @@
 // checked here: the tab trusts the node it was pointed at, as a worker trusts its own.
 import { fromBase64, fromHex, toBase64, toHex } from "./bytes_text.js";
 import {
-  InclusionTimeout, NodeUnreachable, QueryFailed, RpcError, TxRejected,
+  EncodingError, InclusionTimeout, NodeUnreachable, QueryFailed, RpcError, TxRejected,
 } from "./chain_errors.js";
 import { parseExactJson } from "./exact_json.js";
 
@@ -28,7 +28,8 @@ export function normalizeNodeUrl(url) {
 export class NodeClient {
   constructor(url, { fetch = globalThis.fetch, timeoutMs = 10_000 } = {}) {
     this.url = normalizeNodeUrl(url);
-    this.fetch = fetch;
+    // Called unbound: a browser's fetch throws "Illegal invocation" when called as a method of another object.
+    this.fetch = (...args) => fetch(...args);
     this.timeoutMs = timeoutMs;
     this.nextId = 1;
     this.feeParamsRead = null;
@@ -104,7 +105,14 @@ export class NodeClient {
     if (result.code !== 0) {
       throw new QueryFailed(path, result.code, result.codespace, result.log);
     }
-    return result.value.length ? parseExactJson(new TextDecoder().decode(result.value)) : null;
+    if (!result.value.length) {
+      return null;
+    }
+    try {
+      return parseExactJson(new TextDecoder().decode(result.value));
+    } catch {
+      throw new RpcError(-32700, `the answer to query ${path} is not JSON (is ${this.url} a Trolly node?)`);
+    }
   }
 
   /** {address, balance, nonce, pubKey}: the account's committed record (balance and nonce as BigInt, pubKey
@@ -146,7 +154,7 @@ export class NodeClient {
   async findTx(hash) {
     const hashBytes = fromHex(hash);
     if (hashBytes === null || hashBytes.length !== 32) {
-      throw new TypeError(`a transaction hash is 64 hex digits, got ${JSON.stringify(hash)}`);
+      throw new EncodingError(`a transaction hash is 64 hex digits, got ${JSON.stringify(hash)}`);
     }
     let raw;
     try {
