@@ -2,8 +2,8 @@
 solo localnet, a tab opened as a test with `cheat=skipped_steps` (every segment trains half its steps and claims
 them all) and a native torch worker train a digits MLP task allowing `wasm32`. The verifier replays the tab's
 sampled segments with the kernel, they fail, the chain slashes the tab and the page shows it; the honest native
-worker is paid. A page not opened as a test refuses the cheat before anything is signed
-(test_browser_worker_page.py)."""
+worker is paid. Meanwhile another tab asked to join a torch-only task is told the task does not allow the wasm32
+kernel, with nothing signed (its account never used a nonce)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import re
 
 import pytest
 
-from browser_worker_helpers import chromium, create_key, join, register, serving_blobs, skip_without_the_page, \
-    worker_tab
-from localnet_helpers import exported_env, free_base_port, localnet, task_ended, wallet_in
+from browser_worker_helpers import WAIT_MS, chromium, create_key, join, message, register, serving_blobs, \
+    skip_without_the_page, worker_tab
+from localnet_helpers import exported_env, free_base_port, localnet, query, task_ended, wallet_in
 from test_browser_worker_e2e import browser_task_spec
 from trolly.compute.wasm.profile import PROFILE_ID
 from trolly.localnet.demo_tasks import digits_data
@@ -29,7 +29,8 @@ def test_a_cheating_tab_is_caught_by_replay_and_slashed(tmp_path):
     try:
         env = exported_env(up)
         wallet = wallet_in(env, tmp_path)
-        page = re.search(r"browser worker: (\S+)", up.stdout + up.stderr).group(1) + "&test=1&cheat=skipped_steps"
+        honest_page = re.search(r"browser worker: (\S+)", up.stdout + up.stderr).group(1)
+        page = honest_page + "&test=1&cheat=skipped_steps"
         data = digits_data(tmp_path / "data")
         with serving_blobs(data.store) as data_url, chromium(sync_api) as browser:
             tab = worker_tab(browser, page)
@@ -41,11 +42,22 @@ def test_a_cheating_tab_is_caught_by_replay_and_slashed(tmp_path):
                    "--from", "requester", "--yes")
             join(tab, 1)
             assert "TEST SWITCH: this tab cheats (skipped_steps)" in tab.inner_text("#message")
+            other = worker_tab(browser, honest_page)
+            stranger = create_key(other)
+            torch_only = browser_task_spec(tmp_path / "torch.json", data.manifest_hash, data_url, kernels=("torch",))
+            wallet("task", "submit", str(torch_only), "--workers", "2", "--budget", "50trl", "--from", "requester",
+                   "--yes")
+            other.click("#refresh-tasks")
+            other.click('tr[data-task="2"] button', timeout=WAIT_MS)
+            assert message(other) == ("task 2 does not allow the wasm32 kernel a browser trains with: its spec "
+                                      "allows torch (determinism.kernels)")
+            other.problems.check()
             tab.wait_for_selector("body[data-phase=finished]", timeout=600_000)
             outcome = tab.inner_text("#earn-outcome")
             slashed = tab.inner_text("#earn-slashed")
             tab.problems.check()
         task = task_ended(env["TROLLY_NODE"], timeout=300.0)
+        assert query(env["TROLLY_NODE"], f"/account/{stranger}")["nonce"] == 0  # nothing signed by the refused tab
 
         member = next(m for m in task["members"] if m["worker"] == cheater)
         assert member["status"] == "slashed" and member["slashed"] > 0, member

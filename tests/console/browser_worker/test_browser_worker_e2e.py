@@ -29,10 +29,12 @@ sync_api = skip_without_the_page(pytest)
 SCREENSHOT = "browser-worker.png"
 
 
-def browser_task_spec(path: Path, manifest_hash: str, data_url: str, rounds: int = 2) -> Path:
-    """A digits MLP allowing wasm32, as short as the protocol allows, its data at `data_url`."""
+def browser_task_spec(path: Path, manifest_hash: str, data_url: str, rounds: int = 2,
+                      kernels: tuple[str, ...] = ("torch", "wasm32")) -> Path:
+    """A digits MLP allowing wasm32 (unless `kernels` says otherwise), as short as the protocol allows, its data at
+    `data_url`."""
     document = example_spec(manifest_hash, model={"arch": "mlp", "config": {"hidden": [32]}},
-                            determinism={"threads": 1, "kernels": ["torch", "wasm32"]})
+                            determinism={"threads": 1, "kernels": list(kernels)})
     document["dataset"]["urls"] = [data_url]  # served with CORS: a tab fetches the digits from there
     document["training"].update(rounds=rounds, inner_steps=20, batch_size=16, checkpoint_every=5)
     path.write_text(json.dumps(document))

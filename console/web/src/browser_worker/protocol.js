@@ -135,12 +135,12 @@ export class BrowserWorker {
 
   /** Join task `taskId` after checking what can be checked before any collateral is locked. */
   async join(taskId) {
-    const { record, balance } = await this.account();
-    if (record === null) throw new WorkerRefused("register first: a task takes only registered workers");
+    checkWasm32(JSON.parse(await this.reads.specText(taskId)), taskId); // TaskUnfit, saying why
     const summary = (await this.reads.liveTasks()).find((task) => task.id === taskId);
     if (summary === undefined) throw new WorkerRefused(`task ${taskId} is not open or running`);
     if (!plan.takesWorkers(summary)) throw new WorkerRefused(`task ${taskId} takes no workers now`);
-    checkWasm32(JSON.parse(await this.reads.specText(taskId)), taskId); // TaskUnfit, saying why
+    const { record, balance } = await this.account();
+    if (record === null) throw new WorkerRefused("register first: a task takes only registered workers");
     if (BigInt(summary.collateral) > BigInt(balance)) {
       throw new WorkerRefused(`task ${taskId} locks ${summary.collateral} utrl of collateral; this key holds ` +
         `${balance}`);
