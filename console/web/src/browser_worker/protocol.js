@@ -99,7 +99,8 @@ export class BrowserWorker {
     }
     const stake = BigInt((await this.reads.params()).min_worker_stake);
     if (BigInt(balance) < stake) {
-      throw new WorkerRefused(`registering stakes ${stake} utrl and this key holds ${balance}: fund ${this.address} first`);
+      throw new WorkerRefused(`registering stakes ${stake} utrl and this key holds ${balance}: ` +
+        `fund ${this.address} first`);
     }
     const included = await this.send(msgRegisterWorker({ stake, hardware: this.hardware(), blobUrl: "",
       relay: this.relayUrl }));

@@ -65,6 +65,8 @@ function answerOf(worker, accept) {
       if (data.type === "error") reject(new TrainingFailed(`training failed: ${data.message}`));
       else if (accept(data)) resolve(data);
     };
-    worker.onerror = (event) => reject(new TrainingFailed(`the training worker failed: ${event.message ?? "an error"}`));
+    worker.onerror = (event) => {
+      reject(new TrainingFailed(`the training worker failed: ${event.message ?? "an error"}`));
+    };
   });
 }
