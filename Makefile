@@ -33,8 +33,9 @@ wasm: $(STAMP)
 	$(PY) -m trolly.compute.wasm.build
 
 # The console's front end (trolly-console serves it): npm packages exactly as the lockfile pins them, then the
-# esbuild bundle in console/web/dist. Rebuilt when the lockfile or a source file changes.
-$(CONSOLE_WEB)/dist/app.js: $(CONSOLE_WEB)/package-lock.json $(CONSOLE_WEB)/index.html $(wildcard $(CONSOLE_WEB)/src/*.* $(CONSOLE_WEB)/src/pages/*)
+# esbuild bundles in console/web/dist (the console's pages; dist/worker: the browser worker's page, its Web Worker
+# and the kernel's .wasm). Rebuilt when the lockfile or a source file changes.
+$(CONSOLE_WEB)/dist/app.js: $(CONSOLE_WEB)/package-lock.json $(CONSOLE_WEB)/index.html $(wildcard $(CONSOLE_WEB)/src/*.* $(CONSOLE_WEB)/src/pages/* $(CONSOLE_WEB)/src/browser_worker/*) compute/wasm/kernel.wasm
 	cd $(CONSOLE_WEB) && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
 
 # @confio/ics23 exactly as the lockfile pins it: the test that checks Trolly's query proofs with no Trolly code.

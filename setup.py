@@ -15,8 +15,9 @@ for top in TOP_LEVEL:
     packages.append(f"trolly.{top}")
     packages.extend(f"trolly.{top}.{sub}" for sub in find_packages(top))
 
-CONSOLE_FRONT_END = ["web/index.html", "web/favicon.svg", "web/dist/*"]
-"""The console's page, icon and the bundle `make setup` builds (console/server.py serves them from the package)."""
+CONSOLE_FRONT_END = ["web/index.html", "web/favicon.svg", "web/dist/*", "web/dist/worker/*"]
+"""The console's page, icon and the bundles `make setup` builds, the browser worker's page in dist/worker
+(console/server.py serves them from the package)."""
 
 WASM_KERNEL = ["kernel.c", "kernel.wasm", "*.mjs"]
 """The wasm32 kernel's source, its committed build and its JavaScript (compute/wasm: what a browser loads)."""

@@ -100,6 +100,17 @@ def main(log_level: str) -> None:
 
 # ------------------------------------------------------------------------------------------------ init
 
+ORIGIN = re.compile(r"https?://[^/?#\s]+")
+"""A web origin as a browser sends it: scheme and host (and port), no path."""
+
+
+def _check_origins(context, parameter, origins: tuple[str, ...]) -> tuple[str, ...]:
+    for origin in origins:
+        if origin != "*" and not ORIGIN.fullmatch(origin):
+            raise click.BadParameter(f"{origin!r} is not a web origin such as http://127.0.0.1:26748 (scheme and "
+                                     f"host, no path), nor *")
+    return origins
+
 
 @main.command()
 @home_option
@@ -110,6 +121,10 @@ def main(log_level: str) -> None:
 @click.option("--force", is_flag=True, help="Overwrite an existing home (wipes its data/).")
 @click.option("--proxy-app", default=None, help="ABCI address CometBFT dials (default: unix://HOME/data/app.sock).")
 @click.option("--rpc-laddr", default="tcp://127.0.0.1:26657", show_default=True, help="JSON-RPC listen address.")
+@click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN", callback=_check_origins,
+              help="A web page's origin allowed to call the JSON-RPC from a browser (`[rpc] cors_allowed_origins`; "
+                   "repeatable; none by default): e.g. the console's http://127.0.0.1:PORT, whose worker page "
+                   "trains in a tab against this node.")
 @click.option("--p2p-laddr", default="tcp://0.0.0.0:26656", show_default=True, help="P2P listen address.")
 @click.option("--prometheus-laddr", default=DEFAULT_PROMETHEUS_ADDRESS, show_default=True,
               help="Where CometBFT serves its Prometheus metrics (0 or empty: off).")
@@ -125,8 +140,8 @@ def main(log_level: str) -> None:
                                                  "refused unless every server has it.")
 @click.option("--trust-period", default=DEFAULT_TRUST_PERIOD, show_default=True,
               help="With --state-sync: how old the trusted block may be when the node starts.")
-def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, p2p_laddr, prometheus_laddr, metrics_laddr,
-         state_sync, trust_height, trust_hash, trust_period) -> None:
+def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, cors_origins, p2p_laddr, prometheus_laddr,
+         metrics_laddr, state_sync, trust_height, trust_hash, trust_period) -> None:
     """Write a CometBFT v0.38 home: genesis.json, config.toml, priv_validator_key.json, node_key.json."""
     root = _home(home)
     try:
@@ -137,7 +152,8 @@ def init(home, chain_id, moniker, dev, force, proxy_app, rpc_laddr, p2p_laddr, p
         proxy_app = proxy_app or _default_app_address(root)
         config = homelib.NodeConfig(moniker=moniker, proxy_app=proxy_app, rpc_laddr=rpc_laddr, p2p_laddr=p2p_laddr,
                                     prometheus_listen_addr="" if prometheus_laddr == "0" else prometheus_laddr,
-                                    metrics_listen_addr=metrics_laddr)
+                                    metrics_listen_addr=metrics_laddr,
+                                    extra={"rpc": {"cors_allowed_origins": list(cors_origins)}} if cors_origins else {})
         if state_sync is not None:
             _init_state_sync(root, config, chain_id, state_sync, trust_height, trust_hash, trust_period, force)
             return

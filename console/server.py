@@ -3,6 +3,7 @@
     GET  /?token=...             the access token: opens a session and redirects to / (`security.py`)
     GET  /                       the page (console/web/index.html), which loads the built bundle
     GET  /assets/...             the bundle `make setup` builds into console/web/dist
+    GET  /worker                 the browser worker's page (`worker_page.py`)
     GET  /favicon.svg            the page's icon (also answered at /favicon.ico, where browsers look unasked)
     GET  /api/session            this session's CSRF token
     GET  /api/node               what the console last knew of the node (up or down, last height seen)
@@ -43,7 +44,7 @@ from trolly.wallet.errors import MarketAnswerError, NodeUnreachable, ProofInvali
 from trolly.wallet.market_queries import get_task
 from trolly.wallet.rpc import AsyncRpcClient
 
-from . import chain_reads, compute_api, gov_api, new_task_api, wallet_api
+from . import chain_reads, compute_api, gov_api, new_task_api, wallet_api, worker_page
 from .access import ACCESS, Access
 from .baselines import BaselineFit, Baselines, library_fit
 from .config import CONFIG, ConsoleConfig
@@ -124,6 +125,7 @@ def make_app(config: ConsoleConfig, poll_seconds: float = 1.0, access: Access | 
     wallet_api.add_routes(app, CLIENT, _read)
     compute_api.add_routes(app, CLIENT)
     gov_api.add_routes(app, CLIENT, _read)
+    worker_page.add_routes(app, DIST)
     if DIST.is_dir():
         app.router.add_static("/assets/", DIST)
     return app

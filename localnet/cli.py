@@ -174,6 +174,8 @@ def _print_summary(net: Localnet, config: LocalnetConfig) -> None:
     console.print(f"  logs:    trolly-localnet logs NAME --home {net.layout.home}")
     console.print(f"  console: {net.layout.console_address(config)}  (the web console; it signs with the requester "
                   f"key)", soft_wrap=True)
+    console.print(f"  browser worker: {net.layout.worker_page_address(config)}  (a worker in a tab: it trains tasks "
+                  f"allowing wasm32; fund its key from the requester)", soft_wrap=True)
     console.print("  as the requester, in your shell (one line, to copy):")
     console.print(f"export {requester_environment(net.layout.wallet_home, config.rpc_url(0))}", soft_wrap=True)
 
@@ -336,12 +338,14 @@ def reset(home, yes) -> None:
 @main.command()
 @home_option
 @network_options
-@click.option("--task", "task_name", type=click.Choice(["digits", "lora-text"]), default="digits", show_default=True,
-              help="What to train: an MLP on the bundled digits, or all-MiniLM-L6-v2 fine-tuned with LoRA on "
-                   "pydocs (standard-library docstrings, 8 labels) written as your own JSONL of texts and packed "
-                   "private, its key sealed to the workers and validators.")
+@click.option("--task", "task_name", type=click.Choice(["digits", "digits-wasm32", "lora-text"]), default="digits",
+              show_default=True,
+              help="What to train: an MLP on the bundled digits (digits-wasm32: the same, allowing the browser "
+                   "worker's wasm32 kernel, for --wasm32-workers and browser tabs), or all-MiniLM-L6-v2 "
+                   "fine-tuned with LoRA on pydocs (standard-library docstrings, 8 labels) written as your own "
+                   "JSONL of texts and packed private, its key sealed to the workers and validators.")
 @click.option("--rounds", type=click.IntRange(1, 50), default=None,
-              help="Training rounds of the task [default: 4 for digits, 2 for lora-text].")
+              help="Training rounds of the task [default: 4 for digits and digits-wasm32, 2 for lora-text].")
 @click.option("--timeout", type=float, default=None,
               help="Seconds to wait for the task to settle [default: 300 for digits, 900 for lora-text].")
 @click.option("--keep", is_flag=True, help="Leave the localnet running afterwards (`down` stops it).")
@@ -351,7 +355,10 @@ def reset(home, yes) -> None:
 @click.option("--churn", type=click.IntRange(0, MAX_WORKERS), is_flag=False, flag_value=1, default=0,
               metavar="[KILLS]", help="Kill a member mid-task with SIGKILL (KILLS of them, two rounds apart) and "
                                       "have a spare worker, started beside the --workers the task wants, replace it.")
-def demo(home, task_name, rounds, timeout, keep, keep_console, churn, **options) -> None:
+@click.option("--browser-workers", type=click.IntRange(0, MAX_WORKERS), default=0, show_default=True,
+              help="Places of the task kept for browser tabs (the console's worker page, printed): the task waits "
+                   "for them to join. Needs --task digits-wasm32.")
+def demo(home, task_name, rounds, timeout, keep, keep_console, churn, browser_workers, **options) -> None:
     """Start a fresh localnet, pay for a real training task, follow it to settlement, fetch and evaluate the model.
 
     The last line printed (on stdout) is JSON: the task, its id, rounds, final accuracy and its floor, paid per
@@ -370,7 +377,10 @@ def demo(home, task_name, rounds, timeout, keep, keep_console, churn, **options)
         raise KeyboardInterrupt  # SIGTERM like Ctrl-C: the demo's cleanup stops every service it started
 
     signal.signal(signal.SIGTERM, interrupt)
-    demo_options = DemoOptions(task=DEMO_TASKS[task_name], rounds=rounds, timeout=timeout, churn=churn)
+    if browser_workers and task_name != "digits-wasm32":
+        _fail("--browser-workers needs a task browsers can train: --task digits-wasm32")
+    demo_options = DemoOptions(task=DEMO_TASKS[task_name], rounds=rounds, timeout=timeout, churn=churn,
+                               browser_workers=browser_workers)
     if churn:
         if not options["workers"]:
             _fail("--churn needs workers to kill and replace (--workers 0 was asked)")

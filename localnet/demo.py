@@ -75,6 +75,9 @@ class DemoOptions:
     timeout: float | None = None  # the task's default
     churn: int = 0
     """Members to kill mid-task (`churn.py`); with churn the localnet has one spare worker, which replaces them."""
+    browser_workers: int = 0
+    """Places of the task kept for browser tabs (the console's worker page) beside the localnet's workers: the
+    task wants this many more workers and starts once the tabs joined (it needs a task allowing wasm32)."""
 
     @property
     def task_rounds(self) -> int:
@@ -182,6 +185,7 @@ class Demo:
         """The task submitted from the `requester` key by the requester library (`submit_task`, the CLI's and the
         console's), with its settings but the demo task's round window where it names one."""
         workers = self.config.workers - (1 if self.options.churn else 0)  # the spare waits for a slot to open
+        workers += self.options.browser_workers
         order = TaskOrder(spec, self.options.budget, workers, round_blocks=self.options.task.round_blocks,
                           data_key_hash=data_key_hash)
         submitted = await submit_task(client, order, sending_with(client, self.keyring.signer(REQUESTER)))
@@ -361,6 +365,9 @@ def run_demo(home, config: LocalnetConfig, options: DemoOptions, console: Consol
                       f"{actual.workers} workers ({actual.slow_workers} declared slower), "
                       f"{actual.validators} validator(s) with their verifiers on {engine}")
         console.print(f"web console: {net.layout.console_address(actual)}", soft_wrap=True)
+        if options.browser_workers:
+            console.print(f"browser worker: {net.layout.worker_page_address(actual)}  (open it in "
+                          f"{options.browser_workers} tab(s): the task waits for them)", soft_wrap=True)
         return asyncio.run(Demo(net, actual, options, console).run(started))
     finally:
         if not keep:

@@ -2,6 +2,8 @@
 task's timing on chain and the accuracy the fetched model must reach.
 
 - `digits` (the default): an MLP trained from random weights on the bundled 8x8 digits, served in clear.
+- `digits-wasm32`: the same, its spec allowing the `wasm32` kernel beside torch, so that browser workers (the
+  console's worker page) and `--wasm32-workers` can train it; its data is served with CORS, which a tab needs.
 - `lora-text`: the pinned all-MiniLM-L6-v2 fine-tuned with LoRA adapters on its attention projections and a
   linear head, on the requester's own texts: pydocs (standard-library docstrings labelled by their package, 8
   labels) written as a JSONL file of `{"text", "label"}` lines and packed as `trolly-wallet data pack
@@ -96,11 +98,13 @@ def pydocs_data(directory: Path) -> DemoData:
     return DemoData(packed.store, packed.manifest_hash, packed.key, lambda url: packed.spec_dataset([url]))
 
 
-def digits_spec(dataset: dict, rounds: int) -> bytes:
+def digits_spec(dataset: dict, rounds: int, kernels: tuple[str, ...] = ()) -> bytes:
+    """The digits MLP; `kernels` (when given) the training kernels its spec allows (`determinism.kernels`)."""
     document = example_spec(
         dataset["manifest_hash"],
         model={"arch": "mlp", "config": {"hidden": [128]}},
         dataset=dataset,
+        **({"determinism": {"threads": 1, "kernels": list(kernels)}} if kernels else {}),
         training={
             "rounds": rounds, "inner_steps": 40, "batch_size": 32, "checkpoint_every": 10, "seed": 2026,
             "inner_optimizer": {"name": "adamw", "lr": 0.005, "weight_decay": 0.0},
@@ -109,6 +113,12 @@ def digits_spec(dataset: dict, rounds: int) -> bytes:
         codec="int8",
     )
     return json.dumps(document, sort_keys=True).encode()
+
+
+def digits_wasm32_spec(dataset: dict, rounds: int) -> bytes:
+    """The digits MLP allowing the `wasm32` kernel beside torch: browser tabs (the console's `/worker` page,
+    fetching the digits from the demo's data server) and `--wasm32-workers` may train it."""
+    return digits_spec(dataset, rounds, ("torch", "wasm32"))
 
 
 def lora_text_demo_spec(dataset: dict, rounds: int) -> bytes:
@@ -138,6 +148,8 @@ class DemoTask:
 DEMO_TASKS = {
     "digits": DemoTask("digits", digits_data, digits_spec, DEMO_ROUNDS, ACCURACY_FLOOR, round_blocks=60,
                        timeout=300.0),
+    "digits-wasm32": DemoTask("digits-wasm32", digits_data, digits_wasm32_spec, DEMO_ROUNDS, ACCURACY_FLOOR,
+                              round_blocks=60, timeout=300.0),
     "lora-text": DemoTask("lora-text", pydocs_data, lora_text_demo_spec, LORA_TEXT_ROUNDS, LORA_TEXT_ACCURACY_FLOOR,
                           round_blocks=None, timeout=900.0),
 }

@@ -178,6 +178,16 @@ class LocalnetConfig:
     def console_url(self) -> str:
         return f"http://127.0.0.1:{self.console_port()}/"
 
+    def console_origins(self) -> list[str]:
+        """The origins the console's pages run at (it answers on 127.0.0.1 and localhost): the worker page
+        (`/worker`) calls the nodes' JSON-RPC from there, so each node's `[rpc] cors_allowed_origins` names them."""
+        return [f"http://{host}:{self.console_port()}" for host in ("127.0.0.1", "localhost")]
+
+    def worker_page_url(self, index: int = 0) -> str:
+        """The console's browser worker page against node 0 and validator `index`'s relay (without the console's
+        access token: `Layout.worker_page_address` adds it)."""
+        return f"{self.console_url()}worker?node={self.rpc_url(0)}&relay={self.relay_url(index)}"
+
     def ports(self) -> list[int]:
         """Every port this localnet may listen on."""
         return list(self.port_roles())
@@ -241,6 +251,11 @@ class Layout:
     def console_address(self, config: LocalnetConfig) -> str:
         """Where to open the web console: its URL with its access token."""
         return f"{config.console_url()}?token={self.console_token()}"
+
+    def worker_page_address(self, config: LocalnetConfig) -> str:
+        """Where to open a browser worker: the console's worker page with its access token (the console opens a
+        session and drops the token from the address, keeping the node and relay)."""
+        return f"{config.worker_page_url()}&token={self.console_token()}"
 
     def node_home(self, index: int) -> Path:
         return self.home / "nodes" / f"node-{index}"
@@ -351,7 +366,7 @@ def write_node_home(layout: Layout, config: LocalnetConfig, index: int, genesis:
                     node_key: ValidatorKey, peers: list[str]) -> None:
     """Node `index`'s home as `cometbft testnet` writes one: its app's address (`Layout.app_address`), its ports,
     every other node as a persistent peer, peering over one loopback address allowed, the localnet's short
-    `timeout_commit`."""
+    `timeout_commit`, and the console's origins in `cors_allowed_origins` (its browser worker page calls the node)."""
     node_config = NodeConfig(
         moniker=config.node_name(index),
         proxy_app=layout.app_address(config, index),
@@ -365,6 +380,7 @@ def write_node_home(layout: Layout, config: LocalnetConfig, index: int, genesis:
         prometheus_listen_addr=f"127.0.0.1:{config.prometheus_port(index)}",
         metrics_listen_addr=f"127.0.0.1:{config.app_metrics_port(index)}",
         options=NodeOptions(snapshot_interval=LOCALNET_SNAPSHOT_INTERVAL),
+        extra={"rpc": {"cors_allowed_origins": config.console_origins()}},  # the worker page's calls (CORS)
     )
     write_home(layout.node_home(index), genesis, validator_key, node_key=node_key, config=node_config)
 

@@ -419,6 +419,7 @@ class RpcServer:
         origin = self._allowed_origin(request)
         if origin is not None and not isinstance(response, web.WebSocketResponse):
             response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Vary"] = "Origin"  # the answer names the asking origin: no cache may share it
         return response
 
     async def _preflight(self, request: web.Request) -> web.Response:

@@ -5,6 +5,7 @@
     GET /workers/<worker>/blobs/<hex>                                   anyone: the bytes (any worker's path)
     GET /workers/<worker>/tasks/<task>/rounds/<r>/checkpoints           anyone: {"checkpoint_hashes": [...]}
     GET /blobs/<hex>, GET /health
+    OPTIONS (a browser's preflight)                                     a push from a page of any origin (`cors.py`)
 
 A worker registers the relay's URL on chain (`relay`); fetchers then read `<relay>/workers/<worker>` as they
 would the worker's own blob service (`chain.market.urls.relay_worker_url`). Validators run one beside their
@@ -43,6 +44,7 @@ from aiohttp import web
 
 from .connect_policy import AddressPolicy
 from .connections import ConnectionLimits
+from .cors import public_reads
 from .errors import BlobError, BlobNotFound, BlobRejected, BlobTooLarge
 from .guarded_service import GuardedService
 from .path_names import worker_address
@@ -236,7 +238,9 @@ async def health(request: web.Request) -> web.Response:
 
 
 def build_relay_app(relay: Relay) -> web.Application:
-    app = web.Application(client_max_size=relay.store.blobs.max_blob_size + 1)
+    # CORS: a browser worker's tab reads blobs and pushes its own, signed, from another origin (`cors.py`)
+    app = web.Application(client_max_size=relay.store.blobs.max_blob_size + 1,
+                          middlewares=[public_reads(pushes=True)])
     app[RELAY_KEY] = relay
     app[LIMITS_KEY] = relay.options.limits  # the body timeout `_read_limited` applies
     app.router.add_get("/health", health)

@@ -7,6 +7,9 @@
     PUT  /tasks/<task_id>/rounds/<r>/checkpoints       owner: record that listing (blobs must be stored)
     GET  /health                                       {"ok": true}
 
+Every read answers CORS for any origin (a browser worker's tab reads blobs from another origin); the owner's
+writes answer no preflight, so no web page can send them (`cors.py`).
+
 The owner authenticates with `Authorization: Bearer <token>`. Bodies above the store's size limit are cut
 off while streaming (413) and never touch the disk; a body slower than the limits' `body_timeout` is cut off
 too (408). Connections are capped per peer and in all, below the process's file limit, and a connection that
@@ -24,6 +27,7 @@ import json
 from aiohttp import web
 
 from .connections import ConnectionLimits
+from .cors import public_reads
 from .errors import BlobError, BlobHashMismatch, BlobNotFound, BlobTooLarge, InvalidBlobHash
 from .guarded_service import GuardedService
 from .path_names import InvalidPathName, unsigned_id
@@ -156,7 +160,8 @@ async def health(request: web.Request) -> web.Response:
 
 def build_app(store: BlobStore, owner_token: str, limits: ConnectionLimits = ConnectionLimits()) -> web.Application:
     """The aiohttp application; `owner_token` empty means read-only."""
-    app = web.Application(client_max_size=store.max_blob_size + 1)
+    # CORS: the reads are public, so a browser worker's tab may read them from any origin (`cors.py`)
+    app = web.Application(client_max_size=store.max_blob_size + 1, middlewares=[public_reads()])
     app[STORE_KEY] = store
     app[TOKEN_KEY] = owner_token
     app[LIMITS_KEY] = limits

@@ -306,6 +306,7 @@ def test_cors_headers_only_for_configured_origins():
             async with aiohttp.ClientSession() as session:
                 async with session.get(server.url + "/health", headers={"Origin": "http://dashboard.local"}) as response:
                     assert response.headers["Access-Control-Allow-Origin"] == "http://dashboard.local"
+                    assert response.headers["Vary"] == "Origin"  # an answer naming one origin is not shared
                     assert (await response.json())["result"] == {}
                 async with session.get(server.url + "/health", headers={"Origin": "http://evil.example"}) as response:
                     assert "Access-Control-Allow-Origin" not in response.headers

@@ -74,6 +74,21 @@ def test_plain_init_funds_no_public_key(tmp_path):
     assert genesis["app_state"]["accounts"][0]["pub_key"] == validator["pub_key"]  # the operator's key is on chain
 
 
+def test_init_allows_the_named_web_origins_to_call_the_rpc_and_refuses_what_is_no_origin(tmp_path):
+    """A browser worker's page (the console's origin) calls the node's JSON-RPC: `--cors-origin` writes
+    `[rpc] cors_allowed_origins` (CometBFT and the solo engine read it); a URL with a path is no origin."""
+    assert run("init", "--home", str(tmp_path / "h"), "--chain-id", "prod-1").exit_code == 0
+    assert tomllib.loads((tmp_path / "h/config/config.toml").read_text())["rpc"]["cors_allowed_origins"] == []
+    origins = ["http://127.0.0.1:26748", "https://worker.example"]
+    result = run("init", "--home", str(tmp_path / "c"), "--chain-id", "prod-1", "--cors-origin", origins[0],
+                 "--cors-origin", origins[1])
+    assert result.exit_code == 0, result.output
+    assert tomllib.loads((tmp_path / "c/config/config.toml").read_text())["rpc"]["cors_allowed_origins"] == origins
+    refused = run("init", "--home", str(tmp_path / "d"), "--chain-id", "prod-1", "--cors-origin", "http://a/worker")
+    assert refused.exit_code != 0 and "is not a web origin" in refused.output
+    assert not (tmp_path / "d").exists()
+
+
 def test_priv_validator_key_is_cometbft_format_and_consistent(dev_home):
     document = json.loads(dev_home.priv_validator_key.read_text())
     assert set(document) == {"address", "pub_key", "priv_key"}

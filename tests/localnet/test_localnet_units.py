@@ -224,6 +224,9 @@ def test_config_toml_gives_each_node_distinct_loopback_ports_and_names_its_peers
         assert document["instrumentation"]["prometheus"] is True  # CometBFT's metrics, on loopback
         assert document["instrumentation"]["prometheus_listen_addr"] == f"127.0.0.1:{config.prometheus_port(i)}"
         assert document["trolly"]["metrics_listen_addr"] == f"127.0.0.1:{config.app_metrics_port(i)}"
+        # the console's worker page calls the node from the console's origins, as 127.0.0.1 and as localhost
+        assert document["rpc"]["cors_allowed_origins"] == [f"http://127.0.0.1:{config.console_port()}",
+                                                           f"http://localhost:{config.console_port()}"]
         seen_ports += [config.abci_port(i), config.rpc_port(i), config.p2p_port(i), config.prometheus_port(i),
                        config.app_metrics_port(i)]
     assert len(seen_ports) == len(set(seen_ports))
@@ -488,7 +491,7 @@ def test_up_refuses_ports_in_use_before_starting_anything(tmp_path):
     assert not (tmp_path / "net").exists(), "nothing is written: the next `up` may choose another --base-port"
 
 
-@pytest.mark.parametrize("name", ["digits", "lora-text"])
+@pytest.mark.parametrize("name", ["digits", "digits-wasm32", "lora-text"])
 def test_each_demo_task_pays_for_a_spec_the_chain_accepts_within_the_demo_budget(name, tmp_path):
     from trolly.chain.market.params import MarketParams
     from trolly.chain.market.spec import validate_spec
@@ -505,7 +508,8 @@ def test_each_demo_task_pays_for_a_spec_the_chain_accepts_within_the_demo_budget
     parsed = parse_spec(spec)
     assert parsed.dataset.manifest_hash == data.manifest_hash and parsed.dataset.urls == ("http://127.0.0.1:1",)
     assert plan_task(spec, MarketParams(), DEMO_BUDGET, None, 3, 2, None).rounds == task.rounds
-    assert data.dataset().shape.kind == ("classification" if name == "digits" else "text-classification")
+    assert data.dataset().shape.kind == ("text-classification" if name == "lora-text" else "classification")
+    assert ("wasm32" in parsed.kernels) == (name == "digits-wasm32")  # browser workers may train it
     if name == "lora-text":  # the LoRA task's codec and optimizer are the shared builder's, only its size is the demo's
         shared = lora_text_spec("ab" * 32, rank=4, batch_size=8, rounds=task.rounds, inner_steps=20)
         assert json.loads(spec)["codec"] == shared["codec"]
