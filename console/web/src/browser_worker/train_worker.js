@@ -15,10 +15,13 @@ import { prepareTask, trainRound } from "./round_segments.js";
 let kernel = null;
 let task = null;
 
-/** The .wasm kernel, or the JavaScript one where WebAssembly is missing or asked against (`useJs`). */
+/** The .wasm kernel, or the JavaScript one where WebAssembly is missing, asked against (`useJs`), or cannot
+ * compile the kernel: it uses fixed-width SIMD, which engines before Chrome 91, Firefox 89 and Safari 16.4 lack.
+ * Both give the same bits, so the fallback changes only the speed. */
 async function loadKernel(wasmUrl, useJs) {
   if (useJs || typeof WebAssembly !== "object") return { kernel: new JsKernel(), kind: "js" };
   const bytes = await (await fetch(wasmUrl)).arrayBuffer();
+  if (!WebAssembly.validate(bytes)) return { kernel: new JsKernel(), kind: "js" };
   return { kernel: await WasmKernel.load(bytes), kind: "wasm" };
 }
 
