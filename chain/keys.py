@@ -8,6 +8,7 @@ ACCOUNT = b"\x01"  # + address(20) -> Account
 PARAMS = b"\x02"  # -> canonical JSON of Params
 SUPPLY = b"\x03"  # -> total supply (u64 big-endian)
 CHAIN_META = b"\x04"  # + name -> chain metadata (chain id, ...)
+LISTING_INDEX = b"\x05"  # + family prefix + group -> the group's entries, sorted and concatenated (listing_index.py)
 
 # staking, distribution, slashing: 0x10..0x1f
 VALIDATOR = b"\x10"  # + operator address(20) -> Validator (protobuf)
@@ -62,6 +63,11 @@ COMMUNITY_POOL = b"\x59"  # -> utrl of rewards no delegation can claim: rounding
 
 def account_key(address: bytes) -> bytes:
     return ACCOUNT + address
+
+
+def listing_index_key(prefix: bytes) -> bytes:
+    """The listing index of the keys under `prefix` (a family's one-byte prefix and a group): `listing_index.py`."""
+    return LISTING_INDEX + prefix
 
 
 def u64(value: int) -> bytes:

@@ -156,14 +156,11 @@ def get_spec(state: State, task_id: int) -> bytes | None:
     return state.get(keys.market_task_spec_key(task_id))
 
 
-def live_task_ids(state: State) -> list[int]:
-    return [decode_u64(key[1:]) for key, _ in state.iterate(keys.MARKET_OPEN_TASK)]
-
-
-def task_ids(state: State) -> Iterator[int]:
-    """Every task's id, ascending, without decoding the tasks."""
-    for key, _ in state.iterate(keys.MARKET_TASK):
-        yield decode_u64(key[1:])
+def last_task_id(state: State) -> int:
+    """The id of the last task submitted (0 before the first). Tasks are never deleted, so ids 1 to this are
+    every task: a listing reads this one record, not a scan of every task's key (which no proof could cover)."""
+    raw = state.get(keys.MARKET_NEXT_TASK_ID)
+    return decode_u64(raw) - 1 if raw else 0
 
 
 def iterate_tasks(state: State) -> Iterator[Task]:

@@ -86,7 +86,7 @@ def test_the_wallet_page_proves_each_keys_balance_and_a_tampered_one_is_a_502(fa
     assert status == 200, body
     [key] = body["keys"]
     assert key["balance"] == DEV_BALANCE and key["proof"]["note"].startswith("proved at height ")
-    assert key["proof"]["fields"] == ["balance", "nonce", "pub_key"]
+    assert key["proof"]["fields"] == ["address", "balance", "nonce", "pub_key"]
     tamper(fake_node, "/account/", "balance", DEV_BALANCE + 1)
     status, body = with_console(fake_node.url, check, home=home)
     assert status == 502 and "balance differ from the proven record" in body["error"]
@@ -118,7 +118,7 @@ def test_the_governance_proposal_page_is_proven_and_a_tampered_proposal_is_a_502
     status, body = with_console(fake_node.url, check, home=home)
     assert status == 200, body
     assert body["title"] == "cheaper validators" and body["proof"]["note"].startswith("proved at height ")
-    assert "status" in body["proof"]["fields"] and "deposits" not in body["proof"]["fields"]
+    assert "status" in body["proof"]["fields"] and "deposits" in body["proof"]["fields"]  # now proven too
     tamper(fake_node, "/gov/proposal/", "status", "passed")
     status, body = with_console(fake_node.url, check, home=home)
     assert status == 502 and "status differ from the proven record" in body["error"]
