@@ -39,6 +39,7 @@ FAMILIES: dict[bytes, Family] = {family.prefix: family for family in (
     Family(keys.UNBONDING_BY_DELEGATOR, 20, 36),        # /unbonding: delegator -> validator, maturity, sequence
     Family(keys.REDELEGATION_BY_DELEGATOR, 20, 36),     # /redelegations: delegator -> validator, maturity, sequence
     Family(keys.MARKET_OPEN_TASK, 0, 8),                # /market/tasks/open: task id
+    Family(keys.MARKET_WORKER_UNBONDING_BY_WORKER, 20, 8),  # /market/worker/<address>: worker -> maturity
     Family(keys.MARKET_KEY_DRAWN, 8, 20),               # /market/key_recipients: task id -> operator
     Family(keys.MARKET_REPLAY_GPUS, 0, 20),             # /market/replay_gpus: operator
     Family(keys.GOV_PROPOSAL, 0, 8),                    # /gov/proposals: proposal id

@@ -51,7 +51,7 @@ from .params import MarketParams
 from .replay_gpus import declared_replay_gpus
 from .records import ACTIVE, RUNNING, VERDICT_NAMES, Commitment, KeyBox, Member, Task
 from .store import find_commitment, find_member, find_task, find_vote, find_worker, get_spec, last_task_id
-from .store import iterate_unbonding, pending_segments, segment_votes
+from .store import pending_segments, segment_votes, unbonding_of_worker
 
 
 def _is_small_number(text: str) -> bool:
@@ -265,7 +265,7 @@ def query_spec(state: State, arg: str, data: bytes) -> QueryResult:
 def query_worker(state: State, arg: str, data: bytes) -> QueryResult:
     address = _address(arg)
     worker = find_worker(state, address)
-    unbonding = [{"maturity_height": h, "amount": amount} for h, w, amount in iterate_unbonding(state) if w == address]
+    unbonding = [{"maturity_height": h, "amount": amount} for h, amount in unbonding_of_worker(state, address)]
     if worker is None and not unbonding:
         raise NotFound(f"{arg} is not a registered worker")
     view = {"address": arg, "registered": worker is not None, "unbonding": unbonding}
