@@ -490,3 +490,16 @@ def test_names_resolve_across_keyrings_for_recipients_but_not_for_signers(wallet
     fails_with(wallet("tx", "send", "alice", "1utrl", "--from", "dev", "--yes", node=fake_node), 5,
                "it is in the test keyring: add --keyring-backend test")
     fails_with(wallet("query", "account", "carol", node=fake_node), 5, "not a key in any keyring")
+
+
+def test_every_query_listing_and_multi_key_answer_says_proved_at_height(wallet, fake_node):
+    """Listings and answers built from many keys were shown unproven before; each now says `proved at height H`
+    in text and carries a verified `proof` in JSON."""
+    add_dev_key(wallet)
+    for command in (("query", "delegations", "dev"), ("query", "rewards", "dev"), ("query", "unbonding", "dev"),
+                    ("query", "params"), ("query", "proposals"), ("task", "list", "--all")):
+        assert "proved at height" in wallet(*command, node=fake_node).stdout, command
+    shown = ok_json(wallet("query", "delegations", "dev", "-o", "json", node=fake_node))
+    assert shown["proof"]["verified"] and shown["delegations"] and shown["proof"]["keys"] >= 3
+    params = ok_json(wallet("query", "params", "-o", "json", node=fake_node))
+    assert params["proof"]["verified"] and "market" in params
