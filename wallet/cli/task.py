@@ -33,8 +33,8 @@ from ..task_fit import explain_no_join
 from ..tasks import TaskPlan
 from ..command_line.errors import WalletGroup
 from ..command_line.options import node_options, output_option, settings
-from ..command_line.output import (amount_text, console, emit, key_value_table, print_key_values, print_proof, print_table,
-                                   proof_text)
+from ..command_line.output import (amount_text, console, emit, key_value_table, print_key_values, print_proof,
+                                   print_table, proof_text)
 from .lazy_commands import load_target
 from .following import follow_in_terminal
 from .transactions import TransactionFlags, run_transaction, transact, transaction_options
