@@ -34,6 +34,7 @@ from trolly.chain.codec import canonical_json
 from trolly.chain.errors import ChainError, InvalidRequest, UnexpectedFailure
 from trolly.chain.market.params import MarketParams, longest_reveal_wait
 from trolly.chain.params import AuthParams, get_params
+from trolly.chain.query_reads import RecordingReader
 from trolly.chain.state import State
 
 from . import seed
@@ -192,28 +193,44 @@ class TrollyApplication(BaseApplication):
 
     def query(self, request: abci.RequestQuery) -> abci.ResponseQuery:
         """At the last committed height (height 0 asks for it), or an older one the store still keeps, with no
-        proof then (the tree holds the latest version only); a pruned height is a clear error."""
+        proof then (the tree holds the latest version only); a pruned height is a clear error. With `prove`, at
+        the last height: one ICS23 proof per state key the answer depends on (`trolly.chain.query_reads`)."""
         height = self.store.last_height
         past = request.height not in (0, height)
+        if request.prove and not past:
+            return self._proven_query(request)
         try:
             reader = self._reader_at(request.height) if past else self.store.reader()
-            result = chain_app.query(State(reader), request.path, request.data)
-            value = canonical_json(result.value)
+            value = canonical_json(chain_app.query(State(reader), request.path, request.data).value)
         except Exception as exc:  # noqa: BLE001 - an exception answer would stop CometBFT (see below)
-            failure = error_code(_as_chain_error(exc, f"query {request.path[:64]!r}"))
-            return abci.ResponseQuery(code=failure.code, codespace=failure.codespace, log=failure.log,
-                                      height=height)
+            return _failed_query(exc, request.path, height)
         if past:
             info = "no Merkle proof at a past height: the tree keeps the latest version only" if request.prove else ""
             return abci.ResponseQuery(value=value, height=request.height, info=info)
-        response = abci.ResponseQuery(value=value, height=height)
-        if request.prove and result.proof_key is not None:
-            proven = self.store.prove(result.proof_key)
-            response.key = result.proof_key
-            response.proof_ops.ops.add(type=proven.proof_type, key=result.proof_key, data=proven.proof)
-        elif request.prove:
-            response.info = f"no Merkle proof is available for {request.path}"
-        return response
+        return abci.ResponseQuery(value=value, height=height)
+
+    def _proven_query(self, request: abci.RequestQuery) -> abci.ResponseQuery:
+        """The answer at the last height and the proof of every key it read, with no commit in between."""
+        with self.store.holding_commits():
+            height = self.store.last_height
+            recorder = RecordingReader(self.store.reader())
+            try:
+                result = chain_app.query(State(recorder), request.path, request.data)
+                value = canonical_json(result.value)
+            except Exception as exc:  # noqa: BLE001 - as in `query`
+                return _failed_query(exc, request.path, height)
+            reads = recorder.reads()
+            response = abci.ResponseQuery(value=value, height=height)
+            if reads.unindexed:
+                response.info = (f"no Merkle proof is available for {request.path}: it lists the keys under "
+                                 f"{', '.join(p.hex() for p in reads.unindexed)}, which no listing index covers")
+                return response
+            for key in reads.keys:
+                proven = self.store.prove(key)
+                response.proof_ops.ops.add(type=proven.proof_type, key=key, data=proven.proof)
+            if result.proof_key is not None:
+                response.key = result.proof_key
+            return response
 
     def _reader_at(self, height: int):
         try:
@@ -418,3 +435,9 @@ class TrollyApplication(BaseApplication):
             return RETAIN_HEIGHT
         market = get_params(State(self.store.reader()), MarketParams)
         return self.retention.retain_height(height, longest_reveal_wait(market))
+
+
+def _failed_query(exc: Exception, path: str, height: int) -> abci.ResponseQuery:
+    """A query's failure as its answer: an exception answer would stop CometBFT."""
+    failure = error_code(_as_chain_error(exc, f"query {path[:64]!r}"))
+    return abci.ResponseQuery(code=failure.code, codespace=failure.codespace, log=failure.log, height=height)

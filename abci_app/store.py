@@ -363,6 +363,11 @@ class Store:
         return (f"height {height} is pruned: this node keeps heights {self.oldest_height} to {self.last_height} "
                 f"(the oldest height kept is {self.oldest_height})")
 
+    def holding_commits(self) -> threading.RLock:
+        """The store's lock, to hold (`with`) while several reads and proofs must see one commit: no commit
+        happens while it is held."""
+        return self._lock
+
     def prove(self, key: bytes) -> ProvenValue:
         """The value at the last commit with its ICS23 proof, membership if present, non-membership if absent,
         and the height and app hash the proof is against (taken atomically)."""

@@ -16,6 +16,7 @@ from .block import BlockContext, BlockEnv, BlockOutput, Event, TxResult, Validat
 from .checked_txs import AnswersAhead, CheckedTxs
 from .crypto import encode_address, verify_signature
 from .errors import ChainError, InvalidRequest, UnexpectedFailure, UnknownQueryPath
+from .listing_index import update_listing_indexes
 from .module import MessageRoute, Module, QueryResult, QueryRoute
 from .modules.bank import BANK
 from .modules.distribution import DISTRIBUTION
@@ -87,6 +88,7 @@ def init_chain(state: State, env: BlockEnv, app_state: dict) -> list[ValidatorUp
     for module in MODULES:
         if module.init_genesis is not None:
             module.init_genesis(state, ctx, app_state)
+    update_listing_indexes(state)
     state.discard_journal()
     return [ValidatorUpdate(pubkey, power) for pubkey, power in sorted(ctx.validator_updates.items())]
 
@@ -202,6 +204,7 @@ def apply_block(state: State, env: BlockEnv, txs: list[bytes], checks: CheckedTx
     for module in MODULES:
         if module.end_block is not None:
             module.end_block(state, ctx)
+    update_listing_indexes(state)
     state.discard_journal()
     updates = [ValidatorUpdate(pubkey, power) for pubkey, power in sorted(ctx.validator_updates.items())]
     return BlockOutput(tx_results=tx_results, events=ctx.events, validator_updates=updates)

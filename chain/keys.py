@@ -8,6 +8,7 @@ ACCOUNT = b"\x01"  # + address(20) -> Account
 PARAMS = b"\x02"  # -> canonical JSON of Params
 SUPPLY = b"\x03"  # -> total supply (u64 big-endian)
 CHAIN_META = b"\x04"  # + name -> chain metadata (chain id, ...)
+LISTING_INDEX = b"\x05"  # + family prefix + group -> the group's entries, sorted and concatenated (listing_index.py)
 
 # staking, distribution, slashing: 0x10..0x1f
 VALIDATOR = b"\x10"  # + operator address(20) -> Validator (protobuf)
@@ -39,6 +40,7 @@ MARKET_DATA_KEY = b"\x2b"  # + task id(8) + recipient address(20) -> a private t
 MARKET_REPLAY_GPUS = b"\x2c"  # + operator address(20) -> the GPU profile parts its verifier replays (JSON list)
 MARKET_DATA_KEY_HASH = b"\x30"  # + data key hash(32) -> the id (u64) of the private task that committed to it
 MARKET_KEY_DRAWN = b"\x31"  # + task id(8) + operator address(20) -> height (u64) it was first drawn for the task
+MARKET_WORKER_UNBONDING_BY_WORKER = b"\x32"  # + worker(20) + maturity height(8) -> b"\x01" (index of 0x21)
 
 # governance: 0x40..0x4f
 GOV_NEXT_PROPOSAL_ID = b"\x40"  # -> next proposal id (u64)
@@ -62,6 +64,11 @@ COMMUNITY_POOL = b"\x59"  # -> utrl of rewards no delegation can claim: rounding
 
 def account_key(address: bytes) -> bytes:
     return ACCOUNT + address
+
+
+def listing_index_key(prefix: bytes) -> bytes:
+    """The listing index of the keys under `prefix` (a family's one-byte prefix and a group): `listing_index.py`."""
+    return LISTING_INDEX + prefix
 
 
 def u64(value: int) -> bytes:
@@ -160,6 +167,11 @@ def market_worker_key(worker: bytes) -> bytes:
 def market_worker_unbonding_key(maturity_height: int, worker: bytes) -> bytes:
     """Ordered by maturity, so end-block reads only the stakes due at its height."""
     return MARKET_WORKER_UNBONDING + u64(maturity_height) + worker
+
+
+def market_worker_unbonding_by_worker_key(worker: bytes, maturity_height: int) -> bytes:
+    """A worker's own unbonding stakes, so that `/market/worker/<address>` reads its own, not every worker's."""
+    return MARKET_WORKER_UNBONDING_BY_WORKER + worker + u64(maturity_height)
 
 
 def market_task_key(task_id: int) -> bytes:

@@ -124,6 +124,17 @@ class State:
         self._journal.clear()
 
     # -- output ------------------------------------------------------------------------------------------
+    def presence_changes(self, heads) -> Iterator[tuple[bytes, bool]]:
+        """(key, present now) of each pending key whose first byte is in `heads` and which is present now and
+        absent from the base, or the other way round; a value only rewritten is not a change. Ascending by key."""
+        wanted = {bytes(head) for head in heads}
+        if not wanted & self._heads:
+            return
+        for key in sorted(k for k in self._overlay if k[:1] in wanted):
+            present = self._overlay[key] is not None
+            if present != (self._base.get(key) is not None):
+                yield key, present
+
     def changes(self) -> dict[bytes, bytes | None]:
         """The write set against the base: key -> new value, or None for a deletion. Sorted by key."""
         out: dict[bytes, bytes | None] = {}

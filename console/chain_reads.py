@@ -4,11 +4,11 @@ Every function takes the asynchronous RPC client and answers plain JSON for the 
 `to_answer` documents, and the RPC's typed answers' `to_json`, so the console says exactly what the CLI's
 `-o json` says. Blocks are immutable once committed, so their headers are kept in a `ReadCache`.
 
-What comes from the store is proven as the wallet proves it (`trolly.wallet.proven_views`): each validator (its
-detail record and its signing info), a task's overview, an account and a worker carry `proof` (`proved at height
-H`, the app hash and block it was checked against); a proof that does not hold fails the read with the wallet's
-ProofInvalid, shown as an error (502). Not proven: which validators and tasks there are (listings), a validator's
-self-bond and delegator count, the slashing window and threshold (params).
+What comes from the store is proven as the wallet proves it (`trolly.wallet.proven_views`): the validator listing
+(complete), each validator (its detail record and its signing info), a page of the task listing, a task's
+overview, an account and a worker carry `proof` (`proved at height H`, the app hash and block it was checked
+against); a proof that does not hold fails the read with the wallet's ProofInvalid, shown as an error (502). Not
+proven: a task's rounds (read page by page after its overview), blocks and transactions (CometBFT's own).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import re
 from datetime import datetime
 
 from trolly.wallet.errors import ProofInvalid, QueryFailed, WalletError
-from trolly.wallet.market_queries import get_task, task_page
+from trolly.wallet.market_queries import get_task
 from trolly.wallet.proofs import prove_answer
-from trolly.wallet.proven_views import prove_signing_info, prove_task, prove_validator, prove_worker
+from trolly.wallet.proven_views import (prove_signing_info, prove_task, prove_task_page, prove_validator,
+                                        prove_validators, prove_worker)
 from trolly.wallet.rpc import AsyncRpcClient, BlockHeader, TxResult, hash_hex
-from trolly.wallet.staking_views import get_validators
 from trolly.wallet.txbuilder import describe_tx
 
 RECENT_BLOCKS = 10
@@ -55,7 +55,7 @@ async def network_overview(client: AsyncRpcClient, cache: ReadCache) -> dict:
     blocks, and users' recent transactions."""
     status = await client.status()
     height = status.latest_block_height
-    listed = await get_validators(client)
+    listed, listing = await prove_validators(client)
     rows = await asyncio.gather(*(_validator_row(client, v.operator) for v in listed))  # one block's wait, not N
     blocks = []
     for block_height in range(height, max(0, height - RECENT_BLOCKS), -1):
@@ -67,14 +67,16 @@ async def network_overview(client: AsyncRpcClient, cache: ReadCache) -> dict:
         "status": status.to_json(),
         "block_time_seconds": _seconds_between(blocks),
         "validators": list(rows),
+        "validators_proof": listing.proof_json(),
         "blocks": [_block_json(header) for header in blocks],
         "txs": [_tx_json(tx) for tx in txs],
     }
 
 
 async def tasks_page(client: AsyncRpcClient, after: int) -> dict:
-    """One page of every task (the chain's page size), and the id the next page starts after."""
-    return (await task_page(client, after)).to_answer()
+    """One page of every task (the chain's page size), and the id the next page starts after, proven."""
+    page, proven = await prove_task_page(client, after)
+    return {**page.to_answer(), "proof": proven.proof_json()}
 
 
 async def task_detail(client: AsyncRpcClient, task_id: int) -> dict:
@@ -112,20 +114,21 @@ async def search(client: AsyncRpcClient, text: str) -> dict:
         result["worker"] = {**worker.to_answer(), "proof": proven.proof_json()}
     except QueryFailed:
         pass  # not a worker: the account alone
-    if any(v.operator == text for v in await get_validators(client)):
-        proven = await prove_answer(client, f"/validator/{text}")
-        result["validator"] = {**proven.answer, "proof": proven.proof_json()}
+    listed, _ = await prove_validators(client)
+    if any(v.operator == text for v in listed):
+        detail, proven = await prove_validator(client, text)
+        result["validator"] = {**detail.to_answer(), "proof": proven.proof_json()}
     return result
 
 
 async def _validator_row(client: AsyncRpcClient, operator: str) -> dict:
     """A validator as the network page lists it: its proven `/validator/<operator>` answer (stake, power,
-    commission; with its delegator count and self-bond, not proven) and its proven liveness
+    commission, delegator count and self-bond) and its proven liveness
     (`/signing_info/<operator>`: missed blocks of its window, jailed until, tombstoned), as `trolly-wallet query
     validator` and `query signing-info` prove them. `proof` is the validator record's, `liveness_proof` the
     signing info's."""
     detail, proven = await prove_validator(client, operator)
-    liveness, liveness_proof = await prove_signing_info(client, operator, proven)
+    liveness, liveness_proof = await prove_signing_info(client, operator)
     return {**detail.to_answer(), "missed_blocks": liveness.missed_blocks_counter,
             "max_missed_blocks": liveness.max_missed_blocks, "signed_blocks_window": liveness.signed_blocks_window,
             "jailed_until": liveness.jailed_until, "tombstoned": liveness.tombstoned, "proof": proven.proof_json(),

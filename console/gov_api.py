@@ -22,9 +22,10 @@ from aiohttp import web
 from trolly.wallet.amounts import parse_amount
 from trolly.wallet.errors import InvalidAmountText, KeyNotFound, TxRejected, WalletError
 from trolly.wallet.gov_messages import deposit_message, submit_proposal_message, vote_message
-from trolly.wallet.gov_views import ProposalView, get_proposals, get_tally, get_votes
+from trolly.wallet.gov_views import ProposalView
 from trolly.wallet.market_answers import plain
-from trolly.wallet.proven_views import prove_proposal
+from trolly.wallet.proofs import prove_answer
+from trolly.wallet.proven_views import prove_params, prove_proposal, prove_proposals, prove_tally, prove_votes
 
 from .config import CONFIG, ConsoleConfig
 from .responses import Refusal, amount_field, answer, json_body, password_field, refusal_of, text_field, whole_field
@@ -62,24 +63,29 @@ def add_routes(app: web.Application, client_key: web.AppKey, read) -> None:
 
 
 async def gov_overview(client, config: ConsoleConfig) -> dict:
-    """Gov params, the height, the keyring's key names (for the forms) and every proposal with its tally."""
+    """Gov params, the height, the keyring's key names (for the forms) and every proposal with its tally, each
+    proven (`proof`: the params', the listing's; each live tally its own)."""
     height = (await client.status()).latest_block_height
-    params = await client.query_json("/params/gov")
-    proposals = [{**p.to_answer(), "tally": await _tally(client, p)} for p in await get_proposals(client)]
-    return {"height": height, "params": params, "keys": _key_names(config), "proposals": proposals}
+    params = await prove_answer(client, "/params/gov")
+    listed, listing = await prove_proposals(client)
+    proposals = [{**p.to_answer(), "tally": await _tally(client, p)} for p in listed]
+    return {"height": height, "params": params.answer, "keys": _key_names(config), "proposals": proposals,
+            "proof": listing.proof_json(), "params_proof": params.proof_json()}
 
 
 async def proposal_detail(client, config: ConsoleConfig, proposal_id: int) -> dict:
     """One proposal: each change beside its param's value now, deposits (while it takes them), tally, votes. The
-    proposal's record is proven (`proof`: `proved at height H`); a proof that fails is the server's 502. Its
-    deposits, tally and votes are other keys, not proven."""
+    proposal with its deposits is proven (`proof`: `proved at height H`), and so are the params, the votes and the
+    tally (each answer's own `proof`); a proof that fails is the server's 502."""
     proposal, deposits, proven = await prove_proposal(client, proposal_id)
-    params = await client.query_json("/params")
+    params, params_proven = await prove_params(client)
+    votes, votes_proven = await prove_votes(client, proposal_id)
     height = (await client.status()).latest_block_height
     changes = [{**plain(c), "current": params.get(c.section, {}).get(c.key)} for c in proposal.changes]
     return {**proposal.to_answer(), "changes": changes, "deposits": [plain(d) for d in deposits],
-            "votes": [plain(v) for v in await get_votes(client, proposal_id)],
-            "tally": await _tally(client, proposal), "params": params.get("gov", {}), "height": height,
+            "votes": [plain(v) for v in votes], "votes_proof": votes_proven.proof_json(),
+            "tally": await _tally(client, proposal), "params": params.get("gov", {}),
+            "params_proof": params_proven.proof_json(), "height": height,
             "keys": _key_names(config), "proof": proven.proof_json()}
 
 
@@ -88,7 +94,8 @@ async def _tally(client, proposal: ProposalView) -> dict | None:
     if proposal.status == "deposit_period":
         return None
     if proposal.status == "voting_period":
-        return (await get_tally(client, proposal.id)).to_answer()
+        tally, proven = await prove_tally(client, proposal.id)
+        return {**tally.to_answer(), "proof": proven.proof_json()}
     return {"proposal_id": proposal.id, "status": proposal.status, "final": True,
             "tally": plain(proposal.final_tally) if proposal.final_tally else None, "outcome": proposal.outcome}
 

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from trolly.wallet.errors import WalletError
 from trolly.wallet.proofs import prove_answer
-from trolly.wallet.staking_views import get_delegations, get_rewards, get_validators
+from trolly.wallet.proven_views import prove_delegations, prove_rewards, prove_validators
 from trolly.wallet.txbuilder import bond_message, delegate_message, parse_address, send_message, unbond_message
 from trolly.wallet.txbuilder import undelegate_message, withdraw_rewards_message
 
@@ -53,20 +53,27 @@ def add_routes(app: web.Application, client_key: web.AppKey, read) -> None:
 
 
 async def _overview(client, config: ConsoleConfig) -> dict:
-    """Every key's account is proven, all at once (one block's wait per refresh, however many keys)."""
-    validators = {v.operator: v for v in await get_validators(client)}
+    """Every key's account, delegations and rewards, and the validator listing, proven, all at once (one block's
+    wait per refresh, however many keys)."""
     infos = config.keyring().list()
-    accounts = await asyncio.gather(*(prove_answer(client, f"/account/{info.address}") for info in infos))
+    (listed, listing), accounts, delegations, rewards = await asyncio.gather(
+        prove_validators(client),
+        asyncio.gather(*(prove_answer(client, f"/account/{info.address}") for info in infos)),
+        asyncio.gather(*(prove_delegations(client, info.address) for info in infos)),
+        asyncio.gather(*(prove_rewards(client, info.address) for info in infos)))
+    validators = {v.operator: v for v in listed}
     keys = []
-    for info, account in zip(infos, accounts):
+    for info, account, (delegated, delegated_proof), (earned, earned_proof) in zip(infos, accounts, delegations,
+                                                                                   rewards):
         validator = validators.get(info.address)
         keys.append({"name": info.name, "address": info.address, "balance": account.answer["balance"],
                      "nonce": account.answer["nonce"], "proof": account.proof_json(),
                      "validator": validator.to_answer() if validator else None,
-                     "delegations": (await get_delegations(client, info.address)).to_answer(),
-                     "rewards": (await get_rewards(client, info.address)).to_answer()})
+                     "delegations": {**delegated.to_answer(), "proof": delegated_proof.proof_json()},
+                     "rewards": {**earned.to_answer(), "proof": earned_proof.proof_json()}})
     choices = [{"operator": v.operator, "moniker": v.moniker, "jailed": v.jailed} for v in validators.values()]
-    return {"keys": keys, "validators": choices, "keyring_backend": config.keyring_backend}
+    return {"keys": keys, "validators": choices, "validators_proof": listing.proof_json(),
+            "keyring_backend": config.keyring_backend}
 
 
 def _messages(body: dict, config: ConsoleConfig) -> list:

@@ -10,7 +10,6 @@ from typing import Any
 from trolly.chain.gov.store import OPTION_NAMES
 
 from .market_answers import Address, one_of, parse_answer, plain
-from .rpc import AsyncRpcClient
 
 STATUSES = ("deposit_period", "voting_period", "passed", "rejected", "failed")
 OPTIONS = tuple(OPTION_NAMES.values())
@@ -88,17 +87,7 @@ def read_proposals(answer: Any) -> tuple[ProposalView, ...]:
     return tuple(parse_answer(ProposalView, item, f"/gov/proposals[{i}]") for i, item in enumerate(items))
 
 
-async def get_proposals(client: AsyncRpcClient) -> tuple[ProposalView, ...]:
-    return read_proposals(await client.query_json("/gov/proposals"))
-
-
-async def get_tally(client: AsyncRpcClient, proposal_id: int) -> TallyAnswer:
-    return parse_answer(TallyAnswer, await client.query_json(f"/gov/tally/{proposal_id}"), "/gov/tally")
-
-
-async def get_votes(client: AsyncRpcClient, proposal_id: int) -> tuple[VoteView, ...]:
-    """The votes cast so far on a proposal in its voting period (the chain keeps none once it is decided)."""
-    answer = await client.query_json(f"/gov/votes/{proposal_id}")
+def read_votes(answer: Any) -> tuple[VoteView, ...]:
     votes = answer.get("votes") if isinstance(answer, dict) else None
     if not isinstance(votes, list):
         votes = [votes]  # parse_answer names what is wrong

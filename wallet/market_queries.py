@@ -44,9 +44,13 @@ async def list_tasks(client: AsyncRpcClient, open_only: bool = True) -> list[Tas
 
 async def task_page(client: AsyncRpcClient, after: int = 0, open_only: bool = False) -> TaskPage:
     """One page of the task listing: the tasks after id `after` (from the first with 0), and where the next starts."""
-    base = "/market/tasks/open" if open_only else "/market/tasks"
-    path = f"{base}/after/{after}" if after else base
+    path = task_page_path(after, open_only)
     return TaskPage.from_answer(await client.query_json(path), path)
+
+
+def task_page_path(after: int = 0, open_only: bool = False) -> str:
+    base = "/market/tasks/open" if open_only else "/market/tasks"
+    return f"{base}/after/{after}" if after else base
 
 
 async def get_task_overview(client: AsyncRpcClient, task_id: int) -> TaskOverview:

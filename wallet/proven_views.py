@@ -1,22 +1,24 @@
 """The views the wallet and the console show, each read from a proven answer (`proofs.prove_answer`), so what is
-shown is what the proof covers: an account, a task's overview, a worker, every validator, one validator's detail,
-its signing info, a governance proposal.
+shown is what the proofs cover: every field of the answer, listings complete (`trolly.chain.listing_index`).
 
-A task's rounds (other keys, read page by page after the overview), the validator listing itself (which
-validators there are), a validator's self-bond and delegator count, a proposal's deposits and a signing info's
-window and threshold (params) are not covered by a proof: the records named are.
+An account, a task's overview, a worker, the validator listing, one validator with its self-bond and delegator
+count, its signing info, a delegator's delegations, unbonding entries and rewards, the proposal listing, one
+proposal with its deposits, its tally and votes, a page of the task listing, the params. A task's rounds (other
+pages, read after the overview: their commitments have no listing index) are not proven.
 """
 
 from __future__ import annotations
 
-from .gov_views import DepositView, ProposalView
+from typing import Any
+
+from .gov_views import DepositView, ProposalView, TallyAnswer, VoteView, read_proposals, read_votes
 from .market_answers import parse_answer
-from .market_queries import get_task
-from .market_views import TaskOverview, TaskView, WorkerView
+from .market_queries import MAX_PAGES, get_task, task_page_path
+from .market_views import TaskOverview, TaskPage, TaskSummary, TaskView, WorkerView
 from .proofs import ProvenAnswer, prove_answer
-from .proven_records import signing_info_expectation
 from .rpc import AsyncRpcClient
-from .staking_views import SigningInfoView, ValidatorDetail, ValidatorView, get_validators
+from .staking_views import (Delegations, Rewards, SigningInfoView, Unbondings, ValidatorDetail, ValidatorView,
+                            read_validators)
 
 
 async def prove_task(client: AsyncRpcClient, task_id: int) -> tuple[TaskView, ProvenAnswer]:
@@ -26,48 +28,106 @@ async def prove_task(client: AsyncRpcClient, task_id: int) -> tuple[TaskView, Pr
     return await get_task(client, task_id, TaskOverview.from_answer(proven.answer, path)), proven
 
 
+async def prove_task_page(client: AsyncRpcClient, after: int = 0, open_only: bool = False
+                          ) -> tuple[TaskPage, ProvenAnswer]:
+    """One page of the task listing, proven complete (`market_queries.task_page` reads it unproven)."""
+    path = task_page_path(after, open_only)
+    proven = await prove_answer(client, path)
+    return TaskPage.from_answer(proven.answer, path), proven
+
+
+async def prove_task_listing(client: AsyncRpcClient, open_only: bool = True
+                             ) -> tuple[list[TaskSummary], list[ProvenAnswer]]:
+    """Every task summary of the listing (only open and running tasks with `open_only`), each page proven."""
+    tasks: list[TaskSummary] = []
+    proofs: list[ProvenAnswer] = []
+    after = 0
+    for _ in range(MAX_PAGES):
+        page, proven = await prove_task_page(client, after, open_only)
+        tasks.extend(page.tasks)
+        proofs.append(proven)
+        if page.next is None or page.next <= after:
+            break
+        after = page.next
+    return tasks, proofs
+
+
 async def prove_worker(client: AsyncRpcClient, address: str) -> tuple[WorkerView, ProvenAnswer]:
     path = f"/market/worker/{address}"
     proven = await prove_answer(client, path)
     return WorkerView.from_answer(proven.answer, path), proven
 
 
-async def prove_validators(client: AsyncRpcClient) -> list[tuple[ValidatorView, ProvenAnswer]]:
-    """Every validator the staking module lists, each read again from its own proven answer."""
-    found = []
-    for listed in await get_validators(client):
-        path = f"/validator/{listed.operator}"
-        proven = await prove_answer(client, path)
-        found.append((parse_answer(ValidatorView, proven.answer, path), proven))
-    return found
+async def prove_validators(client: AsyncRpcClient) -> tuple[tuple[ValidatorView, ...], ProvenAnswer]:
+    """Every validator the staking module has, the listing proven complete by its index."""
+    proven = await prove_answer(client, "/validators")
+    return read_validators(proven.answer or []), proven
 
 
 async def prove_validator(client: AsyncRpcClient, operator: str) -> tuple[ValidatorDetail, ProvenAnswer]:
-    """One validator with its self-bond and delegator count; its record proven (those two are not)."""
+    """One validator with its self-bond and delegator count, all proven."""
     path = f"/validator/{operator}"
     proven = await prove_answer(client, path)
     return parse_answer(ValidatorDetail, proven.answer, path), proven
 
 
-async def prove_signing_info(client: AsyncRpcClient, operator: str, validator: ProvenAnswer | None = None
-                             ) -> tuple[SigningInfoView, ProvenAnswer]:
-    """`operator`'s liveness: the validator's record is proven first (or `validator`, its answer already proven),
-    for the consensus address its signing info is stored under (a consensus key never changes), then the signing
-    info, at the latest height (a node proves no past height). The answer's `jailed` is the validator record's,
-    a later height's than the one proven here: not covered (`fields` does not name it)."""
-    if validator is None:
-        _, validator = await prove_validator(client, operator)
-    consensus_address = bytes.fromhex(validator.answer["consensus_address"])  # proven: a field of the record
+async def prove_signing_info(client: AsyncRpcClient, operator: str) -> tuple[SigningInfoView, ProvenAnswer]:
+    """`operator`'s liveness: the chain reads the validator's record for its consensus address, then the signing
+    info under it, and the params; each of those keys is proven."""
     path = f"/signing_info/{operator}"
-    proven = await prove_answer(client, path, expectation=signing_info_expectation(operator, consensus_address))
+    proven = await prove_answer(client, path)
     return parse_answer(SigningInfoView, proven.answer, path), proven
+
+
+async def prove_delegations(client: AsyncRpcClient, delegator: str) -> tuple[Delegations, ProvenAnswer]:
+    path = f"/delegations/{delegator}"
+    proven = await prove_answer(client, path)
+    return parse_answer(Delegations, proven.answer, path), proven
+
+
+async def prove_unbonding(client: AsyncRpcClient, delegator: str) -> tuple[Unbondings, ProvenAnswer]:
+    path = f"/unbonding/{delegator}"
+    proven = await prove_answer(client, path)
+    return parse_answer(Unbondings, proven.answer, path), proven
+
+
+async def prove_rewards(client: AsyncRpcClient, delegator: str) -> tuple[Rewards, ProvenAnswer]:
+    """A delegator's pending rewards: each delegation, its validator and the rewards records they are computed
+    from, proven, and the amounts recomputed from them."""
+    path = f"/rewards/{delegator}"
+    proven = await prove_answer(client, path)
+    return parse_answer(Rewards, proven.answer, path), proven
+
+
+async def prove_proposals(client: AsyncRpcClient) -> tuple[tuple[ProposalView, ...], ProvenAnswer]:
+    proven = await prove_answer(client, "/gov/proposals")
+    return read_proposals(proven.answer), proven
 
 
 async def prove_proposal(client: AsyncRpcClient, proposal_id: int
                          ) -> tuple[ProposalView, tuple[DepositView, ...], ProvenAnswer]:
-    """A proposal, its record proven, and its deposits (other keys, not proven)."""
+    """A proposal and its deposits, all proven."""
     path = f"/gov/proposal/{proposal_id}"
     proven = await prove_answer(client, path)
     deposits = proven.answer.get("deposits", [])
     return (parse_answer(ProposalView, proven.answer, path),
             tuple(parse_answer(DepositView, d, f"{path}.deposits[{i}]") for i, d in enumerate(deposits)), proven)
+
+
+async def prove_tally(client: AsyncRpcClient, proposal_id: int) -> tuple[TallyAnswer, ProvenAnswer]:
+    """A proposal's tally, live or final: live, every vote and every bonded stake it counts is proven."""
+    path = f"/gov/tally/{proposal_id}"
+    proven = await prove_answer(client, path)
+    return parse_answer(TallyAnswer, proven.answer, path), proven
+
+
+async def prove_votes(client: AsyncRpcClient, proposal_id: int) -> tuple[tuple[VoteView, ...], ProvenAnswer]:
+    path = f"/gov/votes/{proposal_id}"
+    proven = await prove_answer(client, path)
+    return read_votes(proven.answer), proven
+
+
+async def prove_params(client: AsyncRpcClient) -> tuple[dict[str, Any], ProvenAnswer]:
+    """Every params section, by name."""
+    proven = await prove_answer(client, "/params")
+    return proven.answer, proven

@@ -168,6 +168,7 @@ class AsyncRpcClient:
             code=parse_int(response.get("code")),
             codespace=response.get("codespace") or "",
             log=response.get("log") or "",
+            info=response.get("info") or "",
             key=parse_base64(response.get("key")),
             value=parse_base64(response.get("value")),
             height=parse_int(response.get("height")),

@@ -84,6 +84,8 @@ class QueryResult:
     code: int
     codespace: str
     log: str
+    info: str
+    """Why no proof came, when one was asked for and none did."""
     key: bytes
     value: bytes
     height: int

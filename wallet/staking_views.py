@@ -109,19 +109,6 @@ def read_validators(answer: Any) -> tuple[ValidatorView, ...]:
     return tuple(parse_answer(ValidatorView, item, f"/validators[{i}]") for i, item in enumerate(answer))
 
 
-async def get_validators(client: AsyncRpcClient) -> tuple[ValidatorView, ...]:
-    """Every validator the staking module knows, jailed ones included."""
-    return read_validators(await client.query_json("/validators") or [])
-
-
-async def get_delegations(client: AsyncRpcClient, delegator: str) -> Delegations:
-    return parse_answer(Delegations, await client.query_json(f"/delegations/{delegator}"), "/delegations")
-
-
-async def get_unbonding(client: AsyncRpcClient, delegator: str) -> Unbondings:
-    return parse_answer(Unbondings, await client.query_json(f"/unbonding/{delegator}"), "/unbonding")
-
-
 async def get_rewards(client: AsyncRpcClient, delegator: str, height: int = 0) -> Rewards:
     """`delegator`'s pending rewards, at `height` (0: the latest)."""
     return parse_answer(Rewards, await client.query_json(f"/rewards/{delegator}", height=height), "/rewards")
@@ -149,4 +136,3 @@ class SigningInfoView:
 
     def to_answer(self) -> dict:
         return plain(self)
-

@@ -42,7 +42,9 @@ import itertools
 
 from .. import keys
 from ..crypto import decode_address, encode_address
+from ..codec import decode_u64
 from ..errors import InvalidRequest, NotFound
+from ..listing_index import indexed_keys
 from ..module import QueryResult, QueryRoute
 from ..params import get_params
 from ..state import State
@@ -50,8 +52,8 @@ from .data_keys import drawn_operators, find_key_box
 from .params import MarketParams
 from .replay_gpus import declared_replay_gpus
 from .records import ACTIVE, RUNNING, VERDICT_NAMES, Commitment, KeyBox, Member, Task
-from .store import find_commitment, find_member, find_task, find_vote, find_worker, get_spec, task_ids
-from .store import iterate_unbonding, live_task_ids, pending_segments, segment_votes
+from .store import find_commitment, find_member, find_task, find_vote, find_worker, get_spec, last_task_id
+from .store import pending_segments, segment_votes, unbonding_of_worker
 from .vote_pruning import votes_deleted
 
 
@@ -245,7 +247,10 @@ def _listing_options(arg: str) -> tuple[bool, int, int]:
 def query_tasks(state: State, arg: str, data: bytes) -> QueryResult:
     """One page of the task listing; tasks are visited by key, and only the page's are decoded."""
     open_only, after, limit = _listing_options(arg)
-    ids = live_task_ids(state) if open_only else task_ids(state)
+    if open_only:  # from the index of open tasks: one record, whatever their number (`listing_index`)
+        ids = [decode_u64(key[1:]) for key in indexed_keys(state, keys.MARKET_OPEN_TASK)]
+    else:
+        ids = range(after + 1, last_task_id(state) + 1)
     page = list(itertools.islice((task_id for task_id in ids if task_id > after), limit + 1))
     more = len(page) > limit
     page = page[:limit]
@@ -266,7 +271,7 @@ def query_spec(state: State, arg: str, data: bytes) -> QueryResult:
 def query_worker(state: State, arg: str, data: bytes) -> QueryResult:
     address = _address(arg)
     worker = find_worker(state, address)
-    unbonding = [{"maturity_height": h, "amount": amount} for h, w, amount in iterate_unbonding(state) if w == address]
+    unbonding = [{"maturity_height": h, "amount": amount} for h, amount in unbonding_of_worker(state, address)]
     if worker is None and not unbonding:
         raise NotFound(f"{arg} is not a registered worker")
     view = {"address": arg, "registered": worker is not None, "unbonding": unbonding}

@@ -72,6 +72,17 @@ def add_unbonding_stake(state: State, maturity_height: int, worker: bytes, amoun
     key = keys.market_worker_unbonding_key(maturity_height, worker)
     raw = state.get(key)
     state.set(key, encode_u64((decode_u64(raw) if raw else 0) + amount))
+    state.set(keys.market_worker_unbonding_by_worker_key(worker, maturity_height), b"\x01")
+
+
+def unbonding_of_worker(state: State, worker: bytes) -> list[tuple[int, int]]:
+    """(maturity height, amount) of one worker's unbonding stakes, ascending by height."""
+    prefix = keys.MARKET_WORKER_UNBONDING_BY_WORKER + worker
+    found = []
+    for key, _ in state.iterate(prefix):
+        height = decode_u64(key[len(prefix):])
+        found.append((height, decode_u64(state.get(keys.market_worker_unbonding_key(height, worker)))))
+    return found
 
 
 def unbonding_due(state: State, height: int) -> list[tuple[bytes, int]]:
@@ -81,6 +92,7 @@ def unbonding_due(state: State, height: int) -> list[tuple[bytes, int]]:
 
 def delete_unbonding(state: State, height: int, worker: bytes) -> None:
     state.delete(keys.market_worker_unbonding_key(height, worker))
+    state.delete(keys.market_worker_unbonding_by_worker_key(worker, height))
 
 
 def iterate_unbonding(state: State) -> Iterator[tuple[int, bytes, int]]:
@@ -156,14 +168,11 @@ def get_spec(state: State, task_id: int) -> bytes | None:
     return state.get(keys.market_task_spec_key(task_id))
 
 
-def live_task_ids(state: State) -> list[int]:
-    return [decode_u64(key[1:]) for key, _ in state.iterate(keys.MARKET_OPEN_TASK)]
-
-
-def task_ids(state: State) -> Iterator[int]:
-    """Every task's id, ascending, without decoding the tasks."""
-    for key, _ in state.iterate(keys.MARKET_TASK):
-        yield decode_u64(key[1:])
+def last_task_id(state: State) -> int:
+    """The id of the last task submitted (0 before the first). Tasks are never deleted, so ids 1 to this are
+    every task: a listing reads this one record, not a scan of every task's key (which no proof could cover)."""
+    raw = state.get(keys.MARKET_NEXT_TASK_ID)
+    return decode_u64(raw) - 1 if raw else 0
 
 
 def iterate_tasks(state: State) -> Iterator[Task]:

@@ -10,6 +10,7 @@ from ..crypto import decode_address, encode_address
 from ..delegating import delegation_tokens
 from ..delegations import delegations_of, delegations_to
 from ..errors import InvalidRequest, NotFound
+from ..listing_index import indexed_keys
 from ..module import QueryResult, QueryRoute
 from ..state import State
 from ..unbonding import redelegations_of, unbonding_entries_of_delegator
@@ -41,14 +42,14 @@ def query_validators(state: State, arg: str, data: bytes) -> QueryResult:
 
 
 def query_validator(state: State, arg: str, data: bytes) -> QueryResult:
-    """One validator, with its self-bond and how many delegations it has (reads them all: a query, not a block)."""
+    """One validator, with its self-bond and how many delegations it has (counted in their listing index)."""
     operator = decode_address(arg)
     validator = get_validator(state, operator)
     if validator is None:
         raise NotFound(f"{arg} operates no validator")
     answer = validator_json(validator)
     answer["self_bond"] = validator_self_bond(state, validator)
-    answer["delegators"] = sum(1 for _ in delegations_to(state, operator))
+    answer["delegators"] = len(indexed_keys(state, keys.DELEGATION_BY_VALIDATOR + operator))
     return QueryResult(answer, proof_key=keys.validator_key(operator))
 
 

@@ -1,7 +1,9 @@
 """Trolly's query proofs checked by a client with no Trolly code: @confio/ics23 from npm (tests/ics23_node,
 pinned by its lockfile, installed by `make setup`) verifies the proofs that a real in-process app's Query
 answers, against the app hash, for an account, a task and a validator; a tampered value and a wrong key must
-fail, and so must a non-existence proof claimed for a present key.
+fail, and so must a non-existence proof claimed for a present key. A listing (every validator) and an answer of
+many keys (a delegator's delegations) are checked whole: each key's proof, and completeness against the
+listing index record, with an entry left out of the answer or of the proofs failing.
 
 The chain's state comes from the chain harness (genesis, a validator, a submitted task), committed into a real
 LevelDB store, and `TrollyApplication.query` answers with proofs exactly as it does under CometBFT.
@@ -31,6 +33,7 @@ from trolly.abci_app.store import Store
 from trolly.chain.crypto import encode_address
 from trolly.chain.ics23_proofs import EXIST_OP_TYPE, NONEXIST_OP_TYPE, TROLLY_HASHED_SPEC, TROLLY_SPEC
 from trolly.chain.proto import ics23_pb2 as ics23
+from trolly.chain.proto.staking_pb2 import MsgDelegate
 from trolly.wallet.proofs import check_proof
 
 NODE_PROJECT = Path(__file__).resolve().parents[1] / "ics23_node"
@@ -57,10 +60,31 @@ def app(tmp_path):
 
 
 def proven(application, path: str) -> tuple[dict, abci.ProofOp]:
+    """The answer and the proof of the record it is about (`response.key`), among those of every key it read."""
     response = application.query(abci.RequestQuery(path=path, prove=True))
     assert response.code == 0, response.log
-    (op,) = response.proof_ops.ops
+    (op,) = [op for op in response.proof_ops.ops if op.key == response.key]
     return json.loads(response.value), op
+
+
+def proven_all(application, path: str) -> tuple[object, list[dict]]:
+    """The answer and every proof op (JSON for verify.js), one per state key the answer read."""
+    response = application.query(abci.RequestQuery(path=path, prove=True))
+    assert response.code == 0, response.log
+    return json.loads(response.value), [{"type": op.type, "key": b64(op.key), "data": b64(op.data)}
+                                        for op in response.proof_ops.ops]
+
+
+def run_verifier(node: str, cases: list[dict], tmp_path) -> dict:
+    specs = {"exist": b64(TROLLY_SPEC.SerializeToString()), "nonexist": b64(TROLLY_HASHED_SPEC.SerializeToString())}
+    cases_file = tmp_path / "cases.json"
+    cases_file.write_text(json.dumps({"specs": specs, "cases": cases}))
+    run = subprocess.run([node, "verify.js", str(cases_file)], cwd=NODE_PROJECT, capture_output=True, text=True,
+                         timeout=120)
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["results"] == {case["name"]: case["accept"] for case in cases}, run.stderr
+    assert run.returncode == 0 and report["failed"] == 0
+    return report
 
 
 def b64(data: bytes) -> str:
@@ -132,11 +156,71 @@ def test_confio_ics23_verifies_account_task_and_validator_answers(app, tmp_path)
          "app_hash": app_hash.hex(), "key": b64(hashlib.sha256(present_key).digest()), "accept": False},
     ]
     assert b'"open"' in ics23.CommitmentProof.FromString(task_op.data).exist.value  # the tamper above changes it
-    specs = {"exist": b64(TROLLY_SPEC.SerializeToString()), "nonexist": b64(TROLLY_HASHED_SPEC.SerializeToString())}
-    cases_file = tmp_path / "cases.json"
-    cases_file.write_text(json.dumps({"specs": specs, "cases": cases}))
-    run = subprocess.run([node, "verify.js", str(cases_file)], cwd=NODE_PROJECT, capture_output=True, text=True,
-                         timeout=120)
-    report = json.loads(run.stdout.strip().splitlines()[-1])
-    assert report["results"] == {case["name"]: case["accept"] for case in cases}, run.stderr
-    assert run.returncode == 0 and report["failed"] == 0
+    run_verifier(node, cases, tmp_path)
+
+
+@pytest.fixture
+def staked_app(tmp_path):
+    """Three validators; account 0 delegates to two of them; committed to a real store."""
+    chain = Chain(accounts=2, validators=3)
+    for operator in chain.operators[:2]:
+        assert chain.deliver(chain.accounts[0], MsgDelegate(validator=operator.address, amount=2_000_000)).ok
+    store = Store(tmp_path / "db")
+    store.commit(store.prepare(dict(chain.kv.items), 1))
+    yield TrollyApplication(store), chain, store
+    store.close()
+
+
+def listing_case(name: str, ops: list[dict], app_hash: bytes, prefix: bytes, rows: list, field: str,
+                 accept: bool = True) -> dict:
+    return {"name": name, "kind": "listing", "ops": ops, "app_hash": app_hash.hex(), "prefix": b64(prefix),
+            "entry_length": 20, "rows": rows, "address_field": field, "accept": accept}
+
+
+def tampered(op: dict) -> dict:
+    """The op's existence proof claiming a record with its last byte changed."""
+    proof = ics23.CommitmentProof.FromString(base64.b64decode(op["data"]))
+    proof.exist.value = proof.exist.value[:-1] + bytes([proof.exist.value[-1] ^ 1])
+    return {**op, "data": b64(proof.SerializeToString())}
+
+
+def test_confio_ics23_checks_a_whole_listing_and_a_delegators_delegations(staked_app, tmp_path):
+    """With no Trolly code: the validator listing and a delegator's delegations (an answer of many keys) are
+    checked op by op with @confio/ics23, and complete against their listing index. Attacks that must fail: a
+    record's value tampered, an entry left out of the answer, an entry's proof left out, a proof sent for a wrong
+    key, and everything checked against another app hash."""
+    node = node_or_skip()
+    application, chain, store = staked_app
+    app_hash = store.last_app_hash
+    validators, validator_ops = proven_all(application, "/validators")
+    delegator = chain.accounts[0].address
+    delegations, delegation_ops = proven_all(application, f"/delegations/{encode_address(delegator)}")
+    rows = delegations["delegations"]
+    assert len(validators) == 3 and len(rows) == 2
+    record = next(i for i, op in enumerate(validator_ops) if base64.b64decode(op["key"])[:1] == b"\x10")
+    other = next(op for op in validator_ops if base64.b64decode(op["key"])[:1] == b"\x10"
+                 and op["key"] != validator_ops[record]["key"])
+    one_delegation = next(i for i, op in enumerate(delegation_ops) if base64.b64decode(op["key"])[:1] == b"\x50")
+    prefix = b"\x50" + delegator
+    cases = [
+        listing_case("validator listing", validator_ops, app_hash, b"\x10", validators, "operator"),
+        listing_case("delegations of a delegator", delegation_ops, app_hash, prefix, rows, "validator"),
+        listing_case("tampered validator record", [tampered(op) if i == record else op
+                                                   for i, op in enumerate(validator_ops)],
+                     app_hash, b"\x10", validators, "operator", accept=False),
+        listing_case("tampered delegation record", [tampered(op) if i == one_delegation else op
+                                                    for i, op in enumerate(delegation_ops)],
+                     app_hash, prefix, rows, "validator", accept=False),
+        listing_case("a validator left out of the answer", validator_ops, app_hash, b"\x10", validators[1:],
+                     "operator", accept=False),
+        listing_case("a delegation left out of the answer", delegation_ops, app_hash, prefix, rows[:1], "validator",
+                     accept=False),
+        listing_case("a validator's proof left out", [op for i, op in enumerate(validator_ops) if i != record],
+                     app_hash, b"\x10", validators, "operator", accept=False),
+        listing_case("a proof sent for a wrong key", [{**op, "key": other["key"]} if i == record else op
+                                                      for i, op in enumerate(validator_ops)],
+                     app_hash, b"\x10", validators, "operator", accept=False),
+        listing_case("another app hash", delegation_ops, hashlib.sha256(b"other").digest(), prefix, rows,
+                     "validator", accept=False),
+    ]
+    run_verifier(node, cases, tmp_path)

@@ -86,7 +86,7 @@ def test_the_wallet_page_proves_each_keys_balance_and_a_tampered_one_is_a_502(fa
     assert status == 200, body
     [key] = body["keys"]
     assert key["balance"] == DEV_BALANCE and key["proof"]["note"].startswith("proved at height ")
-    assert key["proof"]["fields"] == ["balance", "nonce", "pub_key"]
+    assert key["proof"]["fields"] == ["address", "balance", "nonce", "pub_key"]
     tamper(fake_node, "/account/", "balance", DEV_BALANCE + 1)
     status, body = with_console(fake_node.url, check, home=home)
     assert status == 502 and "balance differ from the proven record" in body["error"]
@@ -118,10 +118,38 @@ def test_the_governance_proposal_page_is_proven_and_a_tampered_proposal_is_a_502
     status, body = with_console(fake_node.url, check, home=home)
     assert status == 200, body
     assert body["title"] == "cheaper validators" and body["proof"]["note"].startswith("proved at height ")
-    assert "status" in body["proof"]["fields"] and "deposits" not in body["proof"]["fields"]
+    assert "status" in body["proof"]["fields"] and "deposits" in body["proof"]["fields"]  # now proven too
     tamper(fake_node, "/gov/proposal/", "status", "passed")
     status, body = with_console(fake_node.url, check, home=home)
     assert status == 502 and "status differ from the proven record" in body["error"]
     tamper(fake_node, "/gov/proposal/", "changes", [])
     status, body = with_console(fake_node.url, check, home=home)
     assert status == 502 and "changes differ from the proven record" in body["error"]
+
+
+def test_a_listing_with_a_validator_left_out_fails_the_read_and_a_whole_one_is_proven(fake_node):
+    """Attack: the node drops a validator from `/validators` (a listing the console used to take on trust), keeping
+    the proofs of the records it still lists. The listing index's proof shows one is missing: the read fails."""
+    with RpcClient(fake_node.url) as client:
+        page = client.run(chain_reads.tasks_page(client.async_client, 0))
+        assert page["proof"]["note"].startswith("proved at height ") and page["proof"]["fields"] == ["next", "tasks"]
+        fake_node.tamper_answer = lambda path, answer: answer[1:] if path == "/validators" else answer
+        with pytest.raises(ProofInvalid, match="entries differ from the proven records"):
+            client.run(chain_reads.search(client.async_client, DEV_ADDRESS))
+
+
+def test_the_wallet_page_proves_each_keys_delegations_and_rewards(fake_node, tmp_path):
+    """Before, the Wallet page showed delegations and rewards unproven; a node inflating a reward is now a 502."""
+    home = file_keyring(tmp_path / "wallet")
+
+    async def check(client):
+        return await get(client, "/api/wallet")
+
+    status, body = with_console(fake_node.url, check, home=home)
+    assert status == 200, body
+    (key,) = body["keys"]
+    assert key["delegations"]["proof"]["note"].startswith("proved at height ")
+    assert key["rewards"]["proof"]["verified"] and body["validators_proof"]["verified"]
+    tamper(fake_node, "/rewards/", "total", 10**9)
+    status, body = with_console(fake_node.url, check, home=home)
+    assert status == 502 and "total differ from the proven record" in body["error"]

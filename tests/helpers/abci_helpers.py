@@ -9,6 +9,7 @@ real store when it is importable.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 from dataclasses import dataclass
@@ -89,6 +90,10 @@ class FakeStore:
         self.last_height = pending.height
         self.last_app_hash = pending.app_hash
         self.commits += 1
+
+    def holding_commits(self) -> contextlib.AbstractContextManager:
+        """Nothing commits while a query runs here: the tests call the app from one thread."""
+        return contextlib.nullcontext()
 
     def prove(self, key: bytes) -> SimpleNamespace:
         return SimpleNamespace(height=self.last_height, app_hash=self.last_app_hash, value=self.items.get(key),

@@ -31,6 +31,7 @@ from trolly.chain.errors import ChainError
 from trolly.chain.ics23_proofs import prove_key
 from trolly.chain.sparse_merkle import key_hash, value_hash
 from trolly.chain.sparse_merkle_nodes import DictNodeSource, root_hash, update_tree
+from trolly.chain.query_reads import RecordingReader
 from trolly.chain.state import MemoryKV, State
 from trolly.chain.tx import tx_hash
 
@@ -59,6 +60,8 @@ class FakeNode:
         self.tamper_app_hash = False
         self.tamper_answer: Callable[[str, Any], Any] | None = None
         """(path, answer) -> the answer to send instead, a lying node's; None answers the truth."""
+        self.tamper_proofs: Callable[[str, list[dict]], list[dict]] | None = None
+        """(path, proof ops) -> the proof ops to send instead (one dropped, another key's); None sends the truth."""
         self.skip_check_tx = False  # accept into the mempool unchecked, so a failure shows up only in the block
         self.broadcasts = 0
         self.port = 0
@@ -127,23 +130,28 @@ class FakeNode:
         }
 
     def _abci_query(self, params: dict) -> dict:
+        """As the app answers: with `prove`, one proof per key the answer read (`trolly.chain.query_reads`)."""
         path = params["path"]
-        state = State(self.store)
+        recorder = RecordingReader(self.store)
         response: dict[str, Any] = {"code": 0, "log": "", "info": "", "index": "0", "key": None, "value": None,
                                     "proofOps": None, "height": str(self.height), "codespace": ""}
         try:
-            result = query(state, path, bytes.fromhex(params.get("data") or ""))
+            result = query(State(recorder), path, bytes.fromhex(params.get("data") or ""))
         except ChainError as error:
             response.update(code=error.code, codespace=error.codespace, log=error.log)
             return {"response": response}
         value = result.value if self.tamper_answer is None else self.tamper_answer(path, result.value)
         response["value"] = base64.b64encode(canonical_json(value)).decode()
-        if params.get("prove") and result.proof_key is not None:
-            proof_type, proof = prove_key(self.tree, result.proof_key, self.store.items.get(result.proof_key))
-            response["key"] = base64.b64encode(result.proof_key).decode()
-            response["proofOps"] = {"ops": [{"type": proof_type, "key": response["key"],
-                                             "data": base64.b64encode(proof).decode()}]}
+        reads = recorder.reads()
+        if params.get("prove") and not reads.unindexed:
+            ops = [self.proof_op(key) for key in reads.keys]
+            response["proofOps"] = {"ops": ops if self.tamper_proofs is None else self.tamper_proofs(path, ops)}
         return {"response": response}
+
+    def proof_op(self, key: bytes) -> dict:
+        """The ABCI ProofOp (JSON) of `key` in the committed state."""
+        proof_type, proof = prove_key(self.tree, key, self.store.items.get(key))
+        return {"type": proof_type, "key": base64.b64encode(key).decode(), "data": base64.b64encode(proof).decode()}
 
     def _broadcast_tx_sync(self, params: dict) -> dict:
         raw = base64.b64decode(params["tx"])
@@ -288,21 +296,25 @@ def fake_node():
 
 def account_proof_holds(items: dict[bytes, bytes], root: bytes, address: str, balance: int, nonce: int,
                         pub_key: bytes | None = None) -> bool:
-    """Whether the wallet accepts an answer showing (balance, nonce, pub_key) for `address`, sent with the proof
-    of its account from a node holding `items`, against `root`: the proof and the answer's fields are checked."""
+    """Whether the wallet accepts an answer showing (balance, nonce, pub_key) for `address`, sent with the proofs
+    of what `/account` reads from a node holding `items`, against `root`: the proofs and the answer are checked."""
     from trolly.wallet.errors import ProofInvalid
-    from trolly.wallet.proofs import check_proof
-    from trolly.wallet.proven_records import expectation_for
+    from trolly.wallet.proofs import check_answer, proven_values
+    from trolly.wallet.rpc_types import ProofOp
 
     source = DictNodeSource()
     source.apply(update_tree(source, [(key_hash(k), value_hash(v)) for k, v in items.items()]))
-    expectation = expectation_for(f"/account/{address}")
-    record = items.get(expectation.key)
-    proof_type, proof = prove_key(source, expectation.key, record)
-    answer = {"balance": balance, "nonce": nonce, "pub_key": base64.b64encode(pub_key).decode() if pub_key else None}
+    path = f"/account/{address}"
+    recorder = RecordingReader(MemoryKV(items))
+    query(State(recorder), path)
+    ops = []
+    for key in recorder.reads().keys:
+        proof_type, proof = prove_key(source, key, items.get(key))
+        ops.append(ProofOp(proof_type, key, proof))
+    answer = {"address": address, "balance": balance, "nonce": nonce,
+              "pub_key": base64.b64encode(pub_key).decode() if pub_key else None}
     try:
-        check_proof(root, expectation.key, record, proof_type, proof)
-        expectation.check(record, answer)
+        check_answer(path, answer, proven_values(root, ops))
     except ProofInvalid:
         return False
     return True

@@ -196,6 +196,10 @@ OTHER_DOCUMENTS = {
     "wallet/cli/query.py:validators": (None, "the command's own JSON output (`ValidatorView.to_answer`)"),
     "wallet/cli/query.py:signing_info.render": (None, "the command's own JSON output (`SigningInfoView.to_answer`)"),
     "wallet/cli/query.py:unbonding": (None, "the command's own JSON output (`Unbondings.to_answer`)"),
+    "wallet/cli/query.py:validators.render": (None, "the command's own JSON output (`ValidatorView.to_answer`)"),
+    "wallet/cli/query.py:unbonding.render": (None, "the command's own JSON output (`Unbondings.to_answer`)"),
+    "wallet/cli/query.py:delegations.render": (None, "the command's own JSON output (`Delegations.to_answer`)"),
+    "wallet/cli/query.py:rewards.render": (None, "the command's own JSON output (`Rewards.to_answer`)"),
     "wallet/cli/query.py:validator": (None, "the command's own JSON output (`ValidatorDetail.to_answer`)"),
     "wallet/cli/query.py:delegations": (None, "the command's own JSON output (`Delegations.to_answer`)"),
     "wallet/cli/query.py:rewards": (None, "the command's own JSON output (`Rewards.to_answer`)"),
@@ -316,7 +320,7 @@ def test_no_client_queries_the_account_or_the_validators_outside_their_views():
             found += [f"{name}:{line} asks {query!r}"
                       for line, query in viewed_path_queries(ast.parse(path.read_text(), filename=name))]
     assert found == [], ("read /account through trolly.wallet.sender.fetch_account and /validators through "
-                         "trolly.wallet.staking_views.get_validators instead:\n" + "\n".join(found))
+                         "trolly.wallet.proven_views.prove_validators instead:\n" + "\n".join(found))
 
 
 def test_the_path_scan_finds_a_raw_account_or_validators_query_where_there_is_one():

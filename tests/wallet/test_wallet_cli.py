@@ -307,6 +307,7 @@ def test_stake_create_bond_unbond_changes_power(wallet, fake_node):
     assert power() == 10
     fake_node.wait_blocks(5)  # the fake chain unbonds in 4 blocks: the 15trl are back with the operator
     pending = ok_json(wallet("query", "unbonding", "val", "-o", "json", node=fake_node))
+    assert pending.pop("proof")["note"].startswith("proved at height ")
     assert pending == {"delegator": operator, "entries": [], "total": 0}
     assert ok_json(wallet("query", "account", "val", "-o", "json", node=fake_node))["balance"] == 90_000_000
     consensus_set = ok_json(wallet("query", "validators", "--consensus", "-o", "json", node=fake_node))
@@ -408,6 +409,8 @@ def test_a_node_answering_a_tampered_value_is_refused(wallet, fake_node):
     add_dev_key(wallet)
 
     def inflate(path, answer):
+        if path == "/validators":
+            return [{**answer[0], "power": answer[0]["power"] + 1}] + answer[1:]
         if path.startswith(("/account/", "/validator/")) and isinstance(answer, dict):
             return {**answer, "balance": answer.get("balance", 0) + 1} if "balance" in answer else \
                 {**answer, "power": answer["power"] + 1}
@@ -417,7 +420,7 @@ def test_a_node_answering_a_tampered_value_is_refused(wallet, fake_node):
     refused = wallet("query", "account", "dev", node=fake_node)
     fails_with(refused, 11, "balance differ from the proven record")
     assert refused.stdout == ""  # nothing of the lying answer is shown
-    fails_with(wallet("query", "validators", node=fake_node), 11, "power differ from the proven record")
+    fails_with(wallet("query", "validators", node=fake_node), 11, "entries differ from the proven records")
     fake_node.tamper_answer = None
     assert ok_json(wallet("query", "account", "dev", "-o", "json", node=fake_node))["balance"] == DEV_BALANCE
 
@@ -429,7 +432,7 @@ def test_a_validator_detail_and_its_signing_info_are_proven_and_a_tampered_one_r
     add_dev_key(wallet)
     shown = ok_json(wallet("query", "validator", "dev", "-o", "json", node=fake_node))
     assert shown["proof"]["verified"] and "commission_rate" in shown["proof"]["fields"]
-    assert "self_bond" not in shown["proof"]["fields"]  # another key: not covered, and not claimed
+    assert {"self_bond", "delegators"} <= set(shown["proof"]["fields"])  # other keys, each proven too
     assert "proved at height" in wallet("query", "validator", "dev", node=fake_node).stdout
     info = ok_json(wallet("query", "signing-info", "dev", "-o", "json", node=fake_node))
     assert info["proof"]["note"].startswith("proved at height ") and "missed_blocks_counter" in info["proof"]["fields"]
@@ -443,12 +446,13 @@ def test_a_validator_detail_and_its_signing_info_are_proven_and_a_tampered_one_r
     refused = wallet("query", "validator", "dev", node=fake_node)
     fails_with(refused, 11, "commission_rate differ from the proven record")
     assert refused.stdout == ""
-    fails_with(wallet("query", "signing-info", "dev", node=fake_node), 11, "commission_rate differ")
+    # the signing info's answer reads the validator's record itself, proven: a lying /validator/ answer is not used
+    assert "proved at height" in wallet("query", "signing-info", "dev", node=fake_node).stdout
     tamper("missed_blocks_counter", 7, "/signing_info/")
     fails_with(wallet("query", "signing-info", "dev", node=fake_node), 11, "missed_blocks_counter differ")
     tamper("tombstoned", True, "/signing_info/")
     fails_with(wallet("query", "signing-info", "dev", node=fake_node), 11, "tombstoned differ")
-    tamper("consensus_address", "AB" * 20, "/validator/")  # another key's record cannot be passed off either
+    tamper("consensus_address", "AB" * 20, "/signing_info/")  # another key's record cannot be passed off either
     fails_with(wallet("query", "signing-info", "dev", node=fake_node), 11, "consensus_address differ")
 
 
@@ -486,3 +490,16 @@ def test_names_resolve_across_keyrings_for_recipients_but_not_for_signers(wallet
     fails_with(wallet("tx", "send", "alice", "1utrl", "--from", "dev", "--yes", node=fake_node), 5,
                "it is in the test keyring: add --keyring-backend test")
     fails_with(wallet("query", "account", "carol", node=fake_node), 5, "not a key in any keyring")
+
+
+def test_every_query_listing_and_multi_key_answer_says_proved_at_height(wallet, fake_node):
+    """Listings and answers built from many keys were shown unproven before; each now says `proved at height H`
+    in text and carries a verified `proof` in JSON."""
+    add_dev_key(wallet)
+    for command in (("query", "delegations", "dev"), ("query", "rewards", "dev"), ("query", "unbonding", "dev"),
+                    ("query", "params"), ("query", "proposals"), ("task", "list", "--all")):
+        assert "proved at height" in wallet(*command, node=fake_node).stdout, command
+    shown = ok_json(wallet("query", "delegations", "dev", "-o", "json", node=fake_node))
+    assert shown["proof"]["verified"] and shown["delegations"] and shown["proof"]["keys"] >= 3
+    params = ok_json(wallet("query", "params", "-o", "json", node=fake_node))
+    assert params["proof"]["verified"] and "market" in params

@@ -11,12 +11,12 @@ import click
 
 from ..amounts import parse_amount
 from ..gov_messages import VOTE_OPTIONS, deposit_message, submit_proposal_message, vote_message
-from ..gov_views import ProposalView, get_proposals, get_tally
+from ..gov_views import ProposalView
 from ..market_answers import plain
-from ..proven_views import prove_proposal
+from ..proven_views import prove_proposal, prove_proposals, prove_tally
 from ..command_line.errors import WalletGroup
 from ..command_line.options import node_options, output_option, settings
-from ..command_line.output import amount_text, emit, print_key_values, print_table, proof_text
+from ..command_line.output import amount_text, emit, print_key_values, print_proof, print_table, proof_text
 from .transactions import TransactionFlags, run_transaction, transaction_options
 
 
@@ -64,14 +64,20 @@ def _changes_text(view: ProposalView) -> str:
 @node_options
 @output_option
 def proposals() -> None:
-    """Every proposal with its status."""
+    """Every proposal with its status; the listing is proven complete against the next block's app hash (exit 11
+    if it does not hold)."""
     options = settings()
     client = options.client()
-    found = client.run(get_proposals(client.async_client))
-    emit([p.to_answer() for p in found], options.json, lambda _: print_table(
-        ["id", "status", "title", "changes", "deposit"],
-        [[p.id, p.status, p.title, _changes_text(p), amount_text(p.total_deposit)] for p in found],
-        empty="No proposals."))
+    found, proven = client.run(prove_proposals(client.async_client))
+    proof = proven.proof_json()
+
+    def render(_: list) -> None:
+        print_table(["id", "status", "title", "changes", "deposit"],
+                    [[p.id, p.status, p.title, _changes_text(p), amount_text(p.total_deposit)] for p in found],
+                    empty="No proposals.")
+        print_proof(proof)
+
+    emit([{**p.to_answer(), "proof": proof} for p in found], options.json, render)
 
 
 @click.command("proposal")
@@ -79,8 +85,8 @@ def proposals() -> None:
 @node_options
 @output_option
 def proposal(proposal_id: int) -> None:
-    """One proposal: its changes, periods, deposits and outcome. The proposal's record is proven against the next
-    block's app hash (exit 11 if it does not hold); the deposits are other keys, not proven."""
+    """One proposal: its changes, periods, deposits and outcome, all proven against the next block's app hash (exit
+    11 if a proof does not hold)."""
     options = settings()
     client = options.client()
     view, deposits, proven = client.run(prove_proposal(client.async_client, proposal_id))
@@ -103,10 +109,12 @@ def proposal(proposal_id: int) -> None:
 @node_options
 @output_option
 def tally(proposal_id: int) -> None:
-    """PROPOSAL_ID's tally: live while it votes (with what it would decide now), final afterwards."""
+    """PROPOSAL_ID's tally: live while it votes (with what it would decide now), final afterwards. Every vote and
+    bonded stake it counts is proven against the next block's app hash (exit 11 if a proof does not hold)."""
     options = settings()
     client = options.client()
-    answer = client.run(get_tally(client.async_client, proposal_id))
+    answer, proven = client.run(prove_tally(client.async_client, proposal_id))
+    result = {**answer.to_answer(), "proof": proven.proof_json()}
 
     def render(_: dict) -> None:
         counts = answer.tally
@@ -114,9 +122,10 @@ def tally(proposal_id: int) -> None:
         rows += [(name.replace("_", "-"), amount_text(getattr(counts, name)))
                  for name in ("yes", "no", "no_with_veto", "abstain", "voted", "total_bonded")]
         rows.append(("outcome", answer.outcome or "-"))
+        rows.append(("proof", proof_text(result["proof"])))
         print_key_values(rows)
 
-    emit(answer.to_answer(), options.json, render)
+    emit(result, options.json, render)
 
 
 QUERY_COMMANDS = (proposals, proposal, tally)

@@ -1,5 +1,5 @@
-"""`trolly-wallet query ...`: accounts, validators, one validator and its signing info (each answer proven against
-the app hash), transactions, node status."""
+"""`trolly-wallet query ...`: accounts, validators, one validator and its signing info, delegations, unbonding,
+rewards, params (each answer proven against the app hash, `proved at height H`), transactions, node status."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import click
 
 from ..errors import WalletError
 from ..proofs import prove_answer
-from ..proven_views import prove_signing_info, prove_validator, prove_validators
+from ..proven_views import (prove_delegations, prove_params, prove_rewards, prove_signing_info, prove_unbonding,
+                            prove_validator, prove_validators)
 from ..rpc import hash_hex
-from ..staking_views import get_delegations, get_rewards, get_unbonding
 from ..txbuilder import describe_tx
 from ..command_line.errors import WalletGroup
 from ..command_line.options import keyring_options, node_options, output_option, settings
-from ..command_line.output import amount_text, emit, print_key_values, print_table, proof_text
+from ..command_line.output import amount_text, emit, print_key_values, print_proof, print_table, proof_text
 from .gov import QUERY_COMMANDS as GOV_QUERY_COMMANDS
 from .transactions import lookup_address
 
@@ -61,7 +61,8 @@ def account(address_or_name: str, prove: bool) -> None:
 @node_options
 @output_option
 def validators(consensus: bool) -> None:
-    """Validators with their operator, stake and power (or, with --consensus, CometBFT's set)."""
+    """Validators with their operator, stake and power (or, with --consensus, CometBFT's set). The staking
+    module's listing is proven complete against the next block's app hash (exit 11 if it does not hold)."""
     options = settings()
     client = options.client()
     if consensus:
@@ -71,14 +72,17 @@ def validators(consensus: bool) -> None:
             [[v["address"], v["pubkey"], v["voting_power"]] for v in data],
             empty="No validators."))
         return
-    found = []
-    for validator, proven in client.run(prove_validators(client.async_client)):
-        found.append({**validator.to_answer(), "proof": proven.proof_json()})
-    emit(found, options.json, lambda data: print_table(
-        ["moniker", "operator", "stake", "power", "jailed", "proof"],
-        [[v["moniker"], v["operator"], amount_text(v["stake"]), v["power"], "yes" if v["jailed"] else "no",
-          v["proof"]["note"]] for v in data],
-        empty="No validators."))
+    listed, proven = client.run(prove_validators(client.async_client))
+    proof = proven.proof_json()
+    found = [{**validator.to_answer(), "proof": proof} for validator in listed]
+
+    def render(data: list) -> None:
+        print_table(["moniker", "operator", "stake", "power", "jailed"],
+                    [[v["moniker"], v["operator"], amount_text(v["stake"]), v["power"], "yes" if v["jailed"] else "no"]
+                     for v in data], empty="No validators.")
+        print_proof(proof)
+
+    emit(found, options.json, render)
 
 
 @query.command("tx")
@@ -125,11 +129,14 @@ def status() -> None:
 @node_options
 @output_option
 def params() -> None:
-    """The chain's parameters, by module section."""
+    """The chain's parameters, by module section, proven against the next block's app hash (exit 11 if not)."""
     options = settings()
-    result = options.client().query_json("/params")
-    emit(result, options.json, lambda data: print_key_values(
-        [(f"{section}.{name}", value) for section, values in sorted(data.items()) for name, value in sorted(values.items())]))
+    client = options.client()
+    sections, proven = client.run(prove_params(client.async_client))
+    result = {**sections, "proof": proven.proof_json()}
+    emit(result, options.json, lambda _: print_key_values(
+        [(f"{section}.{name}", value) for section, values in sorted(sections.items())
+         for name, value in sorted(values.items())] + [("proof", proof_text(result["proof"]))]))
 
 
 @query.command("unbonding")
@@ -138,15 +145,20 @@ def params() -> None:
 @node_options
 @output_option
 def unbonding(address_or_name: str) -> None:
-    """Stake ADDRESS_OR_NAME undelegated (its own validator's included), and the height each part comes back."""
+    """Stake ADDRESS_OR_NAME undelegated (its own validator's included), and the height each part comes back;
+    proven against the next block's app hash (exit 11 if not)."""
     options = settings()
     client = options.client()
-    result = client.run(get_unbonding(client.async_client, address_of(address_or_name))).to_answer()
-    emit(result, options.json, lambda data: print_table(
-        ["validator", "amount", "unbonded at height", "returns at height"],
-        [[e["validator"], amount_text(e["amount"]), e["creation_height"], e["maturity_height"]]
-         for e in data["entries"]],
-        empty=f"Nothing unbonding for {data['delegator']}."))
+    view, proven = client.run(prove_unbonding(client.async_client, address_of(address_or_name)))
+    result = {**view.to_answer(), "proof": proven.proof_json()}
+
+    def render(data: dict) -> None:
+        print_table(["validator", "amount", "unbonded at height", "returns at height"],
+                    [[e["validator"], amount_text(e["amount"]), e["creation_height"], e["maturity_height"]]
+                     for e in data["entries"]], empty=f"Nothing unbonding for {data['delegator']}.")
+        print_proof(data["proof"])
+
+    emit(result, options.json, render)
 
 
 @query.command("validator")
@@ -155,9 +167,8 @@ def unbonding(address_or_name: str) -> None:
 @node_options
 @output_option
 def validator(address_or_name: str) -> None:
-    """One validator: stake, power, self-bond, delegators, commission terms, jail state. Its record's ICS23 proof
-    is checked against the next block's app hash (exit 11 if it does not hold); self-bond and delegators are read
-    from other keys and not proven."""
+    """One validator: stake, power, self-bond, delegators, commission terms, jail state. The ICS23 proof of every
+    key the answer reads is checked against the next block's app hash (exit 11 if one does not hold)."""
     options = settings()
     client = options.client()
     view, proven = client.run(prove_validator(client.async_client, address_of(address_or_name)))
@@ -177,14 +188,20 @@ def validator(address_or_name: str) -> None:
 @node_options
 @output_option
 def delegations(address_or_name: str) -> None:
-    """ADDRESS_OR_NAME's delegations: each validator and what the delegation is worth now."""
+    """ADDRESS_OR_NAME's delegations: each validator and what the delegation is worth now; the listing proven
+    complete against the next block's app hash (exit 11 if not)."""
     options = settings()
     client = options.client()
-    result = client.run(get_delegations(client.async_client, address_of(address_or_name))).to_answer()
-    emit(result, options.json, lambda data: print_table(
-        ["validator", "amount", "shares"],
-        [[row["validator"], amount_text(row["amount"]), row["shares"]] for row in data["delegations"]],
-        empty=f"No delegations of {data['delegator']}."))
+    view, proven = client.run(prove_delegations(client.async_client, address_of(address_or_name)))
+    result = {**view.to_answer(), "proof": proven.proof_json()}
+
+    def render(data: dict) -> None:
+        print_table(["validator", "amount", "shares"],
+                    [[row["validator"], amount_text(row["amount"]), row["shares"]] for row in data["delegations"]],
+                    empty=f"No delegations of {data['delegator']}.")
+        print_proof(data["proof"])
+
+    emit(result, options.json, render)
 
 
 @query.command("rewards")
@@ -193,14 +210,20 @@ def delegations(address_or_name: str) -> None:
 @node_options
 @output_option
 def rewards(address_or_name: str) -> None:
-    """Fee rewards ADDRESS_OR_NAME's delegations earned and has not withdrawn, per validator."""
+    """Fee rewards ADDRESS_OR_NAME's delegations earned and has not withdrawn, per validator; recomputed from the
+    proven records against the next block's app hash (exit 11 if a proof does not hold)."""
     options = settings()
     client = options.client()
-    result = client.run(get_rewards(client.async_client, address_of(address_or_name))).to_answer()
-    emit(result, options.json, lambda data: print_table(
-        ["validator", "rewards"],
-        [[row["validator"], amount_text(row["amount"])] for row in data["rewards"]],
-        empty=f"No delegations of {data['delegator']}."))
+    view, proven = client.run(prove_rewards(client.async_client, address_of(address_or_name)))
+    result = {**view.to_answer(), "proof": proven.proof_json()}
+
+    def render(data: dict) -> None:
+        print_table(["validator", "rewards"],
+                    [[row["validator"], amount_text(row["amount"])] for row in data["rewards"]],
+                    empty=f"No delegations of {data['delegator']}.")
+        print_proof(data["proof"])
+
+    emit(result, options.json, render)
 
 
 @query.command("signing-info")
@@ -210,9 +233,9 @@ def rewards(address_or_name: str) -> None:
 @output_option
 def signing_info(address_or_name: str) -> None:
     """Liveness of the validator operated by ADDRESS_OR_NAME: commits missed in its window, whether it is jailed
-    and until which height, whether it is tombstoned for double-signing. The validator's record is proven first
-    (for its consensus address), then the signing info's, each against the next block's app hash (exit 11 if a
-    proof does not hold)."""
+    and until which height, whether it is tombstoned for double-signing. The validator's record (for its
+    consensus address), the signing info and the params are proven against the next block's app hash (exit 11 if
+    a proof does not hold)."""
     options = settings()
     client = options.client()
     view, proven = client.run(prove_signing_info(client.async_client, address_of(address_or_name)))

@@ -25,17 +25,16 @@ from trolly.chain.proto import market_pb2
 
 from ..amounts import parse_amount
 from ..errors import WalletError
-from ..market_queries import list_tasks as fetch_task_listing
 from ..market_views import TaskSummary, TaskView
-from ..proven_views import prove_task
+from ..proven_views import prove_task, prove_task_listing
 from ..requester import (DEFAULT_ROUND_BLOCKS, JOIN_BLOCKS, ROUND_BLOCKS_BY_ARCH, SAMPLES_PER_WORKER, SubmittedTask,
                          TaskOrder, plan_order, submit_message, submit_task)
 from ..task_fit import explain_no_join
 from ..tasks import TaskPlan
 from ..command_line.errors import WalletGroup
 from ..command_line.options import node_options, output_option, settings
-from ..command_line.output import (amount_text, console, emit, key_value_table, print_key_values, print_table,
-                                   proof_text)
+from ..command_line.output import (amount_text, console, emit, key_value_table, print_key_values, print_proof,
+                                   print_table, proof_text)
 from .lazy_commands import load_target
 from .following import follow_in_terminal
 from .transactions import TransactionFlags, run_transaction, transact, transaction_options
@@ -206,15 +205,21 @@ def progress(task: TaskSummary) -> str:
 @node_options
 @output_option
 def list_tasks(show_all: bool) -> None:
-    """Open and running tasks (with --all, every task)."""
+    """Open and running tasks (with --all, every task). Each page of the listing is proven complete against the
+    next block's app hash (exit 11 if a proof does not hold)."""
     options = settings()
     client = options.client()
-    found = client.run(fetch_task_listing(client.async_client, open_only=not show_all))
-    emit([t.to_answer() for t in found], options.json, lambda _: print_table(
-        ["id", "status", "progress", "workers", "reward/round", "escrow", "requester"],
-        [[t.id, t.status, progress(t), f"{t.active_members}/{t.workers_wanted}", amount_text(t.reward_per_round),
-          amount_text(t.escrow_remaining), t.requester] for t in found],
-        empty="No tasks."))
+    found, proofs = client.run(prove_task_listing(client.async_client, open_only=not show_all))
+    proof = {**proofs[-1].proof_json(), "pages": len(proofs)}
+
+    def render(_: list) -> None:
+        print_table(["id", "status", "progress", "workers", "reward/round", "escrow", "requester"],
+                    [[t.id, t.status, progress(t), f"{t.active_members}/{t.workers_wanted}",
+                      amount_text(t.reward_per_round), amount_text(t.escrow_remaining), t.requester] for t in found],
+                    empty="No tasks.")
+        print_proof(proof)
+
+    emit([{**t.to_answer(), "proof": proof} for t in found], options.json, render)
 
 
 def task_id_argument(text: str) -> int:

@@ -63,3 +63,8 @@ def proof_text(proof: dict) -> str:
     """`proved at height H` and against what, for the text output."""
     return (f"{proof['note']} (app hash {proof['app_hash']} of block {proof['header_height']}"
             f"{'' if proof['present'] else ', proven absent'})")
+
+
+def print_proof(proof: dict) -> None:
+    """The proof line under a table: what it was proved at and against."""
+    console().print(f"proof: {proof_text(proof)}")

@@ -42,6 +42,11 @@ const share = (tally, option) => (tally && tally.tally
   ? `${utrl(tally.tally[option])} (${percent(tally.tally[option], tally.tally.voted)})` : "–");
 
 function proposalsTable(data) {
+  return h("div", {}, proposalsRows(data), h("p", { class: "proof" }, `Proposal listing ${data.proof.note}: `
+    + `complete; params ${data.params_proof.note}; each live tally proved on its own.`));
+}
+
+function proposalsRows(data) {
   return table("Proposals", ["proposal", "title", "changes", "status", "deposit", "deposit ends", "voting ends",
     "yes", "no", "abstain", "no with veto", "turnout", "outcome"],
   data.proposals.slice().reverse().map((p) => [link(`#/governance/${p.id}`, `Proposal ${p.id}`), p.title,

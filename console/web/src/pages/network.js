@@ -38,6 +38,8 @@ export async function networkPage() {
     data.validators.map((v) => [v.moniker, mono(v.operator), utrl(v.stake), String(v.power), commission(v),
       String(v.delegators), `${v.missed_blocks} of ${v.signed_blocks_window} (jailed above ${v.max_missed_blocks})`,
       jailState(v), `${v.proof.note}; liveness ${v.liveness_proof.note}`])),
+    h("p", { class: "proof" }, `Validator listing ${data.validators_proof.note}: complete (app hash `
+      + `${short(data.validators_proof.app_hash, 16)} of block ${data.validators_proof.header_height}).`),
     h("section", { "aria-labelledby": "blocks-title" }, h("h2", { id: "blocks-title" }, "Recent blocks"), chart,
       table("Recent blocks", ["height", "time", "transactions", "hash"],
         data.blocks.map((b) => [String(b.height), b.time, String(b.txs), mono(short(b.hash, 16))]))),

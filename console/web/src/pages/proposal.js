@@ -33,8 +33,9 @@ function state(p) {
       ["deposit", `${utrl(p.total_deposit)} of the minimum ${utrl(p.params.min_deposit)}`],
       ["deposit period ends", `height ${p.deposit_end_height}`],
       ["voting", p.voting_end_height ? `heights ${p.voting_start_height} to ${p.voting_end_height}` : "not started"],
-      ["height now", String(p.height)], ["proof", `${p.proof.note} (the proposal's record; deposits, tally and `
-        + "votes are not proven)"], ["quorum, threshold, veto", `${bps(p.params.quorum_bps)}, ${
+      ["height now", String(p.height)], ["proof", `${p.proof.note} (the proposal and its deposits); votes `
+        + `${p.votes_proof.note}; params ${p.params_proof.note}${p.tally && p.tally.proof
+          ? `; tally ${p.tally.proof.note}` : ""}`], ["quorum, threshold, veto", `${bps(p.params.quorum_bps)}, ${
         bps(p.params.threshold_bps)}, ${bps(p.params.veto_threshold_bps)}`]]),
     changes, tallyTable(p),
     table("Votes", ["voter", "vote"], p.votes.map((v) => [mono(v.voter), OPTION_LABELS[v.option] || v.option]),

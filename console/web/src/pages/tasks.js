@@ -17,7 +17,9 @@ export async function tasksPage(params) {
     data.next !== null ? link(`#/tasks?after=${data.next}`, "Next page") : null);
   return { data, page: [h("h1", {}, "Tasks"),
     table(after ? `Tasks after ${after}` : "Tasks", ["task", "status", "phase", "round", "workers", "budget",
-      "escrow left", "requester"], rows, "no tasks yet."), pager] };
+      "escrow left", "requester"], rows, "no tasks yet."),
+    h("p", { class: "proof" }, `This page ${data.proof.note}: complete (app hash ${short(data.proof.app_hash, 16)} `
+      + `of block ${data.proof.header_height}).`), pager] };
 }
 
 export async function taskPage(taskId) {

@@ -60,7 +60,8 @@ function keyTables(keys) {
     table("Balances", ["key", "address", "balance", "validator stake", "delegated", "pending rewards", "proof"],
       keys.map((k) => [k.name, mono(k.address), utrl(k.balance),
         k.validator ? `${utrl(k.validator.stake)} (power ${k.validator.power})` : "not a validator",
-        utrl(k.delegations.total), utrl(k.rewards.total), `balance ${k.proof.note}`]), "the keyring has no key yet."),
+        utrl(k.delegations.total), utrl(k.rewards.total), `balance ${k.proof.note}; delegations `
+          + `${k.delegations.proof.note}; rewards ${k.rewards.proof.note}`]), "the keyring has no key yet."),
     table("Delegations", ["key", "validator", "delegated", "pending rewards"], delegations,
       "no key of this keyring delegates yet."),
   ];
