@@ -157,14 +157,28 @@ def landed_verdicts(task: dict) -> dict[tuple[str, int], list[str]]:
     return verdicts
 
 
+def landed_decisions(task: dict) -> dict[tuple[str, int], str]:
+    """(worker, segment) -> the chain's decision on it, which outlives the votes (deleted when the round's reveal
+    window closes)."""
+    return {(commitment["worker"], segment): decision
+            for commitment in task["round_details"][0]["commitments"]
+            for segment, decision in zip(commitment["segments"], commitment["decisions"])}
+
+
 def assert_decided_correctly(task: dict) -> None:
     """Honest worker passed on all three segments, the cheat failed on its faked one, the offline one failed
-    as unavailable; and no segment got two votes."""
-    verdicts = landed_verdicts(task)
-    assert all(len(v) == 1 for v in verdicts.values()), verdicts
+    (as unavailable, and no segment got two votes, while the votes are still on chain: a loaded machine may read
+    the task after its reveal window closed and the votes were deleted, leaving the decisions)."""
     honest, cheat, offline = (encode_address(k.address) for k in WORKERS)
-    assert [verdicts[(honest, s)] for s in range(3)] == [["pass"]] * 3
-    assert verdicts[(cheat, 1)] == ["fail"]
-    assert ["unavailable"] in [v for (w, _), v in verdicts.items() if w == offline]
+    decisions = landed_decisions(task)
+    assert [decisions[(honest, s)] for s in range(3)] == ["pass"] * 3
+    assert decisions[(cheat, 1)] == "fail"
+    assert "fail" in [d for (w, _), d in decisions.items() if w == offline]
+    if not any(c["verdicts_deleted"] for c in task["round_details"][0]["commitments"]):
+        verdicts = landed_verdicts(task)
+        assert all(len(v) == 1 for v in verdicts.values()), verdicts
+        assert [verdicts[(honest, s)] for s in range(3)] == [["pass"]] * 3
+        assert verdicts[(cheat, 1)] == ["fail"]
+        assert ["unavailable"] in [v for (w, _), v in verdicts.items() if w == offline]
     outcomes = {c["worker"]: c["outcome"] for c in task["round_details"][0]["commitments"]}
     assert outcomes == {honest: "passed", cheat: "failed", offline: "failed"}
