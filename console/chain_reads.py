@@ -81,9 +81,8 @@ async def tasks_page(client: AsyncRpcClient, after: int) -> dict:
 
 async def task_detail(client: AsyncRpcClient, task_id: int) -> dict:
     """The whole task: terms, members with pay and slashes, every round's commitments, segments, committees and
-    votes (`market_queries.get_task`)."""
-    view, proven = await prove_task(client, task_id)
-    return {**view.to_answer(), "proof": proven.proof_json()}
+    votes, the overview and each round proven (`proven_views.prove_task`: `proof` beside each)."""
+    return (await prove_task(client, task_id)).to_answer()
 
 
 async def search(client: AsyncRpcClient, text: str) -> dict:

@@ -1,8 +1,9 @@
 """The Provide compute page's API: a key (created here or picked), its balance, a preflight of this machine,
 and a local worker started and stopped as a supervised process, with its status and earnings.
 
-    GET  /api/compute              keys with balances, the worker's state, its registration, the last preflight
-                                   and its earnings (`compute.worker.earnings`, read from the chain)
+    GET  /api/compute              keys with balances, the worker's state, its registration (balances and
+                                   registration proven: `proof`), the last preflight and its earnings
+                                   (`compute.worker.earnings`, read from the chain)
     POST /api/compute/keys         a new key in the keyring (the mnemonic is not sent to the page: no key
                                    material leaves this process; `trolly-wallet keys export` backs it up)
     POST /api/compute/preflight    `trolly-worker preflight`'s measurement, run as a child (`worker_process.py`)
@@ -18,8 +19,7 @@ from aiohttp import web
 
 from trolly.compute.worker.earnings import worker_earnings
 from trolly.wallet.errors import QueryFailed, WalletError
-from trolly.wallet.market_queries import get_worker
-from trolly.wallet.sender import fetch_account
+from trolly.wallet.proven_views import prove_account, prove_worker
 
 from .config import CONFIG, ConsoleConfig
 from .responses import Refusal, answer, json_body, password_field, refusal_of, text_field
@@ -50,16 +50,19 @@ def add_routes(app: web.Application, client_key: web.AppKey) -> None:
 
 
 async def _overview(client, config: ConsoleConfig, worker: LocalWorker) -> dict:
-    keys = []
-    for info in config.keyring().list():
-        keys.append({"name": info.name, "address": info.address,
-                     "balance": (await fetch_account(client, info.address)).balance})
+    """Each key's balance and the worker's registration, proven (`proved at height H` beside each: one block's
+    wait per refresh, however many keys), its earnings and this machine's state."""
+    infos = config.keyring().list()
+    accounts = await asyncio.gather(*(prove_account(client, info.address) for info in infos))
+    keys = [{"name": info.name, "address": info.address, "balance": account.balance, "proof": proven.proof_json()}
+            for info, (account, proven) in zip(infos, accounts)]
     status = worker.status()
     registration = earnings = None
     address = next((k["address"] for k in keys if k["name"] == status["key"]), None)
     if address is not None:
         try:
-            registration = (await get_worker(client, address)).to_answer()
+            registered, proven = await prove_worker(client, address)
+            registration = {**registered.to_answer(), "proof": proven.proof_json()}
         except QueryFailed:
             registration = None  # not registered yet: `start` registers it
         earnings = (await worker_earnings(client, address)).to_json() if registration else None

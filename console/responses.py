@@ -8,7 +8,7 @@ import json
 from aiohttp import web
 
 from trolly.wallet.amounts import parse_amount
-from trolly.wallet.errors import InvalidAmountText, NodeUnreachable, WalletError, WrongPassword
+from trolly.wallet.errors import InvalidAmountText, NodeUnreachable, ProofInvalid, WalletError, WrongPassword
 
 MAX_JSON_BYTES = 64 << 10
 
@@ -80,12 +80,15 @@ def amount_field(body, name: str) -> int:
 
 
 async def answer(work) -> web.Response:
-    """`work`'s JSON, or its refusal: a wallet error beside no field, the node down as 503."""
+    """`work`'s JSON, or its refusal: a wallet error beside no field, the node down as 503, an answer whose proof
+    does not hold as 502 (the node's fault, as the chain reads answer it)."""
     try:
         return web.json_response(await work)
     except Refusal as refusal:
         return refusal.response()
     except NodeUnreachable as error:
         return Refusal(f"the node is down: {error}", status=503).response()
+    except ProofInvalid as error:
+        return Refusal(str(error), status=502).response()
     except WalletError as error:
         return refusal_of(error).response()

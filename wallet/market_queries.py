@@ -15,6 +15,7 @@ missed until the next reading.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Awaitable, Callable
 
 from trolly.chain.errors import NotFound
 from trolly.chain.market.params import MarketParams
@@ -27,6 +28,10 @@ from .rpc import AsyncRpcClient
 
 MAX_PAGES = 10_000
 """Pages followed before giving up: a node that keeps answering `next` cannot keep a client looping."""
+
+PageReader = Callable[[str], Awaitable[Any]]
+"""Reads one query's JSON answer by its path: the node's word (`AsyncRpcClient.query_json`), or a proven answer
+(`proven_views.prove_task` passes one that checks each page's proofs)."""
 
 
 async def list_tasks(client: AsyncRpcClient, open_only: bool = True) -> list[TaskSummary]:
@@ -59,23 +64,29 @@ async def get_task_overview(client: AsyncRpcClient, task_id: int) -> TaskOvervie
     return TaskOverview.from_answer(await client.query_json(path), path)
 
 
-async def get_task(client: AsyncRpcClient, task_id: int, overview: TaskOverview | None = None) -> TaskView:
-    """The whole task: its overview (read here unless given, e.g. a proven one), then every round it shows
-    (`get_round`)."""
-    overview = overview or await get_task_overview(client, task_id)
-    rounds = [await get_round(client, task_id, r) for r in range(overview.recorded_rounds)]
+async def get_task(client: AsyncRpcClient, task_id: int) -> TaskView:
+    """The whole task: its overview, then every round it shows (`get_round`)."""
+    overview = await get_task_overview(client, task_id)
+    return whole_task(overview, [await get_round(client, task_id, r) for r in range(overview.recorded_rounds)])
+
+
+def whole_task(overview: TaskOverview, rounds: list[RoundView]) -> TaskView:
+    """The task view of an overview and its rounds, read apart."""
     fields = {f.name: getattr(overview, f.name) for f in dataclasses.fields(TaskDetail)}
     return TaskView(**fields, round_details=tuple(rounds))
 
 
-async def get_round(client: AsyncRpcClient, task_id: int, round_index: int) -> RoundView:
-    """Round `round_index` of a task with all its commitments, its pages followed to the last."""
+async def get_round(client: AsyncRpcClient, task_id: int, round_index: int, read: PageReader | None = None
+                    ) -> RoundView:
+    """Round `round_index` of a task with all its commitments, its pages followed to the last, each read with
+    `read` (the node's word when None)."""
+    read = read or client.query_json
     base = f"/market/task/{task_id}/round/{round_index}"
     commitments: list[Commitment] = []
     after = None
     for _ in range(MAX_PAGES):
         path = base if after is None else f"{base}/after/{after}"
-        page = RoundPage.from_answer(await client.query_json(path), path)
+        page = RoundPage.from_answer(await read(path), path)
         commitments.extend(page.commitments)
         if page.next is None or (after is not None and page.next <= after):
             break

@@ -64,7 +64,14 @@ class ProvenAnswer:
                 "present": self.present, "fields": list(self.fields), "keys": self.keys}
 
     def note(self) -> str:
-        return f"proved at height {self.height}"
+        return proved_at([self.height])
+
+
+def proved_at(heights: list[int]) -> str:
+    """`proved at height H`, or `proved at heights A to B` for answers read over several blocks (ascending)."""
+    if heights[0] == heights[-1]:
+        return f"proved at height {heights[0]}"
+    return f"proved at heights {heights[0]} to {heights[-1]}"
 
 
 def check_proof(app_hash: bytes, key: bytes, value: bytes | None, proof_type: str, proof: bytes) -> None:

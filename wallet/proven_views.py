@@ -3,29 +3,81 @@ shown is what the proofs cover: every field of the answer, listings complete (`t
 
 An account, a task's overview, a worker, the validator listing, one validator with its self-bond and delegator
 count, its signing info, a delegator's delegations, unbonding entries and rewards, the proposal listing, one
-proposal with its deposits, its tally and votes, a page of the task listing, the params. A task's rounds (other
-pages, read after the overview: their commitments have no listing index) are not proven.
+proposal with its deposits, its tally and votes, a page of the task listing, the params, and a task's rounds:
+each page of each round proven on its own (`RoundProof`), its commitments read by key from the proven member
+list and their votes by the committee's keys.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .gov_views import DepositView, ProposalView, TallyAnswer, VoteView, read_proposals, read_votes
 from .market_answers import parse_answer
-from .market_queries import MAX_PAGES, get_task, task_page_path
-from .market_views import TaskOverview, TaskPage, TaskSummary, TaskView, WorkerView
-from .proofs import ProvenAnswer, prove_answer
+from .market_queries import MAX_PAGES, PageReader, get_round, task_page_path, whole_task
+from .market_views import RoundView, TaskOverview, TaskPage, TaskSummary, TaskView, WorkerView
+from .proofs import ProvenAnswer, prove_answer, proved_at
 from .rpc import AsyncRpcClient
+from .sender import AccountState
 from .staking_views import (Delegations, Rewards, SigningInfoView, Unbondings, ValidatorDetail, ValidatorView,
                             read_validators)
 
 
-async def prove_task(client: AsyncRpcClient, task_id: int) -> tuple[TaskView, ProvenAnswer]:
-    """The whole task, its overview proven (the rounds follow, unproven)."""
+@dataclass(frozen=True)
+class RoundProof:
+    """The proofs of the pages one round of a task was read from (a round of many members takes several)."""
+
+    round: int
+    pages: tuple[ProvenAnswer, ...]
+
+    def proof_json(self) -> dict:
+        heights = sorted({page.height for page in self.pages})
+        return {"verified": True, "note": proved_at(heights), "query_heights": heights, "pages": len(self.pages),
+                "keys": sum(page.keys for page in self.pages)}
+
+
+@dataclass(frozen=True)
+class ProvenTask:
+    """A whole task whose overview and every page of every round were proven."""
+
+    view: TaskView
+    overview: ProvenAnswer
+    rounds: tuple[RoundProof, ...]
+
+    def to_answer(self) -> dict:
+        """The task's JSON with `proof` beside the overview and beside each round."""
+        rounds = [{**detail.to_answer(), "proof": proof.proof_json()}
+                  for detail, proof in zip(self.view.round_details, self.rounds)]
+        return {**self.view.to_answer(), "proof": self.overview.proof_json(), "round_details": rounds}
+
+    def rounds_note(self) -> str:
+        """`proved at height H` (or heights A to B) for every round at once; what shows when there is none."""
+        heights = sorted({page.height for proof in self.rounds for page in proof.pages})
+        return proved_at(heights) if heights else "no round yet"
+
+
+async def prove_task(client: AsyncRpcClient, task_id: int) -> ProvenTask:
+    """The whole task: its overview proven, then each page of each round it shows."""
     path = f"/market/task/{task_id}"
     proven = await prove_answer(client, path)
-    return await get_task(client, task_id, TaskOverview.from_answer(proven.answer, path)), proven
+    overview = TaskOverview.from_answer(proven.answer, path)
+    rounds: list[RoundView] = []
+    proofs: list[RoundProof] = []
+    for round_index in range(overview.recorded_rounds):
+        pages: list[ProvenAnswer] = []
+        rounds.append(await get_round(client, task_id, round_index, _proving(client, pages)))
+        proofs.append(RoundProof(round_index, tuple(pages)))
+    return ProvenTask(whole_task(overview, rounds), proven, tuple(proofs))
+
+
+def _proving(client: AsyncRpcClient, pages: list[ProvenAnswer]) -> PageReader:
+    """A page reader that proves each answer (`prove_answer`) and keeps its proof in `pages`."""
+    async def read(path: str) -> Any:
+        proven = await prove_answer(client, path)
+        pages.append(proven)
+        return proven.answer
+    return read
 
 
 async def prove_task_page(client: AsyncRpcClient, after: int = 0, open_only: bool = False
@@ -50,6 +102,13 @@ async def prove_task_listing(client: AsyncRpcClient, open_only: bool = True
             break
         after = page.next
     return tasks, proofs
+
+
+async def prove_account(client: AsyncRpcClient, address: str) -> tuple[AccountState, ProvenAnswer]:
+    """The account record of `address` (balance, nonce, public key), proven; AccountState reads it."""
+    path = f"/account/{address}"
+    proven = await prove_answer(client, path)
+    return AccountState.from_json(proven.answer), proven
 
 
 async def prove_worker(client: AsyncRpcClient, address: str) -> tuple[WorkerView, ProvenAnswer]:

@@ -52,8 +52,9 @@ from .data_keys import drawn_operators, find_key_box
 from .params import MarketParams
 from .replay_gpus import declared_replay_gpus
 from .records import ACTIVE, RUNNING, VERDICT_NAMES, Commitment, KeyBox, Member, Task
-from .store import find_commitment, find_member, find_task, find_vote, find_worker, get_spec, last_task_id
-from .store import pending_segments, segment_votes, unbonding_of_worker
+from .store import find_commitment, find_member, find_task, find_worker, get_spec, last_task_id, unbonding_of_worker
+from .tally import committee_votes
+from .verify_work import verify_work
 from .vote_pruning import votes_deleted
 
 
@@ -104,7 +105,7 @@ def commitment_view(state: State, task: Task, commitment: Commitment) -> dict:
     verdicts = []
     deleted = votes_deleted(task, commitment)
     for segment in [] if deleted else commitment.segments:
-        for validator, vote in segment_votes(state, commitment.task_id, commitment.round, commitment.worker, segment):
+        for validator, vote in committee_votes(state, commitment, segment):  # by key: provable (4.7a)
             verdicts.append({"segment": segment, "validator": encode_address(validator),
                              "verdict": VERDICT_NAMES[vote.verdict], "evidence_hash": vote.evidence_hash.hex(),
                              "height": vote.height, "replay_commitment": vote.replay_commitment.hex(),
@@ -286,32 +287,8 @@ def query_worker(state: State, arg: str, data: bytes) -> QueryResult:
 
 def query_verify(state: State, arg: str, data: bytes) -> QueryResult:
     """The segments awaiting verdicts on whose committee this validator sits and on which it has not voted yet
-    (never its own work), oldest task first."""
-    validator = _address(arg)
-    work = []
-    for task_id, round_, worker, segment in pending_segments(state):
-        if worker == validator or find_vote(state, task_id, round_, worker, segment, validator) is not None:
-            continue
-        commitment = find_commitment(state, task_id, round_, worker)
-        if validator.hex() not in commitment.committees[commitment.segments.index(segment)]:
-            continue  # not on this segment's committee
-        task = find_task(state, task_id)
-        previous = find_commitment(state, task_id, round_ - 1, worker) if round_ > 0 else None
-        member = find_member(state, task_id, worker)
-        worker_record = find_worker(state, worker)
-        work.append({
-            "task_id": task_id, "round": round_, "worker": encode_address(worker), "worker_index": member.index,
-            "segment": segment, "spec_hash": task.spec_hash.hex(), "update_hash": commitment.update_hash.hex(),
-            "checkpoint_root": commitment.checkpoint_root.hex(), "num_checkpoints": commitment.num_checkpoints,
-            "steps": commitment.steps, "samples_processed": commitment.samples_processed,
-            "start_weights_hash": commitment.start_weights_hash.hex(),
-            "determinism_profile": commitment.determinism_profile,
-            "residual_hash": commitment.residual_hash.hex(),
-            "previous_residual_hash": previous.residual_hash.hex() if previous is not None else "",
-            "blob_url": worker_record.blob_url if worker_record else "",
-            "relay": worker_record.relay if worker_record else "", "deadline": task.phase_deadline,
-        })
-    return QueryResult({"validator": arg, "segments": work})
+    (never its own work), oldest task first (`verify_work`: found through the records, so the answer is proven)."""
+    return QueryResult({"validator": arg, "segments": verify_work(state, _address(arg))})
 
 
 def box_view(box: KeyBox | None) -> dict:

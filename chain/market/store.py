@@ -287,7 +287,9 @@ def votes_of(state: State, task_id: int, round_: int, worker: bytes, segment: in
 
 
 def segment_votes(state: State, task_id: int, round_: int, worker: bytes, segment: int) -> list[tuple[bytes, Vote]]:
-    """Every vote on one segment: (validator operator address, vote), ascending by validator."""
+    """Every vote on one segment: (validator operator address, vote), ascending by validator, by a scan of its
+    prefix: what `tally.committee_votes` must find by key. No query answers from it (no listing index covers
+    the prefix, so no proof could cover the answer)."""
     prefix = keys.market_segment_votes_prefix(task_id, round_, worker, segment)
     return [(key[len(prefix):], decode_record(Vote, raw)) for key, raw in state.iterate(prefix)]
 

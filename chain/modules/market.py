@@ -29,7 +29,9 @@ from ..market.params import MarketParams
 from ..market.queries import QUERIES
 from ..market.records import ACTIVE, LIVE_STATUSES
 from ..market.reveals import REVEAL
-from ..market.store import ESCROW, find_member, iterate_tasks, iterate_unbonding, iterate_workers, phase_kind
+from ..market.store import ESCROW, find_member, iterate_tasks, iterate_unbonding, iterate_workers, pending_segments
+from ..market.store import phase_kind
+from ..market.verify_work import pending_in_records
 
 
 def check_escrow_balance(state: State) -> None:
@@ -76,6 +78,14 @@ def check_schedule(state: State) -> None:
         raise InvariantBroken(f"schedule entries for unknown tasks {sorted(entries)}")
 
 
+def check_pending_segments(state: State) -> None:
+    """The segments awaiting verdicts, as the pending keys list them, are exactly those the records name
+    (`verify_work.pending_in_records`): what lets `/market/verify` be answered, and proven, from the records."""
+    named = [(task.id, task.round, commitment.worker, segment) for task, commitment, segment in pending_in_records(state)]
+    if named != list(pending_segments(state)):
+        raise InvariantBroken("the pending segments' keys disagree with the segments the task records leave pending")
+
+
 MARKET = Module(
     name="market",
     messages=(
@@ -96,5 +106,5 @@ MARKET = Module(
     queries=QUERIES,
     params=(MarketParams,),
     end_block=market_end_block,
-    invariants=(check_escrow_balance, check_schedule),
+    invariants=(check_escrow_balance, check_schedule, check_pending_segments),
 )

@@ -68,6 +68,7 @@ def test_the_tasks_page_lists_the_task_and_its_page_shows_members_and_rounds(nod
     assert detail["id"] == node.task_id and detail["members"][0]["worker"] == DEV_ADDRESS
     assert detail["members"][0]["paid"] == 0 and detail["members"][0]["slashed"] == 0
     assert detail["round_details"][0]["round"] == 0
+    assert detail["round_details"][0]["proof"]["note"].startswith("proved at height ")
     assert detail["proof"]["verified"] and detail["proof"]["header_height"] == detail["proof"]["query_height"] + 1
     assert (missing, bad_page) == (404, 400)
 

@@ -7,13 +7,17 @@ from __future__ import annotations
 import pytest
 
 from console_helpers import PASSWORD, csrf_token, file_keyring, own_origin, with_console
+from market_helpers import STAKE, commit_message, submit_message
 from trolly.chain.crypto import encode_address
 from trolly.chain.hd import dev_key
+from trolly.chain.proto import market_pb2 as pb
+from trolly.chain.tx import build_tx
 from trolly.console import chain_reads
 from trolly.console.security import CSRF_HEADER
 from trolly.wallet.errors import ProofInvalid
 from trolly.wallet.rpc import RpcClient
-from wallet_helpers import DEV_BALANCE, fake_node  # noqa: F401  (fixture)
+from trolly.wallet.sender import fetch_account
+from wallet_helpers import CHAIN_ID, DEV_BALANCE, fake_node  # noqa: F401  (fixture)
 
 DEV_ADDRESS = encode_address(dev_key(0).address)
 
@@ -153,3 +157,62 @@ def test_the_wallet_page_proves_each_keys_delegations_and_rewards(fake_node, tmp
     tamper(fake_node, "/rewards/", "total", 10**9)
     status, body = with_console(fake_node.url, check, home=home)
     assert status == 502 and "total differ from the proven record" in body["error"]
+
+
+def send(client: RpcClient, *messages) -> None:
+    """One transaction of the dev key's, included (the fake node's chain has free transactions)."""
+    nonce = client.run(fetch_account(client.async_client, DEV_ADDRESS)).nonce
+    result = client.broadcast_and_wait(build_tx(dev_key(0), CHAIN_ID, nonce, 0, list(messages)))
+    assert result.code == 0, result.log
+
+
+def running_task_with_a_commitment(fake_node) -> int:
+    """The dev key registered as a worker, a one-worker task it joined and its round-0 commitment: task 1."""
+    with RpcClient(fake_node.url) as client:
+        send(client, pb.MsgRegisterWorker(stake=10 * STAKE, blob_url="http://127.0.0.1:8700", hardware=pb.HardwareProfile(
+            device="cpu", samples_per_second=100, memory_mb=1024, threads=1)))
+        send(client, submit_message(workers=1, round_blocks=50))
+        send(client, pb.MsgJoinTask(task_id=1))
+        send(client, commit_message(1, 0, "dev"))
+    return 1
+
+
+def test_the_task_page_proves_each_round_and_a_tampered_round_is_a_502(fake_node):
+    """Attack: the node shows a round's commitment with another update hash, or the round's start weights, than
+    its state holds, keeping the true proofs. Before, the task page read a round's pages unproven (their votes had
+    no listing index, so the node sent no proof)."""
+    task_id = running_task_with_a_commitment(fake_node)
+
+    async def check(client):
+        return await get(client, f"/api/tasks/{task_id}")
+
+    status, body = with_console(fake_node.url, check)
+    assert status == 200, body
+    (first,) = body["round_details"][:1]
+    assert first["commitments"] and first["proof"]["note"].startswith("proved at height ")
+    assert first["proof"]["pages"] == 1 and first["proof"]["keys"] > 0
+    fake_node.tamper_answer = lambda path, answer: (
+        {**answer, "commitments": [{**answer["commitments"][0], "update_hash": "00" * 32}]}
+        if "/round/0" in path and answer["commitments"] else answer)
+    status, body = with_console(fake_node.url, check)
+    assert status == 502 and "commitments differ from the proven record" in body["error"]
+    tamper(fake_node, f"/market/task/{task_id}/round/", "start_weights_hash", "11" * 32)
+    status, body = with_console(fake_node.url, check)
+    assert status == 502 and "start_weights_hash differ from the proven record" in body["error"]
+
+
+def test_the_compute_page_proves_each_keys_balance_and_the_registration(fake_node, tmp_path):
+    """Attack: the node inflates a key's balance or the worker's stake on the Compute page, keeping the true
+    proofs. Before, the Compute page read balances (and the registration) unproven."""
+    home = file_keyring(tmp_path / "wallet")
+
+    async def check(client):
+        return await get(client, "/api/compute")
+
+    status, body = with_console(fake_node.url, check, home=home)
+    assert status == 200, body
+    (key,) = body["keys"]
+    assert key["balance"] == DEV_BALANCE and key["proof"]["note"].startswith("proved at height ")
+    tamper(fake_node, "/account/", "balance", DEV_BALANCE + 1)
+    status, body = with_console(fake_node.url, check, home=home)
+    assert status == 502 and "balance differ from the proven record" in body["error"]

@@ -12,48 +12,17 @@ from __future__ import annotations
 import pytest
 from gov_helpers import SHORT_GOV, YES, Gov
 from market_helpers import MARKET_PARAMS, submit_message
+from proof_helpers import accepted, node_answer, with_value
 
 from trolly.chain import keys
 from trolly.chain.app import query
 from trolly.chain.crypto import encode_address
-from trolly.chain.ics23_proofs import prove_key
 from trolly.chain.proto import ics23_pb2 as ics23
 from trolly.chain.proto.staking_pb2 import MsgDelegate
 from trolly.chain.query_reads import RecordingReader
-from trolly.chain.sparse_merkle import key_hash, value_hash
-from trolly.chain.sparse_merkle_nodes import DictNodeSource, root_hash, update_tree
 from trolly.chain.state import MemoryKV, State
 from trolly.wallet.errors import ProofInvalid
-from trolly.wallet.proofs import check_answer, proven_values
 from trolly.wallet.rpc_types import ProofOp
-
-
-def node_answer(items: dict[bytes, bytes], path: str) -> tuple[object, list[ProofOp], bytes]:
-    """What an honest node answers at `path` over `items`: the answer, a proof of every key it read, the root."""
-    source = DictNodeSource()
-    source.apply(update_tree(source, [(key_hash(k), value_hash(v)) for k, v in items.items()]))
-    recorder = RecordingReader(MemoryKV(items))
-    answer = query(State(recorder), path).value
-    reads = recorder.reads()
-    assert reads.unindexed == (), f"{path} lists a prefix no index covers"
-    ops = [ProofOp(*_proof(source, key, items.get(key))) for key in reads.keys]
-    return answer, ops, root_hash(source)
-
-
-def _proof(source, key: bytes, value: bytes | None) -> tuple[str, bytes, bytes]:
-    proof_type, proof = prove_key(source, key, value)
-    return proof_type, key, proof
-
-
-def accepted(path: str, answer, ops: list[ProofOp], root: bytes) -> tuple[str, ...]:
-    return check_answer(path, answer, proven_values(root, ops))
-
-
-def with_value(op: ProofOp, value: bytes) -> ProofOp:
-    """The same existence proof claiming another value: what a node that tampers with a record sends."""
-    proof = ics23.CommitmentProof.FromString(op.data)
-    proof.exist.value = value
-    return ProofOp(op.type, op.key, proof.SerializeToString())
 
 
 @pytest.fixture
@@ -165,13 +134,15 @@ def test_task_listing_pages_and_params_are_proven(make_chain):
         accepted("/market/tasks", {**answer, "tasks": answer["tasks"][1:]}, ops, root)
 
 
-def test_an_answer_that_scans_a_prefix_no_index_covers_gets_no_proof(make_chain):
-    """A validator's verification work scans pending segments, which have no listing index: no proof is made."""
+def test_a_scan_of_a_prefix_no_index_covers_is_named_and_no_query_makes_one(make_chain):
+    """A read that lists a prefix with no listing index (every pending segment) is named as unindexed, so the node
+    would answer it without a proof; the market's queries, `/market/verify` included, make no such read."""
     chain = make_chain(accounts=2, validators=1, params={"market": MARKET_PARAMS})
     assert chain.deliver(chain.accounts[0], submit_message()).ok
     recorder = RecordingReader(MemoryKV(chain.kv.items))
-    query(State(recorder), "/market/verify/" + encode_address(chain.operators[0].address))
-    assert recorder.reads().unindexed
-    recorder = RecordingReader(MemoryKV(chain.kv.items))
-    query(State(recorder), "/market/tasks")
-    assert recorder.reads().unindexed == ()  # the listing reads its ids from the task counter, not a scan
+    list(recorder.iterate(keys.MARKET_PENDING_SEGMENT))
+    assert recorder.reads().unindexed == (keys.MARKET_PENDING_SEGMENT,)
+    for path in ("/market/verify/" + encode_address(chain.operators[0].address), "/market/tasks"):
+        recorder = RecordingReader(MemoryKV(chain.kv.items))
+        query(State(recorder), path)
+        assert recorder.reads().unindexed == (), path

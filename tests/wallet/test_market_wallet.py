@@ -96,6 +96,14 @@ def test_task_and_worker_lifecycle(wallet, fake_node, spec_file):
     text = wallet("task", "status", "1", node=fake_node)
     assert text.exit_code == 0 and "round 1 of 2" in text.stdout and "escrow remaining" in text.stdout
     assert "proved at height" in text.stdout
+    (round_0,) = view["round_details"]  # each round's pages proven too, and said so
+    assert round_0["proof"]["verified"] and round_0["proof"]["note"].startswith("proved at height ")
+    assert "rounds' proof" in text.stdout
+    fake_node.tamper_answer = lambda path, answer: (
+        {**answer, "start_weights_hash": "11" * 32} if "/round/" in path else answer)
+    lying = wallet("task", "status", "1", node=fake_node)
+    assert lying.exit_code != 0 and "start_weights_hash differ from the proven record" in lying.stderr
+    fake_node.tamper_answer = None
 
     busy = wallet("worker", "unregister", "--from", "dev", "--yes", node=fake_node)
     assert busy.exit_code != 0 and "still belongs to tasks 1" in busy.stderr

@@ -236,11 +236,12 @@ def status(task_id: str) -> None:
     """Round r of R, workers, commitments, verdicts, what was paid and what escrow remains for TASK_ID."""
     options = settings()
     client = options.client()
-    view, proven = client.run(prove_task(client.async_client, task_id_argument(task_id)))
-    emit({**view.to_answer(), "proof": proven.proof_json()}, options.json, lambda data: render_task(view, data["proof"]))
+    proven = client.run(prove_task(client.async_client, task_id_argument(task_id)))
+    emit(proven.to_answer(), options.json,
+         lambda data: render_task(proven.view, data["proof"], proven.rounds_note()))
 
 
-def render_task(view: TaskView, proof: dict) -> None:
+def render_task(view: TaskView, proof: dict, rounds_note: str) -> None:
     print_key_values([
         ("task", view.id), ("status", view.status), ("progress", progress(view)),
         ("requester", view.requester), ("spec hash", view.spec_hash),
@@ -249,6 +250,7 @@ def render_task(view: TaskView, proof: dict) -> None:
         ("escrow remaining", amount_text(view.escrow_remaining)), ("refunded", amount_text(view.refunded)),
         ("collateral per worker", amount_text(view.collateral)),
         ("final weights hash", view.final_weights_hash or "-"), ("proof", proof_text(proof)),
+        ("rounds' proof", rounds_note),
     ])
     print_table(["#", "worker", "status", "collateral", "paid", "rounds passed"],
                 [[m.index, m.worker, m.status + (f" ({m.reason})" if m.reason else ""), amount_text(m.collateral),

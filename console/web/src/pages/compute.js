@@ -17,8 +17,9 @@ export async function computePage() {
   const stopButton = h("button", { type: "button", onclick: () => stop() }, "Stop the worker");
 
   function show(state) {
-    keysBox.replaceChildren(table("Keys", ["key", "address", "balance"],
-      state.keys.map((k) => [k.name, mono(k.address), utrl(k.balance)]), "the keyring has no key yet: create one."));
+    keysBox.replaceChildren(table("Keys", ["key", "address", "balance", "proof"],
+      state.keys.map((k) => [k.name, mono(k.address), utrl(k.balance), `balance ${k.proof.note}`]),
+      "the keyring has no key yet: create one."));
     const chosen = keySelect.value;
     keySelect.replaceChildren(...state.keys.map((k) => h("option", { value: k.name }, k.name)));
     keySelect.value = state.worker.key || chosen || (state.keys[0] && state.keys[0].name) || "";
@@ -28,7 +29,7 @@ export async function computePage() {
       ["set up for key", w.key || "not set up yet (the first start sets it up)"],
       ["registered on chain", state.registration ? (state.registration.registered
         ? `yes, stake ${utrl(state.registration.stake)}, tasks ${state.registration.tasks.join(", ") || "none yet"}`
-        : "unbonding") : "no"]]),
+        : "unbonding") + ` (${state.registration.proof.note})` : "no"]]),
     w.log_tail.length ? h("details", {}, h("summary", {}, "The worker's latest log lines"),
       h("pre", { class: "log" }, w.log_tail.join("\n"))) : null);
     statusBox.dataset.running = w.running ? "yes" : "no";

@@ -33,7 +33,8 @@ export async function taskPage(taskId) {
     m.reason || "–"]), "nobody has joined yet.");
   const rounds = t.round_details.map((r) => h("section", { "aria-labelledby": `round-${r.round}` },
     h("h3", { id: `round-${r.round}` }, r.final_report ? `Round ${r.round} (final report)` : `Round ${r.round}`),
-    facts([["start weights", mono(r.start_weights_hash || "not agreed yet")]]),
+    facts([["start weights", mono(r.start_weights_hash || "not agreed yet")],
+      ["proof", `commitments and votes ${r.proof.note} (${r.proof.pages} page${r.proof.pages === 1 ? "" : "s"})`]]),
     r.commitments.length ? r.commitments.map((c) => commitment(c)) : h("p", {}, "No commitments yet.")));
   const chartBox = h("div", { id: "round-chart", role: "img",
     "aria-label": "Held-out loss and accuracy after each verified round (the same numbers are in the table below)" });
