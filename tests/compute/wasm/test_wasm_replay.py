@@ -6,18 +6,13 @@ not allow it; and the kernel keeping subnormals inside a torch round, which flus
 
 from __future__ import annotations
 
-import functools
-import json
-
 import numpy as np
 import pytest
 
 from trolly.compute.checkpoints import TrainingState, checkpoint_hash, final_state
 from trolly.compute.cheats import CHEATS, honest_round, register_cheat
-from trolly.compute.data import build_dataset, dataset_from_blobs
 from trolly.compute.determinism import flushing_subnormals
 from trolly.compute.errors import WasmKernelError
-from trolly.compute.spec import example_spec, parse_spec
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.compute.wasm.instance import KernelInstance
 from trolly.compute.wasm.profile import PROFILE_ID
@@ -27,22 +22,13 @@ from trolly.verifier.replay_profile import ProfileRefused
 from trolly.verifier.segment_check import PASSED, Replayer
 
 import cheat_helpers
-from cheat_helpers import cheat_worker, replay_round_one
+from cheat_helpers import cheat_worker, digits_dataset, replay_round_one, wasm32_digits_spec
 
 ROUND_CHEATS = sorted(name for name, cheat in CHEATS.items() if cheat.final is None)
 
 
-@functools.lru_cache(maxsize=1)
-def digits():
-    return dataset_from_blobs(build_dataset("digits"))
-
-
-def digits_spec(kernels=("torch", "wasm32"), **training):
-    document = example_spec(digits().manifest_hash, model={"arch": "mlp", "config": {"hidden": [16]}},
-                            determinism={"threads": 1, "kernels": list(kernels)})
-    document["training"].update({"inner_steps": 12, "checkpoint_every": 5, "batch_size": 8, **training})
-    document["training"]["inner_optimizer"].update(weight_decay=0.01, schedule={"name": "cosine", "warmup_steps": 6})
-    return parse_spec(json.dumps(document))
+digits = digits_dataset
+digits_spec = wasm32_digits_spec
 
 
 def kernel_hashes(spec, start_weights, worker_index, round_index, steps) -> list[str]:
