@@ -29,6 +29,7 @@ import { MarketReads, memberOf } from "./market_reads.js";
 import * as plan from "./plan.js";
 import { RelayPusher } from "./relay_push.js";
 import { presentRound } from "./round_publication.js";
+import { dataRefusal, relayRefusal } from "./refusals.js";
 import { TaskUnfit, WASM32, allowedKernels, checkWasm32, readTaskSpec } from "./task_spec.js";
 import { msgCommitRound, msgJoinTask, msgRegisterWorker, msgUpdateWorker } from "./tx.js";
 import { sendMessages } from "./tx_sender.js";
@@ -184,13 +185,17 @@ export class BrowserWorker {
         if (action.kind === plan.FINISH) {
           return { finished: this.finish(current, `${action.reason} before its data key came`) };
         }
-        dataKey = await openDataKey(this.node, taskId, this.key);
+        dataKey = await openDataKey(this.node, taskId, this.key).catch((error) => {
+          throw refused(error, dataRefusal(error, taskId));
+        });
         if (dataKey !== null) break;
         this.report("waiting", { taskId, reason: "waiting for the requester to deliver this worker's data key" });
         await this.sleep(this.pollSeconds * 2);
       }
     }
-    const { task, spec, data } = await this.prepare(taskId, dataKey);
+    const { task, spec, data } = await this.prepare(taskId, dataKey).catch((error) => {
+      throw refused(error, dataRefusal(error, taskId));
+    });
     const trainer = await this.startTrainer(task, kernelData(data, this.plan));
     this.report("kernel", { taskId, kernel: trainer.kernel });
     const follower = new WeightsFollower(spec, data, { fetchUpdate: (digest, update) => this.fetchBlob(update.blobUrl,
@@ -225,8 +230,10 @@ export class BrowserWorker {
       this.report("log", { text: `round ${round}: trained but not committed (${after.reason})` });
       return;
     }
-    // BlobRejected: the relay's reason, and no commitment
-    await this.relay.pushRound(taskId, round, presented.blobs, presented.listing, presented.withheld);
+    await this.relay.pushRound(taskId, round, presented.blobs, presented.listing, presented.withheld)
+      .catch((error) => { // the relay's reason, what to do, and no commitment
+        throw refused(error, relayRefusal(error, round, this.relayUrl));
+      });
     this.report("published", { taskId, round, blobs: presented.blobs.size, relay: this.relayUrl });
     const included = await this.send(msgCommitRound({ taskId, round, ...presented.commit }));
     context.residual = presented.residualTensors; // the next round's update carries it
@@ -252,6 +259,11 @@ export class BrowserWorker {
     this.report("finished", { taskId: view.id, reason, member, finalWeightsHash: view.final_weights_hash });
     return { reason, member, view };
   }
+}
+
+/** `error` as the WorkerRefused a person reads (`words`), or as it is where there are none. */
+function refused(error, words) {
+  return words === null ? error : new WorkerRefused(words);
 }
 
 /** What the training Web Worker gets of the dataset: the training split, and the test split only for a test's
