@@ -12,7 +12,8 @@
 // earlier rounds (the weights follower), the round trained in a Web Worker (round_trainer.js), the update and
 // its error-feedback residual encoded, every checkpoint and both blobs pushed to the relay, then the
 // commitment. Nothing is signed before what it names is checked and published; a refusal of the relay stops
-// the round before its commitment. A tab keeps its state in memory only: a tab closed mid-round misses that
+// the round before its commitment. A private task's key box that is bad is reported on chain (the one message
+// signed after it), data that does not decrypt stops the tab with nothing signed. A tab keeps its state in memory only: a tab closed mid-round misses that
 // round (the chain drops it for the missed round, a penalty, never a slash for cheating).
 //
 // Everything outside (the node client, the relay pusher, the dataset, the trainer) is passed in or built here
@@ -22,6 +23,9 @@
 import { encodeTensors, sha256Hex } from "./canonical_encode.js";
 import { cheatPlan } from "./cheats.js";
 import { WeightsFollower } from "./aggregate.js";
+import { proveBoxOpening } from "./box_proof.js";
+import { TxRejected } from "./chain_errors.js";
+import { BadDataKey } from "./data_errors.js";
 import { openDataKey } from "./data_key.js";
 import { datasetUrls, loadDataset } from "./dataset.js";
 import { sign } from "./keys.js";
@@ -31,7 +35,7 @@ import { RelayPusher } from "./relay_push.js";
 import { presentRound } from "./round_publication.js";
 import { dataRefusal, relayRefusal } from "./refusals.js";
 import { TaskUnfit, WASM32, allowedKernels, checkWasm32, readTaskSpec } from "./task_spec.js";
-import { msgCommitRound, msgJoinTask, msgRegisterWorker, msgUpdateWorker } from "./tx.js";
+import { msgCommitRound, msgJoinTask, msgRegisterWorker, msgReportBadKey, msgUpdateWorker } from "./tx.js";
 import { sendMessages } from "./tx_sender.js";
 
 /** Something the tab will not do, with the reason a person reads (nothing was signed). */
@@ -185,9 +189,7 @@ export class BrowserWorker {
         if (action.kind === plan.FINISH) {
           return { finished: this.finish(current, `${action.reason} before its data key came`) };
         }
-        dataKey = await openDataKey(this.node, taskId, this.key).catch((error) => {
-          throw refused(error, dataRefusal(error, taskId));
-        });
+        dataKey = await openDataKey(this.node, taskId, this.key).catch((error) => this.refuseData(error, taskId));
         if (dataKey !== null) break;
         this.report("waiting", { taskId, reason: "waiting for the requester to deliver this worker's data key" });
         await this.sleep(this.pollSeconds * 2);
@@ -201,6 +203,27 @@ export class BrowserWorker {
     const follower = new WeightsFollower(spec, data, { fetchUpdate: (digest, update) => this.fetchBlob(update.blobUrl,
       digest) });
     return { taskId, task, spec, data, trainer, follower, residual: null };
+  }
+
+  /** Throws what a person reads of a private task's data that does not open here. A bad key box is reported on
+   * chain first (MsgReportBadKey with box_proof.js's proof, as compute/worker/service.py reports it): the chain
+   * opens the box itself and releases this worker with its collateral and a compensation. */
+  async refuseData(error, taskId) {
+    if (!(error instanceof BadDataKey)) throw refused(error, dataRefusal(error, taskId));
+    let report = { earlier: true };
+    if (!error.reported) {
+      try {
+        const proof = await proveBoxOpening(this.key.seed, error.sealed);
+        const included = await this.send(msgReportBadKey({ taskId, proof }));
+        const view = await this.reads.task(taskId);
+        report = { height: included.height, compensation: memberOf(view, this.address)?.compensated ?? 0 };
+        this.finish(view, "released: its data key box was bad, reported on chain");
+      } catch (failure) {
+        if (!(failure instanceof TxRejected)) throw failure;
+        report = { refused: failure.log };
+      }
+    }
+    throw new WorkerRefused(dataRefusal(error, taskId, report));
   }
 
   /** A blob by its hash from where a member serves it (the follower checks the bytes against the hash). */

@@ -1,5 +1,6 @@
 // What a person reads when the tab stops on bad input from outside: a relay that refuses its pushes, a private
-// task's data that does not open. Each message says what happened, that nothing more was signed, and what to do;
+// task's data that does not open (a bad key box: reported on chain first, as a native member reports it). Each
+// message says what happened, what was signed (nothing more, or the report the protocol asks for), what to do;
 // the protocol loop (protocol.js) throws it as a WorkerRefused and the page shows it as its message.
 
 import { BlobRejected, BlobUnavailable } from "./relay_push.js";
@@ -34,13 +35,13 @@ export function relayRefusal(error, round, relayUrl) {
     `${advice}. The relay said: ${error.message}`;
 }
 
-/** The words for a private task's data that does not open in this tab; null for any other error. */
-export function dataRefusal(error, taskId) {
+/** The words for a private task's data that does not open in this tab; null for any other error. `report`, for
+ * a bad box: how its report went ({height, compensation}: the chain took it now; {earlier: true}: before; {refused:
+ * the chain's log}). */
+export function dataRefusal(error, taskId, report = null) {
   if (error instanceof BadDataKey) {
     return `Task ${taskId} cannot be trained here: the data key the requester delivered to this worker does not ` +
-      `open the task's data (${error.message}). Nothing more is signed for this task. What to do: tell the ` +
-      `requester, who must deliver the key the task committed to; the chain counts a key it never delivered ` +
-      `against them, and this worker's missed rounds are a penalty, never a slash.`;
+      `open the task's data (${error.message}). ${reportWords(report)}`;
   }
   if (error instanceof DatasetError) { // DataKeyError among them: a shard that fails secretbox
     const what = error instanceof DataKeyError ? "does not decrypt with the delivered key" : "does not check";
@@ -49,4 +50,21 @@ export function dataRefusal(error, taskId) {
       `worker's missed rounds are a penalty, never a slash.`;
   }
   return null;
+}
+
+function reportWords(report) {
+  if (report?.height) {
+    return `This worker reported it on chain in block ${report.height}, with a proof that lets the chain open the ` +
+      `box without this worker's secret key: the chain released it from the task with its collateral and ` +
+      `${report.compensation} utrl of compensation from the requester. Nothing more is signed for this task. What ` +
+      `to do: nothing; this worker may join another task.`;
+  }
+  if (report?.earlier) {
+    return "The chain took this worker's report on it before and released it from the task. Nothing more is " +
+      "signed for this task. What to do: nothing; this worker may join another task.";
+  }
+  const refusedWords = report?.refused ? `The chain refused this worker's report on it (${report.refused}). ` : "";
+  return `${refusedWords}Nothing more is signed for this task. What to do: tell the requester, who must deliver ` +
+    `the key the task committed to; the chain counts a key it never delivered against them, and this worker's ` +
+    `missed rounds are a penalty, never a slash.`;
 }
