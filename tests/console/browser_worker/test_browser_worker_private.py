@@ -153,7 +153,8 @@ def test_a_tab_opens_its_delivered_key_decrypts_the_shards_and_trains_a_verified
             task_id = int(wait_until(lambda: re.search(r"Task (\d+) submitted", log.read_text()), 120,
                                      "the task's submission").group(1))
             join_or_say(tab, task_id)
-            tab.wait_for_selector("body[data-phase=finished]", timeout=600_000)
+            tab.wait_for_selector("body[data-phase=finished], #message:not([hidden])", timeout=400_000)
+            assert tab.evaluate("document.body.dataset.phase") == "finished", tab.inner_text("#message")
             reported = tab.inner_text("#earn-final")
             paid = tab.inner_text("#earn-paid")
             tab.problems.check()
