@@ -13,8 +13,9 @@
 // its error-feedback residual encoded, every checkpoint and both blobs pushed to the relay, then the
 // commitment. Nothing is signed before what it names is checked and published; a refusal of the relay stops
 // the round before its commitment. A private task's key box that is bad is reported on chain (the one message
-// signed after it), data that does not decrypt stops the tab with nothing signed. A tab keeps its state in memory only: a tab closed mid-round misses that
-// round (the chain drops it for the missed round, a penalty, never a slash for cheating).
+// signed after it), data that does not decrypt stops the tab with nothing signed. A tab keeps its state in
+// memory only: a tab closed mid-round misses that round (the chain drops it for the missed round, a penalty,
+// never a slash for cheating).
 //
 // Everything outside (the node client, the relay pusher, the dataset, the trainer) is passed in or built here
 // from what is passed in; no DOM: `report(kind, detail)` tells the page what happens. TEST SWITCH: `cheat` names
