@@ -54,7 +54,9 @@ class WasmTrainer:
         self.sizes = mlp_sizes(spec, dataset)
         self.shapes = parameter_shapes(self.sizes)
         self.kernel = KernelInstance(self.sizes, spec.training.batch_size, wasm)
-        self.kernel.set_data(dataset.train_inputs.numpy(), dataset.train_targets.numpy())
+        # `[:]`: the whole split as a tensor, also where it is a verifier's lazily fetched one (`LazyRows`, a
+        # dataset served by a requester), which has no `.numpy()`; the kernel holds the whole split anyway
+        self.kernel.set_data(dataset.train_inputs[:].numpy(), dataset.train_targets[:].numpy())
         self.kernel.set_training(spec.training)
         self.step = 0
 

@@ -63,6 +63,8 @@ def create_key(tab, password: str = PASSWORD) -> str:
     tab.fill("#create-password", password)
     tab.click("#create-form button[type=submit]")
     tab.wait_for_selector("body[data-phase=ready]", timeout=WAIT_MS)
+    # the phase is set before the account is read: wait for the address itself
+    tab.wait_for_function("document.querySelector('#address').textContent.startsWith('trolly1')", timeout=WAIT_MS)
     return tab.inner_text("#address")
 
 

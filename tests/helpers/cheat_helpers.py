@@ -6,12 +6,16 @@ profile committed under and the replay's spec key: one copy, so the three cannot
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 
 import torch
 
 from trolly.compute.blobs import BlobStore
 from trolly.compute.checkpoints import weights_hash
 from trolly.compute.cheats import get_cheat
+from trolly.compute.data import build_dataset, dataset_from_blobs
+from trolly.compute.spec import example_spec, parse_spec
 from trolly.compute.training import initial_weights
 from trolly.compute.worker.cheat_round import play_cheat_round
 from trolly.compute.worker.progress import WorkerState
@@ -21,6 +25,26 @@ from trolly.verifier.segment_check import Replayer, SegmentClaim, verify_segment
 
 TASK_ID = 7
 """The task every cheat round here belongs to (worker index 1)."""
+
+
+@functools.lru_cache(maxsize=1)
+def digits_dataset():
+    """The bundled digits dataset, built once per test process."""
+    return dataset_from_blobs(build_dataset("digits"))
+
+
+def wasm32_digits_document(kernels=("torch", "wasm32"), **training) -> dict:
+    """The spec document of the small digits MLP task the wasm32 cheat tests play (native and in a tab): three
+    segments of 12 steps, weight decay and a cosine schedule whose warm-up ends inside the round."""
+    document = example_spec(digits_dataset().manifest_hash, model={"arch": "mlp", "config": {"hidden": [16]}},
+                            determinism={"threads": 1, "kernels": list(kernels)})
+    document["training"].update({"inner_steps": 12, "checkpoint_every": 5, "batch_size": 8, **training})
+    document["training"]["inner_optimizer"].update(weight_decay=0.01, schedule={"name": "cosine", "warmup_steps": 6})
+    return document
+
+
+def wasm32_digits_spec(kernels=("torch", "wasm32"), **training):
+    return parse_spec(json.dumps(wasm32_digits_document(kernels, **training)))
 
 
 def stand_in_weights(spec, dataset, round_index: int):

@@ -6,18 +6,16 @@ not allow it; and the kernel keeping subnormals inside a torch round, which flus
 
 from __future__ import annotations
 
-import functools
-import json
-
 import numpy as np
 import pytest
 
 from trolly.compute.checkpoints import TrainingState, checkpoint_hash, final_state
 from trolly.compute.cheats import CHEATS, honest_round, register_cheat
-from trolly.compute.data import build_dataset, dataset_from_blobs
+from trolly.compute.data import build_dataset
+from trolly.compute.data.lazy_dataset import lazy_dataset
+from trolly.compute.data.manifest import decode_shard, parse_manifest
 from trolly.compute.determinism import flushing_subnormals
 from trolly.compute.errors import WasmKernelError
-from trolly.compute.spec import example_spec, parse_spec
 from trolly.compute.training import Trainer, initial_weights, run_round
 from trolly.compute.wasm.instance import KernelInstance
 from trolly.compute.wasm.profile import PROFILE_ID
@@ -27,22 +25,13 @@ from trolly.verifier.replay_profile import ProfileRefused
 from trolly.verifier.segment_check import PASSED, Replayer
 
 import cheat_helpers
-from cheat_helpers import cheat_worker, replay_round_one
+from cheat_helpers import cheat_worker, digits_dataset, replay_round_one, wasm32_digits_spec
 
 ROUND_CHEATS = sorted(name for name, cheat in CHEATS.items() if cheat.final is None)
 
 
-@functools.lru_cache(maxsize=1)
-def digits():
-    return dataset_from_blobs(build_dataset("digits"))
-
-
-def digits_spec(kernels=("torch", "wasm32"), **training):
-    document = example_spec(digits().manifest_hash, model={"arch": "mlp", "config": {"hidden": [16]}},
-                            determinism={"threads": 1, "kernels": list(kernels)})
-    document["training"].update({"inner_steps": 12, "checkpoint_every": 5, "batch_size": 8, **training})
-    document["training"]["inner_optimizer"].update(weight_decay=0.01, schedule={"name": "cosine", "warmup_steps": 6})
-    return parse_spec(json.dumps(document))
+digits = digits_dataset
+digits_spec = wasm32_digits_spec
 
 
 def kernel_hashes(spec, start_weights, worker_index, round_index, steps) -> list[str]:
@@ -67,6 +56,19 @@ def test_a_worker_round_under_wasm32_is_the_kernels_bytes_and_names_its_profile(
     assert [c.digest.hex() for c in result.checkpoints] == kernel_hashes(spec, weights, 1, 2, 12)
     torch_round = run_round(Trainer(spec, digits()), weights, worker_index=1, round_index=2, steps=12)
     assert torch_round.checkpoints[1].digest != result.checkpoints[1].digest  # the kernel's own bytes, not torch's
+
+
+def test_a_verifier_replays_a_wasm32_segment_on_a_lazily_fetched_dataset_as_on_a_loaded_one():
+    """A verifier fetches a requester's served dataset lazily (`LazyRows`, no `.numpy()`): the kernel takes it as
+    it takes the loaded tensors, with the same bytes (a wasm32 task on `task submit --data` failed every replay)."""
+    spec = digits_spec()
+    blobs = build_dataset("digits")
+    lazy = lazy_dataset(blobs.manifest_hash, parse_manifest(blobs.manifest),
+                        lambda entry: decode_shard(blobs.shards[entry["hash"]], entry))
+    start = TrainingState.fresh(initial_weights(spec, digits().shape))
+    ends = [train_segment_wasm(WasmTrainer(spec, dataset), start, worker_index=1, round_index=0, end_step=6)
+            for dataset in (digits(), lazy)]
+    assert checkpoint_hash(ends[0]) == checkpoint_hash(ends[1])
 
 
 def test_a_round_resumed_from_a_loaded_checkpoint_under_wasm32_gives_the_same_bytes():

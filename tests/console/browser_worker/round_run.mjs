@@ -6,7 +6,6 @@
 import { readFileSync } from "node:fs";
 import { JsKernel, WasmKernel } from "../../../compute/wasm/kernel.mjs";
 import { prepareTask, trainRound } from "../../../console/web/src/browser_worker/round_segments.js";
-import { segmentFaker } from "../../../console/web/src/browser_worker/cheats.js";
 import { readTaskSpec } from "../../../console/web/src/browser_worker/task_spec.js";
 
 const bytesOf = (text) => new Uint8Array(Buffer.from(text, "base64"));
@@ -17,7 +16,7 @@ const kernel = description.kind === "wasm"
   : new JsKernel();
 const data = { inputs: new Float32Array(bytesOf(description.inputs).buffer),
   targets: new Uint32Array(bytesOf(description.targets).buffer) };
-prepareTask(kernel, task, data, segmentFaker(description.cheat).lrScale);
+prepareTask(kernel, task, data, description.cheat);
 const round = { startWeights: new Float32Array(bytesOf(description.startWeights).buffer),
   workerIndex: description.workerIndex, roundIndex: description.roundIndex, steps: description.steps };
 const checkpoints = [...trainRound(kernel, task, round, description.cheat)];

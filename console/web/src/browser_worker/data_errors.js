@@ -14,10 +14,12 @@ export class DatasetError extends Error {
 export class DataKeyError extends DatasetError {}
 
 /** The box delivered to this worker does not open with its key, or holds another key than the task committed
- * to: the requester's fault (the chain takes a report on it; the worker stops working on the task). */
+ * to: the requester's fault (the worker reports it on chain, unless `reported` says the chain already took its
+ * report, and stops working on the task). */
 export class BadDataKey extends DataKeyError {
-  constructor(message, sealed) {
+  constructor(message, sealed, reported = false) {
     super(message);
     this.sealed = sealed;
+    this.reported = reported;
   }
 }

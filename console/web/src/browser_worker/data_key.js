@@ -9,9 +9,9 @@
 // `data_key_hash`). `node` answers `query(path)` with the chain's JSON (bwchain's NodeClient; a test passes a
 // fake): the box at /market/data_key/<task>/<address> (wallet/market_queries.py `find_data_key`), and, unless the
 // caller passes `committedHash`, the task at /market/task/<task> for its `data_key_hash`. A box that is not there
-// yet is answered "not found" (the chain's code 11): null, and the caller waits. Reporting a bad box on chain
-// needs a Chaum-Pedersen proof (wallet/box_proofs.py) this module does not make: it raises BadDataKey, and the
-// worker stops working on the task.
+// yet is answered "not found" (the chain's code 11): null, and the caller waits. A bad box raises BadDataKey
+// with the box's bytes and whether the chain already took a report on it (`reported_height`); the worker
+// reports it with box_proof.js's proof and stops working on the task.
 
 import { sha256, toHex } from "../../../../compute/wasm/sha256.mjs";
 import { BadDataKey, DataKeyError } from "./data_errors.js";
@@ -73,16 +73,18 @@ export async function openDataKey(node, taskId, key, { committedHash } = {}) {
   const box = await queryOrNull(node, `/market/data_key/${taskId}/${key.address}`);
   if (box === null) return null;
   const sealed = fromHex(box.sealed_key);
+  const reported = Boolean(box.reported_height);
   let dataKey;
   try {
     dataKey = await openSealedKey(sealed, key.seed);
   } catch (error) {
-    if (error instanceof DataKeyError) throw new BadDataKey(`task ${taskId}: ${error.message}`, sealed);
+    if (error instanceof DataKeyError) throw new BadDataKey(`task ${taskId}: ${error.message}`, sealed, reported);
     throw error;
   }
   const expected = committedHash ?? (await node.query(`/market/task/${taskId}`)).data_key_hash;
   if (dataKeyHash(dataKey) !== expected) {
-    throw new BadDataKey(`task ${taskId}: the box holds another key than the one the task committed to`, sealed);
+    throw new BadDataKey(`task ${taskId}: the box holds another key than the one the task committed to`, sealed,
+      reported);
   }
   return dataKey;
 }

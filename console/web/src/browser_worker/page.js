@@ -90,10 +90,11 @@ function report(kind, detail) {
 }
 
 async function connect(key) {
+  const cheat = testCheat(); // a cheat outside a test's page: refused before the page can sign anything
   const node = new NodeClient($("node-url").value, { fetch: globalThis.fetch.bind(globalThis) });
   const status = await node.status();
   worker = new BrowserWorker({ node, relayUrl: $("relay-url").value, key, fetch: globalThis.fetch.bind(globalThis),
-    startTrainer, report });
+    startTrainer, report, cheat });
   setText("network-status", `Connected to ${status.chainId} at height ${status.height}.`);
   show("key", false);
   show("account");
@@ -116,7 +117,7 @@ async function refreshTasks() {
 }
 
 async function joinAndRun(taskId) {
-  const cheat = testCheat(); // refused before anything is signed
+  const cheat = testCheat();
   if (cheat) showMessage(`TEST SWITCH: this tab cheats (${cheat}) and will be slashed`, true);
   await worker.join(taskId);
   await refreshTasks();

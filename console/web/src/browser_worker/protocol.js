@@ -12,27 +12,32 @@
 // earlier rounds (the weights follower), the round trained in a Web Worker (round_trainer.js), the update and
 // its error-feedback residual encoded, every checkpoint and both blobs pushed to the relay, then the
 // commitment. Nothing is signed before what it names is checked and published; a refusal of the relay stops
-// the round before its commitment. A tab keeps its state in memory only: a tab closed mid-round misses that
-// round (the chain drops it for the missed round, a penalty, never a slash for cheating).
+// the round before its commitment. A private task's key box that is bad is reported on chain (the one message
+// signed after it), data that does not decrypt stops the tab with nothing signed. A tab keeps its state in
+// memory only: a tab closed mid-round misses that round (the chain drops it for the missed round, a penalty,
+// never a slash for cheating).
 //
 // Everything outside (the node client, the relay pusher, the dataset, the trainer) is passed in or built here
-// from what is passed in; no DOM: `report(kind, detail)` tells the page what happens.
+// from what is passed in; no DOM: `report(kind, detail)` tells the page what happens. TEST SWITCH: `cheat` names
+// a cheat of cheats.js the tab plays (the page passes one only when opened as a test).
 
-import { PROFILE_ID } from "../../../../compute/wasm/kernel.mjs";
 import { encodeTensors, sha256Hex } from "./canonical_encode.js";
+import { cheatPlan } from "./cheats.js";
 import { WeightsFollower } from "./aggregate.js";
+import { proveBoxOpening } from "./box_proof.js";
+import { TxRejected } from "./chain_errors.js";
+import { BadDataKey } from "./data_errors.js";
 import { openDataKey } from "./data_key.js";
 import { datasetUrls, loadDataset } from "./dataset.js";
 import { sign } from "./keys.js";
 import { MarketReads, memberOf } from "./market_reads.js";
-import { checkpointRoot } from "./merkle.js";
 import * as plan from "./plan.js";
 import { RelayPusher } from "./relay_push.js";
+import { presentRound } from "./round_publication.js";
+import { dataRefusal, relayRefusal } from "./refusals.js";
 import { TaskUnfit, WASM32, allowedKernels, checkWasm32, readTaskSpec } from "./task_spec.js";
-import { msgCommitRound, msgJoinTask, msgRegisterWorker, msgUpdateWorker } from "./tx.js";
+import { msgCommitRound, msgJoinTask, msgRegisterWorker, msgReportBadKey, msgUpdateWorker } from "./tx.js";
 import { sendMessages } from "./tx_sender.js";
-import { encodeUpdate } from "./update.js";
-import { flatWeights, namedWeights } from "./weights_layout.js";
 
 /** Something the tab will not do, with the reason a person reads (nothing was signed). */
 export class WorkerRefused extends Error {
@@ -48,7 +53,7 @@ const DECLARED_SPEED = 1;
  * it trains; 1 is the least, so no requester counts on more than a tab gives. */
 
 export class BrowserWorker {
-  constructor({ node, relayUrl, key, fetch, startTrainer, report = () => {}, sleep, pollSeconds = 1 }) {
+  constructor({ node, relayUrl, key, fetch, startTrainer, report = () => {}, sleep, pollSeconds = 1, cheat = "" }) {
     this.node = node;
     this.relayUrl = (relayUrl ?? "").replace(/\/+$/, "");
     this.key = key;
@@ -60,6 +65,8 @@ export class BrowserWorker {
     this.pollSeconds = pollSeconds;
     this.sleep = sleep ?? ((seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000)));
     this.stopped = false;
+    this.cheat = cheat;
+    this.plan = cheatPlan(cheat); // TEST SWITCH: honest unless a test's page names a cheat
   }
 
   /** Sign and send one message, waiting for its block (TxRejected with the chain's log). */
@@ -183,19 +190,41 @@ export class BrowserWorker {
         if (action.kind === plan.FINISH) {
           return { finished: this.finish(current, `${action.reason} before its data key came`) };
         }
-        dataKey = await openDataKey(this.node, taskId, this.key);
+        dataKey = await openDataKey(this.node, taskId, this.key).catch((error) => this.refuseData(error, taskId));
         if (dataKey !== null) break;
         this.report("waiting", { taskId, reason: "waiting for the requester to deliver this worker's data key" });
         await this.sleep(this.pollSeconds * 2);
       }
     }
-    const { task, spec, data } = await this.prepare(taskId, dataKey);
-    const trainer = await this.startTrainer(task, { inputs: data.trainInputs,
-      targets: new Uint32Array(data.trainTargets.buffer, data.trainTargets.byteOffset, data.trainTargets.length) });
+    const { task, spec, data } = await this.prepare(taskId, dataKey).catch((error) => {
+      throw refused(error, dataRefusal(error, taskId));
+    });
+    const trainer = await this.startTrainer(task, kernelData(data, this.plan));
     this.report("kernel", { taskId, kernel: trainer.kernel });
     const follower = new WeightsFollower(spec, data, { fetchUpdate: (digest, update) => this.fetchBlob(update.blobUrl,
       digest) });
     return { taskId, task, spec, data, trainer, follower, residual: null };
+  }
+
+  /** Throws what a person reads of a private task's data that does not open here. A bad key box is reported on
+   * chain first (MsgReportBadKey with box_proof.js's proof, as compute/worker/service.py reports it): the chain
+   * opens the box itself and releases this worker with its collateral and a compensation. */
+  async refuseData(error, taskId) {
+    if (!(error instanceof BadDataKey)) throw refused(error, dataRefusal(error, taskId));
+    let report = { earlier: true };
+    if (!error.reported) {
+      try {
+        const proof = await proveBoxOpening(this.key.seed, error.sealed);
+        const included = await this.send(msgReportBadKey({ taskId, proof }));
+        const view = await this.reads.task(taskId);
+        report = { height: included.height, compensation: memberOf(view, this.address)?.compensated ?? 0 };
+        this.finish(view, "released: its data key box was bad, reported on chain");
+      } catch (failure) {
+        if (!(failure instanceof TxRejected)) throw failure;
+        report = { refused: failure.log };
+      }
+    }
+    throw new WorkerRefused(dataRefusal(error, taskId, report));
   }
 
   /** A blob by its hash from where a member serves it (the follower checks the bytes against the hash). */
@@ -213,28 +242,26 @@ export class BrowserWorker {
     const state = await context.follower.state(round, view);
     const steps = task.innerSteps;
     this.report("round", { taskId, round, steps, segments: Math.ceil(steps / task.checkpointEvery) });
-    const trained = await context.trainer.train(
-      { startWeights: flatWeights(state.weights, task.sizes), workerIndex: member.index, roundIndex: round, steps },
-      (checkpoint, segments) => this.report("segment", { taskId, round, segment: checkpoint.index, segments }));
-    const update = encodeUpdate(context.spec, state.weights, namedWeights(trained.endWeights, task.sizes),
-      context.residual);
+    const presented = await presentRound({
+      plan: this.plan, spec: context.spec, task, start: state, workerIndex: member.index, round,
+      residual: context.residual, previous: context.previous ?? null,
+      train: (planned) => context.trainer.train(planned,
+        (checkpoint, segments) => this.report("segment", { taskId, round, segment: checkpoint.index, segments })),
+      log: (text) => this.report("log", { text }),
+    });
     const after = plan.decide(await this.reads.task(taskId), this.address);
     if (after.kind === plan.FINISH) {
       this.report("log", { text: `round ${round}: trained but not committed (${after.reason})` });
       return;
     }
-    const hashes = trained.checkpoints.map((checkpoint) => checkpoint.hash);
-    const blobs = new Map(trained.checkpoints.map((checkpoint) => [checkpoint.hash, checkpoint.bytes]));
-    blobs.set(update.updateHash, update.update);
-    blobs.set(update.residualHash, update.residual);
-    await this.relay.pushRound(taskId, round, blobs, hashes); // BlobRejected: the relay's reason, no commitment
-    this.report("published", { taskId, round, blobs: blobs.size, relay: this.relayUrl });
-    const included = await this.send(msgCommitRound({
-      taskId, round, updateHash: update.updateHash, samplesProcessed: steps * task.batchSize, steps,
-      checkpointRoot: checkpointRoot(hashes), numCheckpoints: hashes.length,
-      startWeightsHash: state.hash, determinismProfile: PROFILE_ID, residualHash: update.residualHash,
-    }));
-    context.residual = update.residualTensors; // the next round's update carries it
+    await this.relay.pushRound(taskId, round, presented.blobs, presented.listing, presented.withheld)
+      .catch((error) => { // the relay's reason, what to do, and no commitment
+        throw refused(error, relayRefusal(error, round, this.relayUrl));
+      });
+    this.report("published", { taskId, round, blobs: presented.blobs.size, relay: this.relayUrl });
+    const included = await this.send(msgCommitRound({ taskId, round, ...presented.commit }));
+    context.residual = presented.residualTensors; // the next round's update carries it
+    context.previous = presented.played;
     this.report("committed", { taskId, round, height: included.height });
   }
 
@@ -246,8 +273,9 @@ export class BrowserWorker {
     const bytes = encodeTensors(state.weights);
     const digest = sha256Hex(bytes);
     await this.relay.pushBlobs(taskId, rounds, new Map([[digest, bytes]]));
-    const included = await this.send(msgCommitRound({ taskId, round: rounds, startWeightsHash: digest }));
-    this.report("final", { taskId, finalWeightsHash: digest, height: included.height });
+    const reported = this.plan.round.finalHash(digest); // TEST SWITCH: a forged final report
+    const included = await this.send(msgCommitRound({ taskId, round: rounds, startWeightsHash: reported }));
+    this.report("final", { taskId, finalWeightsHash: reported, height: included.height });
   }
 
   finish(view, reason) {
@@ -255,6 +283,20 @@ export class BrowserWorker {
     this.report("finished", { taskId: view.id, reason, member, finalWeightsHash: view.final_weights_hash });
     return { reason, member, view };
   }
+}
+
+/** `error` as the WorkerRefused a person reads (`words`), or as it is where there are none. */
+function refused(error, words) {
+  return words === null ? error : new WorkerRefused(words);
+}
+
+/** What the training Web Worker gets of the dataset: the training split, and the test split only for a test's
+ * cheat that trains on it (cheats.js `other_data`). */
+function kernelData(data, cheatPlan) {
+  const classes = (targets) => new Uint32Array(targets.buffer, targets.byteOffset, targets.length);
+  const split = { inputs: data.trainInputs, targets: classes(data.trainTargets) };
+  if (!cheatPlan.testSplit) return split;
+  return { ...split, testInputs: data.testInputs, testTargets: classes(data.testTargets) };
 }
 
 export { TaskUnfit };

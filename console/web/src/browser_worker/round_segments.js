@@ -11,17 +11,24 @@
 // only). The batches are the kernel's own (seed, worker, round, step), so the bytes are those a native
 // `--kernel wasm32` worker makes and a verifier replays (docs/browser-worker.md). No DOM: it runs in the page's
 // Web Worker (train_worker.js) and in Node.js (the tests).
+//
+// TEST SWITCH: a cheat's name (cheats.js) sets the kernel up as its lie needs and fakes the segments
+// (cheat_segments.js); '' trains honestly.
 
 import { checkpointBytes } from "../../../../compute/wasm/checkpoint.mjs";
 import { SCHEDULE_KINDS } from "../../../../compute/wasm/kernel.mjs";
 import { sha256, toHex } from "../../../../compute/wasm/sha256.mjs";
-import { segmentFaker } from "./cheats.js";
+import { cheatPlan } from "./cheats.js";
 
-/** Set the kernel up for the task's model, training data, AdamW and lr schedule (`lrScale`: TEST SWITCH). */
-export function prepareTask(kernel, task, data, lrScale = 1) {
+/** Set the kernel up for the task's model, training data, AdamW and lr schedule. `data`: {inputs, targets} of
+ * the training split (and testInputs, testTargets, which only a test's cheat reads); `cheat`: TEST SWITCH. */
+export function prepareTask(kernel, task, data, cheat = "") {
   const { training } = task;
-  kernel.configure(task.sizes, task.batchSize);
-  kernel.setData(data.inputs, data.targets);
+  const plan = cheatPlan(cheat);
+  const { lrScale, batchFraction } = plan.kernel;
+  kernel.configure(task.sizes, Math.max(1, Math.floor(task.batchSize * batchFraction)));
+  const trained = plan.data(data);
+  kernel.setData(trained.inputs, trained.targets);
   kernel.setOptimizer(training.beta1, training.beta2, training.eps, training.weightDecay);
   const schedule = training.schedule;
   if (!(schedule.name in SCHEDULE_KINDS)) throw new RangeError(`unknown lr schedule ${schedule.name}`);
@@ -45,19 +52,19 @@ function checkpointOf(task, index, state, final, losses) {
  * `round`: {startWeights: Float32Array (the kernel's flat layout), workerIndex, roundIndex, steps}; `cheat`
  * (TEST SWITCH, cheats.js): a segment cheat's name, '' for an honest round. */
 export function* trainRound(kernel, task, round, cheat = "") {
-  const fake = segmentFaker(cheat);
+  const plan = cheatPlan(cheat);
   const zeros = new Float32Array(round.startWeights.length);
   const start = { step: 0, weights: round.startWeights, expAvg: zeros, expAvgSq: zeros, adamStep: 0 };
   kernel.load(start);
   kernel.setStream(task.training.seed, round.workerIndex, round.roundIndex);
   yield checkpointOf(task, 0, start, false, []);
   const segments = numSegments(round.steps, task.checkpointEvery);
+  let state = start;
   for (let segment = 0; segment < segments; segment++) {
     const [begin, end] = segmentBounds(segment, round.steps, task.checkpointEvery);
-    const losses = [];
-    for (const step of fake.steps(begin, end)) losses.push(kernel.trainStep(step));
-    const state = { step: end, ...kernel.state() };
-    yield checkpointOf(task, segment + 1, state, end === round.steps, losses);
+    const trained = plan.segment(kernel, { segment, segments, begin, end, start: state, task, round });
+    state = trained.state;
+    yield checkpointOf(task, segment + 1, state, end === round.steps, trained.losses);
   }
 }
 

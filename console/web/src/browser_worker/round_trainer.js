@@ -9,8 +9,6 @@
 // The Web Worker is started with `new Worker(url, {type: "module"})`; a browser without module workers is
 // told so on the page (no training happens on the page's own thread).
 
-import { segmentFaker } from "./cheats.js";
-
 export class TrainingFailed extends Error {
   constructor(message) {
     super(message);
@@ -26,13 +24,13 @@ export class RoundTrainer {
     this.cheat = cheat;
   }
 
-  /** A Web Worker set up for `task` (readTaskSpec's) on `data` ({inputs: Float32Array, targets: Uint32Array}). */
+  /** A Web Worker set up for `task` (readTaskSpec's) on `data` ({inputs: Float32Array, targets: Uint32Array}, and
+   * the test split's testInputs, testTargets where a test's `cheat` trains on it). */
   static async start(workerUrl, wasmUrl, task, data, { useJs = false, cheat = "" } = {}) {
     const worker = new Worker(workerUrl, { type: "module" });
     const ready = answerOf(worker, (message) => message.type === "ready");
     const plain = { ...task, spec: undefined };
-    worker.postMessage({ type: "task", task: plain, data, wasmUrl: String(wasmUrl), useJs,
-      lrScale: segmentFaker(cheat).lrScale });
+    worker.postMessage({ type: "task", task: plain, data, wasmUrl: String(wasmUrl), useJs, cheat });
     const { kernel } = await ready;
     return new RoundTrainer(worker, kernel, task, cheat);
   }

@@ -2,7 +2,7 @@
 // responsive and shows progress per segment. The .wasm when the browser has WebAssembly, else the kernel's
 // JavaScript twin (the same bits, slower: docs/browser-worker.md).
 //
-// Messages in:   {type: "task", task, data, wasmUrl, useJs, lrScale}      set up for a task's model and data
+// Messages in:   {type: "task", task, data, wasmUrl, useJs, cheat}        set up for a task's model and data
 //                {type: "round", round, cheat}                             train one round (round_segments.js)
 // Messages out:  {type: "ready", kernel: "wasm" | "js"}
 //                {type: "checkpoint", index, step, bytes, hash, losses}    each checkpoint as it is made
@@ -30,7 +30,7 @@ async function handle(message) {
     const loaded = await loadKernel(message.wasmUrl, message.useJs);
     kernel = loaded.kernel;
     task = message.task;
-    prepareTask(kernel, task, message.data, message.lrScale ?? 1);
+    prepareTask(kernel, task, message.data, message.cheat ?? "");
     self.postMessage({ type: "ready", kernel: loaded.kind });
     return;
   }
