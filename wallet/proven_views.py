@@ -66,7 +66,7 @@ async def prove_task(client: AsyncRpcClient, task_id: int) -> ProvenTask:
     proofs: list[RoundProof] = []
     for round_index in range(overview.recorded_rounds):
         pages: list[ProvenAnswer] = []
-        rounds.append(await get_round(client, task_id, round_index, _proving(client, pages)))
+        rounds.append(await get_round(_proving(client, pages), task_id, round_index))
         proofs.append(RoundProof(round_index, tuple(pages)))
     return ProvenTask(whole_task(overview, rounds), proven, tuple(proofs))
 
