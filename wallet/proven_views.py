@@ -16,7 +16,7 @@ from typing import Any
 from .gov_views import DepositView, ProposalView, TallyAnswer, VoteView, read_proposals, read_votes
 from .market_answers import parse_answer
 from .market_queries import MAX_PAGES, PageReader, get_round, task_page_path, whole_task
-from .market_views import RoundView, TaskOverview, TaskPage, TaskSummary, TaskView, WorkerView
+from .market_views import RoundView, TaskOverview, TaskPage, TaskSpecView, TaskSummary, TaskView, WorkerView
 from .proofs import ProvenAnswer, prove_answer, proved_at
 from .rpc import AsyncRpcClient
 from .sender import AccountState
@@ -102,6 +102,13 @@ async def prove_task_listing(client: AsyncRpcClient, open_only: bool = True
             break
         after = page.next
     return tasks, proofs
+
+
+async def prove_spec(client: AsyncRpcClient, task_id: int) -> tuple[TaskSpecView, ProvenAnswer]:
+    """The task's spec bytes as the chain stores them, proven: what a chart or a fetched model is trained from."""
+    path = f"/market/spec/{task_id}"
+    proven = await prove_answer(client, path)
+    return TaskSpecView.from_answer(proven.answer, path), proven
 
 
 async def prove_account(client: AsyncRpcClient, address: str) -> tuple[AccountState, ProvenAnswer]:
