@@ -253,3 +253,18 @@ def test_the_compute_pages_earnings_are_proven_and_a_tampered_pay_or_member_is_a
         if path == f"/market/task/{task_id}" else answer)
     status, body = with_console(fake_node.url, check, home=home)
     assert status == 502 and "members differ from the proven record" in body["error"]
+
+
+def test_a_searched_task_id_is_found_by_a_proven_read_and_a_tampered_one_is_a_502(fake_node):
+    """Attack: the node answers a task the searched id does not hold (another requester), keeping the true proofs.
+    Before, the search read the whole task unproven to say it exists."""
+    task_id = running_task_with_a_commitment(fake_node)
+
+    async def check(client):
+        return await get(client, f"/api/search?q={task_id}")
+
+    status, body = with_console(fake_node.url, check)
+    assert status == 200 and body["kind"] == "task" and body["task_id"] == task_id, body
+    tamper(fake_node, f"/market/task/{task_id}", "requester", encode_address(dev_key(1).address))
+    status, body = with_console(fake_node.url, check)
+    assert status == 502 and "requester differ from the proven record" in body["error"]
