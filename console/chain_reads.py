@@ -6,9 +6,10 @@ Every function takes the asynchronous RPC client and answers plain JSON for the 
 
 What comes from the store is proven as the wallet proves it (`trolly.wallet.proven_views`): the validator listing
 (complete), each validator (its detail record and its signing info), a page of the task listing, a task's
-overview, an account and a worker carry `proof` (`proved at height H`, the app hash and block it was checked
-against); a proof that does not hold fails the read with the wallet's ProofInvalid, shown as an error (502). Not
-proven: a task's rounds (read page by page after its overview), blocks and transactions (CometBFT's own).
+overview and each page of its rounds, an account and a worker carry `proof` (`proved at height H`, the app hash and
+block it was checked against), and a task id searched for is found by a proven read; a proof that does not hold
+fails the read with the wallet's ProofInvalid, shown as an error (502). Not proven: blocks and transactions
+(CometBFT's own; tests/project/test_display_reads_proven.py lists every unproven read shown, and why).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import re
 from datetime import datetime
 
 from trolly.wallet.errors import ProofInvalid, QueryFailed, WalletError
-from trolly.wallet.market_queries import get_task
 from trolly.wallet.proofs import prove_answer
 from trolly.wallet.proven_views import (prove_signing_info, prove_task, prove_task_page, prove_validator,
                                         prove_validators, prove_worker)
@@ -91,7 +91,7 @@ async def search(client: AsyncRpcClient, text: str) -> dict:
     if _TASK_ID.match(text):
         task_id = int(text.lstrip("#"))
         try:
-            await get_task(client, task_id)
+            await prove_answer(client, f"/market/task/{task_id}")  # found: the task page proves the rest
         except QueryFailed:
             return {"kind": "none", "query": text, "reason": f"no task {task_id}"}
         return {"kind": "task", "query": text, "task_id": task_id}

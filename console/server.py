@@ -41,7 +41,7 @@ import pathlib
 from aiohttp import web
 
 from trolly.wallet.errors import MarketAnswerError, NodeUnreachable, ProofInvalid, QueryFailed, RpcError
-from trolly.wallet.market_queries import get_task
+from trolly.wallet.proven_views import prove_task
 from trolly.wallet.rpc import AsyncRpcClient
 
 from . import chain_reads, compute_api, gov_api, new_task_api, wallet_api, worker_page
@@ -204,7 +204,7 @@ async def start_task_chart(request: web.Request) -> web.Response:
     task_id = int(request.match_info["number"])
 
     async def reading() -> dict:
-        view = await get_task(request.app[CLIENT], task_id)
+        view = (await prove_task(request.app[CLIENT], task_id)).view
         return request.app[CHARTS].answer(request.app[CHARTS].chart(task_id, view))
 
     return await _read(request, reading())

@@ -472,7 +472,7 @@ class VerifierService:
             pending.setdefault((key[0], key[1]), []).append((key, salt, digest))
         for (task_id, round_), entries in pending.items():
             try:
-                details = await get_round(self.client, task_id, round_)
+                details = await get_round(self.client.query_json, task_id, round_)
             except WalletError as error:
                 log.debug("task %d round %d not readable for reveals yet: %s", task_id, round_, error)
                 continue

@@ -67,7 +67,7 @@ async def get_task_overview(client: AsyncRpcClient, task_id: int) -> TaskOvervie
 async def get_task(client: AsyncRpcClient, task_id: int) -> TaskView:
     """The whole task: its overview, then every round it shows (`get_round`)."""
     overview = await get_task_overview(client, task_id)
-    return whole_task(overview, [await get_round(client, task_id, r) for r in range(overview.recorded_rounds)])
+    return whole_task(overview, [await get_round(client.query_json, task_id, r) for r in range(overview.recorded_rounds)])
 
 
 def whole_task(overview: TaskOverview, rounds: list[RoundView]) -> TaskView:
@@ -76,11 +76,9 @@ def whole_task(overview: TaskOverview, rounds: list[RoundView]) -> TaskView:
     return TaskView(**fields, round_details=tuple(rounds))
 
 
-async def get_round(client: AsyncRpcClient, task_id: int, round_index: int, read: PageReader | None = None
-                    ) -> RoundView:
+async def get_round(read: PageReader, task_id: int, round_index: int) -> RoundView:
     """Round `round_index` of a task with all its commitments, its pages followed to the last, each read with
-    `read` (the node's word when None)."""
-    read = read or client.query_json
+    `read`: the node's word (`client.query_json`) or a proving reader (`proven_views.prove_task`'s)."""
     base = f"/market/task/{task_id}/round/{round_index}"
     commitments: list[Commitment] = []
     after = None

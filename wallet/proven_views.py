@@ -16,7 +16,7 @@ from typing import Any
 from .gov_views import DepositView, ProposalView, TallyAnswer, VoteView, read_proposals, read_votes
 from .market_answers import parse_answer
 from .market_queries import MAX_PAGES, PageReader, get_round, task_page_path, whole_task
-from .market_views import RoundView, TaskOverview, TaskPage, TaskSummary, TaskView, WorkerView
+from .market_views import RoundView, TaskOverview, TaskPage, TaskSpecView, TaskSummary, TaskView, WorkerView
 from .proofs import ProvenAnswer, prove_answer, proved_at
 from .rpc import AsyncRpcClient
 from .sender import AccountState
@@ -66,7 +66,7 @@ async def prove_task(client: AsyncRpcClient, task_id: int) -> ProvenTask:
     proofs: list[RoundProof] = []
     for round_index in range(overview.recorded_rounds):
         pages: list[ProvenAnswer] = []
-        rounds.append(await get_round(client, task_id, round_index, _proving(client, pages)))
+        rounds.append(await get_round(_proving(client, pages), task_id, round_index))
         proofs.append(RoundProof(round_index, tuple(pages)))
     return ProvenTask(whole_task(overview, rounds), proven, tuple(proofs))
 
@@ -102,6 +102,13 @@ async def prove_task_listing(client: AsyncRpcClient, open_only: bool = True
             break
         after = page.next
     return tasks, proofs
+
+
+async def prove_spec(client: AsyncRpcClient, task_id: int) -> tuple[TaskSpecView, ProvenAnswer]:
+    """The task's spec bytes as the chain stores them, proven: what a chart or a fetched model is trained from."""
+    path = f"/market/spec/{task_id}"
+    proven = await prove_answer(client, path)
+    return TaskSpecView.from_answer(proven.answer, path), proven
 
 
 async def prove_account(client: AsyncRpcClient, address: str) -> tuple[AccountState, ProvenAnswer]:

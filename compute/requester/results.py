@@ -23,9 +23,9 @@ import torch
 
 from trolly.chain.market.datasets import REGRESSION, dataset_shape, is_text_classification
 from trolly.chain.market.records import FINISHED
-from trolly.wallet.market_queries import get_spec, get_task
 from trolly.wallet.market_views import TaskView
 from trolly.wallet.files import install_directory, write_atomically
+from trolly.wallet.proven_views import prove_spec, prove_task
 from trolly.wallet.rpc import AsyncRpcClient
 
 from ..blobs import AddressPolicy, BlobAddressRefused, BlobClient, BlobError
@@ -97,11 +97,11 @@ def member_urls(view: TaskView) -> list[str]:
 
 
 async def fetch_result(client: AsyncRpcClient, task_id: int, addresses: AddressPolicy) -> TaskResult:
-    view = await get_task(client, task_id)
+    view = (await prove_task(client, task_id)).view  # the final weights hash the blob is checked against: proven
     if not view.final_weights_hash:
         raise ResultError(f"task {task_id} has no verified final weights yet (it is {view.status}); "
                           f"fetch it once it has completed")
-    spec_view = await get_spec(client, task_id)
+    spec_view, _ = await prove_spec(client, task_id)
     spec_bytes = spec_view.spec_bytes
     if hashlib.sha256(spec_bytes).hexdigest() != view.spec_hash:
         raise ResultError(f"the node's spec of task {task_id} does not hash to the task's spec hash")

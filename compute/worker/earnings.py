@@ -7,6 +7,12 @@ their reason (the typed task view, `wallet.market_views`, whose numbers the mark
 transaction the worker signed (the `tx` event of each, found by `tx.signer` in the node's transaction index),
 each fee counted where its message belongs: a join to its task, a commitment to its round, anything else
 (registering, updating) apart. Over a finished task, the worker's balance moved by exactly its `net`.
+
+Every task and the worker's record are read proven (`wallet.proven_views.prove_task`, `prove_worker`: each page's
+ICS23 proofs checked against the next block's app hash), so the pay, the deductions, the collateral and the stake
+are the app's state, `proved at height H` (`EarningsProof`). The fees and which tasks were joined come from the
+node's transaction index (CometBFT's `tx_search`), which no app hash covers: a node could hide a transaction
+there, never change what a proven task shows.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from trolly.chain.market.records import ACTIVE
 from trolly.chain.proto import market_pb2
 from trolly.chain.tx import decode_tx, type_url_of
 from trolly.wallet.errors import QueryFailed
-from trolly.wallet.market_queries import get_task, get_worker
 from trolly.wallet.market_views import TaskView
+from trolly.wallet.proofs import ProvenAnswer, proved_at
+from trolly.wallet.proven_views import prove_task, prove_worker
 from trolly.wallet.rpc import AsyncRpcClient
 from trolly.wallet.rpc_types import TxResult
 
@@ -82,6 +89,26 @@ class TaskEarnings:
 
 
 @dataclasses.dataclass(frozen=True)
+class EarningsProof:
+    """The heights of the proven answers the earnings were read from (each task's pages, the worker's record)."""
+
+    heights: tuple[int, ...]
+    keys: int
+    """State keys proven over all of them."""
+
+    @classmethod
+    def of(cls, answers: list[ProvenAnswer]) -> "EarningsProof":
+        return cls(tuple(sorted({a.height for a in answers})), sum(a.keys for a in answers))
+
+    def note(self) -> str:
+        return proved_at(list(self.heights)) if self.heights else "nothing to prove (no task, no registration)"
+
+    def to_json(self) -> dict:
+        return {"verified": True, "note": self.note(), "query_heights": list(self.heights), "keys": self.keys,
+                "unproven": "fees and the tasks joined: the node's transaction index (CometBFT's, no app hash)"}
+
+
+@dataclasses.dataclass(frozen=True)
 class Earnings:
     address: str
     tasks: tuple[TaskEarnings, ...]
@@ -91,6 +118,7 @@ class Earnings:
     """Staked while registered: out of the balance, not spent (it returns after unregistering and unbonding)."""
     unbonding: int
     """Stake on its way back after unregistering."""
+    proof: EarningsProof
 
     @property
     def net(self) -> int:
@@ -98,7 +126,8 @@ class Earnings:
 
     def to_json(self) -> dict:
         return {"address": self.address, "tasks": [task.to_json() for task in self.tasks],
-                "other_fees": self.other_fees, "net": self.net, "stake": self.stake, "unbonding": self.unbonding}
+                "other_fees": self.other_fees, "net": self.net, "stake": self.stake, "unbonding": self.unbonding,
+                "proof": self.proof.to_json()}
 
     def lines(self) -> list[str]:
         lines = [f"worker {self.address}"]
@@ -118,6 +147,7 @@ class Earnings:
         lines.append(f"fees outside tasks {self.other_fees} utrl; net over all {self.net} utrl")
         lines.append(f"staked {self.stake} utrl (out of the balance while registered, not spent)"
                      + (f"; {self.unbonding} utrl unbonding" if self.unbonding else ""))
+        lines.append(f"{self.proof.note()} (tasks and stake; fees from the node's transaction index)")
         return lines
 
 
@@ -194,24 +224,28 @@ def task_earnings(view: TaskView, address: str, charges: list[Charged]) -> TaskE
 
 
 async def worker_earnings(rpc: AsyncRpcClient, address: str) -> Earnings:
-    """Everything `address` earned and paid as a worker, from the chain."""
+    """Everything `address` earned and paid as a worker, from the chain: each task and the worker's record proven
+    (ProofInvalid when one does not hold)."""
     charges = [c for c in map(charged, await signed_transactions(rpc, address)) if c is not None]
     joined = sorted({c.task_id for c in charges if c.kind == "join"})
     tasks = []
+    proven: list[ProvenAnswer] = []
     for task_id in joined:
-        view = await get_task(rpc, task_id)
-        if view.member(address) is None:  # a join that was refused: its fee is paid all the same
+        task = await prove_task(rpc, task_id)
+        proven += [task.overview] + [page for round_proof in task.rounds for page in round_proof.pages]
+        if task.view.member(address) is None:  # a join that was refused: its fee is paid all the same
             continue
-        tasks.append(task_earnings(view, address, [c for c in charges if c.task_id == task_id]))
+        tasks.append(task_earnings(task.view, address, [c for c in charges if c.task_id == task_id]))
     counted = {task.task_id for task in tasks}
     other = sum(c.fee for c in charges if c.task_id not in counted)
     try:
-        worker = await get_worker(rpc, address)
+        worker, answer = await prove_worker(rpc, address)
     except QueryFailed as error:
         if error.code != NotFound.code:
             raise
         stake = unbonding = 0  # never registered, or its stake fully back
     else:
+        proven.append(answer)
         stake = worker.record.stake if worker.record is not None else 0
         unbonding = sum(entry.amount for entry in worker.unbonding)
-    return Earnings(address, tuple(tasks), other, stake, unbonding)
+    return Earnings(address, tuple(tasks), other, stake, unbonding, EarningsProof.of(proven))

@@ -216,3 +216,55 @@ def test_the_compute_page_proves_each_keys_balance_and_the_registration(fake_nod
     tamper(fake_node, "/account/", "balance", DEV_BALANCE + 1)
     status, body = with_console(fake_node.url, check, home=home)
     assert status == 502 and "balance differ from the proven record" in body["error"]
+
+
+def test_the_compute_pages_earnings_are_proven_and_a_tampered_pay_or_member_is_a_502(fake_node, tmp_path):
+    """Attack: the node shows the console's worker more pay on a round than the chain holds, or hides a slash of
+    its collateral, in the task answers the Compute page's earnings are built from (keeping the true proofs).
+    Before, `compute.worker.earnings` read every task unproven; now each task is proven as the task page is."""
+    import json
+
+    from trolly.compute.worker.config import CONFIG_FILE
+
+    task_id = running_task_with_a_commitment(fake_node)
+    fake_node.wait_blocks(2)
+    home = file_keyring(tmp_path / "wallet")
+    worker_home = home / "console" / "worker"  # the console's LocalWorker, set up for the dev key
+    worker_home.mkdir(parents=True)
+    (worker_home / CONFIG_FILE).write_text(json.dumps({"key_name": "dev"}))
+
+    async def check(client):
+        return await get(client, "/api/compute")
+
+    status, body = with_console(fake_node.url, check, home=home)
+    assert status == 200, body
+    earnings = body["earnings"]
+    (task,) = earnings["tasks"]
+    assert task["task_id"] == task_id and task["join_fee"] == 0 and task["collateral_locked"] > 0
+    assert earnings["proof"]["note"].startswith("proved at height") and earnings["proof"]["keys"] > 0
+    assert "transaction index" in earnings["proof"]["unproven"]
+    fake_node.tamper_answer = lambda path, answer: (
+        {**answer, "commitments": [{**answer["commitments"][0], "paid": 10**9}]}
+        if "/round/0" in path and answer["commitments"] else answer)
+    status, body = with_console(fake_node.url, check, home=home)
+    assert status == 502 and "commitments differ from the proven record" in body["error"]
+    fake_node.tamper_answer = lambda path, answer: (
+        {**answer, "members": [{**answer["members"][0], "slashed": 0, "status": "active"}]}
+        if path == f"/market/task/{task_id}" else answer)
+    status, body = with_console(fake_node.url, check, home=home)
+    assert status == 502 and "members differ from the proven record" in body["error"]
+
+
+def test_a_searched_task_id_is_found_by_a_proven_read_and_a_tampered_one_is_a_502(fake_node):
+    """Attack: the node answers a task the searched id does not hold (another requester), keeping the true proofs.
+    Before, the search read the whole task unproven to say it exists."""
+    task_id = running_task_with_a_commitment(fake_node)
+
+    async def check(client):
+        return await get(client, f"/api/search?q={task_id}")
+
+    status, body = with_console(fake_node.url, check)
+    assert status == 200 and body["kind"] == "task" and body["task_id"] == task_id, body
+    tamper(fake_node, f"/market/task/{task_id}", "requester", encode_address(dev_key(1).address))
+    status, body = with_console(fake_node.url, check)
+    assert status == 502 and "requester differ from the proven record" in body["error"]

@@ -171,6 +171,20 @@ class FakeNode:
             raise LookupError(f"tx ({key}) not found")
         return self.tx_index[key]
 
+    def _tx_search(self, params: dict) -> dict:
+        """CometBFT's `tx_search` for the one query form the worker's earnings ask: `tx.signer='<address>'`, by
+        the chain's `tx` event, oldest first, one page."""
+        query = params["query"]
+        if not (query.startswith("tx.signer='") and query.endswith("'")):
+            raise LookupError(f"the fake node answers only tx.signer='...' searches, not {query!r}")
+        signer = query[len("tx.signer='"):-1]
+        found = [entry for entry in self.tx_index.values()
+                 if any(event["type"] == "tx" and {"key": "signer", "value": signer} in
+                        [{"key": a["key"], "value": a["value"]} for a in event["attributes"]]
+                        for event in entry["tx_result"]["events"])]
+        found.sort(key=lambda entry: (int(entry["height"]), entry["index"]))
+        return {"txs": found, "total_count": str(len(found))}
+
     def _block(self, params: dict) -> dict:
         height = int(params.get("height") or self.height)
         if height not in self.headers:
@@ -199,7 +213,8 @@ class FakeNode:
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.json()
         handlers = {"status": self._status, "abci_query": self._abci_query, "broadcast_tx_sync": self._broadcast_tx_sync,
-                    "tx": self._tx, "block": self._block, "validators": self._validators}
+                    "tx": self._tx, "block": self._block, "validators": self._validators,
+                    "tx_search": self._tx_search}
         handler = handlers.get(body.get("method"))
         answer: dict[str, Any] = {"jsonrpc": "2.0", "id": body.get("id")}
         if handler is None:

@@ -56,12 +56,12 @@ class RoundNode:
 
 def test_a_round_is_assembled_from_its_pages_in_worker_order():
     node = RoundNode(members=3)
-    view = asyncio.run(get_round(node, 7, 0))
+    view = asyncio.run(get_round(node.query_json, 7, 0))
     assert [c.worker for c in view.commitments] == [address(10), address(11), address(12)]
     assert node.paths == ["/market/task/7/round/0", "/market/task/7/round/0/after/0", "/market/task/7/round/0/after/1"]
 
 
 def test_a_round_page_whose_next_does_not_advance_ends_the_round_instead_of_looping():
     node = RoundNode(members=5, stuck_next=0)
-    view = asyncio.run(get_round(node, 7, 0))
+    view = asyncio.run(get_round(node.query_json, 7, 0))
     assert len(view.commitments) == 2 and node.paths == ["/market/task/7/round/0", "/market/task/7/round/0/after/0"]

@@ -40,7 +40,9 @@ export async function computePage() {
       ["task", "status", "pay", "fees", "net", "collateral locked", "returned"],
       e.tasks.map((t) => [String(t.task_id), `${t.task_status}, ${t.member_status}`, utrl(t.pay), utrl(t.fees),
         utrl(t.net), utrl(t.collateral_locked), utrl(t.collateral_returned)]), "no tasks joined yet.")
-      : h("p", {}, "Earnings appear once the worker is registered."));
+      : h("p", {}, "Earnings appear once the worker is registered."),
+    ...(e ? [h("p", { class: "proof" }, `Pay, deductions, collateral and stake ${e.proof.note}; fees and the tasks `
+      + "joined from the node's transaction index (CometBFT's, not covered by the app hash).")] : []));
     if (state.preflight && !preflightBox.childNodes.length) preflightBox.replaceChildren(preflightLines(state.preflight));
   }
 
