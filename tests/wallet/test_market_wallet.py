@@ -82,8 +82,10 @@ def test_task_and_worker_lifecycle(wallet, fake_node, spec_file):
     assert worker["proof"]["verified"] and "stake" in worker["proof"]["fields"]
 
     balance_before = fake_node.account(dev_key(0).address).balance
-    submitted = wallet("task", "submit", spec_file, "--budget", "50trl", "--workers", "1", "--from", "dev", "--yes",
-                       node=fake_node)
+    # The fake node makes 20 blocks a second: a round of 20 s, long enough that a loaded machine's slower steps
+    # cannot let it close (and drop the member) before the test has asked what it asks of a running task.
+    submitted = wallet("task", "submit", spec_file, "--budget", "50trl", "--workers", "1", "--round-blocks", "400",
+                       "--from", "dev", "--yes", node=fake_node)
     assert submitted.exit_code == 0 and "Task 1 submitted" in submitted.stdout, submitted.output
     tasks = ok_json(wallet("task", "list", "-o", "json", node=fake_node))
     assert [(t["id"], t["status"], t["budget"]) for t in tasks] == [(1, "open", 50 * TRL)]
@@ -116,7 +118,7 @@ def test_task_and_worker_lifecycle(wallet, fake_node, spec_file):
     for _ in range(100):
         if view["status"] != "running":
             break
-        fake_node.wait_blocks(1)
+        fake_node.wait_blocks(10)
         view = ok_json(wallet("task", "status", "1", "-o", "json", node=fake_node))
     assert view["status"] == "abandoned" and view["members"][0]["reason"] == "missed round"
     penalty = view["members"][0]["penalized"]
