@@ -5,28 +5,30 @@
 //   encodeTensors(new Map([["layers.0.bias", {dtype: "float32", shape: [24], data}]]))   // Uint8Array
 //   weightsHash(weights)                                                                    // hex
 
+import { encodeTensors as encodeTensorBytes } from "../../../../compute/wasm/canonical.mjs";
 import { sha256, toHex } from "../../../../compute/wasm/sha256.mjs";
-import { ByteWriter, sortedByBytes, utf8 } from "./bytes.js";
 
-const MAGIC = [0x54, 0x52, 0x4c, 0x54]; // "TRLT"
-const VERSION = 1;
-const DTYPE_CODES = { float32: 1, int64: 4 };
-
-/** Canonical bytes of a Map name -> {dtype ("float32", the default, or "int64"), shape, data}. */
+/** Canonical bytes of a Map name -> {dtype ("float32", the default, or "int64"), shape, data}: the tab's weights,
+ * moments and residuals as typed arrays, handed to the one encoder of the format (compute/wasm/canonical.mjs) as
+ * little-endian bytes. */
 export function encodeTensors(tensors) {
-  const out = new ByteWriter();
-  MAGIC.forEach((byte) => out.u8(byte));
-  out.u8(VERSION).u32(tensors.size);
-  for (const name of sortedByBytes([...tensors.keys()])) {
-    const { dtype = "float32", shape, data } = tensors.get(name);
-    if (!(dtype in DTYPE_CODES)) throw new Error(`dtype ${dtype} has no canonical code here`);
-    const nameBytes = utf8(name);
-    out.u16(nameBytes.length).bytes(nameBytes).u8(DTYPE_CODES[dtype]).u8(shape.length);
-    shape.forEach((size) => out.u64(size));
-    if (dtype === "float32") out.float32s(data);
-    else data.forEach((value) => out.scalar(8, (v) => v.setBigInt64(0, BigInt(value), true)));
+  const named = new Map();
+  for (const [name, { dtype = "float32", shape, data }] of tensors) {
+    named.set(name, { dtype, shape, bytes: littleEndianBytes(dtype, data) });
   }
-  return out.finish();
+  return encodeTensorBytes(named);
+}
+
+/** The little-endian bytes of float32 `data` (any array of numbers) or int64 `data` (numbers or BigInts). */
+function littleEndianBytes(dtype, data) {
+  if (dtype !== "float32" && dtype !== "int64") throw new Error(`dtype ${dtype} has no canonical code here`);
+  const size = dtype === "float32" ? 4 : 8;
+  const view = new DataView(new ArrayBuffer(data.length * size));
+  for (let i = 0; i < data.length; i++) {
+    if (dtype === "float32") view.setFloat32(i * size, data[i], true);
+    else view.setBigInt64(i * size, BigInt(data[i]), true);
+  }
+  return new Uint8Array(view.buffer);
 }
 
 /** sha256 (hex) of the canonical bytes of `tensors`: compute/checkpoints.py's `weights_hash`. */
