@@ -41,7 +41,7 @@ from trolly.compute.blobs import BlobError
 from trolly.compute.errors import ComputeError
 from trolly.wallet.errors import WalletError
 from trolly.wallet.files import write_atomically
-from trolly.wallet.proven_views import prove_spec, prove_task
+from trolly.wallet.market_queries import get_spec, get_task
 from trolly.wallet.market_views import TaskView
 from trolly.wallet.rpc import AsyncRpcClient
 
@@ -114,8 +114,9 @@ class RoundCharts:
         from trolly.compute.weights_follower import DirectoryCache, WeightsFollower
 
         try:
-            view = (await prove_task(self.client, chart.task_id)).view  # what is evaluated: proven
-            spec = parse_spec((await prove_spec(self.client, chart.task_id))[0].spec_bytes)
+            # the node's word (tests/project/test_display_reads_proven.py says why)
+            view = await get_task(self.client, chart.task_id)
+            spec = parse_spec((await get_spec(self.client, chart.task_id)).spec_bytes)
             chart.progress = "loading the held-out split"
             dataset, own_copy = await self._dataset(spec, view)
             if own_copy:
