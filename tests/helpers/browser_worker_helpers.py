@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import re
+from types import SimpleNamespace
 
 from console_helpers import CHROMIUM, PageProblems
 
@@ -108,3 +110,20 @@ def join(tab, task_id: int) -> None:
     tab.wait_for_selector(f'tr[data-task="{task_id}"] button', timeout=WAIT_MS)
     tab.click(f'tr[data-task="{task_id}"] button')
     tab.wait_for_selector("body[data-phase=working]", timeout=WAIT_MS)
+
+
+@contextlib.contextmanager
+def browser_localnet(tmp_path: pathlib.Path, workers: int):
+    """A solo localnet with `workers` native workers, taken down after: its home, exported environment, node URL,
+    the requester's wallet (`localnet_helpers.wallet_in`) and the browser worker page's address it printed."""
+    from localnet_helpers import exported_env, free_base_port, localnet, wallet_in
+
+    home = tmp_path / "localnet-home"
+    up = localnet("up", "-d", "--engine", "solo", "--workers", str(workers), "--slow-workers", "0", "--home",
+                  str(home), "--base-port", str(free_base_port(workers=workers)), timeout=180.0)
+    try:
+        env = exported_env(up)
+        yield SimpleNamespace(home=home, env=env, node=env["TROLLY_NODE"], wallet=wallet_in(env, tmp_path),
+                              page=re.search(r"browser worker: (\S+)", up.stdout + up.stderr).group(1))
+    finally:
+        localnet("down", "--home", str(home), timeout=120.0, check=False)

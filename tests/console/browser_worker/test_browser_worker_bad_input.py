@@ -5,15 +5,14 @@ page can sign anything."""
 
 from __future__ import annotations
 
-import re
 import time
 import urllib.parse
 
 import pytest
 
-from browser_worker_helpers import WAIT_MS, chromium, create_key, join, message, register, serving_blobs, \
+from browser_worker_helpers import browser_localnet, chromium, create_key, join, message, register, serving_blobs, \
     skip_without_the_page, worker_tab
-from localnet_helpers import exported_env, free_base_port, localnet, query, wallet_in
+from localnet_helpers import query
 from test_browser_worker_e2e import browser_task_spec
 from trolly.localnet.demo_tasks import digits_data
 
@@ -41,14 +40,8 @@ def test_a_relay_that_refuses_the_push_is_explained_and_nothing_is_signed_after_
     """Attack (or accident): the tab registered a relay URL the relay does not know itself by, so every push is
     refused (HTTP 421). The page says the round was not committed, why, and what to do; the tab signs nothing
     more (its nonce stays at its registration and join) and commits nothing."""
-    home = tmp_path / "localnet-home"
-    up = localnet("up", "-d", "--engine", "solo", "--workers", "1", "--slow-workers", "0", "--home", str(home),
-                  "--base-port", str(free_base_port(workers=1)), timeout=180.0)
-    try:
-        env = exported_env(up)
-        node = env["TROLLY_NODE"]
-        wallet = wallet_in(env, tmp_path)
-        page = re.search(r"browser worker: (\S+)", up.stdout + up.stderr).group(1)
+    with browser_localnet(tmp_path, workers=1) as net:
+        node, wallet, page = net.node, net.wallet, net.page
         data = digits_data(tmp_path / "data")
         with serving_blobs(data.store) as data_url, chromium(sync_api) as browser:
             stranger = worker_tab(browser, page + "&cheat=skipped_steps")  # a cheat, but not a test's page
@@ -75,5 +68,3 @@ def test_a_relay_that_refuses_the_push_is_explained_and_nothing_is_signed_after_
         # (the node is read once Playwright's event loop is closed)
         assert query(node, f"/account/{address}")["nonce"] == 2  # its registration and join, nothing after
         assert commitments_of(node, 1, address) == []
-    finally:
-        localnet("down", "--home", str(home), timeout=120.0, check=False)

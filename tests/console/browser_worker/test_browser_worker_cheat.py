@@ -7,13 +7,12 @@ kernel, with nothing signed (its account never used a nonce)."""
 
 from __future__ import annotations
 
-import re
 
 import pytest
 
-from browser_worker_helpers import WAIT_MS, chromium, create_key, join, message, register, serving_blobs, \
-    skip_without_the_page, worker_tab
-from localnet_helpers import exported_env, free_base_port, localnet, query, task_ended, wallet_in
+from browser_worker_helpers import browser_localnet, WAIT_MS, chromium, create_key, join, message, register, \
+    serving_blobs, skip_without_the_page, worker_tab
+from localnet_helpers import query, task_ended
 from test_browser_worker_e2e import browser_task_spec
 from trolly.compute.wasm.profile import PROFILE_ID
 from trolly.localnet.demo_tasks import digits_data
@@ -23,13 +22,8 @@ sync_api = skip_without_the_page(pytest)
 
 
 def test_a_cheating_tab_is_caught_by_replay_and_slashed(tmp_path):
-    home = tmp_path / "localnet-home"
-    up = localnet("up", "-d", "--engine", "solo", "--workers", "1", "--slow-workers", "0", "--home", str(home),
-                  "--base-port", str(free_base_port(workers=1)), timeout=180.0)
-    try:
-        env = exported_env(up)
-        wallet = wallet_in(env, tmp_path)
-        honest_page = re.search(r"browser worker: (\S+)", up.stdout + up.stderr).group(1)
+    with browser_localnet(tmp_path, workers=1) as net:
+        env, wallet, honest_page = net.env, net.wallet, net.page
         page = honest_page + "&test=1&cheat=skipped_steps"
         data = digits_data(tmp_path / "data")
         with serving_blobs(data.store) as data_url, chromium(sync_api) as browser:
@@ -67,5 +61,3 @@ def test_a_cheating_tab_is_caught_by_replay_and_slashed(tmp_path):
         assert mine[0]["outcome"] == "failed" and "fail" in mine[0]["decisions"], mine[0]
         honest = next(m for m in task["members"] if m["worker"] != cheater)
         assert honest["paid"] > 0 and honest["slashed"] == 0, honest
-    finally:
-        localnet("down", "--home", str(home), timeout=120.0, check=False)

@@ -8,13 +8,12 @@ seconds, so the replacement may join a round or two later."""
 
 from __future__ import annotations
 
-import re
 
 import pytest
 
-from browser_worker_helpers import chromium, create_key, join, register, serving_blobs, skip_without_the_page, \
-    worker_tab
-from localnet_helpers import exported_env, free_base_port, localnet, task_ended, wallet_in
+from browser_worker_helpers import browser_localnet, chromium, create_key, join, register, serving_blobs, \
+    skip_without_the_page, worker_tab
+from localnet_helpers import localnet, task_ended
 from test_browser_worker_e2e import browser_task_spec
 from trolly.localnet.demo_tasks import digits_data
 
@@ -23,13 +22,9 @@ sync_api = skip_without_the_page(pytest)
 
 
 def test_a_tab_closed_mid_task_is_dropped_without_a_slash_and_replaced(tmp_path):
-    home = tmp_path / "localnet-home"
-    up = localnet("up", "-d", "--engine", "solo", "--workers", "2", "--slow-workers", "0", "--home", str(home),
-                  "--base-port", str(free_base_port(workers=2)), timeout=180.0)
-    try:
-        env = exported_env(up)
-        wallet = wallet_in(env, tmp_path)
-        page = re.search(r"browser worker: (\S+)", up.stdout + up.stderr).group(1)
+    with browser_localnet(tmp_path, workers=2) as net:
+        home, wallet, page = net.home, net.wallet, net.page
+        env = net.env
         localnet("kill", "worker-1", "--home", str(home))  # the spare: started once the tab is a member
         data = digits_data(tmp_path / "data")
         with serving_blobs(data.store) as data_url, chromium(sync_api) as browser:
@@ -57,5 +52,3 @@ def test_a_tab_closed_mid_task_is_dropped_without_a_slash_and_replaced(tmp_path)
         assert replacement is not None, said
         assert replacement["worker"] != closed and replacement["index"] == dropped["index"], replacement
         assert replacement["paid"] > 0 and replacement["status"] in ("active", "finished"), replacement
-    finally:
-        localnet("down", "--home", str(home), timeout=120.0, check=False)

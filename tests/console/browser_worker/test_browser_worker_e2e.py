@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import pytest
 
-from browser_worker_helpers import ROOT, chromium, create_key, join, register, serving_blobs, skip_without_the_page, \
-    worker_tab
-from localnet_helpers import exported_env, free_base_port, localnet, task_ended, wallet_in
+from browser_worker_helpers import browser_localnet, ROOT, chromium, create_key, join, register, serving_blobs, \
+    skip_without_the_page, worker_tab
+from localnet_helpers import task_ended
 from trolly.compute.spec import example_spec
 from trolly.compute.wasm.profile import PROFILE_ID
 from trolly.localnet.demo_tasks import digits_data
@@ -49,13 +48,8 @@ def screenshot_place() -> Path:
 
 
 def test_two_tabs_and_a_native_worker_train_a_wasm32_task_verified_paid_and_agreeing(tmp_path):
-    home = tmp_path / "localnet-home"
-    up = localnet("up", "-d", "--engine", "solo", "--workers", "1", "--slow-workers", "0", "--home", str(home),
-                  "--base-port", str(free_base_port(workers=1)), timeout=180.0)
-    try:
-        env = exported_env(up)
-        wallet = wallet_in(env, tmp_path)
-        page = re.search(r"browser worker: (\S+)", up.stdout + up.stderr).group(1)
+    with browser_localnet(tmp_path, workers=1) as net:
+        env, wallet, page = net.env, net.wallet, net.page
         data = digits_data(tmp_path / "data")
         with serving_blobs(data.store) as data_url, chromium(sync_api) as browser:
             tabs = [worker_tab(browser, page) for _ in range(2)]
@@ -92,5 +86,3 @@ def test_two_tabs_and_a_native_worker_train_a_wasm32_task_verified_paid_and_agre
         assert reported == [task["final_weights_hash"]] * 2
         fetched = json.loads(wallet("task", "fetch", "1", "-o", "model", "--json").stdout)
         assert fetched["final_weights_hash"] == task["final_weights_hash"]
-    finally:
-        localnet("down", "--home", str(home), timeout=120.0, check=False)
