@@ -27,7 +27,7 @@ from trolly.compute.data.readers import features_array, read_samples
 from trolly.compute.requester.cli import packed_dataset_of, prepare_data_submission
 from trolly.compute.requester.results import TaskResult, evaluate_result, spec_shape
 from trolly.compute.spec import parse_spec
-from trolly.compute.training import Trainer, initial_weights
+from trolly.compute.training import Trainer
 from trolly.compute.worker.cheat_round import play_cheat_round
 from trolly.compute.worker.data import obtain_dataset
 from trolly.compute.worker.progress import WorkerState
@@ -36,6 +36,7 @@ from trolly.verifier.checkpoint_sources import MemorySource
 from trolly.verifier.dataset_fetch import TaskDatasets
 from trolly.verifier.segment_check import PASSED, Replayer, SegmentClaim, verify_segment
 
+from cheat_helpers import stand_in_weights
 from prediction_helpers import people_csv
 from verifier_helpers import own_profile
 
@@ -93,14 +94,6 @@ def other_statistics_features(csv_path, dataset):
                                test_inputs=inputs[test].to(dataset.test_inputs.dtype))
 
 
-def round_weights(spec, dataset, round_index: int):
-    weights = initial_weights(spec, dataset.shape)
-    if round_index == 0:
-        return weights
-    generator = torch.Generator().manual_seed(round_index)
-    return {n: t + 1e-3 * torch.randn(t.shape, generator=generator) for n, t in weights.items()}
-
-
 def play_rounds(spec, dataset, state, store):
     """A worker's rounds 0 and 1 of task 7, trained honestly on `dataset`'s features; round 1's commitment."""
     trainer = Trainer(spec, dataset)
@@ -110,7 +103,7 @@ def play_rounds(spec, dataset, state, store):
         task.round(round_index).steps = spec.training.inner_steps
         previous = task.rounds[round_index - 1].residual_hash if round_index else ""
         trained = play_cheat_round(get_cheat(HONEST), trainer, store, state, task, round_index,
-                                   start_weights=round_weights(spec, dataset, round_index),
+                                   start_weights=stand_in_weights(spec, dataset, round_index),
                                    previous_residual_hash=previous)
         message = commitment(7, task.round(round_index), spec.training.batch_size, own_profile(),
                              trained.claimed_samples)
@@ -137,7 +130,7 @@ def replay_outcomes(spec, dataset, state, store, message, spec_key: str) -> list
                                  residual_hash=message.residual_hash,
                                  previous_residual_hash=bytes.fromhex(state.task(7).round(0).residual_hash))
             report = asyncio.run(verify_segment(claim, spec, dataset, source, replayer, spec_key=spec_key,
-                                                expected_start_hash=weights_hash(round_weights(spec, dataset, 1))))
+                                                expected_start_hash=weights_hash(stand_in_weights(spec, dataset, 1))))
             outcomes.append(report.outcome)
     finally:
         replayer.close()
@@ -166,7 +159,7 @@ def test_worker_verifier_and_eval_read_the_same_features_bitwise(served):
             assert mine.dtype == streamed.dtype == theirs.dtype
             assert torch.equal(mine, streamed) and torch.equal(mine, theirs)
     assert torch.isfinite(worker.train_inputs).all()  # the missing cells were imputed at pack time
-    weights = round_weights(served.spec, worker, 1)
+    weights = stand_in_weights(served.spec, worker, 1)
     result = TaskResult(1, weights_hash(weights), served.spec_bytes, served.spec, spec_shape(served.spec), weights,
                         served.submission.packed.labels, tuple(served.submission.urls))
     scored, rescored = evaluate_result(result, evaluation), evaluate_result(result, worker)
